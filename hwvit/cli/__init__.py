@@ -1,0 +1,40 @@
+"""The hwvit command line. Each command lives in its own module of this package."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from hwvit import __version__
+
+# (module in hwvit.cli, click command attribute). One line per command.
+COMMANDS = [
+    ("info", "info"),
+]
+
+
+class _Group(click.Group):
+    """Loads command modules lazily, so `hwvit --help` does not import torch."""
+
+    def list_commands(self, ctx):
+        return sorted(name.replace("_", "-") for name, _ in COMMANDS)
+
+    def get_command(self, ctx, cmd_name):
+        for module, attr in COMMANDS:
+            if module.replace("_", "-") == cmd_name:
+                return getattr(importlib.import_module(f"hwvit.cli.{module}"), attr)
+        return None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hwvit")
+def main() -> None:
+    """hwvit: bit-accurate integer ViT, golden vectors and cocotb checks for ViT accelerators.
+
+    \b
+    Typical flow:
+      hwvit vectors --model digits --images 1 --out vectors/   golden vector sets
+      hwvit sim vectors/ --simulator verilator                RTL vs vectors, bit for bit
+      hwvit compare --model digits --out report/              float vs fixed, per layer
+    """

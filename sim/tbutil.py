@@ -1,0 +1,148 @@
+"""Shared cocotb-side helpers for hwvit testbenches (imported by sim/test_<kind>.py).
+
+- ``load_set()``: the vector set named by HWVIT_SET, read and validated by hwvit.vectors.read;
+- ``start(dut)``: clock on ``clk_i`` and a synchronous active-low reset on ``rst_ni``;
+- ``Source`` / ``Sink``: valid/ready drivers with random stalls;
+- ``finish(...)``: compare outputs, write the JSON result for hwvit.simulate, fail with
+  block, set, first mismatching index, expected, got and waveform path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ReadOnly, RisingEdge
+
+CLK_NS = 10
+
+
+def load_set():
+    from hwvit import vectors
+
+    return vectors.read(Path(os.environ["HWVIT_SET"]))
+
+
+def stall_probability() -> float:
+    """Probability that a source withholds valid / a sink withholds ready in a cycle."""
+    return float(os.environ.get("HWVIT_STALL", "0.3"))
+
+
+def rng() -> random.Random:
+    return random.Random(int(os.environ.get("HWVIT_TB_SEED", "1")))
+
+
+async def start(dut, cycles: int = 3) -> None:
+    """Start the clock and hold reset (rst_ni low) for ``cycles`` rising edges."""
+    cocotb.start_soon(Clock(dut.clk_i, CLK_NS, unit="ns").start())
+    dut.rst_ni.value = 0
+    for _ in range(cycles):
+        await RisingEdge(dut.clk_i)
+    dut.rst_ni.value = 1
+    await RisingEdge(dut.clk_i)
+
+
+def to_int(handle, signed: bool) -> int:
+    """Value of a signal as a Python int; raises if it holds X or Z."""
+    value = handle.value
+    if not value.is_resolvable:
+        raise AssertionError(f"{handle._name} is {value} (X/Z) after reset")
+    return value.to_signed() if signed else value.to_unsigned()
+
+
+class Source:
+    """Drive words on (valid, data...) and wait for ready, with random idle cycles."""
+
+    def __init__(self, clk, valid, ready, data: Sequence, stall: float, rand: random.Random):
+        self.clk, self.valid, self.ready, self.data = clk, valid, ready, data
+        self.stall, self.rand = stall, rand
+        self.valid.value = 0
+
+    async def send(self, words: Sequence[Sequence[int]]) -> None:
+        for word in words:
+            while self.stall and self.rand.random() < self.stall:
+                self.valid.value = 0
+                await RisingEdge(self.clk)
+            self.valid.value = 1
+            for sig, val in zip(self.data, word):
+                sig.value = int(val)
+            await RisingEdge(self.clk)
+            while not self.ready.value:
+                await RisingEdge(self.clk)
+        self.valid.value = 0
+
+
+class Sink:
+    """Collect words from (valid, data...) while toggling ready at random."""
+
+    def __init__(self, clk, valid, ready, data: Sequence, signed: Sequence[bool], stall: float,
+                 rand: random.Random):
+        self.clk, self.valid, self.ready, self.data, self.signed = clk, valid, ready, data, signed
+        self.stall, self.rand = stall, rand
+        self.words: list[tuple[int, ...]] = []
+        self.ready.value = 0
+
+    async def collect(self, count: int) -> list[tuple[int, ...]]:
+        while len(self.words) < count:
+            self.ready.value = 0 if (self.stall and self.rand.random() < self.stall) else 1
+            await ReadOnly()
+            if self.ready.value and self.valid.value:
+                self.words.append(tuple(to_int(s, g) for s, g in zip(self.data, self.signed)))
+            await RisingEdge(self.clk)
+        self.ready.value = 0
+        return self.words
+
+
+def first_mismatch(expected: np.ndarray, got: np.ndarray) -> tuple[int, dict[str, Any] | None]:
+    """Number of mismatching elements and the first one (flat index and N-d index)."""
+    expected = np.asarray(expected, dtype=np.int64).reshape(-1)
+    got = np.asarray(got, dtype=np.int64).reshape(-1)
+    if expected.shape != got.shape:
+        return max(len(expected), len(got)), {"index": min(len(expected), len(got)),
+                                              "expected": f"{len(expected)} elements",
+                                              "got": f"{len(got)} elements"}
+    bad = np.flatnonzero(expected != got)
+    if bad.size == 0:
+        return 0, None
+    i = int(bad[0])
+    return int(bad.size), {"index": i, "expected": int(expected[i]), "got": int(got[i])}
+
+
+def finish(dut, vset, checks: dict[str, tuple[np.ndarray, np.ndarray]], cycles: int | None = None,
+           extra: dict[str, Any] | None = None) -> None:
+    """Compare each named output (expected, got), write the result, assert bit-exactness."""
+    elements, mismatches, first = 0, 0, None
+    for name, (expected, got) in checks.items():
+        exp = np.asarray(expected)
+        n, f = first_mismatch(exp, got)
+        elements += int(exp.size)
+        mismatches += n
+        if f is not None and first is None:
+            if exp.ndim > 1 and isinstance(f["index"], int) and f["index"] < exp.size:
+                f["nd_index"] = [int(v) for v in np.unravel_index(f["index"], exp.shape)]
+            first = {"tensor": name, **f}
+    waves = os.environ.get("HWVIT_WAVES") == "1"
+    sim = os.environ.get("HWVIT_SIMULATOR", "?")
+    waveform = None
+    if waves:
+        waveform = str(Path.cwd() / ("dump.fst" if sim == "verilator" else f"{dut._name}.fst"))
+    message = ""
+    if first is not None:
+        message = (f"{vset.kind} {vset.path} ({vset.directory}): {mismatches} mismatches; first "
+                   f"{first['tensor']}[{first.get('nd_index', first['index'])}] expected {first['expected']} "
+                   f"got {first['got']}; waveform: {waveform or 'rerun with --waves'}")
+    result = {"passed": first is None, "elements": elements, "mismatches": mismatches, "first": first,
+              "waveform": waveform, "cycles": cycles, "message": message, "extra": extra or {}}
+    out = os.environ.get("HWVIT_RESULT")
+    if out:
+        Path(out).write_text(json.dumps(result))
+    assert first is None, message
+
+
+Predicate = Callable[[], bool]
