@@ -11,6 +11,10 @@ from hwvit import __version__
 # (module in hwvit.cli, click command attribute). One line per command.
 COMMANDS = [
     ("info", "info"),
+    ("compare", "compare"),
+    ("bench", "bench"),
+    ("sim", "sim"),
+    ("synth", "synth"),
 ]
 
 

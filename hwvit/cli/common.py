@@ -28,3 +28,49 @@ def model_options(func):
 def fail(message: str) -> None:
     """One-line error, non-zero exit, no traceback."""
     raise click.ClickException(message)
+
+
+def quant_options(func):
+    """The quantization knobs of hwvit.intvit.QuantConfig."""
+
+    @click.option("--act-bits", type=click.IntRange(2, 8), default=8, show_default=True,
+                  help="Activation width (per tensor, symmetric).")
+    @click.option("--softmax-bits", type=click.IntRange(2, 8), default=8, show_default=True,
+                  help="Softmax probability width.")
+    @click.option("--exp", "exp_mode", type=click.Choice(["table", "shift"]), default="table", show_default=True,
+                  help="Softmax exp: table lookup (the RTL) or shift-and-add.")
+    @click.option("--exp-entries", type=click.IntRange(1, 256), default=256, show_default=True,
+                  help="Exp table entries.")
+    @click.option("--calibration", type=click.Choice(["minmax", "percentile"]), default="minmax",
+                  show_default=True, help="Activation range estimate.")
+    @click.option("--percentile", type=click.FloatRange(50.0, 100.0), default=99.99, show_default=True,
+                  help="Percentile of |x| for --calibration percentile.")
+    @click.option("--calib-images", type=click.IntRange(1), default=256, show_default=True,
+                  help="Calibration inputs (digits: training images; otherwise random).")
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+def quant_config(kwargs: dict):
+    """QuantConfig from the options of quant_options (pops them from kwargs)."""
+    from hwvit.intvit import QuantConfig
+
+    return QuantConfig(act_bits=kwargs.pop("act_bits"), softmax_bits=kwargs.pop("softmax_bits"),
+                       exp=kwargs.pop("exp_mode"), exp_entries=kwargs.pop("exp_entries"),
+                       calibration=kwargs.pop("calibration"), percentile=kwargs.pop("percentile"))
+
+
+def build_models(preset, checkpoint, family, config_path, qconfig, calib_images: int, seed: int = 0):
+    """(Source, IntViT) for the model options; bad input becomes a one-line ClickException."""
+    from hwvit import pipeline
+    from hwvit.intvit import quantize_model
+
+    try:
+        source = pipeline.load_source(preset, checkpoint, family, config_path, seed=seed)
+        calib = pipeline.calibration_inputs(source, calib_images, seed=seed)
+        return source, quantize_model(source.model, calib, qconfig)
+    except (ValueError, OSError, KeyError) as exc:
+        fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)

@@ -1,0 +1,52 @@
+"""`hwvit synth`: yosys cell counts per RTL block."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from hwvit import toolchain
+
+
+@click.command()
+@click.option("--block", "blocks", multiple=True, help="Only this block (repeatable) [default: all].")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Write the markdown table here.")
+def synth(blocks, out_path):
+    """Synthesize each block with yosys and print its cell count.
+
+    \b
+    Example:
+      hwvit synth
+      hwvit synth --block softmax --out docs/synth.md
+    """
+    from hwvit.synth import BLOCKS, report_markdown, synth_block
+
+    try:
+        toolchain.require("yosys")
+        toolchain.repo()
+    except toolchain.ToolMissing as exc:
+        raise click.ClickException(str(exc)) from None
+    names = list(blocks) or list(BLOCKS)
+    unknown = [b for b in names if b not in BLOCKS]
+    if unknown:
+        raise click.ClickException(f"unknown block {unknown[0]!r}; choose from {', '.join(BLOCKS)}")
+    results = []
+    for name in names:
+        res = synth_block(name)
+        results.append(res)
+        click.echo(f"{name:<13} {'%8d cells' % res.cells if res.ok else 'FAILED: ' + res.message}")
+    if out_path:
+        text = report_markdown(results)
+        out = Path(out_path)
+        fd, tmp = tempfile.mkstemp(dir=out.parent or ".", prefix=f".{out.name}.")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, out)
+        click.echo(f"wrote {out}")
+    failed = sum(not r.ok for r in results)
+    click.echo(f"{len(results) - failed} synthesized, {failed} failed")
+    sys.exit(1 if failed else 0)

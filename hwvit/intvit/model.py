@@ -1,0 +1,213 @@
+"""The integer ViT: a bit-accurate forward built only from hwvit.ops kernels.
+
+Shapes: B images, N tokens, D = dim, H heads of hd, F = mlp_dim. Activations are int64 arrays
+holding ACT_BITS-bit values; each carries one real scale, kept beside it in the layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hwvit import ops
+from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntResidual, IntSoftmax, matmul
+from hwvit.intvit.trace import NO_TRACE, Trace, t_in, t_out, t_par
+
+
+@dataclass
+class IntAttention:
+    heads: int
+    head_dim: int
+    qkv: IntLinear | None  # fused projection (q, k and v share one output scale)
+    q: IntLinear | None  # separate projections
+    k: IntLinear | None
+    v: IntLinear | None
+    s_q: float
+    s_k: float
+    s_v: float
+    scores_mult: int  # requant of Q.K^T to the softmax input scale (1/sqrt(hd) folded in)
+    scores_shift: int
+    s_scores: float
+    softmax: IntSoftmax
+    ctx_mult: int  # requant of P.V to the context scale (ECG's 1/sqrt(dim) folded in)
+    ctx_shift: int
+    s_ctx: float
+    proj: IntLinear
+    act_bits: int
+
+    def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
+        b, n, _ = x.shape
+        h, hd = self.heads, self.head_dim
+        if self.qkv is not None:
+            y = self.qkv(x, tr, f"{path}.qkv").reshape(b, n, 3, h, hd)
+            q, k, v = (y[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # (B, H, N, hd)
+        else:
+            q, k, v = (lin(x, tr, f"{path}.{name}").reshape(b, n, h, hd).transpose(0, 2, 1, 3)
+                       for name, lin in (("q", self.q), ("k", self.k), ("v", self.v)))
+        tr.value(f"{path}.q", q, self.s_q)
+        tr.value(f"{path}.k", k, self.s_k)
+        tr.value(f"{path}.v", v, self.s_v)
+        scores = np.empty((b, h, n, n), dtype=np.int64)
+        for bi in range(b):
+            for hi in range(h):
+                tag = f"{path}.h{hi}" if b == 1 else f"{path}.img{bi}.h{hi}"
+                scores[bi, hi] = matmul(q[bi, hi], k[bi, hi], None, self.scores_mult, self.scores_shift,
+                                        self.act_bits, True, (self.s_q, self.s_scores), tr, f"{tag}.qk")
+        tr.value(f"{path}.scores", scores, self.s_scores)
+        probs = self.softmax(scores, tr, f"{path}.softmax")
+        tr.value(f"{path}.probs", probs, self.softmax.s_out)
+        ctx = np.empty((b, n, h, hd), dtype=np.int64)
+        for bi in range(b):
+            for hi in range(h):
+                tag = f"{path}.h{hi}" if b == 1 else f"{path}.img{bi}.h{hi}"
+                ctx[bi, :, hi] = matmul(probs[bi, hi], v[bi, hi].T, None, self.ctx_mult, self.ctx_shift,
+                                        self.act_bits, False, (self.softmax.s_out, self.s_ctx), tr, f"{tag}.av")
+        ctx = ctx.reshape(b, n, h * hd)
+        tr.value(f"{path}.context", ctx, self.s_ctx)
+        out = self.proj(ctx, tr, f"{path}.proj")
+        tr.value(f"{path}.proj", out, self.proj.s_out)
+        return out
+
+
+@dataclass
+class IntBlock:
+    norm1: IntLayerNorm
+    attn: IntAttention
+    add1: IntResidual
+    norm2: IntLayerNorm
+    fc1: IntLinear
+    gelu: IntGelu
+    fc2: IntLinear
+    add2: IntResidual
+
+    def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
+        h = self.norm1(x, tr, f"{path}.norm1")
+        tr.value(f"{path}.norm1", h, self.norm1.s_out)
+        x = self.add1(x, self.attn(h, tr, f"{path}.attn"), tr, f"{path}.add1")
+        tr.value(f"{path}.add1", x, self.add1.s_out)
+        h = self.norm2(x, tr, f"{path}.norm2")
+        tr.value(f"{path}.norm2", h, self.norm2.s_out)
+        h = self.fc1(h, tr, f"{path}.mlp.fc1")
+        tr.value(f"{path}.mlp.fc1", h, self.fc1.s_out)
+        h = self.gelu(h, tr, f"{path}.mlp.gelu")
+        tr.value(f"{path}.mlp.gelu", h, self.gelu.s_out)
+        h = self.fc2(h, tr, f"{path}.mlp.fc2")
+        tr.value(f"{path}.mlp.fc2", h, self.fc2.s_out)
+        x = self.add2(x, h, tr, f"{path}.add2")
+        tr.value(f"{path}.add2", x, self.add2.s_out)
+        return x
+
+
+@dataclass
+class IntPatchEmbed:
+    """conv: im2col + GEMM; simple: rearrange, LN, GEMM, LN; linear1d: GEMM (K=1), LN, GELU."""
+
+    kind: str
+    patch_size: int
+    proj: IntLinear
+    norm_in: IntLayerNorm | None = None
+    norm_out: IntLayerNorm | None = None
+    gelu: IntGelu | None = None
+
+    def patches(self, x: np.ndarray) -> np.ndarray:
+        """(B, C, H, W) -> (B, N, patch_dim) in the order the float weights expect."""
+        if self.kind == "linear1d":
+            return x.reshape(x.shape[0], -1, 1)  # every sample is a token with one feature
+        b, c, hh, ww = x.shape
+        p = self.patch_size
+        g = x.reshape(b, c, hh // p, p, ww // p, p)
+        if self.kind == "conv":  # Conv2d weight (D, C, p, p): features ordered (c, p1, p2)
+            g = g.transpose(0, 2, 4, 1, 3, 5)
+        else:  # SimpleViT's Rearrange 'b c (h p1) (w p2) -> b (h w) (p1 p2 c)'
+            g = g.transpose(0, 2, 4, 3, 5, 1)
+        return g.reshape(b, (hh // p) * (ww // p), -1)
+
+    def __call__(self, x: np.ndarray, tr: Trace) -> np.ndarray:
+        h = self.patches(x)
+        if self.norm_in is not None:
+            h = self.norm_in(h, tr, "patch_embed.norm_in")
+        h = self.proj(h, tr, "patch_embed.proj")
+        if self.norm_out is not None:
+            h = self.norm_out(h, tr, "patch_embed.norm_out")
+        if self.gelu is not None:
+            h = self.gelu(h, tr, "patch_embed.gelu")
+        return h
+
+
+@dataclass
+class IntViT:
+    """Integer-only ViT. ``forward`` takes float inputs (quantized at the boundary) or int inputs."""
+
+    config: object  # hwvit.float.config.ViTConfig
+    act_bits: int
+    s_input: float
+    patch_embed: IntPatchEmbed
+    s_embed: float  # scale of the patch embedding output and of the cls token
+    cls_q: np.ndarray | None  # (D,)
+    pos_q: np.ndarray | None  # (T, D)
+    pos_add: IntResidual | None
+    blocks: list[IntBlock]
+    norm: IntLayerNorm | None
+    pool_mult: int
+    pool_shift: int
+    s_pool: float
+    head: IntLinear | None
+    ranges: dict[str, float] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+    def quantize_input(self, x) -> np.ndarray:
+        return ops.quantize(x, self.s_input, self.act_bits)
+
+    @property
+    def s_logits(self) -> float:
+        return self.head.s_out if self.head is not None else self.s_pool
+
+    def forward(self, x, trace: Trace | None = None, quantized: bool = False) -> np.ndarray:
+        """Integer logits (B, classes) at scale ``s_logits``; ``x`` float (or int if quantized)."""
+        tr = trace or NO_TRACE
+        xq = np.asarray(x, dtype=np.int64) if quantized else self.quantize_input(x)
+        tr.value("input", xq, self.s_input)
+        h = self.patch_embed(xq, tr)
+        tr.value("embed", h, self.s_embed)
+        b = h.shape[0]
+        if self.cls_q is not None:
+            h = np.concatenate([np.broadcast_to(self.cls_q, (b, 1, h.shape[-1])), h], axis=1)
+        if self.pos_add is not None:
+            h = self.pos_add(h, np.broadcast_to(self.pos_q[: h.shape[1]], h.shape), tr, "pos_add")
+            s_tokens = self.pos_add.s_out
+        else:
+            s_tokens = self.s_embed
+        tr.value("tokens", h, s_tokens)
+        for i, block in enumerate(self.blocks):
+            h = block(h, tr, f"layers.{i}")
+        s_h = self.blocks[-1].add2.s_out if self.blocks else s_tokens
+        if self.norm is not None:
+            h = self.norm(h, tr, "norm")
+            s_h = self.norm.s_out
+            tr.value("norm", h, s_h)
+        if self.config.pool == "cls":
+            pooled = h[:, 0]
+        else:
+            acc = h.sum(axis=1)
+            pooled = ops.mean_pool(h, self.pool_mult, self.pool_shift, self.act_bits, axis=1)
+            if tr.keep_records:
+                n = acc.size
+                tr.add("requant", "pool", {"out_bits": self.act_bits},
+                       acc=t_in(acc.reshape(-1), 32, True), multiplier=t_in(np.full(n, self.pool_mult), 32, False),
+                       shift=t_in(np.full(n, self.pool_shift), 6, False),
+                       y=t_out(pooled.reshape(-1), self.act_bits, True, self.s_pool))
+        tr.value("pool", pooled, self.s_pool)
+        if self.head is None:
+            return pooled
+        logits = self.head(pooled, tr, "head")
+        tr.value("logits", logits, self.head.s_out)
+        return logits
+
+    __call__ = forward
+
+    def dequantize_logits(self, logits: np.ndarray) -> np.ndarray:
+        return logits.astype(np.float64) * self.s_logits
+
+
+__all__ = ["IntAttention", "IntBlock", "IntPatchEmbed", "IntViT", "t_in", "t_out", "t_par"]

@@ -1,0 +1,78 @@
+"""Activation ranges from sample inputs: the float model's record hook, min/max or percentile."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import numpy as np
+import torch
+
+
+class Calibration(str, Enum):
+    MINMAX = "minmax"
+    PERCENTILE = "percentile"
+
+    @classmethod
+    def from_string(cls, name: str) -> "Calibration":
+        try:
+            return cls(name.lower())
+        except ValueError:
+            raise ValueError(f"unknown calibration {name!r}; choose from "
+                             f"{', '.join(c.value for c in cls)}") from None
+
+
+# Percentile calibration keeps at most this many |x| samples per tensor (random subset), so
+# calibrating ViT-B/16 on a few images stays within a few hundred MB.
+_SAMPLES_PER_TENSOR = 1 << 20
+
+
+def calibrate(model: torch.nn.Module, inputs: torch.Tensor, method: str | Calibration = "minmax",
+              percentile: float = 99.99, batch_size: int = 64, seed: int = 0,
+              hooks: dict[str, torch.nn.Module] | None = None) -> dict[str, float]:
+    """Absolute range (max |x|, or the given percentile of |x|) of every recorded float tensor.
+
+    ``model`` must accept ``forward(x, record=callable)`` (hwvit.float.model.ViT does);
+    ``hooks`` names extra points by module: the module's output is recorded under that path.
+    """
+    method = Calibration.from_string(method) if isinstance(method, str) else method
+    if inputs is None or len(inputs) == 0:
+        raise ValueError("calibration data is empty: give at least one input")
+    inputs = torch.as_tensor(inputs, dtype=torch.float32)
+    if not torch.isfinite(inputs).all():
+        raise ValueError("calibration data contains NaN or Inf")
+    if not 0.0 < percentile <= 100.0:
+        raise ValueError(f"percentile must be in (0, 100], got {percentile}")
+    rng = np.random.default_rng(seed)
+    absmax: dict[str, float] = {}
+    samples: dict[str, list[np.ndarray]] = {}
+
+    def record(path: str, tensor: torch.Tensor) -> None:
+        a = tensor.detach().abs().reshape(-1)
+        absmax[path] = max(absmax.get(path, 0.0), float(a.max()) if a.numel() else 0.0)
+        if method is Calibration.PERCENTILE:
+            v = a.numpy()
+            if v.size > _SAMPLES_PER_TENSOR // 4:
+                v = rng.choice(v, _SAMPLES_PER_TENSOR // 4, replace=False)
+            samples.setdefault(path, []).append(v)
+
+    handles = [module.register_forward_hook(lambda _m, _i, out, path=path: record(path, out))
+               for path, module in (hooks or {}).items()]
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(inputs), batch_size):
+                model(inputs[start:start + batch_size], record=record)
+    finally:
+        for handle in handles:
+            handle.remove()
+    if method is Calibration.MINMAX:
+        return absmax
+    ranges = {}
+    for path, parts in samples.items():
+        v = np.concatenate(parts)
+        if v.size > _SAMPLES_PER_TENSOR:
+            v = rng.choice(v, _SAMPLES_PER_TENSOR, replace=False)
+        ranges[path] = float(np.percentile(v, percentile))
+        if ranges[path] <= 0.0:  # an all-zero tail: fall back to the max so the scale is > 0
+            ranges[path] = absmax[path]
+    return ranges

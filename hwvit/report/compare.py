@@ -1,0 +1,125 @@
+"""Run the float and the integer model side by side; measure the error at every traced point."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from hwvit.intvit import IntViT, Trace
+from hwvit.report.metrics import sqnr_db
+
+
+class _Acc:
+    """Streaming SQNR / cosine / max / mean error of one traced point over batches."""
+
+    def __init__(self, scale: float):
+        self.scale = scale
+        self.signal = self.noise = self.dot = self.nref = self.ntest = self.err_sum = 0.0
+        self.err_max = 0.0
+        self.count = 0
+        self.shape: tuple[int, ...] = ()
+        self.worst_errors: np.ndarray | None = None  # signed errors in LSB (for the histogram)
+
+    def add(self, ref: np.ndarray, q: np.ndarray) -> None:
+        ref = np.asarray(ref, dtype=np.float64).reshape(-1)
+        test = np.asarray(q, dtype=np.float64).reshape(-1) * self.scale
+        diff = ref - test
+        self.signal += float(ref @ ref)
+        self.noise += float(diff @ diff)
+        self.dot += float(ref @ test)
+        self.nref += float(ref @ ref)
+        self.ntest += float(test @ test)
+        lsb = np.abs(diff) / self.scale
+        self.err_max = max(self.err_max, float(lsb.max()) if lsb.size else 0.0)
+        self.err_sum += float(lsb.sum())
+        self.count += lsb.size
+        if self.worst_errors is None or self.worst_errors.size < 200_000:
+            part = diff / self.scale
+            self.worst_errors = part if self.worst_errors is None else np.concatenate([self.worst_errors, part])
+
+    def result(self) -> dict[str, float]:
+        if self.noise == 0.0:
+            sq = math.inf
+        elif self.signal == 0.0:
+            sq = -math.inf
+        else:
+            sq = 10.0 * math.log10(self.signal / self.noise)
+        den = math.sqrt(self.nref * self.ntest)
+        cos = self.dot / den if den > 0 else (1.0 if self.nref == self.ntest else 0.0)
+        return {"sqnr_db": sq, "cosine": cos, "max_err_lsb": self.err_max,
+                "mean_err_lsb": self.err_sum / max(self.count, 1)}
+
+
+@dataclass
+class CompareResult:
+    model: str
+    images: int
+    top1_float: float | None
+    top1_int: float | None
+    agreement: float
+    logits_sqnr_db: float
+    layers: list[dict] = field(default_factory=list)
+    quant: dict = field(default_factory=dict)
+    logits_float: np.ndarray | None = None  # (images, classes), for plots
+    logits_int: np.ndarray | None = None  # dequantized
+    errors: dict[str, np.ndarray] = field(default_factory=dict)  # signed LSB errors per point (sampled)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for key in ("logits_float", "logits_int", "errors"):
+            d.pop(key)
+        return d
+
+    def worst_layer(self) -> dict | None:
+        finite = [row for row in self.layers if row["path"] not in ("input",)]
+        return min(finite, key=lambda row: row["sqnr_db"]) if finite else None
+
+
+def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, labels=None, name: str = "",
+            batch_size: int = 64) -> CompareResult:
+    """Float forward on ``inputs`` vs integer forward on the same inputs, point by point."""
+    if len(inputs) == 0:
+        raise ValueError("no inputs to compare on")
+    accs: dict[str, _Acc] = {}
+    order: list[str] = []
+    logits_f, logits_i = [], []
+    for start in range(0, len(inputs), batch_size):
+        x = inputs[start:start + batch_size]
+        floats: dict[str, np.ndarray] = {}
+
+        def record(path: str, tensor: torch.Tensor) -> None:
+            floats[path] = tensor.detach().double().numpy()
+
+        with torch.no_grad():
+            lf = model(x, record=record)
+        tr = Trace(values=True)
+        li = int_model.forward(x.numpy(), trace=tr)
+        logits_f.append(lf.double().numpy())
+        logits_i.append(int_model.dequantize_logits(li))
+        for path, (q, scale) in tr.values.items():
+            if path not in floats:
+                continue
+            if path not in accs:
+                accs[path] = _Acc(scale)
+                accs[path].shape = tuple(q.shape[1:])
+                order.append(path)
+            accs[path].add(floats[path], q)
+    lf = np.concatenate(logits_f)
+    li = np.concatenate(logits_i)
+    pf, pi = lf.argmax(1), li.argmax(1)
+    top1_f = top1_i = None
+    if labels is not None:
+        labels = np.asarray(labels)
+        top1_f, top1_i = float((pf == labels).mean()), float((pi == labels).mean())
+    layers = []
+    for path in order:
+        row = {"path": path, "shape": list(accs[path].shape), **accs[path].result()}
+        layers.append(row)
+    errors = {p: a.worst_errors for p, a in accs.items() if a.worst_errors is not None}
+    return CompareResult(model=name, images=len(inputs), top1_float=top1_f, top1_int=top1_i,
+                         agreement=float((pf == pi).mean()), logits_sqnr_db=sqnr_db(lf, li), layers=layers,
+                         quant=dict(int_model.meta.get("quant", {})), logits_float=lf, logits_int=li,
+                         errors=errors)
