@@ -1,0 +1,249 @@
+"""The manifest schema and the per-kind contract with the testbenches.
+
+``CONTRACT`` fixes, for every block kind, the parameters a set carries and the exact tensors it
+holds (name, role, shape in terms of the parameters, width, signedness). ``sim/test_<kind>.py``
+reads these names, so they change only together with the testbenches. Widths follow
+docs/arithmetic.md (e.g. requant multipliers are declared 32-bit unsigned; their values are
+M in [0, 2^31-1]).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from hwvit.record import KINDS, ROLES
+from hwvit.vectors.format import FORMAT_VERSION, NAME_RE, PATH_RE, VectorSetError, npy_dtype
+
+ROUNDING = "half_up"  # the one rounding mode of hwvit (docs/arithmetic.md)
+SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+U31 = (0, (1 << 31) - 1)  # integer multipliers
+Dim = str | int | Callable[[dict[str, Any]], int]
+
+# Parameter ranges (inclusive). "bits" of outputs: 2..16 as the requantizer saturates to them.
+_BITS = (2, 16)
+_SIZE = (1, 1 << 24)
+PARAMS: dict[str, dict[str, tuple[type, tuple[int, int] | None]]] = {
+    "requant": {"out_bits": (int, _BITS)},
+    "gemm": {"m": (int, _SIZE), "k": (int, (1, 65535)), "n": (int, _SIZE), "a_signed": (bool, None),
+             "out_bits": (int, _BITS)},
+    "gelu": {"in_bits": (int, (2, 16)), "out_bits": (int, _BITS)},
+    "softmax": {"in_bits": (int, (2, 16)), "out_bits": (int, _BITS), "entries": (int, (1, 1 << 16)),
+                "rows": (int, _SIZE), "row_len": (int, (1, 4096))},
+    "layernorm": {"rows": (int, _SIZE), "c": (int, (1, 4096)), "out_bits": (int, _BITS),
+                  "eps_int": (int, (0, (1 << 40) - 1)), "multiplier": (int, U31), "shift": (int, (0, 62))},
+    "residual_add": {"out_bits": (int, _BITS), "mult_a": (int, U31), "mult_b": (int, U31),
+                     "shift": (int, (1, 62))},
+}
+
+
+def _pow2_in_bits(params: dict[str, Any]) -> int:
+    return 1 << params["in_bits"]
+
+
+# name -> (role, shape, bits, signed). A shape entry is a parameter name, a free symbol ("n",
+# bound by the first tensor that uses it), an int, or a function of the parameters. bits is an
+# int or a parameter name; signed is a bool or a parameter name.
+CONTRACT: dict[str, dict[str, tuple[str, tuple[Dim, ...], int | str, bool | str]]] = {
+    "requant": {
+        "acc": ("input", ("n",), 32, True),
+        "multiplier": ("input", ("n",), 32, False),
+        "shift": ("input", ("n",), 6, False),
+        "y": ("output", ("n",), "out_bits", True),
+    },
+    "gemm": {
+        "a": ("input", ("m", "k"), 8, "a_signed"),
+        "w": ("parameter", ("n", "k"), 8, True),
+        "bias": ("parameter", ("n",), 32, True),
+        "multiplier": ("parameter", ("n",), 32, False),
+        "shift": ("parameter", ("n",), 6, False),
+        "acc": ("output", ("m", "n"), 32, True),
+        "y": ("output", ("m", "n"), "out_bits", True),
+    },
+    "gelu": {
+        "x": ("input", ("n",), "in_bits", True),
+        "table": ("parameter", (_pow2_in_bits,), "out_bits", True),
+        "y": ("output", ("n",), "out_bits", True),
+    },
+    "softmax": {
+        "x": ("input", ("rows", "row_len"), "in_bits", True),
+        "exp_table": ("parameter", ("entries",), 16, False),
+        "p": ("output", ("rows", "row_len"), "out_bits", False),
+    },
+    "layernorm": {
+        "x": ("input", ("rows", "c"), 8, True),
+        "gamma": ("parameter", ("c",), 15, True),
+        "beta": ("parameter", ("c",), 31, True),
+        "y": ("output", ("rows", "c"), "out_bits", True),
+    },
+    "residual_add": {
+        "a": ("input", ("n",), 8, True),
+        "b": ("input", ("n",), 8, True),
+        "y": ("output", ("n",), "out_bits", True),
+    },
+}
+# The tensor whose `.hex` file is the block's loadable LUT (recorded as `lut_file`).
+LUT_TENSOR = {"gelu": "table", "softmax": "exp_table"}
+
+TOP_KEYS = {"format", "hwvit_version", "kind", "path", "params", "seed", "config_hash", "source_sha256",
+            "lut_file", "tensors"}
+TENSOR_KEYS = {"name", "role", "shape", "bits", "signed", "layout", "scale", "dtype", "files", "sha256"}
+FILE_KEYS = {"hex", "npy"}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_params(kind: str, params: Any) -> None:
+    """The parameters of a ``kind`` block: every contract key, typed and in range, plus rounding."""
+    if not isinstance(params, dict):
+        raise VectorSetError("manifest: params is not a mapping")
+    for key, (typ, bounds) in PARAMS[kind].items():
+        if key not in params:
+            raise VectorSetError(f"manifest: {kind} params lack {key!r}")
+        value = params[key]
+        if typ is bool and not isinstance(value, bool) or typ is int and not _is_int(value):
+            raise VectorSetError(f"manifest: param {key}={value!r} is not {typ.__name__}")
+        if bounds and not bounds[0] <= value <= bounds[1]:
+            raise VectorSetError(f"manifest: param {key}={value} outside [{bounds[0]}, {bounds[1]}]")
+    if params.get("rounding") != ROUNDING:
+        raise VectorSetError(f"manifest: param rounding={params.get('rounding')!r}, expected {ROUNDING!r}")
+    for key, value in params.items():
+        if not isinstance(key, str) or not (value is None or isinstance(value, (int, str, bool))):
+            raise VectorSetError(f"manifest: param {key!r} is not a scalar int, bool or string")
+    if kind == "softmax" and params["entries"] > 1 << params["in_bits"]:
+        raise VectorSetError(f"manifest: softmax entries={params['entries']} > 2^in_bits")
+
+
+def expected_tensors(kind: str, params: dict[str, Any], shapes: dict[str, list[int]]
+                     ) -> dict[str, tuple[str, list[int], int, bool]]:
+    """Contract (role, shape, bits, signed) of each tensor, free symbols bound from ``shapes``."""
+    free: dict[str, int] = {}
+    out = {}
+    for name, (role, dims, bits, signed) in CONTRACT[kind].items():
+        shape = []
+        for i, dim in enumerate(dims):
+            if callable(dim):
+                shape.append(dim(params))
+            elif isinstance(dim, int):
+                shape.append(dim)
+            elif dim in params:
+                shape.append(params[dim])
+            else:  # free symbol: take it from the first tensor that has it
+                given = shapes.get(name)
+                if dim not in free and given is not None and len(given) == len(dims):
+                    free[dim] = given[i]
+                shape.append(free.get(dim, -1))
+        out[name] = (role, shape, params[bits] if isinstance(bits, str) else bits,
+                     params[signed] if isinstance(signed, str) else signed)
+    return out
+
+
+def check_manifest(manifest: Any) -> None:
+    """Everything about a manifest that does not need the files; VectorSetError on the first fault."""
+    if not isinstance(manifest, dict):
+        raise VectorSetError("manifest: not a mapping")
+    missing = sorted(TOP_KEYS - {"lut_file"} - manifest.keys())
+    if missing:
+        raise VectorSetError(f"manifest: missing key {missing[0]!r}")
+    unknown = sorted(str(k) for k in manifest.keys() - TOP_KEYS)
+    if unknown:
+        raise VectorSetError(f"manifest: unknown key {unknown[0]!r}")
+    if manifest["format"] != FORMAT_VERSION:
+        raise VectorSetError(f"manifest: format {manifest['format']!r}, this hwvit reads {FORMAT_VERSION}")
+    if not isinstance(manifest["hwvit_version"], str):
+        raise VectorSetError("manifest: hwvit_version is not a string")
+    kind = manifest["kind"]
+    if kind not in KINDS:
+        raise VectorSetError(f"manifest: kind {kind!r} not one of {', '.join(KINDS)}")
+    path = manifest["path"]
+    if not isinstance(path, str) or not PATH_RE.match(path):
+        raise VectorSetError(f"manifest: path {path!r} is not a dotted block path")
+    seed = manifest["seed"]
+    if seed is not None and not _is_int(seed):
+        raise VectorSetError(f"manifest: seed {seed!r} is not an integer")
+    if not isinstance(manifest["config_hash"], str) or not SHA_RE.match(manifest["config_hash"]):
+        raise VectorSetError("manifest: config_hash is not a sha256 hex digest")
+    source = manifest["source_sha256"]
+    if source is not None and (not isinstance(source, str) or not SHA_RE.match(source)):
+        raise VectorSetError("manifest: source_sha256 is not a sha256 hex digest")
+    params = manifest["params"]
+    check_params(kind, params)
+    entries = manifest["tensors"]
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise VectorSetError("manifest: tensors is not a list of mappings")
+    names = [e.get("name") for e in entries]
+    for entry in entries:
+        check_tensor_entry(entry)
+    if len(set(names)) != len(names):
+        raise VectorSetError("manifest: a tensor name appears twice")
+    files = [f for e in entries for f in e["files"].values()]
+    if len(set(files)) != len(files) or "manifest.yaml" in files:
+        raise VectorSetError("manifest: two tensors share a file name")
+    contract = expected_tensors(kind, params, {e["name"]: e["shape"] for e in entries})
+    if set(names) != set(contract):
+        extra, lack = sorted(set(names) - set(contract)), sorted(set(contract) - set(names))
+        what = f"unexpected tensor {extra[0]!r}" if extra else f"missing tensor {lack[0]!r}"
+        raise VectorSetError(f"manifest: {kind}: {what} (expected {', '.join(contract)})")
+    for entry in entries:
+        role, shape, bits, signed = contract[entry["name"]]
+        got = (entry["role"], list(entry["shape"]), entry["bits"], entry["signed"])
+        if got != (role, shape, bits, signed):
+            raise VectorSetError(f"manifest: {kind} tensor {entry['name']}: role/shape/bits/signed {got}, "
+                                 f"contract says {(role, shape, bits, signed)}")
+    lut = LUT_TENSOR.get(kind)
+    if lut is not None:
+        want = next(e["files"]["hex"] for e in entries if e["name"] == lut)
+        if manifest.get("lut_file") != want:
+            raise VectorSetError(f"manifest: lut_file {manifest.get('lut_file')!r}, expected {want!r}")
+    elif manifest.get("lut_file") is not None:
+        raise VectorSetError(f"manifest: {kind} has no LUT but lut_file is set")
+
+
+def check_tensor_entry(entry: dict[str, Any]) -> None:
+    name = entry.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise VectorSetError(f"manifest: tensor name {name!r} is not an identifier")
+    where = f"manifest: tensor {name}"
+    missing = sorted(TENSOR_KEYS - entry.keys())
+    if missing:
+        raise VectorSetError(f"{where}: missing key {missing[0]!r}")
+    unknown = sorted(str(k) for k in entry.keys() - TENSOR_KEYS)
+    if unknown:
+        raise VectorSetError(f"{where}: unknown key {unknown[0]!r}")
+    if entry["role"] not in ROLES:
+        raise VectorSetError(f"{where}: role {entry['role']!r} not one of {', '.join(ROLES)}")
+    shape = entry["shape"]
+    if not isinstance(shape, list) or not shape or not all(_is_int(d) and d >= 1 for d in shape):
+        raise VectorSetError(f"{where}: shape {shape!r} is not a list of positive integers")
+    bits, signed = entry["bits"], entry["signed"]
+    if not isinstance(signed, bool):
+        raise VectorSetError(f"{where}: signed {signed!r} is not a bool")
+    if not _is_int(bits) or not 1 <= bits <= (64 if signed else 63):
+        raise VectorSetError(f"{where}: bits {bits!r} outside [1, {64 if signed else 63}]")
+    if not isinstance(entry["layout"], str) or not entry["layout"]:
+        raise VectorSetError(f"{where}: layout is not a string")
+    scale = entry["scale"]
+    if scale is not None and (not isinstance(scale, float) or not 0 < scale < float("inf")):
+        raise VectorSetError(f"{where}: scale {scale!r} is not a positive finite float or null")
+    if entry["dtype"] != npy_dtype(bits, signed).name:
+        raise VectorSetError(f"{where}: dtype {entry['dtype']!r}, expected {npy_dtype(bits, signed).name!r}")
+    for key in ("files", "sha256"):
+        value = entry[key]
+        if not isinstance(value, dict) or set(value) != FILE_KEYS:
+            raise VectorSetError(f"{where}: {key} must map exactly hex and npy")
+    for ext, fname in entry["files"].items():
+        check_file_name(fname, where)
+        if not fname.endswith(f".{ext}"):
+            raise VectorSetError(f"{where}: {ext} file {fname!r} does not end in .{ext}")
+        if not isinstance(entry["sha256"][ext], str) or not SHA_RE.match(entry["sha256"][ext]):
+            raise VectorSetError(f"{where}: sha256 of {ext} is not a hex digest")
+
+
+def check_file_name(fname: Any, where: str) -> None:
+    """A manifest file name must stay inside the set's directory: a plain name, no '/', no '..'."""
+    if not isinstance(fname, str) or not fname:
+        raise VectorSetError(f"{where}: file name {fname!r} is not a string")
+    if "/" in fname or "\\" in fname or fname in (".", "..") or fname.startswith(".") or "\0" in fname:
+        raise VectorSetError(f"{where}: file path {fname!r} leaves the set directory")

@@ -1,0 +1,266 @@
+"""Write block records as vector sets: deterministic bytes, published atomically.
+
+A set is built in a temporary directory next to its destination and renamed into place, so a
+reader sees either no set or a whole one; a failure or Ctrl-C removes the temporary directory.
+``write_sets`` builds a whole tree (one subdirectory per record) the same way. The manifest is
+checked by the same validator as ``read`` before any file is written, so the writer cannot
+produce a set the reader rejects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import yaml
+
+from hwvit import __version__
+from hwvit.record import BlockRecord, Tensor
+from hwvit.vectors.format import (FORMAT_VERSION, MANIFEST, PATH_RE, VectorSetError, encode_hex,
+                                  encode_npy, npy_dtype, sha256)
+from hwvit.vectors.schema import LUT_TENSOR, ROUNDING, check_manifest
+
+Progress = Callable[[str, int], None]  # (block path, elements written) after each set
+
+
+@dataclass
+class WriteSummary:
+    """What a write produced."""
+
+    sets: int = 0
+    tensors: int = 0
+    bytes: int = 0
+    elements: int = 0
+
+    def add(self, other: "WriteSummary") -> None:
+        self.sets += other.sets
+        self.tensors += other.tensors
+        self.bytes += other.bytes
+        self.elements += other.elements
+
+    def line(self) -> str:
+        """``12 sets, 48 tensors, 1.2 MB`` (decimal megabytes)."""
+        size = f"{self.bytes / 1e6:.1f} MB" if self.bytes >= 100_000 else f"{self.bytes / 1e3:.1f} kB"
+        return f"{self.sets} set{'s' * (self.sets != 1)}, {self.tensors} tensors, {size}"
+
+
+def config_hash(params: dict[str, Any], model_config: Any = None) -> str:
+    """sha256 of the canonical JSON of a block's params plus (optionally) the model config."""
+    doc = {"params": _plain(params), "model": _plain(model_config)}
+    return sha256(json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str).encode())
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars -> Python scalars (recursively), so YAML and JSON see plain types."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block-style YAML with short scalar lists (shapes) in flow style: `shape: [197, 768]`."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
+    flow = all(not isinstance(v, (list, dict)) for v in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_list)
+
+
+def dump_manifest(manifest: dict[str, Any]) -> bytes:
+    return yaml.dump(manifest, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                     width=120).encode()
+
+
+def _tensor_entry(name: str, tensor: Tensor) -> dict[str, Any]:
+    scale = None if tensor.scale is None else float(tensor.scale)
+    return {"name": name, "role": tensor.role, "shape": [int(d) for d in tensor.data.shape],
+            "bits": int(tensor.bits), "signed": bool(tensor.signed), "layout": tensor.layout,
+            "scale": scale, "dtype": npy_dtype(tensor.bits, tensor.signed).name,
+            "files": {"hex": f"{name}.hex", "npy": f"{name}.npy"},
+            "sha256": {"hex": "0" * 64, "npy": "0" * 64}}  # filled in as the files are written
+
+
+def build_manifest(record: BlockRecord, *, seed: int | None = None, config_hash: str | None = None,
+                   source_sha256: str | None = None, model_config: Any = None) -> dict[str, Any]:
+    """The manifest of ``record`` with placeholder checksums, validated against the contract."""
+    params = {k: _plain(record.params[k]) for k in sorted(record.params)}
+    params.setdefault("rounding", ROUNDING)
+    params = dict(sorted(params.items()))
+    manifest: dict[str, Any] = {
+        "format": FORMAT_VERSION,
+        "hwvit_version": __version__,
+        "kind": record.kind,
+        "path": record.path,
+        "params": params,
+        "seed": None if seed is None else int(seed),
+        "config_hash": config_hash or _config_hash(params, model_config),
+        "source_sha256": source_sha256,
+    }
+    if record.kind in LUT_TENSOR:
+        manifest["lut_file"] = f"{LUT_TENSOR[record.kind]}.hex"
+    manifest["tensors"] = [_tensor_entry(name, t) for name, t in record.tensors.items()]
+    try:
+        check_manifest(manifest)
+        for name, tensor in record.tensors.items():
+            _check_values(name, tensor)
+    except VectorSetError as exc:
+        raise VectorSetError(f"{record.path}: {str(exc).removeprefix('manifest: ')}") from None
+    return manifest
+
+
+_config_hash = config_hash  # build_manifest's keyword shadows the function name
+
+
+def _check_values(name: str, tensor: Tensor) -> None:
+    data = tensor.data
+    if data.size == 0:
+        raise VectorSetError(f"tensor {name} is empty")
+    lo, hi = int(data.min()), int(data.max())
+    if lo < tensor.lo or hi > tensor.hi:
+        bad = lo if lo < tensor.lo else hi
+        kind = "signed" if tensor.signed else "unsigned"
+        raise VectorSetError(f"tensor {name}: value {bad} outside {tensor.bits}-bit {kind} "
+                             f"[{tensor.lo}, {tensor.hi}]")
+
+
+def _write_set_files(record: BlockRecord, directory: Path, manifest: dict[str, Any]) -> WriteSummary:
+    """Write tensors then the manifest into an existing, empty ``directory``."""
+    summary = WriteSummary(sets=1)
+    for entry in manifest["tensors"]:
+        tensor = record.tensors[entry["name"]]
+        for ext, raw in (("hex", encode_hex(tensor.data, tensor.bits)),
+                         ("npy", encode_npy(tensor.data, tensor.bits, tensor.signed))):
+            (directory / entry["files"][ext]).write_bytes(raw)
+            entry["sha256"][ext] = sha256(raw)
+            summary.bytes += len(raw)
+        summary.tensors += 1
+        summary.elements += int(tensor.data.size)
+    text = dump_manifest(manifest)
+    (directory / MANIFEST).write_bytes(text)
+    summary.bytes += len(text)
+    return summary
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+
+
+def _check_destination(dest: Path, force: bool) -> None:
+    if (dest.exists() or dest.is_symlink()) and not _is_empty_dir(dest):
+        if not force:
+            raise FileExistsError(f"{dest} already exists (use --force to replace it)")
+        if not dest.is_dir() or dest.is_symlink():
+            raise FileExistsError(f"{dest} exists and is not a directory; not replacing it")
+
+
+class _Staging:
+    """A temporary directory beside ``dest``; ``publish`` renames it into place, else it is removed."""
+
+    def __init__(self, dest: Path, force: bool):
+        self.dest, self.force = dest, force
+        _check_destination(dest, force)
+        missing = [p for p in [dest.parent, *dest.parent.parents] if not p.exists()]
+        self.created = missing[-1] if missing else None  # topmost directory we create
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+
+    def __enter__(self) -> Path:
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            try:
+                self.publish()
+                return
+            except BaseException:
+                self._discard()
+                raise
+        self._discard()
+
+    def _discard(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.created is not None:
+            shutil.rmtree(self.created, ignore_errors=True)
+
+    def publish(self) -> None:
+        self.tmp.chmod(0o755)  # mkdtemp makes 0700; a published set is readable like any output
+        _check_destination(self.dest, self.force)  # again: something may have appeared meanwhile
+        if not (self.dest.exists() or self.dest.is_symlink()):
+            os.rename(self.tmp, self.dest)
+            return
+        if _is_empty_dir(self.dest):
+            self.dest.rmdir()
+            os.rename(self.tmp, self.dest)
+            return
+        # --force: swap in with two renames; the old tree is deleted only once the new one is in place.
+        old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.dest.parent))
+        os.rename(self.dest, old / "tree")
+        try:
+            os.rename(self.tmp, self.dest)
+        except BaseException:
+            os.rename(old / "tree", self.dest)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def write_set(record: BlockRecord, out_dir: str | Path, *, seed: int | None = None,
+              config_hash: str | None = None, source_sha256: str | None = None, force: bool = False,
+              model_config: Any = None) -> Path:
+    """Write ``record`` as the vector set ``out_dir`` (atomically); return its path.
+
+    ``config_hash`` defaults to ``config_hash(record.params, model_config)``. An existing
+    non-empty ``out_dir`` raises FileExistsError unless ``force``, which replaces it whole.
+    """
+    out_dir = Path(out_dir)
+    manifest = build_manifest(record, seed=seed, config_hash=config_hash, source_sha256=source_sha256,
+                              model_config=model_config)
+    with _Staging(out_dir, force) as tmp:
+        _write_set_files(record, tmp, manifest)
+    return out_dir
+
+
+def write_sets(records: Iterable[BlockRecord], out_root: str | Path, *, seed: int | None = None,
+               config_hash: str | None = None, source_sha256: str | None = None, force: bool = False,
+               model_config: Any = None, progress: Progress | None = None) -> WriteSummary:
+    """Write each record as ``out_root/<record.path>/``; the whole tree appears at once or not at all."""
+    records = list(records)
+    out_root = Path(out_root)
+    if not records:
+        raise VectorSetError("no block records to write")
+    manifests = []
+    seen: set[str] = set()
+    for record in records:
+        if not isinstance(record.path, str) or not PATH_RE.match(record.path):
+            raise VectorSetError(f"block path {record.path!r} cannot name a directory")
+        if record.path in seen:
+            raise VectorSetError(f"block path {record.path!r} appears twice")
+        seen.add(record.path)
+        manifests.append(build_manifest(record, seed=seed, config_hash=config_hash,
+                                        source_sha256=source_sha256, model_config=model_config))
+    summary = WriteSummary()
+    with _Staging(out_root, force) as tmp:
+        for record, manifest in zip(records, manifests):
+            set_dir = tmp / record.path
+            set_dir.mkdir()
+            one = _write_set_files(record, set_dir, manifest)
+            summary.add(one)
+            if progress is not None:
+                progress(record.path, one.elements)
+    return summary
