@@ -125,8 +125,12 @@ def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Pat
 
 def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_root: Path | None = None,
         waves: bool = False, seed: int = 1, extra_env: dict[str, str] | None = None,
-        test_dir: Path | None = None) -> SimResult:
-    """Run the testbench of the set's block kind on ``set_dir``; never raises on a mismatch."""
+        test_dir: Path | None = None, testcase: str = "run_vectors") -> SimResult:
+    """Run the testbench of the set's block kind on ``set_dir``; never raises on a mismatch.
+
+    ``testcase`` names the cocotb test to run (another test of the same module, e.g.
+    ``reset_midstream``, reports through the same JSON result).
+    """
     from cocotb_tools.runner import get_runner
 
     from hwvit import vectors
@@ -137,7 +141,7 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
     tb = tb_module(kind)
     params = tb.hdl_parameters(vset)
     build_dir = build(kind, simulator, params, build_root, waves)
-    tag = hashlib.sha1(f"{set_dir}:{seed}:{sorted((extra_env or {}).items())}".encode()).hexdigest()[:10]
+    tag = hashlib.sha1(f"{set_dir}:{seed}:{sorted((extra_env or {}).items())}:{testcase}".encode()).hexdigest()[:10]
     run_dir = test_dir or build_dir / "runs" / tag
     run_dir.mkdir(parents=True, exist_ok=True)
     result_file = run_dir / "result.json"
@@ -156,7 +160,7 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
         runner.test(
             test_module=f"test_{kind}",
             hdl_toplevel=tb.TOPLEVEL,
-            testcase="run_vectors",
+            testcase=testcase,
             seed=seed,
             build_dir=build_dir,
             test_dir=run_dir,
