@@ -1,0 +1,304 @@
+"""Random unit-test vector sets for one block kind, with the edges a testbench must see.
+
+``random_record(kind, cases, seed, **params)`` draws inputs (numpy Generator(seed): the same
+arguments give the same record), computes the outputs with ``hwvit.ops`` (the specification)
+and returns a ``BlockRecord`` with path ``"random"``. Every set opens with fixed edge cases
+(extreme values, saturation, ties, shifts 0 and 62, per-channel multipliers, degenerate rows)
+followed by random ones; ``cases`` counts elements (requant, gelu, residual_add), rows
+(softmax, layernorm) or output rows m (gemm). Floats appear only in choosing test inputs and
+scales; every tensor is an integer array.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from hwvit.record import KINDS, BlockRecord, Tensor
+from hwvit.vectors.schema import ROUNDING
+
+I31 = (1 << 31) - 1
+M_LO = 1 << 30  # quantize_multiplier gives M in [2^30, 2^31-1]
+S_MAX = 62
+
+# Options of each kind and their defaults (None: derived, see the kind's function).
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "requant": {"out_bits": 8},
+    "gemm": {"k": 64, "n": 16, "a_signed": True, "out_bits": 8},
+    "gelu": {"in_bits": 8, "out_bits": 8, "table": None, "scale_in": None, "scale_out": None},
+    "softmax": {"row_len": 64, "in_bits": 8, "out_bits": 8, "entries": None, "exp_table": None,
+                "scale_in": None},
+    "layernorm": {"c": 64, "out_bits": 8, "eps": 1e-6, "scale_in": 0.05, "scale_out": 0.05,
+                  "eps_int": None, "multiplier": None, "shift": None},
+    "residual_add": {"out_bits": 8, "mult_a": None, "mult_b": None, "shift": None},
+}
+
+
+def _t(data: Any, bits: int, signed: bool, role: str, scale: float | None = None) -> Tensor:
+    return Tensor(np.ascontiguousarray(data, dtype=np.int64), bits, signed, role, scale)
+
+
+def _options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(given) - set(DEFAULTS[kind]))
+    if unknown:
+        raise ValueError(f"{kind}: unknown parameter {unknown[0]!r}; known: {', '.join(DEFAULTS[kind])}")
+    return {**DEFAULTS[kind], **{k: v for k, v in given.items() if v is not None}}
+
+
+def _int(opts: dict[str, Any], key: str, lo: int, hi: int) -> int:
+    value = opts[key]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
+        raise ValueError(f"{key} must be an integer in [{lo}, {hi}], got {value!r}")
+    return int(value)
+
+
+def _fill(edges: np.ndarray, count: int, draw) -> np.ndarray:
+    """The first ``count`` of ``edges`` (along axis 0), topped up with ``draw(k)`` random items."""
+    if count <= len(edges):
+        return edges[:count]
+    return np.concatenate([edges, draw(count - len(edges))])
+
+
+def _shift_for(mag: np.ndarray, mult: np.ndarray, out_bits: int, jitter: np.ndarray) -> np.ndarray:
+    """Shift that brings ``mag * mult`` near the output range's top, moved by ``jitter`` bits."""
+    prod = np.maximum(mag.astype(np.float64) * mult.astype(np.float64), 1.0)
+    s = np.ceil(np.log2(prod)).astype(np.int64) - (out_bits - 1) + jitter
+    return np.clip(s, 0, S_MAX)
+
+
+def _requant(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
+    from hwvit import ops
+
+    out_bits = _int(opts, "out_bits", 2, 16)
+    accs, mults, shifts = [-(1 << 31), I31, 0, 1, -1], [I31, M_LO, 0], [0, 1, 31, S_MAX]
+    grid = np.array(list(itertools.product(accs, mults, shifts)), dtype=np.int64)
+    # Ties: acc * 2^30 >> 31 is acc / 2, so odd acc lands exactly on .5 (rounds toward +inf).
+    ties = np.array([(a, M_LO, 31) for a in (1, -1, 3, -3, 255, -255, -257, 257)], dtype=np.int64)
+    edges = np.concatenate([ties, grid])
+
+    def draw(k: int) -> np.ndarray:
+        acc = rng.integers(-(1 << 31), 1 << 31, k)
+        small = rng.random(k) < 0.3  # small accumulators too: most real ones are
+        acc[small] = rng.integers(-(1 << 16), 1 << 16, int(small.sum()))
+        mult = rng.integers(M_LO, I31, k, endpoint=True)
+        shift = _shift_for(np.abs(acc), mult, out_bits, rng.integers(-2, 3, k))
+        wild = rng.random(k) < 0.2  # any shift: full saturation or zero
+        shift[wild] = rng.integers(0, S_MAX, int(wild.sum()), endpoint=True)
+        return np.stack([acc, mult, shift], axis=1)
+
+    cols = _fill(edges, cases, draw)
+    acc, mult, shift = cols[:, 0], cols[:, 1], cols[:, 2]
+    y = ops.requant(acc, mult, shift, out_bits)
+    return BlockRecord("requant", "random", {"out_bits": out_bits, "rounding": ROUNDING}, {
+        "acc": _t(acc, 32, True, "input"), "multiplier": _t(mult, 32, False, "input"),
+        "shift": _t(shift, 6, False, "input"), "y": _t(y, out_bits, True, "output")})
+
+
+def _gemm(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
+    from hwvit import ops
+
+    k, n = _int(opts, "k", 1, 65535), _int(opts, "n", 1, 1 << 16)
+    out_bits = _int(opts, "out_bits", 2, 16)
+    a_signed = opts["a_signed"]
+    if not isinstance(a_signed, (bool, np.bool_)):
+        raise ValueError(f"a_signed must be a bool, got {a_signed!r}")
+    a_signed = bool(a_signed)
+    lo, hi = (-128, 127) if a_signed else (0, 255)
+    # Rows: all max, all min, alternating min/max, then random.
+    alt = np.where(np.arange(k) % 2 == 0, lo, hi)
+    a = _fill(np.array([np.full(k, hi), np.full(k, lo), alt]), cases,
+              lambda c: rng.integers(lo, hi, (c, k), endpoint=True))
+    # Channels: all -128 (with an all-min row: the largest |acc|), all 127, alternating, random.
+    w = _fill(np.array([np.full(k, -128), np.full(k, 127), np.where(np.arange(k) % 2 == 0, 127, -128)]), n,
+              lambda c: rng.integers(-128, 127, (c, k), endpoint=True))
+    bias_max = min(1 << 30, (1 << 31) - 1 - k * 255 * 128)  # ops.gemm's int32 bound
+    # Most biases of the size of a typical dot product (so rows differ after requant), two extreme.
+    typical = min(bias_max, int(math.sqrt(k) * (1 << 14)))
+    bias = rng.integers(-typical, typical, n, endpoint=True)
+    bias[: min(n, 2)] = [bias_max, -bias_max][: min(n, 2)]
+    acc = ops.gemm(a, w, bias, a_signed)
+    mult = rng.integers(M_LO, I31, n, endpoint=True)  # per-channel multipliers
+    mult[: min(n, 2)] = [I31, M_LO][: min(n, 2)]
+    shift = _shift_for(np.abs(acc).max(axis=0), mult, out_bits, rng.integers(-2, 2, n))
+    if n > 3:
+        shift[3] = 0  # saturates every output of the channel
+    if n > 4:
+        shift[4] = S_MAX  # rounds every output of the channel to 0 (or 1 at the +max)
+    y = ops.requant(acc, mult, shift, out_bits)
+    params = {"m": int(cases), "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits, "rounding": ROUNDING}
+    return BlockRecord("gemm", "random", params, {
+        "a": _t(a, 8, a_signed, "input"), "w": _t(w, 8, True, "parameter"),
+        "bias": _t(bias, 32, True, "parameter"), "multiplier": _t(mult, 32, False, "parameter"),
+        "shift": _t(shift, 6, False, "parameter"), "acc": _t(acc, 32, True, "output"),
+        "y": _t(y, out_bits, True, "output")})
+
+
+def _gelu(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
+    from hwvit import ops
+    from hwvit.quant.params import gelu_table
+
+    in_bits, out_bits = _int(opts, "in_bits", 2, 16), _int(opts, "out_bits", 2, 16)
+    half = 1 << (in_bits - 1)
+    s_in = opts["scale_in"] or 6.0 / half  # inputs cover [-6, 6)
+    s_out = opts["scale_out"] or 5.0 / ((1 << (out_bits - 1)) - 1)  # GELU(x > 5) saturates
+    if opts["table"] is not None:
+        table = np.asarray(opts["table"], dtype=np.int64).reshape(-1)
+        s_in, s_out = opts["scale_in"], opts["scale_out"]
+    else:
+        table = gelu_table(s_in, s_out, in_bits, out_bits)
+    # Every table entry once (in order, then the sweep shuffled), then random inputs.
+    sweep = np.arange(-half, half)
+    x = _fill(np.concatenate([sweep[[0, -1, half, half - 1]], rng.permutation(sweep)]), cases,
+              lambda c: rng.integers(-half, half, c))
+    y = ops.gelu(x, table, in_bits)
+    return BlockRecord("gelu", "random", {"in_bits": in_bits, "out_bits": out_bits, "rounding": ROUNDING}, {
+        "x": _t(x, in_bits, True, "input", s_in), "table": _t(table, out_bits, True, "parameter", s_out),
+        "y": _t(y, out_bits, True, "output", s_out)})
+
+
+def _softmax(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
+    from hwvit import ops
+    from hwvit.quant.params import exp_table
+
+    in_bits, out_bits = _int(opts, "in_bits", 2, 16), _int(opts, "out_bits", 2, 16)
+    row_len = _int(opts, "row_len", 1, 4096)
+    lo, hi = -(1 << (in_bits - 1)), (1 << (in_bits - 1)) - 1
+    if opts["exp_table"] is not None:
+        table = np.asarray(opts["exp_table"], dtype=np.int64).reshape(-1)
+        s_in = opts["scale_in"]
+    else:
+        entries = opts["entries"] if opts["entries"] is not None else min(1 << in_bits, 256)
+        entries = _int({"entries": entries}, "entries", 1, 1 << in_bits)
+        s_in = opts["scale_in"] or 16.0 / (1 << in_bits)  # exp(-d s_in) reaches 0 within 8 bits
+        table = exp_table(s_in, entries)
+    entries = len(table)
+
+    def row(i: int) -> np.ndarray:
+        pattern = i % 10
+        if pattern == 0:  # uniform over the whole range
+            return rng.integers(lo, hi, row_len, endpoint=True)
+        if pattern == 1:  # all equal: p = Q / N everywhere
+            return np.full(row_len, rng.integers(lo, hi, endpoint=True))
+        if pattern == 2:  # one hot: a max among minima, d = 2^in_bits - 1 (beyond a short table)
+            r = np.full(row_len, lo)
+            r[rng.integers(row_len)] = hi
+            return r
+        if pattern == 3:
+            return np.full(row_len, hi)
+        if pattern == 4:  # narrow spread: every d near 0
+            return np.clip(hi - 3 - rng.integers(0, 8, row_len), lo, hi)
+        if pattern == 5:  # two levels: ties at the max
+            return np.where(rng.random(row_len) < 0.5, hi, hi - 1)
+        if pattern == 6:  # d around the table end L (E drops to 0 beyond it)
+            d = np.clip(entries - 2 + rng.integers(0, 4, row_len), 0, hi - lo)
+            d[0] = 0
+            return hi - d
+        if pattern == 7:  # attention-like: a few large scores over a bell
+            r = np.clip(np.round(rng.normal(0, (hi - lo) / 8, row_len)), lo, hi).astype(np.int64)
+            r[rng.integers(row_len, size=max(1, row_len // 16))] = hi - rng.integers(0, 4)
+            return r
+        if pattern == 8:  # d sweeps the table: every entry used
+            return hi - (np.arange(row_len) % min(entries + 1, hi - lo + 1))
+        return rng.integers(lo, lo + 16, row_len, endpoint=True)  # low values only
+
+    x = np.stack([row(i) for i in range(cases)])
+    p = ops.softmax(x, table, out_bits, in_bits)
+    params = {"in_bits": in_bits, "out_bits": out_bits, "entries": entries, "rows": int(cases),
+              "row_len": row_len, "rounding": ROUNDING}
+    return BlockRecord("softmax", "random", params, {
+        "x": _t(x, in_bits, True, "input", s_in), "exp_table": _t(table, 16, False, "parameter", 2.0**-15),
+        "p": _t(p, out_bits, False, "output", 1.0 / ((1 << out_bits) - 1))})
+
+
+def _layernorm(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
+    from hwvit import ops
+    from hwvit.quant.params import layernorm_params
+
+    c, out_bits = _int(opts, "c", 1, 4096), _int(opts, "out_bits", 2, 16)
+    s_x, s_out = float(opts["scale_in"]), float(opts["scale_out"])
+    gamma = rng.normal(1.0, 0.4, c)
+    beta = rng.normal(0.0, 0.5, c)
+    gamma[: min(c, 2)] = [2.5, -1.0][: min(c, 2)]  # a large and a negative gain: saturation, sign
+    lp = layernorm_params(gamma, beta, float(opts["eps"]), c, s_x, s_out, out_bits)
+    eps_int = lp["eps_int"] if opts["eps_int"] is None else _int(opts, "eps_int", 0, 1 << 39)
+    mult = int(lp["multiplier"]) if opts["multiplier"] is None else _int(opts, "multiplier", 0, I31)
+    shift = int(lp["shift"]) if opts["shift"] is None else _int(opts, "shift", 0, S_MAX)
+
+    def row(i: int) -> np.ndarray:
+        pattern = i % 9
+        if pattern == 0:
+            return rng.integers(-128, 127, c, endpoint=True)
+        if pattern == 1:  # constant: variance 0, only eps keeps the divisor off 0
+            return np.full(c, rng.integers(-128, 127, endpoint=True))
+        if pattern == 2:  # alternating extremes: the largest variance
+            return np.where(np.arange(c) % 2 == 0, 127, -128)
+        if pattern == 3:  # one outlier in a flat row
+            r = np.zeros(c, np.int64)
+            r[rng.integers(c)] = 127
+            return r
+        if pattern == 4:  # spread of one LSB
+            return rng.integers(0, 1, c, endpoint=True)
+        if pattern == 5:
+            return np.full(c, -128)
+        if pattern == 6:  # all max but one min
+            r = np.full(c, 127)
+            r[rng.integers(c)] = -128
+            return r
+        if pattern == 7:  # activation-like bell
+            return np.clip(np.round(rng.normal(0, 20, c)), -128, 127).astype(np.int64)
+        return rng.integers(-4, 4, c, endpoint=True)
+
+    x = np.stack([row(i) for i in range(cases)])
+    y = ops.layernorm(x, lp["gamma"], lp["beta"], eps_int, mult, shift, out_bits)
+    params = {"rows": int(cases), "c": c, "out_bits": out_bits, "eps_int": int(eps_int), "multiplier": mult,
+              "shift": shift, "rounding": ROUNDING}
+    return BlockRecord("layernorm", "random", params, {
+        "x": _t(x, 8, True, "input", s_x), "gamma": _t(lp["gamma"], 15, True, "parameter"),
+        "beta": _t(lp["beta"], 31, True, "parameter"), "y": _t(y, out_bits, True, "output", s_out)})
+
+
+def _residual_add(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
+    from hwvit import ops
+    from hwvit.quant.params import residual_params
+
+    out_bits = _int(opts, "out_bits", 2, 16)
+    s_out = 1.0
+    s_a, s_b = (float(v) for v in rng.uniform(0.3, 1.6, 2))  # ratios > 1 push sums into saturation
+    ma, mb, s = residual_params(s_a, s_b, s_out)
+    ma = ma if opts["mult_a"] is None else _int(opts, "mult_a", 0, I31)
+    mb = mb if opts["mult_b"] is None else _int(opts, "mult_b", 0, I31)
+    s = s if opts["shift"] is None else _int(opts, "shift", 1, S_MAX)
+    values = [-128, -127, -1, 0, 1, 126, 127]
+    edges = np.array(list(itertools.product(values, values)), dtype=np.int64)
+    ab = _fill(edges, cases, lambda c: rng.integers(-128, 127, (c, 2), endpoint=True))
+    y = ops.residual_add(ab[:, 0], ab[:, 1], ma, mb, s, out_bits)
+    params = {"out_bits": out_bits, "mult_a": int(ma), "mult_b": int(mb), "shift": int(s), "rounding": ROUNDING}
+    return BlockRecord("residual_add", "random", params, {
+        "a": _t(ab[:, 0], 8, True, "input", s_a), "b": _t(ab[:, 1], 8, True, "input", s_b),
+        "y": _t(y, out_bits, True, "output", s_out)})
+
+
+_MAKERS = {"requant": _requant, "gemm": _gemm, "gelu": _gelu, "softmax": _softmax, "layernorm": _layernorm,
+           "residual_add": _residual_add}
+
+
+def random_record(kind: str, cases: int, seed: int, **params: Any) -> BlockRecord:
+    """``cases`` random unit-test cases of ``kind`` (edge cases first); outputs from hwvit.ops.
+
+    ``params`` override ``DEFAULTS[kind]`` (row_len, c, k, n, in_bits, out_bits, entries,
+    a_signed, table / exp_table, scales, ...). ValueError on an unknown kind or parameter.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown block kind {kind!r}; choose from {', '.join(KINDS)}")
+    if isinstance(cases, bool) or not isinstance(cases, (int, np.integer)) or not 1 <= cases <= 1 << 24:
+        raise ValueError(f"cases must be an integer in [1, 2^24], got {cases!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    opts = _options(kind, params)
+    rng = np.random.default_rng([int(seed), KINDS.index(kind)])
+    record = _MAKERS[kind](rng, int(cases), opts)
+    assert math.prod(next(iter(record.tensors.values())).data.shape) > 0, "empty random record"
+    return record
