@@ -1,0 +1,301 @@
+// softmax: integer softmax over a streamed row, the bit-exact twin of ops.softmax (exp="table").
+//
+// Per row of N signed IN_BITS inputs x_i (docs/arithmetic.md, section "softmax"):
+//   mx  = max_i x_i,  d_i = mx - x_i,  E_i = T[d_i] if d_i < ENTRIES else 0,  S = sum_i E_i
+//   R   = floor((Q * 2^32 + floor(S/2)) / S),  Q = 2^OUT_BITS - 1        (once per row)
+//   p_i = min(Q, (E_i * R + 2^31) >> 32)                                  (unsigned OUT_BITS)
+//
+// A row goes through three passes over a MAX_N-entry row buffer (a 1W1R memory):
+//   LOAD  accept N inputs (one per clock when offered), write them, keep the running max;
+//   SUM   re-read them, look up E_i in the exp table, accumulate S;   then the iterative divider
+//   DIV   computes R in OUT_BITS + 32 clocks (rtl/divu.v);
+//   OUT   re-read them, look up E_i again (cheaper than storing 16-bit E_i per element),
+//         multiply by R, round, clamp, and stream p_i out (one per clock when accepted).
+// Per element the datapath is one subtract (d), one table read, one add (S) and one
+// 16 x (OUT_BITS + 17) multiply with a rounding add and a shift; the division happens once per row.
+// Unstalled, a row of N elements takes 3N + OUT_BITS + ?? clocks from its first input to its
+// last output; see docs/rtl.md.
+//
+// The exp table T (ENTRIES x 16 bit, unsigned) is a RAM written through tbl_*; it has no reset,
+// so it survives rst_ni, and it must not be written while a row is in flight. The contract fixes
+// T[0] = 2^15 (ops.softmax rejects any other table), so T[0] is hard-wired and a write to entry 0
+// has no effect. That makes S >= 2^15 by construction, so R <= Q * 2^17 fits OUT_BITS + 17 bits
+// (25 for 8-bit outputs), the divider needs only that many steps and the multiplier is
+// 16 x 25 bits; E_i * R <= S * R <= Q * 2^32 + S/2.
+// The row length is sampled with each row's first input; 0 counts as 1 and values above MAX_N
+// as MAX_N. out_last_o marks each row's final probability.
+`default_nettype none
+
+module softmax #(
+  parameter integer MAX_N    = 256,  // longest row (2..65536); the row buffer has MAX_N entries
+  parameter integer IN_BITS  = 8,    // signed input width (2..16)
+  parameter integer OUT_BITS = 8,    // unsigned probability width (1..16); Q = 2^OUT_BITS - 1
+  parameter integer ENTRIES  = 256   // exp table entries L (2..2^IN_BITS); d >= L gives E = 0
+) (
+  input  wire                         clk_i,
+  input  wire                         rst_ni,      // synchronous, active low
+
+  // Exp table write port: T[tbl_addr_i] = tbl_data_i (load between rows, once per layer)
+  input  wire                         tbl_we_i,
+  input  wire [$clog2(ENTRIES)-1:0]   tbl_addr_i,
+  input  wire [15:0]                  tbl_data_i,
+
+  // Row length N in [1, MAX_N], sampled with the first input of each row
+  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,
+
+  // Input stream: x_i, signed two's complement
+  input  wire                         in_valid_i,
+  output wire                         in_ready_o,
+  input  wire [IN_BITS-1:0]           in_data_i,
+
+  // Output stream: p_i, unsigned (real value p_i / Q); out_last_o on the row's last element
+  output wire                         out_valid_o,
+  input  wire                         out_ready_i,
+  output wire [OUT_BITS-1:0]          out_data_o,
+  output wire                         out_last_o
+);
+
+  // ---------------------------------------------------------------- widths and constants
+  localparam integer E_BITS = 16;                        // exp table entry width (contract)
+  localparam integer AW     = $clog2(MAX_N);             // row buffer address
+  localparam integer LW     = $clog2(MAX_N + 1);         // row length / element counters
+  localparam integer TW     = $clog2(ENTRIES);           // exp table address
+  localparam integer S_BITS = E_BITS + $clog2(MAX_N);    // S <= MAX_N * (2^16 - 1)
+  localparam integer N_BITS = OUT_BITS + 32;             // dividend Q * 2^32 + S/2 < 2^N_BITS
+  localparam integer R_BITS = OUT_BITS + 17;             // R <= Q * 2^17 since S >= 2^15
+  localparam integer P_BITS = E_BITS + R_BITS;           // E_i * R <= Q * 2^32 + S/2
+
+  localparam [LW:0]          MAX_N_C   = MAX_N[LW:0];        // one spare bit: comparisons never constant
+  localparam [IN_BITS:0]     ENTRIES_C = ENTRIES[IN_BITS:0];
+  localparam [OUT_BITS-1:0]  Q_C       = {OUT_BITS{1'b1}};
+  localparam [P_BITS-1:0]    HALF_C    = {{(P_BITS-32){1'b0}}, 1'b1, 31'd0};   // 2^31
+  localparam [E_BITS-1:0]    ONE_E_C   = {1'b1, {(E_BITS-1){1'b0}}};           // T[0] = 2^15
+  localparam [LW-1:0]        ONE_C     = {{(LW-1){1'b0}}, 1'b1};
+
+  localparam [1:0] ST_LOAD = 2'd0;  // taking the row's inputs
+  localparam [1:0] ST_SUM  = 2'd1;  // pass 2: S = sum of E_i
+  localparam [1:0] ST_DIV  = 2'd2;  // R = reciprocal of S
+  localparam [1:0] ST_OUT  = 2'd3;  // pass 3: p_i out
+
+  // ---------------------------------------------------------------- memories
+  reg [IN_BITS-1:0] row_mem [0:MAX_N-1];     // the row, in arrival order
+  reg [E_BITS-1:0]  tbl_mem [0:ENTRIES-1];   // exp table T
+
+  // ---------------------------------------------------------------- control state
+  reg [1:0]          state_q, state_d;
+  reg [LW-1:0]       wr_cnt_q, wr_cnt_d;     // inputs taken in this row
+  reg [LW-1:0]       rd_cnt_q, rd_cnt_d;     // buffer reads issued in this pass
+  reg [LW-1:0]       len_q, len_d;           // row length N
+  reg [IN_BITS-1:0]  max_q, max_d;           // running max (signed)
+  reg [S_BITS-1:0]   sum_q, sum_d;           // S
+  reg [R_BITS-1:0]   r_q, r_d;               // R
+  reg                div_sent_q, div_sent_d; // the divider has taken this row's request
+
+  // Read pipeline, shared by SUM and OUT: stage 1 buffer data, 2 table data, 3 product, 4 output.
+  reg                v1_q, v2_q, v3_q;       // stage holds an element
+  reg                l1_q, l2_q, l3_q;       // ... which is the row's last
+  reg                inr2_q;                 // d_i < ENTRIES (else E_i = 0)
+  reg                zero2_q;                // d_i = 0: E_i = T[0] = 2^15
+  reg [IN_BITS-1:0]  x1_q;                   // x_i read from the row buffer
+  reg [E_BITS-1:0]   t2_q;                   // T[d_i] read from the table
+  reg [P_BITS-1:0]   prod3_q;                // E_i * R
+  reg                out_valid_q;
+  reg                out_last_q;
+  reg [OUT_BITS-1:0] out_data_q;
+
+  // ---------------------------------------------------------------- input side
+  // Length sampled with the first input of a row, clamped to [1, MAX_N].
+  wire [LW-1:0] len_in  = (row_len_i == {LW{1'b0}}) ? ONE_C
+                        : ({1'b0, row_len_i} > MAX_N_C) ? MAX_N_C[LW-1:0] : row_len_i;
+  wire [LW-1:0] len_now = (wr_cnt_q == {LW{1'b0}}) ? len_in : len_q;
+  wire          in_take = in_valid_i && (state_q == ST_LOAD);
+  wire          in_last = (wr_cnt_q == len_now - ONE_C);
+
+  // ---------------------------------------------------------------- read pipeline
+  // Every stage moves when the output register is empty or being emptied; SUM never stalls
+  // because the output register is empty outside OUT.
+  wire adv   = !out_valid_q || out_ready_i;
+  wire pass  = (state_q == ST_SUM) || (state_q == ST_OUT);
+  wire issue = pass && (rd_cnt_q != len_q) && adv;
+
+  // Stage 1: d_i = mx - x_i in [0, 2^IN_BITS - 1], computed one bit wider than the inputs.
+  wire [IN_BITS:0] d1 = {max_q[IN_BITS-1], max_q} - {x1_q[IN_BITS-1], x1_q};
+  wire             inr1  = d1 < ENTRIES_C;
+  wire             zero1 = d1 == {(IN_BITS+1){1'b0}};
+
+  // Stage 2: E_i, then the product with R (operands widened so the multiply is P_BITS wide).
+  wire [E_BITS-1:0] e2    = zero2_q ? ONE_E_C : inr2_q ? t2_q : {E_BITS{1'b0}};
+  wire [P_BITS-1:0] prod2 = {{R_BITS{1'b0}}, e2} * {{E_BITS{1'b0}}, r_q};
+
+  // Stage 3: p_i = min(Q, (E_i * R + 2^31) >> 32).
+  wire [P_BITS-1:0] p3 = (prod3_q + HALF_C) >> 32;
+  wire [OUT_BITS-1:0] p3_sat = (p3 > {{(P_BITS-OUT_BITS){1'b0}}, Q_C}) ? Q_C : p3[OUT_BITS-1:0];
+
+  // ---------------------------------------------------------------- divider
+  wire [N_BITS-1:0] div_dividend = {Q_C, 32'd0} + {{(N_BITS-S_BITS+1){1'b0}}, sum_q[S_BITS-1:1]};
+  wire              div_in_valid = (state_q == ST_DIV) && !div_sent_q;
+  wire              div_in_ready;
+  wire              div_out_valid;
+  wire [R_BITS-1:0] div_quotient;
+  wire [S_BITS-1:0] div_rem_unused;  // the remainder is not needed for R
+
+  divu #(
+    .N_BITS (N_BITS),
+    .D_BITS (S_BITS),
+    .Q_BITS (R_BITS)
+  ) u_divu (
+    .clk_i           (clk_i),
+    .rst_ni          (rst_ni),
+    .in_valid_i      (div_in_valid),
+    .in_ready_o      (div_in_ready),
+    .in_dividend_i   (div_dividend),
+    .in_divisor_i    (sum_q),
+    .out_valid_o     (div_out_valid),
+    .out_ready_i     (state_q == ST_DIV),
+    .out_quotient_o  (div_quotient),
+    .out_remainder_o (div_rem_unused)
+  );
+
+  // ---------------------------------------------------------------- control
+  always @* begin
+    state_d    = state_q;
+    wr_cnt_d   = wr_cnt_q;
+    rd_cnt_d   = rd_cnt_q;
+    len_d      = len_q;
+    max_d      = max_q;
+    sum_d      = sum_q;
+    r_d        = r_q;
+    div_sent_d = div_sent_q;
+    case (state_q)
+      ST_LOAD: begin
+        if (in_take) begin
+          len_d    = len_now;
+          wr_cnt_d = wr_cnt_q + ONE_C;
+          if (wr_cnt_q == {LW{1'b0}} || $signed(in_data_i) > $signed(max_q)) begin
+            max_d = in_data_i;
+          end
+          if (in_last) begin
+            state_d  = ST_SUM;
+            wr_cnt_d = {LW{1'b0}};
+            rd_cnt_d = {LW{1'b0}};
+            sum_d    = {S_BITS{1'b0}};
+          end
+        end
+      end
+      ST_SUM: begin
+        if (issue) begin
+          rd_cnt_d = rd_cnt_q + ONE_C;
+        end
+        if (v2_q) begin
+          sum_d = sum_q + {{(S_BITS-E_BITS){1'b0}}, e2};
+        end
+        if (rd_cnt_q == len_q && !v1_q && !v2_q) begin
+          state_d = ST_DIV;
+        end
+      end
+      ST_DIV: begin
+        if (div_in_valid && div_in_ready) begin
+          div_sent_d = 1'b1;
+        end
+        if (div_out_valid) begin
+          r_d        = div_quotient;
+          div_sent_d = 1'b0;
+          rd_cnt_d   = {LW{1'b0}};
+          state_d    = ST_OUT;
+        end
+      end
+      default: begin  // ST_OUT
+        if (issue) begin
+          rd_cnt_d = rd_cnt_q + ONE_C;
+        end
+        // Done once every element has left the pipeline and the last output is taken.
+        if (rd_cnt_q == len_q && !v1_q && !v2_q && !v3_q && adv) begin
+          state_d = ST_LOAD;
+        end
+      end
+    endcase
+  end
+
+  // ---------------------------------------------------------------- memories (no reset)
+  always @(posedge clk_i) begin
+    if (in_take) begin
+      row_mem[wr_cnt_q[AW-1:0]] <= in_data_i;
+    end
+    if (issue) begin
+      x1_q <= row_mem[rd_cnt_q[AW-1:0]];
+    end
+  end
+
+  always @(posedge clk_i) begin
+    if (tbl_we_i) begin
+      tbl_mem[tbl_addr_i] <= tbl_data_i;
+    end
+    if (adv && v1_q) begin
+      t2_q <= tbl_mem[d1[TW-1:0]];
+    end
+  end
+
+  // ---------------------------------------------------------------- registers
+  always @(posedge clk_i) begin
+    if (!rst_ni) begin
+      state_q     <= ST_LOAD;
+      wr_cnt_q    <= {LW{1'b0}};
+      rd_cnt_q    <= {LW{1'b0}};
+      len_q       <= ONE_C;
+      max_q       <= {IN_BITS{1'b0}};
+      sum_q       <= {S_BITS{1'b0}};
+      r_q         <= {R_BITS{1'b0}};
+      div_sent_q  <= 1'b0;
+      v1_q        <= 1'b0;
+      v2_q        <= 1'b0;
+      v3_q        <= 1'b0;
+      l1_q        <= 1'b0;
+      l2_q        <= 1'b0;
+      l3_q        <= 1'b0;
+      inr2_q      <= 1'b0;
+      zero2_q     <= 1'b0;
+      prod3_q     <= {P_BITS{1'b0}};
+      out_valid_q <= 1'b0;
+      out_last_q  <= 1'b0;
+      out_data_q  <= {OUT_BITS{1'b0}};
+    end else begin
+      state_q    <= state_d;
+      wr_cnt_q   <= wr_cnt_d;
+      rd_cnt_q   <= rd_cnt_d;
+      len_q      <= len_d;
+      max_q      <= max_d;
+      sum_q      <= sum_d;
+      r_q        <= r_d;
+      div_sent_q <= div_sent_d;
+      if (adv) begin
+        v1_q        <= issue;
+        l1_q        <= issue && (rd_cnt_q == len_q - ONE_C);
+        v2_q        <= v1_q;
+        l2_q        <= l1_q;
+        v3_q        <= v2_q && (state_q == ST_OUT);
+        l3_q        <= l2_q;
+        out_valid_q <= v3_q;
+        out_last_q  <= l3_q;
+        // Data registers load only behind a valid element: nothing undefined reaches them.
+        if (v1_q) begin
+          inr2_q  <= inr1;
+          zero2_q <= zero1;
+        end
+        if (v2_q) begin
+          prod3_q <= prod2;
+        end
+        if (v3_q) begin
+          out_data_q <= p3_sat;
+        end
+      end
+    end
+  end
+
+  assign in_ready_o  = (state_q == ST_LOAD);
+  assign out_valid_o = out_valid_q;
+  assign out_data_o  = out_data_q;
+  assign out_last_o  = out_last_q;
+
+endmodule
+
+`default_nettype wire
