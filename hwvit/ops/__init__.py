@@ -1,0 +1,37 @@
+"""hwvit.ops: the integer kernels, THE specification of every RTL block's arithmetic.
+
+Every function takes integer arrays (numpy or torch), checks dtypes, shapes and value ranges,
+computes exactly on int64 and returns numpy int64 arrays. docs/arithmetic.md states each
+kernel's widths, rounding and saturation; ``hwvit.ops.reference`` holds slow plain-Python twins
+used by the tests.
+"""
+
+from __future__ import annotations
+
+from hwvit.ops.gelu import gelu
+from hwvit.ops.gemm import gemm, linear
+from hwvit.ops.isqrt import isqrt
+from hwvit.ops.layernorm import LN_F, LN_K, LN_T, layernorm
+from hwvit.ops.pool import mean_pool
+from hwvit.ops.requant import Rounding, quantize, requant, rshift_round, saturate
+from hwvit.ops.residual import residual_add
+from hwvit.ops.softmax import softmax
+
+__all__ = [
+    "LN_F",
+    "LN_K",
+    "LN_T",
+    "Rounding",
+    "gelu",
+    "gemm",
+    "isqrt",
+    "layernorm",
+    "linear",
+    "mean_pool",
+    "quantize",
+    "requant",
+    "residual_add",
+    "rshift_round",
+    "saturate",
+    "softmax",
+]

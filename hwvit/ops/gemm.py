@@ -1,0 +1,83 @@
+"""int8 GEMM with exact int32 accumulation (``rtl/gemm.v``) and the requantized linear layer.
+
+``acc[m, n] = bias[n] + sum_k a[m, k] * w[n, k]``. The fast path is ``torch._int_mm`` (int8 x int8
+-> int32, exact; checked against plain Python ints at -128/127 extremes with K up to 65 536 on
+torch 2.13 CPU, which takes any shape). Unsigned ``a`` (softmax probabilities in P.V) is offset
+into int8: ``a*w = (a-128)*w + 128*w``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hwvit.ops.requant import ACC_BITS, as_int_array, requant, signed_range
+
+A_MAX_ABS = 255  # worst-case |a| (unsigned a); the bound below uses it for both signednesses
+W_MAX_ABS = 128
+
+
+def _int8_matmul(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
+    """(M, K) int8 @ (N, K)^T int8 -> (M, N) int64, exact (|sum| < 2^31 is checked by callers)."""
+    import torch
+
+    if a8.shape[0] == 0 or w8.shape[0] == 0:
+        return np.zeros((a8.shape[0], w8.shape[0]), dtype=np.int64)
+    at = torch.from_numpy(np.ascontiguousarray(a8, dtype=np.int8))
+    wt = torch.from_numpy(np.ascontiguousarray(w8, dtype=np.int8))
+    try:
+        out = torch._int_mm(at, wt.t())
+    except (RuntimeError, AttributeError, NotImplementedError):
+        # Builds without the int8 kernel (or shape limits): exact int64 matmul, ~20x slower.
+        out = at.long() @ wt.long().t()
+    return out.numpy().astype(np.int64)
+
+
+def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
+    """Exact ``bias + a @ w^T`` as int64 values in int32 range.
+
+    a: (..., M, K) signed 8 ``[-128, 127]`` (or unsigned 8 ``[0, 255]`` when ``a_signed=False``);
+    w: (N, K) int8; bias: (N,) int32 or None. Returns (..., M, N). Raises OverflowError unless
+    ``K * 255 * 128 + max|bias| < 2^31`` (the RTL's 32-bit accumulator can then never overflow).
+    """
+    a = as_int_array(a, "a", *((-128, 127) if a_signed else (0, 255)))
+    w = as_int_array(w, "w", -128, 127)
+    if w.ndim != 2:
+        raise ValueError(f"w: expected shape (N, K), got {w.shape}")
+    n_out, k = w.shape
+    if a.ndim < 2 or a.shape[-1] != k:
+        raise ValueError(f"a: expected shape (..., M, {k}) to match w {w.shape}, got {a.shape}")
+    if k == 0:
+        raise ValueError("gemm: K must be >= 1")
+    if bias is None:
+        b = np.zeros(n_out, dtype=np.int64)
+    else:
+        b = as_int_array(bias, "bias", *signed_range(ACC_BITS))
+        if b.shape != (n_out,):
+            raise ValueError(f"bias: expected shape ({n_out},), got {b.shape}")
+    bound = k * A_MAX_ABS * W_MAX_ABS + (int(np.abs(b).max()) if n_out else 0)
+    if bound >= 1 << 31:
+        raise OverflowError(
+            f"gemm: K*255*128 + max|bias| = {bound} >= 2^31 (K={k}); the int32 accumulator could overflow"
+        )
+    a2 = a.reshape(-1, k)
+    if a_signed:
+        acc = _int8_matmul(a2, w)
+    else:
+        acc = _int8_matmul(a2 - 128, w) + 128 * w.sum(axis=1)
+    acc = acc + b
+    return acc.reshape(*a.shape[:-1], n_out)
+
+
+def linear(
+    a: Any,
+    w: Any,
+    bias: Any,
+    multiplier: Any,
+    shift: Any,
+    out_bits: int = 8,
+    a_signed: bool = True,
+) -> np.ndarray:
+    """``requant(gemm(a, w, bias), M, s, out_bits)``; M, s per tensor or per output channel."""
+    return requant(gemm(a, w, bias, a_signed=a_signed), multiplier, shift, out_bits)

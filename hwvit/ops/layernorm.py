@@ -1,0 +1,61 @@
+"""Integer LayerNorm along the last axis (``rtl/layernorm.v``).
+
+Per row of C signed 8-bit inputs: exact sums ``Sx``, ``Sxx``; ``V = C*Sxx - Sx^2`` (C^2 times the
+variance, in LSB^2); one floor square root and one rounded division per row; per element one
+multiply and a rounding shift give ``y = round((x - mean) / std * 2^F)``, then the fixed-point
+affine ``y*G + B`` and a requant. See docs/arithmetic.md for every width.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hwvit.ops.isqrt import isqrt
+from hwvit.ops.requant import as_int_array, requant
+
+LN_T = 11  # extra bits of sig: Ve is scaled by 2^(2T), so floor(sqrt) costs <= 2^-11 relative
+LN_K = 43  # inv = round(2^K / sig) <= 2^32
+LN_F = 10  # fractional bits of the normalized value y
+MAX_C = 4096
+G_MAX = (1 << 14) - 1  # G signed 15
+B_MAX = (1 << 30) - 1  # B signed 31
+EPS_MAX = 1 << 39
+VE_LIMIT = 1 << 40
+
+
+def layernorm(
+    x: Any,
+    gamma: Any,
+    beta: Any,
+    eps_int: int,
+    multiplier: Any,
+    shift: Any,
+    out_bits: int = 8,
+) -> np.ndarray:
+    """LayerNorm of signed 8-bit rows; gamma/beta are the integer ``G``, ``B`` of
+    ``hwvit.quant.layernorm_params`` (shape (C,)), ``eps_int`` in LSB^2 * C^2 units."""
+    x = as_int_array(x, "x", -128, 127)
+    if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_C:
+        raise ValueError(f"layernorm: rows must hold 1..{MAX_C} elements, got shape {x.shape}")
+    c = x.shape[-1]
+    g = as_int_array(gamma, "gamma", -G_MAX, G_MAX)
+    b = as_int_array(beta, "beta", -B_MAX, B_MAX)
+    if g.shape != (c,) or b.shape != (c,):
+        raise ValueError(f"layernorm: gamma {g.shape} and beta {b.shape} must have shape ({c},)")
+    eps = int(as_int_array(eps_int, "eps_int", 0, EPS_MAX))
+
+    sx = x.sum(axis=-1, keepdims=True)  # signed 20
+    sxx = (x * x).sum(axis=-1, keepdims=True)  # unsigned 27
+    v = c * sxx - sx * sx  # unsigned 39, >= 0 by Cauchy-Schwarz
+    ve = v + eps
+    if ve.size and int(ve.max()) >= VE_LIMIT:
+        raise OverflowError(f"layernorm: V + eps_int = {int(ve.max())} >= 2^40")
+    sig = isqrt(ve << (2 * LN_T))  # < 2^31
+    inv = np.where(sig > 0, ((1 << LN_K) + (sig >> 1)) // np.maximum(sig, 1), 0)  # <= 2^32
+    d = c * x - sx  # signed 21
+    sh = LN_K - LN_T - LN_F  # 22
+    y = (d * inv + (1 << (sh - 1))) >> sh  # signed 17
+    acc = y * g + b  # signed 32
+    return requant(acc, multiplier, shift, out_bits)

@@ -1,0 +1,42 @@
+"""Residual add of two activations at different scales (``rtl/residual_add.v``).
+
+Both inputs are rescaled to the output scale by integer multipliers with one shared shift and
+one rounding: ``y = sat(rshift_round(a*Ma + b*Mb, s))``, ``Ma*2^-s = s_a/s_out``,
+``Mb*2^-s = s_b/s_out`` (``hwvit.quant.residual_params``). Also adds position embeddings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hwvit.ops.requant import (
+    MULT_MAX,
+    OUT_BITS_RANGE,
+    SHIFT_MAX,
+    as_int_array,
+    channel_param,
+    check_bits,
+    rshift_round,
+    saturate,
+)
+
+
+def residual_add(a: Any, b: Any, mult_a: Any, mult_b: Any, shift: Any, out_bits: int = 8) -> np.ndarray:
+    """``sat_out_bits(rshift_round(a*Ma + b*Mb, s))``; a, b signed 8 (broadcastable shapes).
+
+    Ma, Mb unsigned 31 and s in [1, 62], per tensor or per last-axis channel. The sum is signed
+    40 (``|a*Ma| < 2^38``).
+    """
+    out_bits = check_bits(out_bits, "out_bits", *OUT_BITS_RANGE)
+    a = as_int_array(a, "a", -128, 127)
+    b = as_int_array(b, "b", -128, 127)
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"residual_add: shapes {a.shape} and {b.shape} do not broadcast") from None
+    ma = channel_param(mult_a, "mult_a", 0, MULT_MAX, shape)
+    mb = channel_param(mult_b, "mult_b", 0, MULT_MAX, shape)
+    s = channel_param(shift, "shift", 1, SHIFT_MAX, shape)
+    return saturate(rshift_round(a * ma + b * mb, s), out_bits)

@@ -1,0 +1,81 @@
+"""Integer softmax along the last axis (``rtl/softmax.v``).
+
+Per row: ``d = max - x``, ``E = T[d]`` (24-bit exp table, ``T[0] = 2^23``), ``S = sum E``, one
+rounded reciprocal ``R = floor((Q*2^40 + floor(S/2)) / S)`` per row, then the rounded cumulative
+probabilities ``P_i = (C_i*R + 2^39) >> 40`` of the prefix sums ``C_i = E_0 + ... + E_i`` and
+``p_i = P_i - P_(i-1)`` with ``Q = 2^out_bits - 1``. Probabilities are unsigned, real value
+``p / Q`` (1.0 is representable); every row sums to exactly ``Q`` and each ``p_i`` is within
+1 LSB of the float softmax (rounding each ``p_i`` on its own would lose ~3 LSB per row to the
+many probabilities below half an LSB).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hwvit.ops.requant import as_int_array, check_bits, signed_range
+
+EXP_FRAC = 23  # T[0] = 2^23: entries off by <= 1/2 move p by <= Q * N * 2^-24 (0.004 LSB at N = 256)
+EXP_ONE = 1 << EXP_FRAC
+RECIP_SHIFT = EXP_FRAC + 17  # R = round(Q * 2^40 / S) <= Q * 2^17
+MAX_ROW = 4096  # S <= 4096 * 2^23 = 2^35 (36 bits)
+SHIFT_FRAC = 16  # exp="shift": fractional bits of d * m
+
+
+def exp_shift(d: np.ndarray, exp_mult: int) -> np.ndarray:
+    """I-ViT style shift-and-add ``2^23 * exp(-d*s_in)``: ``t = d*m``, ``q = t >> 16``, ``r = t & 0xFFFF``.
+
+    ``2^-f ~= 1 - f/2`` on ``f = r/2^16`` in ``[0, 1)``: ``E = (2^23 - (r << 6)) >> q``, and 0 when
+    ``q >= 24``.
+    """
+    t = d * exp_mult
+    q = t >> SHIFT_FRAC
+    r = t & ((1 << SHIFT_FRAC) - 1)
+    top = EXP_FRAC + 1
+    return np.where(q >= top, 0, (EXP_ONE - (r << (EXP_FRAC - SHIFT_FRAC - 1))) >> np.minimum(q, top))
+
+
+def softmax(
+    x: Any,
+    exp_table: Any,
+    out_bits: int = 8,
+    in_bits: int = 8,
+    exp: str = "table",
+    exp_mult: int | None = None,
+) -> np.ndarray:
+    """Integer softmax of signed ``in_bits`` inputs along the last axis (rows of 1..4096).
+
+    exp="table": ``exp_table`` has L <= 2^in_bits unsigned 24-bit entries, ``T[0] = 2^23``;
+    ``d >= L`` gives 0. exp="shift": the shift-and-add exp above (Python only), ``exp_table``
+    ignored, ``exp_mult = round(s_in * log2(e) * 2^16)`` (``hwvit.quant.exp_shift_mult``).
+    Returns unsigned ``out_bits`` probabilities, real value ``p / (2^out_bits - 1)``.
+    """
+    out_bits = check_bits(out_bits, "out_bits", 1, 16)
+    in_bits = check_bits(in_bits, "in_bits", 2, 16)
+    x = as_int_array(x, "x", *signed_range(in_bits))
+    if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_ROW:
+        raise ValueError(f"softmax: rows must hold 1..{MAX_ROW} elements, got shape {x.shape}")
+    d = x.max(axis=-1, keepdims=True) - x  # [0, 2^in_bits - 1]
+    if exp == "table":
+        table = as_int_array(exp_table, "exp_table", 0, (1 << (EXP_FRAC + 1)) - 1)
+        if table.ndim != 1 or not 1 <= table.shape[0] <= 1 << in_bits:
+            raise ValueError(f"exp_table: expected 1..{1 << in_bits} entries, got shape {table.shape}")
+        if int(table[0]) != EXP_ONE:
+            raise ValueError(f"exp_table: T[0] must be 2^{EXP_FRAC} = {EXP_ONE}, got {int(table[0])}")
+        length = table.shape[0]
+        e = np.where(d < length, table[np.minimum(d, length - 1)], 0)
+    elif exp == "shift":
+        if exp_mult is None:
+            raise ValueError("softmax: exp='shift' needs exp_mult = round(s_in * log2(e) * 2^16)")
+        m = int(as_int_array(exp_mult, "exp_mult", 0, (1 << 31) - 1))
+        e = exp_shift(d, m)
+    else:
+        raise ValueError(f"softmax: exp must be 'table' or 'shift', got {exp!r}")
+    q = (1 << out_bits) - 1
+    s = e.sum(axis=-1, keepdims=True)  # [2^23, N * 2^23]: d = 0 at the max gives 2^23
+    r = ((q << RECIP_SHIFT) + (s >> 1)) // s  # <= Q * 2^17
+    c = np.cumsum(e, axis=-1)  # prefix sums C_i <= S
+    p_cum = (c * r + (1 << (RECIP_SHIFT - 1))) >> RECIP_SHIFT  # P_i in [0, Q]; P_(N-1) = Q exactly
+    return np.diff(p_cum, axis=-1, prepend=0)
