@@ -170,7 +170,10 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
             log_file=run_dir / "sim.log",
         )
     except SystemExit as exc:  # the runner exits when the simulator fails to start
-        return SimResult(kind, str(set_dir), simulator, False, message=f"simulator failed: {exc}")
+        # Under pytest the runner also exits when the cocotb test failed (a mismatch): the
+        # testbench's result file then says what failed.
+        if not result_file.exists():
+            return SimResult(kind, str(set_dir), simulator, False, message=f"simulator failed: {exc}")
     if not result_file.exists():
         return SimResult(kind, str(set_dir), simulator, False,
                          message=f"testbench wrote no result; see {run_dir / 'sim.log'}")

@@ -1,0 +1,109 @@
+// requant: requantize a signed accumulator to a narrow signed output (twin of hwvit.ops.requant).
+//
+//   y = sat_OUT_BITS( (acc * M + 2^(s-1)) >>> s )      (s = 0: y = sat_OUT_BITS(acc * M))
+//
+// One exact product, one round-half-up (ties toward +inf), one saturation; see
+// docs/arithmetic.md "requant". The multiplier M (unsigned 31 bit) and shift s (0..63) travel with
+// every input beat, so the GEMM engine can reuse this block as its per-output-channel stage.
+//
+// Pipeline: 2 register stages (product; round + shift + saturate), one beat per cycle, latency 2
+// cycles. A stage advances when it is empty or the stage after it advances, so bubbles collapse.
+// in_ready_o depends combinationally on out_ready_i (no skid buffer): a source must not make
+// in_valid_i depend on in_ready_o, as valid/ready requires anyway.
+// Reset (rst_ni, synchronous, active low) empties the pipeline and zeroes every register, so
+// out_data_o is never X after reset.
+
+`default_nettype none
+
+module requant #(
+  // Accumulator width (signed). The contract uses 32; any width >= OUT_BITS works.
+  parameter integer ACC_BITS = 32,
+  // Output width (signed), 2..16 in the contract.
+  parameter integer OUT_BITS = 8
+) (
+  input  wire                clk_i,
+  input  wire                rst_ni,
+
+  // ---- input stream: accumulator with its multiplier and shift (sideband) ----
+  input  wire                in_valid_i,
+  output wire                in_ready_o,
+  input  wire [ACC_BITS-1:0] in_acc_i,    // signed accumulator
+  input  wire [30:0]         in_mult_i,   // M, unsigned, [0, 2^31-1]
+  input  wire [5:0]          in_shift_i,  // s, right shift with rounding
+
+  // ---- output stream ----
+  output wire                out_valid_o,
+  input  wire                out_ready_i,
+  output wire [OUT_BITS-1:0] out_data_o   // signed, saturated
+);
+
+  // acc * M: signed ACC_BITS x unsigned 31 bits fits ACC_BITS + 31 signed bits.
+  localparam integer PROD_BITS = ACC_BITS + 31;
+  // acc * M + 2^(s-1): the rounding term reaches 2^62 (s = 63), so at least 64 bits; for
+  // ACC_BITS = 32, |acc * M| < 2^62 and the sum stays below 2^63.
+  localparam integer SUM_BITS  = (PROD_BITS + 1 > 64) ? PROD_BITS + 1 : 64;
+
+  // ---------------------------------------------------------------- handshake
+  reg  s1_valid_q;                          // stage 1 (product) holds a beat
+  reg  out_valid_q;                         // stage 2 (output register) holds a beat
+  wire s2_en = ~out_valid_q | out_ready_i;  // output register loads this cycle
+  wire s1_en = ~s1_valid_q | s2_en;         // stage 1 loads this cycle
+
+  assign in_ready_o  = s1_en;
+  assign out_valid_o = out_valid_q;
+
+  // ---------------------------------------------------------------- stage 1: exact product
+  // Both operands extended to PROD_BITS so the multiply is PROD_BITS wide; the true product fits,
+  // so truncating to PROD_BITS is exact (synthesis trims the redundant sign/zero bits).
+  wire signed [PROD_BITS-1:0] acc_ext  = {{31{in_acc_i[ACC_BITS-1]}}, in_acc_i};
+  wire signed [PROD_BITS-1:0] mult_ext = {{ACC_BITS{1'b0}}, in_mult_i};
+  wire signed [PROD_BITS-1:0] prod_d   = acc_ext * mult_ext;
+
+  reg signed [PROD_BITS-1:0] prod_q;
+  reg        [5:0]           shift_q;
+
+  // ---------------------------------------------------------------- stage 2: round, shift, saturate
+  wire signed [SUM_BITS-1:0] prod_ext = {{(SUM_BITS - PROD_BITS){prod_q[PROD_BITS-1]}}, prod_q};
+  wire signed [SUM_BITS-1:0] rnd      = (shift_q == 6'd0) ? {SUM_BITS{1'b0}}
+                                        : ({{(SUM_BITS - 1){1'b0}}, 1'b1} << (shift_q - 6'd1));
+  wire signed [SUM_BITS-1:0] sum      = prod_ext + rnd;
+  wire signed [SUM_BITS-1:0] shifted  = sum >>> shift_q;
+
+  // The value fits OUT_BITS iff bits [SUM_BITS-1 : OUT_BITS-1] are all equal (pure sign extension).
+  wire [SUM_BITS-OUT_BITS:0] top  = shifted[SUM_BITS-1:OUT_BITS-1];
+  wire                       fits = (&top) | ~(|top);
+  wire [OUT_BITS-1:0] out_d = fits ? shifted[OUT_BITS-1:0]
+                            : shifted[SUM_BITS-1] ? {1'b1, {(OUT_BITS - 1){1'b0}}}   // -2^(OUT_BITS-1)
+                                                  : {1'b0, {(OUT_BITS - 1){1'b1}}};  // 2^(OUT_BITS-1)-1
+
+  reg [OUT_BITS-1:0] out_q;
+  assign out_data_o = out_q;
+
+  // ---------------------------------------------------------------- registers
+  always @(posedge clk_i) begin
+    if (!rst_ni) begin
+      s1_valid_q  <= 1'b0;
+      prod_q      <= {PROD_BITS{1'b0}};
+      shift_q     <= 6'd0;
+      out_valid_q <= 1'b0;
+      out_q       <= {OUT_BITS{1'b0}};
+    end else begin
+      if (s1_en) begin
+        s1_valid_q <= in_valid_i;
+        if (in_valid_i) begin
+          prod_q  <= prod_d;
+          shift_q <= in_shift_i;
+        end
+      end
+      if (s2_en) begin
+        out_valid_q <= s1_valid_q;
+        if (s1_valid_q) begin
+          out_q <= out_d;
+        end
+      end
+    end
+  end
+
+endmodule
+
+`default_nettype wire

@@ -1,0 +1,139 @@
+"""cocotb body shared by the one-stream blocks (requant, residual_add, gelu).
+
+Such a block takes one beat of several input signals per valid/ready handshake and returns one
+signed output word per beat, in order. ``run_stream`` drives a vector set through it with random
+stalls on both sides and checks every word; ``run_reset_midstream`` resets the block while beats
+are in flight, checks that no output is X and that nothing survives the reset, then streams the
+whole set again and checks it. Both end in ``tbutil.finish``, which writes the JSON result.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import cocotb
+import numpy as np
+from cocotb.simtime import get_sim_time
+from cocotb.triggers import ReadOnly, RisingEdge, SimTimeoutError, with_timeout
+
+import tbutil
+
+
+@dataclass
+class Stream:
+    """The handshake and data signals of a one-in, one-out stream block."""
+
+    dut: Any
+    in_data: Sequence[Any]  # input data handles, in the order of each beat's values
+    out_signed: bool = True
+
+    @property
+    def clk(self):
+        return self.dut.clk_i
+
+
+def _rand(stream_id: int) -> random.Random:
+    # Source and sink get different streams of stalls: the same seed would correlate them.
+    return random.Random(int(os.environ.get("HWVIT_TB_SEED", "1")) * 2 + stream_id)
+
+
+def _timeout_ns(beats: int) -> int:
+    # With stall probability p on both sides a beat needs ~1/(1-p) cycles on average; allow 8x
+    # that plus the pipeline's fill: a design that drops or holds beats ends here, not in a hang.
+    p = min(tbutil.stall_probability(), 0.95)
+    return int((beats * 8 / (1 - p) + 200) * tbutil.CLK_NS)
+
+
+async def transfer(stream: Stream, words: Sequence[Sequence[int]]) -> tuple[list[int], int]:
+    """Send ``words`` and collect as many outputs; return (outputs, cycles). Stops at a timeout."""
+    dut, stall = stream.dut, tbutil.stall_probability()
+    src = tbutil.Source(stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, _rand(0))
+    snk = tbutil.Sink(stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed],
+                      stall, _rand(1))
+    t0 = get_sim_time("ns")
+    send = cocotb.start_soon(src.send(words))
+    recv = cocotb.start_soon(snk.collect(len(words)))
+    try:
+        await with_timeout(recv, _timeout_ns(len(words)), "ns")
+    except SimTimeoutError:
+        recv.cancel()  # report what arrived: the checker names the missing elements
+        dut.out_ready_i.value = 0
+    send.cancel()
+    dut.in_valid_i.value = 0
+    cycles = int(round((get_sim_time("ns") - t0) / tbutil.CLK_NS))
+    return [w[0] for w in snk.words], cycles
+
+
+async def run_stream(stream: Stream, vset, words: Sequence[Sequence[int]], expected: np.ndarray,
+                     name: str = "y") -> None:
+    """Stream the whole set once and check every output word (the ``run_vectors`` body)."""
+    got, cycles = await transfer(stream, words)
+    tbutil.finish(stream.dut, vset, {name: (expected, np.array(got, dtype=np.int64))}, cycles=cycles)
+
+
+def _outputs_resolvable(dut) -> None:
+    for handle in (dut.out_valid_o, dut.out_data_o, dut.in_ready_o):
+        tbutil.to_int(handle, signed=False)  # raises on X/Z
+
+
+async def run_reset_midstream(stream: Stream, vset, words: Sequence[Sequence[int]], expected: np.ndarray,
+                              name: str = "y") -> None:
+    """Reset while a beat sits stalled in the block, then stream everything again and check it."""
+    dut, stall = stream.dut, max(tbutil.stall_probability(), 0.3)  # stalls fill the pipeline
+    assert len(words) >= 8, "reset_midstream needs at least 8 beats"
+    src = tbutil.Source(stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, _rand(2))
+    snk = tbutil.Sink(stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed],
+                      stall, _rand(3))
+    send = cocotb.start_soon(src.send(words))
+    recv = cocotb.start_soon(snk.collect(len(words)))
+    # Wait for a quarter of the stream, then for a cycle in which the output register holds a beat
+    # the sink refuses while the source offers another: the reset must drop both.
+    for _ in range(len(words) // 4):
+        await RisingEdge(stream.clk)
+    for _ in range(10 * len(words)):
+        await ReadOnly()
+        if dut.out_valid_o.value and not dut.out_ready_i.value and dut.in_valid_i.value:
+            break
+        await RisingEdge(stream.clk)
+    else:
+        raise AssertionError("no cycle with a stalled output beat: cannot test a reset mid-stream")
+    await RisingEdge(stream.clk)
+    send.cancel()
+    recv.cancel()
+    before = [w[0] for w in snk.words]
+    assert len(before) < len(words), "the stream ended before the reset"
+    dut.rst_ni.value = 0  # in_valid_i stays as the source left it: reset wins over a valid beat
+    for _ in range(2):
+        await RisingEdge(stream.clk)
+    await ReadOnly()
+    _outputs_resolvable(dut)
+    await RisingEdge(stream.clk)
+    dut.rst_ni.value = 1
+    dut.in_valid_i.value = 0
+    dut.out_ready_i.value = 1
+    for _ in range(4):  # nothing may come out of an emptied pipeline
+        await RisingEdge(stream.clk)
+        await ReadOnly()
+        _outputs_resolvable(dut)
+        assert not dut.out_valid_o.value, "out_valid_o rose after reset with no input"
+    await RisingEdge(stream.clk)
+    got, cycles = await transfer(stream, words)
+    checks = {
+        f"{name}_before_reset": (expected[: len(before)], np.array(before, dtype=np.int64)),
+        name: (expected, np.array(got, dtype=np.int64)),
+    }
+    tbutil.finish(dut, vset, checks, cycles=cycles, extra={"before_reset": len(before)})
+
+
+def corrupt(record, name: str, index: int):
+    """A copy of ``record`` whose output ``name`` is off by one LSB at flat ``index`` (checker tests)."""
+    import dataclasses
+
+    tensor = record.tensors[name]
+    data = tensor.data.copy().reshape(-1)
+    data[index] += 1 if data[index] < tensor.hi else -1
+    tensors = {**record.tensors, name: dataclasses.replace(tensor, data=data.reshape(tensor.data.shape))}
+    return dataclasses.replace(record, tensors=tensors)
