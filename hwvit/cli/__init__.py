@@ -8,13 +8,17 @@ import click
 
 from hwvit import __version__
 
-# (module in hwvit.cli, click command attribute). One line per command.
+# (module in hwvit.cli, click command attribute). One line per command; the command is named
+# after the attribute (underscores become dashes), so one module may provide several commands.
 COMMANDS = [
     ("info", "info"),
     ("compare", "compare"),
     ("bench", "bench"),
     ("sim", "sim"),
     ("synth", "synth"),
+    ("vectors", "vectors"),
+    ("vectors", "check"),
+    ("bench_vectors", "bench_vectors"),
 ]
 
 
@@ -22,11 +26,11 @@ class _Group(click.Group):
     """Loads command modules lazily, so `hwvit --help` does not import torch."""
 
     def list_commands(self, ctx):
-        return sorted(name.replace("_", "-") for name, _ in COMMANDS)
+        return sorted(attr.replace("_", "-") for _, attr in COMMANDS)
 
     def get_command(self, ctx, cmd_name):
         for module, attr in COMMANDS:
-            if module.replace("_", "-") == cmd_name:
+            if attr.replace("_", "-") == cmd_name:
                 return getattr(importlib.import_module(f"hwvit.cli.{module}"), attr)
         return None
 

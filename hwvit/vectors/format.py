@@ -74,14 +74,17 @@ def _table(width: int, newline: bool) -> np.ndarray:
     return table.view(f"V{table.shape[1]}").reshape(-1)
 
 
-def encode_hex(data: np.ndarray, bits: int) -> bytes:
-    """`.hex` text of ``data`` (any integer dtype, values assumed to fit ``bits``), row-major."""
+def encode_hex(data: np.ndarray, bits: int) -> memoryview:
+    """`.hex` text of ``data`` (any integer dtype, values assumed to fit ``bits``), row-major.
+
+    Returns a buffer over the formatted array (no copy): write it, hash it, or ``bytes()`` it.
+    """
     assert 1 <= bits <= 64, f"bits={bits}"
     digits = hex_digits(bits)
     flat = np.ascontiguousarray(data).reshape(-1)
     if digits <= 4:  # one gather of "dd..\n" per element
         index = flat.astype(np.int64, copy=False) & ((1 << bits) - 1)
-        return np.take(_table(digits, True), index).tobytes()
+        return memoryview(np.take(_table(digits, True), index)).cast("B")
     raw = flat.astype(np.int64, copy=False).view(np.uint64)
     if bits < 64:
         raw = raw & np.uint64((1 << bits) - 1)
@@ -98,7 +101,7 @@ def encode_hex(data: np.ndarray, bits: int) -> bytes:
         chunk = (raw >> np.uint64(shift)) & np.uint64(16**width - 1)
         out[name] = np.take(_table(width, False), chunk.astype(np.intp))
     out["nl"] = ord("\n")
-    return out.tobytes()
+    return memoryview(out.view(np.uint8))
 
 
 def decode_hex(text: bytes, count: int, bits: int, signed: bool) -> np.ndarray:
@@ -154,11 +157,12 @@ def _diagnose(text: bytes, count: int, digits: int, bits: int) -> str:
     return "malformed hex text"  # unreachable for text that passed every test above
 
 
-def encode_npy(data: np.ndarray, bits: int, signed: bool) -> bytes:
-    """`.npy` bytes (format 1.0, deterministic) of ``data`` stored in the narrowest dtype."""
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(data.astype(npy_dtype(bits, signed), copy=False)), allow_pickle=False)
-    return buf.getvalue()
+def encode_npy(data: np.ndarray, bits: int, signed: bool) -> tuple[bytes, memoryview]:
+    """`.npy` file (format 1.0, as ``np.save`` writes it) as (header, array buffer), narrowest dtype."""
+    array = np.ascontiguousarray(data.astype(npy_dtype(bits, signed), copy=False))
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    return header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))
 
 
 def decode_npy(raw: bytes) -> np.ndarray:

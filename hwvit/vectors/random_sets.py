@@ -161,6 +161,7 @@ def _gelu(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRe
 
 def _softmax(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
     from hwvit import ops
+    from hwvit.ops.softmax import EXP_ONE
     from hwvit.quant.params import exp_table
 
     in_bits, out_bits = _int(opts, "in_bits", 2, 16), _int(opts, "out_bits", 2, 16)
@@ -209,7 +210,7 @@ def _softmax(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bloc
     params = {"in_bits": in_bits, "out_bits": out_bits, "entries": entries, "rows": int(cases),
               "row_len": row_len, "rounding": ROUNDING}
     return BlockRecord("softmax", "random", params, {
-        "x": _t(x, in_bits, True, "input", s_in), "exp_table": _t(table, 16, False, "parameter", 2.0**-15),
+        "x": _t(x, in_bits, True, "input", s_in), "exp_table": _t(table, 24, False, "parameter", 1.0 / EXP_ONE),
         "p": _t(p, out_bits, False, "output", 1.0 / ((1 << out_bits) - 1))})
 
 

@@ -67,7 +67,7 @@ CONTRACT: dict[str, dict[str, tuple[str, tuple[Dim, ...], int | str, bool | str]
     },
     "softmax": {
         "x": ("input", ("rows", "row_len"), "in_bits", True),
-        "exp_table": ("parameter", ("entries",), 16, False),
+        "exp_table": ("parameter", ("entries",), 24, False),  # T[0] = 2^23 (docs/arithmetic.md)
         "p": ("output", ("rows", "row_len"), "out_bits", False),
     },
     "layernorm": {

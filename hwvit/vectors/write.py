@@ -9,10 +9,12 @@ produce a set the reader rejects.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -24,9 +26,14 @@ from hwvit import __version__
 from hwvit.record import BlockRecord, Tensor
 from hwvit.vectors.format import (FORMAT_VERSION, MANIFEST, PATH_RE, VectorSetError, encode_hex,
                                   encode_npy, npy_dtype, sha256)
+
+# libyaml's emitter when present (10x faster than PyYAML's; byte-identical output for our documents).
+_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 from hwvit.vectors.schema import LUT_TENSOR, ROUNDING, check_manifest
 
 Progress = Callable[[str, int], None]  # (block path, elements written) after each set
+# Threads writing tensors: file creation dominates on ext4 (~0.3 ms a file here) and overlaps well.
+WRITER_THREADS = 4
 
 
 @dataclass
@@ -71,11 +78,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(_BaseDumper):
     """Block-style YAML with short scalar lists (shapes) in flow style: `shape: [197, 768]`."""
 
 
-def _represent_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
+def _represent_list(dumper: Any, data: list) -> yaml.Node:
     flow = all(not isinstance(v, (list, dict)) for v in data)
     return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
 
@@ -140,21 +147,57 @@ def _check_values(name: str, tensor: Tensor) -> None:
                              f"[{tensor.lo}, {tensor.hi}]")
 
 
-def _write_set_files(record: BlockRecord, directory: Path, manifest: dict[str, Any]) -> WriteSummary:
-    """Write tensors then the manifest into an existing, empty ``directory``."""
-    summary = WriteSummary(sets=1)
-    for entry in manifest["tensors"]:
-        tensor = record.tensors[entry["name"]]
-        for ext, raw in (("hex", encode_hex(tensor.data, tensor.bits)),
-                         ("npy", encode_npy(tensor.data, tensor.bits, tensor.signed))):
-            (directory / entry["files"][ext]).write_bytes(raw)
-            entry["sha256"][ext] = sha256(raw)
-            summary.bytes += len(raw)
-        summary.tensors += 1
-        summary.elements += int(tensor.data.size)
+def _write_file(path: Path, *parts) -> tuple[str, int]:
+    """Write buffers to a new file; return its sha256 and size (hashed from memory, no re-read)."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "xb") as fh:
+        for part in parts:
+            fh.write(part)
+            digest.update(part)
+            size += len(part)
+    return digest.hexdigest(), size
+
+
+def _write_tensor(directory: Path, entry: dict[str, Any], tensor: Tensor) -> tuple[dict[str, str], int]:
+    """Write one tensor's `.hex` and `.npy`; return their sha256 by extension and the byte count."""
+    digests, total = {}, 0
+    for ext, parts in (("hex", (encode_hex(tensor.data, tensor.bits),)),
+                       ("npy", encode_npy(tensor.data, tensor.bits, tensor.signed))):
+        digests[ext], size = _write_file(directory / entry["files"][ext], *parts)
+        total += size
+    return digests, total
+
+
+def _write_manifest(directory: Path, manifest: dict[str, Any], record: BlockRecord,
+                    results: list[tuple[dict[str, str], int]]) -> WriteSummary:
+    """Fill in the checksums and write the manifest last: a set with a manifest is complete."""
+    summary = WriteSummary(sets=1, tensors=len(results))
+    for entry, (digests, size) in zip(manifest["tensors"], results):
+        entry["sha256"] = digests
+        summary.bytes += size
+        summary.elements += int(record.tensors[entry["name"]].data.size)
     text = dump_manifest(manifest)
     (directory / MANIFEST).write_bytes(text)
     summary.bytes += len(text)
+    return summary
+
+
+def _write_all(jobs: list[tuple[BlockRecord, dict[str, Any], Path]], progress: Progress | None) -> WriteSummary:
+    """Write every set of ``jobs``; tensors go through a few threads (numpy formatting, hashing and
+    file creation release the GIL), manifests are written in order by this thread."""
+    summary = WriteSummary()
+    pool = ThreadPoolExecutor(max_workers=WRITER_THREADS)
+    try:
+        futures = [[pool.submit(_write_tensor, directory, entry, record.tensors[entry["name"]])
+                    for entry in manifest["tensors"]] for record, manifest, directory in jobs]
+        for (record, manifest, directory), set_futures in zip(jobs, futures):
+            one = _write_manifest(directory, manifest, record, [f.result() for f in set_futures])
+            summary.add(one)
+            if progress is not None:
+                progress(record.path, one.elements)
+    finally:  # on an error or Ctrl-C: drop queued work and wait for running writes before cleanup
+        pool.shutdown(wait=True, cancel_futures=True)
     return summary
 
 
@@ -232,7 +275,7 @@ def write_set(record: BlockRecord, out_dir: str | Path, *, seed: int | None = No
     manifest = build_manifest(record, seed=seed, config_hash=config_hash, source_sha256=source_sha256,
                               model_config=model_config)
     with _Staging(out_dir, force) as tmp:
-        _write_set_files(record, tmp, manifest)
+        _write_all([(record, manifest, tmp)], None)
     return out_dir
 
 
@@ -254,13 +297,9 @@ def write_sets(records: Iterable[BlockRecord], out_root: str | Path, *, seed: in
         seen.add(record.path)
         manifests.append(build_manifest(record, seed=seed, config_hash=config_hash,
                                         source_sha256=source_sha256, model_config=model_config))
-    summary = WriteSummary()
     with _Staging(out_root, force) as tmp:
+        jobs = []
         for record, manifest in zip(records, manifests):
-            set_dir = tmp / record.path
-            set_dir.mkdir()
-            one = _write_set_files(record, set_dir, manifest)
-            summary.add(one)
-            if progress is not None:
-                progress(record.path, one.elements)
-    return summary
+            (tmp / record.path).mkdir()
+            jobs.append((record, manifest, tmp / record.path))
+        return _write_all(jobs, progress)
