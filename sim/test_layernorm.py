@@ -1,0 +1,328 @@
+"""Testbench of rtl/layernorm.v (twin of hwvit.ops.layernorm) and of its square root rtl/isqrt.v.
+
+cocotb side:
+- ``run_vectors``: configure C, eps_int, M, s; load gamma/beta through the write port; stream every
+  row of the set with random stalls on both sides; compare every output with the set's ``y``.
+- ``reset_midstream``: cut a streaming run by rst_ni at several points (filling, computing,
+  reading out with the next row filling), check nothing is X and no output is pending after each
+  reset, then stream the whole set and compare; gamma/beta are loaded once (they survive reset).
+- ``isqrt_direct``: rtl/isqrt.v alone against math.isqrt at m^2 - 1, m^2, m^2 + 1.
+
+pytest side: random and hand-made sets (constant rows, one-LSB spreads, extreme values) on both
+simulators and two parameter sets, reset, a corrupted expected output, unstalled throughput,
+and the isqrt unit test.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import random
+from pathlib import Path
+
+import cocotb
+import numpy as np
+import pytest
+from cocotb.simtime import get_sim_time
+from cocotb.triggers import ReadOnly, RisingEdge, SimTimeoutError, with_timeout
+
+import tbutil
+from layernorm_sets import PARAM_SETS, make_sets
+
+TOPLEVEL = "layernorm"
+SOURCES = ["rtl/layernorm.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v"]
+
+# Per-row fixed cost of the block, unstalled: MUL1, MUL2, 31 square-root and 44 divider clocks,
+# handshakes and the 6-deep output pipeline (docs/rtl.md). Used for time limits and the
+# throughput test.
+ROW_OVERHEAD = 90
+
+
+def max_c_for(c: int) -> int:
+    """MAX_C of the build for a set of row length ``c``: the next power of two, at least 16.
+
+    Few distinct builds (each Verilator build costs ~20 s), and the rows are usually shorter than
+    the buffer, which exercises the runtime row-length port.
+    """
+    return max(16, 1 << (c - 1).bit_length())
+
+
+def hdl_parameters(vset) -> dict:
+    return {"MAX_C": max_c_for(int(vset.params["c"])), "OUT_BITS": int(vset.params["out_bits"])}
+
+
+# ---------------------------------------------------------------------------------------------
+# cocotb helpers
+
+
+def check_no_x(dut) -> None:
+    """Outputs resolvable after reset, nothing pending, ready to take a row."""
+    for sig in (dut.out_valid_o, dut.out_data_o, dut.in_ready_o):
+        tbutil.to_int(sig, False)  # raises on X/Z
+    assert int(dut.out_valid_o.value) == 0, "out_valid_o high right after reset"
+    assert int(dut.in_ready_o.value) == 1, "in_ready_o low right after reset"
+
+
+def configure(dut, vset) -> None:
+    p = vset.params
+    dut.cfg_c_i.value = int(p["c"])
+    dut.cfg_eps_i.value = int(p["eps_int"])
+    dut.cfg_mult_i.value = int(p["multiplier"])
+    dut.cfg_shift_i.value = int(p["shift"])
+    dut.in_valid_i.value = 0
+    dut.in_data_i.value = 0
+    dut.out_ready_i.value = 0
+    dut.prm_we_i.value = 0
+    dut.prm_addr_i.value = 0
+    dut.prm_gamma_i.value = 0
+    dut.prm_beta_i.value = 0
+
+
+async def load_params(dut, vset) -> None:
+    """gamma/beta through the write port, one channel per clock."""
+    for i, (g, b) in enumerate(zip(vset["gamma"], vset["beta"])):
+        dut.prm_we_i.value = 1
+        dut.prm_addr_i.value = i
+        dut.prm_gamma_i.value = int(g) & 0x7FFF
+        dut.prm_beta_i.value = int(b) & 0x7FFFFFFF
+        await RisingEdge(dut.clk_i)
+    dut.prm_we_i.value = 0
+
+
+def input_words(vset) -> list[tuple[int]]:
+    return [(int(v) & 0xFF,) for v in vset["x"].reshape(-1)]
+
+
+def cycle() -> int:
+    return int(get_sim_time(unit="ns")) // tbutil.CLK_NS
+
+
+async def stream(dut, vset, rand_in: random.Random, rand_out: random.Random, stall: float):
+    """Send the whole set, collect as many outputs (or fewer on a hang); return (got, cycles)."""
+    rows, c = vset["x"].shape
+    src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i], stall, rand_in)
+    sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [True], stall,
+                       rand_out)
+    limit = rows * (int(2 * c / (1 - min(stall, 0.9))) + 2 * ROW_OVERHEAD) + 200
+    t0 = cycle()
+    sender = cocotb.start_soon(src.send(input_words(vset)))
+    try:
+        await with_timeout(sink.collect(rows * c), limit * tbutil.CLK_NS, "ns")
+    except SimTimeoutError:
+        pass  # fewer words than expected: finish() reports the count
+    sender.cancel()
+    got = np.array([w[0] for w in sink.words], dtype=np.int64)
+    if got.size == rows * c:
+        got = got.reshape(rows, c)
+    return got, cycle() - t0
+
+
+def rngs() -> tuple[random.Random, random.Random]:
+    seed = int(os.environ.get("HWVIT_TB_SEED", "1"))
+    return random.Random(seed), random.Random(seed + 7919)
+
+
+# ---------------------------------------------------------------------------------------------
+# cocotb tests
+
+
+@cocotb.test()
+async def run_vectors(dut):
+    vset = tbutil.load_set()
+    configure(dut, vset)
+    await tbutil.start(dut)
+    await ReadOnly()
+    check_no_x(dut)
+    await RisingEdge(dut.clk_i)
+    await load_params(dut, vset)
+    rand_in, rand_out = rngs()
+    got, cycles = await stream(dut, vset, rand_in, rand_out, tbutil.stall_probability())
+    rows = vset["x"].shape[0]
+    tbutil.finish(dut, vset, {"y": (vset["y"], got)}, cycles=cycles,
+                  extra={"cycles_per_row": cycles / rows})
+
+
+@cocotb.test()
+async def reset_midstream(dut):
+    vset = tbutil.load_set()
+    rows, c = vset["x"].shape
+    configure(dut, vset)
+    await tbutil.start(dut)
+    await load_params(dut, vset)
+    rand_in, rand_out = rngs()
+    stall = tbutil.stall_probability()
+    # Cut points in clocks after the stream starts: while the first row fills, while it is in
+    # the square root / divider, while it is read out (the second row filling behind it).
+    cuts = [max(2, c // 2), c + 30, int(c / (1 - stall)) + ROW_OVERHEAD + c // 2]
+    for cut in cuts:
+        src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i], stall, rand_in)
+        sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [True],
+                           stall, rand_out)
+        sender = cocotb.start_soon(src.send(input_words(vset)))
+        receiver = cocotb.start_soon(sink.collect(rows * c))
+        for _ in range(cut):
+            await RisingEdge(dut.clk_i)
+        sender.cancel()
+        receiver.cancel()
+        dut.in_valid_i.value = 0
+        dut.out_ready_i.value = 0
+        dut.rst_ni.value = 0
+        for _ in range(2):
+            await RisingEdge(dut.clk_i)
+        dut.rst_ni.value = 1
+        await RisingEdge(dut.clk_i)
+        await ReadOnly()
+        check_no_x(dut)
+        await RisingEdge(dut.clk_i)
+    got, cycles = await stream(dut, vset, rand_in, rand_out, stall)
+    tbutil.finish(dut, vset, {"y": (vset["y"], got)}, cycles=cycles, extra={"cuts": cuts})
+
+
+def isqrt_cases(width: int, seed: int = 5) -> list[int]:
+    """m^2 - 1, m^2, m^2 + 1 for edge and random m, clipped to [0, 2^width)."""
+    half = width // 2
+    ms = {0, 1, 2, 3, 4, 5, 15, 16, 255, 256, 4095, 4096, 65535, 65536, (1 << half) - 1}
+    ms |= {(1 << k) + d for k in range(17, half) for d in (-1, 0, 1)}
+    rand = random.Random(seed)
+    ms |= {rand.randrange(1 << half) for _ in range(24)}
+    ms |= {rand.randrange(1 << (half - 1), 1 << half) for _ in range(8)}
+    values = {(1 << width) - 1}
+    for m in ms:
+        values |= {v for v in (m * m - 1, m * m, m * m + 1) if 0 <= v < 1 << width}
+    return sorted(values)
+
+
+@cocotb.test()
+async def isqrt_direct(dut):
+    width = len(dut.in_data_i)
+    dut.in_valid_i.value = 0
+    dut.in_data_i.value = 0
+    dut.out_ready_i.value = 0
+    await tbutil.start(dut)
+    await ReadOnly()
+    for sig in (dut.out_valid_o, dut.out_data_o, dut.in_ready_o):
+        tbutil.to_int(sig, False)
+    await RisingEdge(dut.clk_i)
+    rand = random.Random(3)
+    checked, first = 0, None
+    for n in isqrt_cases(width):
+        while rand.random() < 0.3:
+            await RisingEdge(dut.clk_i)
+        dut.in_valid_i.value = 1
+        dut.in_data_i.value = n
+        await RisingEdge(dut.clk_i)
+        while not dut.in_ready_o.value:
+            await RisingEdge(dut.clk_i)
+        dut.in_valid_i.value = 0
+        while True:  # random out_ready_i; take the result on valid & ready
+            dut.out_ready_i.value = int(rand.random() >= 0.3)
+            await ReadOnly()
+            if dut.out_valid_o.value and dut.out_ready_i.value:
+                got = dut.out_data_o.value.to_unsigned()
+                await RisingEdge(dut.clk_i)
+                break
+            await RisingEdge(dut.clk_i)
+        dut.out_ready_i.value = 0
+        checked += 1
+        if got != math.isqrt(n) and first is None:
+            first = {"n": n, "expected": math.isqrt(n), "got": got}
+    out = os.environ.get("HWVIT_RESULT")
+    if out:
+        Path(out).write_text(json.dumps({"checked": checked, "first": first}))
+    assert first is None, f"isqrt({first['n']}) expected {first['expected']} got {first['got']}"
+
+
+# ---------------------------------------------------------------------------------------------
+# pytest side
+
+pytestmark = pytest.mark.xdist_group("layernorm")
+
+
+@pytest.fixture(scope="module")
+def ln_sets(tmp_path_factory) -> dict[str, list[Path]]:
+    """Every parameter set's vector sets, written once for both simulators."""
+    return make_sets(tmp_path_factory.mktemp("layernorm"))
+
+
+@pytest.mark.parametrize("pset", sorted(PARAM_SETS))
+def test_vectors(simulator, ln_sets, pset):
+    from conftest import run_set
+
+    for set_dir in ln_sets[pset]:
+        run_set(set_dir, simulator)
+
+
+def test_reset_midstream(simulator, ln_sets):
+    from hwvit import simulate
+
+    set_dir = ln_sets["out6_c16"][0]
+    result = simulate.run(set_dir, simulator, testcase="reset_midstream")
+    assert result.passed, result.message
+    assert result.elements > 0
+
+
+def test_mismatch_reported(ln_sets, tmp_path):
+    """A set whose expected y is off by one LSB in one element fails, naming that element."""
+    from hwvit import simulate, vectors
+    from hwvit.record import BlockRecord, Tensor
+
+    good = vectors.read(ln_sets["out6_c16"][0])
+    y = good["y"].copy()
+    rows, c = y.shape
+    r, i = rows // 2, c - 3
+    y[r, i] = y[r, i] - 1 if y[r, i] > -(1 << (good.tensors["y"].bits - 1)) else y[r, i] + 1
+    tensors = {name: Tensor(t.data, t.bits, t.signed, t.role, t.scale) for name, t in good.tensors.items()}
+    tensors["y"] = Tensor(y, good.tensors["y"].bits, True, "output")
+    params = {k: v for k, v in good.params.items()}
+    bad_dir = vectors.write_set(BlockRecord("layernorm", "corrupted", params, tensors), tmp_path / "bad")
+    result = simulate.run(bad_dir, "icarus")
+    assert not result.passed
+    assert result.mismatches == 1
+    assert result.first["index"] == r * c + i
+    assert result.first["expected"] == int(y[r, i]) and result.first["got"] == int(good["y"][r, i])
+    for text in ("layernorm", "corrupted", str(bad_dir), f"[{r}, {i}]", f"expected {y[r, i]}",
+                 f"got {good['y'][r, i]}"):
+        assert text in result.message, f"{text!r} missing from: {result.message}"
+
+
+def test_throughput_unstalled(ln_sets):
+    """Without stalls the next row fills behind the read-out: one row per C + ROW_OVERHEAD clocks."""
+    from hwvit import simulate, vectors
+
+    set_dir = ln_sets["out8_c64"][0]
+    rows, c = vectors.read(set_dir)["x"].shape
+    result = simulate.run(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
+    assert result.passed, result.message
+    assert result.cycles <= rows * (c + ROW_OVERHEAD), f"{result.cycles} cycles for {rows} rows of {c}"
+
+
+def test_isqrt_direct(simulator):
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    from hwvit import toolchain
+
+    toolchain.apply_sim_env()
+    repo = toolchain.repo()
+    build_dir = repo.root / "sim_build" / f"isqrt-{simulator}-w64"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    runner = get_runner(simulator)
+    build_args = ["--x-assign", "unique", "--x-initial", "unique"] if simulator == "verilator" else []
+    with open(build_dir.parent / f".isqrt-{simulator}-w64.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runner.build(sources=[repo.rtl / "isqrt.v"], hdl_toplevel="isqrt",
+                     parameters={"IN_BITS": 64}, build_args=build_args, build_dir=build_dir,
+                     timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
+        result_file = build_dir / "isqrt.json"
+        result_file.unlink(missing_ok=True)
+        xml = runner.test(test_module="test_layernorm", hdl_toplevel="isqrt", testcase="isqrt_direct",
+                          build_dir=build_dir, test_dir=build_dir, parameters={"IN_BITS": 64},
+                          extra_env={"HWVIT_RESULT": str(result_file),
+                                     "PYTHONPATH": os.pathsep.join([str(repo.sim), str(repo.root)])},
+                          log_file=build_dir / "sim.log")
+    tests, failed = get_results(Path(xml))
+    data = json.loads(result_file.read_text()) if result_file.exists() else {}
+    assert tests == 1 and failed == 0, f"isqrt_direct failed: {data.get('first')}; see {build_dir / 'sim.log'}"
+    assert data["checked"] == len(isqrt_cases(64)) > 100
