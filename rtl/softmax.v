@@ -1,27 +1,30 @@
 // softmax: integer softmax over a streamed row, the bit-exact twin of ops.softmax (exp="table").
 //
-// Per row of N signed IN_BITS inputs x_i (docs/arithmetic.md, section "softmax"):
+// Per row of N signed IN_BITS inputs x_0 .. x_(N-1) in stream order (docs/arithmetic.md,
+// section "softmax"; F = EXP_FRAC = 23, Q = 2^OUT_BITS - 1):
 //   mx  = max_i x_i,  d_i = mx - x_i,  E_i = T[d_i] if d_i < ENTRIES else 0,  S = sum_i E_i
-//   R   = floor((Q * 2^32 + floor(S/2)) / S),  Q = 2^OUT_BITS - 1        (once per row)
-//   p_i = min(Q, (E_i * R + 2^31) >> 32)                                  (unsigned OUT_BITS)
+//   R   = floor((Q * 2^(F+17) + floor(S/2)) / S)                     (once per row)
+//   A_i = (E_0 + ... + E_i) * R,  P_i = (A_i + 2^(F+16)) >> (F+17),  p_i = P_i - P_(i-1)
+// Rounding the cumulative sum makes every row sum to exactly Q.
 //
 // A row goes through three passes over a MAX_N-entry row buffer (a 1W1R memory):
 //   LOAD  accept N inputs (one per clock when offered), write them, keep the running max;
 //   SUM   re-read them, look up E_i in the exp table, accumulate S;   then the iterative divider
-//   DIV   computes R in OUT_BITS + 32 clocks (rtl/divu.v);
-//   OUT   re-read them, look up E_i again (cheaper than storing 16-bit E_i per element),
-//         multiply by R, round, clamp, and stream p_i out (one per clock when accepted).
-// Per element the datapath is one subtract (d), one table read, one add (S) and one
-// 16 x (OUT_BITS + 17) multiply with a rounding add and a shift; the division happens once per row.
-// Unstalled, a row of N elements takes 3N + OUT_BITS + ?? clocks from its first input to its
-// last output; see docs/rtl.md.
+//   DIV   computes R in OUT_BITS + 17 steps (rtl/divu.v);
+//   OUT   re-read them, look up E_i again (cheaper than storing 24-bit E_i per element),
+//         multiply by R into a running sum A, and stream p_i = P_i - P_(i-1) out.
+// Per element the datapath is one subtract (d), one table read, one add (S), one
+// 24 x (OUT_BITS + 17) multiply, one (OUT_BITS + 40)-bit accumulate whose top OUT_BITS bits are
+// P_i (the accumulator starts at the rounding constant 2^(F+16), so the rounding is free) and one
+// OUT_BITS subtract. The division happens once per row.
+// Unstalled, rows follow each other every 3N + OUT_BITS + 26 clocks (see docs/rtl.md).
 //
-// The exp table T (ENTRIES x 16 bit, unsigned) is a RAM written through tbl_*; it has no reset,
-// so it survives rst_ni, and it must not be written while a row is in flight. The contract fixes
-// T[0] = 2^15 (ops.softmax rejects any other table), so T[0] is hard-wired and a write to entry 0
-// has no effect. That makes S >= 2^15 by construction, so R <= Q * 2^17 fits OUT_BITS + 17 bits
-// (25 for 8-bit outputs), the divider needs only that many steps and the multiplier is
-// 16 x 25 bits; E_i * R <= S * R <= Q * 2^32 + S/2.
+// The exp table T (ENTRIES x (F+1) bits, unsigned) is a RAM written through tbl_*; it has no
+// reset, so it survives rst_ni, and it must not be written while a row is in flight. The contract
+// fixes T[0] = 2^F (ops.softmax rejects any other table), so T[0] is hard-wired and a write to
+// entry 0 has no effect. That makes S >= 2^F by construction, so R <= Q * 2^17 fits OUT_BITS + 17
+// bits (25 for 8-bit outputs) and the divider needs only that many steps; A_i <= S * R <=
+// Q * 2^(F+17) + S/2 fits OUT_BITS + F + 17 bits for any table contents.
 // The row length is sampled with each row's first input; 0 counts as 1 and values above MAX_N
 // as MAX_N. out_last_o marks each row's final probability.
 `default_nettype none
@@ -30,7 +33,8 @@ module softmax #(
   parameter integer MAX_N    = 256,  // longest row (2..65536); the row buffer has MAX_N entries
   parameter integer IN_BITS  = 8,    // signed input width (2..16)
   parameter integer OUT_BITS = 8,    // unsigned probability width (1..16); Q = 2^OUT_BITS - 1
-  parameter integer ENTRIES  = 256   // exp table entries L (2..2^IN_BITS); d >= L gives E = 0
+  parameter integer ENTRIES  = 256,  // exp table entries L (2..2^IN_BITS); d >= L gives E = 0
+  parameter integer EXP_FRAC = 23    // T[0] = 2^EXP_FRAC, entries EXP_FRAC + 1 bits (contract: 23)
 ) (
   input  wire                         clk_i,
   input  wire                         rst_ni,      // synchronous, active low
@@ -38,7 +42,7 @@ module softmax #(
   // Exp table write port: T[tbl_addr_i] = tbl_data_i (load between rows, once per layer)
   input  wire                         tbl_we_i,
   input  wire [$clog2(ENTRIES)-1:0]   tbl_addr_i,
-  input  wire [15:0]                  tbl_data_i,
+  input  wire [EXP_FRAC:0]            tbl_data_i,
 
   // Row length N in [1, MAX_N], sampled with the first input of each row
   input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,
@@ -56,20 +60,21 @@ module softmax #(
 );
 
   // ---------------------------------------------------------------- widths and constants
-  localparam integer E_BITS = 16;                        // exp table entry width (contract)
+  localparam integer E_BITS = EXP_FRAC + 1;              // exp table entry
+  localparam integer RS     = EXP_FRAC + 17;             // reciprocal shift: 2^40
   localparam integer AW     = $clog2(MAX_N);             // row buffer address
   localparam integer LW     = $clog2(MAX_N + 1);         // row length / element counters
   localparam integer TW     = $clog2(ENTRIES);           // exp table address
-  localparam integer S_BITS = E_BITS + $clog2(MAX_N);    // S <= MAX_N * (2^16 - 1)
-  localparam integer N_BITS = OUT_BITS + 32;             // dividend Q * 2^32 + S/2 < 2^N_BITS
-  localparam integer R_BITS = OUT_BITS + 17;             // R <= Q * 2^17 since S >= 2^15
-  localparam integer P_BITS = E_BITS + R_BITS;           // E_i * R <= Q * 2^32 + S/2
+  localparam integer S_BITS = E_BITS + $clog2(MAX_N);    // S <= MAX_N * (2^E_BITS - 1)
+  localparam integer N_BITS = OUT_BITS + RS;             // dividend Q * 2^RS + S/2 < 2^N_BITS
+  localparam integer R_BITS = OUT_BITS + 17;             // R <= Q * 2^17 since S >= 2^EXP_FRAC
+  localparam integer A_BITS = OUT_BITS + RS;             // A_i + 2^(RS-1) <= Q * 2^RS + S/2 + 2^(RS-1)
 
   localparam [LW:0]          MAX_N_C   = MAX_N[LW:0];        // one spare bit: comparisons never constant
   localparam [IN_BITS:0]     ENTRIES_C = ENTRIES[IN_BITS:0];
   localparam [OUT_BITS-1:0]  Q_C       = {OUT_BITS{1'b1}};
-  localparam [P_BITS-1:0]    HALF_C    = {{(P_BITS-32){1'b0}}, 1'b1, 31'd0};   // 2^31
-  localparam [E_BITS-1:0]    ONE_E_C   = {1'b1, {(E_BITS-1){1'b0}}};           // T[0] = 2^15
+  localparam [A_BITS-1:0]    HALF_C    = {{OUT_BITS{1'b0}}, 1'b1, {(RS-1){1'b0}}};      // 2^(RS-1)
+  localparam [E_BITS-1:0]    ONE_E_C   = {1'b1, {EXP_FRAC{1'b0}}};                     // T[0]
   localparam [LW-1:0]        ONE_C     = {{(LW-1){1'b0}}, 1'b1};
 
   localparam [1:0] ST_LOAD = 2'd0;  // taking the row's inputs
@@ -79,7 +84,7 @@ module softmax #(
 
   // ---------------------------------------------------------------- memories
   reg [IN_BITS-1:0] row_mem [0:MAX_N-1];     // the row, in arrival order
-  reg [E_BITS-1:0]  tbl_mem [0:ENTRIES-1];   // exp table T
+  reg [E_BITS-1:0]  tbl_mem [0:ENTRIES-1];   // exp table T (entry 0 unused: hard-wired)
 
   // ---------------------------------------------------------------- control state
   reg [1:0]          state_q, state_d;
@@ -95,10 +100,11 @@ module softmax #(
   reg                v1_q, v2_q, v3_q;       // stage holds an element
   reg                l1_q, l2_q, l3_q;       // ... which is the row's last
   reg                inr2_q;                 // d_i < ENTRIES (else E_i = 0)
-  reg                zero2_q;                // d_i = 0: E_i = T[0] = 2^15
+  reg                zero2_q;                // d_i = 0: E_i = T[0] = 2^EXP_FRAC
   reg [IN_BITS-1:0]  x1_q;                   // x_i read from the row buffer
   reg [E_BITS-1:0]   t2_q;                   // T[d_i] read from the table
-  reg [P_BITS-1:0]   prod3_q;                // E_i * R
+  reg [A_BITS-1:0]   prod3_q;                // E_i * R
+  reg [A_BITS-1:0]   acc_q;                  // A_(i-1) + 2^(RS-1): top OUT_BITS bits are P_(i-1)
   reg                out_valid_q;
   reg                out_last_q;
   reg [OUT_BITS-1:0] out_data_q;
@@ -119,20 +125,20 @@ module softmax #(
   wire issue = pass && (rd_cnt_q != len_q) && adv;
 
   // Stage 1: d_i = mx - x_i in [0, 2^IN_BITS - 1], computed one bit wider than the inputs.
-  wire [IN_BITS:0] d1 = {max_q[IN_BITS-1], max_q} - {x1_q[IN_BITS-1], x1_q};
+  wire [IN_BITS:0] d1    = {max_q[IN_BITS-1], max_q} - {x1_q[IN_BITS-1], x1_q};
   wire             inr1  = d1 < ENTRIES_C;
   wire             zero1 = d1 == {(IN_BITS+1){1'b0}};
 
-  // Stage 2: E_i, then the product with R (operands widened so the multiply is P_BITS wide).
+  // Stage 2: E_i, and E_i * R (< 2^A_BITS since E_i * R <= A_i: the product is taken mod 2^A_BITS).
   wire [E_BITS-1:0] e2    = zero2_q ? ONE_E_C : inr2_q ? t2_q : {E_BITS{1'b0}};
-  wire [P_BITS-1:0] prod2 = {{R_BITS{1'b0}}, e2} * {{E_BITS{1'b0}}, r_q};
+  wire [A_BITS-1:0] prod2 = {{(A_BITS-E_BITS){1'b0}}, e2} * {{(A_BITS-R_BITS){1'b0}}, r_q};
 
-  // Stage 3: p_i = min(Q, (E_i * R + 2^31) >> 32).
-  wire [P_BITS-1:0] p3 = (prod3_q + HALF_C) >> 32;
-  wire [OUT_BITS-1:0] p3_sat = (p3 > {{(P_BITS-OUT_BITS){1'b0}}, Q_C}) ? Q_C : p3[OUT_BITS-1:0];
+  // Stage 3: A_i + 2^(RS-1) = acc + E_i * R; p_i = P_i - P_(i-1), the difference of the top bits.
+  wire [A_BITS-1:0]   acc3 = acc_q + prod3_q;
+  wire [OUT_BITS-1:0] p3   = acc3[A_BITS-1:RS] - acc_q[A_BITS-1:RS];
 
   // ---------------------------------------------------------------- divider
-  wire [N_BITS-1:0] div_dividend = {Q_C, 32'd0} + {{(N_BITS-S_BITS+1){1'b0}}, sum_q[S_BITS-1:1]};
+  wire [N_BITS-1:0] div_dividend = {Q_C, {RS{1'b0}}} + {{(N_BITS-S_BITS+1){1'b0}}, sum_q[S_BITS-1:1]};
   wire              div_in_valid = (state_q == ST_DIV) && !div_sent_q;
   wire              div_in_ready;
   wire              div_out_valid;
@@ -254,7 +260,8 @@ module softmax #(
       l3_q        <= 1'b0;
       inr2_q      <= 1'b0;
       zero2_q     <= 1'b0;
-      prod3_q     <= {P_BITS{1'b0}};
+      prod3_q     <= {A_BITS{1'b0}};
+      acc_q       <= HALF_C;
       out_valid_q <= 1'b0;
       out_last_q  <= 1'b0;
       out_data_q  <= {OUT_BITS{1'b0}};
@@ -267,6 +274,9 @@ module softmax #(
       sum_q      <= sum_d;
       r_q        <= r_d;
       div_sent_q <= div_sent_d;
+      if (state_q == ST_DIV) begin
+        acc_q <= HALF_C;  // the OUT pass starts from A_(-1) = 0 plus the rounding constant
+      end
       if (adv) begin
         v1_q        <= issue;
         l1_q        <= issue && (rd_cnt_q == len_q - ONE_C);
@@ -285,7 +295,8 @@ module softmax #(
           prod3_q <= prod2;
         end
         if (v3_q) begin
-          out_data_q <= p3_sat;
+          acc_q      <= acc3;
+          out_data_q <= p3;
         end
       end
     end

@@ -186,3 +186,143 @@ if cocotb is not None:
             await RisingEdge(dut.clk_i)
             _check_idle_outputs(dut, f"after a reset {wait} clocks into a stream")
         await _run_and_check(dut, [vset], rand, {"resets_after": resets})
+
+
+# ---------------------------------------------------------------------------- pytest side
+import pytest  # noqa: E402  (the cocotb side above must import without pytest)
+
+pytestmark = pytest.mark.xdist_group("softmax")
+
+# Two builds: the contract's 8/8 with a full table, and 6-bit inputs, 10-bit outputs with a
+# 40-entry table (inputs whose d >= 40 get E = 0; a table length that is not a power of two).
+WIDTHS = [
+    pytest.param({"in_bits": 8, "out_bits": 8, "entries": 256}, id="i8o8L256"),
+    pytest.param({"in_bits": 6, "out_bits": 10, "entries": 40}, id="i6o10L40"),
+]
+# (row_len, rows) of the random sets streamed in one simulation: 450 random rows + 60 hard rows
+# per parameter set, 1020 in all; ~60k clocks per simulation with 30% stalls on both sides.
+ROW_MIX = [(1, 60), (2, 60), (3, 50), (5, 60), (9, 60), (16, 60), (33, 50), (64, 50)]
+HARD_LENS = (64, 7)
+
+
+def softmax_record(x: np.ndarray, table: np.ndarray, in_bits: int, out_bits: int, path: str = "random",
+                   p: np.ndarray | None = None):
+    """A softmax BlockRecord whose expected output is hwvit.ops.softmax (or ``p`` if given)."""
+    from hwvit import ops, vectors
+    from hwvit.record import BlockRecord, Tensor
+
+    table_bits = vectors.CONTRACT["softmax"]["exp_table"][2]
+    x = np.asarray(x, dtype=np.int64)
+    table = np.asarray(table, dtype=np.int64)
+    if p is None:
+        p = ops.softmax(x, table, out_bits=out_bits, in_bits=in_bits)
+    params = {"in_bits": in_bits, "out_bits": out_bits, "entries": int(table.size), "rows": int(x.shape[0]),
+              "row_len": int(x.shape[1])}
+    return BlockRecord("softmax", path, params, {
+        "x": Tensor(x, in_bits, True, "input"),
+        "exp_table": Tensor(table, table_bits, False, "parameter"),
+        "p": Tensor(np.asarray(p, dtype=np.int64), out_bits, False, "output")})
+
+
+def hard_rows(row_len: int, in_bits: int, rng: np.random.Generator) -> np.ndarray:
+    """Rows at the edges: all minimum (-128 for 8 bits), all equal, one huge, ties, full ramps."""
+    lo, hi = -(1 << (in_bits - 1)), (1 << (in_bits - 1)) - 1
+    n = row_len
+    rows = [np.full(n, lo), np.full(n, hi), np.full(n, 0), np.full(n, lo + 1)]
+    for pos in (0, n - 1, n // 2):  # one huge among minima: d = 2^in_bits - 1 for the rest
+        r = np.full(n, lo)
+        r[pos] = hi
+        rows.append(r)
+    r = rng.integers(lo, 0, n, endpoint=True)  # one huge over a random rest
+    r[rng.integers(n)] = hi
+    rows.append(r)
+    rows.append(np.where(np.arange(n) % 2 == 0, hi, lo))  # ties at the max, alternating
+    rows.append(np.clip(hi - np.arange(n) * max(1, (hi - lo) // max(1, n - 1)), lo, hi))  # ramp
+    rows.append(np.clip(lo + np.arange(n), lo, hi))  # max at the end
+    rows.append(np.full(n, hi - 1))
+    while len(rows) < 30:
+        rows.append(rng.integers(lo, hi, n, endpoint=True))
+    return np.stack(rows)
+
+
+def write_sets(root: Path, widths: dict, seed: int) -> list[Path]:
+    """Random sets (hwvit.vectors.random_record) of every ROW_MIX length, then the hard sets."""
+    from hwvit import vectors
+    from hwvit.quant import exp_table
+
+    dirs = []
+    for k, (row_len, rows) in enumerate(ROW_MIX):
+        record = vectors.random_record("softmax", cases=rows, seed=seed + k, row_len=row_len, **widths)
+        dirs.append(vectors.write_set(record, root / f"n{row_len}"))
+    rng = np.random.default_rng(seed)
+    table = exp_table(16.0 / (1 << widths["in_bits"]), widths["entries"])
+    for row_len in HARD_LENS:
+        x = hard_rows(row_len, widths["in_bits"], rng)
+        record = softmax_record(x, table, widths["in_bits"], widths["out_bits"], path="hard")
+        dirs.append(vectors.write_set(record, root / f"hard{row_len}"))
+    return dirs
+
+
+def run_sets(dirs: list[Path], simulator: str, **kwargs):
+    from hwvit import simulate
+
+    env = {MORE_ENV: os.pathsep.join(str(d) for d in dirs[1:]), **kwargs.pop("extra_env", {})}
+    return simulate.run(dirs[0], simulator, extra_env=env, **kwargs)
+
+
+@pytest.mark.parametrize("widths", WIDTHS)
+def test_vectors(simulator, widths, tmp_path):
+    """1020 rows of 1..64 elements (random and hard) through one simulation, bit-exact."""
+    dirs = write_sets(tmp_path, widths, seed=7)
+    result = run_sets(dirs, simulator)
+    assert result.passed, result.message
+    total = sum(rows * n for n, rows in ROW_MIX) + sum(30 * n for n in HARD_LENS)
+    assert result.elements == total, f"compared {result.elements} of {total} probabilities"
+    assert result.extra["rows"] == sum(rows for _, rows in ROW_MIX) + 30 * len(HARD_LENS)
+
+
+def test_reset_midstream(simulator, tmp_path):
+    """Resets in every phase of a row leave the outputs defined and idle; the next run is exact."""
+    from hwvit import simulate, vectors
+
+    record = vectors.random_record("softmax", cases=24, seed=3, row_len=16)
+    set_dir = vectors.write_set(record, tmp_path / "set")
+    result = simulate.run(set_dir, simulator, testcase="reset_midstream")
+    assert result.passed, result.message
+    assert result.elements == 24 * 16
+    assert len(result.extra["resets_after"]) == 6
+
+
+def test_cycles_per_row(tmp_path):
+    """Without stalls a row of N takes 3N + OUT_BITS + 26 clocks (the figure in docs/rtl.md)."""
+    from hwvit import simulate, vectors
+
+    rows, n = 10, 20
+    record = vectors.random_record("softmax", cases=rows, seed=5, row_len=n)
+    set_dir = vectors.write_set(record, tmp_path / "set")
+    result = simulate.run(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
+    assert result.passed, result.message
+    assert result.cycles == rows * cycles_per_row(n, 8), result.cycles
+
+
+def test_mismatch_reported(simulator, tmp_path):
+    """A corrupted expected value fails the run, naming block, set, index, expected and got."""
+    from hwvit import ops, simulate, vectors
+    from hwvit.quant import exp_table
+
+    rng = np.random.default_rng(11)
+    x = rng.integers(-128, 127, (6, 9), endpoint=True)
+    table = exp_table(0.0625, 256)
+    p = ops.softmax(x, table, out_bits=8, in_bits=8)
+    bad = p.copy()
+    bad[4, 2] = (bad[4, 2] + 1) % 256
+    set_dir = vectors.write_set(softmax_record(x, table, 8, 8, path="layers.2.softmax", p=bad),
+                                tmp_path / "corrupt")
+    result = simulate.run(set_dir, simulator)
+    assert not result.passed
+    assert result.mismatches == 1
+    assert result.first == {"tensor": "p", "index": 4 * 9 + 2, "nd_index": [4, 2],
+                            "expected": int(bad[4, 2]), "got": int(p[4, 2])}
+    for text in ("softmax", "layers.2.softmax", str(set_dir), "p[[4, 2]]", f"expected {int(bad[4, 2])}",
+                 f"got {int(p[4, 2])}"):
+        assert text in result.message, f"{text!r} missing from: {result.message}"
