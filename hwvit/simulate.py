@@ -160,6 +160,7 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
         runner.test(
             test_module=f"test_{kind}",
             hdl_toplevel=tb.TOPLEVEL,
+            hdl_toplevel_lang="verilog",  # this runner object did not build, so it cannot infer it
             testcase=testcase,
             seed=seed,
             build_dir=build_dir,

@@ -53,6 +53,8 @@ def to_int(handle, signed: bool) -> int:
     value = handle.value
     if not value.is_resolvable:
         raise AssertionError(f"{handle._name} is {value} (X/Z) after reset")
+    if not hasattr(value, "to_unsigned"):  # a 1-bit signal reads as a Logic, not a LogicArray
+        return int(value)
     return value.to_signed() if signed else value.to_unsigned()
 
 
