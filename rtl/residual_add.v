@@ -1,0 +1,115 @@
+// residual_add: add two activations rescaled to a common output scale (twin of hwvit.ops.residual_add).
+//
+//   y = sat_OUT_BITS( (a * Ma + b * Mb + 2^(s-1)) >>> s )      (s = 0: no rounding term)
+//
+// Both products are exact, their sum is rounded once (half up, ties toward +inf) and saturated;
+// see docs/arithmetic.md "residual_add". Ma * 2^-s = s_a / s_out and Mb * 2^-s = s_b / s_out are
+// per-layer constants: they are configuration ports (cfg_*_i), to be held stable while a stream
+// is in flight (they are sampled in both pipeline stages).
+//
+// Pipeline: 2 register stages (two products; sum + round + shift + saturate), one beat per cycle,
+// latency 2 cycles, bubbles collapse. in_ready_o depends combinationally on out_ready_i.
+// Reset (rst_ni, synchronous, active low) empties the pipeline and zeroes every register.
+
+`default_nettype none
+
+module residual_add #(
+  // Input activation width (signed), ACT_BITS = 8 in the contract.
+  parameter integer IN_BITS  = 8,
+  // Output width (signed), 2..16.
+  parameter integer OUT_BITS = 8
+) (
+  input  wire                clk_i,
+  input  wire                rst_ni,
+
+  // ---- configuration: hold stable during a stream ----
+  input  wire [30:0]         cfg_mult_a_i,  // Ma, unsigned [0, 2^31-1]
+  input  wire [30:0]         cfg_mult_b_i,  // Mb, unsigned [0, 2^31-1]
+  input  wire [5:0]          cfg_shift_i,   // s, shared right shift with rounding
+
+  // ---- input stream: one (a, b) pair per beat ----
+  input  wire                in_valid_i,
+  output wire                in_ready_o,
+  input  wire [IN_BITS-1:0]  in_a_i,        // signed
+  input  wire [IN_BITS-1:0]  in_b_i,        // signed
+
+  // ---- output stream ----
+  output wire                out_valid_o,
+  input  wire                out_ready_i,
+  output wire [OUT_BITS-1:0] out_data_o     // signed, saturated
+);
+
+  // a * Ma: signed IN_BITS x unsigned 31 bits fits IN_BITS + 31 signed bits (39 for 8-bit inputs).
+  localparam integer PROD_BITS = IN_BITS + 31;
+  // a * Ma + b * Mb + 2^(s-1): the sum of products needs one more bit (|sum| <= 2^39 for 8-bit
+  // inputs) and the rounding term reaches 2^62 (s = 63): 64 bits hold both.
+  localparam integer SUM_BITS  = (PROD_BITS + 2 > 64) ? PROD_BITS + 2 : 64;
+
+  // ---------------------------------------------------------------- handshake
+  reg  s1_valid_q;                          // stage 1 (products) holds a beat
+  reg  out_valid_q;                         // stage 2 (output register) holds a beat
+  wire s2_en = ~out_valid_q | out_ready_i;  // output register loads this cycle
+  wire s1_en = ~s1_valid_q | s2_en;         // stage 1 loads this cycle
+
+  assign in_ready_o  = s1_en;
+  assign out_valid_o = out_valid_q;
+
+  // ---------------------------------------------------------------- stage 1: exact products
+  // Operands extended to PROD_BITS; the true products fit, so PROD_BITS-wide results are exact.
+  wire signed [PROD_BITS-1:0] a_ext  = {{31{in_a_i[IN_BITS-1]}}, in_a_i};
+  wire signed [PROD_BITS-1:0] b_ext  = {{31{in_b_i[IN_BITS-1]}}, in_b_i};
+  wire signed [PROD_BITS-1:0] ma_ext = {{IN_BITS{1'b0}}, cfg_mult_a_i};
+  wire signed [PROD_BITS-1:0] mb_ext = {{IN_BITS{1'b0}}, cfg_mult_b_i};
+  wire signed [PROD_BITS-1:0] prod_a_d = a_ext * ma_ext;
+  wire signed [PROD_BITS-1:0] prod_b_d = b_ext * mb_ext;
+
+  reg signed [PROD_BITS-1:0] prod_a_q;
+  reg signed [PROD_BITS-1:0] prod_b_q;
+
+  // ---------------------------------------------------------------- stage 2: sum, round, shift, saturate
+  localparam integer EXT_BITS = SUM_BITS - PROD_BITS;
+  wire signed [SUM_BITS-1:0] pa_ext  = {{EXT_BITS{prod_a_q[PROD_BITS-1]}}, prod_a_q};
+  wire signed [SUM_BITS-1:0] pb_ext  = {{EXT_BITS{prod_b_q[PROD_BITS-1]}}, prod_b_q};
+  wire signed [SUM_BITS-1:0] rnd     = (cfg_shift_i == 6'd0) ? {SUM_BITS{1'b0}}
+                                       : ({{(SUM_BITS - 1){1'b0}}, 1'b1} << (cfg_shift_i - 6'd1));
+  wire signed [SUM_BITS-1:0] sum     = pa_ext + pb_ext + rnd;
+  wire signed [SUM_BITS-1:0] shifted = sum >>> cfg_shift_i;
+
+  // The value fits OUT_BITS iff bits [SUM_BITS-1 : OUT_BITS-1] are all equal (pure sign extension).
+  wire [SUM_BITS-OUT_BITS:0] top  = shifted[SUM_BITS-1:OUT_BITS-1];
+  wire                       fits = (&top) | ~(|top);
+  wire [OUT_BITS-1:0] out_d = fits ? shifted[OUT_BITS-1:0]
+                            : shifted[SUM_BITS-1] ? {1'b1, {(OUT_BITS - 1){1'b0}}}   // -2^(OUT_BITS-1)
+                                                  : {1'b0, {(OUT_BITS - 1){1'b1}}};  // 2^(OUT_BITS-1)-1
+
+  reg [OUT_BITS-1:0] out_q;
+  assign out_data_o = out_q;
+
+  // ---------------------------------------------------------------- registers
+  always @(posedge clk_i) begin
+    if (!rst_ni) begin
+      s1_valid_q  <= 1'b0;
+      prod_a_q    <= {PROD_BITS{1'b0}};
+      prod_b_q    <= {PROD_BITS{1'b0}};
+      out_valid_q <= 1'b0;
+      out_q       <= {OUT_BITS{1'b0}};
+    end else begin
+      if (s1_en) begin
+        s1_valid_q <= in_valid_i;
+        if (in_valid_i) begin
+          prod_a_q <= prod_a_d;
+          prod_b_q <= prod_b_d;
+        end
+      end
+      if (s2_en) begin
+        out_valid_q <= s1_valid_q;
+        if (s1_valid_q) begin
+          out_q <= out_d;
+        end
+      end
+    end
+  end
+
+endmodule
+
+`default_nettype wire
