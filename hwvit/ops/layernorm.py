@@ -15,14 +15,14 @@ import numpy as np
 from hwvit.ops.isqrt import isqrt
 from hwvit.ops.requant import as_int_array, requant
 
-LN_T = 11  # extra bits of sig: Ve is scaled by 2^(2T), so floor(sqrt) costs <= 2^-11 relative
+LN_T = 11  # extra bits of sig: V is scaled by 2^(2T), so floor(sqrt) costs <= 2^-11 relative
 LN_K = 43  # inv = round(2^K / sig) <= 2^32
 LN_F = 10  # fractional bits of the normalized value y
 MAX_C = 4096
 G_MAX = (1 << 14) - 1  # G signed 15
 B_MAX = (1 << 30) - 1  # B signed 31
-EPS_MAX = 1 << 39
-VE_LIMIT = 1 << 40
+EPS_MAX = 1 << 61  # eps_int is in units of 2^-2T LSB^2 * C^2; V << 2T < 2^60, so Ve < 2^62
+VE_LIMIT = 1 << 62
 
 
 def layernorm(
@@ -35,7 +35,8 @@ def layernorm(
     out_bits: int = 8,
 ) -> np.ndarray:
     """LayerNorm of signed 8-bit rows; gamma/beta are the integer ``G``, ``B`` of
-    ``hwvit.quant.layernorm_params`` (shape (C,)), ``eps_int`` in LSB^2 * C^2 units."""
+    ``hwvit.quant.layernorm_params`` (shape (C,)), ``eps_int`` in units of ``2^-22 * C^2 * LSB^2``
+    (``V << 22``'s units: 22 fractional bits, so a small eps is not rounded away)."""
     x = as_int_array(x, "x", -128, 127)
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_C:
         raise ValueError(f"layernorm: rows must hold 1..{MAX_C} elements, got shape {x.shape}")
@@ -48,12 +49,13 @@ def layernorm(
 
     sx = x.sum(axis=-1, keepdims=True)  # signed 20
     sxx = (x * x).sum(axis=-1, keepdims=True)  # unsigned 27
-    v = c * sxx - sx * sx  # unsigned 39, >= 0 by Cauchy-Schwarz
-    ve = v + eps
+    v = c * sxx - sx * sx  # unsigned 38, >= 0 by Cauchy-Schwarz
+    ve = (v << (2 * LN_T)) + eps  # unsigned 62
     if ve.size and int(ve.max()) >= VE_LIMIT:
-        raise OverflowError(f"layernorm: V + eps_int = {int(ve.max())} >= 2^40")
-    sig = isqrt(ve << (2 * LN_T))  # < 2^31
-    inv = np.where(sig > 0, ((1 << LN_K) + (sig >> 1)) // np.maximum(sig, 1), 0)  # <= 2^32
+        raise OverflowError(f"layernorm: (V << 22) + eps_int = {int(ve.max())} >= 2^62")
+    sig = isqrt(ve)  # < 2^31
+    # inv <= 2^32 whenever V > 0 (then sig >= 2^11); when V = 0 every d is 0 and so is y.
+    inv = np.where(sig > 0, ((1 << LN_K) + (sig >> 1)) // np.maximum(sig, 1), 0)
     d = c * x - sx  # signed 21
     sh = LN_K - LN_T - LN_F  # 22
     y = (d * inv + (1 << (sh - 1))) >> sh  # signed 17

@@ -113,8 +113,8 @@ def layernorm_ref(
     c = len(row)
     sx = sum(row)
     sxx = sum(v * v for v in row)
-    var_c2 = c * sxx - sx * sx + eps_int
-    sig = math.isqrt(var_c2 * 2**22)
+    var_c2 = c * sxx - sx * sx
+    sig = math.isqrt(var_c2 * 2**22 + eps_int)
     inv = (2**43 + sig // 2) // sig if sig > 0 else 0
     out = []
     for i, v in enumerate(row):

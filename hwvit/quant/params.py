@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.ops.layernorm import B_MAX, EPS_MAX, G_MAX, LN_F
+from hwvit.ops.layernorm import B_MAX, EPS_MAX, G_MAX, LN_F, LN_T
 from hwvit.ops.requant import MULT_MAX, SHIFT_MAX, quantize
 
 from hwvit.ops.softmax import EXP_ONE
@@ -130,7 +130,8 @@ def layernorm_params(
     One shared scale ``s_g = max(max|gamma| / (2^14-1), max|beta| * 2^F / (2^30-1))`` so that
     ``|G| <= 2^14-1`` (signed 15) and ``|B| <= 2^30-1`` (signed 31); ``G = round(gamma/s_g)``,
     ``B = round(beta * 2^F / s_g)``, ``M * 2^-s = s_g * 2^-F / s_out``,
-    ``eps_int = min(round(eps * C^2 / s_x^2), 2^39)``. All-zero gamma and beta use ``s_g = 1``.
+    ``eps_int = min(round(eps * C^2 / s_x^2 * 2^22), 2^61)`` (the units of ``V << 2T``). All-zero
+    gamma and beta use ``s_g = 1``.
     """
     g = _float_array(gamma, "gamma")
     b = _float_array(beta, "beta")
@@ -147,7 +148,7 @@ def layernorm_params(
         s_g = 1.0
     g_int = np.clip(quantize(g, s_g, 32), -G_MAX, G_MAX)  # clip: float ulps at the bound only
     b_int = np.clip(quantize(b * (1 << LN_F), s_g, 32), -B_MAX, B_MAX)
-    eps_int = min(_round_half_up(Fraction(float(eps)) * C * C / Fraction(s_x) ** 2), EPS_MAX)
+    eps_int = min(_round_half_up(Fraction(float(eps)) * C * C * 2 ** (2 * LN_T) / Fraction(s_x) ** 2), EPS_MAX)
     multiplier, shift = quantize_multiplier(s_g / (1 << LN_F) / s_out)
     return {"gamma": g_int, "beta": b_int, "eps_int": int(eps_int), "multiplier": multiplier, "shift": shift}
 
