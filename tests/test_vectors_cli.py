@@ -1,0 +1,182 @@
+"""`hwvit vectors` (random and model mode) and `hwvit bench-vectors` through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hwvit import vectors
+from hwvit.cli import main
+from hwvit.cli import vectors as cli_vectors
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_random_mode_writes_one_set(tmp_path):
+    out = tmp_path / "sm"
+    r = run("vectors", "--block", "softmax", "--random", "--cases", "12", "--row-len", "20", "--seed", "3",
+            "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("1 set, 3 tensors, ") and r.output.endswith(f" kB -> {out}\n")
+    vset = vectors.read(out)
+    assert (vset.kind, vset.seed, vset.params["rows"], vset.params["row_len"]) == ("softmax", 3, 12, 20)
+    again = run("vectors", "--block", "softmax", "--random", "--cases", "12", "--row-len", "20", "--seed", "3",
+                "--out", str(tmp_path / "sm2"))
+    assert again.exit_code == 0 and _tree(out) == _tree(tmp_path / "sm2")
+
+
+def test_existing_output_needs_force(tmp_path):
+    out = str(tmp_path / "g")
+    assert run("vectors", "--block", "gelu", "--random", "--out", out).exit_code == 0
+    r = run("vectors", "--block", "gelu", "--random", "--seed", "1", "--out", out)
+    assert r.exit_code == 1 and r.output == f"Error: {out} already exists (use --force to replace it)\n"
+    assert vectors.read(out).seed == 0
+    assert run("vectors", "--block", "gelu", "--random", "--seed", "1", "--out", out, "--force").exit_code == 0
+    assert vectors.read(out).seed == 1
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["--random"], 2, "--random needs --block KIND"),
+    (["--block", "gelu", "--random", "--model", "digits"], 2, "--random makes a unit-test set"),
+    (["--row-len", "5"], 2, "--row-len is a random-mode option"),
+    (["--block", "gelu", "--random", "--row-len", "3"], 1, "gelu: unknown parameter 'row_len'"),
+    (["--block", "gemm", "--random", "--set", "nope"], 1, "--set 'nope': expected KEY=VALUE"),
+    (["--block", "gemm", "--random", "--set", "foo=1"], 1, "gemm: unknown parameter 'foo'"),
+    (["--block", "gemm", "--random", "--k", "0"], 2, "0 is not in the range"),
+    (["--block", "conv", "--random"], 2, "'conv' is not one of"),
+    (["--block", "softmax", "--random", "--in-bits", "4", "--entries", "100"], 1, "entries must be an integer"),
+])
+def test_bad_invocations(tmp_path, args, code, message):
+    r = run("vectors", *args, "--out", str(tmp_path / "o"))
+    assert r.exit_code == code, r.output
+    assert message in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_block_config_and_options(tmp_path):
+    cfg = tmp_path / "block.yaml"
+    cfg.write_text("k: 12\nn: 3\na_signed: false\n")
+    out = tmp_path / "gemm"
+    r = run("vectors", "--block", "gemm", "--random", "--cases", "5", "--block-config", str(cfg), "--n", "6",
+            "--set", "out_bits=10", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    p = vectors.read(out).params
+    assert (p["m"], p["k"], p["n"], p["a_signed"], p["out_bits"]) == (5, 12, 6, False, 10)
+    cfg.write_text("- not a mapping\n")
+    r = run("vectors", "--block", "gemm", "--random", "--block-config", str(cfg), "--out", str(tmp_path / "x"))
+    assert r.exit_code == 1 and "expected a mapping of block parameters" in r.output
+
+
+def test_lut_from_npy_and_hex(tmp_path):
+    table = (np.arange(-128, 128) // 3).astype(np.int64)
+    np.save(tmp_path / "t.npy", table)
+    (tmp_path / "t.hex").write_text("".join(f"{int(v) & 0xFF:02x}\n" for v in table))
+    for name in ("t.npy", "t.hex"):
+        out = tmp_path / f"g-{name}"
+        r = run("vectors", "--block", "gelu", "--random", "--cases", "256", "--lut", str(tmp_path / name),
+                "--out", str(out))
+        assert r.exit_code == 0, r.output
+        vset = vectors.read(out)
+        assert np.array_equal(vset["table"], table)
+        assert np.array_equal(vset["y"], table[vset["x"] + 128])
+    (tmp_path / "bad.hex").write_text("00\nzz\n")
+    r = run("vectors", "--block", "gelu", "--random", "--lut", str(tmp_path / "bad.hex"), "--out", str(tmp_path / "b"))
+    assert r.exit_code == 1 and "bad.hex: line 2: non-hex character 'z'" in r.output
+    r = run("vectors", "--block", "gemm", "--random", "--lut", str(tmp_path / "t.npy"), "--out", str(tmp_path / "b"))
+    assert r.exit_code == 1 and "--lut applies to gelu and softmax" in r.output
+
+
+def _fake_trace(monkeypatch, seen: dict | None = None):
+    records = []
+    for kind, path in (("layernorm", "layers.0.norm1"), ("softmax", "layers.0.attn.softmax"),
+                       ("residual_add", "layers.0.add1"), ("layernorm", "layers.1.norm1"), ("requant", "pool")):
+        rec = vectors.random_record(kind, 3, 0)
+        rec.path = path
+        records.append(rec)
+
+    def fake(preset, checkpoint, family, config_path, images, inputs_path, seed, kw):
+        if seen is not None:
+            seen.update(preset=preset, images=images, seed=seed)
+        return records, "cd" * 32, {"model": "fake"}
+
+    monkeypatch.setattr(cli_vectors, "_model_records", fake)
+    return records
+
+
+def test_model_mode_writes_a_tree(tmp_path, monkeypatch):
+    seen: dict = {}
+    _fake_trace(monkeypatch, seen)
+    out = tmp_path / "vec"
+    r = run("vectors", "--model", "vit-tiny", "--images", "2", "--seed", "4", "--out", str(out), "--quiet")
+    assert r.exit_code == 0, r.output
+    assert seen == {"preset": "vit-tiny", "images": 2, "seed": 4}
+    assert r.output.startswith("5 sets, 18 tensors, ") and r.output.endswith(f" -> {out}\n")
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["layers.0.norm1", "layers.0.attn.softmax", "layers.0.add1", "layers.1.norm1", "pool"])
+    man = vectors.read(out / "pool").manifest
+    assert man["source_sha256"] == "cd" * 32 and man["seed"] == 4
+    assert man["config_hash"] == vectors.config_hash(man["params"], {"model": "fake"})
+    assert run("check", str(out)).output == "5 sets valid\n"
+
+
+def test_model_mode_selects_blocks(tmp_path, monkeypatch):
+    _fake_trace(monkeypatch)
+    r = run("vectors", "--model", "x", "--blocks", "layers.0.*,pool", "--block", "layernorm", "--out",
+            str(tmp_path / "a"), "-q")
+    assert r.exit_code == 0, r.output
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["layers.0.norm1"]
+    r = run("vectors", "--model", "x", "--blocks", "head*", "--out", str(tmp_path / "b"))
+    assert r.exit_code == 1 and "no traced block matches --blocks 'head*'" in r.output
+    assert not (tmp_path / "b").exists()
+
+
+def test_model_mode_without_intvit_is_a_clean_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "hwvit.intvit", None)  # import fails as if not written yet
+    r = run("vectors", "--model", "vit-tiny", "--out", str(tmp_path / "v"))
+    assert r.exit_code == 1
+    assert "model mode needs hwvit.intvit.trace_model" in r.output and "Traceback" not in r.output
+
+
+def test_sigterm_handler_is_restored(tmp_path):
+    before = signal.getsignal(signal.SIGTERM)
+    assert run("vectors", "--block", "requant", "--random", "--out", str(tmp_path / "r")).exit_code == 0
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_help_has_examples():
+    for cmd in ("vectors", "check", "bench-vectors"):
+        r = run(cmd, "--help")
+        assert r.exit_code == 0 and "Example:" in r.output
+
+
+def _vit_b_layer_elements() -> int:
+    t, d, h, f = 197, 768, 12, 3072
+
+    def gemm(m, k, n):
+        return m * k + n * k + 3 * n + 2 * m * n
+
+    ln = 2 * t * d + 2 * d
+    return (2 * ln + gemm(t, d, 3 * d) + h * gemm(t, d // h, t) + h * gemm(t, t, d // h) + gemm(t, d, d)
+            + gemm(t, d, f) + gemm(t, f, d) + (2 * h * t * t + 256) + 2 * (3 * t * d) + (2 * t * f + 256))
+
+
+def test_bench_vectors_writes_one_vit_b_layer(tmp_path):
+    r = run("bench-vectors", "--repeats", "1", "--dir", str(tmp_path), "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert res["sets"] == 2 + 1 + 12 + 1 + 12 + 1 + 1 + 1 + 1 + 1 + 1 == 34
+    assert res["elements"] == _vit_b_layer_elements()
+    assert res["elements_per_s"] == pytest.approx(res["elements"] / res["seconds"])
+    assert list(tmp_path.iterdir()) == []  # cleaned up
