@@ -224,7 +224,7 @@ def _layernorm(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     beta = rng.normal(0.0, 0.5, c)
     gamma[: min(c, 2)] = [2.5, -1.0][: min(c, 2)]  # a large and a negative gain: saturation, sign
     lp = layernorm_params(gamma, beta, float(opts["eps"]), c, s_x, s_out, out_bits)
-    eps_int = lp["eps_int"] if opts["eps_int"] is None else _int(opts, "eps_int", 0, 1 << 39)
+    eps_int = lp["eps_int"] if opts["eps_int"] is None else _int(opts, "eps_int", 0, 1 << 61)
     mult = int(lp["multiplier"]) if opts["multiplier"] is None else _int(opts, "multiplier", 0, I31)
     shift = int(lp["shift"]) if opts["shift"] is None else _int(opts, "shift", 0, S_MAX)
 

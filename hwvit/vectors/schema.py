@@ -31,7 +31,7 @@ PARAMS: dict[str, dict[str, tuple[type, tuple[int, int] | None]]] = {
     "softmax": {"in_bits": (int, (2, 16)), "out_bits": (int, _BITS), "entries": (int, (1, 1 << 16)),
                 "rows": (int, _SIZE), "row_len": (int, (1, 4096))},
     "layernorm": {"rows": (int, _SIZE), "c": (int, (1, 4096)), "out_bits": (int, _BITS),
-                  "eps_int": (int, (0, (1 << 40) - 1)), "multiplier": (int, U31), "shift": (int, (0, 62))},
+                  "eps_int": (int, (0, 1 << 61)), "multiplier": (int, U31), "shift": (int, (0, 62))},
     "residual_add": {"out_bits": (int, _BITS), "mult_a": (int, U31), "mult_b": (int, U31),
                      "shift": (int, (1, 62))},
 }
