@@ -56,9 +56,7 @@ def load_source(preset: str | None = None, checkpoint: str | None = None, family
 
 
 def input_shape(cfg) -> tuple[int, ...]:
-    if cfg.embed == "linear1d":
-        return (cfg.image_size,)
-    return (cfg.in_chans, cfg.image_size, cfg.image_size)
+    return tuple(cfg.input_shape)
 
 
 def calibration_inputs(source: Source, n: int = 256, seed: int = 0) -> torch.Tensor:

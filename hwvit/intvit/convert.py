@@ -44,15 +44,6 @@ def _np(t: torch.Tensor | None) -> np.ndarray | None:
     return None if t is None else t.detach().double().numpy()
 
 
-def _hooks(model) -> dict[str, torch.nn.Module]:
-    pe = model.patch_embed
-    hooks = {"patch_embed.proj": pe.proj}
-    for name in ("norm_in", "norm_out"):
-        if getattr(pe, name, None) is not None:
-            hooks[f"patch_embed.{name}"] = getattr(pe, name)
-    return hooks
-
-
 def _attention(attn, i: int, s_in: float, r: dict[str, float], qc: QuantConfig, dim: int) -> IntAttention:
     bits = qc.act_bits
     p = f"layers.{i}.attn"
@@ -87,7 +78,7 @@ def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None) -> I
     for name, param in model.named_parameters():
         if not torch.isfinite(param).all():
             raise ValueError(f"weight {name} contains NaN or Inf")
-    r = calibrate(model, calib_inputs, qc.calibration, qc.percentile, hooks=_hooks(model))
+    r = calibrate(model, calib_inputs, qc.calibration, qc.percentile)
     cfg = model.cfg
     bits = qc.act_bits
     s_input = scale_of(r["input"], bits)
@@ -101,22 +92,23 @@ def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None) -> I
         embed = IntPatchEmbed(kind, cfg.patch_size,
                               IntLinear.from_float(pe.proj.weight, _np(pe.proj.bias), s_input, s_embed, bits))
     elif kind == "simple":
-        s_ni = scale_of(r["patch_embed.norm_in"], bits)
-        s_pr = scale_of(r["patch_embed.proj"], bits)
+        s_ni = scale_of(r["embed.norm_in"], bits)
+        s_pr = scale_of(r["embed.proj"], bits)
         embed = IntPatchEmbed(kind, cfg.patch_size,
                               IntLinear.from_float(pe.proj.weight, _np(pe.proj.bias), s_ni, s_pr, bits),
                               norm_in=IntLayerNorm.from_float(pe.norm_in, s_input, s_ni, bits),
                               norm_out=IntLayerNorm.from_float(pe.norm_out, s_pr, s_embed, bits))
     elif kind == "linear1d":
-        s_pr = scale_of(r["patch_embed.proj"], bits)
-        s_no = scale_of(r["patch_embed.norm_out"], bits)
-        embed = IntPatchEmbed(kind, 1, IntLinear.from_float(pe.proj.weight, _np(pe.proj.bias), s_input, s_pr, bits),
+        s_pr = scale_of(r["embed.proj"], bits)
+        s_no = scale_of(r["embed.norm_out"], bits)
+        embed = IntPatchEmbed(kind, cfg.patch_size, IntLinear.from_float(pe.proj.weight, _np(pe.proj.bias), s_input, s_pr, bits),
                               norm_out=IntLayerNorm.from_float(pe.norm_out, s_pr, s_no, bits),
                               gelu=IntGelu.build(s_no, s_embed, bits))
     else:
         raise ValueError(f"unknown patch embedding {kind!r}")
     cls_q = ops.quantize(_np(model.cls_token).reshape(-1), s_embed, bits) if model.cls_token is not None else None
 
+    s_pos = None
     if model.pos_embed is not None:
         pos = _np(model.pos_embed)[0]
         s_pos = scale_of(np.abs(pos).max(), bits)
@@ -126,10 +118,16 @@ def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None) -> I
     else:
         pos_q, pos_add, s_tokens = None, None, s_embed
 
-    blocks = []
+    blocks, layer_pos_adds = [], []
     s_x = s_tokens
     for i, blk in enumerate(model.layers):
         p = f"layers.{i}"
+        if cfg.pos_every_layer and i > 0:  # ECG: the position table is added before every block
+            s_pa = scale_of(r[f"{p}.pos_add"], bits)
+            layer_pos_adds.append(IntResidual.build(s_x, s_pos, s_pa, bits))
+            s_x = s_pa
+        else:
+            layer_pos_adds.append(None)
         s_n1 = scale_of(r[f"{p}.norm1"], bits)
         norm1 = IntLayerNorm.from_float(blk.norm1, s_x, s_n1, bits)
         attn = _attention(blk.attn, i, s_n1, r, qc, cfg.dim)
@@ -154,13 +152,23 @@ def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None) -> I
         s_x = s_norm
     if cfg.pool == "cls":
         s_pool, pool_mult, pool_shift = s_x, 0, 0
-    else:
+    else:  # mean over all T tokens (the cls slot included, as the float model does)
         s_pool = scale_of(r["pool"], bits)
-        n_tokens = (cfg.image_size // cfg.patch_size) ** cfg.ndim if cfg.embed != "linear1d" else cfg.image_size
-        (pool_mult,), (pool_shift,) = multipliers(s_x / (n_tokens * s_pool))
+        (pool_mult,), (pool_shift,) = multipliers(s_x / (cfg.num_tokens * s_pool))
+    pre_fc = pre_norm = None
+    s_feat = s_pool
+    ph = model.pre_head
+    if ph is not None:
+        if ph.fc is not None:
+            s_fc = scale_of(r["pre_head.fc"], bits)
+            pre_fc = IntLinear.from_float(ph.fc.weight, _np(ph.fc.bias), s_feat, s_fc, bits)
+            s_feat = s_fc
+        pre_norm = IntLayerNorm.from_float(ph.norm, s_feat, scale_of(r["pre_head.norm"], bits), bits)
+        s_feat = pre_norm.s_out
     head = None
     if model.head is not None:
-        head = IntLinear.from_float(model.head.weight, _np(model.head.bias), s_pool,
+        head = IntLinear.from_float(model.head.weight, _np(model.head.bias), s_feat,
                                     scale_of(r["logits"], bits), bits)
-    return IntViT(cfg, bits, s_input, embed, s_embed, cls_q, pos_q, pos_add, blocks, norm, int(pool_mult),
-                  int(pool_shift), s_pool, head, ranges=r, meta={"quant": qc.to_dict()})
+    return IntViT(cfg, bits, s_input, embed, s_embed, cls_q, pos_q, pos_add, layer_pos_adds, blocks, norm,
+                  int(pool_mult), int(pool_shift), s_pool, pre_fc, pre_norm, head, ranges=r,
+                  meta={"quant": qc.to_dict()})

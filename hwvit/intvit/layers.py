@@ -66,6 +66,8 @@ class IntLinear:
 
     @classmethod
     def from_float(cls, weight, bias, s_in: float, s_out: float, out_bits: int) -> "IntLinear":
+        if hasattr(weight, "detach"):  # a torch parameter
+            weight = weight.detach().double().numpy()
         w_f = np.asarray(weight, dtype=np.float64).reshape(weight.shape[0], -1)
         w_q, s_w = qp.quantize_weights(w_f)
         b_q = (qp.bias_int(np.asarray(bias, dtype=np.float64), s_in, s_w) if bias is not None
@@ -135,7 +137,7 @@ class IntGelu:
 
 @dataclass
 class IntSoftmax:
-    exp_table: np.ndarray  # (entries,) uint16
+    exp_table: np.ndarray  # (entries,) unsigned 24 bit, T[0] = 2^23
     in_bits: int
     out_bits: int
     s_in: float
@@ -164,7 +166,7 @@ class IntSoftmax:
             tr.add("softmax", path, {"in_bits": self.in_bits, "out_bits": self.out_bits,
                                      "entries": len(self.exp_table), "rows": rows.shape[0],
                                      "row_len": rows.shape[1]},
-                   x=t_in(rows, self.in_bits, True, self.s_in), exp_table=t_par(self.exp_table, 16, False),
+                   x=t_in(rows, self.in_bits, True, self.s_in), exp_table=t_par(self.exp_table, 24, False),
                    p=t_out(p, self.out_bits, False, self.s_out))
         return p.reshape(x.shape)
 

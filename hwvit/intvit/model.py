@@ -112,8 +112,8 @@ class IntPatchEmbed:
 
     def patches(self, x: np.ndarray) -> np.ndarray:
         """(B, C, H, W) -> (B, N, patch_dim) in the order the float weights expect."""
-        if self.kind == "linear1d":
-            return x.reshape(x.shape[0], -1, 1)  # every sample is a token with one feature
+        if self.kind == "linear1d":  # (B, L[, C]) -> 'b (n p) c -> b n (p c)'
+            return x.reshape(x.shape[0], -1, self.patch_size * (x.shape[2] if x.ndim == 3 else 1))
         b, c, hh, ww = x.shape
         p = self.patch_size
         g = x.reshape(b, c, hh // p, p, ww // p, p)
@@ -147,11 +147,14 @@ class IntViT:
     cls_q: np.ndarray | None  # (D,)
     pos_q: np.ndarray | None  # (T, D)
     pos_add: IntResidual | None
+    layer_pos_adds: list[IntResidual | None]  # ECG: position added again before blocks 1..depth-1
     blocks: list[IntBlock]
     norm: IntLayerNorm | None
     pool_mult: int
     pool_shift: int
     s_pool: float
+    pre_head_fc: IntLinear | None  # ECG: Linear -> LayerNorm after pooling
+    pre_head_norm: IntLayerNorm | None
     head: IntLinear | None
     ranges: dict[str, float] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
@@ -160,12 +163,28 @@ class IntViT:
         return ops.quantize(x, self.s_input, self.act_bits)
 
     @property
+    def s_features(self) -> float:
+        """Scale of the pooled (and pre-head) features, the head's input."""
+        return self.pre_head_norm.s_out if self.pre_head_norm is not None else self.s_pool
+
+    @property
     def s_logits(self) -> float:
-        return self.head.s_out if self.head is not None else self.s_pool
+        return self.head.s_out if self.head is not None else self.s_features
+
+    def check_input(self, x) -> None:
+        want = tuple(self.config.input_shape)
+        shape = tuple(np.shape(x))
+        ok = len(shape) == len(want) + 1 and shape[1:] == want
+        if not ok and self.config.ndim == 1 and self.config.in_chans == 1:
+            ok = len(shape) == 2 and shape[1] == want[0]  # (B, L) signals
+        if not ok:
+            raise ValueError(f"model {self.config.name!r} takes input (B, {', '.join(map(str, want))}), "
+                             f"got {shape}")
 
     def forward(self, x, trace: Trace | None = None, quantized: bool = False) -> np.ndarray:
         """Integer logits (B, classes) at scale ``s_logits``; ``x`` float (or int if quantized)."""
         tr = trace or NO_TRACE
+        self.check_input(x)
         xq = np.asarray(x, dtype=np.int64) if quantized else self.quantize_input(x)
         tr.value("input", xq, self.s_input)
         h = self.patch_embed(xq, tr)
@@ -174,12 +193,16 @@ class IntViT:
         if self.cls_q is not None:
             h = np.concatenate([np.broadcast_to(self.cls_q, (b, 1, h.shape[-1])), h], axis=1)
         if self.pos_add is not None:
-            h = self.pos_add(h, np.broadcast_to(self.pos_q[: h.shape[1]], h.shape), tr, "pos_add")
+            h = self.pos_add(h, np.broadcast_to(self.pos_q, h.shape), tr, "pos_add")
             s_tokens = self.pos_add.s_out
         else:
             s_tokens = self.s_embed
         tr.value("tokens", h, s_tokens)
         for i, block in enumerate(self.blocks):
+            pos_add = self.layer_pos_adds[i] if self.layer_pos_adds else None
+            if pos_add is not None:
+                h = pos_add(h, np.broadcast_to(self.pos_q, h.shape), tr, f"layers.{i}.pos_add")
+                tr.value(f"layers.{i}.pos_add", h, pos_add.s_out)
             h = block(h, tr, f"layers.{i}")
         s_h = self.blocks[-1].add2.s_out if self.blocks else s_tokens
         if self.norm is not None:
@@ -198,6 +221,12 @@ class IntViT:
                        shift=t_in(np.full(n, self.pool_shift), 6, False),
                        y=t_out(pooled.reshape(-1), self.act_bits, True, self.s_pool))
         tr.value("pool", pooled, self.s_pool)
+        if self.pre_head_fc is not None:
+            pooled = self.pre_head_fc(pooled, tr, "pre_head.fc")
+            tr.value("pre_head.fc", pooled, self.pre_head_fc.s_out)
+        if self.pre_head_norm is not None:
+            pooled = self.pre_head_norm(pooled, tr, "pre_head.norm")
+            tr.value("pre_head.norm", pooled, self.pre_head_norm.s_out)
         if self.head is None:
             return pooled
         logits = self.head(pooled, tr, "head")
