@@ -32,8 +32,8 @@ _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 from hwvit.vectors.schema import LUT_TENSOR, ROUNDING, check_manifest
 
 Progress = Callable[[str, int], None]  # (block path, elements written) after each set
-# Threads writing tensors: file creation dominates on ext4 (~0.3 ms a file here) and overlaps well.
-WRITER_THREADS = 4
+# Threads writing tensors: formatting, hashing and file creation release the GIL and overlap (2 cores here).
+WRITER_THREADS = 2
 
 
 @dataclass
