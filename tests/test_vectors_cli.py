@@ -51,6 +51,8 @@ def test_existing_output_needs_force(tmp_path):
     (["--random"], 2, "--random needs --block KIND"),
     (["--block", "gelu", "--random", "--model", "digits"], 2, "--random makes a unit-test set"),
     (["--row-len", "5"], 2, "--row-len is a random-mode option"),
+    (["--images", "2", "--inputs", __file__], 2, "give --images or --inputs, not both"),
+    (["--block", "gelu", "--random", "--images", "2"], 2, "--random makes a unit-test set"),
     (["--block", "gelu", "--random", "--row-len", "3"], 1, "gelu: unknown parameter 'row_len'"),
     (["--block", "gemm", "--random", "--set", "nope"], 1, "--set 'nope': expected KEY=VALUE"),
     (["--block", "gemm", "--random", "--set", "foo=1"], 1, "gemm: unknown parameter 'foo'"),

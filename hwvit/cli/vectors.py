@@ -150,8 +150,8 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
 @click.command()
 @model_options
 @quant_options
-@click.option("--images", type=click.IntRange(1), default=1, show_default=True,
-              help="Model mode: images traced (digits: the held-out split; else seeded random).")
+@click.option("--images", type=click.IntRange(1), help="Model mode: images traced (digits: the held-out "
+              "split; else seeded random)  [default: 1]")
 @click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False),
               help="Model mode: trace inputs from a .npy file instead.")
 @click.option("--blocks", metavar="LIST", help="Model mode: only blocks whose path matches one of these "
@@ -203,10 +203,13 @@ def vectors(preset, checkpoint, family, config_path, images, inputs_path, blocks
     if random_mode:
         if kind is None:
             raise click.UsageError("--random needs --block KIND")
-        if preset or checkpoint or inputs_path or blocks:
+        if preset or checkpoint or inputs_path or blocks or images:
             raise click.UsageError("--random makes a unit-test set; it takes no --model/--checkpoint/"
-                                   "--inputs/--blocks")
+                                   "--images/--inputs/--blocks")
     else:
+        if images is not None and inputs_path:
+            raise click.UsageError("give --images or --inputs, not both")
+        images = 1 if images is None else images
         used = [f"--{name.replace('_', '-')}" for name, v in random_opts.items() if v is not None]
         used += ["--lut"] * bool(lut) + ["--set"] * bool(set_values) + ["--block-config"] * bool(block_config)
         if used:
@@ -240,7 +243,7 @@ def _write_tree(vec, records, out_dir, seed, source_sha, model_config, force, qu
     from tqdm import tqdm
 
     total = sum(int(t.data.size) for r in records for t in r.tensors.values())
-    with tqdm(total=total, unit="el", unit_scale=True, disable=quiet, leave=False,
+    with tqdm(total=total, unit="el", unit_scale=True, disable=quiet, leave=False, mininterval=0.5,
               desc=f"writing {len(records)} sets") as bar:
         return vec.write_sets(records, out_dir, seed=seed, source_sha256=source_sha, model_config=model_config,
                               force=force, progress=lambda path, elements: bar.update(elements))
