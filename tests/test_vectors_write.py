@@ -171,6 +171,11 @@ def test_empty_directory_and_files_as_destination(tmp_path):
     (tmp_path / "empty").mkdir()
     vectors.write_set(_gemm_record(), tmp_path / "empty")  # nothing to overwrite: no --force needed
     assert (tmp_path / "empty" / "manifest.yaml").is_file()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="holds no vector set; not replacing it"):
+        vectors.write_set(_gemm_record(), tmp_path / "mine", force=True)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
     (tmp_path / "file").write_text("x")
     with pytest.raises(FileExistsError, match="not a directory"):
         vectors.write_set(_gemm_record(), tmp_path / "file", force=True)

@@ -24,6 +24,7 @@ import yaml
 
 from hwvit import __version__
 from hwvit.record import BlockRecord, Tensor
+from hwvit.vectors.check import find_sets
 from hwvit.vectors.format import (FORMAT_VERSION, MANIFEST, PATH_RE, VectorSetError, encode_hex,
                                   encode_npy, npy_dtype, sha256)
 
@@ -211,6 +212,8 @@ def _check_destination(dest: Path, force: bool) -> None:
             raise FileExistsError(f"{dest} already exists (use --force to replace it)")
         if not dest.is_dir() or dest.is_symlink():
             raise FileExistsError(f"{dest} exists and is not a directory; not replacing it")
+        if not find_sets(dest):  # --force replaces vector sets, never an arbitrary directory
+            raise FileExistsError(f"{dest} holds no vector set; not replacing it")
 
 
 class _Staging:
