@@ -1,0 +1,212 @@
+"""ViTConfig: the one frozen description of every float ViT hwvit handles, and its YAML presets.
+
+A config says what the weights cannot: how tokens are made (conv / SimpleViT / per-sample 1-D
+embedding), how attention is scaled, the LayerNorm eps, how the sequence is pooled. The presets
+in ``hwvit/presets/*.yaml`` are plain data; ``load_config`` reads the same format from any path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, asdict, dataclass, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Allowed values of the string fields; the first one is the usual choice.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "embed": ("conv", "simple", "linear1d"),
+    "pool": ("cls", "mean"),
+    "pos": ("learned", "sincos2d", "none"),
+    "qkv": ("fused", "separate"),
+    "attn_scale": ("standard", "post_softmax_sqrt_dim"),
+    "head_pre": ("none", "norm", "linear_norm"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViTConfig:
+    """Shape and arithmetic choices of a pre-norm ViT (see docs in the field comments)."""
+
+    name: str
+    image_size: int  # side of a square image; for ndim=1 the signal length (samples)
+    patch_size: int  # side of a square patch; for ndim=1 samples per token (ECG: 1)
+    in_chans: int
+    num_classes: int  # 0: no head, forward returns the pooled features
+    dim: int  # residual stream width D
+    depth: int
+    heads: int
+    mlp_dim: int
+    embed: str  # conv: Conv2d (HF/timm); simple: LN -> Linear -> LN (SimpleViT); linear1d: Linear -> LN -> GELU (ECG)
+    pool: str  # cls: token 0; mean: mean over ALL tokens (incl. a cls token, as the ECG model does)
+    pos: str  # learned (1, T, D) parameter; sincos2d fixed buffer (SimpleViT); none
+    qkv: str  # fused: one Linear D -> 3*H*hd laid out (3, H, hd) (timm, SimpleViT); separate: q, k, v
+    qkv_bias: bool
+    proj_bias: bool
+    mlp_bias: bool
+    norm_eps: float  # 1e-12 HF, 1e-6 timm, 1e-5 torch default (SimpleViT, ECG)
+    final_norm: bool  # LayerNorm after the last block, before pooling
+    attn_scale: str  # standard: logits * hd^-0.5; post_softmax_sqrt_dim: probs / sqrt(D) (ECG, trained so)
+    # Optional fields; the defaults are what every model but the exceptions named here does.
+    ndim: int = 2  # 2: images (B, C, H, W); 1: signals (B, L, C) or (B, L) when in_chans == 1
+    head_dim: int | None = None  # None: dim // heads (SimpleViT's dim_head may differ)
+    cls_token: bool | None = None  # None: a cls token iff pool == "cls" (the ECG model has one AND mean-pools)
+    pos_every_layer: bool = False  # ECG: the position embedding is added again before every block
+    head_pre: str = "none"  # after pooling: norm (timm fc_norm, old SimpleViT head) or linear_norm (ECG)
+
+    def __post_init__(self) -> None:
+        if self.head_dim is None and isinstance(self.heads, int) and self.heads > 0:
+            object.__setattr__(self, "head_dim", self.dim // self.heads)
+        if self.cls_token is None:
+            object.__setattr__(self, "cls_token", self.pool == "cls")
+        self._validate()
+
+    def _validate(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "name":
+                ok = isinstance(value, str) and value != ""
+            elif f.name == "norm_eps":
+                ok = isinstance(value, float) and 0.0 < value < 1.0
+            elif f.name in CHOICES:
+                ok = value in CHOICES[f.name]
+            elif f.name in ("qkv_bias", "proj_bias", "mlp_bias", "final_norm", "cls_token", "pos_every_layer"):
+                ok = isinstance(value, bool)
+            elif f.name == "num_classes":
+                ok = type(value) is int and value >= 0
+            else:
+                ok = type(value) is int and value > 0
+            if not ok:
+                allowed = f" (one of {', '.join(CHOICES[f.name])})" if f.name in CHOICES else ""
+                raise ValueError(f"config {self.name!r}: bad {f.name}={value!r}{allowed}")
+        if self.ndim not in (1, 2):
+            raise ValueError(f"config {self.name!r}: ndim must be 1 or 2, got {self.ndim}")
+        if self.image_size % self.patch_size:
+            raise ValueError(f"config {self.name!r}: image_size {self.image_size} is not a multiple of "
+                             f"patch_size {self.patch_size}")
+        if (self.embed == "linear1d") != (self.ndim == 1):
+            raise ValueError(f"config {self.name!r}: embed 'linear1d' goes with ndim 1 and only with it")
+        if self.pool == "cls" and not self.cls_token:
+            raise ValueError(f"config {self.name!r}: pool 'cls' needs a cls token")
+        if self.pos == "sincos2d" and (self.ndim != 2 or self.dim % 4):
+            raise ValueError(f"config {self.name!r}: sincos2d needs images and dim % 4 == 0 (dim={self.dim})")
+        if self.pos_every_layer and self.pos == "none":
+            raise ValueError(f"config {self.name!r}: pos_every_layer needs a position embedding")
+
+    # Derived sizes ---------------------------------------------------------------------------
+    @property
+    def grid(self) -> int:
+        """Patches along one side (ndim=2) or along the signal (ndim=1)."""
+        return self.image_size // self.patch_size
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid ** self.ndim
+
+    @property
+    def num_tokens(self) -> int:
+        """Sequence length T, the cls slot included."""
+        return self.num_patches + (1 if self.cls_token else 0)
+
+    @property
+    def patch_dim(self) -> int:
+        """Inputs per token (the embedding's fan-in)."""
+        return self.in_chans * self.patch_size ** self.ndim
+
+    @property
+    def inner_dim(self) -> int:
+        """Width of q, k, v and of the attention context: heads * head_dim."""
+        return self.heads * self.head_dim
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """One sample's shape as the model takes it (batch dimension not included)."""
+        if self.ndim == 1:
+            return (self.image_size, self.in_chans)
+        return (self.in_chans, self.image_size, self.image_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> "ViTConfig":
+        """Build from a mapping; unknown or missing fields give one ValueError naming them."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{source}: expected a mapping of config fields, got {type(data).__name__}")
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(map(str, data)) - set(known))
+        missing = sorted(n for n, f in known.items() if f.default is MISSING and n not in data)
+        problems = []
+        if unknown:
+            problems.append(f"unknown fields {', '.join(unknown)}")
+        if missing:
+            problems.append(f"missing fields {', '.join(missing)}")
+        if problems:
+            raise ValueError(f"{source}: {'; '.join(problems)}")
+        values = dict(data)
+        eps = values.get("norm_eps")
+        # YAML 1.1 reads "1e-12" (no dot) as a string and integers as int; accept both spellings.
+        if isinstance(eps, (str, int)) and not isinstance(eps, bool):
+            try:
+                values["norm_eps"] = float(eps)
+            except ValueError:
+                raise ValueError(f"{source}: norm_eps {eps!r} is not a number") from None
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> "ViTConfig":
+        data = self.to_dict()
+        data.update(changes)
+        return ViTConfig.from_dict(data, source=self.name)
+
+
+def _preset_dir():
+    return resources.files("hwvit").joinpath("presets")
+
+
+def list_presets() -> list[str]:
+    """Names of the shipped presets (hwvit/presets/*.yaml), sorted."""
+    return sorted(p.name[: -len(".yaml")] for p in _preset_dir().iterdir() if p.name.endswith(".yaml"))
+
+
+def load_preset(name: str) -> ViTConfig:
+    """A shipped preset by name; an unknown name gives a ValueError listing the presets."""
+    names = list_presets()
+    if name not in names:
+        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(names)}")
+    text = _preset_dir().joinpath(f"{name}.yaml").read_text()
+    return ViTConfig.from_dict(yaml.safe_load(text), source=f"preset {name}")
+
+
+def load_config(path: str | Path) -> ViTConfig:
+    """A config YAML file (same fields as the presets), parsed with yaml.safe_load."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read config ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    return ViTConfig.from_dict(data, source=str(path))
+
+
+def sincos2d_table(grid: int, dim: int, temperature: float = 10000.0):
+    """SimpleViT's fixed 2-D position table (grid*grid, dim): [sin x, cos x, sin y, cos y].
+
+    Frequencies are temperature^-(j / (dim/4 - 1)), j = 0 .. dim/4 - 1, with x the column and
+    y the row of the patch (row-major patch order), as lucidrains' posemb_sincos_2d.
+    """
+    import torch
+
+    quarter = dim // 4
+    assert dim % 4 == 0, f"sincos2d needs dim % 4 == 0, got {dim}"
+    y, x = torch.meshgrid(torch.arange(grid), torch.arange(grid), indexing="ij")
+    # quarter == 1 would divide by zero in the original; a single frequency of 1 is the limit.
+    omega = torch.arange(quarter) / max(quarter - 1, 1)
+    omega = 1.0 / (temperature ** omega)
+    y = y.flatten()[:, None] * omega[None, :]
+    x = x.flatten()[:, None] * omega[None, :]
+    return torch.cat((x.sin(), x.cos(), y.sin(), y.cos()), dim=1).float()
+
+
+__all__ = ["CHOICES", "ViTConfig", "list_presets", "load_config", "load_preset", "sincos2d_table"]
