@@ -1,8 +1,8 @@
 // layernorm: integer LayerNorm over a streamed row, the bit-exact twin of ops.layernorm.
 //
 // Per row of C signed 8-bit inputs x_i (docs/arithmetic.md, section "layernorm"; T=11, K=43, F=10):
-//   Sx  = sum x_i,  Sxx = sum x_i^2,  V = C*Sxx - Sx^2,  Ve = V + eps_int
-//   sig = isqrt(Ve << 22),  inv = floor((2^43 + floor(sig/2)) / sig)  (0 if sig = 0)   once per row
+//   Sx  = sum x_i,  Sxx = sum x_i^2,  V = C*Sxx - Sx^2,  Ve = (V << 22) + eps_int
+//   sig = isqrt(Ve),  inv = floor((2^43 + floor(sig/2)) / sig)                          once per row
 //   d_i = C*x_i - Sx,  y_i = (d_i*inv + 2^21) >>> 22,  acc_i = y_i*G_i + B_i
 //   out_i = requant(acc_i, M, s)                     (rtl/requant.v, signed OUT_BITS)
 //
@@ -10,17 +10,19 @@
 //   FILL  accept C inputs, write them, accumulate Sx and Sxx (one x^2 multiply per element);
 //   MUL1, MUL2   C*Sxx then Sx^2 on the shared multiplier, V and Ve (2 clocks);
 //   SQRT  sig by rtl/isqrt.v (31 clocks), DIV  inv by rtl/divu.v (44 clocks);
+//         both are skipped when V = 0 (a constant row): then every d_i = 0, so y_i = 0 for any
+//         inv, and inv = 0 is used (the contract allows it; sig may be tiny there, inv > 2^32);
 //   OUT   re-read the row: d_i (C*x_i, 13x8 bits), d_i*inv (the shared multiplier), y_i*G_i + B_i,
 //         requant; one element per clock when accepted.
 // The next row fills the buffer behind the OUT pass (slot i is written only after it was read),
 // so unstalled rows of C elements follow each other every C + 82 clocks; a row's first output
-// appears 88 clocks after its last input, 45 fewer when sig = 0 skips the divider (docs/rtl.md).
+// appears 88 clocks after its last input (11 for a constant row, V = 0) (docs/rtl.md).
 //
 // Configuration: the row length C is sampled with the first input of each row (0 counts as 1,
 // values above MAX_C as MAX_C). eps_int, M and s must be steady while rows are in flight.
 // gamma (G, signed 15) and beta (B, signed 31) are RAMs written through prm_*, once per layer,
 // while no row is in flight; they have no reset and survive rst_ni. eps_int must keep
-// Ve < 2^40 (ops.layernorm checks it); acc_i is formed in 32 bits as the contract states.
+// Ve < 2^62 (ops.layernorm checks it); acc_i is formed in 32 bits as the contract states.
 // Reset (rst_ni, synchronous, active low) drops any partial row and zeroes every control and
 // output register, so out_data_o is never X after reset.
 
@@ -43,7 +45,7 @@ module layernorm #(
 
   // ---- configuration ----
   input  wire [$clog2(MAX_C+1)-1:0] cfg_c_i,       // row length C in [1, MAX_C]
-  input  wire [39:0]                cfg_eps_i,     // eps_int, unsigned, in V's LSB^2 units
+  input  wire [61:0]                cfg_eps_i,     // eps_int, unsigned, in units of V << 22
   input  wire [30:0]                cfg_mult_i,    // requant multiplier M, unsigned
   input  wire [5:0]                 cfg_shift_i,   // requant shift s
 
@@ -64,15 +66,15 @@ module layernorm #(
   localparam integer SX_W  = CW + 8;              // |Sx| <= C * 128 < 2^(CW+7), signed
   localparam integer SXX_W = CW + 14;             // Sxx <= C * 2^14, unsigned
   localparam integer D_W   = CW + 9;              // |d| <= 255 * (C-1), signed
-  localparam integer INV_W = 33;                  // inv <= 2^32 (sig >= 2^11 whenever sig > 0)
+  localparam integer INV_W = 33;                  // inv <= 2^32 (V > 0, so sig >= 2^11)
   localparam integer MB_W  = INV_W + 1;           // shared multiplier operand b, signed
   localparam integer P_W   = D_W + MB_W;          // shared product, signed
   // |y| <= sqrt(C-1) * 2^10 * (1 + 2^-10): d^2 <= (C-1)*V and sig >= 2^11*sqrt(V) - 1.
   localparam integer Y_W   = (CW + 1) / 2 + 12;
   localparam integer ACC_W = 32;                  // acc_i, signed (contract)
-  localparam integer VE_W  = 40;                  // Ve < 2^40 (contract)
-  localparam integer RAD_W = 62;                  // Ve << 2T
-  localparam integer SIG_W = RAD_W / 2;           // sig < 2^31
+  localparam integer V_W   = 38;                  // V < 2^38 (contract, C <= 4096)
+  localparam integer VE_W  = 62;                  // Ve = (V << 2T) + eps_int < 2^62 (contract)
+  localparam integer SIG_W = VE_W / 2;            // sig < 2^31
   localparam integer DIV_W = 44;                  // dividend 2^43 + floor(sig/2) < 2^44
   localparam integer SHIFT = 22;                  // K - T - F
 
@@ -83,8 +85,8 @@ module layernorm #(
 
   localparam [2:0] ST_IDLE = 3'd0;  // no row between FILL and OUT (a filling row may be under way)
   localparam [2:0] ST_MUL1 = 3'd1;  // C * Sxx
-  localparam [2:0] ST_MUL2 = 3'd2;  // Sx^2, V, Ve; hand Ve << 22 to the square root
-  localparam [2:0] ST_SQRT = 3'd3;  // wait for sig; hand it to the divider (or inv = 0)
+  localparam [2:0] ST_MUL2 = 3'd2;  // Sx^2, V, Ve; hand Ve to the square root (or inv = 0)
+  localparam [2:0] ST_SQRT = 3'd3;  // wait for sig; hand it to the divider
   localparam [2:0] ST_DIV  = 3'd4;  // wait for inv
   localparam [2:0] ST_OUT  = 3'd5;  // read the row out through the element pipeline
 
@@ -161,31 +163,31 @@ module layernorm #(
   wire signed [P_W-1:0] mb_ext = {{D_W{mb[MB_W-1]}}, mb};
   wire signed [P_W-1:0] prod   = ma_ext * mb_ext;
 
-  // V = C*Sxx - Sx^2 >= 0 and < 2^39; Ve = V + eps_int < 2^40 (contract).
+  // V = C*Sxx - Sx^2, >= 0 and < 2^38; Ve = (V << 22) + eps_int < 2^62 (contract).
   wire [P_W-1:0]  v_full = csxx_q - prod;
-  wire [VE_W-1:0] ve     = v_full[VE_W-1:0] + cfg_eps_i;
+  wire            v_zero = (v_full[V_W-1:0] == {V_W{1'b0}});
+  wire [VE_W-1:0] ve     = {{(VE_W-V_W-SHIFT){1'b0}}, v_full[V_W-1:0], {SHIFT{1'b0}}} + cfg_eps_i;
 
   // ---------------------------------------------------------------- square root and divider
   wire             sq_in_ready;
   wire             sq_out_valid;
   wire [SIG_W-1:0] sig;
-  wire             sig_zero = (sig == {SIG_W{1'b0}});
-  wire             div_in_valid = (state_q == ST_SQRT) && sq_out_valid && !sig_zero;
+  wire             div_in_valid = (state_q == ST_SQRT) && sq_out_valid;
   wire             div_in_ready;
   wire             div_out_valid;
   wire [DIV_W-1:0] div_quo;
   wire [SIG_W-1:0] div_rem_unused;   // the remainder is not needed for inv
   wire [DIV_W-1:0] dividend = TWO43_C + {{(DIV_W-SIG_W+1){1'b0}}, sig[SIG_W-1:1]};
-  wire             sq_out_ready = (state_q == ST_SQRT) && (sig_zero || div_in_ready);
+  wire             sq_out_ready = (state_q == ST_SQRT) && div_in_ready;
 
   isqrt #(
-    .IN_BITS (RAD_W)
+    .IN_BITS (VE_W)
   ) u_isqrt (
     .clk_i       (clk_i),
     .rst_ni      (rst_ni),
-    .in_valid_i  (state_q == ST_MUL2),
+    .in_valid_i  ((state_q == ST_MUL2) && !v_zero),
     .in_ready_o  (sq_in_ready),
-    .in_data_i   ({ve, {SHIFT{1'b0}}}),
+    .in_data_i   (ve),
     .out_valid_o (sq_out_valid),
     .out_ready_i (sq_out_ready),
     .out_data_o  (sig)
@@ -208,7 +210,7 @@ module layernorm #(
   );
 
   // The row enters OUT: its length and Sx move to the OUT registers, the fill side restarts.
-  wire row_start = ((state_q == ST_SQRT) && sq_out_valid && sig_zero)
+  wire row_start = ((state_q == ST_MUL2) && v_zero)
                 || ((state_q == ST_DIV) && div_out_valid);
 
   // ---------------------------------------------------------------- element datapath
@@ -227,7 +229,7 @@ module layernorm #(
 
   // Bits that are dropped by construction (V's and y's sign extension, y's rounded-off fraction,
   // the quotient's always-zero top: inv <= 2^32).
-  wire unused_bits = ^{v_full[P_W-1:VE_W], y_sum[P_W-1:SHIFT+Y_W], y_sum[SHIFT-1:0],
+  wire unused_bits = ^{v_full[P_W-1:V_W], y_sum[P_W-1:SHIFT+Y_W], y_sum[SHIFT-1:0],
                        div_quo[DIV_W-1:INV_W], div_rem_unused, x_sq[15]};
 
   requant #(
@@ -316,15 +318,15 @@ module layernorm #(
           state_q <= ST_MUL2;
         end
         ST_MUL2: begin
-          if (sq_in_ready) begin
+          if (v_zero) begin
+            inv_q   <= {INV_W{1'b0}};
+            state_q <= ST_OUT;
+          end else if (sq_in_ready) begin
             state_q <= ST_SQRT;
           end
         end
         ST_SQRT: begin
-          if (sq_out_valid && sig_zero) begin
-            inv_q   <= {INV_W{1'b0}};
-            state_q <= ST_OUT;
-          end else if (sq_out_valid && div_in_ready) begin
+          if (sq_out_valid && div_in_ready) begin
             state_q <= ST_DIV;
           end
         end

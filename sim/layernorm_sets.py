@@ -3,7 +3,7 @@
 Two parameter sets (two builds per simulator): OUT_BITS 8 with MAX_C 64, OUT_BITS 6 with MAX_C 16.
 Together they hold 1 000+ rows. Besides ``hwvit.vectors.random_record`` (which already opens with
 constant, alternating, outlier and one-LSB rows), each group has a hand-made set that pushes what
-random gains cannot reach: eps_int = 0 (constant rows give sig = 0, so inv = 0), one-LSB spreads
+random gains cannot reach: eps_int = 0 (a constant row has V = 0 and Ve = 0), one-LSB spreads
 at every offset, G = +-(2^14 - 1), B = +-(2^30 - 1), and requant shifts that saturate.
 """
 
@@ -18,13 +18,15 @@ import numpy as np
 PARAM_SETS: dict[str, list[tuple[str, dict]]] = {
     "out8_c64": [
         ("special", {"c": 48, "out_bits": 8, "eps_int": 0, "seed": 101}),
-        ("random", {"c": 64, "out_bits": 8, "cases": 260, "seed": 102}),
+        ("random", {"c": 64, "out_bits": 8, "cases": 280, "seed": 102}),
         ("random", {"c": 40, "out_bits": 8, "cases": 200, "seed": 103, "eps_int": 1}),
     ],
     "out6_c16": [
         ("special", {"c": 13, "out_bits": 6, "eps_int": 0, "seed": 201}),
-        ("random", {"c": 16, "out_bits": 6, "cases": 250, "seed": 202}),
-        ("random", {"c": 9, "out_bits": 6, "cases": 150, "seed": 203, "eps_int": (1 << 39)}),
+        ("random", {"c": 16, "out_bits": 6, "cases": 300, "seed": 202}),
+        ("random", {"c": 9, "out_bits": 6, "cases": 150, "seed": 203, "eps_int": (1 << 61)}),
+        ("random", {"c": 1, "out_bits": 6, "cases": 20, "seed": 204}),  # V = 0 always
+        ("random", {"c": 2, "out_bits": 6, "cases": 40, "seed": 205, "eps_int": 0}),
     ],
 }
 

@@ -57,10 +57,14 @@ def hdl_parameters(vset) -> dict:
 # cocotb helpers
 
 
+def assert_resolvable(*signals) -> None:
+    for sig in signals:
+        assert sig.value.is_resolvable, f"{sig._name} is {sig.value} (X/Z) after reset"
+
+
 def check_no_x(dut) -> None:
     """Outputs resolvable after reset, nothing pending, ready to take a row."""
-    for sig in (dut.out_valid_o, dut.out_data_o, dut.in_ready_o):
-        tbutil.to_int(sig, False)  # raises on X/Z
+    assert_resolvable(dut.out_valid_o, dut.out_data_o, dut.in_ready_o)
     assert int(dut.out_valid_o.value) == 0, "out_valid_o high right after reset"
     assert int(dut.in_ready_o.value) == 1, "in_ready_o low right after reset"
 
@@ -202,8 +206,7 @@ async def isqrt_direct(dut):
     dut.out_ready_i.value = 0
     await tbutil.start(dut)
     await ReadOnly()
-    for sig in (dut.out_valid_o, dut.out_data_o, dut.in_ready_o):
-        tbutil.to_int(sig, False)
+    assert_resolvable(dut.out_valid_o, dut.out_data_o, dut.in_ready_o)
     await RisingEdge(dut.clk_i)
     rand = random.Random(3)
     checked, first = 0, None
