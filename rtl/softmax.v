@@ -13,11 +13,13 @@
 //   DIV   computes R in OUT_BITS + 17 steps (rtl/divu.v);
 //   OUT   re-read them, look up E_i again (cheaper than storing 24-bit E_i per element),
 //         multiply by R into a running sum A, and stream p_i = P_i - P_(i-1) out.
+// The next row LOADs behind the OUT pass: slot j is written only after OUT has read it (or when
+// OUT does not read it at all), so one buffer serves both rows and a row costs 2N + ... clocks.
 // Per element the datapath is one subtract (d), one table read, one add (S), one
 // 24 x (OUT_BITS + 17) multiply, one (OUT_BITS + 40)-bit accumulate whose top OUT_BITS bits are
 // P_i (the accumulator starts at the rounding constant 2^(F+16), so the rounding is free) and one
 // OUT_BITS subtract. The division happens once per row.
-// Unstalled, rows follow each other every 3N + OUT_BITS + 26 clocks (see docs/rtl.md).
+// Unstalled, rows follow each other every 2N + OUT_BITS + 27 clocks (see docs/rtl.md).
 //
 // The exp table T (ENTRIES x (F+1) bits, unsigned) is a RAM written through tbl_*; it has no
 // reset, so it survives rst_ni, and it must not be written while a row is in flight. The contract
@@ -77,7 +79,8 @@ module softmax #(
   localparam [E_BITS-1:0]    ONE_E_C   = {1'b1, {EXP_FRAC{1'b0}}};                     // T[0]
   localparam [LW-1:0]        ONE_C     = {{(LW-1){1'b0}}, 1'b1};
 
-  localparam [1:0] ST_LOAD = 2'd0;  // taking the row's inputs
+  // States of the processing side (the load side only has a counter and a "full" flag).
+  localparam [1:0] ST_IDLE = 2'd0;  // waiting for a loaded row
   localparam [1:0] ST_SUM  = 2'd1;  // pass 2: S = sum of E_i
   localparam [1:0] ST_DIV  = 2'd2;  // R = reciprocal of S
   localparam [1:0] ST_OUT  = 2'd3;  // pass 3: p_i out
@@ -87,11 +90,16 @@ module softmax #(
   reg [E_BITS-1:0]  tbl_mem [0:ENTRIES-1];   // exp table T (entry 0 unused: hard-wired)
 
   // ---------------------------------------------------------------- control state
+  // Load side: the row being written into the buffer.
+  reg [LW-1:0]       ld_cnt_q, ld_cnt_d;     // inputs taken in this row
+  reg [LW-1:0]       ld_len_q, ld_len_d;     // its length N
+  reg [IN_BITS-1:0]  ld_max_q, ld_max_d;     // its running max (signed)
+  reg                ld_full_q, ld_full_d;   // it is complete and waits for the processing side
+  // Processing side: the row in SUM, DIV or OUT.
   reg [1:0]          state_q, state_d;
-  reg [LW-1:0]       wr_cnt_q, wr_cnt_d;     // inputs taken in this row
   reg [LW-1:0]       rd_cnt_q, rd_cnt_d;     // buffer reads issued in this pass
   reg [LW-1:0]       len_q, len_d;           // row length N
-  reg [IN_BITS-1:0]  max_q, max_d;           // running max (signed)
+  reg [IN_BITS-1:0]  max_q, max_d;           // row max
   reg [S_BITS-1:0]   sum_q, sum_d;           // S
   reg [R_BITS-1:0]   r_q, r_d;               // R
   reg                div_sent_q, div_sent_d; // the divider has taken this row's request
@@ -113,9 +121,15 @@ module softmax #(
   // Length sampled with the first input of a row, clamped to [1, MAX_N].
   wire [LW-1:0] len_in  = (row_len_i == {LW{1'b0}}) ? ONE_C
                         : ({1'b0, row_len_i} > MAX_N_C) ? MAX_N_C[LW-1:0] : row_len_i;
-  wire [LW-1:0] len_now = (wr_cnt_q == {LW{1'b0}}) ? len_in : len_q;
-  wire          in_take = in_valid_i && (state_q == ST_LOAD);
-  wire          in_last = (wr_cnt_q == len_now - ONE_C);
+  wire [LW-1:0] len_now = (ld_cnt_q == {LW{1'b0}}) ? len_in : ld_len_q;
+  // Slot ld_cnt_q is free when nothing is processed, or OUT has issued its read on an earlier
+  // clock (ld_cnt_q < rd_cnt_q) or will never read it (ld_cnt_q >= len_q). SUM and DIV still
+  // need the whole row.
+  wire          slot_free = (state_q == ST_IDLE)
+                         || ((state_q == ST_OUT) && (ld_cnt_q < rd_cnt_q || ld_cnt_q >= len_q));
+  wire          in_ready  = !ld_full_q && slot_free;
+  wire          in_take   = in_valid_i && in_ready;
+  wire          in_last   = (ld_cnt_q == len_now - ONE_C);
 
   // ---------------------------------------------------------------- read pipeline
   // Every stage moves when the output register is empty or being emptied; SUM never stalls
@@ -163,9 +177,32 @@ module softmax #(
   );
 
   // ---------------------------------------------------------------- control
+  // A loaded row enters SUM when the processing side is idle or finishing OUT.
+  wire out_done = (state_q == ST_OUT) && (rd_cnt_q == len_q) && !v1_q && !v2_q && !v3_q && adv;
+  wire start    = ld_full_q && ((state_q == ST_IDLE) || out_done);
+
+  // Load side.
+  always @* begin
+    ld_cnt_d  = ld_cnt_q;
+    ld_len_d  = ld_len_q;
+    ld_max_d  = ld_max_q;
+    ld_full_d = ld_full_q && !start;
+    if (in_take) begin
+      ld_len_d = len_now;
+      ld_cnt_d = ld_cnt_q + ONE_C;
+      if (ld_cnt_q == {LW{1'b0}} || $signed(in_data_i) > $signed(ld_max_q)) begin
+        ld_max_d = in_data_i;
+      end
+      if (in_last) begin
+        ld_cnt_d  = {LW{1'b0}};
+        ld_full_d = 1'b1;
+      end
+    end
+  end
+
+  // Processing side.
   always @* begin
     state_d    = state_q;
-    wr_cnt_d   = wr_cnt_q;
     rd_cnt_d   = rd_cnt_q;
     len_d      = len_q;
     max_d      = max_q;
@@ -173,21 +210,7 @@ module softmax #(
     r_d        = r_q;
     div_sent_d = div_sent_q;
     case (state_q)
-      ST_LOAD: begin
-        if (in_take) begin
-          len_d    = len_now;
-          wr_cnt_d = wr_cnt_q + ONE_C;
-          if (wr_cnt_q == {LW{1'b0}} || $signed(in_data_i) > $signed(max_q)) begin
-            max_d = in_data_i;
-          end
-          if (in_last) begin
-            state_d  = ST_SUM;
-            wr_cnt_d = {LW{1'b0}};
-            rd_cnt_d = {LW{1'b0}};
-            sum_d    = {S_BITS{1'b0}};
-          end
-        end
-      end
+      ST_IDLE: ;
       ST_SUM: begin
         if (issue) begin
           rd_cnt_d = rd_cnt_q + ONE_C;
@@ -214,18 +237,24 @@ module softmax #(
         if (issue) begin
           rd_cnt_d = rd_cnt_q + ONE_C;
         end
-        // Done once every element has left the pipeline and the last output is taken.
-        if (rd_cnt_q == len_q && !v1_q && !v2_q && !v3_q && adv) begin
-          state_d = ST_LOAD;
+        if (out_done) begin  // every element has left the pipeline and the last output is taken
+          state_d = ST_IDLE;
         end
       end
     endcase
+    if (start) begin
+      state_d  = ST_SUM;
+      len_d    = ld_len_q;
+      max_d    = ld_max_q;
+      rd_cnt_d = {LW{1'b0}};
+      sum_d    = {S_BITS{1'b0}};
+    end
   end
 
   // ---------------------------------------------------------------- memories (no reset)
   always @(posedge clk_i) begin
     if (in_take) begin
-      row_mem[wr_cnt_q[AW-1:0]] <= in_data_i;
+      row_mem[ld_cnt_q[AW-1:0]] <= in_data_i;
     end
     if (issue) begin
       x1_q <= row_mem[rd_cnt_q[AW-1:0]];
@@ -244,8 +273,11 @@ module softmax #(
   // ---------------------------------------------------------------- registers
   always @(posedge clk_i) begin
     if (!rst_ni) begin
-      state_q     <= ST_LOAD;
-      wr_cnt_q    <= {LW{1'b0}};
+      ld_cnt_q    <= {LW{1'b0}};
+      ld_len_q    <= ONE_C;
+      ld_max_q    <= {IN_BITS{1'b0}};
+      ld_full_q   <= 1'b0;
+      state_q     <= ST_IDLE;
       rd_cnt_q    <= {LW{1'b0}};
       len_q       <= ONE_C;
       max_q       <= {IN_BITS{1'b0}};
@@ -266,8 +298,11 @@ module softmax #(
       out_last_q  <= 1'b0;
       out_data_q  <= {OUT_BITS{1'b0}};
     end else begin
+      ld_cnt_q   <= ld_cnt_d;
+      ld_len_q   <= ld_len_d;
+      ld_max_q   <= ld_max_d;
+      ld_full_q  <= ld_full_d;
       state_q    <= state_d;
-      wr_cnt_q   <= wr_cnt_d;
       rd_cnt_q   <= rd_cnt_d;
       len_q      <= len_d;
       max_q      <= max_d;
@@ -302,7 +337,7 @@ module softmax #(
     end
   end
 
-  assign in_ready_o  = (state_q == ST_LOAD);
+  assign in_ready_o  = in_ready;
   assign out_valid_o = out_valid_q;
   assign out_data_o  = out_data_q;
   assign out_last_o  = out_last_q;
