@@ -11,7 +11,7 @@ import click
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="Timed writes (best).")
 @click.option("--dir", "root", type=click.Path(exists=True, file_okay=False),
               help="Where to write (a temporary subdirectory, removed afterwards): the file system under test "
-                   "[default: the system temp directory].")
+                   "[default: the current directory].")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_vectors(repeats, root, as_json):
     """Time writing the full trace of one ViT-B/16 layer (~16.7 M elements, 34 sets) as vector sets.

@@ -80,14 +80,15 @@ def layer_records(seed: int = 0) -> list[BlockRecord]:
 def bench_write(repeats: int = 3, root: str | Path | None = None, seed: int = 0) -> dict:
     """Best-of-``repeats`` time to write one ViT-B/16 layer's trace; elements/s against the target.
 
-    ``root``: where the temporary output goes (default: the system temp directory); the figure
-    includes that file system's cost of creating 466 files and writing ~85 MB. ``cpu_seconds``
+    ``root``: where the temporary output goes (default: the current directory, where `--out`
+    usually points; this machine's /tmp costs twice the CPU per file); the figure includes that
+    file system's cost of creating 466 files and writing ~85 MB. ``cpu_seconds``
     (process CPU time of the best run, all threads) separates our work from a busy machine's waits.
     """
     records = layer_records(seed)
     best = None
     summary = None
-    root = Path(root) if root is not None else Path(tempfile.gettempdir())
+    root = Path(root) if root is not None else Path.cwd()
     with tempfile.TemporaryDirectory(prefix=".hwvit-bench-", dir=root) as tmp:
         for i in range(repeats):
             out = Path(tmp) / f"run{i}"
