@@ -101,7 +101,8 @@ DAMAGE = {
     "non-hex character": (_damage_non_hex, "x.hex: line 5: non-hex character 'z'"),
     "value too wide": (_damage_too_wide, "y.hex: line 3: value 0x1ff does not fit 8 bits"),
     "missing file": (_damage_missing, "table.hex: missing file"),
-    "checksum mismatch": (_damage_checksum, r"x.hex: checksum mismatch \(manifest [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\)"),
+    "checksum mismatch": (_damage_checksum,
+                          r"x.hex: checksum mismatch \(manifest [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\)"),
     "path leaving the set": (_damage_escape, "manifest: tensor x: file path '../x.hex' leaves the set directory"),
 }
 

@@ -30,7 +30,8 @@ def bench_vectors(repeats, root, as_json):
         return
     verdict = "meets" if res["meets_target"] else "BELOW"
     click.echo(f"vector writing: {res['elements'] / 1e6:.1f} M elements, {res['sets']} sets, "
-               f"{res['bytes'] / 1e6:.1f} MB in {res['seconds']:.3f} s = {res['elements_per_s'] / 1e6:.1f} M elements/s "
+               f"{res['bytes'] / 1e6:.1f} MB in {res['seconds']:.3f} s = "
+               f"{res['elements_per_s'] / 1e6:.1f} M elements/s "
                f"({verdict} target >= {res['target_elements_per_s'] / 1e6:.0f} M/s)")
     click.echo(f"  {res['cpu_seconds']:.3f} s CPU ({res['elements_per_cpu_s'] / 1e6:.1f} M elements per CPU second), "
                f"{res['threads']} writer threads, best of {res['repeats']}, in {res['dir']}")

@@ -33,7 +33,8 @@ def _gemm(rng, path: str, m: int, k: int, n: int, a_signed: bool = True) -> Bloc
     params = {"m": m, "k": k, "n": n, "a_signed": a_signed, "out_bits": 8, "rounding": ROUNDING}
     return BlockRecord("gemm", path, params, {
         "a": _rand(rng, (m, k), 8, a_signed, "input"), "w": _rand(rng, (n, k), 8, True, "parameter"),
-        "bias": _rand(rng, (n,), 32, True, "parameter"), "multiplier": _rand(rng, (n,), 32, False, "parameter", (1 << 31) - 1),
+        "bias": _rand(rng, (n,), 32, True, "parameter"),
+        "multiplier": _rand(rng, (n,), 32, False, "parameter", (1 << 31) - 1),
         "shift": _rand(rng, (n,), 6, False, "parameter"), "acc": _rand(rng, (m, n), 32, True, "output"),
         "y": _rand(rng, (m, n), 8, True, "output")})
 
