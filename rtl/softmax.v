@@ -152,7 +152,8 @@ module softmax #(
   wire [OUT_BITS-1:0] p3   = acc3[A_BITS-1:RS] - acc_q[A_BITS-1:RS];
 
   // ---------------------------------------------------------------- divider
-  wire [N_BITS-1:0] div_dividend = {Q_C, {RS{1'b0}}} + {{(N_BITS-S_BITS+1){1'b0}}, sum_q[S_BITS-1:1]};
+  // Q * 2^RS + floor(S/2) is a concatenation: S/2 < 2^(S_BITS-1) <= 2^RS for MAX_N <= 65536.
+  wire [N_BITS-1:0] div_dividend = {Q_C, {(RS-S_BITS+1){1'b0}}, sum_q[S_BITS-1:1]};
   wire              div_in_valid = (state_q == ST_DIV) && !div_sent_q;
   wire              div_in_ready;
   wire              div_out_valid;
