@@ -9,9 +9,11 @@ whole set again and checks it. Both end in ``tbutil.finish``, which writes the J
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import cocotb
@@ -70,7 +72,11 @@ async def transfer(stream: Stream, words: Sequence[Sequence[int]]) -> tuple[list
 async def run_stream(stream: Stream, vset, words: Sequence[Sequence[int]], expected: np.ndarray,
                      name: str = "y") -> None:
     """Stream the whole set once and check every output word (the ``run_vectors`` body)."""
-    got, cycles = await transfer(stream, words)
+    await _check_idle(stream, vset, "after reset")
+    try:
+        got, cycles = await transfer(stream, words)
+    except AssertionError as exc:  # an X on out_data_o while out_valid_o is high
+        _fail(vset, str(exc))
     tbutil.finish(stream.dut, vset, {name: (expected, np.array(got, dtype=np.int64))}, cycles=cycles)
 
 
@@ -79,11 +85,36 @@ def _outputs_resolvable(dut) -> None:
         tbutil.to_int(handle, signed=False)  # raises on X/Z
 
 
+async def _check_idle(stream: Stream, vset, when: str) -> None:
+    """In this cycle's ReadOnly phase: no output is X and out_valid_o is low; then the next edge."""
+    dut = stream.dut
+    await ReadOnly()
+    try:
+        _outputs_resolvable(dut)
+    except AssertionError as exc:
+        _fail(vset, f"{when}: {exc}")
+    if dut.out_valid_o.value:
+        _fail(vset, f"out_valid_o high {when}")
+    await RisingEdge(stream.clk)
+
+
+def _fail(vset, message: str) -> None:
+    """Write a failed result (same fields as tbutil.finish) for a protocol fault, then raise."""
+    message = f"{vset.kind} {vset.path} ({vset.directory}): {message}"
+    out = os.environ.get("HWVIT_RESULT")
+    if out:
+        result = {"passed": False, "elements": 0, "mismatches": 0, "first": None, "waveform": None,
+                  "cycles": None, "message": message, "extra": {}}
+        Path(out).write_text(json.dumps(result))
+    raise AssertionError(message)
+
+
 async def run_reset_midstream(stream: Stream, vset, words: Sequence[Sequence[int]], expected: np.ndarray,
                               name: str = "y") -> None:
     """Reset while a beat sits stalled in the block, then stream everything again and check it."""
     dut, stall = stream.dut, max(tbutil.stall_probability(), 0.3)  # stalls fill the pipeline
     assert len(words) >= 8, "reset_midstream needs at least 8 beats"
+    await _check_idle(stream, vset, "after reset")
     src = tbutil.Source(stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, _rand(2))
     snk = tbutil.Sink(stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed],
                       stall, _rand(3))
@@ -99,28 +130,26 @@ async def run_reset_midstream(stream: Stream, vset, words: Sequence[Sequence[int
             break
         await RisingEdge(stream.clk)
     else:
-        raise AssertionError("no cycle with a stalled output beat: cannot test a reset mid-stream")
+        _fail(vset, "no cycle with a stalled output beat: cannot test a reset mid-stream")
     await RisingEdge(stream.clk)
     send.cancel()
     recv.cancel()
     before = [w[0] for w in snk.words]
-    assert len(before) < len(words), "the stream ended before the reset"
+    if len(before) >= len(words):
+        _fail(vset, "the stream ended before the reset")
     dut.rst_ni.value = 0  # in_valid_i stays as the source left it: reset wins over a valid beat
     for _ in range(2):
         await RisingEdge(stream.clk)
-    await ReadOnly()
-    _outputs_resolvable(dut)
-    await RisingEdge(stream.clk)
+    await _check_idle(stream, vset, "after 2 reset cycles (a beat survived the reset)")
     dut.rst_ni.value = 1
     dut.in_valid_i.value = 0
     dut.out_ready_i.value = 1
-    for _ in range(4):  # nothing may come out of an emptied pipeline
-        await RisingEdge(stream.clk)
-        await ReadOnly()
-        _outputs_resolvable(dut)
-        assert not dut.out_valid_o.value, "out_valid_o rose after reset with no input"
-    await RisingEdge(stream.clk)
-    got, cycles = await transfer(stream, words)
+    for cycle in range(4):  # nothing may come out of an emptied pipeline
+        await _check_idle(stream, vset, f"{cycle + 1} cycles after reset with no input")
+    try:
+        got, cycles = await transfer(stream, words)
+    except AssertionError as exc:
+        _fail(vset, f"after reset: {exc}")
     checks = {
         f"{name}_before_reset": (expected[: len(before)], np.array(before, dtype=np.int64)),
         name: (expected, np.array(got, dtype=np.int64)),
