@@ -125,11 +125,13 @@ def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Pat
 
 def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_root: Path | None = None,
         waves: bool = False, seed: int = 1, extra_env: dict[str, str] | None = None,
-        test_dir: Path | None = None, testcase: str = "run_vectors") -> SimResult:
+        test_dir: Path | None = None, testcase: str = "run_vectors",
+        hdl_overrides: dict[str, Any] | None = None) -> SimResult:
     """Run the testbench of the set's block kind on ``set_dir``; never raises on a mismatch.
 
     ``testcase`` names the cocotb test to run (another test of the same module, e.g.
-    ``reset_midstream``, reports through the same JSON result).
+    ``reset_midstream``, reports through the same JSON result). ``hdl_overrides`` replace
+    toplevel parameters chosen by the testbench's ``hdl_parameters`` (e.g. the GEMM array size).
     """
     from cocotb_tools.runner import get_runner
 
@@ -139,7 +141,7 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
     vset = vectors.read(set_dir)
     kind = kind or vset.kind
     tb = tb_module(kind)
-    params = tb.hdl_parameters(vset)
+    params = {**tb.hdl_parameters(vset), **(hdl_overrides or {})}  # e.g. another array size
     build_dir = build(kind, simulator, params, build_root, waves)
     tag = hashlib.sha1(f"{set_dir}:{seed}:{sorted((extra_env or {}).items())}:{testcase}".encode()).hexdigest()[:10]
     run_dir = test_dir or build_dir / "runs" / tag
@@ -180,3 +182,39 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
                          message=f"testbench wrote no result; see {run_dir / 'sim.log'}")
     data = json.loads(result_file.read_text())
     return SimResult(kind=kind, set_dir=str(set_dir), simulator=simulator, **data)
+
+
+def _run_safely(set_dir: str, simulator: str, waves: bool, build_root: str | None) -> SimResult:
+    """One set on one simulator; every failure becomes a FAIL result, never an exception."""
+    from hwvit import vectors
+
+    try:
+        return run(set_dir, simulator, waves=waves, build_root=Path(build_root) if build_root else None)
+    except vectors.VectorSetError as exc:
+        return SimResult("?", set_dir, simulator, False, message=f"bad vector set: {exc}")
+    except Exception as exc:  # noqa: BLE001 - report, don't crash the whole run
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else ""
+        return SimResult("?", set_dir, simulator, False, message=f"{exc.__class__.__name__}: {first}")
+
+
+def run_many(jobs: list[tuple[str, str]], *, workers: int = 1, waves: bool = False,
+             build_root: str | Path | None = None, on_result=None) -> list[SimResult]:
+    """Run (set_dir, simulator) pairs, ``workers`` at a time; results in the order given.
+
+    Builds are shared through the per-build lock, so the first run of each (kind, simulator,
+    parameters) builds while the others wait for it. ``on_result(result)`` is called as each
+    result arrives, in order.
+    """
+    import concurrent.futures as cf
+
+    root = str(build_root) if build_root else None
+    results: list[SimResult] = []
+    with cf.ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(_run_safely, d, s, waves, root) for d, s in jobs]
+        for fut in futures:
+            res = fut.result()
+            results.append(res)
+            if on_result is not None:
+                on_result(res)
+    return results

@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import sys
 from pathlib import Path
 
 import click
 
 from hwvit import toolchain
-
-
-def _run_one(set_dir: str, simulator: str, waves: bool, build_root: str | None):
-    """One set on one simulator; every failure becomes a FAIL result, never an exception."""
-    from hwvit import simulate, vectors
-
-    try:
-        return simulate.run(set_dir, simulator, waves=waves, build_root=Path(build_root) if build_root else None)
-    except vectors.VectorSetError as exc:
-        return simulate.SimResult("?", set_dir, simulator, False, message=f"bad vector set: {exc}")
-    except Exception as exc:  # noqa: BLE001 - report, don't crash the whole run
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return simulate.SimResult("?", set_dir, simulator, False, message=f"{exc.__class__.__name__}: {first}")
 
 
 @click.command()
@@ -65,16 +51,13 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):
         jobs_list.extend((str(set_dir), s) for s in sims)
     if not jobs_list:
         raise click.ClickException(f"no vector sets of kind {', '.join(kinds)} under {directory}")
-    passed = failed = 0
-    with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_run_one, d, s, waves, build_dir) for d, s in jobs_list]
-        for fut in futures:  # in submission order: output is stable
-            res = fut.result()
-            if res.passed:
-                passed += 1
-            else:
-                failed += 1
-            if not quiet or not res.passed:
-                click.echo(res.line())
-    click.echo(f"{passed} passed, {failed} failed")
+    from hwvit.simulate import run_many
+
+    def show(res):
+        if not quiet or not res.passed:
+            click.echo(res.line())
+
+    results = run_many(jobs_list, workers=jobs, waves=waves, build_root=build_dir, on_result=show)
+    failed = sum(not r.passed for r in results)
+    click.echo(f"{len(results) - failed} passed, {failed} failed")
     sys.exit(0 if failed == 0 else 1)
