@@ -1,0 +1,182 @@
+// tb_gemm: simulation wrapper of rtl/gemm.v with its operand, parameter and result memories.
+//
+// The cocotb test (sim/test_gemm.py) links a vector set's `.hex` files into the simulator's
+// working directory under fixed names, sets m/k/n/a_signed and pulses load_i: the memories are
+// filled by $readmemh (one element per line, row-major, exactly as the set stores them) and the
+// result memories are filled with a sentinel. start_i runs the engine with no Python in the
+// loop (10-100x faster than driving every cycle); out_ready stalls come from an LFSR
+// (probability stall_i / 256). dump_i writes the results with $writememh for numpy to compare.
+// Not synthesizable (file I/O); the engine itself is rtl/gemm.v.
+
+`default_nettype none
+
+module tb_gemm #(
+  parameter integer ROWS     = 8,     // systolic array rows
+  parameter integer COLS     = 8,     // systolic array columns
+  parameter integer OUT_BITS = 8,     // requantized output width
+  parameter integer MAX_M    = 64,    // memory sizes: largest M, K, N a run may use
+  parameter integer MAX_K    = 64,
+  parameter integer MAX_N    = 64
+) (
+  input  wire                 clk_i,
+  input  wire                 rst_ni,
+
+  // ---- job (from cocotb) ----
+  input  wire [31:0]          m_i,
+  input  wire [31:0]          k_i,
+  input  wire [31:0]          n_i,
+  input  wire                 a_signed_i,
+  input  wire                 load_i,      // $readmemh the operands, clear the results
+  input  wire                 start_i,     // start the engine
+  input  wire                 dump_i,      // $writememh the results
+  input  wire [7:0]           stall_i,     // out_ready low with probability stall_i / 256
+  input  wire [15:0]          seed_i,      // LFSR seed (taken at load_i; 0 is replaced by 1)
+
+  // ---- status ----
+  output wire                 busy_o,
+  output wire                 done_o,
+  output wire [39:0]          cycles_o,
+  output wire [39:0]          beats_o,
+  output reg  [31:0]          out_beats_o, // output rows accepted since load_i
+  output wire [15:0]          rows_o,      // ROWS and COLS, for the test's bookkeeping
+  output wire [15:0]          cols_o
+);
+
+  localparam integer M_BITS = $clog2(MAX_M + 1);
+  localparam integer K_BITS = $clog2(MAX_K + 1);
+  localparam integer N_BITS = $clog2(MAX_N + 1);
+  localparam [31:0]  SENTINEL = 32'h8000_0000;  // -2^31: never a valid acc (|acc| < 2^31)
+
+  assign rows_o = ROWS[15:0];
+  assign cols_o = COLS[15:0];
+
+  // ---------------------------------------------------------------- memories
+  reg [7:0]          a_mem     [0:MAX_M*MAX_K-1];  // a[m, k] at m*K + k
+  reg [7:0]          w_mem     [0:MAX_N*MAX_K-1];  // w[n, k] at n*K + k
+  reg [31:0]         bias_mem  [0:MAX_N-1];
+  reg [31:0]         mult_mem  [0:MAX_N-1];
+  reg [7:0]          shift_mem [0:MAX_N-1];
+  reg [31:0]         acc_mem   [0:MAX_M*MAX_N-1];  // acc[m, n] at m*N + n
+  reg [OUT_BITS-1:0] y_mem     [0:MAX_M*MAX_N-1];
+
+  // ---------------------------------------------------------------- engine
+  wire                     rd_en;
+  wire [M_BITS-1:0]        rd_m;
+  wire [N_BITS-1:0]        rd_n;
+  wire [K_BITS-1:0]        rd_k;
+  reg  [ROWS*8-1:0]        rd_a_q;
+  reg  [COLS*8-1:0]        rd_w_q;
+  wire [N_BITS-1:0]        prm_n;
+  reg  [COLS*32-1:0]       prm_bias_q;
+  reg  [COLS*31-1:0]       prm_mult_q;
+  reg  [COLS*6-1:0]        prm_shift_q;
+  wire                     out_valid;
+  wire                     out_ready;
+  wire [M_BITS-1:0]        out_m;
+  wire [N_BITS-1:0]        out_n;
+  wire [COLS*32-1:0]       out_acc;
+  wire [COLS*OUT_BITS-1:0] out_data;
+
+  gemm #(
+    .ROWS    (ROWS),
+    .COLS    (COLS),
+    .ACC_BITS(32),
+    .OUT_BITS(OUT_BITS),
+    .MAX_M   (MAX_M),
+    .MAX_K   (MAX_K),
+    .MAX_N   (MAX_N),
+    .CNT_BITS(40)
+  ) u_gemm (
+    .clk_i      (clk_i),
+    .rst_ni     (rst_ni),
+    .start_i    (start_i),
+    .m_i        (m_i[M_BITS-1:0]),
+    .k_i        (k_i[K_BITS-1:0]),
+    .n_i        (n_i[N_BITS-1:0]),
+    .a_signed_i (a_signed_i),
+    .busy_o     (busy_o),
+    .done_o     (done_o),
+    .cycles_o   (cycles_o),
+    .beats_o    (beats_o),
+    .rd_en_o    (rd_en),
+    .rd_m_o     (rd_m),
+    .rd_n_o     (rd_n),
+    .rd_k_o     (rd_k),
+    .rd_a_i     (rd_a_q),
+    .rd_w_i     (rd_w_q),
+    .prm_n_o    (prm_n),
+    .prm_bias_i (prm_bias_q),
+    .prm_mult_i (prm_mult_q),
+    .prm_shift_i(prm_shift_q),
+    .out_valid_o(out_valid),
+    .out_ready_i(out_ready),
+    .out_m_o    (out_m),
+    .out_n_o    (out_n),
+    .out_acc_o  (out_acc),
+    .out_data_o (out_data)
+  );
+
+  // ---------------------------------------------------------------- memory ports
+  integer i, addr;
+  always @(posedge clk_i) begin
+    if (rd_en) begin
+      for (i = 0; i < ROWS; i = i + 1) begin
+        addr = (rd_m + i) * k_i + rd_k;
+        rd_a_q[i*8 +: 8] <= (addr < MAX_M * MAX_K) ? a_mem[addr] : 8'd0;
+      end
+      for (i = 0; i < COLS; i = i + 1) begin
+        addr = (rd_n + i) * k_i + rd_k;
+        rd_w_q[i*8 +: 8] <= (addr < MAX_N * MAX_K) ? w_mem[addr] : 8'd0;
+      end
+    end
+    for (i = 0; i < COLS; i = i + 1) begin
+      addr = prm_n + i;
+      prm_bias_q[i*32 +: 32] <= (addr < MAX_N) ? bias_mem[addr] : 32'd0;
+      prm_mult_q[i*31 +: 31] <= (addr < MAX_N) ? mult_mem[addr][30:0] : 31'd0;
+      prm_shift_q[i*6 +: 6]  <= (addr < MAX_N) ? shift_mem[addr][5:0] : 6'd0;
+    end
+  end
+
+  // ---------------------------------------------------------------- output sink
+  reg [15:0] lfsr_q;
+  assign out_ready = (lfsr_q[7:0] >= stall_i);
+
+  integer j, oaddr;
+  always @(posedge clk_i) begin
+    // 16-bit maximal-length Galois LFSR (x^16 + x^14 + x^13 + x^11 + 1).
+    lfsr_q <= {1'b0, lfsr_q[15:1]} ^ (lfsr_q[0] ? 16'hB400 : 16'h0000);
+    if (!rst_ni) begin
+      lfsr_q      <= 16'd1;
+      out_beats_o <= 32'd0;
+    end else if (out_valid && out_ready) begin
+      out_beats_o <= out_beats_o + 32'd1;
+      for (j = 0; j < COLS; j = j + 1) begin
+        if (out_n + j < n_i) begin
+          oaddr = out_m * n_i + out_n + j;
+          acc_mem[oaddr] <= out_acc[j*32 +: 32];
+          y_mem[oaddr]   <= out_data[j*OUT_BITS +: OUT_BITS];
+        end
+      end
+    end
+    if (load_i) begin
+      lfsr_q      <= (seed_i == 16'd0) ? 16'd1 : seed_i;
+      out_beats_o <= 32'd0;
+      $readmemh("gemm_a.hex", a_mem, 0, m_i * k_i - 1);
+      $readmemh("gemm_w.hex", w_mem, 0, n_i * k_i - 1);
+      $readmemh("gemm_bias.hex", bias_mem, 0, n_i - 1);
+      $readmemh("gemm_multiplier.hex", mult_mem, 0, n_i - 1);
+      $readmemh("gemm_shift.hex", shift_mem, 0, n_i - 1);
+      for (j = 0; j < m_i * n_i; j = j + 1) begin
+        acc_mem[j] <= SENTINEL;
+        y_mem[j]   <= {OUT_BITS{1'b0}};
+      end
+    end
+    if (dump_i) begin
+      $writememh("gemm_acc_out.hex", acc_mem, 0, m_i * n_i - 1);
+      $writememh("gemm_y_out.hex", y_mem, 0, m_i * n_i - 1);
+    end
+  end
+
+endmodule
+
+`default_nettype wire

@@ -1,0 +1,347 @@
+"""Testbench of rtl/gemm.v (through sim/tb_gemm.v): cocotb tests and their pytest drivers.
+
+cocotb side (hwvit.simulate runs it on a vector set named by HWVIT_SET):
+- ``run_vectors``: link the set's `.hex` files into the run directory, $readmemh them into the
+  wrapper's memories, run one job (M x K x N from the set) with no Python in the loop, random
+  out_ready stalls from the wrapper's LFSR (HWVIT_STALL), $writememh the results and compare acc
+  AND y bit for bit. The JSON result carries cycles, beats and utilization.
+- ``reset_midrun``: reset the engine while it computes and drains (a third of the output rows
+  out), check every output is defined and idle, then rerun the whole job and compare.
+
+pytest side: random sets (hwvit.vectors.random_record, expected values from hwvit.ops) on both
+simulators and two array sizes (one with partial edge tiles), the mid-run reset, a no-stall
+run checking that tiles issue back to back, a corrupted expected value that must be reported,
+lint and synthesis of the RTL.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+TOPLEVEL = "tb_gemm"
+SOURCES = ["sim/tb_gemm.v", "rtl/gemm.v", "rtl/gemm_array.v", "rtl/gemm_pe.v", "rtl/gemm_out.v",
+           "rtl/requant.v"]
+RTL = SOURCES[1:]
+DEFAULT_ARRAY = (8, 8)  # ROWS x COLS of `hwvit sim`; tests override it (simulate.run hdl_overrides)
+MIN_MAX = 64  # smallest memory dimension: one build serves every set up to 64 x 64 x 64
+SENTINEL = -(1 << 31)  # the wrapper's "never written" acc value: no valid acc reaches -2^31
+# The $readmemh names tb_gemm.v opens in its working directory, per tensor of the set.
+INPUT_FILES = {name: f"gemm_{name}.hex" for name in ("a", "w", "bias", "multiplier", "shift")}
+
+
+def _bucket(value: int) -> int:
+    return max(MIN_MAX, 1 << (int(value) - 1).bit_length())
+
+
+def hdl_parameters(vset) -> dict:
+    """tb_gemm parameters for a set: the default array and power-of-two memory sizes."""
+    p = vset.params
+    rows, cols = DEFAULT_ARRAY
+    return {"ROWS": rows, "COLS": cols, "OUT_BITS": p["out_bits"], "MAX_M": _bucket(p["m"]),
+            "MAX_K": _bucket(p["k"]), "MAX_N": _bucket(p["n"])}
+
+
+def tiles(m: int, n: int, rows: int, cols: int) -> int:
+    return math.ceil(m / rows) * math.ceil(n / cols)
+
+
+def parse_memh(path: Path, count: int, bits: int) -> np.ndarray:
+    """Signed values of a $writememh file (Icarus and Verilator formats); X/Z read as SENTINEL."""
+    values = []
+    for line in path.read_text().splitlines():
+        line = line.split("//", 1)[0]
+        for token in line.split():
+            if token.startswith("@"):
+                continue
+            if any(c in "xXzZ" for c in token):
+                values.append(SENTINEL)
+                continue
+            v = int(token, 16) & ((1 << bits) - 1)
+            values.append(v - (1 << bits) if v >> (bits - 1) else v)
+    if len(values) != count:
+        raise AssertionError(f"{path}: {len(values)} values, expected {count}")
+    return np.array(values, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------- cocotb side
+try:
+    import cocotb
+    from cocotb.clock import Clock
+    from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, SimTimeoutError, with_timeout
+
+    import tbutil
+except ImportError:  # pragma: no cover - cocotb is a dependency; keep pytest collection clear
+    cocotb = None
+
+
+class _Job:
+    """One GEMM of a vector set, as the wrapper runs it."""
+
+    def __init__(self, dut, vset):
+        p = vset.params
+        self.dut, self.vset = dut, vset
+        self.m, self.k, self.n, self.a_signed = p["m"], p["k"], p["n"], bool(p["a_signed"])
+        self.out_bits = p["out_bits"]
+        self.rows, self.cols = int(dut.rows_o.value), int(dut.cols_o.value)
+        self.tiles = tiles(self.m, self.n, self.rows, self.cols)
+        self.out_rows = math.ceil(self.n / self.cols) * self.m  # output beats
+        self.stall = min(tbutil.stall_probability(), 0.9)
+
+    def timeout_cycles(self) -> int:
+        # Per tile: K beats, or the drain of `rows` beats slowed by the stalls; 4x margin.
+        per_tile = max(self.k, self.rows / (1 - self.stall)) + self.rows + self.cols + 16
+        return int(4 * self.tiles * per_tile) + 1000
+
+    def link_inputs(self) -> None:
+        """Symlink the set's hex files to the names tb_gemm.v reads (in the run directory)."""
+        for name, fname in INPUT_FILES.items():
+            dst = Path.cwd() / fname
+            dst.unlink(missing_ok=True)
+            dst.symlink_to(self.vset.hex_path(name).resolve())
+
+    async def pulse(self, signal) -> None:
+        signal.value = 1
+        await RisingEdge(self.dut.clk_i)
+        signal.value = 0
+
+    async def load(self) -> None:
+        dut = self.dut
+        dut.m_i.value, dut.k_i.value, dut.n_i.value = self.m, self.k, self.n
+        dut.a_signed_i.value = int(self.a_signed)
+        dut.stall_i.value = min(255, int(round(self.stall * 256)))
+        dut.seed_i.value = int(os.environ.get("HWVIT_TB_SEED", "1")) & 0xFFFF
+        await self.pulse(dut.load_i)
+
+    async def run(self) -> tuple[int, dict]:
+        """Start the job and wait for done_o; (busy cycles, timing figures).
+
+        cocotb runs inside the simulator process, so process CPU time is the simulator's own
+        time: the cycles/s figure that does not depend on the machine's other load.
+        """
+        dut = self.dut
+        await self.pulse(dut.start_i)
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            await with_timeout(RisingEdge(dut.done_o), self.timeout_cycles() * tbutil.CLK_NS, "ns")
+        except SimTimeoutError:
+            pass  # the comparison reports what is missing
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        await RisingEdge(dut.clk_i)
+        cycles = int(dut.cycles_o.value)
+        return cycles, {"wall_s": wall, "cpu_s": cpu,
+                        "cycles_per_s": cycles / wall if wall > 0 else None,
+                        "cycles_per_cpu_s": cycles / cpu if cpu > 0 else None}
+
+    async def results(self) -> tuple[np.ndarray, np.ndarray]:
+        await self.pulse(self.dut.dump_i)
+        await RisingEdge(self.dut.clk_i)
+        shape, count = (self.m, self.n), self.m * self.n
+        acc = parse_memh(Path.cwd() / "gemm_acc_out.hex", count, 32).reshape(shape)
+        y = parse_memh(Path.cwd() / "gemm_y_out.hex", count, self.out_bits).reshape(shape)
+        return acc, y
+
+    async def finish(self, cycles: int, timing: dict, extra: dict) -> None:
+        dut, vset = self.dut, self.vset
+        acc, y = await self.results()
+        beats = int(dut.beats_o.value)
+        macs = self.m * self.k * self.n
+        extra = {"rows": self.rows, "cols": self.cols, "beats": beats, "macs": macs,
+                 "out_beats": int(dut.out_beats_o.value), "expected_out_beats": self.out_rows,
+                 "utilization": macs / max(1, cycles * self.rows * self.cols), **timing, **extra}
+        tbutil.finish(dut, vset, {"acc": (vset["acc"], acc), "y": (vset["y"], y)}, cycles=cycles, extra=extra)
+
+
+async def _start(dut) -> None:
+    """tbutil.start with the clock toggled by the simulator interface (impl="gpi"), not by a
+    Python task: cocotb's default Python clock costs ~0.5 ms per cycle, which would make the
+    engine's speed invisible. Reset is held for 3 cycles."""
+    Clock(dut.clk_i, tbutil.CLK_NS, unit="ns", impl="gpi").start()
+    dut.rst_ni.value = 0
+    await ClockCycles(dut.clk_i, 3)
+    dut.rst_ni.value = 1
+    await RisingEdge(dut.clk_i)
+
+
+def _idle_inputs(dut) -> None:
+    for name in ("m_i", "k_i", "n_i", "a_signed_i", "load_i", "start_i", "dump_i", "stall_i", "seed_i"):
+        getattr(dut, name).value = 0
+
+
+async def _check_reset_state(dut, when: str) -> None:
+    """After reset: every engine output defined (no X/Z), idle, nothing valid."""
+    await ReadOnly()
+    g = dut.u_gemm
+    values = {name: tbutil.to_int(getattr(g, name), False)
+              for name in ("busy_o", "done_o", "cycles_o", "beats_o", "rd_en_o", "out_valid_o", "out_m_o",
+                           "out_n_o", "out_acc_o", "out_data_o", "prm_n_o")}
+    assert values["busy_o"] == 0 and values["out_valid_o"] == 0 and values["rd_en_o"] == 0, \
+        f"{when}: engine not idle: {values}"
+    await RisingEdge(dut.clk_i)
+
+
+if cocotb is not None:
+
+    @cocotb.test()
+    async def run_vectors(dut):
+        """Load the set into memories, run the whole GEMM, compare acc and y bit for bit."""
+        vset = tbutil.load_set()
+        _idle_inputs(dut)
+        await _start(dut)
+        await _check_reset_state(dut, "after reset")
+        job = _Job(dut, vset)
+        job.link_inputs()
+        await job.load()
+        cycles, timing = await job.run()
+        await job.finish(cycles, timing, {})
+
+    @cocotb.test()
+    async def reset_midrun(dut):
+        """Reset while a third of the output rows are out, check the outputs, rerun, compare."""
+        vset = tbutil.load_set()
+        _idle_inputs(dut)
+        await _start(dut)
+        await _check_reset_state(dut, "after reset")
+        job = _Job(dut, vset)
+        job.link_inputs()
+        await job.load()
+        await job.pulse(dut.start_i)
+        target = max(1, job.out_rows // 3)
+        for _ in range(job.timeout_cycles()):
+            await RisingEdge(dut.clk_i)
+            if int(dut.out_beats_o.value) >= target:
+                break
+        out_beats = int(dut.out_beats_o.value)
+        assert out_beats >= target and int(dut.busy_o.value) == 1, \
+            f"job did not reach {target} output rows while busy (got {out_beats}): nothing to interrupt"
+        dut.rst_ni.value = 0
+        await ClockCycles(dut.clk_i, 2)
+        dut.rst_ni.value = 1
+        await RisingEdge(dut.clk_i)
+        await _check_reset_state(dut, f"after a reset {out_beats} output rows into a job")
+        await job.load()  # clears the result memory: the rerun must produce every element
+        cycles, timing = await job.run()
+        await job.finish(cycles, timing, {"reset_after_out_rows": out_beats})
+
+
+# ---------------------------------------------------------------------------- pytest side
+import subprocess  # noqa: E402
+
+import pytest  # noqa: E402  (the cocotb side above must import without pytest)
+
+pytestmark = pytest.mark.xdist_group("gemm")
+
+# Two array sizes: 4 x 4 tiles 40 x 32 exactly; 3 x 5 leaves partial tiles on both edges.
+ARRAYS = [(4, 4), (3, 5)]
+# (k, a_signed): both signednesses; K = 24 is drain-bound on 4 x 4 (< 2*ROWS+COLS+3 + stalls).
+SETS = [(24, True), (64, False)]
+M, N = 40, 32  # 1280 output elements per set
+
+
+def _ids(arr: tuple[int, int]) -> str:
+    return f"{arr[0]}x{arr[1]}"
+
+
+def _overrides(arr: tuple[int, int]) -> dict:
+    return {"ROWS": arr[0], "COLS": arr[1]}
+
+
+def _run_set(set_dir, simulator, **kwargs):
+    from conftest import run_set
+
+    return run_set(set_dir, simulator, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def gemm_sets(tmp_path_factory) -> dict:
+    from hwvit import vectors
+
+    root = tmp_path_factory.mktemp("gemm_sets")
+    out = {}
+    for i, (k, signed) in enumerate(SETS):
+        record = vectors.random_record("gemm", cases=M, seed=100 + i, k=k, n=N, a_signed=signed)
+        out[(k, signed)] = vectors.write_set(record, root / f"k{k}_{'s' if signed else 'u'}")
+    return out
+
+
+@pytest.mark.parametrize("arr", ARRAYS, ids=_ids)
+def test_gemm_random_sets(gemm_sets, simulator, arr):
+    """Both sets, random out_ready stalls (30%), acc and y bit-exact."""
+    for (k, _signed), set_dir in gemm_sets.items():
+        result = _run_set(set_dir, simulator, hdl_overrides=_overrides(arr), seed=7 + k)
+        assert result.elements == 2 * M * N
+        assert result.extra["beats"] == tiles(M, N, *arr) * k
+        assert result.extra["out_beats"] == result.extra["expected_out_beats"], result.extra
+
+
+def test_gemm_reset_midrun(gemm_sets, simulator):
+    result = _run_set(gemm_sets[SETS[1]], simulator, hdl_overrides=_overrides(ARRAYS[1]),
+                      testcase="reset_midrun")
+    assert result.extra["reset_after_out_rows"] > 0
+
+
+def test_gemm_back_to_back(gemm_sets):
+    """No stalls, K = 64 >= 2*ROWS+COLS+3: a beat every cycle, only the pipeline tail extra."""
+    arr = ARRAYS[0]
+    result = _run_set(gemm_sets[SETS[1]], "verilator", hdl_overrides=_overrides(arr),
+                      extra_env={"HWVIT_STALL": "0"})
+    beats = tiles(M, N, *arr) * 64
+    assert result.extra["beats"] == beats
+    # Tail after the last beat: read 1 + skew ROWS+COLS-1 + fin 1 + drain ROWS + requant 3.
+    assert beats < result.cycles <= beats + 2 * arr[0] + arr[1] + 8, (result.cycles, beats)
+
+
+def test_gemm_reports_mismatch(tmp_path, simulator):
+    """A corrupted expected y must fail with block, set, index, expected, got and waveform."""
+    from hwvit import simulate, vectors
+    from hwvit.record import Tensor
+
+    record = vectors.random_record("gemm", cases=8, seed=5, k=16, n=8)
+    y = record.tensors["y"]
+    data = y.data.copy()
+    data[3, 5] = data[3, 5] + 1 if data[3, 5] < y.hi else data[3, 5] - 1
+    record.tensors["y"] = Tensor(data, y.bits, y.signed, y.role, y.scale, y.layout)
+    set_dir = vectors.write_set(record, tmp_path / "bad")
+    result = simulate.run(set_dir, simulator, hdl_overrides=_overrides(ARRAYS[0]))
+    assert not result.passed
+    assert result.mismatches == 1, result.message
+    assert result.first["tensor"] == "y" and result.first["nd_index"] == [3, 5]
+    assert result.first["expected"] == int(data[3, 5]) and result.first["got"] == int(y.data[3, 5])
+    for text in ("gemm", str(set_dir), "y[[3, 5]]", "waveform"):
+        assert text in result.message, result.message
+
+
+LINT_PARAMS = [{}, {"ROWS": 3, "COLS": 5}, {"ROWS": 1, "COLS": 1, "MAX_M": 1, "MAX_N": 1},
+               {"ROWS": 16, "COLS": 2, "OUT_BITS": 16, "MAX_K": 65535}]
+
+
+@pytest.mark.parametrize("params", LINT_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "default")
+def test_gemm_lint(params):
+    """verilator --lint-only -Wall, nothing switched off, for several parameter sets."""
+    from hwvit import toolchain
+
+    verilator = toolchain.require("verilator")
+    repo = toolchain.repo()
+    args = [f"-G{k}={v}" for k, v in params.items()]
+    out = subprocess.run([verilator, "--lint-only", "-Wall", f"-I{repo.rtl}", *args, str(repo.rtl / "gemm.v")],
+                         capture_output=True, text=True, env=toolchain.sim_env(), timeout=120)
+    assert out.returncode == 0 and "%Warning" not in out.stderr, out.stderr
+
+
+def test_gemm_synth():
+    """yosys synthesizes a small engine without warnings."""
+    from hwvit import toolchain
+
+    yosys = toolchain.require("yosys")
+    repo = toolchain.repo()
+    files = " ".join(str(repo.root / f) for f in RTL)
+    script = (f"read_verilog -I{repo.rtl} {files}; chparam -set ROWS 2 -set COLS 2 -set MAX_M 16 "
+              f"-set MAX_K 16 -set MAX_N 16 gemm; synth -top gemm; stat")
+    out = subprocess.run([yosys, "-p", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr
+    assert "Warning" not in out.stdout, [ln for ln in out.stdout.splitlines() if "Warning" in ln]
+    assert "gemm_pe" in out.stdout
