@@ -106,7 +106,8 @@ def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Pat
         # -O2 keeps C++ compile time low; --x-assign/--x-initial unique make X bugs visible.
         build_args = ["-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique", "-O2"]
         if waves:
-            build_args += ["--trace-fst", "--trace-structs"]
+            # VCD (the runner's --trace): Verilator's FST writer needs lz4 headers this machine lacks.
+            build_args += ["--trace-structs"]
     with _locked(root / f".{kind}-{simulator}-{tag}.lock"):
         runner = get_runner(simulator)
         runner.build(
@@ -171,6 +172,8 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
             waves=waves,
             parameters=params,
             log_file=run_dir / "sim.log",
+            # Icarus dumps to the build dir unless told: each run writes its own waveform.
+            plusargs=[f"+dumpfile_path={run_dir / (tb.TOPLEVEL + '.fst')}"] if waves and simulator == "icarus" else [],
         )
     except SystemExit as exc:  # the runner exits when the simulator fails to start
         # Under pytest the runner also exits when the cocotb test failed (a mismatch): the

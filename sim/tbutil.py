@@ -133,7 +133,7 @@ def finish(dut, vset, checks: dict[str, tuple[np.ndarray, np.ndarray]], cycles: 
     sim = os.environ.get("HWVIT_SIMULATOR", "?")
     waveform = None
     if waves:
-        waveform = str(Path.cwd() / ("dump.fst" if sim == "verilator" else f"{dut._name}.fst"))
+        waveform = str(Path.cwd() / ("dump.vcd" if sim == "verilator" else f"{dut._name}.fst"))
     message = ""
     if first is not None:
         message = (f"{vset.kind} {vset.path} ({vset.directory}): {mismatches} mismatches; first "
