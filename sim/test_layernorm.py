@@ -329,3 +329,63 @@ def test_isqrt_direct(simulator):
     data = json.loads(result_file.read_text()) if result_file.exists() else {}
     assert tests == 1 and failed == 0, f"isqrt_direct failed: {data.get('first')}; see {build_dir / 'sim.log'}"
     assert data["checked"] == len(isqrt_cases(64)) > 100
+
+
+# Static checks share no build with the simulations: their own group, so xdist may run them
+# on the other worker.
+static_group = pytest.mark.xdist_group("layernorm_static")
+
+LINT_PARAMS = [{}, {"MAX_C": 16, "OUT_BITS": 6}, {"MAX_C": 1000, "OUT_BITS": 16}, {"MAX_C": 4096, "OUT_BITS": 2},
+               {"MAX_C": 2}]
+
+
+@static_group
+@pytest.mark.parametrize("params", LINT_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "default")
+def test_lint(params):
+    """verilator --lint-only -Wall (nothing switched off) and iverilog -g2005 -Wall accept every size."""
+    import subprocess
+
+    from hwvit import toolchain
+
+    repo = toolchain.repo()
+    files = [str(repo.root / s) for s in SOURCES]
+    gen = [f"-G{k}={v}" for k, v in params.items()]
+    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{repo.rtl}", *gen, *files],
+                         capture_output=True, text=True, env=toolchain.sim_env(), timeout=120)
+    assert out.returncode == 0 and "%Warning" not in out.stderr, out.stderr
+    pdefs = [f"-Playernorm.{k}={v}" for k, v in params.items()]
+    out = subprocess.run([toolchain.require("icarus"), "-g2005", "-Wall", "-o", os.devnull, *pdefs, *files],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+
+
+@static_group
+@pytest.mark.parametrize("width", [4, 62, 64])
+def test_lint_isqrt(width):
+    import subprocess
+
+    from hwvit import toolchain
+
+    src = str(toolchain.repo().rtl / "isqrt.v")
+    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-GIN_BITS={width}", src],
+                         capture_output=True, text=True, env=toolchain.sim_env(), timeout=120)
+    assert out.returncode == 0 and "%Warning" not in out.stderr, out.stderr
+
+
+@static_group
+def test_synth():
+    """yosys infers the row buffer, gamma and beta as memories (sync read ports) and synthesizes."""
+    import subprocess
+
+    from hwvit import toolchain
+
+    repo = toolchain.repo()
+    files = " ".join(str(repo.root / s) for s in SOURCES)
+    script = (f"read_verilog -I{repo.rtl} {files}; chparam -set MAX_C 64 layernorm; "
+              "synth -top layernorm -run begin:fine; select -assert-count 3 t:$mem_v2; "
+              "synth -top layernorm -run fine:; stat")
+    out = subprocess.run([toolchain.require("yosys"), "-p", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr
+    assert "Warning" not in out.stdout, [ln for ln in out.stdout.splitlines() if "Warning" in ln]
+    for mem in ("x_mem", "g_mem", "b_mem"):
+        assert f"Checking read port `\\{mem}'[0] in module `\\layernorm': merging output FF to cell." in out.stdout
