@@ -103,6 +103,16 @@ def test_random_table(tmp_path, simulator):
 
 
 @pytest.mark.xdist_group(KIND)
+def test_full_throughput(tmp_path, simulator):
+    from conftest import run_set
+
+    # No stalls on either side: one beat per cycle, plus the pipeline latency.
+    result = run_set(_set(tmp_path, 500, seed=5), simulator, extra_env={"HWVIT_STALL": "0"})
+    assert result.elements == 500
+    assert result.cycles <= 500 + 4, result.cycles
+
+
+@pytest.mark.xdist_group(KIND)
 def test_reset_midstream(tmp_path, simulator):
     from conftest import run_set
 
