@@ -166,3 +166,53 @@ def corrupt(record, name: str, index: int):
     data[index] += 1 if data[index] < tensor.hi else -1
     tensors = {**record.tensors, name: dataclasses.replace(tensor, data=data.reshape(tensor.data.shape))}
     return dataclasses.replace(record, tensors=tensors)
+
+
+# ---------------------------------------------------------------------------- pytest side: static checks
+
+def lint(source: str, params: dict[str, int]) -> None:
+    """``verilator --lint-only -Wall`` with nothing switched off: no warning at all."""
+    import subprocess
+
+    from hwvit import toolchain
+
+    repo = toolchain.repo()
+    args = [f"-G{k}={v}" for k, v in params.items()]
+    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{repo.rtl}", *args,
+                          str(repo.root / source)], capture_output=True, text=True, env=toolchain.sim_env(),
+                         timeout=120)
+    assert out.returncode == 0 and "%Warning" not in out.stderr, out.stderr
+
+
+def iverilog_2005(source: str, top: str, params: dict[str, int]) -> None:
+    """Plain Verilog-2005: Icarus compiles it with -g2005 and prints nothing."""
+    import subprocess
+    import tempfile
+
+    from hwvit import toolchain
+
+    repo = toolchain.repo()
+    toolchain.require("icarus")
+    args = [f"-P{top}.{k}={v}" for k, v in params.items()]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", f"{tmp}/a.vvp", "-s", top, f"-I{repo.rtl}",
+                              *args, str(repo.root / source)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+
+
+def synth(source: str, top: str, params: dict[str, int]) -> int:
+    """yosys ``synth`` without warnings; returns the cell count."""
+    import re
+    import subprocess
+
+    from hwvit import toolchain
+
+    repo = toolchain.repo()
+    chparam = f"chparam {' '.join(f'-set {k} {v}' for k, v in params.items())} {top}; " if params else ""
+    script = f"read_verilog -I{repo.rtl} {repo.root / source}; {chparam}synth -top {top}; stat"
+    out = subprocess.run([toolchain.require("yosys"), "-p", script], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr
+    assert "Warning" not in out.stdout, [ln for ln in out.stdout.splitlines() if "Warning" in ln]
+    cells = re.findall(r"Number of cells:\s+(\d+)", out.stdout)
+    assert cells, "yosys printed no cell count"
+    return int(cells[-1])

@@ -126,3 +126,16 @@ def test_mismatch_is_reported(tmp_path, simulator):
     assert result.first == {"tensor": "y", "index": 41, "expected": want, "got": got}
     for text in (KIND, "random", str(set_dir), "y[41]", f"expected {want}", f"got {got}"):
         assert text in result.message, (text, result.message)
+
+
+RTL_PARAMS = [{"OUT_BITS": 8}, {"OUT_BITS": 6}, {"OUT_BITS": 16}, {"OUT_BITS": 2}, {"IN_BITS": 16, "OUT_BITS": 16}]
+
+
+@pytest.mark.parametrize("params", RTL_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+def test_lint(params):
+    streamtb.lint(SOURCES[0], params)
+    streamtb.iverilog_2005(SOURCES[0], TOPLEVEL, params)
+
+
+def test_synth():
+    assert streamtb.synth(SOURCES[0], TOPLEVEL, {}) > 0
