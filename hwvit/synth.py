@@ -16,8 +16,8 @@ BLOCKS: dict[str, dict[str, int]] = {
     "requant": {},
     "residual_add": {},
     "gelu": {},
-    "softmax": {},
-    "layernorm": {},
+    "softmax": {"MAX_N": 64},
+    "layernorm": {"MAX_C": 64},
     "gemm": {},
 }
 

@@ -137,7 +137,7 @@ def finish(dut, vset, checks: dict[str, tuple[np.ndarray, np.ndarray]], cycles: 
     message = ""
     if first is not None:
         message = (f"{vset.kind} {vset.path} ({vset.directory}): {mismatches} mismatches; first "
-                   f"{first['tensor']}[{first.get('nd_index', first['index'])}] expected {first['expected']} "
+                   f"{first['tensor']}[{', '.join(map(str, first.get('nd_index', [first['index']])))}] expected {first['expected']} "
                    f"got {first['got']}; waveform: {waveform or 'rerun with --waves'}")
     result = {"passed": first is None, "elements": elements, "mismatches": mismatches, "first": first,
               "waveform": waveform, "cycles": cycles, "message": message, "extra": extra or {}}
