@@ -13,6 +13,7 @@ from hwvit import __version__
 COMMANDS = [
     ("info", "info"),
     ("compare", "compare"),
+    ("sweep", "sweep"),
     ("bench", "bench"),
     ("sim", "sim"),
     ("synth", "synth"),

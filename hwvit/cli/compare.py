@@ -50,7 +50,10 @@ def compare(preset, checkpoint, family, config_path, images, inputs_path, as_jso
     if out_dir:
         from hwvit.report.write import write_report
 
-        written = write_report(result, out_dir)
+        try:
+            written = write_report(result, out_dir)
+        except (ValueError, OSError) as exc:
+            fail(str(exc))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, default=float))
         return

@@ -1,0 +1,132 @@
+"""`hwvit sweep`: what each quantization choice costs in accuracy (one factor at a time)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import click
+
+from hwvit.cli.common import fail, model_options
+
+
+def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        vals = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of integers", param_hint=name) from None
+    for v in vals:
+        if not lo <= v <= hi:
+            raise click.BadParameter(f"{v} is outside [{lo}, {hi}]", param_hint=name)
+    return vals
+
+
+def _float_list(text: str | None, lo: float, hi: float, name: str) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        vals = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of numbers", param_hint=name) from None
+    for v in vals:
+        if not (lo <= v <= hi):
+            raise click.BadParameter(f"{v:g} is outside [{lo:g}, {hi:g}]", param_hint=name)
+    return vals
+
+
+def _fmt_db(v: float) -> str:
+    return "inf" if v == math.inf else f"{v:.2f}"
+
+
+@click.command()
+@model_options
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="sweep", show_default=True,
+              help="Write sweep.csv, sweep.md, sweep.png (and sweep.json) here; a previous sweep there is replaced.")
+@click.option("--images", type=click.IntRange(1), default=None,
+              help="Evaluation images (digits: the held-out split, all by default, 120 with --quick; else 8 random).")
+@click.option("--calib-images", type=click.IntRange(1), default=256, show_default=True,
+              help="Calibration inputs for every point (digits: training images; otherwise random).")
+@click.option("--quick", is_flag=True, help="One step per knob (6 points) on at most 120 images.")
+@click.option("--act-bits", "act_bits", metavar="LIST", help="Activation widths to try, e.g. 6,7 [default: 6].")
+@click.option("--softmax-bits", "softmax_bits", metavar="LIST", help="Probability widths, e.g. 4,6 [default: 4,6].")
+@click.option("--exp-entries", "exp_entries", metavar="LIST",
+              help="Exp table sizes, e.g. 16,64 [default: 16,32,64,128].")
+@click.option("--percentiles", metavar="LIST",
+              help="Percentile calibrations, e.g. 99.9 [default: 99.9,99.99].")
+@click.option("--no-shift", is_flag=True, help="Leave out the shift-and-add exp.")
+@click.option("--threads", type=click.IntRange(0), default=1, show_default=True,
+              help="torch threads (0: torch's default). 1 is fastest for small models such as digits.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random weights and inputs.")
+@click.option("-q", "--quiet", is_flag=True, help="Only the summary line.")
+def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images, quick, act_bits, softmax_bits,
+          exp_entries, percentiles, no_shift, threads, seed, quiet):
+    """Vary one quantization knob at a time around the int8 design and measure what it costs.
+
+    Knobs: activation bits, softmax output bits, exp approximation (table or shift-and-add) and
+    table size, calibration (min/max or percentile). Each point is quantized (calibration
+    included) and compared with the float model on the same images. Writes sweep.csv (one row
+    per point), sweep.md (table with changes against the baseline and a cost note) and
+    sweep.png (accuracy and logits SQNR against cost, one panel per knob).
+
+    \b
+    Example:
+      hwvit sweep --model digits --out sweep/
+      hwvit sweep --model digits --quick
+      hwvit sweep --model digits --act-bits 4,6 --softmax-bits 6 --exp-entries 64 --percentiles 99.9
+    """
+    from hwvit import pipeline
+    from hwvit.report.publish import check_out_dir
+    from hwvit.report.sweep import DEFAULT_AXES, QUICK_AXES, one_factor_grid, sweep as run_sweep
+    from hwvit.report.sweep_write import FILES, KIND, table, write_sweep
+
+    axes = dict(QUICK_AXES if quick else DEFAULT_AXES)
+    given = {"act_bits": _int_list(act_bits, 2, 8, "--act-bits"),
+             "softmax_bits": _int_list(softmax_bits, 2, 8, "--softmax-bits"),
+             "exp_entries": _int_list(exp_entries, 1, 256, "--exp-entries"),
+             "percentile": _float_list(percentiles, 50.0, 100.0, "--percentiles")}
+    axes.update({k: v for k, v in given.items() if v is not None})
+    if no_shift:
+        axes["exp"] = ()
+    if quick and images is None:
+        images = 120
+    try:
+        check_out_dir(out_dir, KIND, FILES)  # refuse before minutes of work, not after
+        grid = one_factor_grid(axes)
+        source = pipeline.load_source(preset, checkpoint, family, config_path, seed=seed)
+    except (ValueError, OSError, KeyError) as exc:
+        fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+
+    def progress(i: int, n: int, row: dict) -> None:
+        acc = row["top1_int"] if row["top1_int"] is not None else row["agreement"]
+        what = "top-1" if row["top1_int"] is not None else "agreement"
+        click.echo(f"[{i}/{n}] {row['factor']:<12} {row['label']:<16} {what} {100 * acc:6.2f}%  "
+                   f"logits SQNR {_fmt_db(row['logits_sqnr_db']):>6} dB  ({row['seconds']:.1f} s)", err=True)
+
+    t0 = time.perf_counter()
+    try:
+        rows = run_sweep(source, grid, images=images, calib_images=calib_images, seed=seed,
+                         threads=threads or None, progress=None if quiet else progress)
+        meta = {"images": rows[0]["images"], "calib_images": calib_images, "seed": seed,
+                "checkpoint_sha256": source.sha256, "axes": {k: list(v) for k, v in axes.items()}}
+        written = write_sweep(rows, out_dir, source.name, meta)
+    except (ValueError, OSError) as exc:
+        fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+    elapsed = time.perf_counter() - t0
+    if not quiet:
+        head, body = table(rows)
+        keep = [0, 1, 8, 9, 10, 11] if len(head) == 14 else [0, 1, 8, 9, 10, 11, 12]
+        widths = [max(len(head[k]), *(len(r[k]) for r in body)) for k in keep]
+        click.echo("  ".join(head[k].ljust(w) for k, w in zip(keep, widths)))
+        for r in body:
+            click.echo("  ".join(r[k].ljust(w) for k, w in zip(keep, widths)))
+    base = rows[0]
+    key = "top1_int" if base["top1_int"] is not None else "agreement"
+    others = [r for r in rows if r is not base and r[key] is not None]
+    summary = f"{source.name}: {len(rows)} configurations on {base['images']} images in {elapsed:.0f} s"
+    summary += f", baseline {'top-1' if key == 'top1_int' else 'agreement'} {100 * base[key]:.2f}%"
+    if others:
+        worst = min(others, key=lambda r: r[key])
+        summary += f", largest loss {worst['factor']} {worst['label']} ({100 * (worst[key] - base[key]):+.2f} points)"
+    click.echo(f"{summary}; wrote {written}/")

@@ -1,0 +1,203 @@
+"""Design-space sweep: what each quantization choice costs in accuracy, and in hardware.
+
+The default grid is one factor at a time around the int8 baseline of docs/arithmetic.md
+(8-bit activations, 8-bit probabilities, 256-entry exp table, min/max calibration): each point
+changes exactly one knob, so the difference to the baseline is that knob's price. A point
+quantizes the float model with its QuantConfig (calibration included) and runs
+hwvit.report.compare on the same evaluation images.
+
+Hardware cost is given in the units an architect trades in: activation bits (multiplier width,
+buffer width), probability bits, exp table entries and table bits (entries x 24-bit entries),
+plus a one-line relative cost against the baseline.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from hwvit.intvit import QuantConfig, quantize_model
+from hwvit.ops.softmax import EXP_FRAC
+from hwvit.report.compare import compare
+
+BASE = QuantConfig()  # the int8 design
+EXP_ENTRY_BITS = EXP_FRAC + 1  # each exp table entry is unsigned 24 bit, T[0] = 2^23 (docs/arithmetic.md)
+
+# The default one-factor-at-a-time grid (the baseline value of each knob is the baseline point).
+DEFAULT_AXES = {"act_bits": (6,), "softmax_bits": (4, 6), "exp": ("shift",), "exp_entries": (16, 32, 64, 128),
+                "percentile": (99.9, 99.99)}
+# --quick: one step away from the baseline per knob (6 points instead of 11).
+QUICK_AXES = {"act_bits": (6,), "softmax_bits": (4,), "exp": ("shift",), "exp_entries": (32,),
+              "percentile": (99.9,)}
+
+# CSV / table columns, in order.
+COLUMNS = ("factor", "label", "act_bits", "softmax_bits", "exp", "exp_entries", "table_bits", "calibration",
+           "percentile", "images", "top1_float", "top1_int", "agreement", "logits_sqnr_db", "worst_point",
+           "worst_sqnr_db", "probs_sqnr_db", "seconds", "cost_note")
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One configuration of a sweep: the knob it varies (``factor``), a short label and its QuantConfig."""
+
+    factor: str  # "baseline", "act_bits", "softmax_bits", "exp", "exp_entries" or "calibration"
+    label: str
+    qconfig: QuantConfig
+
+
+def one_factor_grid(axes: dict[str, tuple] | None = None, base: QuantConfig = BASE) -> list[GridPoint]:
+    """The baseline, then one point per value in ``axes`` (knob -> values), each changing one knob.
+
+    Knobs: ``act_bits``, ``softmax_bits`` (ints), ``exp`` ("table"/"shift"), ``exp_entries`` (table
+    size), ``percentile`` (percentile calibration at that percentile). A value equal to the
+    baseline's is skipped: the baseline point already measures it. ValueError on an unknown knob
+    or a value QuantConfig refuses.
+    """
+    axes = DEFAULT_AXES if axes is None else axes
+    points = [GridPoint("baseline", "int8 baseline", base)]
+    seen = {_key(base)}
+    for knob, values in axes.items():
+        for v in values:
+            if knob in ("act_bits", "softmax_bits"):
+                qc, factor, label = _with(base, **{knob: int(v)}), knob, f"{int(v)} bit"
+            elif knob == "exp":
+                qc, factor, label = _with(base, exp=str(v)), "exp", str(v)
+            elif knob == "exp_entries":
+                qc, factor, label = _with(base, exp_entries=int(v)), "exp_entries", f"{int(v)} entries"
+            elif knob == "percentile":
+                qc, factor, label = (_with(base, calibration="percentile", percentile=float(v)), "calibration",
+                                     f"percentile {float(v):g}")
+            else:
+                raise ValueError(f"unknown sweep knob {knob!r}; choose from {', '.join(DEFAULT_AXES)}")
+            if _key(qc) not in seen:
+                seen.add(_key(qc))
+                points.append(GridPoint(factor, label, qc))
+    return points
+
+
+def _with(base: QuantConfig, **changes) -> QuantConfig:
+    return QuantConfig(**{**asdict(base), **changes})  # QuantConfig validates the values
+
+
+def _key(qc: QuantConfig) -> tuple:
+    d = asdict(qc)
+    if d["calibration"] != "percentile":
+        d["percentile"] = None  # the percentile is unused by min/max calibration
+    return tuple(sorted(d.items()))
+
+
+def effective_entries(qc: QuantConfig) -> int:
+    """Exp table entries the hardware holds: 0 for shift-and-add; at most 2^act_bits (the largest x - max)."""
+    if qc.exp == "shift":
+        return 0
+    return min(qc.exp_entries, 1 << qc.act_bits)
+
+
+def cost(qc: QuantConfig) -> dict:
+    """Hardware cost columns of a configuration, and a note relative to the int8 baseline."""
+    entries = effective_entries(qc)
+    bits = entries * EXP_ENTRY_BITS
+    base_bits = effective_entries(BASE) * EXP_ENTRY_BITS
+    notes = []
+    if qc.act_bits != BASE.act_bits:
+        # An a x w array multiplier grows with a*w; weights stay int8.
+        notes.append(f"GEMM multipliers {qc.act_bits}x8 bit = {qc.act_bits / BASE.act_bits:.2f}x area of 8x8, "
+                     f"activation buffers {qc.act_bits / BASE.act_bits:.2f}x")
+    if qc.softmax_bits != BASE.softmax_bits:
+        notes.append(f"P.V multipliers {qc.softmax_bits}x{qc.act_bits} bit and probability buffer "
+                     f"= {qc.softmax_bits / BASE.softmax_bits:.2f}x of 8 bit")
+    if qc.exp == "shift":
+        notes.append(f"no exp ROM (0 of {base_bits} bit): per element one multiply by a constant "
+                     f"(d x s_in log2(e) 2^16), a subtract and a 0-{EXP_ENTRY_BITS} position right shift")
+    elif bits != base_bits:
+        notes.append(f"exp ROM {entries}x{EXP_ENTRY_BITS} = {bits} bit = {bits / base_bits:.3f}x of {base_bits} bit")
+    if qc.calibration != BASE.calibration:
+        notes.append("calibration is offline: no hardware cost")
+    if not notes:
+        notes.append(f"int8 baseline: 8x8 multipliers, exp ROM {entries}x{EXP_ENTRY_BITS} = {bits} bit")
+    return {"act_bits": qc.act_bits, "softmax_bits": qc.softmax_bits, "exp": qc.exp, "exp_entries": entries,
+            "table_bits": bits, "calibration": qc.calibration,
+            "percentile": qc.percentile if qc.calibration == "percentile" else None, "cost_note": "; ".join(notes)}
+
+
+def sweep(source, grid: list[GridPoint] | None = None, *, images: int | None = None, calib_images: int = 256,
+          seed: int = 0, threads: int | None = 1,
+          progress: Callable[[int, int, dict], None] | None = None) -> list[dict]:
+    """Quantize ``source.model`` (a hwvit.pipeline.Source) with each grid point and compare it with the float model.
+
+    Every point is calibrated on the same ``calib_images`` inputs and evaluated on the same
+    ``images`` inputs (hwvit.pipeline: the digits held-out split, else seeded random inputs).
+    Returns one row per grid point (keys: COLUMNS), in grid order. ``progress(i, n, row)`` is
+    called after each point.
+
+    ``threads``: torch intra-op threads during the sweep (restored afterwards; None keeps the
+    caller's). The default 1 is measured: a digits point (quantize + compare on 449 images) took
+    1.6 s with 1 thread and 4.6-18 s with 2 on the shared 2-core machine, because the digits
+    model's tensors (17 tokens x 64) are too small to split. Large models want more threads.
+    """
+    import torch
+
+    from hwvit import pipeline
+
+    grid = one_factor_grid() if grid is None else list(grid)
+    if not grid:
+        raise ValueError("the sweep grid is empty")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    saved = torch.get_num_threads()
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        return _run(source, grid, pipeline.calibration_inputs(source, calib_images, seed=seed),
+                    *pipeline.eval_inputs(source, images, seed), progress)
+    finally:
+        torch.set_num_threads(saved)
+
+
+def _run(source, grid, calib, inputs, labels, progress) -> list[dict]:
+    rows = []
+    for i, point in enumerate(grid):
+        t0 = time.perf_counter()
+        int_model = quantize_model(source.model, calib, point.qconfig)
+        res = compare(source.model, int_model, inputs, labels, name=source.name)
+        worst = res.worst_layer()
+        probs = [r["sqnr_db"] for r in res.layers if r["path"].endswith(".attn.probs")]
+        row = {"factor": point.factor, "label": point.label, **cost(point.qconfig), "images": res.images,
+               "top1_float": res.top1_float, "top1_int": res.top1_int, "agreement": res.agreement,
+               "logits_sqnr_db": res.logits_sqnr_db, "worst_point": worst["path"] if worst else None,
+               "worst_sqnr_db": worst["sqnr_db"] if worst else None,
+               "probs_sqnr_db": min(probs) if probs else None,  # the worst softmax output of all layers
+               "seconds": time.perf_counter() - t0}
+        rows.append({k: row[k] for k in COLUMNS})
+        if progress is not None:
+            progress(i + 1, len(grid), rows[-1])
+    return rows
+
+
+def baseline_row(rows: list[dict]) -> dict | None:
+    return next((r for r in rows if r["factor"] == "baseline"), None)
+
+
+# Plot columns (hwvit.report.plots.sweep_plot): title, factors, x label, cost key, tick label,
+# drawn apart (not on the same cost axis as the others).
+PLOT_COLUMNS = [
+    ("activation bits", ("act_bits",), "activation bits (GEMM a x 8 multipliers)", "act_bits",
+     lambda r: f"{r['act_bits']}", None),
+    ("softmax output bits", ("softmax_bits",), "probability bits", "softmax_bits",
+     lambda r: f"{r['softmax_bits']}", None),
+    ("exp approximation", ("exp", "exp_entries"), f"exp ROM entries (x{EXP_ENTRY_BITS} bit; shift: no ROM)",
+     "table_bits", lambda r: "shift" if r["exp"] == "shift" else f"{r['exp_entries']}",
+     lambda r: r["exp"] == "shift"),
+    ("calibration", ("calibration",), "activation range (offline, no hardware cost)", "calibration_rank",
+     lambda r: "min/max" if r["calibration"] == "minmax" else f"p{r['percentile']:g}", None),
+]
+
+
+def plot_rows(rows: list[dict]) -> list[dict]:
+    """Rows with the ordering key of the calibration column (min/max first, then higher percentiles first)."""
+    out = []
+    for r in rows:
+        rank = 0.0 if r["calibration"] == "minmax" else 1.0 + (100.0 - float(r["percentile"]))
+        out.append({**r, "calibration_rank": rank})
+    return out

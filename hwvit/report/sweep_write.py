@@ -1,0 +1,121 @@
+"""Write a sweep to disk: sweep.csv, sweep.md, sweep.png and sweep.json, atomically (hwvit.report.publish)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+from hwvit import __version__
+from hwvit.report.plots import sweep_plot
+from hwvit.report.publish import json_safe, staged_dir
+from hwvit.report.sweep import COLUMNS, PLOT_COLUMNS, baseline_row, plot_rows
+
+KIND = "sweep"
+FILES = ("sweep.csv", "sweep.md", "sweep.png", "sweep.json")
+
+
+def _num(v, digits: int) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def render_csv(rows: list[dict]) -> str:
+    """One row per grid point, columns COLUMNS; floats with 6 decimals, missing values empty."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for r in rows:
+        w.writerow([_num(r[c], 6) if c != "percentile" else _num(r[c], 4) for c in COLUMNS])
+    return buf.getvalue()
+
+
+def _pct(v) -> str:
+    return "n/a" if v is None else f"{100.0 * v:.2f}%"
+
+
+def _delta_pts(v, b) -> str:
+    if v is None or b is None:
+        return "n/a"
+    return f"{100.0 * (v - b):+.2f}"
+
+
+def _delta_db(v: float, b: float) -> str:
+    if not (math.isfinite(v) and math.isfinite(b)):
+        return "n/a"
+    return f"{v - b:+.2f}"
+
+
+def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The markdown table: one row per grid point, with deltas to the baseline."""
+    base = baseline_row(rows) or rows[0]
+    labelled = base["top1_int"] is not None
+    acc_key = "top1_int" if labelled else "agreement"
+    head = ["factor", "setting", "act bits", "softmax bits", "exp", "table entries", "table bits", "calibration",
+            "top-1 int" if labelled else "agreement", "change (points)", "logits SQNR (dB)", "change (dB)",
+            "worst point (SQNR dB)", "cost vs int8 baseline"]
+    if labelled:
+        head.insert(10, "agreement")
+    out = []
+    for r in rows:
+        calib = "min/max" if r["calibration"] == "minmax" else f"percentile {r['percentile']:g}"
+        line = [r["factor"], r["label"], str(r["act_bits"]), str(r["softmax_bits"]), r["exp"], str(r["exp_entries"]),
+                str(r["table_bits"]), calib, _pct(r[acc_key]), _delta_pts(r[acc_key], base[acc_key]),
+                _num(r["logits_sqnr_db"], 2), _delta_db(r["logits_sqnr_db"], base["logits_sqnr_db"]),
+                f"{r['worst_point']} ({_num(r['worst_sqnr_db'], 1)})", r["cost_note"]]
+        if labelled:
+            line.insert(10, _pct(r["agreement"]))
+        out.append(line)
+    return head, out
+
+
+def render_md(rows: list[dict], model: str) -> str:
+    base = baseline_row(rows) or rows[0]
+    labelled = base["top1_int"] is not None
+    head, body = table(rows)
+    lines = [f"# hwvit sweep: {model}", "",
+             f"{len(rows)} configurations, each calibrated and evaluated on the same {base['images']} images "
+             f"(hwvit {__version__}). One knob changes per row; the difference to the int8 baseline is that "
+             "knob's price.", ""]
+    if labelled:
+        lines += [f"Float model top-1: {_pct(base['top1_float'])}. Baseline integer top-1: {_pct(base['top1_int'])}, "
+                  f"agreement with float {_pct(base['agreement'])}, logits SQNR {_num(base['logits_sqnr_db'], 2)} dB.",
+                  ""]
+    else:
+        lines += [f"No labels: accuracy is top-1 agreement with the float model. Baseline agreement "
+                  f"{_pct(base['agreement'])}, logits SQNR {_num(base['logits_sqnr_db'], 2)} dB.", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in body]
+    lines += ["", "## What each choice costs", ""]
+    acc_key = "top1_int" if labelled else "agreement"
+    what = "top-1" if labelled else "agreement"
+    for r in rows:
+        if r is base:
+            continue
+        lines.append(f"- {r['factor']} = {r['label']}: {what} {_delta_pts(r[acc_key], base[acc_key])} points, "
+                     f"logits SQNR {_delta_db(r['logits_sqnr_db'], base['logits_sqnr_db'])} dB; {r['cost_note']}.")
+    lines += ["", "Accuracy and logits SQNR against cost, one panel per knob:", "", "![sweep](sweep.png)", ""]
+    return "\n".join(lines)
+
+
+def write_sweep(rows: list[dict], out_dir: str | Path, model: str, meta: dict | None = None) -> Path:
+    """Write sweep.csv, sweep.md, sweep.png and sweep.json into ``out_dir`` atomically; return the directory.
+
+    ``out_dir`` must not exist, be empty, or hold a previous hwvit sweep (replaced whole); ValueError otherwise.
+    """
+    if not rows:
+        raise ValueError("no sweep rows to write")
+    with staged_dir(out_dir, KIND, FILES) as (tmp, final):
+        (tmp / "sweep.csv").write_text(render_csv(rows), encoding="utf-8")
+        (tmp / "sweep.md").write_text(render_md(rows, model), encoding="utf-8")
+        sweep_plot(plot_rows(rows), PLOT_COLUMNS, tmp / "sweep.png")
+        doc = {"kind": KIND, "hwvit": __version__, "model": model, **(meta or {}), "rows": rows}
+        (tmp / "sweep.json").write_text(json.dumps(json_safe(doc), indent=2), encoding="utf-8")
+    return final

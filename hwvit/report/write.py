@@ -1,0 +1,198 @@
+"""Write a float-vs-fixed comparison to disk: report.md, report.html, report.json and three PNGs.
+
+The directory is built in a temporary sibling and renamed into place (hwvit.report.publish), so a
+failed run never leaves a half-written report. An existing ``--out`` directory is replaced only
+if it is empty or holds exactly a previous hwvit report; anything else is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import re
+from pathlib import Path
+
+from hwvit import __version__
+from hwvit.report.compare import CompareResult
+from hwvit.report.plots import error_histogram, logits_scatter, sqnr_bars
+from hwvit.report.publish import json_safe, staged_dir
+
+KIND = "compare-report"
+PLOTS = {"sqnr.png": "SQNR per traced point", "worst_error.png": "Error histogram of the worst point",
+         "logits.png": "Float vs integer logits"}
+FILES = ("report.md", "report.html", "report.json", *PLOTS)
+
+
+def fmt_db(v: float) -> str:
+    """SQNR in dB, 2 decimals; +inf (no error at all) is written ``inf``."""
+    if v == math.inf:
+        return "inf"
+    if v == -math.inf:
+        return "-inf"
+    return f"{v:.2f}"
+
+
+def fmt_pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100.0 * v:.2f}%"
+
+
+def layer_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the per-point table, one row per traced point in model order."""
+    head = ["point", "shape", "SQNR (dB)", "cosine", "max err (LSB)", "mean err (LSB)"]
+    rows = [[r["path"], "x".join(map(str, r["shape"])), fmt_db(r["sqnr_db"]), f"{r['cosine']:.6f}",
+             f"{r['max_err_lsb']:.3f}", f"{r['mean_err_lsb']:.4f}"] for r in result.layers]
+    return head, rows
+
+
+def _stage(path: str) -> str:
+    """The stage a traced point belongs to: ``embed``, ``layers.<i>`` or ``head``."""
+    m = re.match(r"layers\.(\d+)\.", path)
+    if m:
+        return f"layers.{m.group(1)}"
+    if path in ("input", "tokens") or path.startswith("embed"):
+        return "embed"
+    return "head"
+
+
+def block_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
+    """One row per stage (embedding, each transformer block, head): the SQNR at its output and its worst point."""
+    stages: dict[str, list[dict]] = {}
+    for row in result.layers:
+        stages.setdefault(_stage(row["path"]), []).append(row)
+    head = ["block", "points", "output point", "output SQNR (dB)", "worst point", "worst SQNR (dB)",
+            "max err (LSB)"]
+    rows = []
+    for name, pts in stages.items():
+        measured = [p for p in pts if p["path"] != "input"] or pts
+        worst = min(measured, key=lambda p: p["sqnr_db"])
+        out = pts[-1]
+        rows.append([name, str(len(pts)), out["path"], fmt_db(out["sqnr_db"]), worst["path"],
+                     fmt_db(worst["sqnr_db"]), f"{max(p['max_err_lsb'] for p in measured):.3f}"])
+    return head, rows
+
+
+def summary_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
+    n = result.images
+    disagree = round((1.0 - result.agreement) * n)
+    rows = [["images", str(n)],
+            ["top-1 float", fmt_pct(result.top1_float)],
+            ["top-1 int", fmt_pct(result.top1_int)]]
+    if result.top1_float is not None and result.top1_int is not None:
+        delta = 100.0 * (result.top1_int - result.top1_float)
+        rows.append(["top-1 change (int - float)", f"{delta:+.2f} percentage points"])
+    rows += [["top-1 agreement float vs int", f"{fmt_pct(result.agreement)} ({disagree} of {n} images differ)"],
+             ["logits SQNR", f"{fmt_db(result.logits_sqnr_db)} dB"]]
+    worst = result.worst_layer()
+    if worst is not None:
+        rows.append(["worst point", f"{worst['path']}: {fmt_db(worst['sqnr_db'])} dB, "
+                                    f"max err {worst['max_err_lsb']:.2f} LSB"])
+    return ["quantity", "value"], rows
+
+
+def quant_line(quant: dict) -> str:
+    if not quant:
+        return "quantization: not recorded"
+    parts = [f"{k} = {v}" for k, v in quant.items()]
+    return "quantization: " + ", ".join(parts)
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_UNITS = ("SQNR = 10 log10(sum float^2 / sum (float - int*scale)^2) over all elements of a point, in dB. "
+          "Errors are |float - int*scale| / scale: in LSB of that point's own output scale, so 0.5 LSB is "
+          "the error of ideal rounding. cosine is the cosine similarity of the flattened tensors.")
+
+
+def _sections(result: CompareResult) -> list[tuple[str, str, tuple[list[str], list[list[str]]] | None]]:
+    worst = result.worst_layer()
+    worst_name = worst["path"] if worst else "n/a"
+    return [
+        ("End to end", quant_line(result.quant), summary_table(result)),
+        ("Per block", "One row per stage: the embedding, each transformer block (output: its second "
+                      "residual add) and the head.", block_table(result)),
+        ("Per traced point", "In model order. " + _UNITS, layer_table(result)),
+        ("Plots", f"SQNR per point; signed error histogram of the worst point ({worst_name}); "
+                  "float vs integer logits.", None),
+    ]
+
+
+def render_md(result: CompareResult) -> str:
+    out = [f"# hwvit compare: {result.model}", "",
+           f"Float model vs its integer model on {result.images} images (hwvit {__version__}).", ""]
+    for title, text, table in _sections(result):
+        out += [f"## {title}", "", text, ""]
+        if table is not None:
+            out += [_md_table(*table), ""]
+    for name, caption in PLOTS.items():
+        out += [f"![{caption}]({name})", ""]
+    return "\n".join(out)
+
+
+_CSS = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+        "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+        "td:first-child,th:first-child{text-align:left;font-family:monospace}"
+        "th{background:#f3f3f3}img{max-width:100%;border:1px solid #eee;margin:0.5em 0}")
+
+
+def render_html(result: CompareResult, images: dict[str, bytes]) -> str:
+    """Self-contained HTML: the PNGs are embedded as base64 data URIs."""
+    esc = html.escape
+    out = ["<!DOCTYPE html>", "<html><head><meta charset=\"utf-8\">",
+           f"<title>hwvit compare: {esc(result.model)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>hwvit compare: {esc(result.model)}</h1>",
+           f"<p>Float model vs its integer model on {result.images} images (hwvit {esc(__version__)}).</p>"]
+    for title, text, table in _sections(result):
+        out += [f"<h2>{esc(title)}</h2>", f"<p>{esc(text)}</p>"]
+        if table is not None:
+            out.append(_html_table(*table))
+    for name, caption in PLOTS.items():
+        data = base64.b64encode(images[name]).decode("ascii")
+        out.append(f"<figure><img alt=\"{esc(caption)}\" src=\"data:image/png;base64,{data}\">"
+                   f"<figcaption>{esc(caption)} ({esc(name)})</figcaption></figure>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write_plots(result: CompareResult, out: Path) -> dict[str, bytes]:
+    """The three PNGs into ``out``; returns their bytes by file name."""
+    worst = result.worst_layer()
+    sqnr_bars(result.layers, out / "sqnr.png", title=f"{result.model}: SQNR per traced point (worst in red)")
+    if worst is not None:
+        error_histogram(result.errors.get(worst["path"]), out / "worst_error.png", worst["path"], worst["sqnr_db"])
+    else:
+        error_histogram(None, out / "worst_error.png", "no traced point")
+    if result.logits_float is not None and result.logits_int is not None:
+        logits_scatter(result.logits_float, result.logits_int, out / "logits.png", result.logits_sqnr_db,
+                       result.agreement)
+    return {name: (out / name).read_bytes() for name in PLOTS}
+
+
+def write_report(result: CompareResult, out_dir: str | Path) -> Path:
+    """Write the report directory atomically; return the path of its report.html.
+
+    ``out_dir`` must not exist, be empty, or hold a previous hwvit report (report.json of kind
+    ``compare-report`` and no file hwvit did not write); a previous report is replaced whole.
+    Raises ValueError otherwise.
+    """
+    if result.logits_float is None or result.logits_int is None:
+        raise ValueError("the comparison has no logits to plot (was it built by hwvit.report.compare?)")
+    with staged_dir(out_dir, KIND, FILES) as (tmp, final):
+        images = write_plots(result, tmp)
+        (tmp / "report.md").write_text(render_md(result), encoding="utf-8")
+        (tmp / "report.html").write_text(render_html(result, images), encoding="utf-8")
+        meta = {"kind": KIND, "hwvit": __version__, "result": json_safe(result.to_dict())}
+        (tmp / "report.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    return final / "report.html"
