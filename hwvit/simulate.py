@@ -111,7 +111,7 @@ def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Pat
     with _locked(root / f".{kind}-{simulator}-{tag}.lock"):
         runner = get_runner(simulator)
         runner.build(
-            verilog_sources=[repo.root / s for s in tb.SOURCES],
+            sources=[repo.root / s for s in tb.SOURCES],  # .v: Verilog (verilog_sources is deprecated)
             includes=[repo.rtl],
             hdl_toplevel=tb.TOPLEVEL,
             parameters=parameters,
