@@ -124,9 +124,11 @@ def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images
     base = rows[0]
     key = "top1_int" if base["top1_int"] is not None else "agreement"
     others = [r for r in rows if r is not base and r[key] is not None]
-    summary = f"{source.name}: {len(rows)} configurations on {base['images']} images in {elapsed:.0f} s"
+    n = len(rows)
+    summary = f"{source.name}: {n} configuration{'s' if n != 1 else ''} on {base['images']} images in {elapsed:.0f} s"
     summary += f", baseline {'top-1' if key == 'top1_int' else 'agreement'} {100 * base[key]:.2f}%"
-    if others:
-        worst = min(others, key=lambda r: r[key])
-        summary += f", largest loss {worst['factor']} {worst['label']} ({100 * (worst[key] - base[key]):+.2f} points)"
+    if others:  # ties in accuracy (common on few images) are broken by the logits SQNR
+        worst = min(others, key=lambda r: (r[key], r["logits_sqnr_db"]))
+        summary += (f", largest loss {worst['factor']} {worst['label']} ({100 * (worst[key] - base[key]):+.2f} points, "
+                    f"logits SQNR {worst['logits_sqnr_db'] - base['logits_sqnr_db']:+.1f} dB)")
     click.echo(f"{summary}; wrote {written}/")

@@ -212,6 +212,8 @@ def sweep_plot(rows: list[dict], columns: list[tuple[str, tuple[str, ...], str, 
                           fontsize=7, rotation=30 if len(pts) > 3 else 0, ha="right" if len(pts) > 3 else "center")
         bottom.set_xlabel(xlabel, fontsize=8)
         top.set_title(title, fontsize=9)
+    lo, hi = axes[0][0].get_ylim()  # shared by the row; a percentage above 100 is meaningless
+    axes[0][0].set_ylim(lo, min(hi, 101.5))
     axes[0][0].set_ylabel("top-1 int (%)" if labelled else "top-1 agreement with float (%)")
     axes[1][0].set_ylabel("logits SQNR (dB)")
     fig.suptitle("What each choice costs: accuracy vs hardware cost, cheapest left (* = int8 baseline)",
