@@ -144,7 +144,7 @@ def logits_scatter(logits_float: np.ndarray, logits_int: np.ndarray, path: Path,
         cols = np.concatenate([top_f[differ], top_i[differ]])
         n = differ.size
         ax.scatter(lf[rows, cols], li[rows, cols], s=28, marker="x", color="#C44E52", lw=1.2,
-                   label=f"contested top-1 logits ({n} image{'s' if n != 1 else ''} differ)")
+                   label=f"contested top-1 logits ({n} image{'s differ' if n != 1 else ' differs'})")
     lo = float(min(lf.min(), li.min()))
     hi = float(max(lf.max(), li.max()))
     pad = 0.04 * (hi - lo if hi > lo else 1.0)
