@@ -142,6 +142,8 @@ def test_safetensors_round_trip_of_our_own_family(tmp_path):
     x = torch.randn(2, 10)
     with torch.no_grad():
         assert torch.equal(model(x), back(x))
+    again = save_float(model, tmp_path / "again.safetensors")
+    assert again.read_bytes() == path.read_bytes()  # same weights, same bytes
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "bare.safetensors"))
     with pytest.raises(ValueError, match="hwvit checkpoint without a config"):
         load_float(tmp_path / "bare.safetensors", family="hwvit")

@@ -20,6 +20,7 @@ COMMANDS = [
     ("vectors", "vectors"),
     ("vectors", "check"),
     ("bench_vectors", "bench_vectors"),
+    ("train_demo", "train_demo"),
 ]
 
 

@@ -35,8 +35,10 @@ FAMILIES = MODEL_FAMILIES + ATTENTION_FAMILIES
 
 # Suffixes read through torch.load(weights_only=True) (a pickle restricted to tensors and containers).
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
-# Metadata key under which save_float stores the config (a YAML string) in a .safetensors file.
-CONFIG_METADATA_KEY = "hwvit_config"
+# The one metadata entry save_float writes in a .safetensors file: a YAML mapping with the model
+# config under "config" plus the caller's notes. One entry, because safetensors writes several in
+# an arbitrary order, and the same weights should give the same bytes.
+METADATA_KEY = "hwvit"
 # Names shown per kind of problem before "... and N more".
 _SHOW = 8
 
@@ -146,13 +148,14 @@ def _resolve_config(family: str, weights: dict[str, torch.Tensor], hint: dict[st
             raise ValueError(f"{family} checkpoint: the number of heads cannot be read from the weights "
                              f"(dim {fields['dim']}); pass config={{'heads': H}}, a preset or a config file")
         fields["heads"] = heads
-    if inner is not None and "heads" in fields:
-        if inner % fields["heads"]:
-            raise ValueError(f"{family} checkpoint: q/k/v width {inner} is not divisible by heads={fields['heads']}")
-        head_dim = inner // fields["heads"]
-        if hint.get("head_dim") not in (None, head_dim) and not isinstance(hint.get("head_dim"), bool):
+    heads = fields.get("heads")
+    if inner is not None and heads is not None:
+        if type(heads) is not int or heads <= 0 or inner % heads:
+            raise ValueError(f"{family} checkpoint: q/k/v width {inner} is not divisible by heads={heads!r}")
+        head_dim = inner // heads
+        if hint.get("head_dim") is not None and hint["head_dim"] != head_dim:
             raise ValueError(f"{family} checkpoint does not match the given config: head_dim: checkpoint "
-                             f"{head_dim}, config {hint['head_dim']}")
+                             f"{head_dim}, config {hint['head_dim']!r}")
         fields["head_dim"] = head_dim
     fields.setdefault("name", hint.get("name", f"{family}-import"))
     needed = [f.name for f in dc_fields(ViTConfig) if f.default is MISSING and f.name not in fields]
@@ -228,24 +231,28 @@ def load_float(source: Any, family: str = "hf", config: Any = None, heads: int |
 
         return load_attention(sd, family, config, heads)
     hint = _hint_fields(config)
-    if heads is not None:
-        hint["heads"] = heads
     from hwvit.float.model import ViT
 
     if family == "hwvit":
-        if not hint and CONFIG_METADATA_KEY in meta:
+        if config is None and METADATA_KEY in meta:
             try:
-                hint = yaml.safe_load(meta[CONFIG_METADATA_KEY])
+                stored = yaml.safe_load(meta[METADATA_KEY])
             except yaml.YAMLError:
-                raise ValueError("hwvit checkpoint: its config metadata is not valid YAML") from None
+                raise ValueError("hwvit checkpoint: its metadata is not valid YAML") from None
+            stored = stored.get("config") if isinstance(stored, dict) else None
+            hint = dict(stored) if isinstance(stored, dict) else {}
         if not hint:
             raise ValueError("hwvit checkpoint without a config: pass config= (preset, YAML path or ViTConfig)")
-        cfg = ViTConfig.from_dict(dict(hint), source="hwvit checkpoint config")
+        if heads is not None:
+            hint["heads"], hint["head_dim"] = heads, None
+        cfg = ViTConfig.from_dict(hint, source="hwvit checkpoint config")
         model = ViT(cfg)
         rules = [Rule(k, k) for k in model.state_dict()]
         weights, origin, unexpected = _rename(sd, rules, ())
         _check_and_load(model, weights, origin, unexpected, rules, "hwvit checkpoint")
         return model.eval()
+    if heads is not None:
+        hint["heads"] = heads
     spec = keymaps.SPECS[family]
     rules = spec.rules(set(sd))
     weights, origin, unexpected = _rename(sd, rules, spec.ignore)
@@ -256,19 +263,22 @@ def load_float(source: Any, family: str = "hf", config: Any = None, heads: int |
     return model.eval()
 
 
-def save_float(model: torch.nn.Module, path: str | Path, metadata: dict[str, str] | None = None) -> Path:
-    """Write a ViT's state dict (our key names) and its config to ``path`` (.safetensors), atomically."""
+def save_float(model: torch.nn.Module, path: str | Path, notes: dict[str, Any] | None = None) -> Path:
+    """Write a ViT's state dict (our key names) and its config to ``path`` (.safetensors), atomically.
+
+    The same weights, config and notes give the same bytes.
+    """
     from safetensors.torch import save_file
 
     path = Path(path)
-    meta = {"format": "pt", CONFIG_METADATA_KEY: yaml.safe_dump(model.cfg.to_dict(), sort_keys=False)}
-    meta.update(metadata or {})
+    meta = {METADATA_KEY: yaml.safe_dump({"config": model.cfg.to_dict(), **(notes or {})}, sort_keys=False)}
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         save_file(tensors, tmp, metadata=meta)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; checkpoints are shared files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
