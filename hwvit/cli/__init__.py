@@ -11,6 +11,7 @@ from hwvit import __version__
 # (module in hwvit.cli, click command attribute). One line per command; the command is named
 # after the attribute (underscores become dashes), so one module may provide several commands.
 COMMANDS = [
+    ("demo", "demo"),
     ("info", "info"),
     ("compare", "compare"),
     ("sweep", "sweep"),

@@ -16,7 +16,7 @@ from hwvit import toolchain
               show_default=True, help="Simulator(s) to run.")
 @click.option("--block", "kinds", multiple=True, help="Only sets of this block kind (repeatable).")
 @click.option("-j", "--jobs", type=click.IntRange(1), default=1, show_default=True, help="Parallel simulations.")
-@click.option("--waves", is_flag=True, help="Dump a waveform (FST) per run.")
+@click.option("--waves", is_flag=True, help="Dump a waveform per run (VCD on Verilator, FST on Icarus).")
 @click.option("--build-dir", type=click.Path(file_okay=False), help="Where builds are cached [default: sim_build/].")
 @click.option("-q", "--quiet", is_flag=True, help="Only failures and the summary line.")
 def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):

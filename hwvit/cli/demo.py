@@ -1,0 +1,119 @@
+"""`hwvit demo`: the main job on the bundled digits model, end to end."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from hwvit import toolchain
+
+
+def _step(n: int, total: int, text: str) -> None:
+    click.secho(f"[{n}/{total}] {text}", bold=True)
+
+
+@click.command()
+@click.option("--vectors", "vectors_dir", type=click.Path(file_okay=False), default="vectors/digits",
+              show_default=True, help="Where the vector sets of one image go (replaced).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/report", show_default=True,
+              help="Where the compare report goes (replaced).")
+@click.option("--image", type=click.IntRange(0), default=0, show_default=True,
+              help="Index of the held-out test image traced into vector sets.")
+@click.option("--simulator", type=click.Choice(["icarus", "verilator", "both"]), default="verilator",
+              show_default=True, help="Simulator for the RTL check.")
+@click.option("-j", "--jobs", type=click.IntRange(1), default=2, show_default=True, help="Parallel simulations.")
+def demo(vectors_dir, out_dir, image, simulator, jobs):
+    """Quantize the digits model, write its vector sets, check the RTL on them, write the report.
+
+    \b
+    Steps:
+      1. load the shipped digits ViT and measure its float accuracy on the held-out split
+      2. calibrate and convert it to the integer model; compare float vs int
+      3. trace one test image into vector sets (every block instance)
+      4. run every set through its Verilog block (hwvit sim)
+      5. write the float-vs-fixed report with plots
+    """
+    from tqdm import tqdm
+
+    from hwvit import pipeline, vectors
+    from hwvit.intvit import QuantConfig, quantize_model, trace_model
+    from hwvit.report.compare import compare
+    from hwvit.report.write import write_report
+    from hwvit.simulate import run_many
+
+    t0 = time.perf_counter()
+    sims = list(toolchain.SIMULATORS) if simulator == "both" else [simulator]
+    try:
+        for s in sims:
+            toolchain.require(s)
+        toolchain.repo()
+    except toolchain.ToolMissing as exc:
+        raise click.ClickException(str(exc)) from None
+    total = 5
+
+    _step(1, total, "float model: the shipped digits ViT (hwvit/data/digits.safetensors)")
+    try:
+        source = pipeline.load_source("digits")
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0]) from None
+    cfg = source.model.cfg
+    click.echo(f"      {cfg.depth} blocks, dim {cfg.dim}, {cfg.heads} heads, {cfg.num_tokens} tokens, "
+               f"{sum(p.numel() for p in source.model.parameters())} parameters")
+
+    _step(2, total, "integer model: calibrate on 256 training images, compare on the held-out split")
+    int_model = quantize_model(source.model, pipeline.calibration_inputs(source, 256), QuantConfig())
+    x_test, y_test = pipeline.eval_inputs(source)
+    result = compare(source.model, int_model, x_test, y_test, name="digits")
+    worst = result.worst_layer()
+    click.echo(f"      top-1 float {100 * result.top1_float:.2f}%, int8 {100 * result.top1_int:.2f}% "
+               f"on {result.images} images; agreement {100 * result.agreement:.2f}%; "
+               f"logits SQNR {result.logits_sqnr_db:.1f} dB")
+    if worst is not None:
+        sq = "inf" if worst["sqnr_db"] == math.inf else f"{worst['sqnr_db']:.1f}"
+        click.echo(f"      lowest SQNR: {worst['path']} {sq} dB")
+
+    _step(3, total, f"vector sets: test image {image} traced through every block -> {vectors_dir}")
+    if image >= len(x_test):
+        raise click.ClickException(f"--image {image}: the test split has {len(x_test)} images")
+    _, records, _ = trace_model(int_model, x_test[image:image + 1].numpy())
+    elements = sum(int(t.data.size) for r in records for t in r.tensors.values())
+    with tqdm(total=elements, unit="el", unit_scale=True, leave=False, desc="writing") as bar:
+        summary = vectors.write_sets(records, vectors_dir, seed=0, source_sha256=source.sha256,
+                                     model_config={"model": cfg.to_dict(), "quant": QuantConfig().to_dict(),
+                                                   "image": image},
+                                     force=True, progress=lambda _p, n: bar.update(n))
+    click.echo(f"      {summary.line()}")
+
+    _step(4, total, f"RTL: every set through its Verilog block on {' and '.join(sims)} (bit-exact check)")
+    sets = vectors.find_sets(Path(vectors_dir))
+    jobs_list = [(str(d), s) for d in sets for s in sims]
+    failures = []
+    with tqdm(total=len(jobs_list), unit="set", leave=False, desc="simulating") as bar:
+        def on_result(res):
+            bar.update(1)
+            if not res.passed:
+                failures.append(res)
+                tqdm.write(res.line())
+
+        results = run_many(jobs_list, workers=jobs, on_result=on_result)
+    kinds = sorted({r.kind for r in results})
+    cycles = sum(r.cycles or 0 for r in results)
+    elems = sum(r.elements for r in results)
+    click.echo(f"      {len(results) - len(failures)} passed, {len(failures)} failed "
+               f"({', '.join(kinds)}; {elems} output elements compared, {cycles} cycles)")
+
+    _step(5, total, f"report: float vs fixed per layer -> {out_dir}")
+    report = write_report(result, out_dir)
+    click.echo(f"      {report}")
+
+    click.echo("")
+    click.echo(f"done in {time.perf_counter() - t0:.0f} s:")
+    click.echo(f"  vector sets   {vectors_dir}/  ({len(sets)} sets; validate with `hwvit check {vectors_dir}`)")
+    click.echo(f"  RTL check     {len(results) - len(failures)} passed, {len(failures)} failed "
+               f"(rerun: `hwvit sim {vectors_dir} --simulator both`)")
+    click.echo(f"  report        {report}")
+    sys.exit(1 if failures else 0)
