@@ -18,7 +18,7 @@ BLOCKS: dict[str, dict[str, int]] = {
     "gelu": {},
     "softmax": {"MAX_N": 64},
     "layernorm": {"MAX_C": 64},
-    "gemm": {},
+    "gemm": {"ROWS": 4, "COLS": 4, "MAX_M": 64, "MAX_K": 256, "MAX_N": 256},
 }
 
 
