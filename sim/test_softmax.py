@@ -372,7 +372,7 @@ def test_mismatch_reported(simulator, tmp_path):
     assert result.mismatches == 1
     assert result.first == {"tensor": "p", "index": 4 * 9 + 2, "nd_index": [4, 2],
                             "expected": int(bad[4, 2]), "got": int(p[4, 2])}
-    for text in ("softmax", "layers.2.softmax", str(set_dir), "p[[4, 2]]", f"expected {int(bad[4, 2])}",
+    for text in ("softmax", "layers.2.softmax", str(set_dir), "p[4, 2]", f"expected {int(bad[4, 2])}",
                  f"got {int(p[4, 2])}"):
         assert text in result.message, f"{text!r} missing from: {result.message}"
 
