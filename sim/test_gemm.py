@@ -27,6 +27,9 @@ TOPLEVEL = "tb_gemm"
 SOURCES = ["sim/tb_gemm.v", "rtl/gemm.v", "rtl/gemm_array.v", "rtl/gemm_pe.v", "rtl/gemm_out.v",
            "rtl/requant.v"]
 RTL = SOURCES[1:]
+# Only the wrapper's ports and the engine outputs it marks public are visible to cocotb; the rest is
+# optimized like a plain Verilator model (every signal public: ~5x slower, 0.18 M cycles/s on 8 x 8).
+BUILD_ARGS = {"verilator": ["--no-public-flat-rw"]}
 DEFAULT_ARRAY = (8, 8)  # ROWS x COLS of `hwvit sim`; tests override it (simulate.run hdl_overrides)
 MIN_MAX = 64  # smallest memory dimension: one build serves every set up to 64 x 64 x 64
 SENTINEL = -(1 << 31)  # the wrapper's "never written" acc value: no valid acc reaches -2^31
@@ -175,11 +178,11 @@ def _idle_inputs(dut) -> None:
 async def _check_reset_state(dut, when: str) -> None:
     """After reset: every engine output defined (no X/Z), idle, nothing valid."""
     await ReadOnly()
-    g = dut.u_gemm
-    values = {name: tbutil.to_int(getattr(g, name), False)
-              for name in ("busy_o", "done_o", "cycles_o", "beats_o", "rd_en_o", "out_valid_o", "out_m_o",
-                           "out_n_o", "out_acc_o", "out_data_o", "prm_n_o")}
-    assert values["busy_o"] == 0 and values["out_valid_o"] == 0 and values["rd_en_o"] == 0, \
+    # The engine's outputs, as the wrapper's public wires (tb_gemm.v) and ports.
+    values = {name: tbutil.to_int(getattr(dut, name), False)
+              for name in ("busy_o", "done_o", "cycles_o", "beats_o", "rd_en", "out_valid", "out_m", "out_n",
+                           "out_acc", "out_data", "prm_n")}
+    assert values["busy_o"] == 0 and values["out_valid"] == 0 and values["rd_en"] == 0, \
         f"{when}: engine not idle: {values}"
     await RisingEdge(dut.clk_i)
 
@@ -311,7 +314,7 @@ def test_gemm_reports_mismatch(tmp_path, simulator):
     assert result.mismatches == 1, result.message
     assert result.first["tensor"] == "y" and result.first["nd_index"] == [3, 5]
     assert result.first["expected"] == int(data[3, 5]) and result.first["got"] == int(y.data[3, 5])
-    for text in ("gemm", str(set_dir), "y[[3, 5]]", "waveform"):
+    for text in ("gemm", str(set_dir), "y[3, 5]", "waveform"):
         assert text in result.message, result.message
 
 
