@@ -216,3 +216,40 @@ def synth(source: str, top: str, params: dict[str, int]) -> int:
     cells = re.findall(r"Number of cells:\s+(\d+)", out.stdout)
     assert cells, "yosys printed no cell count"
     return int(cells[-1])
+
+
+# ---------------------------------------------------------------------------- pytest side
+# The checks every single-stream block shares; each test file passes its own set maker.
+
+def check_full_throughput(set_dir, simulator: str, beats: int, latency: int = 4) -> None:
+    """No stalls on either side: one beat per cycle, plus the pipeline latency."""
+    from conftest import run_set
+
+    result = run_set(set_dir, simulator, extra_env={"HWVIT_STALL": "0"})
+    assert result.elements == beats
+    assert result.cycles <= beats + latency, result.cycles
+
+
+def check_reset_midstream(set_dir, simulator: str, beats: int) -> None:
+    """Reset with beats in flight, then the whole set again: counts add up, nothing leaks."""
+    from conftest import run_set
+
+    result = run_set(set_dir, simulator, testcase="reset_midstream")
+    assert 0 < result.extra["before_reset"] < beats
+    assert result.elements == beats + result.extra["before_reset"]
+
+
+def check_mismatch_reported(kind: str, tmp_path, simulator: str, index: int = 41) -> None:
+    """A corrupted expected y fails with block, set, index, expected and got."""
+    from hwvit import simulate, vectors
+
+    record = vectors.random_record(kind, 64, seed=3)
+    bad = corrupt(record, "y", index)
+    set_dir = vectors.write_set(bad, tmp_path / "corrupt")
+    result = simulate.run(set_dir, simulator)
+    want, got = int(bad.tensors["y"].data[index]), int(record.tensors["y"].data[index])
+    assert not result.passed
+    assert result.mismatches == 1
+    assert result.first == {"tensor": "y", "index": index, "expected": want, "got": got}
+    for text in (kind, "random", str(set_dir), f"y[{index}]", f"expected {want}", f"got {got}"):
+        assert text in result.message, (text, result.message)

@@ -77,37 +77,17 @@ def test_random(tmp_path, simulator, out_bits):
 
 @pytest.mark.xdist_group(KIND)
 def test_full_throughput(tmp_path, simulator):
-    from conftest import run_set
-
-    # No stalls on either side: one beat per cycle, plus the pipeline latency.
-    result = run_set(_set(tmp_path, 500, seed=5), simulator, extra_env={"HWVIT_STALL": "0"})
-    assert result.elements == 500
-    assert result.cycles <= 500 + 4, result.cycles
+    streamtb.check_full_throughput(_set(tmp_path, 500, seed=5), simulator, 500)
 
 
 @pytest.mark.xdist_group(KIND)
 def test_reset_midstream(tmp_path, simulator):
-    from conftest import run_set
-
-    result = run_set(_set(tmp_path, 200, seed=11), simulator, testcase="reset_midstream")
-    assert 0 < result.extra["before_reset"] < 200
-    assert result.elements == 200 + result.extra["before_reset"]
+    streamtb.check_reset_midstream(_set(tmp_path, 200, seed=11), simulator, 200)
 
 
 @pytest.mark.xdist_group(KIND)
 def test_mismatch_is_reported(tmp_path, simulator):
-    from hwvit import simulate, vectors
-
-    record = vectors.random_record(KIND, 64, seed=3)
-    bad = streamtb.corrupt(record, "y", 41)
-    set_dir = vectors.write_set(bad, tmp_path / "corrupt")
-    result = simulate.run(set_dir, simulator)
-    want, got = int(bad.tensors["y"].data[41]), int(record.tensors["y"].data[41])
-    assert not result.passed
-    assert result.mismatches == 1
-    assert result.first == {"tensor": "y", "index": 41, "expected": want, "got": got}
-    for text in (KIND, "random", str(set_dir), "y[41]", f"expected {want}", f"got {got}"):
-        assert text in result.message, (text, result.message)
+    streamtb.check_mismatch_reported(KIND, tmp_path, simulator)
 
 
 RTL_PARAMS = [{"OUT_BITS": 8}, {"OUT_BITS": 6}, {"OUT_BITS": 16}, {"OUT_BITS": 2}, {"ACC_BITS": 48, "OUT_BITS": 16}]
