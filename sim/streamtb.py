@@ -170,33 +170,38 @@ def corrupt(record, name: str, index: int):
 
 # ---------------------------------------------------------------------------- pytest side: static checks
 
-def lint(source: str, params: dict[str, int]) -> None:
+def _paths(sources: str | Sequence[str]) -> list[str]:
+    from hwvit import toolchain
+
+    root = toolchain.repo().root
+    return [str(root / src) for src in ([sources] if isinstance(sources, str) else sources)]
+
+
+def lint(sources: str | Sequence[str], params: dict[str, int]) -> None:
     """``verilator --lint-only -Wall`` with nothing switched off: no warning at all."""
     import subprocess
 
     from hwvit import toolchain
 
-    repo = toolchain.repo()
     args = [f"-G{k}={v}" for k, v in params.items()]
-    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{repo.rtl}", *args,
-                          str(repo.root / source)], capture_output=True, text=True, env=toolchain.sim_env(),
+    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{toolchain.repo().rtl}",
+                          *args, *_paths(sources)], capture_output=True, text=True, env=toolchain.sim_env(),
                          timeout=120)
     assert out.returncode == 0 and "%Warning" not in out.stderr, out.stderr
 
 
-def iverilog_2005(source: str, top: str, params: dict[str, int]) -> None:
-    """Plain Verilog-2005: Icarus compiles it with -g2005 and prints nothing."""
+def iverilog_2005(sources: str | Sequence[str], top: str, params: dict[str, int]) -> None:
+    """Plain Verilog-2005: Icarus compiles it with -g2005 -Wall and prints nothing."""
     import subprocess
     import tempfile
 
     from hwvit import toolchain
 
-    repo = toolchain.repo()
-    toolchain.require("icarus")
     args = [f"-P{top}.{k}={v}" for k, v in params.items()]
     with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", f"{tmp}/a.vvp", "-s", top, f"-I{repo.rtl}",
-                              *args, str(repo.root / source)], capture_output=True, text=True, timeout=120)
+        out = subprocess.run([toolchain.require("icarus"), "-g2005", "-Wall", "-o", f"{tmp}/a.vvp", "-s", top,
+                              f"-I{toolchain.repo().rtl}", *args, *_paths(sources)], capture_output=True,
+                             text=True, timeout=120)
     assert out.returncode == 0 and not out.stderr.strip(), out.stderr
 
 

@@ -28,6 +28,7 @@ import pytest
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 
+import streamtb
 import tbutil
 from layernorm_sets import PARAM_SETS, make_sets
 
@@ -343,20 +344,8 @@ LINT_PARAMS = [{}, {"MAX_C": 16, "OUT_BITS": 6}, {"MAX_C": 1000, "OUT_BITS": 16}
 @pytest.mark.parametrize("params", LINT_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "default")
 def test_lint(params):
     """verilator --lint-only -Wall (nothing switched off) and iverilog -g2005 -Wall accept every size."""
-    import subprocess
-
-    from hwvit import toolchain
-
-    repo = toolchain.repo()
-    files = [str(repo.root / s) for s in SOURCES]
-    gen = [f"-G{k}={v}" for k, v in params.items()]
-    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{repo.rtl}", *gen, *files],
-                         capture_output=True, text=True, env=toolchain.sim_env(), timeout=120)
-    assert out.returncode == 0 and "%Warning" not in out.stderr, out.stderr
-    pdefs = [f"-Playernorm.{k}={v}" for k, v in params.items()]
-    out = subprocess.run([toolchain.require("icarus"), "-g2005", "-Wall", "-o", os.devnull, *pdefs, *files],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+    streamtb.lint(SOURCES, params)
+    streamtb.iverilog_2005(SOURCES, TOPLEVEL, params)
 
 
 @static_group

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+import streamtb
+
 TOPLEVEL = "softmax"
 SOURCES = ["rtl/softmax.v", "rtl/divu.v"]
 MIN_MAX_N = 256  # row buffer of the built design: one build serves every row length up to 256
@@ -388,21 +390,9 @@ LINT_PARAMS = [
 
 @pytest.mark.parametrize("params", LINT_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "default")
 def test_lint(params):
-    """verilator --lint-only -Wall (nothing switched off) and iverilog -g2005 accept every size."""
-    import subprocess
-
-    from hwvit import toolchain
-
-    repo = toolchain.repo()
-    files = [str(repo.root / s) for s in SOURCES]
-    gen = [f"-G{k}={v}" for k, v in params.items()]
-    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{repo.rtl}", *gen, *files],
-                         capture_output=True, text=True, env=toolchain.sim_env(), timeout=120)
-    assert out.returncode == 0 and "%Warning" not in out.stderr, out.stderr
-    pdefs = [f"-Psoftmax.{k}={v}" for k, v in params.items()]
-    out = subprocess.run([toolchain.require("icarus"), "-g2005", "-Wall", "-o", os.devnull, *pdefs, *files],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+    """verilator --lint-only -Wall (nothing switched off) and iverilog -g2005 -Wall accept every size."""
+    streamtb.lint(SOURCES, params)
+    streamtb.iverilog_2005(SOURCES, TOPLEVEL, params)
 
 
 def test_synth():
