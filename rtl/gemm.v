@@ -11,7 +11,8 @@
 //     per K beats; tiles run n-fastest: (m0, n0) = (0, 0), (0, COLS), ... then m0 += ROWS;
 //   - tile results are double-buffered in the PEs, so the drain (one row of COLS per cycle:
 //     bias add, requant, output stream; gemm_out) overlaps the next tile: with no output stalls
-//     the array takes a beat every cycle when K >= 2*ROWS + COLS + 3 (measured: docs/rtl.md);
+//     the array takes a beat every cycle when K >= 2*ROWS + COLS (a tile's results are read out
+//     2*ROWS + COLS cycles after its last beat issued; see docs/rtl.md);
 //   - cycles_o counts the cycles of the last job, beats_o the beats issued to the array:
 //     utilization = M*K*N / (cycles_o * ROWS * COLS).
 //
