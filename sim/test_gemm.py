@@ -288,6 +288,19 @@ def test_gemm_reset_midrun(gemm_sets, simulator):
     assert result.extra["reset_after_out_rows"] > 0
 
 
+def test_gemm_small_shapes(tmp_path, simulator):
+    """Shapes smaller than the array and K = 1 (every beat is a tile's last): one row, one
+    column, one element, N < COLS, M < ROWS; unsigned and signed a."""
+    from hwvit import vectors
+
+    shapes = [(1, 1, 1, True), (1, 7, 9, False), (6, 1, 2, True), (2, 3, 5, False), (5, 2, 1, True)]
+    for i, (m, k, n, signed) in enumerate(shapes):
+        record = vectors.random_record("gemm", cases=m, seed=40 + i, k=k, n=n, a_signed=signed)
+        set_dir = vectors.write_set(record, tmp_path / f"s{i}")
+        result = _run_set(set_dir, simulator, hdl_overrides=_overrides(ARRAYS[0]), seed=i)
+        assert result.elements == 2 * m * n and result.extra["beats"] == tiles(m, n, *ARRAYS[0]) * k
+
+
 def no_stall_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:
     """Busy cycles of a job without output stalls (the timing model of docs/rtl.md).
 
