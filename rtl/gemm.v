@@ -23,7 +23,7 @@
 //   parameter port: prm_*_i lane j = bias/M/s of column prm_n_o + j, at most 1 cycle after
 //     prm_n_o changes (it is held for >= ROWS + COLS cycles before a read).
 // Output stream (valid/ready): row out_m_o, columns out_n_o + j for lane j; lanes past N are 0.
-// Requires MAX_M >= ROWS, MAX_N >= COLS, ACC_BITS >= 17.
+// Requires MAX_M >= ROWS, MAX_N >= COLS, ACC_BITS >= 18 (a 17-bit product plus sign extension).
 
 `default_nettype none
 
