@@ -40,7 +40,8 @@ def rng() -> random.Random:
 
 async def start(dut, cycles: int = 3) -> None:
     """Start the clock and hold reset (rst_ni low) for ``cycles`` rising edges."""
-    cocotb.start_soon(Clock(dut.clk_i, CLK_NS, unit="ns").start())
+    # impl="gpi": the clock toggles in the simulator, not in a Python coroutine (~0.5 ms per cycle saved)
+    Clock(dut.clk_i, CLK_NS, unit="ns", impl="gpi").start()
     dut.rst_ni.value = 0
     for _ in range(cycles):
         await RisingEdge(dut.clk_i)
