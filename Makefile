@@ -42,8 +42,12 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup
 
+# Figures, not pass/fail: integer vs float forward, vector writing, GEMM utilization and
+# simulator speed; then the opt-in large simulations (pytest -m slow).
 bench: setup
 	$(VENV)/bin/hwvit bench
+	$(VENV)/bin/hwvit bench-vectors
+	$(PY) sim/bench_gemm.py
 	$(PY) -m pytest -q -m slow -n $(JOBS) --dist loadgroup
 
 lint: setup
