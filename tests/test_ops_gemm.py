@@ -159,3 +159,27 @@ def test_overflow_bound():
 def test_gemm_rejects_bad_input(a, w, bias, a_signed):
     with pytest.raises(ValueError):
         ops.gemm(a, w, bias, a_signed=a_signed)
+
+
+def test_batched_weights_equal_one_gemm_per_entry():
+    """w of shape (B, N, K): attention's per-head Q.K^T and P.V in one call."""
+    rng = np.random.default_rng(21)
+    for a_signed in (True, False):
+        lo, hi = (-128, 127) if a_signed else (0, 255)
+        a = rng.integers(lo, hi, (3, 5, 16), endpoint=True)
+        w = rng.integers(-128, 127, (3, 4, 16), endpoint=True)
+        acc = ops.gemm(a, w, a_signed=a_signed)
+        assert acc.shape == (3, 5, 4)
+        for i in range(3):
+            assert np.array_equal(acc[i], np.array(gemm_ref(a[i].tolist(), w[i].tolist())))
+    with pytest.raises(ValueError, match="batched w"):
+        ops.gemm(np.zeros((2, 5, 16), np.int64), np.zeros((3, 4, 16), np.int64))
+
+
+def test_int8_operands_are_range_checked_in_one_pass():
+    with pytest.raises(ValueError, match=r"a: values must lie in \[-128, 127\]"):
+        ops.gemm(np.array([[128, 0]]), np.zeros((1, 2), np.int8))
+    with pytest.raises(ValueError, match=r"a: values must lie in \[0, 255\]"):
+        ops.gemm(np.array([[-1, 0]]), np.zeros((1, 2), np.int8), a_signed=False)
+    with pytest.raises(ValueError, match="integer"):
+        ops.gemm(np.zeros((1, 2), np.float32), np.zeros((1, 2), np.int8))

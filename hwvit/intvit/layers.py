@@ -33,30 +33,35 @@ def multipliers(reals) -> tuple[np.ndarray, np.ndarray]:
     return (np.array([m for m, _ in pairs], dtype=np.int64), np.array([s for _, s in pairs], dtype=np.int64))
 
 
-def matmul(a: np.ndarray, w: np.ndarray, bias: np.ndarray | None, mult: np.ndarray, shift: np.ndarray,
-           out_bits: int, a_signed: bool, scales: tuple, tr: Trace, path: str) -> np.ndarray:
+def matmul(a: np.ndarray, w: np.ndarray, bias: np.ndarray | None, mult, shift, out_bits: int, a_signed: bool,
+           scales: tuple, tr: Trace, path: str) -> np.ndarray:
     """requant(gemm(a, w) + bias): one GEMM-engine pass, recorded as a `gemm` block."""
-    s_a, s_out = scales
     acc = ops.gemm(a, w, bias, a_signed=a_signed)
-    n = w.shape[0]
-    mult_n = np.broadcast_to(mult, (n,))
-    shift_n = np.broadcast_to(shift, (n,))
-    y = ops.requant(acc, mult_n, shift_n, out_bits)
+    y = ops.requant(acc, mult, shift, out_bits)
     if tr.keep_records:
-        bias_n = np.zeros(n, dtype=np.int64) if bias is None else bias
-        tr.add("gemm", path, {"m": a.shape[0], "k": a.shape[1], "n": n, "a_signed": bool(a_signed),
-                              "out_bits": out_bits},
-               a=t_in(a, GEMM_IN_BITS, a_signed, s_a), w=t_par(w, 8, True), bias=t_par(bias_n, 32, True),
-               multiplier=t_par(mult_n, 32, False), shift=t_par(shift_n, SHIFT_BITS, False),
-               acc=t_out(acc, 32, True), y=t_out(y, out_bits, True, s_out))
+        record_gemm(tr, path, a, w, bias, mult, shift, acc, y, out_bits, a_signed, scales)
     return y
+
+
+def record_gemm(tr: Trace, path: str, a, w, bias, mult, shift, acc, y, out_bits: int, a_signed: bool,
+                scales: tuple) -> None:
+    """Add the BlockRecord of one GEMM-engine pass (2-D a, w, acc, y)."""
+    s_a, s_out = scales
+    n = w.shape[0]
+    bias_n = np.zeros(n, dtype=np.int64) if bias is None else bias
+    tr.add("gemm", path, {"m": a.shape[0], "k": a.shape[1], "n": n, "a_signed": bool(a_signed),
+                          "out_bits": out_bits},
+           a=t_in(a, GEMM_IN_BITS, a_signed, s_a), w=t_par(w, 8, True), bias=t_par(bias_n, 32, True),
+           multiplier=t_par(np.broadcast_to(mult, (n,)), 32, False),
+           shift=t_par(np.broadcast_to(shift, (n,)), SHIFT_BITS, False),
+           acc=t_out(acc, 32, True), y=t_out(y, out_bits, True, s_out))
 
 
 @dataclass
 class IntLinear:
     """y = requant(x @ w^T + bias), weights int8 per output channel."""
 
-    w: np.ndarray  # (N, K) int8 values
+    w: np.ndarray  # (N, K) int8
     bias: np.ndarray  # (N,) int32 values
     mult: np.ndarray  # (N,)
     shift: np.ndarray  # (N,)
@@ -73,7 +78,8 @@ class IntLinear:
         b_q = (qp.bias_int(np.asarray(bias, dtype=np.float64), s_in, s_w) if bias is not None
                else np.zeros(w_q.shape[0], dtype=np.int64))
         mult, shift = multipliers(s_in * np.asarray(s_w) / s_out)
-        return cls(np.asarray(w_q, np.int64), np.asarray(b_q, np.int64), mult, shift, s_in, s_out, out_bits)
+        # int8 storage: the GEMM takes it as is (no range check or narrowing per call)
+        return cls(np.asarray(w_q, np.int8), np.asarray(b_q, np.int64), mult, shift, s_in, s_out, out_bits)
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         lead = x.shape[:-1]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hwvit import ops
-from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntResidual, IntSoftmax, matmul
+from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntResidual, IntSoftmax, record_gemm
 from hwvit.intvit.trace import NO_TRACE, Trace, t_in, t_out, t_par
 
 
@@ -36,6 +36,11 @@ class IntAttention:
     proj: IntLinear
     act_bits: int
 
+    def _tag(self, path: str, b: int, i: int) -> str:
+        """Record path of batch-head index i: layers.0.attn.h3 (one image) or ...img1.h3."""
+        img, head = divmod(i, self.heads)
+        return f"{path}.h{head}" if b == 1 else f"{path}.img{img}.h{head}"
+
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         b, n, _ = x.shape
         h, hd = self.heads, self.head_dim
@@ -48,21 +53,27 @@ class IntAttention:
         tr.value(f"{path}.q", q, self.s_q)
         tr.value(f"{path}.k", k, self.s_k)
         tr.value(f"{path}.v", v, self.s_v)
-        scores = np.empty((b, h, n, n), dtype=np.int64)
-        for bi in range(b):
-            for hi in range(h):
-                tag = f"{path}.h{hi}" if b == 1 else f"{path}.img{bi}.h{hi}"
-                scores[bi, hi] = matmul(q[bi, hi], k[bi, hi], None, self.scores_mult, self.scores_shift,
-                                        self.act_bits, True, (self.s_q, self.s_scores), tr, f"{tag}.qk")
+        # All heads (and images) in one batched GEMM call each; one record per head for the RTL.
+        qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
+        acc = ops.gemm(qs, ks, None, a_signed=True)  # (B*H, N, N)
+        scores = ops.requant(acc, self.scores_mult, self.scores_shift, self.act_bits)
+        if tr.keep_records:
+            for i in range(b * h):
+                record_gemm(tr, f"{self._tag(path, b, i)}.qk", qs[i], ks[i], None, self.scores_mult,
+                            self.scores_shift, acc[i], scores[i], self.act_bits, True, (self.s_q, self.s_scores))
+        scores = scores.reshape(b, h, n, n)
         tr.value(f"{path}.scores", scores, self.s_scores)
         probs = self.softmax(scores, tr, f"{path}.softmax")
         tr.value(f"{path}.probs", probs, self.softmax.s_out)
-        ctx = np.empty((b, n, h, hd), dtype=np.int64)
-        for bi in range(b):
-            for hi in range(h):
-                tag = f"{path}.h{hi}" if b == 1 else f"{path}.img{bi}.h{hi}"
-                ctx[bi, :, hi] = matmul(probs[bi, hi], v[bi, hi].T, None, self.ctx_mult, self.ctx_shift,
-                                        self.act_bits, False, (self.softmax.s_out, self.s_ctx), tr, f"{tag}.av")
+        ps = probs.reshape(b * h, n, n)
+        vt = vs.transpose(0, 2, 1)  # (B*H, hd, N): V^T, the GEMM's weight rows
+        acc = ops.gemm(ps, vt, None, a_signed=False)  # (B*H, N, hd)
+        ctx = ops.requant(acc, self.ctx_mult, self.ctx_shift, self.act_bits)
+        if tr.keep_records:
+            for i in range(b * h):
+                record_gemm(tr, f"{self._tag(path, b, i)}.av", ps[i], vt[i], None, self.ctx_mult, self.ctx_shift,
+                            acc[i], ctx[i], self.act_bits, False, (self.softmax.s_out, self.s_ctx))
+        ctx = ctx.reshape(b, h, n, hd).transpose(0, 2, 1, 3)  # (B, N, H, hd)
         ctx = ctx.reshape(b, n, h * hd)
         tr.value(f"{path}.context", ctx, self.s_ctx)
         out = self.proj(ctx, tr, f"{path}.proj")

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from hwvit.ops import _jit
 from hwvit.ops.requant import ACC_BITS, as_int_array, requant, signed_range
 
 A_MAX_ABS = 255  # worst-case |a| (unsigned a); the bound below uses it for both signednesses
@@ -52,37 +53,67 @@ def _probe_int_mm() -> bool:
     return True
 
 
-def _int8_matmul(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
-    """(M, K) int8 @ (N, K)^T int8 -> (M, N) int64, exact (|sum| < 2^31 is checked by callers)."""
+def _int8_matmul(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """bias + (M, K) int8 @ (N, K)^T int8 -> (M, N) int64, exact (|sum| < 2^31 is checked by callers)."""
     import torch
 
+    if bias is None:
+        bias = np.zeros(w8.shape[0], dtype=np.int64)
     if a8.shape[0] == 0 or w8.shape[0] == 0:
         return np.zeros((a8.shape[0], w8.shape[0]), dtype=np.int64)
-    at = torch.from_numpy(np.ascontiguousarray(a8, dtype=np.int8))
-    wt = torch.from_numpy(np.ascontiguousarray(w8, dtype=np.int8))
+    at = torch.from_numpy(np.ascontiguousarray(a8))
+    wt = torch.from_numpy(np.ascontiguousarray(w8))
     if a8.shape[1] >= 2 and _int_mm_trusted():
         try:
-            return torch._int_mm(at, wt.t()).numpy().astype(np.int64)
+            return _jit.widen_bias(torch._int_mm(at, wt.t()).numpy(), bias)
         except (RuntimeError, AttributeError, NotImplementedError):
             pass
     # Exact int64 matmul: ~25x slower, used for K = 1 and where _int_mm is absent or inexact.
-    return (at.long() @ wt.long().t()).numpy()
+    return (at.long() @ wt.long().t()).numpy() + bias
+
+
+def int8_operand(x: Any, name: str, lo: int, hi: int, offset: int = 0) -> np.ndarray:
+    """``x - offset`` as a contiguous int8 array, refusing values outside ``[lo, hi]``.
+
+    An int8 array needs no check; anything else is checked and narrowed in one pass.
+    """
+    if type(x).__module__.split(".")[0] == "torch":
+        x = x.detach().cpu().numpy()
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name}: expected an integer array, got dtype {arr.dtype}")
+    if arr.dtype == np.int8 and offset == 0 and lo <= -128 and hi >= 127:
+        return np.ascontiguousarray(arr)
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    if flat.dtype == np.uint64:
+        flat = as_int_array(flat, name)  # refuses values past int64
+    out, ok = _jit.narrow_int8(flat, offset, lo, hi)
+    if not ok:
+        raise ValueError(f"{name}: values must lie in [{lo}, {hi}], got [{int(flat.min())}, {int(flat.max())}]")
+    return out.reshape(arr.shape)
 
 
 def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
     """Exact ``bias + a @ w^T`` as int64 values in int32 range.
 
     a: (..., M, K) signed 8 ``[-128, 127]`` (or unsigned 8 ``[0, 255]`` when ``a_signed=False``);
-    w: (N, K) int8; bias: (N,) int32 or None. Returns (..., M, N). Raises OverflowError unless
+    w: (N, K) int8, or (B, N, K) with a (B, M, K): one product per batch entry; bias: (N,) int32
+    or None. Returns (..., M, N). Raises OverflowError unless
     ``K * 255 * 128 + max|bias| < 2^31`` (the RTL's 32-bit accumulator can then never overflow).
     """
-    a = as_int_array(a, "a", *((-128, 127) if a_signed else (0, 255)))
-    w = as_int_array(w, "w", -128, 127)
-    if w.ndim != 2:
-        raise ValueError(f"w: expected shape (N, K), got {w.shape}")
-    n_out, k = w.shape
-    if a.ndim < 2 or a.shape[-1] != k:
-        raise ValueError(f"a: expected shape (..., M, {k}) to match w {w.shape}, got {a.shape}")
+    # Both operands become int8 (unsigned a is offset by -128: a*w = (a-128)*w + 128*w).
+    offset = 0 if a_signed else 128
+    a8 = int8_operand(a, "a", *((-128, 127) if a_signed else (0, 255)), offset=offset)
+    w8 = int8_operand(w, "w", -128, 127)
+    batched = w8.ndim == 3  # one weight matrix per batch entry: attention's Q.K^T and P.V per head
+    if w8.ndim not in (2, 3):
+        raise ValueError(f"w: expected shape (N, K) or (B, N, K), got {w8.shape}")
+    n_out, k = w8.shape[-2:]
+    if batched and (a8.ndim != 3 or a8.shape[0] != w8.shape[0] or a8.shape[-1] != k):
+        raise ValueError(f"a: expected shape ({w8.shape[0]}, M, {k}) to match batched w {w8.shape}, "
+                         f"got {a8.shape}")
+    if a8.ndim < 2 or a8.shape[-1] != k:
+        raise ValueError(f"a: expected shape (..., M, {k}) to match w {w8.shape}, got {a8.shape}")
     if k == 0:
         raise ValueError("gemm: K must be >= 1")
     if bias is None:
@@ -96,13 +127,16 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
         raise OverflowError(
             f"gemm: K*255*128 + max|bias| = {bound} >= 2^31 (K={k}); the int32 accumulator could overflow"
         )
-    a2 = a.reshape(-1, k)
-    if a_signed:
-        acc = _int8_matmul(a2, w)
-    else:
-        acc = _int8_matmul(a2 - 128, w) + 128 * w.sum(axis=1)
-    acc = acc + b
-    return acc.reshape(*a.shape[:-1], n_out)
+    def bias_for(w2: np.ndarray) -> np.ndarray:  # the unsigned offset's 128 * rowsum(w) joins the bias
+        return b + offset * w2.sum(axis=1, dtype=np.int64) if offset else b
+
+    if not batched:
+        acc = _int8_matmul(a8.reshape(-1, k), w8, bias_for(w8))
+        return acc.reshape(*a8.shape[:-1], n_out)
+    acc = np.empty((*a8.shape[:-1], n_out), dtype=np.int64)
+    for i in range(w8.shape[0]):
+        acc[i] = _int8_matmul(a8[i], w8[i], bias_for(w8[i]))
+    return acc
 
 
 def linear(

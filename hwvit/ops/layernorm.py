@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.ops.isqrt import isqrt
-from hwvit.ops.requant import as_int_array, requant
+from hwvit.ops import _jit
+from hwvit.ops.requant import (MULT_MAX, OUT_BITS_RANGE, SHIFT_MAX, as_int_array, as_rows, check_bits,
+                               signed_range)
 
 LN_T = 11  # extra bits of sig: V is scaled by 2^(2T), so floor(sqrt) costs <= 2^-11 relative
 LN_K = 43  # inv = round(2^K / sig) <= 2^32
@@ -47,17 +48,16 @@ def layernorm(
         raise ValueError(f"layernorm: gamma {g.shape} and beta {b.shape} must have shape ({c},)")
     eps = int(as_int_array(eps_int, "eps_int", 0, EPS_MAX))
 
-    sx = x.sum(axis=-1, keepdims=True)  # signed 20
-    sxx = (x * x).sum(axis=-1, keepdims=True)  # unsigned 27
-    v = c * sxx - sx * sx  # unsigned 38, >= 0 by Cauchy-Schwarz
-    ve = (v << (2 * LN_T)) + eps  # unsigned 62
+    m = int(as_int_array(multiplier, "multiplier", 0, MULT_MAX))
+    s = int(as_int_array(shift, "shift", 0, SHIFT_MAX))
+    out_bits = check_bits(out_bits, "out_bits", *OUT_BITS_RANGE)
+    lo, hi = signed_range(out_bits)
+    # Per row (docs/arithmetic.md): Sx signed 20, Sxx unsigned 27, V = C*Sxx - Sx^2 < 2^39,
+    # Ve = (V << 22) + eps_int < 2^62, sig = isqrt(Ve) < 2^31, inv <= 2^32 (0 when sig = 0: then
+    # every d is 0), d = C*x - Sx signed 21, y = (d*inv + 2^21) >> 22 signed 17, acc = y*G + B
+    # signed 32, then requant (|acc * M| < 2^62).
+    out, ve = _jit.layernorm_rows(as_rows(x), np.ascontiguousarray(g), np.ascontiguousarray(b), eps, m, s,
+                                  lo, hi, LN_T, LN_K, LN_F)
     if ve.size and int(ve.max()) >= VE_LIMIT:
         raise OverflowError(f"layernorm: (V << 22) + eps_int = {int(ve.max())} >= 2^62")
-    sig = isqrt(ve)  # < 2^31
-    # inv <= 2^32 whenever V > 0 (then sig >= 2^11); when V = 0 every d is 0 and so is y.
-    inv = np.where(sig > 0, ((1 << LN_K) + (sig >> 1)) // np.maximum(sig, 1), 0)
-    d = c * x - sx  # signed 21
-    sh = LN_K - LN_T - LN_F  # 22
-    y = (d * inv + (1 << (sh - 1))) >> sh  # signed 17
-    acc = y * g + b  # signed 32
-    return requant(acc, multiplier, shift, out_bits)
+    return out.reshape(x.shape)

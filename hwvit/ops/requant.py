@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from hwvit.ops import _jit
+
 ACC_BITS = 32  # accumulators: signed 32
 MULT_MAX = (1 << 31) - 1  # multipliers: unsigned 31
 SHIFT_MAX = 62  # shifts: unsigned 6, [0, 62]
@@ -92,10 +94,26 @@ def requant(acc: Any, multiplier: Any, shift: Any, out_bits: int = 8) -> np.ndar
     acc is signed 32, M unsigned 31, s in [0, 62]: ``|acc * M| < 2^62`` (exact in int64).
     """
     out_bits = check_bits(out_bits, "out_bits", *OUT_BITS_RANGE)
-    acc = as_int_array(acc, "acc", *signed_range(ACC_BITS))
+    acc = as_int_array(acc, "acc")  # its range is checked by the kernel, in the same pass
     m = channel_param(multiplier, "multiplier", 0, MULT_MAX, acc.shape)
     s = channel_param(shift, "shift", 0, SHIFT_MAX, acc.shape)
-    return saturate(rshift_round(acc * m, s), out_bits)
+    lo, hi = signed_range(out_bits)
+    acc_lo, acc_hi = signed_range(ACC_BITS)
+    out, ok = _jit.requant_rows(as_rows(acc), per_channel(m, acc), per_channel(s, acc), lo, hi, acc_lo, acc_hi)
+    if not ok:
+        raise ValueError(f"acc: values must lie in [{acc_lo}, {acc_hi}], got [{int(acc.min())}, {int(acc.max())}]")
+    return out.reshape(acc.shape)
+
+
+def as_rows(x: np.ndarray) -> np.ndarray:
+    """(..., N) -> contiguous (R, N) int64 (a scalar becomes one row of one element)."""
+    return np.ascontiguousarray(x.reshape(-1, x.shape[-1] if x.ndim else 1), dtype=np.int64)
+
+
+def per_channel(param: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """A checked scalar or (N,) channel parameter as a contiguous (N,) int64 vector."""
+    n = data.shape[-1] if data.ndim else 1
+    return np.ascontiguousarray(np.broadcast_to(param, (n,)), dtype=np.int64)
 
 
 def quantize(x_float: Any, scale: Any, bits: int = 8) -> np.ndarray:

@@ -11,15 +11,17 @@ from typing import Any
 
 import numpy as np
 
+from hwvit.ops import _jit
 from hwvit.ops.requant import (
     MULT_MAX,
     OUT_BITS_RANGE,
     SHIFT_MAX,
     as_int_array,
+    as_rows,
     channel_param,
     check_bits,
-    rshift_round,
-    saturate,
+    per_channel,
+    signed_range,
 )
 
 
@@ -39,4 +41,10 @@ def residual_add(a: Any, b: Any, mult_a: Any, mult_b: Any, shift: Any, out_bits:
     ma = channel_param(mult_a, "mult_a", 0, MULT_MAX, shape)
     mb = channel_param(mult_b, "mult_b", 0, MULT_MAX, shape)
     s = channel_param(shift, "shift", 1, SHIFT_MAX, shape)
-    return saturate(rshift_round(a * ma + b * mb, s), out_bits)
+    lo, hi = signed_range(out_bits)
+    a_rows = as_rows(np.broadcast_to(a, shape))
+    b_rows = as_rows(np.broadcast_to(b, shape))
+    ref = a_rows.reshape(shape) if shape else a_rows
+    out = _jit.residual_rows(a_rows, b_rows, per_channel(ma, ref), per_channel(mb, ref), per_channel(s, ref),
+                             lo, hi)
+    return out.reshape(shape)

@@ -15,26 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.ops.requant import as_int_array, check_bits, signed_range
+from hwvit.ops import _jit
+from hwvit.ops.requant import as_int_array, as_rows, check_bits, signed_range
 
 EXP_FRAC = 23  # T[0] = 2^23: entries off by <= 1/2 move p by <= Q * N * 2^-24 (0.004 LSB at N = 256)
 EXP_ONE = 1 << EXP_FRAC
 RECIP_SHIFT = EXP_FRAC + 17  # R = round(Q * 2^40 / S) <= Q * 2^17
 MAX_ROW = 4096  # S <= 4096 * 2^23 = 2^35 (36 bits)
 SHIFT_FRAC = 16  # exp="shift": fractional bits of d * m
-
-
-def exp_shift(d: np.ndarray, exp_mult: int) -> np.ndarray:
-    """I-ViT style shift-and-add ``2^23 * exp(-d*s_in)``: ``t = d*m``, ``q = t >> 16``, ``r = t & 0xFFFF``.
-
-    ``2^-f ~= 1 - f/2`` on ``f = r/2^16`` in ``[0, 1)``: ``E = (2^23 - (r << 6)) >> q``, and 0 when
-    ``q >= 24``.
-    """
-    t = d * exp_mult
-    q = t >> SHIFT_FRAC
-    r = t & ((1 << SHIFT_FRAC) - 1)
-    top = EXP_FRAC + 1
-    return np.where(q >= top, 0, (EXP_ONE - (r << (EXP_FRAC - SHIFT_FRAC - 1))) >> np.minimum(q, top))
 
 
 def softmax(
@@ -57,25 +45,23 @@ def softmax(
     x = as_int_array(x, "x", *signed_range(in_bits))
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_ROW:
         raise ValueError(f"softmax: rows must hold 1..{MAX_ROW} elements, got shape {x.shape}")
-    d = x.max(axis=-1, keepdims=True) - x  # [0, 2^in_bits - 1]
     if exp == "table":
         table = as_int_array(exp_table, "exp_table", 0, (1 << (EXP_FRAC + 1)) - 1)
         if table.ndim != 1 or not 1 <= table.shape[0] <= 1 << in_bits:
             raise ValueError(f"exp_table: expected 1..{1 << in_bits} entries, got shape {table.shape}")
         if int(table[0]) != EXP_ONE:
             raise ValueError(f"exp_table: T[0] must be 2^{EXP_FRAC} = {EXP_ONE}, got {int(table[0])}")
-        length = table.shape[0]
-        e = np.where(d < length, table[np.minimum(d, length - 1)], 0)
+        mult = 0
     elif exp == "shift":
         if exp_mult is None:
             raise ValueError("softmax: exp='shift' needs exp_mult = round(s_in * log2(e) * 2^16)")
-        m = int(as_int_array(exp_mult, "exp_mult", 0, (1 << 31) - 1))
-        e = exp_shift(d, m)
+        mult = int(as_int_array(exp_mult, "exp_mult", 0, (1 << 31) - 1))
+        table = np.full(1, EXP_ONE, dtype=np.int64)  # unused by the shift-and-add path
     else:
         raise ValueError(f"softmax: exp must be 'table' or 'shift', got {exp!r}")
     q = (1 << out_bits) - 1
-    s = e.sum(axis=-1, keepdims=True)  # [2^23, N * 2^23]: d = 0 at the max gives 2^23
-    r = ((q << RECIP_SHIFT) + (s >> 1)) // s  # <= Q * 2^17
-    c = np.cumsum(e, axis=-1)  # prefix sums C_i <= S
-    p_cum = (c * r + (1 << (RECIP_SHIFT - 1))) >> RECIP_SHIFT  # P_i in [0, Q]; P_(N-1) = Q exactly
-    return np.diff(p_cum, axis=-1, prepend=0)
+    # Per row: S in [2^23, N * 2^23] (d = 0 at the max gives 2^23), R <= Q * 2^17, the prefix sums
+    # C_i <= S, so C_i * R <= Q * 2^40 + 2^34 < 2^57: exact in int64.
+    out = _jit.softmax_rows(as_rows(x), np.ascontiguousarray(table, dtype=np.int64), q, RECIP_SHIFT,
+                            exp == "shift", mult, EXP_FRAC, SHIFT_FRAC)
+    return out.reshape(x.shape)

@@ -1,0 +1,162 @@
+"""Fused row kernels of hwvit.ops, compiled by numba: the fast paths.
+
+Each function computes exactly what docs/arithmetic.md writes down, on int64 scalars in a loop
+(numba compiles the loops; ``prange`` spreads rows over the cores). The public functions in
+hwvit.ops check every input first, so these trust theirs: 2-D C-contiguous int64 arrays, widths
+already in range. ``hwvit.ops.reference`` holds the slow plain-Python twins the tests compare with.
+Numbers that matter for overflow: every product below stays under 2^62 (docs/arithmetic.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+_ONE = np.int64(1)
+
+
+@njit(inline="always")
+def _round_shift(v, s):
+    """(v + 2^(s-1)) >> s, or v when s = 0 (round half up)."""
+    if s > 0:
+        return (v + (_ONE << (s - 1))) >> s
+    return v
+
+
+@njit(inline="always")
+def _clamp(v, lo, hi):
+    return lo if v < lo else (hi if v > hi else v)
+
+
+@njit(parallel=True, cache=True)
+def requant_rows(acc, mult, shift, lo, hi, acc_lo, acc_hi):
+    """out[i, j] = clamp(round_shift(acc[i, j] * mult[j], shift[j])) for (R, N) acc; also whether
+    every acc lies in [acc_lo, acc_hi] (the caller refuses the result otherwise)."""
+    rows, n = acc.shape
+    out = np.empty((rows, n), dtype=np.int64)
+    bad = 0
+    for i in prange(rows):
+        for j in range(n):
+            a = np.int64(acc[i, j])
+            if a < acc_lo or a > acc_hi:
+                bad += 1
+                a = 0
+            out[i, j] = _clamp(_round_shift(a * mult[j], shift[j]), lo, hi)
+    return out, bad == 0
+
+
+@njit(parallel=True, cache=True)
+def residual_rows(a, b, mult_a, mult_b, shift, lo, hi):
+    """out[i, j] = clamp(round_shift(a*Ma[j] + b*Mb[j], s[j])) for (R, N) a and b."""
+    rows, n = a.shape
+    out = np.empty((rows, n), dtype=np.int64)
+    for i in prange(rows):
+        for j in range(n):
+            out[i, j] = _clamp(_round_shift(a[i, j] * mult_a[j] + b[i, j] * mult_b[j], shift[j]), lo, hi)
+    return out
+
+
+@njit(parallel=True, cache=True)
+def softmax_rows(x, table, q, recip_shift, use_shift, shift_mult, exp_frac, shift_frac):
+    """Rows of (R, N): E = T[max - x] (or shift-and-add when shift_mult > 0), one reciprocal per
+    row, probabilities as differences of the rounded cumulative sums (every row sums to q).
+    use_shift selects the shift-and-add exp (multiplier shift_mult) instead of the table."""
+    rows, n = x.shape
+    length = table.shape[0]
+    one = _ONE << exp_frac
+    frac_mask = (_ONE << shift_frac) - 1
+    out = np.empty((rows, n), dtype=np.int64)
+    for i in prange(rows):
+        e = np.empty(n, dtype=np.int64)
+        mx = x[i, 0]
+        for j in range(1, n):
+            if x[i, j] > mx:
+                mx = x[i, j]
+        total = np.int64(0)
+        for j in range(n):
+            d = mx - x[i, j]
+            if use_shift:  # I-ViT shift-and-add: 2^23 * (1 - f/2) >> q
+                t = d * shift_mult
+                qq = t >> shift_frac
+                r = t & frac_mask
+                ev = np.int64(0) if qq >= exp_frac + 1 else (one - (r << (exp_frac - shift_frac - 1))) >> qq
+            else:
+                ev = table[d] if d < length else np.int64(0)
+            e[j] = ev
+            total += ev
+        recip = ((q << recip_shift) + (total >> 1)) // total
+        half = _ONE << (recip_shift - 1)
+        running = np.int64(0)
+        prev = np.int64(0)
+        for j in range(n):
+            running += e[j]
+            cum = (running * recip + half) >> recip_shift
+            out[i, j] = cum - prev
+            prev = cum
+    return out
+
+
+@njit(inline="always")
+def _isqrt(n):
+    """floor(sqrt(n)) for 0 <= n < 2^62: a float estimate, then exact integer correction."""
+    r = np.int64(np.sqrt(np.float64(n)))
+    while r * r > n:
+        r -= 1
+    while (r + 1) * (r + 1) <= n:
+        r += 1
+    return r
+
+
+@njit(parallel=True, cache=True)
+def layernorm_rows(x, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits):
+    """Rows of (R, C): sums, one isqrt and one division per row, then y*G + B and requant.
+
+    Returns the outputs and, per row, Ve = (V << 2T) + eps, which the caller checks is < 2^62.
+    """
+    rows, c = x.shape
+    out = np.empty((rows, c), dtype=np.int64)
+    ves = np.empty(rows, dtype=np.int64)
+    sh = k_bits - t_bits - f_bits
+    half = _ONE << (sh - 1)
+    for i in prange(rows):
+        sx = np.int64(0)
+        sxx = np.int64(0)
+        for j in range(c):
+            sx += x[i, j]
+            sxx += x[i, j] * x[i, j]
+        v = c * sxx - sx * sx
+        ves[i] = (v << (2 * t_bits)) + eps
+        sig = _isqrt(ves[i])
+        inv = ((_ONE << k_bits) + (sig >> 1)) // sig if sig > 0 else np.int64(0)
+        for j in range(c):
+            y = ((c * x[i, j] - sx) * inv + half) >> sh
+            out[i, j] = _clamp(_round_shift((y * gamma[j] + beta[j]) * mult, shift), lo, hi)
+    return out, ves
+
+
+@njit(parallel=True, cache=True)
+def narrow_int8(x, offset, lo, hi):
+    """(x - offset) as int8 for a flat integer array, and whether every x lies in [lo, hi].
+
+    One pass both checks the operand's range and makes the int8 copy torch._int_mm takes.
+    """
+    n = x.shape[0]
+    out = np.empty(n, dtype=np.int8)
+    bad = 0
+    for i in prange(n):
+        v = np.int64(x[i])
+        if v < lo or v > hi:
+            bad += 1
+        out[i] = np.int8(v - offset)
+    return out, bad == 0
+
+
+@njit(parallel=True, cache=True)
+def widen_bias(acc, bias):
+    """int32 (M, N) accumulators + per-column int64 bias -> int64 (|sum| < 2^31 is checked before)."""
+    rows, n = acc.shape
+    out = np.empty((rows, n), dtype=np.int64)
+    for i in prange(rows):
+        for j in range(n):
+            out[i, j] = np.int64(acc[i, j]) + bias[j]
+    return out
