@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from hwvit import vectors
@@ -144,11 +145,24 @@ def test_model_mode_selects_blocks(tmp_path, monkeypatch):
     assert not (tmp_path / "b").exists()
 
 
-def test_model_mode_without_intvit_is_a_clean_error(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "hwvit.intvit", None)  # import fails as if not written yet
-    r = run("vectors", "--model", "vit-tiny", "--out", str(tmp_path / "v"))
-    assert r.exit_code == 1
-    assert "model mode needs hwvit.intvit.trace_model" in r.output and "Traceback" not in r.output
+def test_model_mode_writes_every_traced_block(tmp_path):
+    out = tmp_path / "digits"
+    r = run("vectors", "--model", "digits", "--images", "1", "--calib-images", "32", "--quiet", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    names = {p.name for p in out.iterdir()}
+    # 2x2-patch digits ViT: 3 blocks of 4 heads; every block instance the issue lists is there.
+    for i in range(3):
+        for part in ("norm1", "attn.qkv", "attn.h0.qk", "attn.softmax", "attn.h3.av", "attn.proj", "add1",
+                     "norm2", "mlp.fc1", "mlp.gelu", "mlp.fc2", "add2"):
+            assert f"layers.{i}.{part}" in names, f"layers.{i}.{part} missing"
+    assert {"patch_embed.proj", "pos_add", "norm", "head"} <= names
+    assert run("check", str(out)).exit_code == 0
+    manifest = yaml.safe_load((out / "layers.1.attn.softmax" / "manifest.yaml").read_text())
+    assert manifest["kind"] == "softmax" and manifest["path"] == "layers.1.attn.softmax"
+    assert manifest["source_sha256"] and len(manifest["source_sha256"]) == 64
+    again = tmp_path / "again"
+    run("vectors", "--model", "digits", "--images", "1", "--calib-images", "32", "--quiet", "--out", str(again))
+    assert (again / "head" / "y.hex").read_bytes() == (out / "head" / "y.hex").read_bytes()
 
 
 def test_sigterm_handler_is_restored(tmp_path):

@@ -38,17 +38,12 @@ def _plain_config(value: Any) -> Any:
 
 
 # --- model mode -------------------------------------------------------------------------------
-# LEAD: this is the one place that turns the model options into block records. It uses
-# hwvit.pipeline + hwvit.intvit.trace_model as they stand; adjust here if their API changes.
 def _model_records(preset, checkpoint, family, config_path, images, inputs_path, seed, kw):
     """(records, source_sha256, model_config) of one traced run of the integer model."""
-    try:
-        from hwvit import pipeline
-        from hwvit.cli.common import build_models, quant_config
-        from hwvit.intvit import trace_model
-    except ImportError as exc:
-        fail(f"model mode needs hwvit.intvit.trace_model, not available yet ({exc}); "
-             "use --block KIND --random for unit-test sets")
+    from hwvit import pipeline
+    from hwvit.cli.common import build_models, quant_config
+    from hwvit.intvit import trace_model
+
     qconfig = quant_config(kw)
     source, int_model = build_models(preset, checkpoint, family, config_path, qconfig, kw["calib_images"], seed)
     try:
