@@ -15,7 +15,6 @@ import random
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge

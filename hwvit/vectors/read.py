@@ -85,7 +85,7 @@ def _read_file(set_dir: Path, root: Path, fname: str) -> bytes:
 
 
 def _load_tensor(set_dir: Path, root: Path, entry: dict[str, Any]) -> Tensor:
-    name, bits, signed, shape = entry["name"], entry["bits"], entry["signed"], entry["shape"]
+    bits, signed, shape = entry["bits"], entry["signed"], entry["shape"]
     hex_name, npy_name = entry["files"]["hex"], entry["files"]["npy"]
     hex_raw = _read_file(set_dir, root, hex_name)
     npy_raw = _read_file(set_dir, root, npy_name)
