@@ -79,13 +79,16 @@ def synth_block(block: str, params: dict[str, int] | None = None, timeout: int =
 
 def report_markdown(results: list[SynthResult]) -> str:
     lines = ["# Synthesis: yosys cell counts per block", "",
-             "Generic `synth -flatten` (yosys 0.23) of each block at its default parameters; "
-             "`$_DFF*` cells are flip-flops, `$_AND_/$_OR_/$_XOR_/$_MUX_...` are gates. "
+             "Generic `synth -flatten` (yosys 0.23) of each block, at its defaults except the parameters "
+             "listed (small row buffers and array, so the run takes seconds; buffers of flip-flops grow "
+             "linearly with them). `$_DFF*` cells are flip-flops, `$_AND_/$_OR_/$_XOR_/$_MUX_...` are gates; "
+             "a generic cell count ranks blocks, it is not an area. "
              "Regenerate with `hwvit synth --out docs/synth.md`.", "",
-             "| block | cells | flip-flops | muxes | status |", "|---|---:|---:|---:|---|"]
+             "| block | parameters | cells | flip-flops | muxes | status |", "|---|---|---:|---:|---:|---|"]
     for r in results:
         dff = sum(v for k, v in r.by_type.items() if "DFF" in k)
         mux = sum(v for k, v in r.by_type.items() if "MUX" in k)
         status = "ok" if r.ok else f"failed: {r.message}"
-        lines.append(f"| {r.block} | {r.cells} | {dff} | {mux} | {status} |")
+        params = ", ".join(f"{k}={v}" for k, v in BLOCKS.get(r.block, {}).items()) or "defaults"
+        lines.append(f"| {r.block} | {params} | {r.cells} | {dff} | {mux} | {status} |")
     return "\n".join(lines) + "\n"
