@@ -64,17 +64,16 @@ module requant #(
 
   // ---------------------------------------------------------------- stage 2: round, shift, saturate
   wire signed [SUM_BITS-1:0] prod_ext = {{(SUM_BITS - PROD_BITS){prod_q[PROD_BITS-1]}}, prod_q};
-  wire signed [SUM_BITS-1:0] rnd      = (shift_q == 6'd0) ? {SUM_BITS{1'b0}}
-                                        : ({{(SUM_BITS - 1){1'b0}}, 1'b1} << (shift_q - 6'd1));
-  wire signed [SUM_BITS-1:0] sum      = prod_ext + rnd;
-  wire signed [SUM_BITS-1:0] shifted  = sum >>> shift_q;
+  wire        [OUT_BITS-1:0] out_d;
 
-  // The value fits OUT_BITS iff bits [SUM_BITS-1 : OUT_BITS-1] are all equal (pure sign extension).
-  wire [SUM_BITS-OUT_BITS:0] top  = shifted[SUM_BITS-1:OUT_BITS-1];
-  wire                       fits = (&top) | ~(|top);
-  wire [OUT_BITS-1:0] out_d = fits ? shifted[OUT_BITS-1:0]
-                            : shifted[SUM_BITS-1] ? {1'b1, {(OUT_BITS - 1){1'b0}}}   // -2^(OUT_BITS-1)
-                                                  : {1'b0, {(OUT_BITS - 1){1'b1}}};  // 2^(OUT_BITS-1)-1
+  round_sat #(
+    .IN_BITS  (SUM_BITS),
+    .OUT_BITS (OUT_BITS)
+  ) u_round_sat (
+    .v_i      (prod_ext),
+    .shift_i  (shift_q),
+    .y_o      (out_d)
+  );
 
   reg [OUT_BITS-1:0] out_q;
   assign out_data_o = out_q;

@@ -70,17 +70,17 @@ module residual_add #(
   localparam integer EXT_BITS = SUM_BITS - PROD_BITS;
   wire signed [SUM_BITS-1:0] pa_ext  = {{EXT_BITS{prod_a_q[PROD_BITS-1]}}, prod_a_q};
   wire signed [SUM_BITS-1:0] pb_ext  = {{EXT_BITS{prod_b_q[PROD_BITS-1]}}, prod_b_q};
-  wire signed [SUM_BITS-1:0] rnd     = (cfg_shift_i == 6'd0) ? {SUM_BITS{1'b0}}
-                                       : ({{(SUM_BITS - 1){1'b0}}, 1'b1} << (cfg_shift_i - 6'd1));
-  wire signed [SUM_BITS-1:0] sum     = pa_ext + pb_ext + rnd;
-  wire signed [SUM_BITS-1:0] shifted = sum >>> cfg_shift_i;
+  wire signed [SUM_BITS-1:0] sum     = pa_ext + pb_ext;
+  wire        [OUT_BITS-1:0] out_d;
 
-  // The value fits OUT_BITS iff bits [SUM_BITS-1 : OUT_BITS-1] are all equal (pure sign extension).
-  wire [SUM_BITS-OUT_BITS:0] top  = shifted[SUM_BITS-1:OUT_BITS-1];
-  wire                       fits = (&top) | ~(|top);
-  wire [OUT_BITS-1:0] out_d = fits ? shifted[OUT_BITS-1:0]
-                            : shifted[SUM_BITS-1] ? {1'b1, {(OUT_BITS - 1){1'b0}}}   // -2^(OUT_BITS-1)
-                                                  : {1'b0, {(OUT_BITS - 1){1'b1}}};  // 2^(OUT_BITS-1)-1
+  round_sat #(
+    .IN_BITS  (SUM_BITS),
+    .OUT_BITS (OUT_BITS)
+  ) u_round_sat (
+    .v_i      (sum),
+    .shift_i  (cfg_shift_i),
+    .y_o      (out_d)
+  );
 
   reg [OUT_BITS-1:0] out_q;
   assign out_data_o = out_q;

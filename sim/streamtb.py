@@ -205,7 +205,7 @@ def iverilog_2005(sources: str | Sequence[str], top: str, params: dict[str, int]
     assert out.returncode == 0 and not out.stderr.strip(), out.stderr
 
 
-def synth(source: str, top: str, params: dict[str, int]) -> int:
+def synth(sources: str | Sequence[str], top: str, params: dict[str, int]) -> int:
     """yosys ``synth`` without warnings; returns the cell count."""
     import re
     import subprocess
@@ -214,7 +214,7 @@ def synth(source: str, top: str, params: dict[str, int]) -> int:
 
     repo = toolchain.repo()
     chparam = f"chparam {' '.join(f'-set {k} {v}' for k, v in params.items())} {top}; " if params else ""
-    script = f"read_verilog -I{repo.rtl} {repo.root / source}; {chparam}synth -top {top}; stat"
+    script = f"read_verilog -I{repo.rtl} {' '.join(_paths(sources))}; {chparam}synth -top {top}; stat"
     out = subprocess.run([toolchain.require("yosys"), "-p", script], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr
     assert "Warning" not in out.stdout, [ln for ln in out.stdout.splitlines() if "Warning" in ln]

@@ -33,7 +33,7 @@ import tbutil
 from layernorm_sets import PARAM_SETS, make_sets
 
 TOPLEVEL = "layernorm"
-SOURCES = ["rtl/layernorm.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v"]
+SOURCES = ["rtl/layernorm.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v", "rtl/round_sat.v"]
 
 # Per-row fixed cost of the block, unstalled: MUL1, MUL2, 31 square-root and 44 divider clocks,
 # handshakes and the 6-deep output pipeline (docs/rtl.md). Used for time limits and the

@@ -18,7 +18,7 @@ import streamtb
 import tbutil
 
 TOPLEVEL = "requant"
-SOURCES = ["rtl/requant.v"]
+SOURCES = ["rtl/requant.v", "rtl/round_sat.v"]
 KIND = "requant"
 
 
@@ -95,9 +95,9 @@ RTL_PARAMS = [{"OUT_BITS": 8}, {"OUT_BITS": 6}, {"OUT_BITS": 16}, {"OUT_BITS": 2
 
 @pytest.mark.parametrize("params", RTL_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_lint(params):
-    streamtb.lint(SOURCES[0], params)
-    streamtb.iverilog_2005(SOURCES[0], TOPLEVEL, params)
+    streamtb.lint(SOURCES, params)
+    streamtb.iverilog_2005(SOURCES, TOPLEVEL, params)
 
 
 def test_synth():
-    assert streamtb.synth(SOURCES[0], TOPLEVEL, {}) > 0
+    assert streamtb.synth(SOURCES, TOPLEVEL, {}) > 0
