@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -116,6 +117,8 @@ def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Pat
     build_args += list(getattr(tb, "BUILD_ARGS", {}).get(simulator, []))
     with _locked(root / f".{kind}-{simulator}-{tag}.lock"):
         runner = get_runner(simulator)
+        # The runner warns "Skipping compilation" on every cached build: noise for `hwvit sim`.
+        logging.getLogger(type(runner).__qualname__).setLevel(logging.ERROR)
         runner.build(
             sources=[repo.root / s for s in tb.SOURCES],  # .v: Verilog (verilog_sources is deprecated)
             includes=[repo.rtl],
