@@ -223,9 +223,9 @@ class IntViT:
         if self.config.pool == "cls":
             pooled = h[:, 0]
         else:
-            acc = h.sum(axis=1)
             pooled = ops.mean_pool(h, self.pool_mult, self.pool_shift, self.act_bits, axis=1)
-            if tr.keep_records:
+            if tr.keep_records:  # the pool is a requant of the token sums
+                acc = h.sum(axis=1)
                 n = acc.size
                 tr.add("requant", "pool", {"out_bits": self.act_bits},
                        acc=t_in(acc.reshape(-1), 32, True), multiplier=t_in(np.full(n, self.pool_mult), 32, False),
