@@ -25,6 +25,22 @@ def model_options(func):
     return wrapper
 
 
+def require_simulators(simulator: str) -> list[str]:
+    """The simulators named by --simulator (icarus, verilator or both), each checked installed,
+    and the source checkout's rtl/ and sim/; a missing one is a one-line error with its install
+    command."""
+    from hwvit import toolchain
+
+    sims = list(toolchain.SIMULATORS) if simulator == "both" else [simulator]
+    try:
+        for sim in sims:
+            toolchain.require(sim)
+        toolchain.repo()
+    except toolchain.ToolMissing as exc:
+        fail(str(exc))
+    return sims
+
+
 def fail(message: str) -> None:
     """One-line error, non-zero exit, no traceback."""
     raise click.ClickException(message)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from hwvit import toolchain
+from hwvit.cli.common import require_simulators
 
 
 def _step(n: int, total: int, text: str) -> None:
@@ -46,13 +46,7 @@ def demo(vectors_dir, out_dir, image, simulator, jobs):
     from hwvit.simulate import run_many
 
     t0 = time.perf_counter()
-    sims = list(toolchain.SIMULATORS) if simulator == "both" else [simulator]
-    try:
-        for s in sims:
-            toolchain.require(s)
-        toolchain.repo()
-    except toolchain.ToolMissing as exc:
-        raise click.ClickException(str(exc)) from None
+    sims = require_simulators(simulator)
     total = 5
 
     _step(1, total, "float model: the shipped digits ViT (hwvit/data/digits.safetensors)")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from hwvit import toolchain
+from hwvit.cli.common import require_simulators
 
 
 @click.command()
@@ -29,13 +29,7 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):
     """
     from hwvit import vectors
 
-    sims = list(toolchain.SIMULATORS) if simulator == "both" else [simulator]
-    try:
-        for s in sims:
-            toolchain.require(s)
-        toolchain.repo()
-    except toolchain.ToolMissing as exc:
-        raise click.ClickException(str(exc)) from None
+    sims = require_simulators(simulator)
     sets = vectors.find_sets(Path(directory))
     if not sets:
         raise click.ClickException(f"no vector sets (manifest.yaml) under {directory}")
