@@ -3,18 +3,22 @@
 Every function takes integer arrays (numpy or torch), checks dtypes, shapes and value ranges,
 computes exactly on int64 and returns numpy int64 arrays. docs/arithmetic.md states each
 kernel's widths, rounding and saturation; ``hwvit.ops.reference`` holds slow plain-Python twins
-used by the tests.
+used by the tests. Kernels share names with their Verilog twins: ``ops.<kind>`` <-> ``rtl/<kind>.v``
+(requant, gemm, gelu, softmax, layernorm, residual_add, round_sat, divu, isqrt).
 """
 
 from __future__ import annotations
 
+from hwvit.formats import Rounding
+from hwvit.ops.divu import divu
 from hwvit.ops.gelu import gelu
 from hwvit.ops.gemm import gemm, linear
 from hwvit.ops.isqrt import isqrt
 from hwvit.ops.layernorm import LN_F, LN_K, LN_T, layernorm
 from hwvit.ops.pool import mean_pool
-from hwvit.ops.requant import Rounding, quantize, requant, rshift_round, saturate
-from hwvit.ops.residual import residual_add
+from hwvit.ops.requant import quantize, requant
+from hwvit.ops.residual_add import residual_add
+from hwvit.ops.round_sat import round_sat, rshift_round, saturate
 from hwvit.ops.softmax import softmax
 
 __all__ = [
@@ -22,6 +26,7 @@ __all__ = [
     "LN_K",
     "LN_T",
     "Rounding",
+    "divu",
     "gelu",
     "gemm",
     "isqrt",
@@ -31,6 +36,7 @@ __all__ = [
     "quantize",
     "requant",
     "residual_add",
+    "round_sat",
     "rshift_round",
     "saturate",
     "softmax",

@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from hwvit.ops import _jit
-from hwvit.ops.requant import ACC_BITS, as_int_array, requant, signed_range
+from hwvit.formats import ACC
+from hwvit.ops.checks import as_int_array
+from hwvit.ops.requant import requant
 
 A_MAX_ABS = 255  # worst-case |a| (unsigned a); the bound below uses it for both signednesses
 W_MAX_ABS = 128
@@ -119,7 +121,7 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
     if bias is None:
         b = np.zeros(n_out, dtype=np.int64)
     else:
-        b = as_int_array(bias, "bias", *signed_range(ACC_BITS))
+        b = as_int_array(bias, "bias", *ACC.range)
         if b.shape != (n_out,):
             raise ValueError(f"bias: expected shape ({n_out},), got {b.shape}")
     bound = k * A_MAX_ABS * W_MAX_ABS + (int(np.abs(b).max()) if n_out else 0)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.ops.requant import as_int_array
+from hwvit.ops.checks import as_int_array
 
 ISQRT_MAX = (1 << 62) - 1
 

@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 
 from hwvit.ops import _jit
-from hwvit.ops.requant import (MULT_MAX, OUT_BITS_RANGE, SHIFT_MAX, as_int_array, as_rows, check_bits,
-                               signed_range)
+from hwvit.formats import BETA, GAMMA, INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
+from hwvit.ops.checks import as_int_array, as_rows, check_bits
 
 LN_T = 11  # extra bits of sig: V is scaled by 2^(2T), so floor(sqrt) costs <= 2^-11 relative
 LN_K = 43  # inv = round(2^K / sig) <= 2^32
 LN_F = 10  # fractional bits of the normalized value y
 MAX_C = 4096
-G_MAX = (1 << 14) - 1  # G signed 15
-B_MAX = (1 << 30) - 1  # B signed 31
+G_MAX = GAMMA.hi  # symmetric: -G_MAX..G_MAX
+B_MAX = BETA.hi
 EPS_MAX = 1 << 61  # eps_int is in units of 2^-2T LSB^2 * C^2; V << 2T < 2^60, so Ve < 2^62
 VE_LIMIT = 1 << 62
 
@@ -38,7 +38,7 @@ def layernorm(
     """LayerNorm of signed 8-bit rows; gamma/beta are the integer ``G``, ``B`` of
     ``hwvit.quant.layernorm_params`` (shape (C,)), ``eps_int`` in units of ``2^-22 * C^2 * LSB^2``
     (``V << 22``'s units: 22 fractional bits, so a small eps is not rounded away)."""
-    x = as_int_array(x, "x", -128, 127)
+    x = as_int_array(x, "x", *INT8.range)
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_C:
         raise ValueError(f"layernorm: rows must hold 1..{MAX_C} elements, got shape {x.shape}")
     c = x.shape[-1]
@@ -50,8 +50,8 @@ def layernorm(
 
     m = int(as_int_array(multiplier, "multiplier", 0, MULT_MAX))
     s = int(as_int_array(shift, "shift", 0, SHIFT_MAX))
-    out_bits = check_bits(out_bits, "out_bits", *OUT_BITS_RANGE)
-    lo, hi = signed_range(out_bits)
+    out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
+    lo, hi = signed(out_bits).range
     # Per row (docs/arithmetic.md): Sx signed 20, Sxx unsigned 27, V = C*Sxx - Sx^2 < 2^39,
     # Ve = (V << 22) + eps_int < 2^62, sig = isqrt(Ve) < 2^31, inv <= 2^32 (0 when sig = 0: then
     # every d is 0), d = C*x - Sx signed 21, y = (d*inv + 2^21) >> 22 signed 17, acc = y*G + B

@@ -28,6 +28,11 @@ def _round_shift(v: int, s: int) -> int:
     return (v + 2 ** (s - 1)) // 2**s
 
 
+def round_sat_ref(v: int, s: int, bits: int) -> int:
+    """rtl/round_sat.v: round half up by ``s`` bits, then saturate to signed ``bits``."""
+    return _sat(_round_shift(v, s), bits)
+
+
 def _per_channel(param, j: int) -> int:
     return param[j] if isinstance(param, (list, tuple)) else param
 
@@ -128,3 +133,20 @@ def mean_pool_ref(tokens: list[list[int]], multiplier, shift, out_bits: int = 8)
     """``tokens[t][j]``: sum over t for each channel j, then requant."""
     sums = [sum(tok[j] for tok in tokens) for j in range(len(tokens[0]))]
     return requant_ref(sums, multiplier, shift, out_bits)
+
+
+def divu_ref(dividend: int, divisor: int, n_bits: int = 40, d_bits: int = 24, q_bits: int | None = None
+             ) -> tuple[int, int]:
+    """rtl/divu.v step by step: the top ``n_bits - q_bits`` dividend bits seed the remainder, then
+    ``q_bits`` restoring steps each bring down one bit and subtract the divisor if it fits."""
+    q_bits = n_bits if q_bits is None else q_bits
+    rem = dividend >> q_bits  # < divisor by the precondition
+    low = dividend % 2**q_bits  # dividend bits still to bring down, most significant first
+    quotient = 0
+    for step in range(q_bits):
+        bit = (low >> (q_bits - 1 - step)) & 1
+        trial = 2 * rem + bit  # D_BITS + 1 bits
+        fits = trial >= divisor
+        rem = (trial - divisor if fits else trial) % 2**d_bits
+        quotient = 2 * quotient + int(fits)
+    return quotient, rem

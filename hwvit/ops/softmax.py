@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from hwvit.ops import _jit
-from hwvit.ops.requant import as_int_array, as_rows, check_bits, signed_range
+from hwvit.formats import EXP, MULT_MAX, signed
+from hwvit.ops.checks import as_int_array, as_rows, check_bits
 
 EXP_FRAC = 23  # T[0] = 2^23: entries off by <= 1/2 move p by <= Q * N * 2^-24 (0.004 LSB at N = 256)
 EXP_ONE = 1 << EXP_FRAC
@@ -42,11 +43,11 @@ def softmax(
     """
     out_bits = check_bits(out_bits, "out_bits", 1, 16)
     in_bits = check_bits(in_bits, "in_bits", 2, 16)
-    x = as_int_array(x, "x", *signed_range(in_bits))
+    x = as_int_array(x, "x", *signed(in_bits).range)
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_ROW:
         raise ValueError(f"softmax: rows must hold 1..{MAX_ROW} elements, got shape {x.shape}")
     if exp == "table":
-        table = as_int_array(exp_table, "exp_table", 0, (1 << (EXP_FRAC + 1)) - 1)
+        table = as_int_array(exp_table, "exp_table", *EXP.range)
         if table.ndim != 1 or not 1 <= table.shape[0] <= 1 << in_bits:
             raise ValueError(f"exp_table: expected 1..{1 << in_bits} entries, got shape {table.shape}")
         if int(table[0]) != EXP_ONE:
@@ -55,7 +56,7 @@ def softmax(
     elif exp == "shift":
         if exp_mult is None:
             raise ValueError("softmax: exp='shift' needs exp_mult = round(s_in * log2(e) * 2^16)")
-        mult = int(as_int_array(exp_mult, "exp_mult", 0, (1 << 31) - 1))
+        mult = int(as_int_array(exp_mult, "exp_mult", 0, MULT_MAX))
         table = np.full(1, EXP_ONE, dtype=np.int64)  # unused by the shift-and-add path
     else:
         raise ValueError(f"softmax: exp must be 'table' or 'shift', got {exp!r}")

@@ -11,18 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
 from hwvit.ops import _jit
-from hwvit.ops.requant import (
-    MULT_MAX,
-    OUT_BITS_RANGE,
-    SHIFT_MAX,
-    as_int_array,
-    as_rows,
-    channel_param,
-    check_bits,
-    per_channel,
-    signed_range,
-)
+from hwvit.ops.checks import as_int_array, as_rows, channel_param, check_bits, per_channel
 
 
 def residual_add(a: Any, b: Any, mult_a: Any, mult_b: Any, shift: Any, out_bits: int = 8) -> np.ndarray:
@@ -31,9 +22,9 @@ def residual_add(a: Any, b: Any, mult_a: Any, mult_b: Any, shift: Any, out_bits:
     Ma, Mb unsigned 31 and s in [1, 62], per tensor or per last-axis channel. The sum is signed
     40 (``|a*Ma| < 2^38``).
     """
-    out_bits = check_bits(out_bits, "out_bits", *OUT_BITS_RANGE)
-    a = as_int_array(a, "a", -128, 127)
-    b = as_int_array(b, "b", -128, 127)
+    out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
+    a = as_int_array(a, "a", *INT8.range)
+    b = as_int_array(b, "b", *INT8.range)
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
@@ -41,7 +32,7 @@ def residual_add(a: Any, b: Any, mult_a: Any, mult_b: Any, shift: Any, out_bits:
     ma = channel_param(mult_a, "mult_a", 0, MULT_MAX, shape)
     mb = channel_param(mult_b, "mult_b", 0, MULT_MAX, shape)
     s = channel_param(shift, "shift", 1, SHIFT_MAX, shape)
-    lo, hi = signed_range(out_bits)
+    lo, hi = signed(out_bits).range
     a_rows = as_rows(np.broadcast_to(a, shape))
     b_rows = as_rows(np.broadcast_to(b, shape))
     ref = a_rows.reshape(shape) if shape else a_rows
