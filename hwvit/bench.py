@@ -33,7 +33,7 @@ def _gemm_timer(box: list[float]):
 def bench_forward(preset: str = "vit-b16", repeats: int = 5, calib_images: int = 2, seed: int = 0) -> dict:
     """Median int_ms, float_ms (batch 1), their ratio and the share of int time outside GEMM."""
     from hwvit import pipeline
-    from hwvit.intvit import quantize_model
+    from hwvit.quant import quantize_model
 
     source = pipeline.load_source(preset, seed=seed)
     model = source.model

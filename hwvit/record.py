@@ -1,20 +1,29 @@
-"""Block records: the integer tensors and parameters of one block instance.
+"""Block records and the per-kind contract: the integer tensors and parameters of one block.
 
 A record is what the integer model's trace holds for each block it ran, and what a vector set
-on disk holds (``hwvit.vectors`` writes and reads records). Nothing here computes.
+on disk holds (``hwvit.vectors`` writes and reads records). ``CONTRACT`` fixes, for every block
+kind, the tensors a record holds (role, shape, format); ``make_record`` builds a record from
+arrays and takes every width and role from it, so no caller types a width by hand.
+``sim/test_<kind>.py`` reads these names, so they change only together with the testbenches.
+Widths follow docs/arithmetic.md and ``hwvit.formats``. Nothing here computes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+
+from hwvit.formats import ACC, BETA, EXP, GAMMA, INT8, MULT, MULT_MAX, OUT_BITS, SHIFT, SHIFT_MAX, IntFormat, Rounding
 
 # The block kinds that have a Verilog twin in rtl/ (and a testbench in sim/).
 KINDS = ("requant", "gemm", "gelu", "softmax", "layernorm", "residual_add")
 
 ROLES = ("input", "output", "parameter")
+
+Dim = str | int | Callable[[dict[str, Any]], int]
 
 
 @dataclass(frozen=True)
@@ -34,12 +43,8 @@ class Tensor:
         assert 1 <= self.bits <= 64, f"bits={self.bits}"
 
     @property
-    def lo(self) -> int:
-        return -(1 << (self.bits - 1)) if self.signed else 0
-
-    @property
-    def hi(self) -> int:
-        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+    def fmt(self) -> IntFormat:
+        return IntFormat(int(self.bits), bool(self.signed))
 
 
 @dataclass
@@ -53,3 +58,104 @@ class BlockRecord:
 
     def __post_init__(self) -> None:
         assert self.kind in KINDS, f"kind {self.kind!r} not in {KINDS}"
+
+
+class Spec(NamedTuple):
+    """One tensor of the contract. ``bits``/``signed`` are fixed or name a parameter."""
+
+    role: str
+    shape: tuple[Dim, ...]  # a parameter name, a free symbol ("n"), an int, or f(params)
+    bits: int | str
+    signed: bool | str
+
+    def fmt(self, params: dict[str, Any]) -> IntFormat:
+        bits = params[self.bits] if isinstance(self.bits, str) else self.bits
+        signed = params[self.signed] if isinstance(self.signed, str) else self.signed
+        return IntFormat(int(bits), bool(signed))
+
+
+def _spec(role: str, shape: tuple[Dim, ...], fmt: IntFormat) -> Spec:
+    return Spec(role, shape, fmt.bits, fmt.signed)
+
+
+def _pow2_in_bits(params: dict[str, Any]) -> int:
+    return 1 << params["in_bits"]
+
+
+# Parameter ranges (inclusive); output widths 2..16 as the requantizer saturates to them.
+_SIZE = (1, 1 << 24)
+_U31 = (0, MULT_MAX)  # integer multipliers
+PARAMS: dict[str, dict[str, tuple[type, tuple[int, int] | None]]] = {
+    "requant": {"out_bits": (int, OUT_BITS)},
+    "gemm": {"m": (int, _SIZE), "k": (int, (1, 65535)), "n": (int, _SIZE), "a_signed": (bool, None),
+             "out_bits": (int, OUT_BITS)},
+    "gelu": {"in_bits": (int, (2, 16)), "out_bits": (int, OUT_BITS)},
+    "softmax": {"in_bits": (int, (2, 16)), "out_bits": (int, OUT_BITS), "entries": (int, (1, 1 << 16)),
+                "rows": (int, _SIZE), "row_len": (int, (1, 4096))},
+    "layernorm": {"rows": (int, _SIZE), "c": (int, (1, 4096)), "out_bits": (int, OUT_BITS),
+                  "eps_int": (int, (0, 1 << 61)), "multiplier": (int, _U31), "shift": (int, (0, SHIFT_MAX))},
+    "residual_add": {"out_bits": (int, OUT_BITS), "mult_a": (int, _U31), "mult_b": (int, _U31),
+                     "shift": (int, (1, SHIFT_MAX))},
+}
+
+# Requant multipliers are declared 32-bit unsigned (values in [0, MULT_MAX]); shifts 6-bit.
+CONTRACT: dict[str, dict[str, Spec]] = {
+    "requant": {
+        "acc": _spec("input", ("n",), ACC),
+        "multiplier": _spec("input", ("n",), MULT),
+        "shift": _spec("input", ("n",), SHIFT),
+        "y": Spec("output", ("n",), "out_bits", True),
+    },
+    "gemm": {
+        "a": Spec("input", ("m", "k"), INT8.bits, "a_signed"),
+        "w": _spec("parameter", ("n", "k"), INT8),
+        "bias": _spec("parameter", ("n",), ACC),
+        "multiplier": _spec("parameter", ("n",), MULT),
+        "shift": _spec("parameter", ("n",), SHIFT),
+        "acc": _spec("output", ("m", "n"), ACC),
+        "y": Spec("output", ("m", "n"), "out_bits", True),
+    },
+    "gelu": {
+        "x": Spec("input", ("n",), "in_bits", True),
+        "table": Spec("parameter", (_pow2_in_bits,), "out_bits", True),
+        "y": Spec("output", ("n",), "out_bits", True),
+    },
+    "softmax": {
+        "x": Spec("input", ("rows", "row_len"), "in_bits", True),
+        "exp_table": _spec("parameter", ("entries",), EXP),  # T[0] = 2^23 (docs/arithmetic.md)
+        "p": Spec("output", ("rows", "row_len"), "out_bits", False),
+    },
+    "layernorm": {
+        "x": _spec("input", ("rows", "c"), INT8),
+        "gamma": _spec("parameter", ("c",), GAMMA),
+        "beta": _spec("parameter", ("c",), BETA),
+        "y": Spec("output", ("rows", "c"), "out_bits", True),
+    },
+    "residual_add": {
+        "a": _spec("input", ("n",), INT8),
+        "b": _spec("input", ("n",), INT8),
+        "y": Spec("output", ("n",), "out_bits", True),
+    },
+}
+# The tensor whose `.hex` file is the block's loadable LUT (recorded as `lut_file`).
+LUT_TENSOR = {"gelu": "table", "softmax": "exp_table"}
+
+
+def make_record(kind: str, path: str, params: dict[str, Any], scales: dict[str, float | None] | None = None,
+                **arrays: Any) -> BlockRecord:
+    """The record of one ``kind`` block: ``arrays`` named as in ``CONTRACT[kind]``, every one of them.
+
+    Roles and formats come from the contract (widths named by a parameter are read from
+    ``params``); ``scales`` gives the real scale of any tensor that has one. The rounding mode is
+    added to the parameters (there is one: ``Rounding.HALF_UP``).
+    """
+    contract = CONTRACT[kind]
+    assert set(arrays) == set(contract), f"{kind}: tensors {sorted(arrays)}, contract {sorted(contract)}"
+    params = {**params, "rounding": Rounding.HALF_UP.value}
+    scales = scales or {}
+    tensors = {}
+    for name, spec in contract.items():
+        fmt = spec.fmt(params)
+        data = np.ascontiguousarray(arrays[name], dtype=np.int64)
+        tensors[name] = Tensor(data, fmt.bits, fmt.signed, spec.role, scales.get(name))
+    return BlockRecord(kind=kind, path=path, params=params, tensors=tensors)

@@ -163,7 +163,7 @@ def corrupt(record, name: str, index: int):
 
     tensor = record.tensors[name]
     data = tensor.data.copy().reshape(-1)
-    data[index] += 1 if data[index] < tensor.hi else -1
+    data[index] += 1 if data[index] < tensor.fmt.hi else -1
     tensors = {**record.tensors, name: dataclasses.replace(tensor, data=data.reshape(tensor.data.shape))}
     return dataclasses.replace(record, tensors=tensors)
 

@@ -340,7 +340,7 @@ def test_gemm_reports_mismatch(tmp_path, simulator):
     record = vectors.random_record("gemm", cases=8, seed=5, k=16, n=8)
     y = record.tensors["y"]
     data = y.data.copy()
-    data[3, 5] = data[3, 5] + 1 if data[3, 5] < y.hi else data[3, 5] - 1
+    data[3, 5] = data[3, 5] + 1 if data[3, 5] < y.fmt.hi else data[3, 5] - 1
     record.tensors["y"] = Tensor(data, y.bits, y.signed, y.role, y.scale, y.layout)
     set_dir = vectors.write_set(record, tmp_path / "bad")
     result = simulate.run(set_dir, simulator, hdl_overrides=_overrides(ARRAYS[0]))

@@ -17,7 +17,7 @@ def test_sim_reports_good_bad_and_mismatching_sets(tmp_path):
     wrong = vectors.random_record("requant", cases=64, seed=2)
     y = wrong.tensors["y"]
     data = y.data.copy()
-    data[7] = data[7] - 1 if data[7] > y.lo else data[7] + 1
+    data[7] = data[7] - 1 if data[7] > y.fmt.lo else data[7] + 1
     wrong.tensors["y"] = Tensor(data, y.bits, y.signed, y.role, y.scale)
     vectors.write_set(wrong, tmp_path / "tree" / "b_mismatch")
     broken = vectors.write_set(vectors.random_record("requant", cases=64, seed=3), tmp_path / "tree" / "c_broken")

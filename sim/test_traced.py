@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from hwvit import pipeline, simulate, vectors
-from hwvit.intvit import quantize_model, trace_model
+from hwvit.intvit import trace_model
+from hwvit.quant import quantize_model
 from hwvit.record import KINDS
 
 

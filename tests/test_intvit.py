@@ -9,8 +9,9 @@ import torch
 from hwvit import ops
 from hwvit.float.config import load_preset
 from hwvit.float.model import ViT
-from hwvit.intvit import QuantConfig, quantize_model, trace_model
+from hwvit.intvit import trace_model
 from hwvit.ops import reference as ref
+from hwvit.quant import QuantConfig, quantize_model
 from hwvit.report.compare import compare
 
 # Small shapes of each family: same structure as the presets, sizes a test can afford.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hwvit import pipeline
-from hwvit.intvit import QuantConfig, quantize_model
+from hwvit.quant import QuantConfig, quantize_model
 from hwvit.report.compare import compare
 
 

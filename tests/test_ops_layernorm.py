@@ -75,7 +75,7 @@ def test_layernorm_accuracy_vs_float(c):
     """
     rng = np.random.default_rng(31 + c)
     worst = 0.0
-    for trial in range(40):
+    for _ in range(40):
         s_x = float(rng.uniform(0.005, 0.2))
         eps = float(rng.choice([1e-5, 1e-6, 1e-12, 1e-3]))
         gamma = rng.normal(1.0, 0.3, c) * rng.choice([1.0, 0.05, 4.0])

@@ -43,7 +43,7 @@ def test_requant_per_tensor_matches_reference():
 def test_requant_per_channel_matches_reference():
     rng = np.random.default_rng(2)
     cases = 0
-    for trial in range(60):
+    for _ in range(60):
         rows, chans = int(rng.integers(1, 8)), int(rng.integers(1, 40))
         acc = _random_acc(rng, (rows, chans))
         m = rng.choice(EDGE_M + list(rng.integers(2**30, 2**31, 4)), chans)

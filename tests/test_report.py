@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from hwvit import pipeline
 from hwvit.cli import main
-from hwvit.intvit import QuantConfig, quantize_model
+from hwvit.quant import QuantConfig, quantize_model
 from hwvit.report import plots
 from hwvit.report import write as report_write
 from hwvit.report.compare import compare

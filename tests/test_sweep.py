@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from hwvit import pipeline
 from hwvit.cli import main
-from hwvit.intvit import QuantConfig, quantize_model
+from hwvit.quant import QuantConfig, quantize_model
 from hwvit.report.compare import compare
 from hwvit.report.sweep import COLUMNS, QUICK_AXES, cost, one_factor_grid
 

@@ -154,7 +154,7 @@ def test_model_mode_writes_every_traced_block(tmp_path):
         for part in ("norm1", "attn.qkv", "attn.h0.qk", "attn.softmax", "attn.h3.av", "attn.proj", "add1",
                      "norm2", "mlp.fc1", "mlp.gelu", "mlp.fc2", "add2"):
             assert f"layers.{i}.{part}" in names, f"layers.{i}.{part} missing"
-    assert {"patch_embed.proj", "pos_add", "norm", "head"} <= names
+    assert {"embed.proj", "pos_add", "norm", "head"} <= names
     assert run("check", str(out)).exit_code == 0
     manifest = yaml.safe_load((out / "layers.1.attn.softmax" / "manifest.yaml").read_text())
     assert manifest["kind"] == "softmax" and manifest["path"] == "layers.1.attn.softmax"

@@ -7,8 +7,8 @@ import io
 import numpy as np
 import pytest
 
-from hwvit.vectors.format import (VectorSetError, decode_hex, decode_npy, encode_hex, encode_npy, hex_digits,
-                                  npy_dtype, value_range)
+from hwvit.formats import IntFormat
+from hwvit.vectors.format import VectorSetError, decode_hex, decode_npy, encode_hex, encode_npy
 
 WIDTHS = [(1, False), (2, True), (6, False), (8, True), (8, False), (15, True), (16, False), (17, True),
           (24, False), (31, True), (32, True), (32, False), (40, True), (63, False), (64, True)]
@@ -21,7 +21,7 @@ def _ref_hex(values, bits: int) -> bytes:
 
 
 def _values(bits: int, signed: bool, n: int = 300) -> np.ndarray:
-    lo, hi = value_range(bits, signed)
+    lo, hi = IntFormat(bits, signed).range
     edges = [lo, hi, 0, min(1, hi), max(-1, lo), lo + 1 if hi > lo else lo, hi - 1 if hi > lo else hi]
     rng = np.random.default_rng(bits)
     if bits < 64:
@@ -49,7 +49,7 @@ def test_hex_is_masked_twos_complement_of_the_declared_width():
     assert bytes(encode_hex(np.array([-1, -128, 127]), 8)) == b"ff\n80\n7f\n"
     assert bytes(encode_hex(np.array([-1, -(1 << 14)]), 15)) == b"7fff\n4000\n"  # 15 bits: never ffff
     assert bytes(encode_hex(np.array([63, 0]), 6)) == b"3f\n00\n"
-    assert hex_digits(1) == 1 and hex_digits(6) == 2 and hex_digits(32) == 8 and hex_digits(33) == 9
+    assert [IntFormat(b).hex_digits for b in (1, 6, 32, 33)] == [1, 2, 8, 9]
 
 
 def test_encode_hex_accepts_narrow_dtypes_and_shapes():
@@ -85,17 +85,17 @@ def test_npy_is_what_np_save_writes_in_the_narrowest_dtype(bits, signed):
     values = _values(bits, signed).reshape(-1, 1)[:300].reshape(30, 10)
     header, body = encode_npy(values, bits, signed)
     ref = io.BytesIO()
-    np.save(ref, values.astype(npy_dtype(bits, signed)), allow_pickle=False)
+    np.save(ref, values.astype(IntFormat(bits, signed).dtype), allow_pickle=False)
     assert header + bytes(body) == ref.getvalue()
     back = decode_npy(header + bytes(body))
-    assert back.dtype == npy_dtype(bits, signed) and back.shape == (30, 10)
+    assert back.dtype == IntFormat(bits, signed).dtype and back.shape == (30, 10)
     assert back.astype(np.int64).tolist() == values.tolist()
 
 
 def test_npy_dtype_choice():
-    assert npy_dtype(6, False) == np.uint8 and npy_dtype(8, True) == np.int8
-    assert npy_dtype(15, True) == np.int16 and npy_dtype(24, False) == np.uint32
-    assert npy_dtype(31, True) == np.int32 and npy_dtype(40, True) == np.int64
+    assert IntFormat(6, False).dtype == np.uint8 and IntFormat(8, True).dtype == np.int8
+    assert IntFormat(15, True).dtype == np.int16 and IntFormat(24, False).dtype == np.uint32
+    assert IntFormat(31, True).dtype == np.int32 and IntFormat(40, True).dtype == np.int64
 
 
 def test_decode_npy_refuses_pickles_and_garbage():

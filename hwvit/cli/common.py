@@ -47,7 +47,7 @@ def fail(message: str) -> None:
 
 
 def quant_options(func):
-    """The quantization knobs of hwvit.intvit.QuantConfig."""
+    """The quantization knobs of hwvit.quant.QuantConfig."""
 
     @click.option("--act-bits", type=click.IntRange(2, 8), default=8, show_default=True,
                   help="Activation width (per tensor, symmetric).")
@@ -72,7 +72,7 @@ def quant_options(func):
 
 def quant_config(kwargs: dict):
     """QuantConfig from the options of quant_options (pops them from kwargs)."""
-    from hwvit.intvit import QuantConfig
+    from hwvit.quant import QuantConfig
 
     return QuantConfig(act_bits=kwargs.pop("act_bits"), softmax_bits=kwargs.pop("softmax_bits"),
                        exp=kwargs.pop("exp_mode"), exp_entries=kwargs.pop("exp_entries"),
@@ -82,7 +82,7 @@ def quant_config(kwargs: dict):
 def build_models(preset, checkpoint, family, config_path, qconfig, calib_images: int, seed: int = 0):
     """(Source, IntViT) for the model options; bad input becomes a one-line ClickException."""
     from hwvit import pipeline
-    from hwvit.intvit import quantize_model
+    from hwvit.quant import quantize_model
 
     try:
         source = pipeline.load_source(preset, checkpoint, family, config_path, seed=seed)

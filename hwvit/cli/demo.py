@@ -40,7 +40,8 @@ def demo(vectors_dir, out_dir, image, simulator, jobs):
     from tqdm import tqdm
 
     from hwvit import pipeline, vectors
-    from hwvit.intvit import QuantConfig, quantize_model, trace_model
+    from hwvit.intvit import trace_model
+    from hwvit.quant import QuantConfig, quantize_model
     from hwvit.report.compare import compare
     from hwvit.report.write import write_report
     from hwvit.simulate import run_many

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
 from hwvit import toolchain
+from hwvit.atomic import write_atomic
 
 
 @click.command()
@@ -42,10 +41,7 @@ def synth(blocks, out_path):
     if out_path:
         text = report_markdown(results)
         out = Path(out_path)
-        fd, tmp = tempfile.mkstemp(dir=out.parent or ".", prefix=f".{out.name}.")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, out)
+        write_atomic(out, text)
         click.echo(f"wrote {out}")
     failed = sum(not r.ok for r in results)
     click.echo(f"{len(results) - failed} synthesized, {failed} failed")

@@ -1,6 +1,5 @@
-"""The bit-accurate integer ViT: conversion from a float ViT, forward, trace."""
+"""The bit-accurate integer ViT: layers, forward, trace (``hwvit.quant.quantize_model`` builds one)."""
 
-from hwvit.intvit.convert import QuantConfig, quantize_model
 from hwvit.intvit.model import IntViT
 from hwvit.intvit.trace import Trace
 
@@ -12,4 +11,4 @@ def trace_model(int_model: IntViT, inputs, quantized: bool = False):
     return logits, tr.records, tr.values
 
 
-__all__ = ["IntViT", "QuantConfig", "Trace", "quantize_model", "trace_model"]
+__all__ = ["IntViT", "Trace", "trace_model"]

@@ -1,7 +1,9 @@
 """The integer ViT: a bit-accurate forward built only from hwvit.ops kernels.
 
 Shapes: B images, N tokens, D = dim, H heads of hd, F = mlp_dim. Activations are int64 arrays
-holding ACT_BITS-bit values; each carries one real scale, kept beside it in the layer.
+holding ACT_BITS-bit values; each carries one real scale, kept beside it in the layer. Every
+layer records its own block records and output value; paths are the float model's record points
+(``embed.proj``, ``layers.3.mlp.fc1``, ...). ``hwvit.quant.quantize_model`` builds an IntViT.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from einops import rearrange
 
 from hwvit import ops
-from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntResidual, IntSoftmax, record_gemm
-from hwvit.intvit.trace import NO_TRACE, Trace, t_in, t_out, t_par
+from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax, record_gemm
+from hwvit.intvit.trace import NO_TRACE, Trace
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IntAttention:
     heads: int
     head_dim: int
@@ -64,7 +67,7 @@ class IntAttention:
         scores = scores.reshape(b, h, n, n)
         tr.value(f"{path}.scores", scores, self.s_scores)
         probs = self.softmax(scores, tr, f"{path}.softmax")
-        tr.value(f"{path}.probs", probs, self.softmax.s_out)
+        tr.value(f"{path}.probs", probs, self.softmax.s_out)  # the float model's name for the softmax
         ps = probs.reshape(b * h, n, n)
         vt = vs.transpose(0, 2, 1)  # (B*H, hd, N): V^T, the GEMM's weight rows
         acc = ops.gemm(ps, vt, None, a_signed=False)  # (B*H, N, hd)
@@ -76,12 +79,10 @@ class IntAttention:
         ctx = ctx.reshape(b, h, n, hd).transpose(0, 2, 1, 3)  # (B, N, H, hd)
         ctx = ctx.reshape(b, n, h * hd)
         tr.value(f"{path}.context", ctx, self.s_ctx)
-        out = self.proj(ctx, tr, f"{path}.proj")
-        tr.value(f"{path}.proj", out, self.proj.s_out)
-        return out
+        return self.proj(ctx, tr, f"{path}.proj")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IntBlock:
     norm1: IntLayerNorm
     attn: IntAttention
@@ -94,23 +95,15 @@ class IntBlock:
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         h = self.norm1(x, tr, f"{path}.norm1")
-        tr.value(f"{path}.norm1", h, self.norm1.s_out)
         x = self.add1(x, self.attn(h, tr, f"{path}.attn"), tr, f"{path}.add1")
-        tr.value(f"{path}.add1", x, self.add1.s_out)
         h = self.norm2(x, tr, f"{path}.norm2")
-        tr.value(f"{path}.norm2", h, self.norm2.s_out)
         h = self.fc1(h, tr, f"{path}.mlp.fc1")
-        tr.value(f"{path}.mlp.fc1", h, self.fc1.s_out)
         h = self.gelu(h, tr, f"{path}.mlp.gelu")
-        tr.value(f"{path}.mlp.gelu", h, self.gelu.s_out)
         h = self.fc2(h, tr, f"{path}.mlp.fc2")
-        tr.value(f"{path}.mlp.fc2", h, self.fc2.s_out)
-        x = self.add2(x, h, tr, f"{path}.add2")
-        tr.value(f"{path}.add2", x, self.add2.s_out)
-        return x
+        return self.add2(x, h, tr, f"{path}.add2")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IntPatchEmbed:
     """conv: im2col + GEMM; simple: rearrange, LN, GEMM, LN; linear1d: GEMM (K=1), LN, GELU."""
 
@@ -122,31 +115,28 @@ class IntPatchEmbed:
     gelu: IntGelu | None = None
 
     def patches(self, x: np.ndarray) -> np.ndarray:
-        """(B, C, H, W) -> (B, N, patch_dim) in the order the float weights expect."""
-        if self.kind == "linear1d":  # (B, L[, C]) -> 'b (n p) c -> b n (p c)'
-            return x.reshape(x.shape[0], -1, self.patch_size * (x.shape[2] if x.ndim == 3 else 1))
-        b, c, hh, ww = x.shape
+        """Input -> (B, N, patch_dim) in the order the float weights expect (the float model's patterns)."""
         p = self.patch_size
-        g = x.reshape(b, c, hh // p, p, ww // p, p)
+        if self.kind == "linear1d":
+            x = x[..., None] if x.ndim == 2 else x  # (B, L) signals have one channel
+            return rearrange(x, "b (n p) c -> b n (p c)", p=p)
         if self.kind == "conv":  # Conv2d weight (D, C, p, p): features ordered (c, p1, p2)
-            g = g.transpose(0, 2, 4, 1, 3, 5)
-        else:  # SimpleViT's Rearrange 'b c (h p1) (w p2) -> b (h w) (p1 p2 c)'
-            g = g.transpose(0, 2, 4, 3, 5, 1)
-        return g.reshape(b, (hh // p) * (ww // p), -1)
+            return rearrange(x, "b c (h p1) (w p2) -> b (h w) (c p1 p2)", p1=p, p2=p)
+        return rearrange(x, "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=p, p2=p)  # SimpleViT
 
-    def __call__(self, x: np.ndarray, tr: Trace) -> np.ndarray:
+    def __call__(self, x: np.ndarray, tr: Trace, path: str = "embed") -> np.ndarray:
         h = self.patches(x)
         if self.norm_in is not None:
-            h = self.norm_in(h, tr, "patch_embed.norm_in")
-        h = self.proj(h, tr, "patch_embed.proj")
+            h = self.norm_in(h, tr, f"{path}.norm_in")
+        h = self.proj(h, tr, f"{path}.proj")
         if self.norm_out is not None:
-            h = self.norm_out(h, tr, "patch_embed.norm_out")
+            h = self.norm_out(h, tr, f"{path}.norm_out")
         if self.gelu is not None:
-            h = self.gelu(h, tr, "patch_embed.gelu")
+            h = self.gelu(h, tr, f"{path}.gelu")
         return h
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IntViT:
     """Integer-only ViT. ``forward`` takes float inputs (quantized at the boundary) or int inputs."""
 
@@ -161,14 +151,25 @@ class IntViT:
     layer_pos_adds: list[IntResidual | None]  # ECG: position added again before blocks 1..depth-1
     blocks: list[IntBlock]
     norm: IntLayerNorm | None
-    pool_mult: int
-    pool_shift: int
-    s_pool: float
+    pool: IntPool | None  # mean over tokens; None: the cls token's features (pool == "cls")
     pre_head_fc: IntLinear | None  # ECG: Linear -> LayerNorm after pooling
     pre_head_norm: IntLayerNorm | None
     head: IntLinear | None
     ranges: dict[str, float] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+
+    @property
+    def s_tokens(self) -> float:
+        """Scale of the tokens after the last block and the final norm: the pool's input."""
+        if self.norm is not None:
+            return self.norm.s_out
+        if self.blocks:
+            return self.blocks[-1].add2.s_out
+        return self.pos_add.s_out if self.pos_add is not None else self.s_embed
+
+    @property
+    def s_pool(self) -> float:
+        return self.pool.s_out if self.pool is not None else self.s_tokens
 
     def quantize_input(self, x) -> np.ndarray:
         return ops.quantize(x, self.s_input, self.act_bits)
@@ -198,46 +199,30 @@ class IntViT:
         self.check_input(x)
         xq = np.asarray(x, dtype=np.int64) if quantized else self.quantize_input(x)
         tr.value("input", xq, self.s_input)
-        h = self.patch_embed(xq, tr)
+        h = self.patch_embed(xq, tr, "embed")
         tr.value("embed", h, self.s_embed)
         b = h.shape[0]
         if self.cls_q is not None:
             h = np.concatenate([np.broadcast_to(self.cls_q, (b, 1, h.shape[-1])), h], axis=1)
         if self.pos_add is not None:
             h = self.pos_add(h, np.broadcast_to(self.pos_q, h.shape), tr, "pos_add")
-            s_tokens = self.pos_add.s_out
-        else:
-            s_tokens = self.s_embed
-        tr.value("tokens", h, s_tokens)
+        tr.value("tokens", h, self.pos_add.s_out if self.pos_add is not None else self.s_embed)
         for i, block in enumerate(self.blocks):
             pos_add = self.layer_pos_adds[i] if self.layer_pos_adds else None
             if pos_add is not None:
                 h = pos_add(h, np.broadcast_to(self.pos_q, h.shape), tr, f"layers.{i}.pos_add")
-                tr.value(f"layers.{i}.pos_add", h, pos_add.s_out)
             h = block(h, tr, f"layers.{i}")
-        s_h = self.blocks[-1].add2.s_out if self.blocks else s_tokens
         if self.norm is not None:
             h = self.norm(h, tr, "norm")
-            s_h = self.norm.s_out
-            tr.value("norm", h, s_h)
-        if self.config.pool == "cls":
-            pooled = h[:, 0]
+        if self.pool is not None:
+            pooled = self.pool(h, tr, "pool")
         else:
-            pooled = ops.mean_pool(h, self.pool_mult, self.pool_shift, self.act_bits, axis=1)
-            if tr.keep_records:  # the pool is a requant of the token sums
-                acc = h.sum(axis=1)
-                n = acc.size
-                tr.add("requant", "pool", {"out_bits": self.act_bits},
-                       acc=t_in(acc.reshape(-1), 32, True), multiplier=t_in(np.full(n, self.pool_mult), 32, False),
-                       shift=t_in(np.full(n, self.pool_shift), 6, False),
-                       y=t_out(pooled.reshape(-1), self.act_bits, True, self.s_pool))
-        tr.value("pool", pooled, self.s_pool)
+            pooled = h[:, 0]
+            tr.value("pool", pooled, self.s_pool)
         if self.pre_head_fc is not None:
             pooled = self.pre_head_fc(pooled, tr, "pre_head.fc")
-            tr.value("pre_head.fc", pooled, self.pre_head_fc.s_out)
         if self.pre_head_norm is not None:
             pooled = self.pre_head_norm(pooled, tr, "pre_head.norm")
-            tr.value("pre_head.norm", pooled, self.pre_head_norm.s_out)
         if self.head is None:
             return pooled
         logits = self.head(pooled, tr, "head")
@@ -250,4 +235,4 @@ class IntViT:
         return logits.astype(np.float64) * self.s_logits
 
 
-__all__ = ["IntAttention", "IntBlock", "IntPatchEmbed", "IntViT", "t_in", "t_out", "t_par"]
+__all__ = ["IntAttention", "IntBlock", "IntPatchEmbed", "IntViT"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from hwvit.record import BlockRecord, Tensor
+from hwvit.record import BlockRecord, make_record
 
 
 class Trace:
@@ -25,21 +27,11 @@ class Trace:
         if self.keep_values:
             self.values[path] = (q, float(scale))
 
-    def add(self, kind: str, path: str, params: dict, **tensors: Tensor) -> None:
+    def record(self, kind: str, path: str, params: dict[str, Any], scales: dict[str, float] | None = None,
+               **arrays: Any) -> None:
+        """Keep the record of one block (``hwvit.record.make_record``: formats from the contract)."""
         if self.keep_records:
-            self.records.append(BlockRecord(kind=kind, path=path, params=dict(params), tensors=dict(tensors)))
+            self.records.append(make_record(kind, path, params, scales, **arrays))
 
 
 NO_TRACE = Trace()
-
-
-def t_in(data, bits: int, signed: bool = True, scale: float | None = None) -> Tensor:
-    return Tensor(np.ascontiguousarray(data, dtype=np.int64), bits, signed, "input", scale)
-
-
-def t_out(data, bits: int, signed: bool = True, scale: float | None = None) -> Tensor:
-    return Tensor(np.ascontiguousarray(data, dtype=np.int64), bits, signed, "output", scale)
-
-
-def t_par(data, bits: int, signed: bool = True, scale: float | None = None) -> Tensor:
-    return Tensor(np.ascontiguousarray(data, dtype=np.int64), bits, signed, "parameter", scale)

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.ops import _jit
 from hwvit.formats import ACC
+from hwvit.ops import _jit
 from hwvit.ops.checks import as_int_array
 from hwvit.ops.requant import requant
 

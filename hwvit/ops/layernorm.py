@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.ops import _jit
 from hwvit.formats import BETA, GAMMA, INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
+from hwvit.ops import _jit
 from hwvit.ops.checks import as_int_array, as_rows, check_bits
 
 LN_T = 11  # extra bits of sig: V is scaled by 2^(2T), so floor(sqrt) costs <= 2^-11 relative

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 import torch
 
 
-class Calibration(str, Enum):
+class Calibration(StrEnum):
     MINMAX = "minmax"
     PERCENTILE = "percentile"
 
     @classmethod
-    def from_string(cls, name: str) -> "Calibration":
+    def from_string(cls, name: str) -> Calibration:
         try:
             return cls(name.lower())
         except ValueError:

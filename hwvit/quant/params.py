@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.ops.layernorm import B_MAX, EPS_MAX, G_MAX, LN_F, LN_T
 from hwvit.formats import MULT_MAX, SHIFT_MAX
+from hwvit.ops.layernorm import B_MAX, EPS_MAX, G_MAX, LN_F, LN_T
 from hwvit.ops.requant import quantize
 from hwvit.ops.softmax import EXP_ONE
 

@@ -92,7 +92,7 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
         x = inputs[start:start + batch_size]
         floats: dict[str, np.ndarray] = {}
 
-        def record(path: str, tensor: torch.Tensor) -> None:
+        def record(path: str, tensor: torch.Tensor, floats: dict[str, np.ndarray] = floats) -> None:
             floats[path] = tensor.detach().double().numpy()
 
         with torch.no_grad():

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
+
+from hwvit.atomic import atomic_dir
 
 MARKERS = {"compare-report": "report.json", "sweep": "sweep.json"}
 
@@ -77,28 +76,8 @@ def staged_dir(out_dir: str | Path, kind: str, files: tuple[str, ...]) -> Iterat
     The body writes into the temporary directory; the caller must write the kind's marker file.
     """
     out = check_out_dir(out_dir, kind, files)
-    parent = out.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
-    try:
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a report directory is meant to be shared
+    with atomic_dir(out, lambda d: check_out_dir(d, kind, files)) as tmp:
         yield tmp, out
         written = sorted(p.name for p in tmp.iterdir())
         assert set(written) <= set(files), f"wrote undeclared files {set(written) - set(files)}"
         assert MARKERS[kind] in written, f"the {kind} marker {MARKERS[kind]} was not written"
-        check_out_dir(out, kind, files)  # again: someone may have created it meanwhile
-        if out.is_dir() and any(out.iterdir()):
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
-            os.rename(out, old / "d")
-            try:
-                os.rename(tmp, out)
-            except OSError:
-                os.rename(old / "d", out)  # put the previous output back
-                os.rmdir(old)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)  # rename(2) replaces a missing or empty directory atomically
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

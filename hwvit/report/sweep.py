@@ -14,11 +14,11 @@ plus a one-line relative cost against the baseline.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
-from hwvit.intvit import QuantConfig, quantize_model
 from hwvit.ops.softmax import EXP_FRAC
+from hwvit.quant import QuantConfig, quantize_model
 from hwvit.report.compare import compare
 
 BASE = QuantConfig()  # the int8 design

@@ -15,44 +15,40 @@ from pathlib import Path
 
 import numpy as np
 
-from hwvit.record import BlockRecord, Tensor
-from hwvit.vectors.schema import ROUNDING
+from hwvit.formats import MULT_MAX
+from hwvit.record import CONTRACT, BlockRecord, make_record
+from hwvit.vectors.schema import expected_tensors
 from hwvit.vectors.write import WRITER_THREADS, write_sets
 
 TARGET = 50e6  # elements per second
 TOKENS, DIM, HEADS, MLP = 197, 768, 12, 3072
 
 
-def _rand(rng: np.random.Generator, shape, bits: int, signed: bool, role: str, hi: int | None = None) -> Tensor:
-    lo, top = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
-    hi = top if hi is None else hi
-    return Tensor(rng.integers(lo, hi, shape, endpoint=True, dtype=np.int64), bits, signed, role)
+def _random(rng: np.random.Generator, kind: str, path: str, params: dict, **free: int) -> BlockRecord:
+    """A ``kind`` record of random values in each tensor's contract format (shapes from ``params``;
+    ``free`` binds the free symbol ``n`` of the elementwise kinds)."""
+    first = next(iter(CONTRACT[kind]))
+    contract = expected_tensors(kind, params, {first: [free["n"]]} if free else {})
+    arrays = {}
+    for name, (_role, shape, _bits, _signed) in contract.items():
+        fmt = CONTRACT[kind][name].fmt(params)
+        hi = min(fmt.hi, MULT_MAX) if name.startswith("mult") else fmt.hi
+        arrays[name] = rng.integers(fmt.lo, hi, shape, endpoint=True, dtype=np.int64)
+    return make_record(kind, path, params, **arrays)
 
 
 def _gemm(rng, path: str, m: int, k: int, n: int, a_signed: bool = True) -> BlockRecord:
-    params = {"m": m, "k": k, "n": n, "a_signed": a_signed, "out_bits": 8, "rounding": ROUNDING}
-    return BlockRecord("gemm", path, params, {
-        "a": _rand(rng, (m, k), 8, a_signed, "input"), "w": _rand(rng, (n, k), 8, True, "parameter"),
-        "bias": _rand(rng, (n,), 32, True, "parameter"),
-        "multiplier": _rand(rng, (n,), 32, False, "parameter", (1 << 31) - 1),
-        "shift": _rand(rng, (n,), 6, False, "parameter"), "acc": _rand(rng, (m, n), 32, True, "output"),
-        "y": _rand(rng, (m, n), 8, True, "output")})
+    return _random(rng, "gemm", path, {"m": m, "k": k, "n": n, "a_signed": a_signed, "out_bits": 8})
 
 
 def _layernorm(rng, path: str) -> BlockRecord:
-    params = {"rows": TOKENS, "c": DIM, "out_bits": 8, "eps_int": 12345, "multiplier": 1 << 30, "shift": 40,
-              "rounding": ROUNDING}
-    return BlockRecord("layernorm", path, params, {
-        "x": _rand(rng, (TOKENS, DIM), 8, True, "input"), "gamma": _rand(rng, (DIM,), 15, True, "parameter"),
-        "beta": _rand(rng, (DIM,), 31, True, "parameter"), "y": _rand(rng, (TOKENS, DIM), 8, True, "output")})
+    return _random(rng, "layernorm", path, {"rows": TOKENS, "c": DIM, "out_bits": 8, "eps_int": 12345,
+                                            "multiplier": 1 << 30, "shift": 40})
 
 
 def _residual(rng, path: str) -> BlockRecord:
-    n = TOKENS * DIM
-    params = {"out_bits": 8, "mult_a": 1 << 30, "mult_b": 1 << 30, "shift": 31, "rounding": ROUNDING}
-    return BlockRecord("residual_add", path, params, {
-        "a": _rand(rng, (n,), 8, True, "input"), "b": _rand(rng, (n,), 8, True, "input"),
-        "y": _rand(rng, (n,), 8, True, "output")})
+    params = {"out_bits": 8, "mult_a": 1 << 30, "mult_b": 1 << 30, "shift": 31}
+    return _random(rng, "residual_add", path, params, n=TOKENS * DIM)
 
 
 def layer_records(seed: int = 0) -> list[BlockRecord]:
@@ -62,18 +58,12 @@ def layer_records(seed: int = 0) -> list[BlockRecord]:
     recs = [_layernorm(rng, "layers.0.norm1"), _gemm(rng, "layers.0.attn.qkv", TOKENS, DIM, 3 * DIM)]
     recs += [_gemm(rng, f"layers.0.attn.h{h}.qk", TOKENS, hd, TOKENS) for h in range(HEADS)]
     rows = HEADS * TOKENS
-    recs.append(BlockRecord("softmax", "layers.0.attn.softmax", {
-        "in_bits": 8, "out_bits": 8, "entries": 256, "rows": rows, "row_len": TOKENS, "rounding": ROUNDING}, {
-        "x": _rand(rng, (rows, TOKENS), 8, True, "input"),
-        "exp_table": _rand(rng, (256,), 24, False, "parameter"),
-        "p": _rand(rng, (rows, TOKENS), 8, False, "output")}))
+    recs.append(_random(rng, "softmax", "layers.0.attn.softmax",
+                        {"in_bits": 8, "out_bits": 8, "entries": 256, "rows": rows, "row_len": TOKENS}))
     recs += [_gemm(rng, f"layers.0.attn.h{h}.av", TOKENS, TOKENS, hd, a_signed=False) for h in range(HEADS)]
     recs += [_gemm(rng, "layers.0.attn.proj", TOKENS, DIM, DIM), _residual(rng, "layers.0.add1"),
              _layernorm(rng, "layers.0.norm2"), _gemm(rng, "layers.0.mlp.fc1", TOKENS, DIM, MLP)]
-    n = TOKENS * MLP
-    recs.append(BlockRecord("gelu", "layers.0.mlp.gelu", {"in_bits": 8, "out_bits": 8, "rounding": ROUNDING}, {
-        "x": _rand(rng, (n,), 8, True, "input"), "table": _rand(rng, (256,), 8, True, "parameter"),
-        "y": _rand(rng, (n,), 8, True, "output")}))
+    recs.append(_random(rng, "gelu", "layers.0.mlp.gelu", {"in_bits": 8, "out_bits": 8}, n=TOKENS * MLP))
     recs += [_gemm(rng, "layers.0.mlp.fc2", TOKENS, MLP, DIM), _residual(rng, "layers.0.add2")]
     return recs
 

@@ -19,6 +19,8 @@ import re
 
 import numpy as np
 
+from hwvit.formats import IntFormat
+
 MANIFEST = "manifest.yaml"
 FORMAT_VERSION = 1  # bump when the manifest schema changes incompatibly
 
@@ -39,31 +41,11 @@ class VectorSetError(ValueError):
     """A vector set (or a record to be written as one) is malformed; the message is one line."""
 
 
-def hex_digits(bits: int) -> int:
-    """Digits per `.hex` line for a ``bits``-wide element."""
-    return (bits + 3) // 4
-
-
-def value_range(bits: int, signed: bool) -> tuple[int, int]:
-    """Inclusive [lo, hi] of a two's-complement (signed) or unsigned ``bits``-wide integer."""
-    if signed:
-        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    return 0, (1 << bits) - 1
-
-
-def npy_dtype(bits: int, signed: bool) -> np.dtype:
-    """Narrowest numpy dtype that holds the width: what the `.npy` file stores."""
-    for size in (8, 16, 32, 64):
-        if bits <= size:
-            return np.dtype(f"{'int' if signed else 'uint'}{size}")
-    raise VectorSetError(f"{bits} bits is wider than 64")
-
-
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _table(width: int, newline: bool) -> np.ndarray:
     """All 16**width values as ``width`` ASCII hex digits (+ ``\\n``), one void item each."""
     values = np.arange(16**width, dtype=np.int64)
@@ -79,8 +61,7 @@ def encode_hex(data: np.ndarray, bits: int) -> memoryview:
 
     Returns a buffer over the formatted array (no copy): write it, hash it, or ``bytes()`` it.
     """
-    assert 1 <= bits <= 64, f"bits={bits}"
-    digits = hex_digits(bits)
+    digits = IntFormat(bits).hex_digits
     flat = np.ascontiguousarray(data).reshape(-1)
     if digits <= 4:  # one gather of "dd..\n" per element
         index = flat.astype(np.int64, copy=False) & ((1 << bits) - 1)
@@ -107,11 +88,11 @@ def encode_hex(data: np.ndarray, bits: int) -> memoryview:
 def decode_hex(text: bytes, count: int, bits: int, signed: bool) -> np.ndarray:
     """Parse `.hex` text into ``count`` int64 values; VectorSetError names the first bad line.
 
-    Strict: exactly ``count`` lines of exactly ``hex_digits(bits)`` digits, each ``\\n``-terminated,
+    Strict: exactly ``count`` lines of exactly ``IntFormat(bits).hex_digits`` digits, each ``\\n``-terminated,
     each value below ``2**bits``. `$readmemh` accepts far more (comments, ``@addr``, x/z, short
     files), which is why this is the only guard before a simulator sees the file.
     """
-    digits = hex_digits(bits)
+    digits = IntFormat(bits).hex_digits
     buf = np.frombuffer(text, np.uint8)
     if buf.size == count * (digits + 1):
         lines = buf.reshape(count, digits + 1)
@@ -159,7 +140,7 @@ def _diagnose(text: bytes, count: int, digits: int, bits: int) -> str:
 
 def encode_npy(data: np.ndarray, bits: int, signed: bool) -> tuple[bytes, memoryview]:
     """`.npy` file (format 1.0, as ``np.save`` writes it) as (header, array buffer), narrowest dtype."""
-    array = np.ascontiguousarray(data.astype(npy_dtype(bits, signed), copy=False))
+    array = np.ascontiguousarray(data.astype(IntFormat(bits, signed).dtype, copy=False))
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
     return header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))
@@ -170,4 +151,5 @@ def decode_npy(raw: bytes) -> np.ndarray:
     try:
         return np.load(io.BytesIO(raw), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        raise VectorSetError(f"not a valid .npy file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise VectorSetError(f"not a valid .npy file ({why})") from None

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.record import KINDS, BlockRecord, Tensor
-from hwvit.vectors.schema import ROUNDING
+from hwvit.formats import ACC, INT8, MULT_MAX, SHIFT_MAX, UINT8, signed
+from hwvit.record import KINDS, BlockRecord, make_record
 
-I31 = (1 << 31) - 1
+I31 = MULT_MAX
 M_LO = 1 << 30  # quantize_multiplier gives M in [2^30, 2^31-1]
-S_MAX = 62
+S_MAX = SHIFT_MAX
 
 # Options of each kind and their defaults (None: derived, see the kind's function).
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -35,10 +35,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                   "eps_int": None, "multiplier": None, "shift": None},
     "residual_add": {"out_bits": 8, "mult_a": None, "mult_b": None, "shift": None},
 }
-
-
-def _t(data: Any, bits: int, signed: bool, role: str, scale: float | None = None) -> Tensor:
-    return Tensor(np.ascontiguousarray(data, dtype=np.int64), bits, signed, role, scale)
 
 
 def _options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -73,14 +69,14 @@ def _requant(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bloc
     from hwvit import ops
 
     out_bits = _int(opts, "out_bits", 2, 16)
-    accs, mults, shifts = [-(1 << 31), I31, 0, 1, -1], [I31, M_LO, 0], [0, 1, 31, S_MAX]
+    accs, mults, shifts = [ACC.lo, I31, 0, 1, -1], [I31, M_LO, 0], [0, 1, 31, S_MAX]
     grid = np.array(list(itertools.product(accs, mults, shifts)), dtype=np.int64)
     # Ties: acc * 2^30 >> 31 is acc / 2, so odd acc lands exactly on .5 (rounds toward +inf).
     ties = np.array([(a, M_LO, 31) for a in (1, -1, 3, -3, 255, -255, -257, 257)], dtype=np.int64)
     edges = np.concatenate([ties, grid])
 
     def draw(k: int) -> np.ndarray:
-        acc = rng.integers(-(1 << 31), 1 << 31, k)
+        acc = rng.integers(ACC.lo, ACC.hi + 1, k)
         small = rng.random(k) < 0.3  # small accumulators too: most real ones are
         acc[small] = rng.integers(-(1 << 16), 1 << 16, int(small.sum()))
         mult = rng.integers(M_LO, I31, k, endpoint=True)
@@ -92,9 +88,7 @@ def _requant(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bloc
     cols = _fill(edges, cases, draw)
     acc, mult, shift = cols[:, 0], cols[:, 1], cols[:, 2]
     y = ops.requant(acc, mult, shift, out_bits)
-    return BlockRecord("requant", "random", {"out_bits": out_bits, "rounding": ROUNDING}, {
-        "acc": _t(acc, 32, True, "input"), "multiplier": _t(mult, 32, False, "input"),
-        "shift": _t(shift, 6, False, "input"), "y": _t(y, out_bits, True, "output")})
+    return make_record("requant", "random", {"out_bits": out_bits}, acc=acc, multiplier=mult, shift=shift, y=y)
 
 
 def _gemm(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
@@ -106,7 +100,7 @@ def _gemm(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRe
     if not isinstance(a_signed, (bool, np.bool_)):
         raise ValueError(f"a_signed must be a bool, got {a_signed!r}")
     a_signed = bool(a_signed)
-    lo, hi = (-128, 127) if a_signed else (0, 255)
+    lo, hi = (INT8 if a_signed else UINT8).range
     # Rows: all max, all min, alternating min/max, then random.
     alt = np.where(np.arange(k) % 2 == 0, lo, hi)
     a = _fill(np.array([np.full(k, hi), np.full(k, lo), alt]), cases,
@@ -128,12 +122,8 @@ def _gemm(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRe
     if n > 4:
         shift[4] = S_MAX  # rounds every output of the channel to 0 (or 1 at the +max)
     y = ops.requant(acc, mult, shift, out_bits)
-    params = {"m": int(cases), "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits, "rounding": ROUNDING}
-    return BlockRecord("gemm", "random", params, {
-        "a": _t(a, 8, a_signed, "input"), "w": _t(w, 8, True, "parameter"),
-        "bias": _t(bias, 32, True, "parameter"), "multiplier": _t(mult, 32, False, "parameter"),
-        "shift": _t(shift, 6, False, "parameter"), "acc": _t(acc, 32, True, "output"),
-        "y": _t(y, out_bits, True, "output")})
+    params = {"m": int(cases), "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits}
+    return make_record("gemm", "random", params, a=a, w=w, bias=bias, multiplier=mult, shift=shift, acc=acc, y=y)
 
 
 def _gelu(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
@@ -154,9 +144,8 @@ def _gelu(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRe
     x = _fill(np.concatenate([sweep[[0, -1, half, half - 1]], rng.permutation(sweep)]), cases,
               lambda c: rng.integers(-half, half, c))
     y = ops.gelu(x, table, in_bits)
-    return BlockRecord("gelu", "random", {"in_bits": in_bits, "out_bits": out_bits, "rounding": ROUNDING}, {
-        "x": _t(x, in_bits, True, "input", s_in), "table": _t(table, out_bits, True, "parameter", s_out),
-        "y": _t(y, out_bits, True, "output", s_out)})
+    return make_record("gelu", "random", {"in_bits": in_bits, "out_bits": out_bits},
+                       {"x": s_in, "table": s_out, "y": s_out}, x=x, table=table, y=y)
 
 
 def _softmax(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
@@ -166,7 +155,7 @@ def _softmax(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bloc
 
     in_bits, out_bits = _int(opts, "in_bits", 2, 16), _int(opts, "out_bits", 2, 16)
     row_len = _int(opts, "row_len", 1, 4096)
-    lo, hi = -(1 << (in_bits - 1)), (1 << (in_bits - 1)) - 1
+    lo, hi = signed(in_bits).range
     if opts["exp_table"] is not None:
         table = np.asarray(opts["exp_table"], dtype=np.int64).reshape(-1)
         s_in = opts["scale_in"]
@@ -208,10 +197,9 @@ def _softmax(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bloc
     x = np.stack([row(i) for i in range(cases)])
     p = ops.softmax(x, table, out_bits, in_bits)
     params = {"in_bits": in_bits, "out_bits": out_bits, "entries": entries, "rows": int(cases),
-              "row_len": row_len, "rounding": ROUNDING}
-    return BlockRecord("softmax", "random", params, {
-        "x": _t(x, in_bits, True, "input", s_in), "exp_table": _t(table, 24, False, "parameter", 1.0 / EXP_ONE),
-        "p": _t(p, out_bits, False, "output", 1.0 / ((1 << out_bits) - 1))})
+              "row_len": row_len}
+    return make_record("softmax", "random", params, {"x": s_in, "exp_table": 1.0 / EXP_ONE,
+                                                     "p": 1.0 / ((1 << out_bits) - 1)}, x=x, exp_table=table, p=p)
 
 
 def _layernorm(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
@@ -255,10 +243,9 @@ def _layernorm(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     x = np.stack([row(i) for i in range(cases)])
     y = ops.layernorm(x, lp["gamma"], lp["beta"], eps_int, mult, shift, out_bits)
     params = {"rows": int(cases), "c": c, "out_bits": out_bits, "eps_int": int(eps_int), "multiplier": mult,
-              "shift": shift, "rounding": ROUNDING}
-    return BlockRecord("layernorm", "random", params, {
-        "x": _t(x, 8, True, "input", s_x), "gamma": _t(lp["gamma"], 15, True, "parameter"),
-        "beta": _t(lp["beta"], 31, True, "parameter"), "y": _t(y, out_bits, True, "output", s_out)})
+              "shift": shift}
+    return make_record("layernorm", "random", params, {"x": s_x, "y": s_out}, x=x, gamma=lp["gamma"],
+                       beta=lp["beta"], y=y)
 
 
 def _residual_add(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
@@ -276,10 +263,9 @@ def _residual_add(rng: np.random.Generator, cases: int, opts: dict[str, Any]) ->
     edges = np.array(list(itertools.product(values, values)), dtype=np.int64)
     ab = _fill(edges, cases, lambda c: rng.integers(-128, 127, (c, 2), endpoint=True))
     y = ops.residual_add(ab[:, 0], ab[:, 1], ma, mb, s, out_bits)
-    params = {"out_bits": out_bits, "mult_a": int(ma), "mult_b": int(mb), "shift": int(s), "rounding": ROUNDING}
-    return BlockRecord("residual_add", "random", params, {
-        "a": _t(ab[:, 0], 8, True, "input", s_a), "b": _t(ab[:, 1], 8, True, "input", s_b),
-        "y": _t(y, out_bits, True, "output", s_out)})
+    params = {"out_bits": out_bits, "mult_a": int(ma), "mult_b": int(mb), "shift": int(s)}
+    return make_record("residual_add", "random", params, {"a": s_a, "b": s_b, "y": s_out}, a=ab[:, 0], b=ab[:, 1],
+                       y=y)
 
 
 _MAKERS = {"requant": _requant, "gemm": _gemm, "gelu": _gelu, "softmax": _softmax, "layernorm": _layernorm,

@@ -1,8 +1,7 @@
-"""The manifest schema and the per-kind contract with the testbenches.
+"""The manifest schema: what a vector set's manifest.yaml must say, checked before any file is read.
 
-``CONTRACT`` fixes, for every block kind, the parameters a set carries and the exact tensors it
-holds (name, role, shape in terms of the parameters, width, signedness). ``sim/test_<kind>.py``
-reads these names, so they change only together with the testbenches. Widths follow
+The per-kind contract (parameters, tensors, their roles, shapes and formats) is
+``hwvit.record.CONTRACT``/``PARAMS``; this module checks a manifest against it. Widths follow
 docs/arithmetic.md (e.g. requant multipliers are declared 32-bit unsigned; their values are
 M in [0, 2^31-1]).
 """
@@ -10,80 +9,13 @@ M in [0, 2^31-1]).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any
 
-from hwvit.record import KINDS, ROLES
-from hwvit.vectors.format import FORMAT_VERSION, NAME_RE, PATH_RE, VectorSetError, npy_dtype
+from hwvit.formats import IntFormat, Rounding
+from hwvit.record import CONTRACT, KINDS, LUT_TENSOR, PARAMS, ROLES
+from hwvit.vectors.format import FORMAT_VERSION, NAME_RE, PATH_RE, VectorSetError
 
-ROUNDING = "half_up"  # the one rounding mode of hwvit (docs/arithmetic.md)
 SHA_RE = re.compile(r"^[0-9a-f]{64}$")
-U31 = (0, (1 << 31) - 1)  # integer multipliers
-Dim = str | int | Callable[[dict[str, Any]], int]
-
-# Parameter ranges (inclusive). "bits" of outputs: 2..16 as the requantizer saturates to them.
-_BITS = (2, 16)
-_SIZE = (1, 1 << 24)
-PARAMS: dict[str, dict[str, tuple[type, tuple[int, int] | None]]] = {
-    "requant": {"out_bits": (int, _BITS)},
-    "gemm": {"m": (int, _SIZE), "k": (int, (1, 65535)), "n": (int, _SIZE), "a_signed": (bool, None),
-             "out_bits": (int, _BITS)},
-    "gelu": {"in_bits": (int, (2, 16)), "out_bits": (int, _BITS)},
-    "softmax": {"in_bits": (int, (2, 16)), "out_bits": (int, _BITS), "entries": (int, (1, 1 << 16)),
-                "rows": (int, _SIZE), "row_len": (int, (1, 4096))},
-    "layernorm": {"rows": (int, _SIZE), "c": (int, (1, 4096)), "out_bits": (int, _BITS),
-                  "eps_int": (int, (0, 1 << 61)), "multiplier": (int, U31), "shift": (int, (0, 62))},
-    "residual_add": {"out_bits": (int, _BITS), "mult_a": (int, U31), "mult_b": (int, U31),
-                     "shift": (int, (1, 62))},
-}
-
-
-def _pow2_in_bits(params: dict[str, Any]) -> int:
-    return 1 << params["in_bits"]
-
-
-# name -> (role, shape, bits, signed). A shape entry is a parameter name, a free symbol ("n",
-# bound by the first tensor that uses it), an int, or a function of the parameters. bits is an
-# int or a parameter name; signed is a bool or a parameter name.
-CONTRACT: dict[str, dict[str, tuple[str, tuple[Dim, ...], int | str, bool | str]]] = {
-    "requant": {
-        "acc": ("input", ("n",), 32, True),
-        "multiplier": ("input", ("n",), 32, False),
-        "shift": ("input", ("n",), 6, False),
-        "y": ("output", ("n",), "out_bits", True),
-    },
-    "gemm": {
-        "a": ("input", ("m", "k"), 8, "a_signed"),
-        "w": ("parameter", ("n", "k"), 8, True),
-        "bias": ("parameter", ("n",), 32, True),
-        "multiplier": ("parameter", ("n",), 32, False),
-        "shift": ("parameter", ("n",), 6, False),
-        "acc": ("output", ("m", "n"), 32, True),
-        "y": ("output", ("m", "n"), "out_bits", True),
-    },
-    "gelu": {
-        "x": ("input", ("n",), "in_bits", True),
-        "table": ("parameter", (_pow2_in_bits,), "out_bits", True),
-        "y": ("output", ("n",), "out_bits", True),
-    },
-    "softmax": {
-        "x": ("input", ("rows", "row_len"), "in_bits", True),
-        "exp_table": ("parameter", ("entries",), 24, False),  # T[0] = 2^23 (docs/arithmetic.md)
-        "p": ("output", ("rows", "row_len"), "out_bits", False),
-    },
-    "layernorm": {
-        "x": ("input", ("rows", "c"), 8, True),
-        "gamma": ("parameter", ("c",), 15, True),
-        "beta": ("parameter", ("c",), 31, True),
-        "y": ("output", ("rows", "c"), "out_bits", True),
-    },
-    "residual_add": {
-        "a": ("input", ("n",), 8, True),
-        "b": ("input", ("n",), 8, True),
-        "y": ("output", ("n",), "out_bits", True),
-    },
-}
-# The tensor whose `.hex` file is the block's loadable LUT (recorded as `lut_file`).
-LUT_TENSOR = {"gelu": "table", "softmax": "exp_table"}
 
 TOP_KEYS = {"format", "hwvit_version", "kind", "path", "params", "seed", "config_hash", "source_sha256",
             "lut_file", "tensors"}
@@ -107,8 +39,11 @@ def check_params(kind: str, params: Any) -> None:
             raise VectorSetError(f"manifest: param {key}={value!r} is not {typ.__name__}")
         if bounds and not bounds[0] <= value <= bounds[1]:
             raise VectorSetError(f"manifest: param {key}={value} outside [{bounds[0]}, {bounds[1]}]")
-    if params.get("rounding") != ROUNDING:
-        raise VectorSetError(f"manifest: param rounding={params.get('rounding')!r}, expected {ROUNDING!r}")
+    try:
+        Rounding(params.get("rounding"))  # exactly as written (from_string is for YAML configs)
+    except ValueError:
+        known = ", ".join(repr(m.value) for m in Rounding)
+        raise VectorSetError(f"manifest: param rounding={params.get('rounding')!r}, expected {known}") from None
     for key, value in params.items():
         if not isinstance(key, str) or not (value is None or isinstance(value, (int, str, bool))):
             raise VectorSetError(f"manifest: param {key!r} is not a scalar int, bool or string")
@@ -121,9 +56,9 @@ def expected_tensors(kind: str, params: dict[str, Any], shapes: dict[str, list[i
     """Contract (role, shape, bits, signed) of each tensor, free symbols bound from ``shapes``."""
     free: dict[str, int] = {}
     out = {}
-    for name, (role, dims, bits, signed) in CONTRACT[kind].items():
+    for name, spec in CONTRACT[kind].items():
         shape = []
-        for i, dim in enumerate(dims):
+        for i, dim in enumerate(spec.shape):
             if callable(dim):
                 shape.append(dim(params))
             elif isinstance(dim, int):
@@ -132,11 +67,11 @@ def expected_tensors(kind: str, params: dict[str, Any], shapes: dict[str, list[i
                 shape.append(params[dim])
             else:  # free symbol: take it from the first tensor that has it
                 given = shapes.get(name)
-                if dim not in free and given is not None and len(given) == len(dims):
+                if dim not in free and given is not None and len(given) == len(spec.shape):
                     free[dim] = given[i]
                 shape.append(free.get(dim, -1))
-        out[name] = (role, shape, params[bits] if isinstance(bits, str) else bits,
-                     params[signed] if isinstance(signed, str) else signed)
+        fmt = spec.fmt(params)
+        out[name] = (spec.role, shape, fmt.bits, fmt.signed)
     return out
 
 
@@ -222,13 +157,14 @@ def check_tensor_entry(entry: dict[str, Any]) -> None:
         raise VectorSetError(f"{where}: signed {signed!r} is not a bool")
     if not _is_int(bits) or not 1 <= bits <= (64 if signed else 63):
         raise VectorSetError(f"{where}: bits {bits!r} outside [1, {64 if signed else 63}]")
+    dtype = IntFormat(bits, signed).dtype.name
     if not isinstance(entry["layout"], str) or not entry["layout"]:
         raise VectorSetError(f"{where}: layout is not a string")
     scale = entry["scale"]
     if scale is not None and (not isinstance(scale, float) or not 0 < scale < float("inf")):
         raise VectorSetError(f"{where}: scale {scale!r} is not a positive finite float or null")
-    if entry["dtype"] != npy_dtype(bits, signed).name:
-        raise VectorSetError(f"{where}: dtype {entry['dtype']!r}, expected {npy_dtype(bits, signed).name!r}")
+    if entry["dtype"] != dtype:
+        raise VectorSetError(f"{where}: dtype {entry['dtype']!r}, expected {dtype!r}")
     for key in ("files", "sha256"):
         value = entry[key]
         if not isinstance(value, dict) or set(value) != FILE_KEYS:

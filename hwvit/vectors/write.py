@@ -11,26 +11,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 import yaml
 
 from hwvit import __version__
+from hwvit.atomic import atomic_dir
+from hwvit.formats import Rounding
 from hwvit.record import BlockRecord, Tensor
 from hwvit.vectors.check import find_sets
-from hwvit.vectors.format import (FORMAT_VERSION, MANIFEST, PATH_RE, VectorSetError, encode_hex,
-                                  encode_npy, npy_dtype, sha256)
+from hwvit.vectors.format import FORMAT_VERSION, MANIFEST, PATH_RE, VectorSetError, encode_hex, encode_npy, sha256
+from hwvit.vectors.schema import LUT_TENSOR, check_manifest
 
 # libyaml's emitter when present (10x faster than PyYAML's; byte-identical output for our documents).
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-from hwvit.vectors.schema import LUT_TENSOR, ROUNDING, check_manifest
 
 Progress = Callable[[str, int], None]  # (block path, elements written) after each set
 # Threads writing tensors: formatting, hashing and file creation release the GIL and overlap (2 cores here).
@@ -46,7 +45,7 @@ class WriteSummary:
     bytes: int = 0
     elements: int = 0
 
-    def add(self, other: "WriteSummary") -> None:
+    def add(self, other: WriteSummary) -> None:
         self.sets += other.sets
         self.tensors += other.tensors
         self.bytes += other.bytes
@@ -100,7 +99,7 @@ def _tensor_entry(name: str, tensor: Tensor) -> dict[str, Any]:
     scale = None if tensor.scale is None else float(tensor.scale)
     return {"name": name, "role": tensor.role, "shape": [int(d) for d in tensor.data.shape],
             "bits": int(tensor.bits), "signed": bool(tensor.signed), "layout": tensor.layout,
-            "scale": scale, "dtype": npy_dtype(tensor.bits, tensor.signed).name,
+            "scale": scale, "dtype": tensor.fmt.dtype.name,
             "files": {"hex": f"{name}.hex", "npy": f"{name}.npy"},
             "sha256": {"hex": "0" * 64, "npy": "0" * 64}}  # filled in as the files are written
 
@@ -109,7 +108,7 @@ def build_manifest(record: BlockRecord, *, seed: int | None = None, config_hash:
                    source_sha256: str | None = None, model_config: Any = None) -> dict[str, Any]:
     """The manifest of ``record`` with placeholder checksums, validated against the contract."""
     params = {k: _plain(record.params[k]) for k in sorted(record.params)}
-    params.setdefault("rounding", ROUNDING)
+    params.setdefault("rounding", Rounding.HALF_UP.value)
     params = dict(sorted(params.items()))
     manifest: dict[str, Any] = {
         "format": FORMAT_VERSION,
@@ -141,11 +140,10 @@ def _check_values(name: str, tensor: Tensor) -> None:
     if data.size == 0:
         raise VectorSetError(f"tensor {name} is empty")
     lo, hi = int(data.min()), int(data.max())
-    if lo < tensor.lo or hi > tensor.hi:
-        bad = lo if lo < tensor.lo else hi
-        kind = "signed" if tensor.signed else "unsigned"
-        raise VectorSetError(f"tensor {name}: value {bad} outside {tensor.bits}-bit {kind} "
-                             f"[{tensor.lo}, {tensor.hi}]")
+    fmt = tensor.fmt
+    if lo < fmt.lo or hi > fmt.hi:
+        bad = lo if lo < fmt.lo else hi
+        raise VectorSetError(f"tensor {name}: value {bad} outside {fmt} [{fmt.lo}, {fmt.hi}]")
 
 
 def _write_file(path: Path, *parts) -> tuple[str, int]:
@@ -207,6 +205,7 @@ def _is_empty_dir(path: Path) -> bool:
 
 
 def _check_destination(dest: Path, force: bool) -> None:
+    """A set's destination: missing or empty, or (with ``force``) a tree of vector sets."""
     if (dest.exists() or dest.is_symlink()) and not _is_empty_dir(dest):
         if not force:
             raise FileExistsError(f"{dest} already exists (use --force to replace it)")
@@ -216,54 +215,9 @@ def _check_destination(dest: Path, force: bool) -> None:
             raise FileExistsError(f"{dest} holds no vector set; not replacing it")
 
 
-class _Staging:
-    """A temporary directory beside ``dest``; ``publish`` renames it into place, else it is removed."""
-
-    def __init__(self, dest: Path, force: bool):
-        self.dest, self.force = dest, force
-        _check_destination(dest, force)
-        missing = [p for p in [dest.parent, *dest.parent.parents] if not p.exists()]
-        self.created = missing[-1] if missing else None  # topmost directory we create
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
-
-    def __enter__(self) -> Path:
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            try:
-                self.publish()
-                return
-            except BaseException:
-                self._discard()
-                raise
-        self._discard()
-
-    def _discard(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        if self.created is not None:
-            shutil.rmtree(self.created, ignore_errors=True)
-
-    def publish(self) -> None:
-        self.tmp.chmod(0o755)  # mkdtemp makes 0700; a published set is readable like any output
-        _check_destination(self.dest, self.force)  # again: something may have appeared meanwhile
-        if not (self.dest.exists() or self.dest.is_symlink()):
-            os.rename(self.tmp, self.dest)
-            return
-        if _is_empty_dir(self.dest):
-            self.dest.rmdir()
-            os.rename(self.tmp, self.dest)
-            return
-        # --force: swap in with two renames; the old tree is deleted only once the new one is in place.
-        old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.dest.parent))
-        os.rename(self.dest, old / "tree")
-        try:
-            os.rename(self.tmp, self.dest)
-        except BaseException:
-            os.rename(old / "tree", self.dest)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
+def _staging(dest: Path, force: bool):
+    """A temporary directory beside ``dest`` that becomes ``dest`` when the body succeeds."""
+    return atomic_dir(dest, lambda d: _check_destination(d, force))
 
 
 def write_set(record: BlockRecord, out_dir: str | Path, *, seed: int | None = None,
@@ -277,7 +231,7 @@ def write_set(record: BlockRecord, out_dir: str | Path, *, seed: int | None = No
     out_dir = Path(out_dir)
     manifest = build_manifest(record, seed=seed, config_hash=config_hash, source_sha256=source_sha256,
                               model_config=model_config)
-    with _Staging(out_dir, force) as tmp:
+    with _staging(out_dir, force) as tmp:
         _write_all([(record, manifest, tmp)], None)
     return out_dir
 
@@ -300,7 +254,7 @@ def write_sets(records: Iterable[BlockRecord], out_root: str | Path, *, seed: in
         seen.add(record.path)
         manifests.append(build_manifest(record, seed=seed, config_hash=config_hash,
                                         source_sha256=source_sha256, model_config=model_config))
-    with _Staging(out_root, force) as tmp:
+    with _staging(out_root, force) as tmp:
         jobs = []
         for record, manifest in zip(records, manifests):
             (tmp / record.path).mkdir()

@@ -1,0 +1,81 @@
+"""Float layer + scales -> integer layer: the builders of every hwvit.intvit layer.
+
+Each takes the float parameters and the input/output scales the calibration chose, turns the
+real multipliers into integer (M, s) pairs and tables (``hwvit.quant.params``) and returns the
+integer layer. Scales are symmetric per tensor: ``s = max|x| / (2^(bits-1) - 1)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hwvit.formats import signed
+from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax
+from hwvit.quant import params as qp
+
+
+def scale_of(absmax: float, bits: int) -> float:
+    """Symmetric per-tensor scale; an all-zero tensor gets a tiny positive scale."""
+    return max(float(absmax), 1e-8) / signed(bits).hi
+
+
+def multipliers(reals) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel (M, s) for an array of real multipliers."""
+    pairs = [qp.quantize_multiplier(float(r)) for r in np.atleast_1d(np.asarray(reals, dtype=np.float64))]
+    return (np.array([m for m, _ in pairs], dtype=np.int64), np.array([s for _, s in pairs], dtype=np.int64))
+
+
+def multiplier(real: float) -> tuple[int, int]:
+    """One (M, s) as Python ints."""
+    (m,), (s,) = multipliers(real)
+    return int(m), int(s)
+
+
+def int_linear(weight, bias, s_in: float, s_out: float, out_bits: int) -> IntLinear:
+    """Weights int8 per output channel, bias int32 at scale ``s_in * s_w``."""
+    if hasattr(weight, "detach"):  # a torch parameter
+        weight = weight.detach().double().numpy()
+    w_f = np.asarray(weight, dtype=np.float64).reshape(weight.shape[0], -1)
+    w_q, s_w = qp.quantize_weights(w_f)
+    b_q = (qp.bias_int(np.asarray(bias, dtype=np.float64), s_in, s_w) if bias is not None
+           else np.zeros(w_q.shape[0], dtype=np.int64))
+    mult, shift = multipliers(s_in * np.asarray(s_w) / s_out)
+    return IntLinear(w=np.asarray(w_q, np.int8), bias=np.asarray(b_q, np.int64), mult=mult, shift=shift,
+                     s_in=s_in, s_out=s_out, out_bits=out_bits)
+
+
+def int_layernorm(ln, s_in: float, s_out: float, out_bits: int) -> IntLayerNorm:
+    """From a torch LayerNorm (missing affine parameters are 1 and 0)."""
+    c = ln.normalized_shape[-1]
+    gamma = ln.weight.detach().double().numpy() if ln.weight is not None else np.ones(c)
+    beta = ln.bias.detach().double().numpy() if ln.bias is not None else np.zeros(c)
+    p = qp.layernorm_params(gamma, beta, float(ln.eps), c, s_in, s_out, out_bits)
+    return IntLayerNorm(gamma=np.asarray(p["gamma"], np.int64), beta=np.asarray(p["beta"], np.int64),
+                        eps_int=int(p["eps_int"]), mult=int(p["multiplier"]), shift=int(p["shift"]),
+                        s_in=s_in, s_out=s_out, out_bits=out_bits)
+
+
+def int_gelu(s_in: float, s_out: float, bits: int) -> IntGelu:
+    return IntGelu(table=np.asarray(qp.gelu_table(s_in, s_out, bits, bits), np.int64), in_bits=bits,
+                   out_bits=bits, s_in=s_in, s_out=s_out)
+
+
+def int_softmax(s_in: float, in_bits: int, out_bits: int, exp: str = "table", entries: int = 256) -> IntSoftmax:
+    if exp not in ("table", "shift"):
+        raise ValueError(f"unknown exp approximation {exp!r}; choose table or shift")
+    entries = min(entries, 1 << in_bits)
+    table = np.asarray(qp.exp_table(s_in, entries), np.int64)
+    mult = int(qp.exp_shift_mult(s_in)) if exp == "shift" else None
+    return IntSoftmax(exp_table=table, in_bits=in_bits, out_bits=out_bits, s_in=s_in, exp=exp, exp_mult=mult)
+
+
+def int_residual(s_a: float, s_b: float, s_out: float, out_bits: int) -> IntResidual:
+    ma, mb, s = qp.residual_params(s_a, s_b, s_out)
+    return IntResidual(mult_a=int(ma), mult_b=int(mb), shift=int(s), s_a=s_a, s_b=s_b, s_out=s_out,
+                       out_bits=out_bits)
+
+
+def int_pool(s_in: float, s_out: float, tokens: int, out_bits: int) -> IntPool:
+    """Mean of ``tokens`` tokens: ``M * 2^-s = s_in / (tokens * s_out)``."""
+    mult, shift = multiplier(s_in / (tokens * s_out))
+    return IntPool(mult=mult, shift=shift, s_in=s_in, s_out=s_out, out_bits=out_bits)
