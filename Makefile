@@ -50,7 +50,10 @@ bench: setup
 	$(PY) sim/bench_gemm.py
 	$(PY) -m pytest -q -m slow -n $(JOBS) --dist loadgroup
 
+# Python: ruff check + ruff format --check ([tool.ruff] in pyproject.toml); Verilog: verilator -Wall.
 lint: setup
+	$(VENV)/bin/ruff check hwvit tests sim
+	$(VENV)/bin/ruff format --check hwvit tests sim
 	@for f in rtl/*.v; do $(VROOT)/bin/verilator --lint-only -Wall -Irtl $$f || exit 1; done; echo "rtl/: lint clean"
 
 synth: setup

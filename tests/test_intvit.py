@@ -149,3 +149,21 @@ def test_input_quantization_is_the_only_float_step():
     assert xq.dtype == np.int64 and np.abs(xq).max() <= 127
     assert np.array_equal(int_model.forward(xq, quantized=True), int_model.forward(x))
     assert np.array_equal(xq, ops.quantize(x, int_model.s_input, 8))
+
+
+@pytest.mark.parametrize("preset", ["vit-b16", "simple-vit", "ecg1d"])
+def test_patches_feed_the_float_weights_in_their_order(preset):
+    """int patches @ W^T equals the float embedding's projection (conv, SimpleViT, 1-D)."""
+    model = small_model(preset)
+    int_model = quantize_model(model, inputs_for(model, 4, 1))
+    x = torch.randint(-8, 8, (2, *model.cfg.input_shape)).double()
+    patches = int_model.patch_embed.patches(x.numpy().astype(np.int64))
+    pe = model.patch_embed.double()
+    w = pe.proj.weight.detach().reshape(pe.proj.weight.shape[0], -1).numpy()
+    with torch.no_grad():
+        if preset == "vit-b16":
+            want = pe.proj(x).flatten(2).transpose(1, 2) - pe.proj.bias
+        else:
+            want = pe.patches(x) @ pe.proj.weight.T
+    assert patches.dtype == np.int64 and patches.shape == (2, model.cfg.num_patches, w.shape[1])
+    assert np.allclose(patches @ w.T, want.numpy(), atol=1e-9)
