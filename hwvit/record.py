@@ -87,15 +87,35 @@ _SIZE = (1, 1 << 24)
 _U31 = (0, MULT_MAX)  # integer multipliers
 PARAMS: dict[str, dict[str, tuple[type, tuple[int, int] | None]]] = {
     "requant": {"out_bits": (int, OUT_BITS)},
-    "gemm": {"m": (int, _SIZE), "k": (int, (1, 65535)), "n": (int, _SIZE), "a_signed": (bool, None),
-             "out_bits": (int, OUT_BITS)},
+    "gemm": {
+        "m": (int, _SIZE),
+        "k": (int, (1, 65535)),
+        "n": (int, _SIZE),
+        "a_signed": (bool, None),
+        "out_bits": (int, OUT_BITS),
+    },
     "gelu": {"in_bits": (int, (2, 16)), "out_bits": (int, OUT_BITS)},
-    "softmax": {"in_bits": (int, (2, 16)), "out_bits": (int, OUT_BITS), "entries": (int, (1, 1 << 16)),
-                "rows": (int, _SIZE), "row_len": (int, (1, 4096))},
-    "layernorm": {"rows": (int, _SIZE), "c": (int, (1, 4096)), "out_bits": (int, OUT_BITS),
-                  "eps_int": (int, (0, 1 << 61)), "multiplier": (int, _U31), "shift": (int, (0, SHIFT_MAX))},
-    "residual_add": {"out_bits": (int, OUT_BITS), "mult_a": (int, _U31), "mult_b": (int, _U31),
-                     "shift": (int, (1, SHIFT_MAX))},
+    "softmax": {
+        "in_bits": (int, (2, 16)),
+        "out_bits": (int, OUT_BITS),
+        "entries": (int, (1, 1 << 16)),
+        "rows": (int, _SIZE),
+        "row_len": (int, (1, 4096)),
+    },
+    "layernorm": {
+        "rows": (int, _SIZE),
+        "c": (int, (1, 4096)),
+        "out_bits": (int, OUT_BITS),
+        "eps_int": (int, (0, 1 << 61)),
+        "multiplier": (int, _U31),
+        "shift": (int, (0, SHIFT_MAX)),
+    },
+    "residual_add": {
+        "out_bits": (int, OUT_BITS),
+        "mult_a": (int, _U31),
+        "mult_b": (int, _U31),
+        "shift": (int, (1, SHIFT_MAX)),
+    },
 }
 
 # Requant multipliers are declared 32-bit unsigned (values in [0, MULT_MAX]); shifts 6-bit.
@@ -141,8 +161,9 @@ CONTRACT: dict[str, dict[str, Spec]] = {
 LUT_TENSOR = {"gelu": "table", "softmax": "exp_table"}
 
 
-def make_record(kind: str, path: str, params: dict[str, Any], scales: dict[str, float | None] | None = None,
-                **arrays: Any) -> BlockRecord:
+def make_record(
+    kind: str, path: str, params: dict[str, Any], scales: dict[str, float | None] | None = None, **arrays: Any
+) -> BlockRecord:
     """The record of one ``kind`` block: ``arrays`` named as in ``CONTRACT[kind]``, every one of them.
 
     Roles and formats come from the contract (widths named by a parameter are read from

@@ -15,7 +15,7 @@ def test_range_dtype_and_digits_agree(bits):
         assert hi - lo == 2**bits - 1 and (lo < 0) == fmt.signed
         info = np.iinfo(fmt.dtype)
         assert info.min <= lo and hi <= info.max and info.bits >= bits and info.bits // 2 < max(bits, 5)
-        assert 16 ** fmt.hex_digits > hi - lo >= 16 ** (fmt.hex_digits - 1) - 1
+        assert 16**fmt.hex_digits > hi - lo >= 16 ** (fmt.hex_digits - 1) - 1
 
 
 def test_fixed_widths():

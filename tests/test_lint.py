@@ -23,4 +23,6 @@ def _ruff() -> str:
 @pytest.mark.parametrize("args", [["check"], ["format", "--check"]], ids=["check", "format"])
 def test_ruff(args):
     result = subprocess.run([_ruff(), *args, *TREES], cwd=ROOT, capture_output=True, text=True)
-    assert result.returncode == 0, f"ruff {' '.join(args)} found problems:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
+    assert result.returncode == 0, (
+        f"ruff {' '.join(args)} found problems:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
+    )

@@ -44,16 +44,19 @@ def test_divu_defaults_are_the_rtl_parameters():
     assert quo.tolist() == [(1 << 40) - 1, 123] and rem.tolist() == [0, 45]
 
 
-@pytest.mark.parametrize("args,match", [
-    ((np.array([5]), np.array([0])), "divisor"),  # the RTL's untrapped zero divisor
-    ((np.array([-1]), np.array([3])), "dividend"),
-    ((np.array([1 << 40]), np.array([3])), "dividend"),
-    ((np.array([5]), np.array([1 << 24])), "divisor"),
-    ((np.array([1 << 30]), np.array([1]), 40, 24, 25), "does not fit 25 bits"),  # quotient too wide
-    ((np.array([1.5]), np.array([1])), "integer"),
-    ((np.array([1, 2]), np.array([1, 2, 3])), "broadcast"),
-    ((np.array([1]), np.array([1]), 40, 10, 25), "d_bits"),  # D_BITS < N_BITS - Q_BITS
-])
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ((np.array([5]), np.array([0])), "divisor"),  # the RTL's untrapped zero divisor
+        ((np.array([-1]), np.array([3])), "dividend"),
+        ((np.array([1 << 40]), np.array([3])), "dividend"),
+        ((np.array([5]), np.array([1 << 24])), "divisor"),
+        ((np.array([1 << 30]), np.array([1]), 40, 24, 25), "does not fit 25 bits"),  # quotient too wide
+        ((np.array([1.5]), np.array([1])), "integer"),
+        ((np.array([1, 2]), np.array([1, 2, 3])), "broadcast"),
+        ((np.array([1]), np.array([1]), 40, 10, 25), "d_bits"),  # D_BITS < N_BITS - Q_BITS
+    ],
+)
 def test_divu_refuses_what_the_rtl_does_not_trap(args, match):
     with pytest.raises(ValueError, match=match):
         ops.divu(*args)

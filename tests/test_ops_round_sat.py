@@ -41,8 +41,9 @@ def test_saturate():
 @pytest.mark.parametrize("bits", [2, 8, 16])
 def test_round_sat_matches_reference(bits):
     rng = np.random.default_rng(bits)
-    v = np.concatenate([rng.integers(-(2**62), 2**62, 3000), rng.integers(-(2**20), 2**20, 3000),
-                        [-(2**62), 2**62, 0, 1, -1]])
+    v = np.concatenate(
+        [rng.integers(-(2**62), 2**62, 3000), rng.integers(-(2**20), 2**20, 3000), [-(2**62), 2**62, 0, 1, -1]]
+    )
     s = rng.integers(0, 63, v.size)
     s[:200] = 1  # ties at every other value
     got = ops.round_sat(v, s, bits)

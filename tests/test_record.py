@@ -27,13 +27,29 @@ def test_make_record_takes_formats_from_the_contract():
     acc = ops.gemm(a, w, None, a_signed=False)
     y = ops.requant(acc, 1 << 30, 20, 6)
     params = {"m": 3, "k": 4, "n": 5, "a_signed": False, "out_bits": 6}
-    rec = make_record("gemm", "x.fc", params, {"a": 0.5, "y": 0.25}, a=a, w=w, bias=np.zeros(5, int),
-                      multiplier=np.full(5, 1 << 30), shift=np.full(5, 20), acc=acc, y=y)
+    rec = make_record(
+        "gemm",
+        "x.fc",
+        params,
+        {"a": 0.5, "y": 0.25},
+        a=a,
+        w=w,
+        bias=np.zeros(5, int),
+        multiplier=np.full(5, 1 << 30),
+        shift=np.full(5, 20),
+        acc=acc,
+        y=y,
+    )
     got = {n: (t.role, t.bits, t.signed, t.scale) for n, t in rec.tensors.items()}
-    assert got == {"a": ("input", 8, False, 0.5), "w": ("parameter", 8, True, None),
-                   "bias": ("parameter", 32, True, None), "multiplier": ("parameter", 32, False, None),
-                   "shift": ("parameter", 6, False, None), "acc": ("output", 32, True, None),
-                   "y": ("output", 6, True, 0.25)}
+    assert got == {
+        "a": ("input", 8, False, 0.5),
+        "w": ("parameter", 8, True, None),
+        "bias": ("parameter", 32, True, None),
+        "multiplier": ("parameter", 32, False, None),
+        "shift": ("parameter", 6, False, None),
+        "acc": ("output", 32, True, None),
+        "y": ("output", 6, True, 0.25),
+    }
     assert list(rec.tensors) == list(CONTRACT["gemm"])  # manifest order is the contract's
     assert rec.params == {**params, "rounding": "half_up"}
     assert all(t.data.dtype == np.int64 and t.data.flags.c_contiguous for t in rec.tensors.values())
@@ -41,8 +57,13 @@ def test_make_record_takes_formats_from_the_contract():
 
 def test_make_record_refuses_a_tensor_set_that_is_not_the_contract():
     with pytest.raises(AssertionError, match="contract"):
-        make_record("residual_add", "p", {"out_bits": 8, "mult_a": 1, "mult_b": 1, "shift": 1},
-                    a=np.zeros(2, int), y=np.zeros(2, int))
+        make_record(
+            "residual_add",
+            "p",
+            {"out_bits": 8, "mult_a": 1, "mult_b": 1, "shift": 1},
+            a=np.zeros(2, int),
+            y=np.zeros(2, int),
+        )
 
 
 def test_int_pool_records_a_requant_of_the_token_sums():

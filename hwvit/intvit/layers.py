@@ -15,8 +15,18 @@ from hwvit import ops
 from hwvit.intvit.trace import Trace
 
 
-def matmul(a: np.ndarray, w: np.ndarray, bias: np.ndarray | None, mult, shift, out_bits: int, a_signed: bool,
-           scales: tuple[float, float], tr: Trace, path: str) -> np.ndarray:
+def matmul(
+    a: np.ndarray,
+    w: np.ndarray,
+    bias: np.ndarray | None,
+    mult,
+    shift,
+    out_bits: int,
+    a_signed: bool,
+    scales: tuple[float, float],
+    tr: Trace,
+    path: str,
+) -> np.ndarray:
     """requant(gemm(a, w) + bias): one GEMM-engine pass, recorded as a `gemm` block."""
     acc = ops.gemm(a, w, bias, a_signed=a_signed)
     y = ops.requant(acc, mult, shift, out_bits)
@@ -24,17 +34,26 @@ def matmul(a: np.ndarray, w: np.ndarray, bias: np.ndarray | None, mult, shift, o
     return y
 
 
-def record_gemm(tr: Trace, path: str, a, w, bias, mult, shift, acc, y, out_bits: int, a_signed: bool,
-                scales: tuple[float, float]) -> None:
+def record_gemm(
+    tr: Trace, path: str, a, w, bias, mult, shift, acc, y, out_bits: int, a_signed: bool, scales: tuple[float, float]
+) -> None:
     """Add the BlockRecord of one GEMM-engine pass (2-D a, w, acc, y)."""
     if not tr.keep_records:
         return
     n = w.shape[0]
-    tr.record("gemm", path, {"m": a.shape[0], "k": a.shape[1], "n": n, "a_signed": bool(a_signed),
-                             "out_bits": out_bits},
-              {"a": scales[0], "y": scales[1]},
-              a=a, w=w, bias=np.zeros(n, dtype=np.int64) if bias is None else bias,
-              multiplier=np.broadcast_to(mult, (n,)), shift=np.broadcast_to(shift, (n,)), acc=acc, y=y)
+    tr.record(
+        "gemm",
+        path,
+        {"m": a.shape[0], "k": a.shape[1], "n": n, "a_signed": bool(a_signed), "out_bits": out_bits},
+        {"a": scales[0], "y": scales[1]},
+        a=a,
+        w=w,
+        bias=np.zeros(n, dtype=np.int64) if bias is None else bias,
+        multiplier=np.broadcast_to(mult, (n,)),
+        shift=np.broadcast_to(shift, (n,)),
+        acc=acc,
+        y=y,
+    )
 
 
 @dataclass(kw_only=True)
@@ -51,8 +70,18 @@ class IntLinear:
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         lead = x.shape[:-1]
-        y = matmul(x.reshape(-1, x.shape[-1]), self.w, self.bias, self.mult, self.shift, self.out_bits, True,
-                   (self.s_in, self.s_out), tr, path)
+        y = matmul(
+            x.reshape(-1, x.shape[-1]),
+            self.w,
+            self.bias,
+            self.mult,
+            self.shift,
+            self.out_bits,
+            True,
+            (self.s_in, self.s_out),
+            tr,
+            path,
+        )
         y = y.reshape(*lead, self.w.shape[0])
         tr.value(path, y, self.s_out)
         return y
@@ -72,9 +101,23 @@ class IntLayerNorm:
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         rows = x.reshape(-1, x.shape[-1])
         y = ops.layernorm(rows, self.gamma, self.beta, self.eps_int, self.mult, self.shift, self.out_bits)
-        tr.record("layernorm", path, {"rows": rows.shape[0], "c": rows.shape[1], "out_bits": self.out_bits,
-                                      "eps_int": self.eps_int, "multiplier": self.mult, "shift": self.shift},
-                  {"x": self.s_in, "y": self.s_out}, x=rows, gamma=self.gamma, beta=self.beta, y=y)
+        tr.record(
+            "layernorm",
+            path,
+            {
+                "rows": rows.shape[0],
+                "c": rows.shape[1],
+                "out_bits": self.out_bits,
+                "eps_int": self.eps_int,
+                "multiplier": self.mult,
+                "shift": self.shift,
+            },
+            {"x": self.s_in, "y": self.s_out},
+            x=rows,
+            gamma=self.gamma,
+            beta=self.beta,
+            y=y,
+        )
         y = y.reshape(x.shape)
         tr.value(path, y, self.s_out)
         return y
@@ -90,8 +133,15 @@ class IntGelu:
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         y = ops.gelu(x, self.table, self.in_bits)
-        tr.record("gelu", path, {"in_bits": self.in_bits, "out_bits": self.out_bits},
-                  {"x": self.s_in, "y": self.s_out}, x=x.reshape(-1), table=self.table, y=y.reshape(-1))
+        tr.record(
+            "gelu",
+            path,
+            {"in_bits": self.in_bits, "out_bits": self.out_bits},
+            {"x": self.s_in, "y": self.s_out},
+            x=x.reshape(-1),
+            table=self.table,
+            y=y.reshape(-1),
+        )
         tr.value(path, y, self.s_out)
         return y
 
@@ -111,13 +161,25 @@ class IntSoftmax:
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         rows = x.reshape(-1, x.shape[-1])
-        p = ops.softmax(rows, self.exp_table, out_bits=self.out_bits, in_bits=self.in_bits, exp=self.exp,
-                        exp_mult=self.exp_mult)
+        p = ops.softmax(
+            rows, self.exp_table, out_bits=self.out_bits, in_bits=self.in_bits, exp=self.exp, exp_mult=self.exp_mult
+        )
         if self.exp == "table":  # only the table form has a Verilog twin
-            tr.record("softmax", path, {"in_bits": self.in_bits, "out_bits": self.out_bits,
-                                        "entries": len(self.exp_table), "rows": rows.shape[0],
-                                        "row_len": rows.shape[1]},
-                      {"x": self.s_in, "p": self.s_out}, x=rows, exp_table=self.exp_table, p=p)
+            tr.record(
+                "softmax",
+                path,
+                {
+                    "in_bits": self.in_bits,
+                    "out_bits": self.out_bits,
+                    "entries": len(self.exp_table),
+                    "rows": rows.shape[0],
+                    "row_len": rows.shape[1],
+                },
+                {"x": self.s_in, "p": self.s_out},
+                x=rows,
+                exp_table=self.exp_table,
+                p=p,
+            )
         p = p.reshape(x.shape)
         tr.value(path, p, self.s_out)
         return p
@@ -137,10 +199,15 @@ class IntResidual:
 
     def __call__(self, a: np.ndarray, b: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         y = ops.residual_add(a, b, self.mult_a, self.mult_b, self.shift, self.out_bits)
-        tr.record("residual_add", path, {"out_bits": self.out_bits, "mult_a": self.mult_a,
-                                         "mult_b": self.mult_b, "shift": self.shift},
-                  {"a": self.s_a, "b": self.s_b, "y": self.s_out},
-                  a=a.reshape(-1), b=b.reshape(-1), y=y.reshape(-1))
+        tr.record(
+            "residual_add",
+            path,
+            {"out_bits": self.out_bits, "mult_a": self.mult_a, "mult_b": self.mult_b, "shift": self.shift},
+            {"a": self.s_a, "b": self.s_b, "y": self.s_out},
+            a=a.reshape(-1),
+            b=b.reshape(-1),
+            y=y.reshape(-1),
+        )
         tr.value(path, y, self.s_out)
         return y
 
@@ -163,8 +230,15 @@ class IntPool:
         y = ops.mean_pool(x, self.mult, self.shift, self.out_bits, axis=1)
         if tr.keep_records:
             acc = x.sum(axis=1).reshape(-1)
-            tr.record("requant", path, {"out_bits": self.out_bits}, {"y": self.s_out}, acc=acc,
-                      multiplier=np.full(acc.size, self.mult), shift=np.full(acc.size, self.shift),
-                      y=y.reshape(-1))
+            tr.record(
+                "requant",
+                path,
+                {"out_bits": self.out_bits},
+                {"y": self.s_out},
+                acc=acc,
+                multiplier=np.full(acc.size, self.mult),
+                shift=np.full(acc.size, self.shift),
+                y=y.reshape(-1),
+            )
         tr.value(path, y, self.s_out)
         return y

@@ -27,8 +27,9 @@ class Trace:
         if self.keep_values:
             self.values[path] = (q, float(scale))
 
-    def record(self, kind: str, path: str, params: dict[str, Any], scales: dict[str, float] | None = None,
-               **arrays: Any) -> None:
+    def record(
+        self, kind: str, path: str, params: dict[str, Any], scales: dict[str, float] | None = None, **arrays: Any
+    ) -> None:
         """Keep the record of one block (``hwvit.record.make_record``: formats from the contract)."""
         if self.keep_records:
             self.records.append(make_record(kind, path, params, scales, **arrays))

@@ -18,8 +18,9 @@ from hwvit.formats import unsigned
 from hwvit.ops.checks import as_int_array, check_bits
 
 
-def divu(dividend: Any, divisor: Any, n_bits: int = 40, d_bits: int = 24, q_bits: int | None = None
-         ) -> tuple[np.ndarray, np.ndarray]:
+def divu(
+    dividend: Any, divisor: Any, n_bits: int = 40, d_bits: int = 24, q_bits: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Elementwise ``(quotient, remainder)`` of unsigned integers (broadcastable shapes), int64.
 
     Defaults are rtl/divu.v's (40-bit dividend, 24-bit divisor, ``q_bits = n_bits``). Needs
@@ -38,6 +39,8 @@ def divu(dividend: Any, divisor: Any, n_bits: int = 40, d_bits: int = 24, q_bits
     too_wide = np.flatnonzero(quotient >> q_bits)
     if too_wide.size:
         i = np.unravel_index(int(too_wide[0]), quotient.shape)
-        raise ValueError(f"divu: quotient {int(quotient[i])} of {int(a[i])} / {int(b[i])} does not fit "
-                         f"{q_bits} bits (dividend must be < divisor * 2^{q_bits})")
+        raise ValueError(
+            f"divu: quotient {int(quotient[i])} of {int(a[i])} / {int(b[i])} does not fit "
+            f"{q_bits} bits (dividend must be < divisor * 2^{q_bits})"
+        )
     return quotient, remainder

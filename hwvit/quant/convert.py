@@ -71,25 +71,47 @@ def build_embed(model, s_input: float, scale: _Scales) -> Embed:
         patch_embed = IntPatchEmbed(kind=kind, patch_size=cfg.patch_size, proj=_linear(pe.proj, s_input, s_embed, bits))
     elif kind == "simple":
         s_ni, s_pr = scale("embed.norm_in"), scale("embed.proj")
-        patch_embed = IntPatchEmbed(kind=kind, patch_size=cfg.patch_size, proj=_linear(pe.proj, s_ni, s_pr, bits),
-                                    norm_in=int_layernorm(pe.norm_in, s_input, s_ni, bits),
-                                    norm_out=int_layernorm(pe.norm_out, s_pr, s_embed, bits))
+        patch_embed = IntPatchEmbed(
+            kind=kind,
+            patch_size=cfg.patch_size,
+            proj=_linear(pe.proj, s_ni, s_pr, bits),
+            norm_in=int_layernorm(pe.norm_in, s_input, s_ni, bits),
+            norm_out=int_layernorm(pe.norm_out, s_pr, s_embed, bits),
+        )
     elif kind == "linear1d":
         s_pr, s_no = scale("embed.proj"), scale("embed.norm_out")
-        patch_embed = IntPatchEmbed(kind=kind, patch_size=cfg.patch_size, proj=_linear(pe.proj, s_input, s_pr, bits),
-                                    norm_out=int_layernorm(pe.norm_out, s_pr, s_no, bits),
-                                    gelu=int_gelu(s_no, s_embed, bits))
+        patch_embed = IntPatchEmbed(
+            kind=kind,
+            patch_size=cfg.patch_size,
+            proj=_linear(pe.proj, s_input, s_pr, bits),
+            norm_out=int_layernorm(pe.norm_out, s_pr, s_no, bits),
+            gelu=int_gelu(s_no, s_embed, bits),
+        )
     else:
         raise ValueError(f"unknown patch embedding {kind!r}")
     cls_q = ops.quantize(_np(model.cls_token).reshape(-1), s_embed, bits) if model.cls_token is not None else None
     if model.pos_embed is None:
-        return Embed(patch_embed=patch_embed, s_embed=s_embed, cls_q=cls_q, pos_q=None, s_pos=None,
-                     pos_add=None, s_tokens=s_embed)
+        return Embed(
+            patch_embed=patch_embed,
+            s_embed=s_embed,
+            cls_q=cls_q,
+            pos_q=None,
+            s_pos=None,
+            pos_add=None,
+            s_tokens=s_embed,
+        )
     pos = _np(model.pos_embed)[0]
     s_pos = scale_of(np.abs(pos).max(), bits)
     s_tokens = scale("tokens")
-    return Embed(patch_embed=patch_embed, s_embed=s_embed, cls_q=cls_q, pos_q=ops.quantize(pos, s_pos, bits),
-                 s_pos=s_pos, pos_add=int_residual(s_embed, s_pos, s_tokens, bits), s_tokens=s_tokens)
+    return Embed(
+        patch_embed=patch_embed,
+        s_embed=s_embed,
+        cls_q=cls_q,
+        pos_q=ops.quantize(pos, s_pos, bits),
+        s_pos=s_pos,
+        pos_add=int_residual(s_embed, s_pos, s_tokens, bits),
+        s_tokens=s_tokens,
+    )
 
 
 def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, dim: int) -> IntAttention:
@@ -115,9 +137,26 @@ def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, 
     s_ctx = scale(f"{p}.context")
     cm, cs = multiplier(softmax.s_out * s_v * beta / s_ctx)
     proj = _linear(attn.proj, s_ctx, scale(f"{p}.proj"), bits)
-    return IntAttention(heads=h, head_dim=hd, qkv=qkv, q=lin_q, k=lin_k, v=lin_v, s_q=s_q, s_k=s_k, s_v=s_v,
-                        scores_mult=sm, scores_shift=ss, s_scores=s_scores, softmax=softmax, ctx_mult=cm,
-                        ctx_shift=cs, s_ctx=s_ctx, proj=proj, act_bits=bits)
+    return IntAttention(
+        heads=h,
+        head_dim=hd,
+        qkv=qkv,
+        q=lin_q,
+        k=lin_k,
+        v=lin_v,
+        s_q=s_q,
+        s_k=s_k,
+        s_v=s_v,
+        scores_mult=sm,
+        scores_shift=ss,
+        s_scores=s_scores,
+        softmax=softmax,
+        ctx_mult=cm,
+        ctx_shift=cs,
+        s_ctx=s_ctx,
+        proj=proj,
+        act_bits=bits,
+    )
 
 
 def build_block(blk, i: int, s_x: float, scale: _Scales, qc: QuantConfig, dim: int) -> IntBlock:
@@ -190,7 +229,22 @@ def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None) -> I
         blocks.append(build_block(blk, i, s_x, scale, qc, cfg.dim))
         s_x = blocks[-1].add2.s_out
     head = build_head(model, s_x, scale)
-    return IntViT(config=cfg, act_bits=bits, s_input=s_input, patch_embed=embed.patch_embed, s_embed=embed.s_embed,
-                  cls_q=embed.cls_q, pos_q=embed.pos_q, pos_add=embed.pos_add, layer_pos_adds=layer_pos_adds,
-                  blocks=blocks, norm=head.norm, pool=head.pool, pre_head_fc=head.pre_head_fc,
-                  pre_head_norm=head.pre_head_norm, head=head.head, ranges=r, meta={"quant": qc.to_dict()})
+    return IntViT(
+        config=cfg,
+        act_bits=bits,
+        s_input=s_input,
+        patch_embed=embed.patch_embed,
+        s_embed=embed.s_embed,
+        cls_q=embed.cls_q,
+        pos_q=embed.pos_q,
+        pos_add=embed.pos_add,
+        layer_pos_adds=layer_pos_adds,
+        blocks=blocks,
+        norm=head.norm,
+        pool=head.pool,
+        pre_head_fc=head.pre_head_fc,
+        pre_head_norm=head.pre_head_norm,
+        head=head.head,
+        ranges=r,
+        meta={"quant": qc.to_dict()},
+    )

@@ -37,11 +37,21 @@ def int_linear(weight, bias, s_in: float, s_out: float, out_bits: int) -> IntLin
         weight = weight.detach().double().numpy()
     w_f = np.asarray(weight, dtype=np.float64).reshape(weight.shape[0], -1)
     w_q, s_w = qp.quantize_weights(w_f)
-    b_q = (qp.bias_int(np.asarray(bias, dtype=np.float64), s_in, s_w) if bias is not None
-           else np.zeros(w_q.shape[0], dtype=np.int64))
+    b_q = (
+        qp.bias_int(np.asarray(bias, dtype=np.float64), s_in, s_w)
+        if bias is not None
+        else np.zeros(w_q.shape[0], dtype=np.int64)
+    )
     mult, shift = multipliers(s_in * np.asarray(s_w) / s_out)
-    return IntLinear(w=np.asarray(w_q, np.int8), bias=np.asarray(b_q, np.int64), mult=mult, shift=shift,
-                     s_in=s_in, s_out=s_out, out_bits=out_bits)
+    return IntLinear(
+        w=np.asarray(w_q, np.int8),
+        bias=np.asarray(b_q, np.int64),
+        mult=mult,
+        shift=shift,
+        s_in=s_in,
+        s_out=s_out,
+        out_bits=out_bits,
+    )
 
 
 def int_layernorm(ln, s_in: float, s_out: float, out_bits: int) -> IntLayerNorm:
@@ -50,14 +60,26 @@ def int_layernorm(ln, s_in: float, s_out: float, out_bits: int) -> IntLayerNorm:
     gamma = ln.weight.detach().double().numpy() if ln.weight is not None else np.ones(c)
     beta = ln.bias.detach().double().numpy() if ln.bias is not None else np.zeros(c)
     p = qp.layernorm_params(gamma, beta, float(ln.eps), c, s_in, s_out, out_bits)
-    return IntLayerNorm(gamma=np.asarray(p["gamma"], np.int64), beta=np.asarray(p["beta"], np.int64),
-                        eps_int=int(p["eps_int"]), mult=int(p["multiplier"]), shift=int(p["shift"]),
-                        s_in=s_in, s_out=s_out, out_bits=out_bits)
+    return IntLayerNorm(
+        gamma=np.asarray(p["gamma"], np.int64),
+        beta=np.asarray(p["beta"], np.int64),
+        eps_int=int(p["eps_int"]),
+        mult=int(p["multiplier"]),
+        shift=int(p["shift"]),
+        s_in=s_in,
+        s_out=s_out,
+        out_bits=out_bits,
+    )
 
 
 def int_gelu(s_in: float, s_out: float, bits: int) -> IntGelu:
-    return IntGelu(table=np.asarray(qp.gelu_table(s_in, s_out, bits, bits), np.int64), in_bits=bits,
-                   out_bits=bits, s_in=s_in, s_out=s_out)
+    return IntGelu(
+        table=np.asarray(qp.gelu_table(s_in, s_out, bits, bits), np.int64),
+        in_bits=bits,
+        out_bits=bits,
+        s_in=s_in,
+        s_out=s_out,
+    )
 
 
 def int_softmax(s_in: float, in_bits: int, out_bits: int, exp: str = "table", entries: int = 256) -> IntSoftmax:
@@ -71,8 +93,7 @@ def int_softmax(s_in: float, in_bits: int, out_bits: int, exp: str = "table", en
 
 def int_residual(s_a: float, s_b: float, s_out: float, out_bits: int) -> IntResidual:
     ma, mb, s = qp.residual_params(s_a, s_b, s_out)
-    return IntResidual(mult_a=int(ma), mult_b=int(mb), shift=int(s), s_a=s_a, s_b=s_b, s_out=s_out,
-                       out_bits=out_bits)
+    return IntResidual(mult_a=int(ma), mult_b=int(mb), shift=int(s), s_a=s_a, s_b=s_b, s_out=s_out, out_bits=out_bits)
 
 
 def int_pool(s_in: float, s_out: float, tokens: int, out_bits: int) -> IntPool:

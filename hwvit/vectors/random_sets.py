@@ -20,9 +20,7 @@ import numpy as np
 from hwvit.formats import ACC, INT8, MULT_MAX, SHIFT_MAX, UINT8, signed
 from hwvit.record import KINDS, BlockRecord, make_record
 
-I31 = MULT_MAX
 M_LO = 1 << 30  # quantize_multiplier gives M in [2^30, 2^31-1]
-S_MAX = SHIFT_MAX
 
 # Options of each kind and their defaults (None: derived, see the kind's function).
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -62,14 +60,14 @@ def _shift_for(mag: np.ndarray, mult: np.ndarray, out_bits: int, jitter: np.ndar
     """Shift that brings ``mag * mult`` near the output range's top, moved by ``jitter`` bits."""
     prod = np.maximum(mag.astype(np.float64) * mult.astype(np.float64), 1.0)
     s = np.ceil(np.log2(prod)).astype(np.int64) - (out_bits - 1) + jitter
-    return np.clip(s, 0, S_MAX)
+    return np.clip(s, 0, SHIFT_MAX)
 
 
 def _requant(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
     from hwvit import ops
 
     out_bits = _int(opts, "out_bits", 2, 16)
-    accs, mults, shifts = [ACC.lo, I31, 0, 1, -1], [I31, M_LO, 0], [0, 1, 31, S_MAX]
+    accs, mults, shifts = [ACC.lo, MULT_MAX, 0, 1, -1], [MULT_MAX, M_LO, 0], [0, 1, 31, SHIFT_MAX]
     grid = np.array(list(itertools.product(accs, mults, shifts)), dtype=np.int64)
     # Ties: acc * 2^30 >> 31 is acc / 2, so odd acc lands exactly on .5 (rounds toward +inf).
     ties = np.array([(a, M_LO, 31) for a in (1, -1, 3, -3, 255, -255, -257, 257)], dtype=np.int64)
@@ -79,10 +77,10 @@ def _requant(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bloc
         acc = rng.integers(ACC.lo, ACC.hi + 1, k)
         small = rng.random(k) < 0.3  # small accumulators too: most real ones are
         acc[small] = rng.integers(-(1 << 16), 1 << 16, int(small.sum()))
-        mult = rng.integers(M_LO, I31, k, endpoint=True)
+        mult = rng.integers(M_LO, MULT_MAX, k, endpoint=True)
         shift = _shift_for(np.abs(acc), mult, out_bits, rng.integers(-2, 3, k))
         wild = rng.random(k) < 0.2  # any shift: full saturation or zero
-        shift[wild] = rng.integers(0, S_MAX, int(wild.sum()), endpoint=True)
+        shift[wild] = rng.integers(0, SHIFT_MAX, int(wild.sum()), endpoint=True)
         return np.stack([acc, mult, shift], axis=1)
 
     cols = _fill(edges, cases, draw)
@@ -108,19 +106,19 @@ def _gemm(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRe
     # Channels: all -128 (with an all-min row: the largest |acc|), all 127, alternating, random.
     w = _fill(np.array([np.full(k, -128), np.full(k, 127), np.where(np.arange(k) % 2 == 0, 127, -128)]), n,
               lambda c: rng.integers(-128, 127, (c, k), endpoint=True))
-    bias_max = min(1 << 30, (1 << 31) - 1 - k * 255 * 128)  # ops.gemm's int32 bound
+    bias_max = min(1 << 30, ACC.hi - k * 255 * 128)  # ops.gemm's int32 bound
     # Most biases of the size of a typical dot product (so rows differ after requant), two extreme.
     typical = min(bias_max, int(math.sqrt(k) * (1 << 14)))
     bias = rng.integers(-typical, typical, n, endpoint=True)
     bias[: min(n, 2)] = [bias_max, -bias_max][: min(n, 2)]
     acc = ops.gemm(a, w, bias, a_signed)
-    mult = rng.integers(M_LO, I31, n, endpoint=True)  # per-channel multipliers
-    mult[: min(n, 2)] = [I31, M_LO][: min(n, 2)]
+    mult = rng.integers(M_LO, MULT_MAX, n, endpoint=True)  # per-channel multipliers
+    mult[: min(n, 2)] = [MULT_MAX, M_LO][: min(n, 2)]
     shift = _shift_for(np.abs(acc).max(axis=0), mult, out_bits, rng.integers(-2, 2, n))
     if n > 3:
         shift[3] = 0  # saturates every output of the channel
     if n > 4:
-        shift[4] = S_MAX  # rounds every output of the channel to 0 (or 1 at the +max)
+        shift[4] = SHIFT_MAX  # rounds every output of the channel to 0 (or 1 at the +max)
     y = ops.requant(acc, mult, shift, out_bits)
     params = {"m": int(cases), "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits}
     return make_record("gemm", "random", params, a=a, w=w, bias=bias, multiplier=mult, shift=shift, acc=acc, y=y)
@@ -213,8 +211,8 @@ def _layernorm(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     gamma[: min(c, 2)] = [2.5, -1.0][: min(c, 2)]  # a large and a negative gain: saturation, sign
     lp = layernorm_params(gamma, beta, float(opts["eps"]), c, s_x, s_out, out_bits)
     eps_int = lp["eps_int"] if opts["eps_int"] is None else _int(opts, "eps_int", 0, 1 << 61)
-    mult = int(lp["multiplier"]) if opts["multiplier"] is None else _int(opts, "multiplier", 0, I31)
-    shift = int(lp["shift"]) if opts["shift"] is None else _int(opts, "shift", 0, S_MAX)
+    mult = int(lp["multiplier"]) if opts["multiplier"] is None else _int(opts, "multiplier", 0, MULT_MAX)
+    shift = int(lp["shift"]) if opts["shift"] is None else _int(opts, "shift", 0, SHIFT_MAX)
 
     def row(i: int) -> np.ndarray:
         pattern = i % 9
@@ -256,9 +254,9 @@ def _residual_add(rng: np.random.Generator, cases: int, opts: dict[str, Any]) ->
     s_out = 1.0
     s_a, s_b = (float(v) for v in rng.uniform(0.3, 1.6, 2))  # ratios > 1 push sums into saturation
     ma, mb, s = residual_params(s_a, s_b, s_out)
-    ma = ma if opts["mult_a"] is None else _int(opts, "mult_a", 0, I31)
-    mb = mb if opts["mult_b"] is None else _int(opts, "mult_b", 0, I31)
-    s = s if opts["shift"] is None else _int(opts, "shift", 1, S_MAX)
+    ma = ma if opts["mult_a"] is None else _int(opts, "mult_a", 0, MULT_MAX)
+    mb = mb if opts["mult_b"] is None else _int(opts, "mult_b", 0, MULT_MAX)
+    s = s if opts["shift"] is None else _int(opts, "shift", 1, SHIFT_MAX)
     values = [-128, -127, -1, 0, 1, 126, 127]
     edges = np.array(list(itertools.product(values, values)), dtype=np.int64)
     ab = _fill(edges, cases, lambda c: rng.integers(-128, 127, (c, 2), endpoint=True))
