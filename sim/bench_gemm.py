@@ -27,8 +27,8 @@ if __package__ in (None, ""):  # run as a script: make hwvit importable from the
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hwvit import ops, simulate, toolchain, vectors  # noqa: E402
-from hwvit.record import BlockRecord, Tensor  # noqa: E402
 from hwvit.formats import Rounding  # noqa: E402
+from hwvit.record import BlockRecord, Tensor  # noqa: E402
 
 UTIL_SHAPE = (197, 768, 2304)  # (M, K, N): ViT-B/16 QKV projection, 197 tokens
 SPEED_SHAPE = (64, 512, 128)   # 8 x 8 array: 65 536 cycles, ~1 min of Icarus CPU
@@ -54,7 +54,8 @@ def gemm_record(m: int, k: int, n: int, seed: int = 0, a_signed: bool = True, ou
     def t(data: np.ndarray, bits_: int, signed: bool, role: str) -> Tensor:
         return Tensor(np.ascontiguousarray(data, dtype=np.int64), bits_, signed, role)
 
-    params = {"m": m, "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits, "rounding": Rounding.HALF_UP.value}
+    params = {"m": m, "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits,
+              "rounding": Rounding.HALF_UP.value}
     return BlockRecord("gemm", "bench", params, {
         "a": t(a, 8, a_signed, "input"), "w": t(w, 8, True, "parameter"), "bias": t(bias, 32, True, "parameter"),
         "multiplier": t(mult, 32, False, "parameter"), "shift": t(shift, 6, False, "parameter"),
