@@ -32,10 +32,10 @@ def compare(preset, checkpoint, family, config_path, qconfig, calib_images, imag
 
     \b
     Example:
-      hwvit compare --model digits --images 40
-      hwvit compare --model digits --act-bits 6 --calib-images 64 --json
-      hwvit compare --model digits --out report/ --force
-      hwvit compare --checkpoint vit.safetensors --family hf --config vit-tiny --images 4
+      hwvit compare --model digits --images 40 --calib-images 64
+      hwvit compare --model digits --act-bits 6 --images 40 --calib-images 64 --json
+      hwvit compare --model digits --images 40 --calib-images 64 --out report/
+      hwvit compare --checkpoint vit.safetensors --family hf --config vit.yaml --images 4 --calib-images 16
     """
     from hwvit.report.compare import compare as run_compare
 

@@ -24,7 +24,7 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):
     \b
     Example:
       hwvit sim vec/ --simulator both -j 2
-      hwvit sim vectors/layers.0.attn.softmax --waves
+      hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
     """
     from hwvit import vectors
 

@@ -73,8 +73,8 @@ def sweep(preset, checkpoint, family, config_path, images, calib_images, quick, 
     \b
     Example:
       hwvit sweep --model digits --quick --images 24 --calib-images 48
-      hwvit sweep --model digits --act-bits 4,6 --softmax-bits 6 --exp-entries 64 --no-shift --images 24 \\
-        --out sweep2/
+      hwvit sweep --model digits --act-bits 4 --softmax-bits 6 --exp-entries 64 --percentiles 99.9 \\
+        --no-shift --images 24 --calib-images 48 --out sweep2/
     """
     from hwvit import pipeline
     from hwvit.report.sweep import DEFAULT_AXES, QUICK_AXES, one_factor_grid, sweep as run_sweep

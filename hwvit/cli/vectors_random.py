@@ -124,7 +124,7 @@ def vectors_random(kind, cases, row_len, c, k, n, in_bits, out_bits, entries, a_
 
     \b
     Example:
-      hwvit vectors-random softmax --cases 100 --row-len 197 --seed 1 --out vec/softmax
+      hwvit vectors-random softmax --cases 16 --row-len 197 --seed 1 --out vec/softmax
       hwvit vectors-random gemm --cases 8 --k 64 --n 16 --a-unsigned --out vec/gemm
     """
     from hwvit import vectors as vec
