@@ -94,6 +94,8 @@ def test_bench_prints_its_figures():
     (["compare", "--images", "4", "--inputs", __file__], "give --images or --inputs, not both"),
     (["compare", "--exp", "shift", "--exp-entries", "32"], "--exp-entries applies to --exp table only"),
     (["sweep", "--config", "vit-tiny"], "--config applies to --checkpoint only"),
+    (["sweep", "--seed", "3"], "the digits model has neither"),
+    (["compare", "--model", "digits", "--seed", "3"], "the digits model has neither"),
     (["sim", ".", "--block", "conv"], "'conv' is not one of"),
     (["sim", ".", "--simulator", "vcs"], "'vcs' is not one of"),
     (["synth", "--block", "conv"], "'conv' is not one of"),

@@ -166,6 +166,13 @@ calib_images_option = click.option(
     help="Calibration inputs (digits: training images; otherwise seeded random).")
 
 
+def refuse_seed_for_digits(preset: str | None, checkpoint: str | None) -> None:
+    """--seed picks random weights and inputs; the digits model is trained and its inputs are the
+    held-out split, so there it would do nothing."""
+    if not checkpoint and preset in (None, "digits") and given("seed"):
+        refuse("--seed applies to random weights and inputs; the digits model has neither")
+
+
 def build_models(preset, checkpoint, family, config_path, qconfig, calib_images: int, seed: int = 0):
     """(Source, IntViT) for the model options; bad input becomes a one-line error."""
     from hwvit import pipeline

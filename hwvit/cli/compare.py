@@ -9,7 +9,7 @@ import click
 
 from hwvit.cli.common import (build_models, calib_images_option, check_out_dir, eval_inputs, fail, first_line,
                               force_option, input_options, json_option, model_options, out_option,
-                              qconfig_options, quiet_option, refuse, seed_option)
+                              qconfig_options, quiet_option, refuse, refuse_seed_for_digits, seed_option)
 
 
 def _fmt(v: float) -> str:
@@ -43,6 +43,7 @@ def compare(preset, checkpoint, family, config_path, qconfig, calib_images, imag
         refuse("--json prints only the JSON; -q/--quiet has nothing to silence")
     if force and not out_dir:
         refuse("--force applies to --out only")
+    refuse_seed_for_digits(preset, checkpoint)
     check_out_dir(out_dir, force, "compare-report")
     source, int_model = build_models(preset, checkpoint, family, config_path, qconfig, calib_images, seed)
     inputs, labels = eval_inputs(source, images, inputs_path, seed)

@@ -86,8 +86,12 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
     from hwvit.vectors import random_record
     from hwvit.vectors.schema import LUT_TENSOR
 
-    params = {**_block_config(block_config), **{k: v for k, v in options.items() if v is not None},
-              **_parse_set(set_values)}
+    named = {k: v for k, v in options.items() if v is not None}
+    extra = _parse_set(set_values)
+    twice = sorted(set(named) & set(extra))
+    if twice:
+        refuse(f"--set {twice[0]}=... repeats {_PARAM_OPTIONS[twice[0]]}; give it once")
+    params = {**_block_config(block_config), **named, **extra}
     if lut:
         params[LUT_TENSOR[kind]] = _load_lut(lut, kind, params)
     try:
