@@ -234,6 +234,10 @@ def jobs_option(default: int = 1) -> Callable[[F], F]:
                         help="Parallel simulations.")
 
 
+build_dir_option = click.option("--build-dir", type=click.Path(file_okay=False),
+                                help="Where simulator builds are cached [default: sim_build/ of the checkout].")
+
+
 def block_kind_option(help: str, multiple: bool = False) -> Callable[[F], F]:
     """--block KIND: a block kind of the vector-set contract."""
     return click.option("--block", "kinds" if multiple else "kind", type=click.Choice(KINDS), multiple=multiple,
