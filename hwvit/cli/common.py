@@ -146,7 +146,7 @@ def qconfig_options(func: F) -> F:
                   help="Percentile of |x| for --calibration percentile.")
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        from hwvit.intvit import QuantConfig
+        from hwvit.quant import QuantConfig
 
         if kwargs["exp_mode"] == "shift" and given("exp_entries"):
             refuse("--exp-entries applies to --exp table only")
@@ -176,7 +176,7 @@ def refuse_seed_for_digits(preset: str | None, checkpoint: str | None) -> None:
 def build_models(preset, checkpoint, family, config_path, qconfig, calib_images: int, seed: int = 0):
     """(Source, IntViT) for the model options; bad input becomes a one-line error."""
     from hwvit import pipeline
-    from hwvit.intvit import quantize_model
+    from hwvit.quant import quantize_model
 
     try:
         source = pipeline.load_source(preset, checkpoint, family, config_path, seed=seed)
@@ -265,45 +265,6 @@ force_option = click.option("--force", is_flag=True,
                                  "same kind.")
 
 
-<<<<<<< HEAD
-def quant_options(func):
-    """The quantization knobs of hwvit.quant.QuantConfig."""
-
-    @click.option("--act-bits", type=click.IntRange(2, 8), default=8, show_default=True,
-                  help="Activation width (per tensor, symmetric).")
-    @click.option("--softmax-bits", type=click.IntRange(2, 8), default=8, show_default=True,
-                  help="Softmax probability width.")
-    @click.option("--exp", "exp_mode", type=click.Choice(["table", "shift"]), default="table", show_default=True,
-                  help="Softmax exp: table lookup (the RTL) or shift-and-add.")
-    @click.option("--exp-entries", type=click.IntRange(1, 256), default=256, show_default=True,
-                  help="Exp table entries.")
-    @click.option("--calibration", type=click.Choice(["minmax", "percentile"]), default="minmax",
-                  show_default=True, help="Activation range estimate.")
-    @click.option("--percentile", type=click.FloatRange(50.0, 100.0), default=99.99, show_default=True,
-                  help="Percentile of |x| for --calibration percentile.")
-    @click.option("--calib-images", type=click.IntRange(1), default=256, show_default=True,
-                  help="Calibration inputs (digits: training images; otherwise random).")
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        return func(*args, **kwargs)
-
-    return wrapper
-
-
-def quant_config(kwargs: dict):
-    """QuantConfig from the options of quant_options (pops them from kwargs)."""
-    from hwvit.quant import QuantConfig
-
-    return QuantConfig(act_bits=kwargs.pop("act_bits"), softmax_bits=kwargs.pop("softmax_bits"),
-                       exp=kwargs.pop("exp_mode"), exp_entries=kwargs.pop("exp_entries"),
-                       calibration=kwargs.pop("calibration"), percentile=kwargs.pop("percentile"))
-
-
-def build_models(preset, checkpoint, family, config_path, qconfig, calib_images: int, seed: int = 0):
-    """(Source, IntViT) for the model options; bad input becomes a one-line ClickException."""
-    from hwvit import pipeline
-    from hwvit.quant import quantize_model
-=======
 def quiet_option(help: str = "No progress, only the summary line.") -> Callable[[F], F]:
     return click.option("-q", "--quiet", is_flag=True, help=help)
 
@@ -317,7 +278,6 @@ def out_option(help: str, *, required: bool = False, default: str | None = None,
     """An output directory option (checked with `check_out_dir` before the work starts)."""
     return click.option(name, dest, type=click.Path(file_okay=False), required=required, default=default,
                         show_default=default is not None, help=help)
->>>>>>> cli
 
 
 def vector_output_options(out_help: str) -> Callable[[F], F]:
