@@ -51,8 +51,7 @@ def test_existing_output_needs_force(tmp_path):
     (["--random"], 2, "--random needs --block KIND"),
     (["--block", "gelu", "--random", "--model", "digits"], 2, "--random makes a unit-test set"),
     (["--row-len", "5"], 2, "--row-len is a random-mode option"),
-    (["--images", "2", "--inputs", __file__], 2, "give --images or --inputs, not both"),
-    (["--block", "gelu", "--random", "--images", "2"], 2, "--random makes a unit-test set"),
+    (["--block", "gelu", "--random", "--limit", "2"], 2, "--random makes a unit-test set"),
     (["--block", "gelu", "--random", "--row-len", "3"], 1, "gelu: unknown parameter 'row_len'"),
     (["--block", "gemm", "--random", "--set", "nope"], 1, "--set 'nope': expected KEY=VALUE"),
     (["--block", "gemm", "--random", "--set", "foo=1"], 1, "gemm: unknown parameter 'foo'"),
@@ -108,9 +107,9 @@ def _fake_trace(monkeypatch, seen: dict | None = None):
         rec.path = path
         records.append(rec)
 
-    def fake(preset, checkpoint, family, config_path, images, inputs_path, seed, kw):
+    def fake(seed, quiet, kw):
         if seen is not None:
-            seen.update(preset=preset, images=images, seed=seed)
+            seen.update(preset=kw["preset"], limit=kw["limit"], seed=seed)
         return records, "cd" * 32, {"model": "fake"}
 
     monkeypatch.setattr(cli_vectors, "_model_records", fake)
@@ -121,9 +120,9 @@ def test_model_mode_writes_a_tree(tmp_path, monkeypatch):
     seen: dict = {}
     _fake_trace(monkeypatch, seen)
     out = tmp_path / "vec"
-    r = run("vectors", "--model", "vit-tiny", "--images", "2", "--seed", "4", "--out", str(out), "--quiet")
+    r = run("vectors", "--model", "vit-tiny", "--limit", "2", "--seed", "4", "--out", str(out), "--quiet")
     assert r.exit_code == 0, r.output
-    assert seen == {"preset": "vit-tiny", "images": 2, "seed": 4}
+    assert seen == {"preset": "vit-tiny", "limit": 2, "seed": 4}
     assert r.output.startswith("5 sets, 18 tensors, ") and r.output.endswith(f" -> {out}\n")
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["layers.0.norm1", "layers.0.attn.softmax", "layers.0.add1", "layers.1.norm1", "pool"])
@@ -146,7 +145,7 @@ def test_model_mode_selects_blocks(tmp_path, monkeypatch):
 
 def test_model_mode_writes_every_traced_block(tmp_path):
     out = tmp_path / "digits"
-    r = run("vectors", "--model", "digits", "--images", "1", "--calib-images", "32", "--quiet", "--out", str(out))
+    r = run("vectors", "--model", "digits", "--limit", "1", "--calib-images", "32", "--quiet", "--out", str(out))
     assert r.exit_code == 0, r.output
     names = {p.name for p in out.iterdir()}
     # 2x2-patch digits ViT: 3 blocks of 4 heads; every block instance the issue lists is there.
@@ -160,7 +159,7 @@ def test_model_mode_writes_every_traced_block(tmp_path):
     assert manifest["kind"] == "softmax" and manifest["path"] == "layers.1.attn.softmax"
     assert manifest["source_sha256"] and len(manifest["source_sha256"]) == 64
     again = tmp_path / "again"
-    run("vectors", "--model", "digits", "--images", "1", "--calib-images", "32", "--quiet", "--out", str(again))
+    run("vectors", "--model", "digits", "--limit", "1", "--calib-images", "32", "--quiet", "--out", str(again))
     assert (again / "head" / "y.hex").read_bytes() == (out / "head" / "y.hex").read_bytes()
 
 

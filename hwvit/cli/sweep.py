@@ -7,7 +7,7 @@ import time
 
 import click
 
-from hwvit.cli.common import fail, model_options
+from hwvit.cli.common import data_options, describe_data, fail, load_data, model_options
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
@@ -42,12 +42,12 @@ def _fmt_db(v: float) -> str:
 
 @click.command()
 @model_options
+@data_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="sweep", show_default=True,
               help="Write sweep.csv, sweep.md, sweep.png (and sweep.json) here; a previous sweep there is replaced.")
-@click.option("--images", type=click.IntRange(1), default=None,
-              help="Evaluation images (digits: the held-out split, all by default, 120 with --quick; else 8 random).")
 @click.option("--calib-images", type=click.IntRange(1), default=256, show_default=True,
-              help="Calibration inputs for every point (digits: training images; otherwise random).")
+              help="At most N calibration samples for every point (digits: training images; --calib: a seeded "
+                   "choice; else random).")
 @click.option("--quick", is_flag=True, help="One step per knob (6 points) on at most 120 images.")
 @click.option("--act-bits", "act_bits", metavar="LIST", help="Activation widths to try, e.g. 6,7 [default: 6].")
 @click.option("--softmax-bits", "softmax_bits", metavar="LIST", help="Probability widths, e.g. 4,6 [default: 4,6].")
@@ -60,8 +60,8 @@ def _fmt_db(v: float) -> str:
               help="torch threads (0: torch's default). 1 is fastest for small models such as digits.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random weights and inputs.")
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary line.")
-def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images, quick, act_bits, softmax_bits,
-          exp_entries, percentiles, no_shift, threads, seed, quiet):
+def sweep(out_dir, calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles, no_shift, threads, seed,
+          quiet, **kw):
     """Vary one quantization knob at a time around the int8 design and measure what it costs.
 
     Knobs: activation bits, softmax output bits, exp approximation (table or shift-and-add) and
@@ -74,8 +74,11 @@ def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images
     Example:
       hwvit sweep --model digits --out sweep/
       hwvit sweep --model digits --quick
+      hwvit sweep --checkpoint vit-dir/ --images photos/ --quick --out sweep/
       hwvit sweep --model digits --act-bits 4,6 --softmax-bits 6 --exp-entries 64 --percentiles 99.9
     """
+    import torch
+
     from hwvit import pipeline
     from hwvit.report.publish import check_out_dir
     from hwvit.report.sweep import DEFAULT_AXES, QUICK_AXES, one_factor_grid, sweep as run_sweep
@@ -89,14 +92,20 @@ def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images
     axes.update({k: v for k, v in given.items() if v is not None})
     if no_shift:
         axes["exp"] = ()
-    if quick and images is None:
-        images = 120
+    if quick and kw.get("limit") is None:
+        kw["limit"] = 120
     try:
         check_out_dir(out_dir, KIND, FILES)  # refuse before minutes of work, not after
         grid = one_factor_grid(axes)
-        source = pipeline.load_source(preset, checkpoint, family, config_path, seed=seed)
     except (ValueError, OSError, KeyError) as exc:
         fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+    source, data = load_data(kw, seed, calib_images)
+    describe_data(source, data, quiet)
+    if isinstance(data.inputs, pipeline.Stream) and len(data.inputs) <= 1024:
+        try:  # decoded once for all points (1024 ViT-B inputs: 0.6 GB), streamed per point above that
+            data.inputs = torch.cat(list(data.inputs))
+        except ValueError as exc:
+            fail(str(exc).splitlines()[0])
 
     def progress(i: int, n: int, row: dict) -> None:
         acc = row["top1_int"] if row["top1_int"] is not None else row["agreement"]
@@ -106,8 +115,8 @@ def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images
 
     t0 = time.perf_counter()
     try:
-        rows = run_sweep(source, grid, images=images, calib_images=calib_images, seed=seed,
-                         threads=threads or None, progress=None if quiet else progress)
+        rows = run_sweep(source, grid, seed=seed, threads=threads or None, progress=None if quiet else progress,
+                         data=data)
         meta = {"images": rows[0]["images"], "calib_images": calib_images, "seed": seed,
                 "checkpoint_sha256": source.sha256, "axes": {k: list(v) for k, v in axes.items()}}
         written = write_sweep(rows, out_dir, source.name, meta)
@@ -125,7 +134,10 @@ def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images
     key = "top1_int" if base["top1_int"] is not None else "agreement"
     others = [r for r in rows if r is not base and r[key] is not None]
     n = len(rows)
-    summary = f"{source.name}: {n} configuration{'s' if n != 1 else ''} on {base['images']} images in {elapsed:.0f} s"
+    random = pipeline.random_note(source, data)
+    summary = f"{source.name}: {n} configuration{'s' if n != 1 else ''} on {base['images']} images"
+    summary += f" ({random})" if random else ""
+    summary += f" in {elapsed:.0f} s"
     summary += f", baseline {'top-1' if key == 'top1_int' else 'agreement'} {100 * base[key]:.2f}%"
     if others:  # ties in accuracy (common on few images) are broken by the logits SQNR
         worst = min(others, key=lambda r: (r[key], r["logits_sqnr_db"]))

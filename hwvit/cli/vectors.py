@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from hwvit.cli.common import fail, model_options, quant_options
+from hwvit.cli.common import DATA_KEYS, MODEL_KEYS, data_options, fail, model_options, quant_options
 from hwvit.record import KINDS
 
 
@@ -38,24 +38,22 @@ def _plain_config(value: Any) -> Any:
 
 
 # --- model mode -------------------------------------------------------------------------------
-def _model_records(preset, checkpoint, family, config_path, images, inputs_path, seed, kw):
+def _model_records(seed, quiet, kw):
     """(records, source_sha256, model_config) of one traced run of the integer model."""
-    from hwvit import pipeline
-    from hwvit.cli.common import build_models, quant_config
+    from hwvit.cli.common import build_models, describe_data, quant_config
     from hwvit.intvit import trace_model
 
     qconfig = quant_config(kw)
-    source, int_model = build_models(preset, checkpoint, family, config_path, qconfig, kw["calib_images"], seed)
+    images_path, limit = kw.get("images_path"), kw.get("limit") or 1
+    kw["limit"] = limit  # only the traced samples are decoded
+    source, data, int_model = build_models(kw, qconfig, seed)
+    describe_data(source, data, quiet)
     try:
-        if inputs_path:
-            inputs = pipeline.load_inputs(inputs_path, source.model.cfg)
-        else:
-            inputs, _ = pipeline.eval_inputs(source, images, seed)
-        _, records, _ = trace_model(int_model, inputs.numpy())
+        _, records, _ = trace_model(int_model, data.first(limit).numpy())
     except (ValueError, OverflowError) as exc:
         fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
     model_config = {"model": _plain_config(source.model.cfg), "quant": _plain_config(qconfig),
-                    "source": source.name, "inputs": str(inputs_path) if inputs_path else images, "seed": seed}
+                    "source": source.name, "inputs": str(images_path) if images_path else limit, "seed": seed}
     return records, source.sha256, model_config
 
 
@@ -144,11 +142,8 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
 
 @click.command()
 @model_options
+@data_options
 @quant_options
-@click.option("--images", type=click.IntRange(1), help="Model mode: images traced (digits: the held-out "
-              "split; else seeded random)  [default: 1]")
-@click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False),
-              help="Model mode: trace inputs from a .npy file instead.")
 @click.option("--blocks", metavar="LIST", help="Model mode: only blocks whose path matches one of these "
               "comma-separated globs, e.g. 'layers.0.*,head'.")
 @click.option("--block", "kind", type=click.Choice(KINDS), help="Only this block kind; with --random, the kind "
@@ -175,9 +170,8 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
               help="Output directory (model mode: one set per block under it; random mode: the set).")
 @click.option("--force", is_flag=True, help="Replace an existing output directory.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, only the summary line.")
-def vectors(preset, checkpoint, family, config_path, images, inputs_path, blocks, kind, random_mode, cases,
-            row_len, c, k, n, in_bits, out_bits, entries, a_signed, lut, set_values, block_config, seed,
-            out_dir, force, quiet, **kw):
+def vectors(blocks, kind, random_mode, cases, row_len, c, k, n, in_bits, out_bits, entries, a_signed, lut,
+            set_values, block_config, seed, out_dir, force, quiet, **kw):
     """Write golden vector sets: manifest.yaml plus .hex ($readmemh) and .npy per tensor.
 
     Model mode traces the integer model and writes one set per block instance
@@ -186,7 +180,8 @@ def vectors(preset, checkpoint, family, config_path, images, inputs_path, blocks
 
     \b
     Example:
-      hwvit vectors --model digits --images 1 --out vectors/
+      hwvit vectors --model digits --limit 1 --out vectors/
+      hwvit vectors --checkpoint vit-dir/ --images photos/ --limit 2 --out vectors/
       hwvit vectors --model digits --blocks 'layers.0.*' --out vectors/ --force
       hwvit vectors --block softmax --random --cases 100 --row-len 197 --seed 1 --out vec/softmax
       hwvit vectors --block gemm --random --cases 8 --k 64 --n 16 --a-unsigned --out vec/gemm
@@ -198,13 +193,10 @@ def vectors(preset, checkpoint, family, config_path, images, inputs_path, blocks
     if random_mode:
         if kind is None:
             raise click.UsageError("--random needs --block KIND")
-        if preset or checkpoint or inputs_path or blocks or images:
+        if blocks or any(kw.get(key) for key in MODEL_KEYS + DATA_KEYS):
             raise click.UsageError("--random makes a unit-test set; it takes no --model/--checkpoint/"
-                                   "--images/--inputs/--blocks")
+                                   "--images/--calib/--limit/--blocks")
     else:
-        if images is not None and inputs_path:
-            raise click.UsageError("give --images or --inputs, not both")
-        images = 1 if images is None else images
         used = [f"--{name.replace('_', '-')}" for name, v in random_opts.items() if v is not None]
         used += ["--lut"] * bool(lut) + ["--set"] * bool(set_values) + ["--block-config"] * bool(block_config)
         if used:
@@ -217,8 +209,7 @@ def vectors(preset, checkpoint, family, config_path, images, inputs_path, blocks
                 summary = vec.WriteSummary(1, len(record.tensors), _tree_bytes(path),
                                            sum(t.data.size for t in record.tensors.values()))
             else:
-                records, source_sha, model_config = _model_records(
-                    preset, checkpoint, family, config_path, images, inputs_path, seed, kw)
+                records, source_sha, model_config = _model_records(seed, quiet, kw)
                 records = _select(records, blocks, kind)
                 summary = _write_tree(vec, records, out_dir, seed, source_sha, model_config, force, quiet)
         except FileExistsError as exc:

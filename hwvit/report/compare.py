@@ -90,7 +90,8 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
     if isinstance(inputs, torch.Tensor):
         if len(inputs) == 0:
             raise ValueError("no inputs to compare on")
-        inputs = (inputs[start:start + batch_size] for start in range(0, len(inputs), batch_size))
+        whole = inputs
+        inputs = (whole[start:start + batch_size] for start in range(0, len(whole), batch_size))
     accs: dict[str, _Acc] = {}
     order: list[str] = []
     logits_f, logits_i = [], []
