@@ -70,7 +70,7 @@ def load_source(preset: str | None = None, checkpoint: str | None = None, family
         torch.manual_seed(seed)
         model = ViT(cfg).eval()
         return Source(model, name, None, False, random_weights=True)
-    from hwvit.dataset import from_hf
+    from hwvit.dataset.preprocess import from_hf, from_timm
     from hwvit.float.importers import load_checkpoint
 
     loaded = load_checkpoint(checkpoint, family=family, config=config if config is not None else preset, heads=heads)
@@ -78,6 +78,8 @@ def load_source(preset: str | None = None, checkpoint: str | None = None, family
     pre = None
     if ckpt.preprocessor is not None:
         pre = from_hf(ckpt.preprocessor, str(ckpt.path / "preprocessor_config.json"))
+    elif ckpt.config is not None and isinstance(ckpt.config.get("pretrained_cfg"), dict):
+        pre = from_timm(ckpt.config["pretrained_cfg"], str(ckpt.path / "config.json"))
     return Source(loaded.model, str(checkpoint), files_sha256(ckpt.files), False, preprocess=pre,
                   class_names=loaded.class_names)
 

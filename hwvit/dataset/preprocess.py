@@ -224,3 +224,27 @@ def from_flags(resize: str | None = None, crop: str | None = None, mean: str | N
 
 
 __all__ = ["Preprocess", "RESAMPLE_NAMES", "from_flags", "from_hf", "parse_floats", "parse_size"]
+
+
+# timm's pretrained_cfg interpolation names -> PIL filters.
+TIMM_INTERPOLATION = {"nearest": 0, "lanczos": 1, "bilinear": 2, "bicubic": 3, "box": 4, "hamming": 5}
+
+
+def from_timm(cfg: dict, where: str = "config.json pretrained_cfg") -> Preprocess:
+    """timm's eval transform from a hub config's ``pretrained_cfg``: resize the shortest edge to
+    floor(size / crop_pct), center crop size x size, rescale 1/255, mean/std (crop_mode 'center')."""
+    size = cfg.get("input_size") or cfg.get("test_input_size")
+    if not isinstance(size, (list, tuple)) or len(size) != 3:
+        raise ValueError(f"{where}: input_size {size!r} is not [C, H, W]")
+    h, w = int(size[1]), int(size[2])
+    if cfg.get("crop_mode", "center") != "center":
+        raise ValueError(f"{where}: crop_mode {cfg.get('crop_mode')!r} is not supported (only 'center')")
+    crop_pct = float(cfg.get("crop_pct") or 0.875)
+    mean, std = cfg.get("mean"), cfg.get("std")
+    return Preprocess(shortest_edge=int(h / crop_pct) if h == w else None,
+                      size=None if h == w else (int(h / crop_pct), int(w / crop_pct)), crop=(h, w),
+                      mean=tuple(map(float, mean)) if mean else None, std=tuple(map(float, std)) if std else None,
+                      resample=TIMM_INTERPOLATION.get(str(cfg.get("interpolation", "bicubic")), 3), origin=where)
+
+
+__all__ += ["from_timm"]

@@ -3,7 +3,7 @@
 - ``read_checkpoint``: a state dict from a mapping, a file (``.safetensors``, or ``.pt/.pth/.bin``
   through ``torch.load(weights_only=True)``) or a model directory as ``save_pretrained`` writes it
   (``model.safetensors``, sharded ``model.safetensors.index.json``, ``pytorch_model.bin`` or its
-  index; ``config.json`` and ``preprocessor_config.json`` beside them);
+  index, or else its one weights file; ``config.json`` and ``preprocessor_config.json`` beside them);
 - ``detect_family``: which family's key names a state dict uses;
 - ``rename``: source key names -> ours by a family's rules (``hwvit.float.keymaps``);
 - ``check_and_load``: missing, unexpected, mis-shaped and non-finite weights reported together.
@@ -107,8 +107,12 @@ def read_json(path: Path) -> dict:
 
 def _read_directory(path: Path) -> Checkpoint:
     weights = next((path / n for n in DIR_WEIGHTS if (path / n).is_file()), None)
-    if weights is None:
-        raise ValueError(f"{path}: directory holds no {', '.join(DIR_WEIGHTS[:-1])} or {DIR_WEIGHTS[-1]}")
+    if weights is None:  # any other single weights file (a timm or lucidrains model saved by hand)
+        others = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in (".safetensors",) + TORCH_SUFFIXES)
+        if len(others) != 1:
+            found = f"; it holds {len(others)} weight files" if others else ""
+            raise ValueError(f"{path}: directory holds no {', '.join(DIR_WEIGHTS[:-1])} or {DIR_WEIGHTS[-1]}{found}")
+        weights = others[0]
     if weights.name.endswith(".index.json"):
         files = _shards(weights)
     else:

@@ -11,7 +11,9 @@ translates any of them into (some of) ViTConfig's fields:
   ignored: they do nothing in eval mode);
 - lucidrains ViT / SimpleViT kwargs: image_size, patch_size, dim, depth, heads, mlp_dim,
   channels, dim_head, num_classes, pool (dropouts ignored);
-- hwvit's own field names.
+- hwvit's own field names;
+- timm's hub ``config.json`` (``architecture``, ``num_classes``, ``global_pool``, ``model_args``
+  holding the kwargs above; its ``pretrained_cfg`` gives the preprocessing, hwvit.dataset).
 
 A dict may hold only some fields: the rest come from the weights (``hwvit.float.importers``).
 ``mlp_ratio`` is kept as is when ``dim`` is not given; the importer checks it against the weights.
@@ -71,6 +73,12 @@ def to_fields(data: dict, source: str = "config") -> dict[str, Any]:
         raise ValueError(f"{source}: expected a mapping of config fields, got {type(data).__name__}")
     if is_hf(data):
         return _from_hf(data, source)
+    if "architecture" in data:  # timm's config.json on the HF hub: kwargs under model_args
+        args = data.get("model_args") or {}
+        if not isinstance(args, dict):
+            raise ValueError(f"{source}: model_args is not a mapping")
+        kept = {k: data[k] for k in ("num_classes", "global_pool") if k in data}
+        return to_fields({**kept, **args}, source)
     out: dict[str, Any] = {}
     given_by: dict[str, str] = {}
     unknown: list[str] = []
