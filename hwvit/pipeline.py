@@ -215,7 +215,7 @@ def plan_data(source: Source, images: str | None = None, calib: str | None = Non
     if calib_set is not None:
         calib_x = calib_set.tensor(pre, shape)
         if calib is not None:
-            notes.append(f"calibrated on {len(calib_set)} samples of {calib}")
+            notes.append(f"calibrated on {len(calib_set)} sample{'s' if len(calib_set) != 1 else ''} of {calib}")
     else:
         calib_x = calibration_inputs(source, calib_images, seed)
     if eval_set is not None:
