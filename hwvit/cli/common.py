@@ -1,85 +1,139 @@
-"""Options and helpers shared by several commands."""
+"""Options and helpers shared by the commands: each shared option is defined once, here.
+
+A command stacks the decorators it takes, e.g.::
+
+    @click.command()
+    @model_options
+    @qconfig_options
+    @data_options(limit_help="...")
+    @json_option
+    @out_option(help="...")
+    @force_option
+    def compare(...): ...
+
+Choice lists come from where the things are defined (`toolchain.SIMULATORS`, the importer's
+model families, the block kinds of the vector-set contract), never from copies. Errors are one
+line: `fail` (exit 1, bad input or a failed run) and `refuse` (exit 2, options that contradict
+each other or would do nothing in the combination given).
+
+The rule for output directories (`check_out_dir`, the same for every command that writes one):
+a missing or empty directory is written; a non-empty one only with --force, and --force replaces
+only a previous hwvit output of the same kind (vector sets, a compare report, a sweep), never
+someone's other files. It is checked before any work starts.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
+from pathlib import Path
+from typing import Any, Callable, NoReturn, TypeVar
 
 import click
+from click.core import ParameterSource
+
+from hwvit import toolchain
+from hwvit.record import KINDS
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def model_options(func):
-    """--model PRESET | --checkpoint PATH [--family F] [--config C] [--heads H]: the float model."""
+# --- errors -------------------------------------------------------------------------------------
+class Refused(click.ClickException):
+    """Options that contradict each other or do nothing together: one line, exit 2 like click's own
+    usage errors (click's UsageError would add the usage text above the line)."""
 
-    @click.option("--model", "preset", metavar="PRESET", help="A shipped preset (see `hwvit info`).")
-    @click.option("--checkpoint", type=click.Path(exists=True),
-                  help="A checkpoint file (.safetensors, .pt/.pth/.bin) or a model directory (save_pretrained).")
-    @click.option("--family", type=click.Choice(["hf", "timm", "simple_vit", "ecg1d", "hwvit"]),
-                  help="Checkpoint key-name family  [default: read from the key names]")
-    @click.option("--config", "config_path", metavar="PRESET|FILE",
-                  help="Model config: a preset or a YAML/JSON file in hwvit, HF (config.json), timm or lucidrains "
-                       "names, whole or partial; checked against the weights.")
-    @click.option("--heads", type=click.IntRange(1), help="Attention heads (the one field weights never say).")
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        if kwargs.get("preset") and kwargs.get("checkpoint"):
-            raise click.UsageError("give --model or --checkpoint, not both")
-        return func(*args, **kwargs)
-
-    return wrapper
+    exit_code = 2
 
 
-def data_options(func):
-    """--images/--calib PATH, --labels, --limit and the preprocessing flags: the user's data."""
-
-    @click.option("--images", "images_path", type=click.Path(exists=True), metavar="PATH",
-                  help="Evaluation data: a folder of PNG/JPEG (class sub-folders or labels.csv give labels), "
-                       "one image, or an .npy/.npz array  [default: digits test split; else random]")
-    @click.option("--calib", "calib_path", type=click.Path(exists=True), metavar="PATH",
-                  help="Calibration data, same forms  [default: a disjoint part of --images]")
-    @click.option("--labels", "labels_csv", type=click.Path(exists=True, dir_okay=False), metavar="CSV",
-                  help="Labels of --images as file,label rows.")
-    @click.option("--limit", type=click.IntRange(1), help="Evaluate on at most N samples (the first ones).")
-    @click.option("--resize", metavar="N|HxW", help="Resize: shortest edge to N, or to exactly HxW "
-                  "[default: preprocessor_config.json, else the model's size]")
-    @click.option("--crop", metavar="N|HxW", help="Center crop after resizing.")
-    @click.option("--rescale", type=float, help="Pixel factor before normalizing  [default: 1/255]")
-    @click.option("--mean", metavar="M[,M,M]", help="Per-channel mean subtracted after rescaling.")
-    @click.option("--std", metavar="S[,S,S]", help="Per-channel std divided by after the mean.")
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        return func(*args, **kwargs)
-
-    return wrapper
-
-
-DATA_KEYS = ("images_path", "calib_path", "labels_csv", "limit", "resize", "crop", "rescale", "mean", "std")
-MODEL_KEYS = ("preset", "checkpoint", "family", "config_path", "heads")
-
-
-def require_simulators(simulator: str) -> list[str]:
-    """The simulators named by --simulator (icarus, verilator or both), each checked installed,
-    and the source checkout's rtl/ and sim/; a missing one is a one-line error with its install
-    command."""
-    from hwvit import toolchain
-
-    sims = list(toolchain.SIMULATORS) if simulator == "both" else [simulator]
-    try:
-        for sim in sims:
-            toolchain.require(sim)
-        toolchain.repo()
-    except toolchain.ToolMissing as exc:
-        fail(str(exc))
-    return sims
-
-
-def fail(message: str) -> None:
-    """One-line error, non-zero exit, no traceback."""
+def fail(message: str) -> NoReturn:
+    """One-line error, exit 1, no traceback."""
     raise click.ClickException(message)
 
 
-def quant_options(func):
-    """The quantization knobs of hwvit.intvit.QuantConfig."""
+def refuse(message: str) -> NoReturn:
+    """One-line refusal of an option combination, exit 2."""
+    raise Refused(message)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its class name if it has none)."""
+    text = str(exc)
+    return text.splitlines()[0] if text else exc.__class__.__name__
+
+
+def given(name: str) -> bool:
+    """Whether the current command's parameter ``name`` was set by the user (not its default)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.PROMPT)
+
+
+def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Several option decorators as one; they appear in --help in the order given."""
+
+    def apply(func: F) -> F:
+        for deco in reversed(decorators):
+            func = deco(func)
+        return func
+
+    return apply
+
+
+class _LazyChoice(click.Choice):
+    """A Choice whose list is read on first use, so that `hwvit --help` does not import torch."""
+
+    def __init__(self, load: Callable[[], tuple[str, ...]]) -> None:
+        self._load = load
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(self._load())
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ assigns it; ours is computed
+        pass
+
+
+def _model_families() -> tuple[str, ...]:
+    from hwvit.float.keymaps import MODEL_FAMILIES
+
+    return MODEL_FAMILIES
+
+
+# --- where the model comes from ----------------------------------------------------------------
+def model_options(func: F) -> F:
+    """--model PRESET | --checkpoint PATH [--family F] [--config C] [--heads H]: where the float model
+    comes from. Refuses the combinations in which an option would do nothing."""
+
+    @click.option("--model", "preset", metavar="PRESET",
+                  help="A shipped preset (see `hwvit info`); digits has trained weights, the others random.  "
+                       "[default: digits]")
+    @click.option("--checkpoint", type=click.Path(exists=True),
+                  help="A checkpoint file (.safetensors, .pt/.pth/.bin) or a model directory (save_pretrained).")
+    @click.option("--family", type=_LazyChoice(_model_families),
+                  help="Key names of --checkpoint.  [default: read from the key names]")
+    @click.option("--config", "config_path", metavar="PRESET|FILE",
+                  help="With --checkpoint: what the weights cannot say, as a preset or a YAML/JSON file in hwvit, "
+                       "HF (config.json), timm or lucidrains names, whole or partial; checked against the weights.")
+    @click.option("--heads", type=click.IntRange(1), help="With --checkpoint: attention heads (the one field "
+                  "weights never say).")
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if kwargs["preset"] and kwargs["checkpoint"]:
+            refuse("give --model or --checkpoint, not both (use --config for the shape of a checkpoint)")
+        if not kwargs["checkpoint"]:
+            for name, flag in (("family", "--family"), ("config_path", "--config"), ("heads", "--heads")):
+                if kwargs[name]:
+                    refuse(f"{flag} applies to --checkpoint only")
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def qconfig_options(func: F) -> F:
+    """The quantization knobs; the command receives them as one ``qconfig`` (a QuantConfig)."""
 
     @click.option("--act-bits", type=click.IntRange(2, 8), default=8, show_default=True,
                   help="Activation width (per tensor, symmetric).")
@@ -88,31 +142,79 @@ def quant_options(func):
     @click.option("--exp", "exp_mode", type=click.Choice(["table", "shift"]), default="table", show_default=True,
                   help="Softmax exp: table lookup (the RTL) or shift-and-add.")
     @click.option("--exp-entries", type=click.IntRange(1, 256), default=256, show_default=True,
-                  help="Exp table entries.")
+                  help="Exp table entries (--exp table).")
     @click.option("--calibration", type=click.Choice(["minmax", "percentile"]), default="minmax",
                   show_default=True, help="Activation range estimate.")
     @click.option("--percentile", type=click.FloatRange(50.0, 100.0), default=99.99, show_default=True,
                   help="Percentile of |x| for --calibration percentile.")
-    @click.option("--calib-images", type=click.IntRange(1), default=256, show_default=True,
-                  help="At most N calibration samples (digits: training images; --calib: a seeded choice).")
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from hwvit.intvit import QuantConfig
+
+        if kwargs["exp_mode"] == "shift" and given("exp_entries"):
+            refuse("--exp-entries applies to --exp table only")
+        if kwargs["calibration"] != "percentile" and given("percentile"):
+            refuse("--percentile applies to --calibration percentile only")
+        kwargs["qconfig"] = QuantConfig(
+            act_bits=kwargs.pop("act_bits"), softmax_bits=kwargs.pop("softmax_bits"),
+            exp=kwargs.pop("exp_mode"), exp_entries=kwargs.pop("exp_entries"),
+            calibration=kwargs.pop("calibration"), percentile=kwargs.pop("percentile"))
         return func(*args, **kwargs)
 
-    return wrapper
+    return wrapper  # type: ignore[return-value]
 
 
-def quant_config(kwargs: dict):
-    """QuantConfig from the options of quant_options (pops them from kwargs)."""
-    from hwvit.intvit import QuantConfig
+calib_images_option = click.option(
+    "--calib-images", type=click.IntRange(1), default=256, show_default=True,
+    help="At most N calibration inputs (digits: its training images; --calib: a seeded choice; else random).")
 
-    return QuantConfig(act_bits=kwargs.pop("act_bits"), softmax_bits=kwargs.pop("softmax_bits"),
-                       exp=kwargs.pop("exp_mode"), exp_entries=kwargs.pop("exp_entries"),
-                       calibration=kwargs.pop("calibration"), percentile=kwargs.pop("percentile"))
+
+# --- the user's data ----------------------------------------------------------------------------
+MODEL_KEYS = ("preset", "checkpoint", "family", "config_path", "heads")
+DATA_KEYS = ("images_path", "calib_path", "labels_csv", "limit", "resize", "crop", "rescale", "mean", "std")
+_PREPROCESS_FLAGS = (("resize", "--resize"), ("crop", "--crop"), ("rescale", "--rescale"), ("mean", "--mean"),
+                     ("std", "--std"))
+
+
+def data_options(limit_help: str) -> Callable[[F], F]:
+    """--images/--calib PATH, --labels CSV, --limit N and the preprocessing flags: the user's data.
+
+    A PATH is a folder of PNG/JPEG (class sub-folders or a labels.csv give labels), one image, or
+    an .npy/.npz array. The command receives the values under DATA_KEYS (see `load_data`)."""
+
+    def deco(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            if kwargs["labels_csv"] and not kwargs["images_path"]:
+                refuse("--labels applies to --images only")
+            if not (kwargs["images_path"] or kwargs["calib_path"]):
+                for name, flag in _PREPROCESS_FLAGS:
+                    if kwargs[name] is not None:
+                        refuse(f"{flag} applies to --images/--calib only")
+            return func(*args, **kwargs)
+
+        return options(
+            click.option("--images", "images_path", type=click.Path(exists=True), metavar="PATH",
+                         help="Evaluation data: a folder of PNG/JPEG (labels from class sub-folders or labels.csv), "
+                              "one image, or an .npy/.npz array.  [default: digits' held-out split; else random]"),
+            click.option("--calib", "calib_path", type=click.Path(exists=True), metavar="PATH",
+                         help="Calibration data, same forms.  [default: a disjoint part of --images]"),
+            click.option("--labels", "labels_csv", type=click.Path(exists=True, dir_okay=False), metavar="CSV",
+                         help="Labels of --images as file,label rows."),
+            click.option("--limit", type=click.IntRange(1), help=limit_help),
+            click.option("--resize", metavar="N|HxW", help="Resize: shortest edge to N, or to exactly HxW.  "
+                         "[default: the checkpoint's preprocessor_config.json, else the model's size]"),
+            click.option("--crop", metavar="N|HxW", help="Center crop after resizing."),
+            click.option("--rescale", type=float, help="Factor on raw pixel values.  [default: 1/255]"),
+            click.option("--mean", metavar="M[,M,M]", help="Per-channel mean, subtracted after rescaling."),
+            click.option("--std", metavar="S[,S,S]", help="Per-channel std, divided by after the mean."),
+        )(wrapper)  # type: ignore[return-value]
+
+    return deco
 
 
 def load_data(kwargs: dict, seed: int = 0, calib_images: int = 256):
-    """(Source, Data) for the options of model_options and data_options (popped from kwargs)."""
+    """(Source, Data) for the values of model_options and data_options (popped from ``kwargs``)."""
     from hwvit import pipeline
 
     m = {k: kwargs.pop(k, None) for k in MODEL_KEYS}
@@ -124,11 +226,22 @@ def load_data(kwargs: dict, seed: int = 0, calib_images: int = 256):
         data = pipeline.plan_data(source, d["images_path"], d["calib_path"], d["labels_csv"], calib_images,
                                   d["limit"], seed, pre=pre)
     except (ValueError, OSError, KeyError) as exc:
-        fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+        fail(first_line(exc))
     return source, data
 
 
-def describe_data(source, data, quiet: bool) -> None:
+def build_models(kwargs: dict, qconfig, calib_images: int, seed: int = 0):
+    """(Source, Data, IntViT) for the model and data options; bad input becomes a one-line error."""
+    from hwvit.intvit import quantize_model
+
+    source, data = load_data(kwargs, seed, calib_images)
+    try:
+        return source, data, quantize_model(source.model, data.calib, qconfig)
+    except (ValueError, OSError, KeyError) as exc:
+        fail(first_line(exc))
+
+
+def describe_data(data, quiet: bool) -> None:
     """The preprocessing and where calibration data came from, on stderr (stdout stays for results)."""
     if quiet:
         return
@@ -154,17 +267,102 @@ def progress(data, quiet: bool, what: str = "evaluating"):
             data.inputs.progress = None
 
 
-def build_models(kwargs: dict, qconfig, seed: int = 0):
-    """(Source, Data, IntViT) for the model and data options; bad input becomes a one-line ClickException."""
-    from hwvit.intvit import quantize_model
+# --- simulators ---------------------------------------------------------------------------------
+def simulator_option(help: str = "Simulator(s) to run.") -> Callable[[F], F]:
+    return click.option("--simulator", type=click.Choice([*toolchain.SIMULATORS, "both"]), default="verilator",
+                        show_default=True, help=help)
 
-    source, data = load_data(kwargs, seed, kwargs["calib_images"])
+
+def jobs_option(default: int = 1) -> Callable[[F], F]:
+    return click.option("-j", "--jobs", type=click.IntRange(1), default=default, show_default=True,
+                        help="Parallel simulations.")
+
+
+def block_kind_option(help: str, multiple: bool = False) -> Callable[[F], F]:
+    """--block KIND: a block kind of the vector-set contract."""
+    return click.option("--block", "kinds" if multiple else "kind", type=click.Choice(KINDS), multiple=multiple,
+                        help=help)
+
+
+def require_simulators(simulator: str) -> list[str]:
+    """The simulators named by --simulator (icarus, verilator or both), each checked installed,
+    and the source checkout's rtl/ and sim/; a missing one is a one-line error with its install
+    command."""
+    sims = list(toolchain.SIMULATORS) if simulator == "both" else [simulator]
     try:
-        return source, data, quantize_model(source.model, data.calib, qconfig)
-    except (ValueError, OSError, KeyError) as exc:
-        fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+        for sim in sims:
+            toolchain.require(sim)
+        toolchain.repo()
+    except toolchain.ToolMissing as exc:
+        fail(str(exc))
+    return sims
 
 
-def user_error(exc: BaseException) -> None:
-    """One line for an error met while running on the user's data."""
-    fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+# --- output -------------------------------------------------------------------------------------
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+force_option = click.option("--force", is_flag=True,
+                            help="Replace a non-empty output directory holding a previous hwvit output of the "
+                                 "same kind.")
+
+
+def quiet_option(help: str = "No progress, only the summary line.") -> Callable[[F], F]:
+    return click.option("-q", "--quiet", is_flag=True, help=help)
+
+
+def seed_option(help: str = "Seed of random weights, inputs and cases.") -> Callable[[F], F]:
+    return click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help=help)
+
+
+def out_option(help: str, *, required: bool = False, default: str | None = None,
+               name: str = "--out", dest: str = "out_dir") -> Callable[[F], F]:
+    """An output directory option (checked with `check_out_dir` before the work starts)."""
+    return click.option(name, dest, type=click.Path(file_okay=False), required=required, default=default,
+                        show_default=default is not None, help=help)
+
+
+def vector_output_options(out_help: str) -> Callable[[F], F]:
+    """--out DIR --force --seed N -q: the options both vector commands share."""
+    return options(out_option(out_help, required=True), force_option,
+                   seed_option("Seed of the random inputs and cases."), quiet_option())
+
+
+OUTPUT_KINDS = ("vectors", "compare-report", "sweep")
+
+
+def _check_previous(out: Path, kind: str) -> None:
+    """Fail unless the non-empty ``out`` holds a previous hwvit output of ``kind`` (what --force replaces)."""
+    if kind == "vectors":
+        from hwvit.vectors import find_sets
+
+        if not find_sets(out):
+            fail(f"{out}: --force replaces only vector sets, and it holds none (no manifest.yaml); "
+                 "choose another directory")
+        return
+    from hwvit.report import publish
+
+    if kind == "compare-report":
+        from hwvit.report.write import FILES
+    else:
+        from hwvit.report.sweep_write import FILES
+    try:
+        publish.check_out_dir(out, kind, FILES)
+    except ValueError as exc:
+        fail(first_line(exc))
+
+
+def check_out_dir(out_dir: str | os.PathLike | None, force: bool, kind: str) -> None:
+    """Refuse an output directory before any work: see the module docstring for the rule."""
+    assert kind in OUTPUT_KINDS, kind
+    if out_dir is None:
+        return
+    out = Path(out_dir)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        fail(f"{out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            fail(f"{out} already exists (use --force to replace it)")
+        _check_previous(out, kind)
+        return
+    parent = next((p for p in out.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        fail(f"{out}: cannot create it ({parent} is not a writable directory)")

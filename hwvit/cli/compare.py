@@ -7,8 +7,9 @@ import math
 
 import click
 
-from hwvit.cli.common import (build_models, data_options, describe_data, fail, model_options, progress, quant_config,
-                              quant_options, user_error)
+from hwvit.cli.common import (build_models, calib_images_option, check_out_dir, data_options, describe_data, fail,
+                              first_line, force_option, json_option, model_options, out_option, progress,
+                              qconfig_options, quiet_option, refuse, seed_option)
 
 
 def _fmt(v: float) -> str:
@@ -17,33 +18,41 @@ def _fmt(v: float) -> str:
 
 @click.command()
 @model_options
-@data_options
-@quant_options
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write report.md, report.html and plots here.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random weights and inputs.")
-@click.option("-q", "--quiet", is_flag=True, help="Only the summary line.")
-def compare(as_json, out_dir, seed, quiet, **kw):
+@qconfig_options
+@calib_images_option
+@data_options("Evaluate on at most N inputs, the first ones (digits: its held-out split, all by default; "
+              "without --images: 8 seeded random).")
+@seed_option()
+@json_option
+@out_option("Also write report.md, report.html, report.json and plots to this directory.")
+@force_option
+@quiet_option("Only the summary line.")
+def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, **kw):
     """Compare the float model with its integer model: top-1, agreement, SQNR per layer.
 
     \b
     Example:
-      hwvit compare --model digits
-      hwvit compare --model digits --act-bits 6 --json
+      hwvit compare --model digits --limit 40
+      hwvit compare --model digits --act-bits 6 --calib-images 64 --json
+      hwvit compare --model digits --out report/ --force
       hwvit compare --checkpoint vit-dir/ --images photos/
-      hwvit compare --checkpoint vit.safetensors --heads 3 --images photos/ --resize 256 --crop 224 --mean 0.5 --std 0.5
+      hwvit compare --checkpoint vit.pth --heads 3 --images photos/ --calib more/ --resize 256 --crop 224
     """
     from hwvit import pipeline
     from hwvit.report.compare import compare as run_compare
 
-    qc = quant_config(kw)
-    source, data, int_model = build_models(kw, qc, seed)
-    describe_data(source, data, quiet or as_json)
+    if as_json and quiet:
+        refuse("--json prints only the JSON; -q/--quiet has nothing to silence")
+    if force and not out_dir:
+        refuse("--force applies to --out only")
+    check_out_dir(out_dir, force, "compare-report")
+    source, data, int_model = build_models(kw, qconfig, calib_images, seed)
+    describe_data(data, quiet or as_json)
     try:
         with progress(data, quiet or as_json):
             result = run_compare(source.model, int_model, data.inputs, data.labels, name=source.name)
     except ValueError as exc:
-        user_error(exc)
+        fail(first_line(exc))
     random = pipeline.random_note(source, data)
     if out_dir:
         from hwvit.report.write import write_report
@@ -51,7 +60,7 @@ def compare(as_json, out_dir, seed, quiet, **kw):
         try:
             written = write_report(result, out_dir)
         except (ValueError, OSError) as exc:
-            fail(str(exc))
+            fail(first_line(exc))
     if as_json:
         click.echo(json.dumps({**result.to_dict(), "notes": data.notes + ([random] if random else [])},
                               indent=2, default=float))
