@@ -112,24 +112,6 @@ def eval_inputs(source: Source, n: int | None = None, seed: int = 0) -> tuple[to
     return torch.randn((n or 8, *input_shape(source.model.cfg)), generator=gen), None
 
 
-def load_inputs(path: str | Path, cfg) -> torch.Tensor:
-    """Inputs from a .npy file (float array shaped like the model's input, batch first)."""
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is one user error
-        raise ValueError(f"{path}: not a readable .npy array ({exc.__class__.__name__})") from None
-    want = input_shape(cfg)
-    if arr.ndim == len(want):
-        arr = arr[None]
-    if tuple(arr.shape[1:]) != want:
-        raise ValueError(f"{path}: inputs of shape {tuple(arr.shape)}; the model takes (N, {', '.join(map(str, want))})")
-    if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{path}: inputs must be numeric, got {arr.dtype}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{path}: inputs contain NaN or Inf")
-    return torch.as_tensor(arr, dtype=torch.float32)
-
-
 # The user's data ---------------------------------------------------------------------------------
 def preprocessing(source: Source, resize: str | None = None, crop: str | None = None, mean: str | None = None,
                   std: str | None = None, rescale: float | None = None):

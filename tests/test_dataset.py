@@ -152,3 +152,39 @@ def test_bad_images_are_one_line_errors(tmp_path, vit_dir):
                                   f"model's 3 class names")
     code, line = _cli("--model", "digits", "--images", str(root / "dog" / "0.png"))
     assert code == 1 and "one image cannot be split" in line and "--calib" in line
+
+
+def test_evaluation_data_calibrates_on_a_disjoint_part(tmp_path):
+    x = np.random.default_rng(1).normal(size=(8, 1, 8, 8)).astype(np.float32) * 5  # inputs scaled x5
+    np.savez(tmp_path / "x.npz", images=x, labels=np.arange(8) % 10)
+    source = pipeline.load_source("digits")
+    data = pipeline.plan_data(source, images=str(tmp_path / "x.npz"), seed=3)
+    assert data.notes == [f"calibrated on 2 of the 8 samples of {tmp_path / 'x.npz'}, evaluated on the other 6"]
+    evaluated = torch.cat(list(data.inputs)).numpy()
+    assert data.calib.shape == (2, 1, 8, 8) and evaluated.shape == (6, 1, 8, 8)
+    together = np.concatenate([data.calib.numpy(), evaluated])
+    assert sorted(map(bytes, together)) == sorted(map(bytes, x))  # disjoint, and together all of them
+    assert list(data.labels) == [i for i in range(8) if x[i].tobytes() in set(map(bytes, evaluated))]
+
+
+def test_folders_stream_one_batch_at_a_time(tmp_path, monkeypatch):
+    for i in range(10):
+        Image.fromarray(np.full((8, 8), i, np.uint8)).save(tmp_path / f"{i}.png")
+    decoded = []
+    images = open_images(tmp_path)
+    real = type(images).item
+    monkeypatch.setattr(type(images), "item", lambda self, i, *a: decoded.append(i) or real(self, i, *a))
+    stream = pipeline.Stream(images, Preprocess(), (1, 8, 8), batch_size=4)
+    first = next(iter(stream))
+    assert first.shape == (4, 1, 8, 8) and decoded == [0, 1, 2, 3]  # nothing beyond the batch is decoded
+    assert [len(b) for b in stream] == [4, 4, 2]
+
+
+def test_random_weights_and_inputs_are_said(tmp_path):
+    res = CliRunner().invoke(main, ["compare", "--model", "vit-tiny", "--limit", "2", "--calib-images", "2"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip().splitlines()[-1].startswith("vit-tiny: 2 images (random weights/inputs), agreement ")
+    _photos(tmp_path / "photos")
+    res = CliRunner().invoke(main, ["compare", "--model", "vit-tiny", "--images", str(tmp_path / "photos"), "-q"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip().splitlines()[-1].startswith("vit-tiny: 2 images (random weights), agreement ")
