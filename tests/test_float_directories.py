@@ -11,14 +11,14 @@ import pytest
 import torch
 import yaml
 from click.testing import CliRunner
+from float_originals import SimpleViT, TimmViT, randomize
 from PIL import Image
 from safetensors.torch import save_file
+from test_float_importers import _hf_config, to_hf4
 
-from float_originals import SimpleViT, TimmViT, randomize
 from hwvit.cli import main
 from hwvit.float import load_float
 from hwvit.float.importers import load_checkpoint
-from test_float_importers import _hf_config, to_hf4
 
 TOL = 1e-5
 

@@ -73,7 +73,7 @@ class Preprocess:
             parts.append("grayscale -> RGB")
         return f"{', '.join(parts) or 'none'} ({self.origin})"
 
-    def with_model_size(self, side: int) -> "Preprocess":
+    def with_model_size(self, side: int) -> Preprocess:
         """Without a resize or crop of its own, resize to the model's ``side`` x ``side``."""
         if self.size or self.shortest_edge or self.crop:
             return self

@@ -46,7 +46,7 @@ class ImageSet:
     def kind(self) -> str:
         return "array" if self.array is not None else "images"
 
-    def subset(self, index) -> "ImageSet":
+    def subset(self, index) -> ImageSet:
         index = np.asarray(index, dtype=np.int64)
         labels = [self.labels[i] for i in index] if self.labels is not None else None
         if self.array is not None:
