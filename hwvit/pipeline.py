@@ -123,6 +123,21 @@ def preprocessing(source: Source, resize: str | None = None, crop: str | None = 
     return pre.with_model_size(cfg.image_size) if cfg.ndim == 2 else pre
 
 
+# What one sample costs while hwvit.report.compare keeps the float record and the integer trace of
+# every point: ~24 bytes per recorded value (float64 record, int64 trace, dequantized copy). Per
+# block: q, k, v, context, proj, norms and adds ~8*T*D, scores and probs 2*H*T^2, fc1 and gelu 2*T*M.
+# ViT-B/16: 12 * (1.21M + 0.93M + 1.21M) * 24 B = 0.97 GB per image; digits: 1.1 MB.
+BYTES_PER_VALUE = 24
+BATCH_BUDGET = 1 << 30  # bytes of traces per batch
+
+
+def batch_size_for(cfg, budget: int = BATCH_BUDGET, most: int = 64) -> int:
+    """Samples per batch whose compare traces fit ``budget`` bytes (at least 1, at most ``most``)."""
+    t, d, m, h = cfg.num_tokens, cfg.dim, cfg.mlp_dim, cfg.heads
+    per_sample = cfg.depth * (8 * t * d + 2 * h * t * t + 2 * t * m) * BYTES_PER_VALUE
+    return max(1, min(most, budget // max(per_sample, 1)))
+
+
 class Stream:
     """Re-iterable batches of an ImageSet (decoded anew on each pass; memory: one batch)."""
 
@@ -162,7 +177,7 @@ class Data:
 
 def plan_data(source: Source, images: str | None = None, calib: str | None = None, labels_csv: str | None = None,
               calib_images: int = 256, limit: int | None = None, seed: int = 0, pre=None,
-              batch_size: int = 32) -> Data:
+              batch_size: int | None = None) -> Data:
     """Calibration and evaluation data for ``source`` from the user's paths (see the module docstring).
 
     ``calib_images``: at most this many calibration samples (a seeded random choice when there are
@@ -172,6 +187,7 @@ def plan_data(source: Source, images: str | None = None, calib: str | None = Non
 
     cfg = source.model.cfg
     shape = tuple(cfg.input_shape)
+    batch_size = batch_size or batch_size_for(cfg)
     pre = pre if pre is not None else preprocessing(source)
     notes: list[str] = []
     rng = np.random.default_rng(seed)
@@ -193,7 +209,10 @@ def plan_data(source: Source, images: str | None = None, calib: str | None = Non
         eval_set = eval_set.subset(np.arange(limit))
     labels = None
     if eval_set is not None and eval_set.labels is not None:
-        labels = label_indices(eval_set.labels, cfg.num_classes, source.class_names, str(images))
+        if cfg.num_classes == 0:
+            notes.append("labels not used: the model has no classification head")
+        else:
+            labels = label_indices(eval_set.labels, cfg.num_classes, source.class_names, str(images))
     if calib_set is not None:
         calib_x = calib_set.tensor(pre, shape)
         if calib is not None:

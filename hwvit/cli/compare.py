@@ -50,7 +50,8 @@ def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, **kw):
     describe_data(data, quiet or as_json)
     try:
         with progress(data, quiet or as_json):
-            result = run_compare(source.model, int_model, data.inputs, data.labels, name=source.name)
+            result = run_compare(source.model, int_model, data.inputs, data.labels, name=source.name,
+                                 batch_size=pipeline.batch_size_for(source.model.cfg))
     except ValueError as exc:
         fail(first_line(exc))
     random = pipeline.random_note(source, data)

@@ -159,11 +159,14 @@ def sweep(source, grid: list[GridPoint] | None = None, *, images: int | None = N
 
 
 def _run(source, grid, calib, inputs, labels, progress) -> list[dict]:
+    from hwvit.pipeline import batch_size_for
+
     rows = []
     for i, point in enumerate(grid):
         t0 = time.perf_counter()
         int_model = quantize_model(source.model, calib, point.qconfig)
-        res = compare(source.model, int_model, inputs, labels, name=source.name)
+        res = compare(source.model, int_model, inputs, labels, name=source.name,
+                      batch_size=batch_size_for(source.model.cfg))  # traces of a batch stay within 1 GB
         worst = res.worst_layer()
         probs = [r["sqnr_db"] for r in res.layers if r["path"].endswith(".attn.probs")]
         row = {"factor": point.factor, "label": point.label, **cost(point.qconfig), "images": res.images,
