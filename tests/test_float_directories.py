@@ -193,3 +193,25 @@ def test_checkpoint_refusals_are_one_line(tmp_path, hf_model, photos, args, mess
     res = CliRunner().invoke(main, ["compare", "--checkpoint", str(path), "--images", str(photos), *args])
     assert res.exit_code == 1
     assert res.output.strip().splitlines() == [message]
+
+
+def test_vectors_and_sweep_take_images(tmp_path, hf_model, photos):
+    from hwvit import vectors
+
+    path = tmp_path / "vit"
+    hf_model.save_pretrained(path)
+    out = tmp_path / "vec"
+    res = CliRunner().invoke(main, ["vectors", "--checkpoint", str(path), "--images", str(photos), "--limit", "1",
+                                    "--blocks", "layers.0.attn.softmax", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    man = vectors.read(out / "layers.0.attn.softmax").manifest
+    assert man["params"]["row_len"] == 17 and man["params"]["rows"] == 4 * 17  # one image, 4 heads x 17 tokens
+    from hwvit.pipeline import file_sha256
+
+    assert man["source_sha256"] == file_sha256(path / "model.safetensors")
+    res = CliRunner().invoke(main, ["sweep", "--checkpoint", str(path), "--images", str(photos), "--quick",
+                                    "--act-bits", "6", "--softmax-bits", "4", "--exp-entries", "32",
+                                    "--percentiles", "99.9", "--no-shift", "--out", str(tmp_path / "sw"), "-q"])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith(f"{path}: 5 configurations on 3 images in ")
+    assert ", baseline top-1 " in res.output
