@@ -169,6 +169,13 @@ calib_images_option = click.option(
     help="At most N calibration inputs (digits: its training images; --calib: a seeded choice; else random).")
 
 
+def refuse_seed_for_digits(preset: str | None, checkpoint: str | None) -> None:
+    """--seed picks random weights and inputs; the digits model is trained and its inputs are the
+    held-out split, so there it would do nothing."""
+    if not checkpoint and preset in (None, "digits") and given("seed"):
+        refuse("--seed applies to random weights and inputs; the digits model has neither")
+
+
 # --- the user's data ----------------------------------------------------------------------------
 MODEL_KEYS = ("preset", "checkpoint", "family", "config_path", "heads")
 DATA_KEYS = ("images_path", "calib_path", "labels_csv", "limit", "resize", "crop", "rescale", "mean", "std")
@@ -276,6 +283,10 @@ def simulator_option(help: str = "Simulator(s) to run.") -> Callable[[F], F]:
 def jobs_option(default: int = 1) -> Callable[[F], F]:
     return click.option("-j", "--jobs", type=click.IntRange(1), default=default, show_default=True,
                         help="Parallel simulations.")
+
+
+build_dir_option = click.option("--build-dir", type=click.Path(file_okay=False),
+                                help="Where simulator builds are cached [default: sim_build/ of the checkout].")
 
 
 def block_kind_option(help: str, multiple: bool = False) -> Callable[[F], F]:

@@ -9,7 +9,7 @@ import click
 
 from hwvit.cli.common import (build_models, calib_images_option, check_out_dir, data_options, describe_data, fail,
                               first_line, force_option, json_option, model_options, out_option, progress,
-                              qconfig_options, quiet_option, refuse, seed_option)
+                              qconfig_options, quiet_option, refuse, refuse_seed_for_digits, seed_option)
 
 
 def _fmt(v: float) -> str:
@@ -32,11 +32,12 @@ def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, **kw):
 
     \b
     Example:
-      hwvit compare --model digits --limit 40
-      hwvit compare --model digits --act-bits 6 --calib-images 64 --json
-      hwvit compare --model digits --out report/ --force
-      hwvit compare --checkpoint vit-dir/ --images photos/
-      hwvit compare --checkpoint vit.pth --heads 3 --images photos/ --calib more/ --resize 256 --crop 224
+      hwvit compare --model digits --limit 40 --calib-images 64
+      hwvit compare --model digits --act-bits 6 --limit 40 --calib-images 64 --json
+      hwvit compare --model digits --limit 40 --calib-images 64 --out report/
+      hwvit compare --checkpoint vit.safetensors --family hf --config vit.yaml --limit 4 --calib-images 16
+      hwvit compare --checkpoint vit/ --images photos/
+      hwvit compare --checkpoint vit.safetensors --heads 4 --images photos/ --resize 40 --crop 32 --mean 0.5 --std 0.5
     """
     from hwvit import pipeline
     from hwvit.report.compare import compare as run_compare
@@ -45,6 +46,7 @@ def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, **kw):
         refuse("--json prints only the JSON; -q/--quiet has nothing to silence")
     if force and not out_dir:
         refuse("--force applies to --out only")
+    refuse_seed_for_digits(kw["preset"], kw["checkpoint"])
     check_out_dir(out_dir, force, "compare-report")
     source, data, int_model = build_models(kw, qconfig, calib_images, seed)
     describe_data(data, quiet or as_json)

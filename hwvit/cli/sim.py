@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from hwvit.cli.common import block_kind_option, fail, jobs_option, quiet_option, require_simulators, simulator_option
+from hwvit.cli.common import (block_kind_option, build_dir_option, fail, jobs_option, quiet_option,
+                              require_simulators, simulator_option)
 
 
 @click.command()
@@ -16,7 +17,7 @@ from hwvit.cli.common import block_kind_option, fail, jobs_option, quiet_option,
 @block_kind_option("Only sets of this block kind (repeatable).", multiple=True)
 @jobs_option()
 @click.option("--waves", is_flag=True, help="Dump a waveform per run (VCD on Verilator, FST on Icarus).")
-@click.option("--build-dir", type=click.Path(file_okay=False), help="Where builds are cached [default: sim_build/].")
+@build_dir_option
 @quiet_option("Only failures and the summary line.")
 def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):
     """Run every vector set under DIRECTORY through its RTL block; exit 0 only if all are bit-exact.
@@ -24,7 +25,7 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):
     \b
     Example:
       hwvit sim vec/ --simulator both -j 2
-      hwvit sim vectors/layers.0.attn.softmax --waves
+      hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
     """
     from hwvit import vectors
 

@@ -8,7 +8,8 @@ import time
 import click
 
 from hwvit.cli.common import (calib_images_option, check_out_dir, data_options, describe_data, fail, first_line,
-                              force_option, load_data, model_options, out_option, quiet_option, seed_option)
+                              force_option, load_data, model_options, out_option, quiet_option, refuse_seed_for_digits,
+                              seed_option)
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
@@ -73,9 +74,8 @@ def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles,
     \b
     Example:
       hwvit sweep --model digits --quick --limit 24 --calib-images 48
-      hwvit sweep --model digits --act-bits 4,6 --softmax-bits 6 --exp-entries 64 --no-shift --limit 24 \\
-        --out sweep2/
-      hwvit sweep --checkpoint vit-dir/ --images photos/ --quick --out sweep3/
+      hwvit sweep --model digits --act-bits 4 --softmax-bits 6 --exp-entries 64 --percentiles 99.9 \\
+        --no-shift --limit 24 --calib-images 48 --out sweep2/
     """
     import torch
 
@@ -93,6 +93,7 @@ def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles,
         axes["exp"] = ()
     if quick and kw["limit"] is None:
         kw["limit"] = 120
+    refuse_seed_for_digits(kw["preset"], kw["checkpoint"])
     check_out_dir(out_dir, force, "sweep")  # refuse before minutes of work, not after
     try:
         grid = one_factor_grid(axes)

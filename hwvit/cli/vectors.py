@@ -102,9 +102,9 @@ def vectors(qconfig, calib_images, blocks, kind, out_dir, force, seed, quiet, **
 
     \b
     Example:
-      hwvit vectors --model digits --limit 1 --out vectors/
-      hwvit vectors --checkpoint vit-dir/ --images photos/ --limit 2 --out vectors/
-      hwvit vectors --model digits --blocks 'layers.0.*' --block softmax --out vectors/ --force
+      hwvit vectors --model digits --limit 1 --calib-images 64 --out vectors/
+      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vectors/ --force
+      hwvit vectors --checkpoint vit/ --images photos/ --limit 1 --blocks 'layers.0.*' --out vit-vectors/
     """
     from hwvit import vectors as vec
 
