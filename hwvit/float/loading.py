@@ -108,7 +108,8 @@ def read_json(path: Path) -> dict:
 def _read_directory(path: Path) -> Checkpoint:
     weights = next((path / n for n in DIR_WEIGHTS if (path / n).is_file()), None)
     if weights is None:  # any other single weights file (a timm or lucidrains model saved by hand)
-        others = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in (".safetensors",) + TORCH_SUFFIXES)
+        suffixes = (".safetensors", *TORCH_SUFFIXES)
+        others = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in suffixes)
         if len(others) != 1:
             found = f"; it holds {len(others)} weight files" if others else ""
             raise ValueError(f"{path}: directory holds no {', '.join(DIR_WEIGHTS[:-1])} or {DIR_WEIGHTS[-1]}{found}")
