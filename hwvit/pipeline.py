@@ -1,13 +1,19 @@
 """The shared front half of the commands: where the float model and its inputs come from.
 
 `--model PRESET` gives the shipped digits model for `digits` and a randomly initialised model
-(seeded) for the other presets; `--checkpoint PATH --family F` imports a trained checkpoint.
+(seeded) for the other presets; `--checkpoint PATH` imports a trained checkpoint (a file or a
+model directory; the family is read from the key names unless given).
+
+Data (``plan_data``): evaluation images from ``--images`` (folder, image, .npy/.npz), calibration
+images from ``--calib``; evaluation data without calibration data is split, a disjoint part
+calibrating; without any data, digits uses its own split and other models random inputs.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +26,9 @@ class Source:
     name: str  # preset name or checkpoint path
     sha256: str | None  # of the checkpoint file (None for random weights)
     is_digits: bool
+    random_weights: bool = False  # a preset other than digits: seeded random initialisation
+    preprocess: object | None = None  # hwvit.dataset.Preprocess from the checkpoint's preprocessor_config.json
+    class_names: list[str] | None = None  # the head's class names (HF id2label), when known
 
 
 def file_sha256(path: str | Path) -> str:
@@ -30,8 +39,16 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def files_sha256(paths: list[Path]) -> str:
+    """sha256 of one file, or of the files' sha256 values (name and digest per line) for several."""
+    if len(paths) == 1:
+        return file_sha256(paths[0])
+    lines = "".join(f"{Path(p).name} {file_sha256(p)}\n" for p in sorted(paths))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
 def load_source(preset: str | None = None, checkpoint: str | None = None, family: str | None = None,
-                config: str | None = None, seed: int = 0) -> Source:
+                config=None, seed: int = 0, heads: int | None = None) -> Source:
     """Resolve --model / --checkpoint into a float model (ValueError with one line on bad input)."""
     from hwvit.float import config as fconfig
     from hwvit.float import digits
@@ -39,20 +56,32 @@ def load_source(preset: str | None = None, checkpoint: str | None = None, family
 
     if checkpoint is None:
         name = preset or "digits"
-        if name == "digits":
+        if name == "digits" and config is None and heads is None:
             model = digits.load_demo_model()
             return Source(model, "digits", file_sha256(digits.DEMO_CHECKPOINT), True)
         cfg = fconfig.load_preset(name)  # ValueError listing the presets
+        if config is not None or heads is not None:
+            from hwvit.float.loading import hint_fields
+
+            changes = hint_fields(config)
+            if heads is not None:
+                changes.update(heads=heads, head_dim=None)
+            cfg = cfg.replace(**changes)
         torch.manual_seed(seed)
         model = ViT(cfg).eval()
-        return Source(model, name, None, False)
-    if family is None:
-        raise ValueError("--checkpoint needs --family (hf, timm, simple_vit, ecg1d or hwvit)")
-    from hwvit.float.importers import load_float
+        return Source(model, name, None, False, random_weights=True)
+    from hwvit.dataset.preprocess import from_hf, from_timm
+    from hwvit.float.importers import load_checkpoint
 
-    cfg = config or preset
-    model = load_float(checkpoint, family=family, config=cfg)
-    return Source(model, str(checkpoint), file_sha256(checkpoint), False)
+    loaded = load_checkpoint(checkpoint, family=family, config=config if config is not None else preset, heads=heads)
+    ckpt = loaded.checkpoint
+    pre = None
+    if ckpt.preprocessor is not None:
+        pre = from_hf(ckpt.preprocessor, str(ckpt.path / "preprocessor_config.json"))
+    elif ckpt.config is not None and isinstance(ckpt.config.get("pretrained_cfg"), dict):
+        pre = from_timm(ckpt.config["pretrained_cfg"], str(ckpt.path / "config.json"))
+    return Source(loaded.model, str(checkpoint), files_sha256(ckpt.files), False, preprocess=pre,
+                  class_names=loaded.class_names)
 
 
 def input_shape(cfg) -> tuple[int, ...]:
@@ -83,19 +112,126 @@ def eval_inputs(source: Source, n: int | None = None, seed: int = 0) -> tuple[to
     return torch.randn((n or 8, *input_shape(source.model.cfg)), generator=gen), None
 
 
-def load_inputs(path: str | Path, cfg) -> torch.Tensor:
-    """Inputs from a .npy file (float array shaped like the model's input, batch first)."""
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is one user error
-        raise ValueError(f"{path}: not a readable .npy array ({exc.__class__.__name__})") from None
-    want = input_shape(cfg)
-    if arr.ndim == len(want):
-        arr = arr[None]
-    if tuple(arr.shape[1:]) != want:
-        raise ValueError(f"{path}: inputs of shape {tuple(arr.shape)}; the model takes (N, {', '.join(map(str, want))})")
-    if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{path}: inputs must be numeric, got {arr.dtype}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{path}: inputs contain NaN or Inf")
-    return torch.as_tensor(arr, dtype=torch.float32)
+# The user's data ---------------------------------------------------------------------------------
+def preprocessing(source: Source, resize: str | None = None, crop: str | None = None, mean: str | None = None,
+                  std: str | None = None, rescale: float | None = None):
+    """The Preprocess for ``source``: its preprocessor_config.json, then the flags, then the model's size."""
+    from hwvit.dataset import from_flags
+
+    pre = from_flags(resize, crop, mean, std, rescale, base=source.preprocess)
+    cfg = source.model.cfg
+    return pre.with_model_size(cfg.image_size) if cfg.ndim == 2 else pre
+
+
+# What one sample costs while hwvit.report.compare keeps the float record and the integer trace of
+# every point: ~24 bytes per recorded value (float64 record, int64 trace, dequantized copy). Per
+# block: q, k, v, context, proj, norms and adds ~8*T*D, scores and probs 2*H*T^2, fc1 and gelu 2*T*M.
+# ViT-B/16: 12 * (1.21M + 0.93M + 1.21M) * 24 B = 0.97 GB per image; digits: 1.1 MB.
+BYTES_PER_VALUE = 24
+BATCH_BUDGET = 1 << 30  # bytes of traces per batch
+
+
+def batch_size_for(cfg, budget: int = BATCH_BUDGET, most: int = 64) -> int:
+    """Samples per batch whose compare traces fit ``budget`` bytes (at least 1, at most ``most``)."""
+    t, d, m, h = cfg.num_tokens, cfg.dim, cfg.mlp_dim, cfg.heads
+    per_sample = cfg.depth * (8 * t * d + 2 * h * t * t + 2 * t * m) * BYTES_PER_VALUE
+    return max(1, min(most, budget // max(per_sample, 1)))
+
+
+class Stream:
+    """Re-iterable batches of an ImageSet (decoded anew on each pass; memory: one batch)."""
+
+    def __init__(self, images, pre, input_shape: tuple[int, ...], batch_size: int = 32,
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.images, self.pre, self.shape, self.batch_size = images, pre, tuple(input_shape), batch_size
+        self.progress = progress
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        for batch in self.images.batches(self.pre, self.shape, self.batch_size):
+            yield batch
+            if self.progress is not None:
+                self.progress(len(batch))
+
+
+@dataclass
+class Data:
+    """Where calibration and evaluation inputs come from, and what to tell the user about it."""
+
+    calib: torch.Tensor
+    inputs: object  # torch.Tensor or Stream
+    labels: np.ndarray | None
+    notes: list[str] = field(default_factory=list)
+    random_inputs: bool = False
+    pre: object | None = None  # the Preprocess used on images (None: built-in or random inputs)
+
+    def first(self, n: int) -> torch.Tensor:
+        """The first ``n`` evaluation inputs as one tensor (vectors traces a few)."""
+        if isinstance(self.inputs, torch.Tensor):
+            return self.inputs[:n]
+        s = self.inputs
+        return torch.cat(list(Stream(s.images.subset(range(min(n, len(s)))), s.pre, s.shape, s.batch_size)))
+
+
+def plan_data(source: Source, images: str | None = None, calib: str | None = None, labels_csv: str | None = None,
+              calib_images: int = 256, limit: int | None = None, seed: int = 0, pre=None,
+              batch_size: int | None = None) -> Data:
+    """Calibration and evaluation data for ``source`` from the user's paths (see the module docstring).
+
+    ``calib_images``: at most this many calibration samples (a seeded random choice when there are
+    more); ``limit``: at most this many evaluation samples (the first ones).
+    """
+    from hwvit.dataset import label_indices, open_images
+
+    cfg = source.model.cfg
+    shape = tuple(cfg.input_shape)
+    batch_size = batch_size or batch_size_for(cfg)
+    pre = pre if pre is not None else preprocessing(source)
+    notes: list[str] = []
+    rng = np.random.default_rng(seed)
+    eval_set = open_images(images, labels_csv) if images else None
+    calib_set = open_images(calib) if calib else None
+    if eval_set is not None and calib_set is None:
+        n = len(eval_set)
+        if n < 2:
+            raise ValueError(f"{images}: one image cannot be split into calibration and evaluation data; "
+                             f"give calibration images with --calib")
+        k = min(calib_images, max(1, n // 4))
+        chosen = np.sort(rng.permutation(n)[:k])
+        rest = np.setdiff1d(np.arange(n), chosen)
+        calib_set, eval_set = eval_set.subset(chosen), eval_set.subset(rest)
+        notes.append(f"calibrated on {k} of the {n} samples of {images}, evaluated on the other {n - k}")
+    elif calib_set is not None and len(calib_set) > calib_images:
+        calib_set = calib_set.subset(np.sort(rng.permutation(len(calib_set))[:calib_images]))
+    if eval_set is not None and limit is not None and len(eval_set) > limit:
+        eval_set = eval_set.subset(np.arange(limit))
+    labels = None
+    if eval_set is not None and eval_set.labels is not None:
+        if cfg.num_classes == 0:
+            notes.append("labels not used: the model has no classification head")
+        else:
+            labels = label_indices(eval_set.labels, cfg.num_classes, source.class_names, str(images))
+    if calib_set is not None:
+        calib_x = calib_set.tensor(pre, shape)
+        if calib is not None:
+            notes.append(f"calibrated on {len(calib_set)} sample{'s' if len(calib_set) != 1 else ''} of {calib}")
+    else:
+        calib_x = calibration_inputs(source, calib_images, seed)
+    if eval_set is not None:
+        inputs: object = Stream(eval_set, pre, shape, batch_size)
+    else:
+        inputs, labels = eval_inputs(source, limit, seed)
+    random_inputs = not source.is_digits and eval_set is None
+    calib_random = not source.is_digits and calib_set is None
+    if calib_random and not random_inputs:
+        notes.append("calibrated on random inputs")
+    return Data(calib_x, inputs, labels, notes, random_inputs=random_inputs,
+                pre=pre if (eval_set is not None or calib is not None) else None)
+
+
+def random_note(source: Source, data: Data) -> str | None:
+    """'random weights/inputs', 'random weights' or 'random inputs' when the result measures noise."""
+    parts = [what for what, flag in (("weights", source.random_weights), ("inputs", data.random_inputs)) if flag]
+    return f"random {'/'.join(parts)}" if parts else None

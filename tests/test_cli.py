@@ -35,7 +35,7 @@ def test_info_shows_toolchain_and_presets():
 
 
 def test_compare_json_on_digits():
-    res = run("compare", "--model", "digits", "--images", "40", "--calib-images", "64", "--json")
+    res = run("compare", "--model", "digits", "--limit", "40", "--calib-images", "64", "--json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert data["images"] == 40
@@ -52,13 +52,13 @@ def test_bad_model_options_are_one_line_errors():
     assert "Traceback" not in res.output
 
 
-def test_checkpoint_needs_family(tmp_path):
+def test_checkpoint_errors_are_one_line(tmp_path):
     ckpt = tmp_path / "m.safetensors"
     ckpt.write_bytes(b"not a checkpoint")
-    res = run("compare", "--checkpoint", str(ckpt))
-    assert res.exit_code != 0 and "--family" in res.output
-    res = run("compare", "--checkpoint", str(ckpt), "--family", "hf")
-    assert res.exit_code != 0 and res.output.startswith("Error:") and "Traceback" not in res.output
+    for extra in ([], ["--family", "hf"]):
+        res = run("compare", "--checkpoint", str(ckpt), *extra)
+        assert res.exit_code == 1 and res.output.startswith("Error:") and "not a readable .safetensors" in res.output
+        assert "Traceback" not in res.output
 
 
 def test_bad_inputs_file(tmp_path):
@@ -66,8 +66,8 @@ def test_bad_inputs_file(tmp_path):
 
     bad = tmp_path / "x.npy"
     np.save(bad, np.zeros((2, 3, 8, 8), dtype=np.float32))
-    res = run("compare", "--model", "digits", "--inputs", str(bad), "--calib-images", "16")
-    assert res.exit_code != 0 and "the model takes" in res.output
+    res = run("compare", "--model", "digits", "--images", str(bad), "--calib-images", "16")
+    assert res.exit_code == 1 and "3 channels; the model takes 1" in res.output
 
 
 def test_synth_one_block():
@@ -91,7 +91,9 @@ def test_bench_prints_its_figures():
     (["compare", "--family", "hf"], "--family applies to --checkpoint only"),
     (["compare", "--json", "-q"], "--json prints only the JSON"),
     (["compare", "--force"], "--force applies to --out only"),
-    (["compare", "--images", "4", "--inputs", __file__], "give --images or --inputs, not both"),
+    (["compare", "--labels", __file__], "--labels applies to --images only"),
+    (["compare", "--mean", "0.5"], "--mean applies to --images/--calib only"),
+    (["compare", "--heads", "4"], "--heads applies to --checkpoint only"),
     (["compare", "--exp", "shift", "--exp-entries", "32"], "--exp-entries applies to --exp table only"),
     (["sweep", "--config", "vit-tiny"], "--config applies to --checkpoint only"),
     (["sweep", "--seed", "3"], "the digits model has neither"),

@@ -7,8 +7,10 @@ blocks); nothing is substituted. Two kinds of setup, both stated here:
 - an example may read what another command's examples write (`hwvit check vectors/` reads the
   sets of `hwvit vectors`): NEEDS lists those commands, whose examples run first;
 - files the examples name as the user's own are made by `_user_files`: `vit.safetensors`, a small
-  randomly initialised Hugging Face ViTForImageClassification checkpoint, and `vit.yaml`, its
-  hwvit config (what `--config` tells about a checkpoint).
+  randomly initialised Hugging Face ViTForImageClassification checkpoint, `vit.yaml`, its
+  hwvit config (what `--config` tells about a checkpoint), `vit/`, the same model as
+  `save_pretrained` writes it (with a preprocessor_config.json), and `photos/`, scikit-image's
+  sample photographs in two class folders.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from hwvit.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 # command -> commands whose examples write what its examples read
 NEEDS = {"check": ("vectors", "vectors-random"), "sim": ("vectors", "vectors-random")}
-USER_FILES = ("vit.safetensors", "vit.yaml")
+USER_FILES = ("vit.safetensors", "vit.yaml", "vit/", "photos/")
 
 
 def example_lines(help_text: str) -> list[str]:
@@ -82,6 +84,15 @@ def _user_files(root: Path) -> None:
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, root / "vit.safetensors")
     hwvit_cfg = load_float(root / "vit.safetensors", family="hf", heads=4).cfg
     (root / "vit.yaml").write_text(yaml.safe_dump(hwvit_cfg.to_dict()))
+    model.save_pretrained(root / "vit")
+    (root / "vit" / "preprocessor_config.json").write_text(
+        '{"size": {"height": 32, "width": 32}, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}')
+    import skimage.data
+    from PIL import Image
+
+    for cls, name in (("0", "astronaut"), ("0", "chelsea"), ("1", "coffee"), ("1", "rocket")):
+        (root / "photos" / cls).mkdir(parents=True, exist_ok=True)
+        Image.fromarray(getattr(skimage.data, name)()).save(root / "photos" / cls / f"{name}.png")
 
 
 def _run(line: str) -> None:
@@ -118,10 +129,10 @@ def test_help_examples_run(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     commands = _commands()
     lines = example_lines(commands[name].help or "")
-    if any(f in line for line in lines for f in USER_FILES):
+    needed = [line for cmd in NEEDS.get(name, ()) for line in example_lines(commands[cmd].help or "")]
+    if any(f in line for line in lines + needed for f in USER_FILES):
         _user_files(tmp_path)
-    for needed in NEEDS.get(name, ()):
-        for line in example_lines(commands[needed].help or ""):
-            _run(line)
+    for line in needed:
+        _run(line)
     for line in lines:
         _run(line)

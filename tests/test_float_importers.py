@@ -10,7 +10,8 @@ import torch
 
 from float_originals import (CookbookAttention, ECGformer, SABlock, SimpleViT, TimmViT, randomize)
 from hwvit.float import load_float, load_preset
-from hwvit.float.importers import _rename, _resolve_config
+from hwvit.float.importers import _resolve_config
+from hwvit.float.loading import rename as _rename
 from hwvit.float.keymaps import hf_rules, timm_rules
 
 TOL = 1e-5

@@ -193,13 +193,13 @@ def test_replace_previous_and_refuse_foreign(result, tmp_path, monkeypatch):
 def test_cli_compare_out(tmp_path):
     out = tmp_path / "rep"
     runner = CliRunner()
-    res = runner.invoke(main, ["compare", "--model", "digits", "--images", "16", "--calib-images", "32",
+    res = runner.invoke(main, ["compare", "--model", "digits", "--limit", "16", "--calib-images", "32",
                                "-q", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert f"report: {out / 'report.html'}" in res.output
     assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
     (out / "keep.txt").write_text("mine")
-    res = runner.invoke(main, ["compare", "--model", "digits", "--images", "16", "--calib-images", "32",
+    res = runner.invoke(main, ["compare", "--model", "digits", "--limit", "16", "--calib-images", "32",
                                "-q", "--out", str(out), "--force"])  # --force replaces only a previous report
     assert res.exit_code == 1 and "keep.txt" in res.output
     assert "Error:" in res.output and "Traceback" not in res.output

@@ -57,7 +57,7 @@ def test_cost_columns():
 @pytest.fixture(scope="module")
 def quick_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sw") / "sweep"
-    res = CliRunner().invoke(main, ["sweep", "--model", "digits", "--quick", "--images", str(IMAGES),
+    res = CliRunner().invoke(main, ["sweep", "--model", "digits", "--quick", "--limit", str(IMAGES),
                                     "--calib-images", str(CALIB), "--out", str(out)])
     assert res.exit_code == 0, res.output
     return out, res.output

@@ -51,15 +51,16 @@ def test_existing_output_needs_force(tmp_path):
     (["vectors-random"], 2, "Missing argument"),
     (["vectors-random", "gelu", "--model", "digits"], 2, "No such option '--model'"),
     (["vectors", "--row-len", "5"], 2, "No such option '--row-len'"),
-    (["vectors", "--images", "2", "--inputs", __file__], 2, "give --images or --inputs, not both"),
+    (["vectors", "--labels", __file__], 2, "--labels applies to --images only"),
+    (["vectors", "--resize", "8"], 2, "--resize applies to --images/--calib only"),
     (["vectors", "--config", "vit-tiny"], 2, "--config applies to --checkpoint only"),
     (["vectors", "--family", "hf"], 2, "--family applies to --checkpoint only"),
     (["vectors", "--model", "digits", "--checkpoint", __file__], 2, "give --model or --checkpoint, not both"),
-    (["vectors", "--checkpoint", __file__], 2, "--checkpoint needs --family"),
+    (["vectors", "--heads", "3"], 2, "--heads applies to --checkpoint only"),
     (["vectors", "--exp", "shift", "--exp-entries", "64"], 2, "--exp-entries applies to --exp table only"),
     (["vectors", "--percentile", "99.9"], 2, "--percentile applies to --calibration percentile only"),
     (["vectors", "--family", "sablock"], 2, "'sablock' is not one of"),
-    (["vectors-random", "gelu", "--images", "2"], 2, "No such option '--images'"),
+    (["vectors-random", "gelu", "--limit", "2"], 2, "No such option '--limit'"),
     (["vectors-random", "gelu", "--row-len", "3"], 2, "--row-len applies to softmax, not gelu"),
     (["vectors-random", "requant", "--k", "3"], 2, "--k applies to gemm, not requant"),
     (["vectors-random", "gemm", "--k", "3", "--set", "k=4"], 2, "--set k=... repeats --k; give it once"),
@@ -137,9 +138,9 @@ def _fake_trace(monkeypatch, seen: dict | None = None):
         rec.path = path
         records.append(rec)
 
-    def fake(preset, checkpoint, family, config_path, qconfig, calib_images, images, inputs_path, seed):
+    def fake(kw, qconfig, calib_images, seed, quiet):
         if seen is not None:
-            seen.update(preset=preset, images=images, seed=seed)
+            seen.update(preset=kw["preset"], limit=kw["limit"], seed=seed)
         return records, "cd" * 32, {"model": "fake"}
 
     monkeypatch.setattr(cli_vectors, "_model_records", fake)
@@ -150,9 +151,9 @@ def test_model_mode_writes_a_tree(tmp_path, monkeypatch):
     seen: dict = {}
     _fake_trace(monkeypatch, seen)
     out = tmp_path / "vec"
-    r = run("vectors", "--model", "vit-tiny", "--images", "2", "--seed", "4", "--out", str(out), "--quiet")
+    r = run("vectors", "--model", "vit-tiny", "--limit", "2", "--seed", "4", "--out", str(out), "--quiet")
     assert r.exit_code == 0, r.output
-    assert seen == {"preset": "vit-tiny", "images": 2, "seed": 4}
+    assert seen == {"preset": "vit-tiny", "limit": 2, "seed": 4}
     assert r.output.startswith("5 sets, 18 tensors, ") and r.output.endswith(f" -> {out}\n")
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["layers.0.norm1", "layers.0.attn.softmax", "layers.0.add1", "layers.1.norm1", "pool"])
@@ -175,7 +176,7 @@ def test_model_mode_selects_blocks(tmp_path, monkeypatch):
 
 def test_model_mode_writes_every_traced_block(tmp_path):
     out = tmp_path / "digits"
-    r = run("vectors", "--model", "digits", "--images", "1", "--calib-images", "32", "--quiet", "--out", str(out))
+    r = run("vectors", "--model", "digits", "--limit", "1", "--calib-images", "32", "--quiet", "--out", str(out))
     assert r.exit_code == 0, r.output
     names = {p.name for p in out.iterdir()}
     # 2x2-patch digits ViT: 3 blocks of 4 heads; every block instance the issue lists is there.
@@ -189,7 +190,7 @@ def test_model_mode_writes_every_traced_block(tmp_path):
     assert manifest["kind"] == "softmax" and manifest["path"] == "layers.1.attn.softmax"
     assert manifest["source_sha256"] and len(manifest["source_sha256"]) == 64
     again = tmp_path / "again"
-    run("vectors", "--model", "digits", "--images", "1", "--calib-images", "32", "--quiet", "--out", str(again))
+    run("vectors", "--model", "digits", "--limit", "1", "--calib-images", "32", "--quiet", "--out", str(again))
     assert (again / "head" / "y.hex").read_bytes() == (out / "head" / "y.hex").read_bytes()
 
 

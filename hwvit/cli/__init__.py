@@ -46,7 +46,7 @@ def main() -> None:
 
     \b
     Typical flow:
-      hwvit vectors --model digits --images 1 --out vectors/   golden vector sets of a traced model
+      hwvit vectors --model digits --limit 1 --out vectors/   golden vector sets of a traced model
       hwvit vectors-random softmax --cases 64 --out vec/sm     random unit-test set of one block
       hwvit check vectors/                                    validate sets before a simulator sees them
       hwvit sim vectors/ --simulator verilator                RTL vs vectors, bit for bit

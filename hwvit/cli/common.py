@@ -5,7 +5,7 @@ A command stacks the decorators it takes, e.g.::
     @click.command()
     @model_options
     @qconfig_options
-    @input_options(images_help="...")
+    @data_options(limit_help="...")
     @json_option
     @out_option(help="...")
     @force_option
@@ -24,6 +24,7 @@ someone's other files. It is checked before any work starts.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from pathlib import Path
@@ -103,27 +104,29 @@ def _model_families() -> tuple[str, ...]:
 
 # --- where the model comes from ----------------------------------------------------------------
 def model_options(func: F) -> F:
-    """--model PRESET | --checkpoint PATH --family F [--config PRESET|YAML]: where the float model
+    """--model PRESET | --checkpoint PATH [--family F] [--config C] [--heads H]: where the float model
     comes from. Refuses the combinations in which an option would do nothing."""
 
     @click.option("--model", "preset", metavar="PRESET",
                   help="A shipped preset (see `hwvit info`); digits has trained weights, the others random.  "
                        "[default: digits]")
-    @click.option("--checkpoint", type=click.Path(exists=True, dir_okay=False), help="A checkpoint file.")
-    @click.option("--family", type=_LazyChoice(_model_families), help="Key names of --checkpoint.")
-    @click.option("--config", "config_path", metavar="PRESET|YAML",
-                  help="With --checkpoint: what the weights cannot say, as a preset name or a config YAML "
-                       "(default: inferred from the family and the weights).")
+    @click.option("--checkpoint", type=click.Path(exists=True),
+                  help="A checkpoint file (.safetensors, .pt/.pth/.bin) or a model directory (save_pretrained).")
+    @click.option("--family", type=_LazyChoice(_model_families),
+                  help="Key names of --checkpoint.  [default: read from the key names]")
+    @click.option("--config", "config_path", metavar="PRESET|FILE",
+                  help="With --checkpoint: what the weights cannot say, as a preset or a YAML/JSON file in hwvit, "
+                       "HF (config.json), timm or lucidrains names, whole or partial; checked against the weights.")
+    @click.option("--heads", type=click.IntRange(1), help="With --checkpoint: attention heads (the one field "
+                  "weights never say).")
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         if kwargs["preset"] and kwargs["checkpoint"]:
             refuse("give --model or --checkpoint, not both (use --config for the shape of a checkpoint)")
         if not kwargs["checkpoint"]:
-            for name, flag in (("family", "--family"), ("config_path", "--config")):
+            for name, flag in (("family", "--family"), ("config_path", "--config"), ("heads", "--heads")):
                 if kwargs[name]:
                     refuse(f"{flag} applies to --checkpoint only")
-        elif not kwargs["family"]:
-            refuse("--checkpoint needs --family")
         return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -163,7 +166,7 @@ def qconfig_options(func: F) -> F:
 
 calib_images_option = click.option(
     "--calib-images", type=click.IntRange(1), default=256, show_default=True,
-    help="Calibration inputs (digits: training images; otherwise seeded random).")
+    help="At most N calibration inputs (digits: its training images; --calib: a seeded choice; else random).")
 
 
 def refuse_seed_for_digits(preset: str | None, checkpoint: str | None) -> None:
@@ -173,54 +176,102 @@ def refuse_seed_for_digits(preset: str | None, checkpoint: str | None) -> None:
         refuse("--seed applies to random weights and inputs; the digits model has neither")
 
 
-def build_models(preset, checkpoint, family, config_path, qconfig, calib_images: int, seed: int = 0):
-    """(Source, IntViT) for the model options; bad input becomes a one-line error."""
-    from hwvit import pipeline
-    from hwvit.quant import quantize_model
-
-    try:
-        source = pipeline.load_source(preset, checkpoint, family, config_path, seed=seed)
-        calib = pipeline.calibration_inputs(source, calib_images, seed=seed)
-        return source, quantize_model(source.model, calib, qconfig)
-    except (ValueError, OSError, KeyError) as exc:
-        fail(first_line(exc))
+# --- the user's data ----------------------------------------------------------------------------
+MODEL_KEYS = ("preset", "checkpoint", "family", "config_path", "heads")
+DATA_KEYS = ("images_path", "calib_path", "labels_csv", "limit", "resize", "crop", "rescale", "mean", "std")
+_PREPROCESS_FLAGS = (("resize", "--resize"), ("crop", "--crop"), ("rescale", "--rescale"), ("mean", "--mean"),
+                     ("std", "--std"))
 
 
-# --- inputs -------------------------------------------------------------------------------------
-def images_option(help: str) -> Callable[[F], F]:
-    """--images N: how many evaluation inputs (the default and its meaning differ per command)."""
-    return click.option("--images", type=click.IntRange(1), default=None, help=help)
+def data_options(limit_help: str) -> Callable[[F], F]:
+    """--images/--calib PATH, --labels CSV, --limit N and the preprocessing flags: the user's data.
 
-
-inputs_option = click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False),
-                             help="Inputs from a .npy file (N, *input shape) instead of --images.")
-
-
-def input_options(images_help: str) -> Callable[[F], F]:
-    """--images N | --inputs FILE (the two together are refused before any work)."""
+    A PATH is a folder of PNG/JPEG (class sub-folders or a labels.csv give labels), one image, or
+    an .npy/.npz array. The command receives the values under DATA_KEYS (see `load_data`)."""
 
     def deco(func: F) -> F:
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            if kwargs["images"] is not None and kwargs["inputs_path"]:
-                refuse("give --images or --inputs, not both")
+            if kwargs["labels_csv"] and not kwargs["images_path"]:
+                refuse("--labels applies to --images only")
+            if not (kwargs["images_path"] or kwargs["calib_path"]):
+                for name, flag in _PREPROCESS_FLAGS:
+                    if kwargs[name] is not None:
+                        refuse(f"{flag} applies to --images/--calib only")
             return func(*args, **kwargs)
 
-        return options(images_option(images_help), inputs_option)(wrapper)  # type: ignore[return-value]
+        return options(
+            click.option("--images", "images_path", type=click.Path(exists=True), metavar="PATH",
+                         help="Evaluation data: a folder of PNG/JPEG (labels from class sub-folders or labels.csv), "
+                              "one image, or an .npy/.npz array.  [default: digits' held-out split; else random]"),
+            click.option("--calib", "calib_path", type=click.Path(exists=True), metavar="PATH",
+                         help="Calibration data, same forms.  [default: a disjoint part of --images]"),
+            click.option("--labels", "labels_csv", type=click.Path(exists=True, dir_okay=False), metavar="CSV",
+                         help="Labels of --images as file,label rows."),
+            click.option("--limit", type=click.IntRange(1), help=limit_help),
+            click.option("--resize", metavar="N|HxW", help="Resize: shortest edge to N, or to exactly HxW.  "
+                         "[default: the checkpoint's preprocessor_config.json, else the model's size]"),
+            click.option("--crop", metavar="N|HxW", help="Center crop after resizing."),
+            click.option("--rescale", type=float, help="Factor on raw pixel values.  [default: 1/255]"),
+            click.option("--mean", metavar="M[,M,M]", help="Per-channel mean, subtracted after rescaling."),
+            click.option("--std", metavar="S[,S,S]", help="Per-channel std, divided by after the mean."),
+        )(wrapper)  # type: ignore[return-value]
 
     return deco
 
 
-def eval_inputs(source, images: int | None, inputs_path: str | None, seed: int):
-    """(inputs, labels or None) for --images / --inputs; bad input becomes a one-line error."""
+def load_data(kwargs: dict, seed: int = 0, calib_images: int = 256):
+    """(Source, Data) for the values of model_options and data_options (popped from ``kwargs``)."""
     from hwvit import pipeline
 
+    m = {k: kwargs.pop(k, None) for k in MODEL_KEYS}
+    d = {k: kwargs.pop(k, None) for k in DATA_KEYS}
     try:
-        if inputs_path:
-            return pipeline.load_inputs(inputs_path, source.model.cfg), None
-        return pipeline.eval_inputs(source, images, seed)
-    except ValueError as exc:
+        source = pipeline.load_source(m["preset"], m["checkpoint"], m["family"], m["config_path"], seed=seed,
+                                      heads=m["heads"])
+        pre = pipeline.preprocessing(source, d["resize"], d["crop"], d["mean"], d["std"], d["rescale"])
+        data = pipeline.plan_data(source, d["images_path"], d["calib_path"], d["labels_csv"], calib_images,
+                                  d["limit"], seed, pre=pre)
+    except (ValueError, OSError, KeyError) as exc:
         fail(first_line(exc))
+    return source, data
+
+
+def build_models(kwargs: dict, qconfig, calib_images: int, seed: int = 0):
+    """(Source, Data, IntViT) for the model and data options; bad input becomes a one-line error."""
+    from hwvit.quant import quantize_model
+
+    source, data = load_data(kwargs, seed, calib_images)
+    try:
+        return source, data, quantize_model(source.model, data.calib, qconfig)
+    except (ValueError, OSError, KeyError) as exc:
+        fail(first_line(exc))
+
+
+def describe_data(data, quiet: bool) -> None:
+    """The preprocessing and where calibration data came from, on stderr (stdout stays for results)."""
+    if quiet:
+        return
+    if data.pre is not None:
+        click.echo(f"preprocessing: {data.pre.describe()}", err=True)
+    for note in data.notes:
+        click.echo(note, err=True)
+
+
+@contextlib.contextmanager
+def progress(data, quiet: bool, what: str = "evaluating"):
+    """A tqdm bar over a streamed evaluation set (silenced by -q)."""
+    from tqdm import tqdm
+
+    if not hasattr(data.inputs, "progress"):
+        yield
+        return
+    with tqdm(total=len(data.inputs), unit="img", disable=quiet, leave=False, desc=what, mininterval=0.5) as bar:
+        data.inputs.progress = bar.update
+        try:
+            yield
+        finally:
+            data.inputs.progress = None
 
 
 # --- simulators ---------------------------------------------------------------------------------

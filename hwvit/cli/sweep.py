@@ -7,8 +7,9 @@ import time
 
 import click
 
-from hwvit.cli.common import (calib_images_option, check_out_dir, fail, first_line, force_option, images_option,
-                              model_options, out_option, quiet_option, refuse_seed_for_digits, seed_option)
+from hwvit.cli.common import (calib_images_option, check_out_dir, data_options, describe_data, fail, first_line,
+                              force_option, load_data, model_options, out_option, quiet_option, refuse_seed_for_digits,
+                              seed_option)
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
@@ -43,8 +44,8 @@ def _fmt_db(v: float) -> str:
 
 @click.command()
 @model_options
-@images_option("Evaluation images (digits: the held-out split, all by default, 120 with --quick; else 8 "
-               "seeded random).")
+@data_options("Evaluate on at most N inputs, the first ones (digits: its held-out split, all by default, 120 "
+              "with --quick; without --images: 8 seeded random).")
 @calib_images_option
 @click.option("--quick", is_flag=True, help="One step per knob (6 points) on at most 120 images.")
 @click.option("--act-bits", "act_bits", metavar="LIST", help="Activation widths to try, e.g. 6,7 [default: 6].")
@@ -60,8 +61,8 @@ def _fmt_db(v: float) -> str:
 @out_option("Write sweep.csv, sweep.md, sweep.png and sweep.json here.", default="sweep")
 @force_option
 @quiet_option("Only the summary line.")
-def sweep(preset, checkpoint, family, config_path, images, calib_images, quick, act_bits, softmax_bits,
-          exp_entries, percentiles, no_shift, threads, seed, out_dir, force, quiet):
+def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles, no_shift, threads, seed, out_dir,
+          force, quiet, **kw):
     """Vary one quantization knob at a time around the int8 design and measure what it costs.
 
     Knobs: activation bits, softmax output bits, exp approximation (table or shift-and-add) and
@@ -72,10 +73,12 @@ def sweep(preset, checkpoint, family, config_path, images, calib_images, quick, 
 
     \b
     Example:
-      hwvit sweep --model digits --quick --images 24 --calib-images 48
+      hwvit sweep --model digits --quick --limit 24 --calib-images 48
       hwvit sweep --model digits --act-bits 4 --softmax-bits 6 --exp-entries 64 --percentiles 99.9 \\
-        --no-shift --images 24 --calib-images 48 --out sweep2/
+        --no-shift --limit 24 --calib-images 48 --out sweep2/
     """
+    import torch
+
     from hwvit import pipeline
     from hwvit.report.sweep import DEFAULT_AXES, QUICK_AXES, one_factor_grid, sweep as run_sweep
     from hwvit.report.sweep_write import table, write_sweep
@@ -88,15 +91,21 @@ def sweep(preset, checkpoint, family, config_path, images, calib_images, quick, 
     axes.update({k: v for k, v in given.items() if v is not None})
     if no_shift:
         axes["exp"] = ()
-    if quick and images is None:
-        images = 120
-    refuse_seed_for_digits(preset, checkpoint)
+    if quick and kw["limit"] is None:
+        kw["limit"] = 120
+    refuse_seed_for_digits(kw["preset"], kw["checkpoint"])
     check_out_dir(out_dir, force, "sweep")  # refuse before minutes of work, not after
     try:
         grid = one_factor_grid(axes)
-        source = pipeline.load_source(preset, checkpoint, family, config_path, seed=seed)
     except (ValueError, OSError, KeyError) as exc:
         fail(first_line(exc))
+    source, data = load_data(kw, seed, calib_images)
+    describe_data(data, quiet)
+    if isinstance(data.inputs, pipeline.Stream) and len(data.inputs) <= 1024:
+        try:  # decoded once for every point (1024 ViT-B inputs: 0.6 GB); streamed per point above that
+            data.inputs = torch.cat(list(data.inputs))
+        except ValueError as exc:
+            fail(first_line(exc))
 
     def progress(i: int, n: int, row: dict) -> None:
         acc = row["top1_int"] if row["top1_int"] is not None else row["agreement"]
@@ -106,8 +115,8 @@ def sweep(preset, checkpoint, family, config_path, images, calib_images, quick, 
 
     t0 = time.perf_counter()
     try:
-        rows = run_sweep(source, grid, images=images, calib_images=calib_images, seed=seed,
-                         threads=threads or None, progress=None if quiet else progress)
+        rows = run_sweep(source, grid, seed=seed, threads=threads or None, progress=None if quiet else progress,
+                         data=data)
         meta = {"images": rows[0]["images"], "calib_images": calib_images, "seed": seed,
                 "checkpoint_sha256": source.sha256, "axes": {k: list(v) for k, v in axes.items()}}
         written = write_sweep(rows, out_dir, source.name, meta)
@@ -125,7 +134,9 @@ def sweep(preset, checkpoint, family, config_path, images, calib_images, quick, 
     key = "top1_int" if base["top1_int"] is not None else "agreement"
     others = [r for r in rows if r is not base and r[key] is not None]
     n = len(rows)
-    summary = f"{source.name}: {n} configuration{'s' if n != 1 else ''} on {base['images']} images in {elapsed:.0f} s"
+    random = pipeline.random_note(source, data)
+    summary = f"{source.name}: {n} configuration{'s' if n != 1 else ''} on {base['images']} images"
+    summary += (f" ({random})" if random else "") + f" in {elapsed:.0f} s"
     summary += f", baseline {'top-1' if key == 'top1_int' else 'agreement'} {100 * base[key]:.2f}%"
     if others:  # ties in accuracy (common on few images) are broken by the logits SQNR
         worst = min(others, key=lambda r: (r[key], r["logits_sqnr_db"]))

@@ -11,9 +11,8 @@ from typing import Any, Callable
 
 import click
 
-from hwvit.cli.common import (block_kind_option, build_models, calib_images_option, check_out_dir, eval_inputs,
-                              fail, first_line, input_options, model_options, qconfig_options,
-                              vector_output_options)
+from hwvit.cli.common import (block_kind_option, build_models, calib_images_option, check_out_dir, data_options,
+                              describe_data, fail, first_line, model_options, qconfig_options, vector_output_options)
 
 
 @contextlib.contextmanager
@@ -54,18 +53,20 @@ def _plain_config(value: Any) -> Any:
     return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
-def _model_records(preset, checkpoint, family, config_path, qconfig, calib_images, images, inputs_path, seed):
+def _model_records(kw, qconfig, calib_images, seed, quiet):
     """(records, source_sha256, model_config) of one traced run of the integer model."""
     from hwvit.intvit import trace_model
 
-    source, int_model = build_models(preset, checkpoint, family, config_path, qconfig, calib_images, seed)
-    inputs, _ = eval_inputs(source, images, inputs_path, seed)
+    images_path = kw["images_path"]
+    limit = kw["limit"] = kw["limit"] or 1  # only the traced samples are decoded
+    source, data, int_model = build_models(kw, qconfig, calib_images, seed)
+    describe_data(data, quiet)
     try:
-        _, records, _ = trace_model(int_model, inputs.numpy())
+        _, records, _ = trace_model(int_model, data.first(limit).numpy())
     except (ValueError, OverflowError) as exc:
         fail(first_line(exc))
     model_config = {"model": _plain_config(source.model.cfg), "quant": _plain_config(qconfig),
-                    "source": source.name, "inputs": str(inputs_path) if inputs_path else images, "seed": seed}
+                    "source": source.name, "inputs": str(images_path) if images_path else limit, "seed": seed}
     return records, source.sha256, model_config
 
 
@@ -86,13 +87,13 @@ def _select(records: list, patterns: str | None, kind: str | None) -> list:
 @model_options
 @qconfig_options
 @calib_images_option
-@input_options("Images traced (digits: the held-out split; else seeded random).  [default: 1]")
+@data_options("Inputs traced, the first ones (digits: its held-out split; without --images: seeded random).  "
+              "[default: 1]")
 @click.option("--blocks", metavar="LIST", help="Only blocks whose path matches one of these comma-separated "
               "globs, e.g. 'layers.0.*,head'.")
 @block_kind_option("Only blocks of this kind.")
 @vector_output_options("Output directory: one set per traced block under it.")
-def vectors(preset, checkpoint, family, config_path, qconfig, calib_images, images, inputs_path, blocks, kind,
-            out_dir, force, seed, quiet):
+def vectors(qconfig, calib_images, blocks, kind, out_dir, force, seed, quiet, **kw):
     """Trace the integer model and write one golden vector set per block instance.
 
     Each set is a directory (OUT/layers.3.attn.softmax/, ...) holding manifest.yaml plus .hex
@@ -101,15 +102,14 @@ def vectors(preset, checkpoint, family, config_path, qconfig, calib_images, imag
 
     \b
     Example:
-      hwvit vectors --model digits --images 1 --calib-images 64 --out vectors/
+      hwvit vectors --model digits --limit 1 --calib-images 64 --out vectors/
       hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vectors/ --force
+      hwvit vectors --checkpoint vit/ --images photos/ --limit 1 --blocks 'layers.0.*' --out vit-vectors/
     """
     from hwvit import vectors as vec
 
     check_out_dir(out_dir, force, "vectors")
-    images = None if inputs_path else (images or 1)
-    records, source_sha, model_config = _model_records(
-        preset, checkpoint, family, config_path, qconfig, calib_images, images, inputs_path, seed)
+    records, source_sha, model_config = _model_records(kw, qconfig, calib_images, seed, quiet)
     records = _select(records, blocks, kind)
     summary = write_vectors(out_dir, lambda: _write_tree(vec, records, out_dir, seed, source_sha, model_config,
                                                          force, quiet))

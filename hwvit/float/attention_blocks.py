@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from hwvit.float.keymaps import Rule, linear
+from hwvit.float.loading import check_and_load, hint_fields, rename
 from hwvit.float.model import Attention, Recorder
 
 # The seeds' shape: 12 heads of 64 on 768.
@@ -59,18 +60,14 @@ def _heads_hint(config: Any, heads: int | None) -> int | None:
         return config
     if isinstance(config, dict):
         return config.get("heads")
-    from hwvit.float.importers import _hint_fields
-
-    return _hint_fields(config).get("heads")
+    return hint_fields(config).get("heads")
 
 
 def load_attention(sd: dict[str, torch.Tensor], family: str, config: Any = None,
                    heads: int | None = None) -> AttentionBlock:
     """An AttentionBlock (eval mode) from a ``sablock`` or ``cookbook_attention`` state dict."""
-    from hwvit.float.importers import _check_and_load, _rename
-
     rules = attention_rules(family)
-    weights, origin, unexpected = _rename(sd, rules, ())
+    weights, origin, unexpected = rename(sd, rules)
     fused = family == "sablock"
     first = "attn.qkv.weight" if fused else "attn.q.weight"
     w = weights.get(first)
@@ -89,7 +86,7 @@ def load_attention(sd: dict[str, torch.Tensor], family: str, config: Any = None,
     qkv_bias = ("attn.qkv.bias" if fused else "attn.q.bias") in weights
     proj_bias = "attn.proj.bias" in weights
     block = AttentionBlock(dim, h, inner // h, fused, qkv_bias, proj_bias, seq_first=family == "cookbook_attention")
-    _check_and_load(block, weights, origin, unexpected, rules, f"{family} checkpoint")
+    check_and_load(block, weights, origin, unexpected, rules, f"{family} checkpoint")
     return block.eval()
 
 

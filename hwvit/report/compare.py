@@ -82,14 +82,20 @@ class CompareResult:
 
 def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, labels=None, name: str = "",
             batch_size: int = 64) -> CompareResult:
-    """Float forward on ``inputs`` vs integer forward on the same inputs, point by point."""
-    if len(inputs) == 0:
-        raise ValueError("no inputs to compare on")
+    """Float forward on ``inputs`` vs integer forward on the same inputs, point by point.
+
+    ``inputs``: one tensor, or an iterable of batches (hwvit.pipeline.Stream) so large image sets
+    stream through in bounded memory.
+    """
+    if isinstance(inputs, torch.Tensor):
+        if len(inputs) == 0:
+            raise ValueError("no inputs to compare on")
+        whole = inputs
+        inputs = (whole[start:start + batch_size] for start in range(0, len(whole), batch_size))
     accs: dict[str, _Acc] = {}
     order: list[str] = []
     logits_f, logits_i = [], []
-    for start in range(0, len(inputs), batch_size):
-        x = inputs[start:start + batch_size]
+    for x in inputs:
         floats: dict[str, np.ndarray] = {}
 
         def record(path: str, tensor: torch.Tensor, floats: dict[str, np.ndarray] = floats) -> None:
@@ -109,6 +115,8 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
                 accs[path].shape = tuple(q.shape[1:])
                 order.append(path)
             accs[path].add(floats[path], q)
+    if not logits_f:
+        raise ValueError("no inputs to compare on")
     lf = np.concatenate(logits_f)
     li = np.concatenate(logits_i)
     pf, pi = lf.argmax(1), li.argmax(1)
@@ -121,7 +129,7 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
         row = {"path": path, "shape": list(accs[path].shape), **accs[path].result()}
         layers.append(row)
     errors = {p: a.worst_errors for p, a in accs.items() if a.worst_errors is not None}
-    return CompareResult(model=name, images=len(inputs), top1_float=top1_f, top1_int=top1_i,
+    return CompareResult(model=name, images=len(lf), top1_float=top1_f, top1_int=top1_i,
                          agreement=float((pf == pi).mean()), logits_sqnr_db=sqnr_db(lf, li), layers=layers,
                          quant=dict(int_model.meta.get("quant", {})), logits_float=lf, logits_int=li,
                          errors=errors)

@@ -123,13 +123,14 @@ def cost(qc: QuantConfig) -> dict:
 
 def sweep(source, grid: list[GridPoint] | None = None, *, images: int | None = None, calib_images: int = 256,
           seed: int = 0, threads: int | None = 1,
-          progress: Callable[[int, int, dict], None] | None = None) -> list[dict]:
+          progress: Callable[[int, int, dict], None] | None = None, data=None) -> list[dict]:
     """Quantize ``source.model`` (a hwvit.pipeline.Source) with each grid point and compare it with the float model.
 
     Every point is calibrated on the same ``calib_images`` inputs and evaluated on the same
     ``images`` inputs (hwvit.pipeline: the digits held-out split, else seeded random inputs).
     Returns one row per grid point (keys: COLUMNS), in grid order. ``progress(i, n, row)`` is
-    called after each point.
+    called after each point. ``data`` (a hwvit.pipeline.Data) gives the user's calibration and
+    evaluation data instead (``images`` and ``calib_images`` are then not used).
 
     ``threads``: torch intra-op threads during the sweep (restored afterwards; None keeps the
     caller's). The default 1 is measured: a digits point (quantize + compare on 449 images) took
@@ -149,6 +150,8 @@ def sweep(source, grid: list[GridPoint] | None = None, *, images: int | None = N
     try:
         if threads is not None:
             torch.set_num_threads(threads)
+        if data is not None:
+            return _run(source, grid, data.calib, data.inputs, data.labels, progress)
         return _run(source, grid, pipeline.calibration_inputs(source, calib_images, seed=seed),
                     *pipeline.eval_inputs(source, images, seed), progress)
     finally:
@@ -156,11 +159,14 @@ def sweep(source, grid: list[GridPoint] | None = None, *, images: int | None = N
 
 
 def _run(source, grid, calib, inputs, labels, progress) -> list[dict]:
+    from hwvit.pipeline import batch_size_for
+
     rows = []
     for i, point in enumerate(grid):
         t0 = time.perf_counter()
         int_model = quantize_model(source.model, calib, point.qconfig)
-        res = compare(source.model, int_model, inputs, labels, name=source.name)
+        res = compare(source.model, int_model, inputs, labels, name=source.name,
+                      batch_size=batch_size_for(source.model.cfg))  # traces of a batch stay within 1 GB
         worst = res.worst_layer()
         probs = [r["sqnr_db"] for r in res.layers if r["path"].endswith(".attn.probs")]
         row = {"factor": point.factor, "label": point.label, **cost(point.qconfig), "images": res.images,
