@@ -178,8 +178,6 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
     ``reset_midstream``, reports through the same JSON result). ``hdl_overrides`` replace
     toplevel parameters chosen by the testbench's ``hdl_parameters`` (e.g. the GEMM array size).
     """
-    from cocotb_tools.runner import get_runner
-
     from hwvit import vectors
 
     set_dir = Path(set_dir).resolve()
@@ -188,6 +186,16 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
     tb = tb_module(kind)
     params = {**tb.hdl_parameters(vset), **(hdl_overrides or {})}  # e.g. another array size
     build_dir = build(kind, simulator, params, build_root, waves)
+    return run_test(build_dir, simulator, set_dir, kind, tb.TOPLEVEL, f"test_{kind}", params, testcase=testcase,
+                    seed=seed, waves=waves, extra_env=extra_env, test_dir=test_dir)
+
+
+def run_test(build_dir: Path, simulator: str, set_dir: Path, kind: str, toplevel: str, test_module: str,
+             params: dict[str, Any], *, testcase: str = "run_vectors", seed: int = 1, waves: bool = False,
+             extra_env: dict[str, str] | None = None, test_dir: Path | None = None) -> SimResult:
+    """Run cocotb test ``test_module.testcase`` on a built design; read back its JSON result."""
+    from cocotb_tools.runner import get_runner
+
     tag = hashlib.sha1(f"{set_dir}:{seed}:{sorted((extra_env or {}).items())}:{testcase}".encode()).hexdigest()[:10]
     run_dir = test_dir or build_dir / "runs" / tag
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -201,11 +209,15 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
         "PYTHONPATH": sim_pythonpath(),
     }
     env.update(extra_env or {})
+    # The runner hands the simulator this process's sys.path as PYTHONPATH (it overrides ours).
+    for path in reversed(sim_pythonpath().split(os.pathsep)[:2]):
+        if path not in sys.path:
+            sys.path.insert(0, path)
     runner = get_runner(simulator)
     try:
         runner.test(
-            test_module=f"test_{kind}",
-            hdl_toplevel=tb.TOPLEVEL,
+            test_module=test_module,
+            hdl_toplevel=toplevel,
             hdl_toplevel_lang="verilog",  # this runner object did not build, so it cannot infer it
             testcase=testcase,
             seed=seed,
@@ -216,7 +228,7 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
             parameters=params,
             log_file=run_dir / "sim.log",
             # Icarus dumps to the build dir unless told: each run writes its own waveform.
-            plusargs=[f"+dumpfile_path={run_dir / (tb.TOPLEVEL + '.fst')}"] if waves and simulator == "icarus" else [],
+            plusargs=[f"+dumpfile_path={run_dir / (toplevel + '.fst')}"] if waves and simulator == "icarus" else [],
         )
     except SystemExit as exc:  # the runner exits when the simulator fails to start
         # Under pytest the runner also exits when the cocotb test failed (a mismatch): the
