@@ -81,10 +81,10 @@ def test_installed_wheel_vectors_then_sim_both(installed, tmp_path):
     assert where[1] == str(installed / "hwvit" / "_hdl"), where
     before_pkg, before_checkout = _tree(installed), _tree(CHECKOUT)
 
-    _run(hwvit + ["vectors", "--block", "requant", "--random", "--cases", "64", "--seed", "1", "--out",
-                  "sets/requant"], cwd=work, env=env)
-    _run(hwvit + ["vectors", "--block", "softmax", "--random", "--cases", "6", "--row-len", "9", "--seed", "2",
-                  "--out", "sets/softmax"], cwd=work, env=env)
+    _run(hwvit + ["vectors-random", "requant", "--cases", "64", "--seed", "1", "--out", "sets/requant"],
+         cwd=work, env=env)
+    _run(hwvit + ["vectors-random", "softmax", "--cases", "6", "--row-len", "9", "--seed", "2", "--out",
+                  "sets/softmax"], cwd=work, env=env)
     out = _run(hwvit + ["sim", "sets", "--simulator", "both"], cwd=work, env=env)
     lines = out.strip().splitlines()
     assert lines[-1] == "4 passed, 0 failed", out

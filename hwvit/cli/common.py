@@ -247,6 +247,25 @@ def require_simulators(simulator: str) -> list[str]:
     return sims
 
 
+def build_dir_option(func: F) -> F:
+    """--build-dir DIR: where simulator builds are cached (default: the user's cache directory)."""
+    return click.option("--build-dir", type=click.Path(file_okay=False),
+                        help="Where builds are cached  [default: $XDG_CACHE_HOME/hwvit/sim_build, else "
+                             "~/.cache/hwvit/sim_build]")(func)
+
+
+def byo_options(func: F) -> F:
+    """--rtl FILE (repeatable) --top NAME --bind FILE: a team's own block instead of the reference one."""
+    return options(
+        click.option("--rtl", "rtl_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+                     help="Your block's Verilog (repeatable: every file it needs), checked through --bind."),
+        click.option("--top", help="Your top module  [default: `top:` of the bind file]"),
+        click.option("--bind", "bind_path", type=click.Path(exists=True, dir_okay=False),
+                     help="Bind file mapping your ports and parameters onto the block kind "
+                          "(`hwvit bind template KIND` prints one)."),
+    )(func)
+
+
 # --- output -------------------------------------------------------------------------------------
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 force_option = click.option("--force", is_flag=True,
