@@ -213,12 +213,15 @@ def _signals(bind: Bind, vset) -> list[tuple[str, str, str, int, str]]:
         back = "output" if into == "input" else "input"
         fields = spec.inputs if side == "input" else dict([spec.output])
         if bind.style == "valid_ready":
-            rows += [(f"{side}.valid", stream["valid"], into, 1, "eq"), (f"{side}.ready", stream["ready"], back, 1, "eq")]
+            rows += [(f"{side}.valid", stream["valid"], into, 1, "eq"),
+                     (f"{side}.ready", stream["ready"], back, 1, "eq")]
             if "last" in stream:
                 rows.append((f"{side}.last", stream["last"], into, 1, "eq"))
-            rows += [(f"{side}.fields.{f}", port, into, fields[f].bits(p), "eq") for f, port in stream["fields"].items()]
+            rows += [(f"{side}.fields.{f}", port, into, fields[f].bits(p), "eq")
+                     for f, port in stream["fields"].items()]
             continue
-        rows += [(f"{side}.tvalid", stream["tvalid"], into, 1, "eq"), (f"{side}.tready", stream["tready"], back, 1, "eq")]
+        rows += [(f"{side}.tvalid", stream["tvalid"], into, 1, "eq"),
+                 (f"{side}.tready", stream["tready"], back, 1, "eq")]
         if "tlast" in stream:
             rows.append((f"{side}.tlast", stream["tlast"], into, 1, "eq"))
         for signal in ("tdata", "tuser"):
@@ -252,7 +255,8 @@ def check_ports(bind: Bind, top: str, ports: dict[str, tuple[str, int]], vset) -
             raise BindError(f"{bind.path}: {where}: {top} has no port {port!r} (ports: {', '.join(ports)})")
         have_dir, have = ports[port]
         if have_dir != direction:
-            raise BindError(f"{bind.path}: {where}: port {port} of {top} is an {have_dir}, the bind needs an {direction}")
+            raise BindError(f"{bind.path}: {where}: port {port} of {top} is an {have_dir}, "
+                            f"the bind needs an {direction}")
         if (how == "eq" and have != width) or (how == "ge" and have < width):
             need = f"{width}" if how == "eq" else f"at least {width}"
             raise BindError(f"{bind.path}: {where}: port {port} of {top} is {have} bits wide, {bind.kind} needs {need} "
@@ -260,4 +264,5 @@ def check_ports(bind: Bind, top: str, ports: dict[str, tuple[str, int]], vset) -
         bound.add(port)
     for port, (direction, _) in ports.items():
         if direction == "input" and port not in bound:
-            raise BindError(f"{bind.path}: input {port} of {top} is not bound (bind it or give it a constant under tie:)")
+            raise BindError(f"{bind.path}: input {port} of {top} is not bound "
+                            "(bind it or give it a constant under tie:)")

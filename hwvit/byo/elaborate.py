@@ -33,7 +33,8 @@ def ports(sources: list[Path], top: str, parameters: dict[str, Any]) -> dict[str
         out = subprocess.run([yosys, "-q", "-p", script], capture_output=True, text=True, timeout=300)
         if out.returncode != 0 or not out_json.exists():
             lines = [ln.strip() for ln in (out.stderr + out.stdout).splitlines() if "ERROR" in ln]
-            raise ElaborationError(f"yosys cannot elaborate {top}: {lines[0] if lines else 'exit ' + str(out.returncode)}")
+            why = lines[0] if lines else f"exit {out.returncode}"
+            raise ElaborationError(f"yosys cannot elaborate {top}: {why}")
         design = json.loads(out_json.read_text())
     for module in design.get("modules", {}).values():
         if module.get("attributes", {}).get("top"):
