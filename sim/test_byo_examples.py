@@ -88,6 +88,16 @@ def test_gelu_bug_is_named(tmp_path, simulator):
         assert text in res.message, (text, res.message)
 
 
+def test_requant_axis_tuser_icarus(tmp_path):
+    """Three fields in one beat: acc and M packed in a 64-bit tdata, the shift in tuser; active-low reset."""
+    toolchain.require("icarus")
+    set_dir = vectors.write_set(vectors.random_record("requant", 400, seed=27, out_bits=6), tmp_path / "rq")
+    rtl = [EXAMPLES / "requant" / "team_requant.v", ROOT / "rtl" / "requant.v", ROOT / "rtl" / "round_sat.v"]
+    design = byo.prepare(rtl, EXAMPLES / "requant" / "bind.yaml", None, [set_dir])
+    assert design.bind.input["fields"]["shift"] == {"signal": "tuser", "offset": 0}
+    _check(design, set_dir, "icarus", 400)
+
+
 REFERENCE = {"requant": ["requant", "round_sat"], "residual_add": ["residual_add", "round_sat"], "gelu": ["gelu"],
              "softmax": ["softmax", "divu"], "layernorm": ["layernorm", "isqrt", "divu", "requant", "round_sat"]}
 SETS = {"requant": (300, {}), "residual_add": (300, {}), "gelu": (300, {}), "softmax": (20, {"row_len": 9}),
