@@ -35,8 +35,9 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> 
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """The wheel built from a copy of the checkout and pip-installed into a fresh target dir."""
+def installed(tmp_path_factory) -> tuple[Path, Path]:
+    """(target, checkout copy): the wheel built from a copy of the checkout and pip-installed into a
+    fresh target dir."""
     import shutil
 
     base = tmp_path_factory.mktemp("wheel")
@@ -54,7 +55,7 @@ def installed(tmp_path_factory) -> Path:
     target = base / "target"
     _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheels[0])],
          cwd=base, env=env)
-    return target
+    return target, src
 
 
 def _env(target: Path, cache: Path) -> dict[str, str]:
@@ -64,14 +65,17 @@ def _env(target: Path, cache: Path) -> dict[str, str]:
 
 
 def test_wheel_carries_rtl_and_testbenches(installed):
-    hdl = installed / "hwvit" / "_hdl"
+    hdl = installed[0] / "hwvit" / "_hdl"
     for rel in ("rtl/softmax.v", "rtl/round_sat.v", "sim/tbutil.py", "sim/test_requant.py", "docs/rtl.md"):
         assert (hdl / rel).is_file(), rel
         assert (hdl / rel).read_bytes() == (CHECKOUT / rel).read_bytes(), f"{rel} differs from the checkout"
 
 
 def test_installed_wheel_vectors_then_sim_both(installed, tmp_path):
-    work, cache = tmp_path / "work", tmp_path / "cache"
+    """Run from a directory inside a checkout (the copy the wheel was built from): the checkout,
+    like the installed package, gains nothing; the builds are in the cache."""
+    installed, checkout = installed
+    work, cache = checkout / "scratch", tmp_path / "cache"
     work.mkdir()
     env = _env(installed, cache)
     hwvit = [sys.executable, "-c", "import sys; from hwvit.cli import main; sys.argv[0] = 'hwvit'; main()"]
@@ -79,7 +83,7 @@ def test_installed_wheel_vectors_then_sim_both(installed, tmp_path):
                   "print(t.repo().root)"], cwd=work, env=env).split()
     assert where[0].startswith(str(installed)), where  # the wheel's hwvit, not the checkout's
     assert where[1] == str(installed / "hwvit" / "_hdl"), where
-    before_pkg, before_checkout = _tree(installed), _tree(CHECKOUT)
+    before_pkg, before_checkout = _tree(installed), _tree(checkout)
 
     _run(hwvit + ["vectors-random", "requant", "--cases", "64", "--seed", "1", "--out", "sets/requant"],
          cwd=work, env=env)
@@ -90,14 +94,17 @@ def test_installed_wheel_vectors_then_sim_both(installed, tmp_path):
     assert lines[-1] == "4 passed, 0 failed", out
     assert sum(line.startswith("PASS") for line in lines) == 4, out
 
+    # The team's starting point comes out of the wheel too.
+    _run(hwvit + ["rtl", "export", "team"], cwd=work, env=env)
+    assert (work / "team" / "rtl" / "softmax.v").read_bytes() == (CHECKOUT / "rtl" / "softmax.v").read_bytes()
+    assert (work / "team" / "docs" / "arithmetic.md").is_file()
+    template = _run(hwvit + ["bind", "template", "gelu"], cwd=work, env=env)
+    assert "kind: gelu" in template and (work / "team" / "bind" / "gelu.yaml").read_text() == template
+
     builds = sorted(p.name.rsplit("-", 1)[0] for p in (cache / "hwvit" / "sim_build").iterdir() if p.is_dir())
     assert builds == ["requant-icarus", "requant-verilator", "softmax-icarus", "softmax-verilator"], builds
-    assert _tree(work) == _tree(work) & {"sets", *(f"sets/{p}" for p in _tree(work / "sets"))}, _tree(work)
+    assert {p.split("/")[0] for p in _tree(work)} == {"sets", "team"}, _tree(work)
     assert _tree(installed) - before_pkg <= {p for p in _tree(installed) if "__pycache__" in p}, \
         "the run wrote into the installed package"
-    # Other tests of a parallel `make test` may build under the checkout's sim_build/ (sub-block
-    # unit tests); the installed hwvit must not write anywhere in it.
-    scratch = ("__pycache__", "sim_build", ".pytest_cache", "build/", ".egg-info")
-    new = {p for p in _tree(CHECKOUT) - before_checkout if not any(s in p for s in scratch)}
+    new = {p for p in _tree(checkout) - before_checkout if not p.startswith("scratch/")}
     assert not new, f"the run wrote into the checkout: {sorted(new)[:5]}"
-    assert not any("sim_build" in p for p in _tree(CHECKOUT) - before_checkout if "requant-" in p or "softmax-" in p)
