@@ -62,6 +62,7 @@ def test_existing_output_needs_force(tmp_path):
     (["vectors-random", "gelu", "--images", "2"], 2, "No such option '--images'"),
     (["vectors-random", "gelu", "--row-len", "3"], 2, "--row-len applies to softmax, not gelu"),
     (["vectors-random", "requant", "--k", "3"], 2, "--k applies to gemm, not requant"),
+    (["vectors-random", "gemm", "--k", "3", "--set", "k=4"], 2, "--set k=... repeats --k; give it once"),
     (["vectors-random", "gemm", "--set", "nope"], 1, "--set 'nope': expected KEY=VALUE"),
     (["vectors-random", "gemm", "--set", "foo=1"], 1, "gemm: unknown parameter 'foo'"),
     (["vectors-random", "gemm", "--k", "0"], 2, "0 is not in the range"),

@@ -21,8 +21,7 @@ def bench(preset, repeats, as_json):
 
     \b
     Example:
-      hwvit bench --model vit-tiny --repeats 3
-      hwvit bench --model digits --json
+      hwvit bench --model digits --repeats 3
     """
     from hwvit.bench import bench_forward
 

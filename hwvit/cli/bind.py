@@ -10,7 +10,12 @@ from hwvit.record import KINDS
 
 @click.group()
 def bind() -> None:
-    """Bind files: map your block's ports and parameters onto an hwvit block kind."""
+    """Bind files: map your block's ports and parameters onto an hwvit block kind (docs/byo.md).
+
+    \b
+    Example:
+      hwvit bind template softmax
+    """
 
 
 @bind.command("template")

@@ -166,6 +166,13 @@ calib_images_option = click.option(
     help="Calibration inputs (digits: training images; otherwise seeded random).")
 
 
+def refuse_seed_for_digits(preset: str | None, checkpoint: str | None) -> None:
+    """--seed picks random weights and inputs; the digits model is trained and its inputs are the
+    held-out split, so there it would do nothing."""
+    if not checkpoint and preset in (None, "digits") and given("seed"):
+        refuse("--seed applies to random weights and inputs; the digits model has neither")
+
+
 def build_models(preset, checkpoint, family, config_path, qconfig, calib_images: int, seed: int = 0):
     """(Source, IntViT) for the model options; bad input becomes a one-line error."""
     from hwvit import pipeline
@@ -227,6 +234,11 @@ def jobs_option(default: int = 1) -> Callable[[F], F]:
                         help="Parallel simulations.")
 
 
+build_dir_option = click.option("--build-dir", type=click.Path(file_okay=False),
+                                help="Where simulator builds are cached  [default: $XDG_CACHE_HOME/hwvit/sim_build, "
+                                     "else ~/.cache/hwvit/sim_build]")
+
+
 def block_kind_option(help: str, multiple: bool = False) -> Callable[[F], F]:
     """--block KIND: a block kind of the vector-set contract."""
     return click.option("--block", "kinds" if multiple else "kind", type=click.Choice(KINDS), multiple=multiple,
@@ -245,13 +257,6 @@ def require_simulators(simulator: str) -> list[str]:
     except toolchain.ToolMissing as exc:
         fail(str(exc))
     return sims
-
-
-def build_dir_option(func: F) -> F:
-    """--build-dir DIR: where simulator builds are cached (default: the user's cache directory)."""
-    return click.option("--build-dir", type=click.Path(file_okay=False),
-                        help="Where builds are cached  [default: $XDG_CACHE_HOME/hwvit/sim_build, else "
-                             "~/.cache/hwvit/sim_build]")(func)
 
 
 def byo_options(func: F) -> F:

@@ -9,7 +9,7 @@ import click
 
 from hwvit.cli.common import (build_models, calib_images_option, check_out_dir, eval_inputs, fail, first_line,
                               force_option, input_options, json_option, model_options, out_option,
-                              qconfig_options, quiet_option, refuse, seed_option)
+                              qconfig_options, quiet_option, refuse, refuse_seed_for_digits, seed_option)
 
 
 def _fmt(v: float) -> str:
@@ -32,10 +32,10 @@ def compare(preset, checkpoint, family, config_path, qconfig, calib_images, imag
 
     \b
     Example:
-      hwvit compare --model digits --images 40
-      hwvit compare --model digits --act-bits 6 --calib-images 64 --json
-      hwvit compare --model digits --out report/ --force
-      hwvit compare --checkpoint vit.safetensors --family hf --config vit-tiny --images 4
+      hwvit compare --model digits --images 40 --calib-images 64
+      hwvit compare --model digits --act-bits 6 --images 40 --calib-images 64 --json
+      hwvit compare --model digits --images 40 --calib-images 64 --out report/
+      hwvit compare --checkpoint vit.safetensors --family hf --config vit.yaml --images 4 --calib-images 16
     """
     from hwvit.report.compare import compare as run_compare
 
@@ -43,6 +43,7 @@ def compare(preset, checkpoint, family, config_path, qconfig, calib_images, imag
         refuse("--json prints only the JSON; -q/--quiet has nothing to silence")
     if force and not out_dir:
         refuse("--force applies to --out only")
+    refuse_seed_for_digits(preset, checkpoint)
     check_out_dir(out_dir, force, "compare-report")
     source, int_model = build_models(preset, checkpoint, family, config_path, qconfig, calib_images, seed)
     inputs, labels = eval_inputs(source, images, inputs_path, seed)

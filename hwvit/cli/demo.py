@@ -35,11 +35,11 @@ def demo(vectors_dir, out_dir, force, image, simulator, jobs):
       3. trace one test image into vector sets (every block instance)
       4. run every set through its Verilog block (hwvit sim)
       5. write the float-vs-fixed report with plots
+    A second run needs --force (it then replaces the vector sets and the report it wrote).
 
     \b
     Example:
       hwvit demo
-      hwvit demo --force --simulator both -j 2
     """
     from tqdm import tqdm
 

@@ -9,7 +9,12 @@ from hwvit.cli.common import fail, force_option
 
 @click.group()
 def rtl() -> None:
-    """The reference RTL that ships with hwvit."""
+    """The reference RTL that ships with hwvit: copy it out to start your own blocks from.
+
+    \b
+    Example:
+      hwvit rtl export team/
+    """
 
 
 @rtl.command("export")

@@ -26,8 +26,10 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, t
     \b
     Example:
       hwvit sim vec/ --simulator both -j 2
-      hwvit sim vectors/layers.0.attn.softmax --waves
-      hwvit sim vec/gelu --rtl team_gelu.v --bind gelu.yaml --simulator both   your own block
+      hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
+      hwvit rtl export team/
+      hwvit sim vec/softmax --rtl team/rtl/softmax.v --rtl team/rtl/divu.v \\
+          --bind team/bind/softmax.yaml --simulator icarus
     """
     from hwvit import vectors
 

@@ -8,7 +8,7 @@ import time
 import click
 
 from hwvit.cli.common import (calib_images_option, check_out_dir, fail, first_line, force_option, images_option,
-                              model_options, out_option, quiet_option, seed_option)
+                              model_options, out_option, quiet_option, refuse_seed_for_digits, seed_option)
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
@@ -73,8 +73,8 @@ def sweep(preset, checkpoint, family, config_path, images, calib_images, quick, 
     \b
     Example:
       hwvit sweep --model digits --quick --images 24 --calib-images 48
-      hwvit sweep --model digits --act-bits 4,6 --softmax-bits 6 --exp-entries 64 --no-shift --images 24 \\
-        --out sweep2/
+      hwvit sweep --model digits --act-bits 4 --softmax-bits 6 --exp-entries 64 --percentiles 99.9 \\
+        --no-shift --images 24 --calib-images 48 --out sweep2/
     """
     from hwvit import pipeline
     from hwvit.report.sweep import DEFAULT_AXES, QUICK_AXES, one_factor_grid, sweep as run_sweep
@@ -90,6 +90,7 @@ def sweep(preset, checkpoint, family, config_path, images, calib_images, quick, 
         axes["exp"] = ()
     if quick and images is None:
         images = 120
+    refuse_seed_for_digits(preset, checkpoint)
     check_out_dir(out_dir, force, "sweep")  # refuse before minutes of work, not after
     try:
         grid = one_factor_grid(axes)

@@ -23,8 +23,7 @@ def synth(blocks, out_path):
 
     \b
     Example:
-      hwvit synth --block requant
-      hwvit synth --block softmax --block gelu --out synth.md
+      hwvit synth --block requant --block gelu --out synth.md
     """
     from hwvit.synth import report_markdown, synth_block
 

@@ -101,8 +101,8 @@ def vectors(preset, checkpoint, family, config_path, qconfig, calib_images, imag
 
     \b
     Example:
-      hwvit vectors --model digits --images 1 --out vectors/
-      hwvit vectors --model digits --blocks 'layers.0.*' --block softmax --out vectors/ --force
+      hwvit vectors --model digits --images 1 --calib-images 64 --out vectors/
+      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vectors/ --force
     """
     from hwvit import vectors as vec
 

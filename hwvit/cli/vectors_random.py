@@ -86,8 +86,12 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
     from hwvit.vectors import random_record
     from hwvit.vectors.schema import LUT_TENSOR
 
-    params = {**_block_config(block_config), **{k: v for k, v in options.items() if v is not None},
-              **_parse_set(set_values)}
+    named = {k: v for k, v in options.items() if v is not None}
+    extra = _parse_set(set_values)
+    twice = sorted(set(named) & set(extra))
+    if twice:
+        refuse(f"--set {twice[0]}=... repeats {_PARAM_OPTIONS[twice[0]]}; give it once")
+    params = {**_block_config(block_config), **named, **extra}
     if lut:
         params[LUT_TENSOR[kind]] = _load_lut(lut, kind, params)
     try:
@@ -124,7 +128,7 @@ def vectors_random(kind, cases, row_len, c, k, n, in_bits, out_bits, entries, a_
 
     \b
     Example:
-      hwvit vectors-random softmax --cases 100 --row-len 197 --seed 1 --out vec/softmax
+      hwvit vectors-random softmax --cases 16 --row-len 197 --seed 1 --out vec/softmax
       hwvit vectors-random gemm --cases 8 --k 64 --n 16 --a-unsigned --out vec/gemm
     """
     from hwvit import vectors as vec
