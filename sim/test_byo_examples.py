@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from hwvit import ops, toolchain, vectors
 from hwvit.byo import run as byo
@@ -25,17 +26,17 @@ SOFTMAX_RTL = [EXAMPLES / "softmax" / "team_softmax.v", ROOT / "rtl" / "softmax.
 GELU_RTL = [EXAMPLES / "gelu" / "team_gelu.v"]
 
 
-def _check(design, set_dir, simulator, beats: int, rows: int | None = None) -> None:
-    """run_vectors then reset_midstream; both bit-exact, element counts as expected."""
-    last = beats if rows else 0  # one tlast flag per output beat is compared too
+def _check(design, set_dir, simulator, beats: int) -> None:
+    """run_vectors then reset_midstream; both bit-exact (values, and row ends where the output has
+    tlast/last), element counts as expected."""
     res = byo.run(design, set_dir, simulator)
     assert res.passed, res.message
-    assert res.elements == beats + last, res.elements
+    assert res.elements == beats, res.elements
     res = byo.run(design, set_dir, simulator, testcase="reset_midstream")
     assert res.passed, res.message
     before = res.extra["before_reset"]
     assert 0 < before < beats
-    assert res.elements == beats + before + (last + before if rows else 0), res.elements
+    assert res.elements == beats + before, res.elements
 
 
 @pytest.mark.xdist_group("byo_softmax")
@@ -51,8 +52,8 @@ def test_softmax_axis_tlast_rows(tmp_path, simulator):
     hard.tensors["p"] = Tensor(ops.softmax(x, table, out_bits=8, in_bits=8), 8, False, "output")
     b = vectors.write_set(hard, tmp_path / "hard")
     design = byo.prepare(SOFTMAX_RTL, EXAMPLES / "softmax" / "bind.yaml", None, [a, b])
-    _check(design, a, simulator, 40 * 13, rows=40)
-    _check(design, b, simulator, 30 * 7, rows=30)
+    _check(design, a, simulator, 40 * 13)
+    _check(design, b, simulator, 30 * 7)
 
 
 @pytest.mark.xdist_group("byo_gelu")
@@ -111,9 +112,8 @@ def _reference(kind: str, tmp_path: Path, simulator: str) -> None:
     set_dir = vectors.write_set(vectors.random_record(kind, cases, seed=26, **extra), tmp_path / "set")
     rtl = toolchain.repo().rtl
     design = byo.prepare([rtl / f"{s}.v" for s in REFERENCE[kind]], path, None, [set_dir])
-    rows = kind in ("softmax",)  # out_last_o is bound by the softmax template
     beats = cases * extra.get("row_len", extra.get("c", 1))
-    _check(design, set_dir, simulator, beats, rows=rows)
+    _check(design, set_dir, simulator, beats)
 
 
 @pytest.mark.parametrize("kind", list(REFERENCE))
@@ -126,3 +126,18 @@ def test_reference_valid_ready_icarus(kind, tmp_path):
 def test_reference_valid_ready_verilator(tmp_path):
     toolchain.require("verilator")
     _reference("requant", tmp_path, "verilator")
+
+
+def test_row_ends_are_checked_icarus(tmp_path):
+    """A `last` that is not the row end (here in_ready_o of the reference softmax) fails on `last`."""
+    toolchain.require("icarus")
+    path = tmp_path / "bind.yaml"
+    data = yaml.safe_load(template("softmax"))
+    data["output"]["last"] = "in_ready_o"
+    path.write_text(yaml.safe_dump(data))
+    set_dir = vectors.write_set(vectors.random_record("softmax", 4, seed=28, row_len=6), tmp_path / "set")
+    rtl = toolchain.repo().rtl
+    design = byo.prepare([rtl / "softmax.v", rtl / "divu.v"], path, None, [set_dir])
+    res = byo.run(design, set_dir, "icarus")
+    assert not res.passed and res.first["tensor"] == "last", res.message
+    assert res.elements == 24  # the probabilities themselves were all right
