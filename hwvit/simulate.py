@@ -30,6 +30,7 @@ from typing import Any
 
 from hwvit import toolchain
 
+# Legacy name kept for sim/bench_gemm.py's scratch sets; builds go to default_build_root().
 DEFAULT_BUILD_ROOT = Path("sim_build")
 
 
@@ -89,21 +90,35 @@ def _locked(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Path | None = None,
-          waves: bool = False) -> Path:
-    """Build the testbench of ``kind`` for ``simulator`` (cached by parameters); return its dir."""
+def default_build_root() -> Path:
+    """Builds are cached in the user's cache directory, never in the package or a checkout."""
+    return toolchain.cache_dir() / "sim_build"
+
+
+def _source_digest(sources: list[Path]) -> str:
+    """Paths and contents of the sources: an edited file or another checkout gets its own build."""
+    h = hashlib.sha1()
+    for src in sources:
+        h.update(str(src).encode())
+        h.update(hashlib.sha1(src.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def build_design(name: str, simulator: str, sources: list[Path], toplevel: str, parameters: dict[str, Any],
+                 build_root: Path | None = None, waves: bool = False, extra_args: list[str] | None = None) -> Path:
+    """Build ``toplevel`` from ``sources`` for ``simulator`` (cached); return its build dir.
+
+    The cache key holds the parameters, the waveform switch, the build arguments and the path and
+    content of every source, so a changed file rebuilds and two checkouts never share a build.
+    """
     from cocotb_tools.runner import get_runner
 
     if simulator not in toolchain.SIMULATORS:
         raise ValueError(f"unknown simulator {simulator!r}; choose from {', '.join(toolchain.SIMULATORS)}")
     toolchain.require(simulator)
     toolchain.apply_sim_env()
-    tb = tb_module(kind)
     repo = toolchain.repo()
-    key = json.dumps({"p": parameters, "w": waves}, sort_keys=True)
-    tag = hashlib.sha1(key.encode()).hexdigest()[:10]
-    root = (build_root or repo.root / DEFAULT_BUILD_ROOT).resolve()
-    build_dir = root / f"{kind}-{simulator}-{tag}"
+    sources = [Path(s).resolve() for s in sources]
     build_args: list[str] = []
     if simulator == "verilator":
         # -O2 keeps C++ compile time low; --x-assign/--x-initial unique make X bugs visible.
@@ -114,15 +129,20 @@ def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Pat
         if waves:
             # VCD (the runner's --trace): Verilator's FST writer needs lz4 headers this machine lacks.
             build_args += ["--trace-structs"]
-    build_args += list(getattr(tb, "BUILD_ARGS", {}).get(simulator, []))
-    with _locked(root / f".{kind}-{simulator}-{tag}.lock"):
+    build_args += list(extra_args or [])
+    key = json.dumps({"p": parameters, "w": waves, "t": toplevel, "a": build_args, "s": _source_digest(sources)},
+                     sort_keys=True)
+    tag = hashlib.sha1(key.encode()).hexdigest()[:10]
+    root = (build_root or default_build_root()).resolve()
+    build_dir = root / f"{name}-{simulator}-{tag}"
+    with _locked(root / f".{name}-{simulator}-{tag}.lock"):
         runner = get_runner(simulator)
         # The runner warns "Skipping compilation" on every cached build: noise for `hwvit sim`.
         logging.getLogger(type(runner).__qualname__).setLevel(logging.ERROR)
         runner.build(
-            sources=[repo.root / s for s in tb.SOURCES],  # .v: Verilog (verilog_sources is deprecated)
+            sources=sources,  # .v: Verilog (verilog_sources is deprecated)
             includes=[repo.rtl],
-            hdl_toplevel=tb.TOPLEVEL,
+            hdl_toplevel=toplevel,
             parameters=parameters,
             build_args=build_args,
             build_dir=build_dir,
@@ -131,6 +151,21 @@ def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Pat
             log_file=build_dir / "build.log",
         )
     return build_dir
+
+
+def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Path | None = None,
+          waves: bool = False) -> Path:
+    """Build the reference testbench of ``kind`` for ``simulator`` (cached by parameters); return its dir."""
+    tb = tb_module(kind)
+    repo = toolchain.repo()
+    return build_design(kind, simulator, [repo.root / s for s in tb.SOURCES], tb.TOPLEVEL, parameters,
+                        build_root, waves, list(getattr(tb, "BUILD_ARGS", {}).get(simulator, [])))
+
+
+def sim_pythonpath() -> str:
+    """PYTHONPATH of a simulation: the testbenches, the hwvit package, then the caller's path."""
+    parts = [str(toolchain.repo().sim), str(toolchain.package_root()), os.environ.get("PYTHONPATH", "")]
+    return os.pathsep.join(p for p in parts if p)
 
 
 def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_root: Path | None = None,
@@ -143,8 +178,6 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
     ``reset_midstream``, reports through the same JSON result). ``hdl_overrides`` replace
     toplevel parameters chosen by the testbench's ``hdl_parameters`` (e.g. the GEMM array size).
     """
-    from cocotb_tools.runner import get_runner
-
     from hwvit import vectors
 
     set_dir = Path(set_dir).resolve()
@@ -153,6 +186,16 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
     tb = tb_module(kind)
     params = {**tb.hdl_parameters(vset), **(hdl_overrides or {})}  # e.g. another array size
     build_dir = build(kind, simulator, params, build_root, waves)
+    return run_test(build_dir, simulator, set_dir, kind, tb.TOPLEVEL, f"test_{kind}", params, testcase=testcase,
+                    seed=seed, waves=waves, extra_env=extra_env, test_dir=test_dir)
+
+
+def run_test(build_dir: Path, simulator: str, set_dir: Path, kind: str, toplevel: str, test_module: str,
+             params: dict[str, Any], *, testcase: str = "run_vectors", seed: int = 1, waves: bool = False,
+             extra_env: dict[str, str] | None = None, test_dir: Path | None = None) -> SimResult:
+    """Run cocotb test ``test_module.testcase`` on a built design; read back its JSON result."""
+    from cocotb_tools.runner import get_runner
+
     tag = hashlib.sha1(f"{set_dir}:{seed}:{sorted((extra_env or {}).items())}:{testcase}".encode()).hexdigest()[:10]
     run_dir = test_dir or build_dir / "runs" / tag
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -163,15 +206,18 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
         "HWVIT_RESULT": str(result_file),
         "HWVIT_SIMULATOR": simulator,
         "HWVIT_WAVES": "1" if waves else "0",
-        "PYTHONPATH": os.pathsep.join([str(toolchain.repo().sim), str(toolchain.repo().root),
-                                       os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": sim_pythonpath(),
     }
     env.update(extra_env or {})
+    # The runner hands the simulator this process's sys.path as PYTHONPATH (it overrides ours).
+    for path in reversed(sim_pythonpath().split(os.pathsep)[:2]):
+        if path not in sys.path:
+            sys.path.insert(0, path)
     runner = get_runner(simulator)
     try:
         runner.test(
-            test_module=f"test_{kind}",
-            hdl_toplevel=tb.TOPLEVEL,
+            test_module=test_module,
+            hdl_toplevel=toplevel,
             hdl_toplevel_lang="verilog",  # this runner object did not build, so it cannot infer it
             testcase=testcase,
             seed=seed,
@@ -182,7 +228,7 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
             parameters=params,
             log_file=run_dir / "sim.log",
             # Icarus dumps to the build dir unless told: each run writes its own waveform.
-            plusargs=[f"+dumpfile_path={run_dir / (tb.TOPLEVEL + '.fst')}"] if waves and simulator == "icarus" else [],
+            plusargs=[f"+dumpfile_path={run_dir / (toplevel + '.fst')}"] if waves and simulator == "icarus" else [],
         )
     except SystemExit as exc:  # the runner exits when the simulator fails to start
         # Under pytest the runner also exits when the cocotb test failed (a mismatch): the

@@ -76,7 +76,11 @@ def version(tool: str) -> str:
 
 @dataclass(frozen=True)
 class Repo:
-    """Paths of a source checkout: the RTL and the testbenches are not part of the wheel."""
+    """Where the reference RTL and the testbenches are: ``root/rtl`` and ``root/sim``.
+
+    In an installed wheel ``root`` is the package's ``hwvit/_hdl`` (copied there by setup.py);
+    in a source checkout (or an editable install) it is the checkout itself.
+    """
 
     root: Path
 
@@ -88,9 +92,36 @@ class Repo:
     def sim(self) -> Path:
         return self.root / "sim"
 
+    @property
+    def docs(self) -> Path:
+        return self.root / "docs"
+
+
+def _has_hdl(root: Path) -> bool:
+    return (root / "rtl").is_dir() and (root / "sim").is_dir()
+
 
 def repo() -> Repo:
+    """The shipped copy inside the package, else the source checkout around it."""
+    from importlib.resources import files
+
+    shipped = files("hwvit") / "_hdl"
+    # Simulators need real files: a zipped install has no directory to hand them.
+    if isinstance(shipped, Path) and _has_hdl(shipped):
+        return Repo(shipped)
     root = Path(__file__).resolve().parents[1]
-    if not (root / "rtl").is_dir() or not (root / "sim").is_dir():
-        raise ToolMissing(f"rtl/ and sim/ not found beside {root}: simulation needs a source checkout of hwvit")
-    return Repo(root)
+    if _has_hdl(root):
+        return Repo(root)
+    raise ToolMissing(f"the reference RTL (rtl/, sim/) is neither in the installed package ({shipped}) nor beside "
+                      f"{root}: reinstall hwvit from its wheel")
+
+
+def cache_dir() -> Path:
+    """The user's cache directory for hwvit: $XDG_CACHE_HOME/hwvit, else ~/.cache/hwvit."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hwvit"
+
+
+def package_root() -> Path:
+    """The directory holding the ``hwvit`` package (put on a simulator's PYTHONPATH)."""
+    return Path(__file__).resolve().parents[1]

@@ -23,6 +23,8 @@ COMMANDS = [
     ("vectors", "check"),
     ("bench_vectors", "bench_vectors"),
     ("train_demo", "train_demo"),
+    ("rtl", "rtl"),
+    ("bind", "bind"),
 ]
 
 

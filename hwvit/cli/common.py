@@ -286,7 +286,8 @@ def jobs_option(default: int = 1) -> Callable[[F], F]:
 
 
 build_dir_option = click.option("--build-dir", type=click.Path(file_okay=False),
-                                help="Where simulator builds are cached [default: sim_build/ of the checkout].")
+                                help="Where simulator builds are cached  [default: $XDG_CACHE_HOME/hwvit/sim_build, "
+                                     "else ~/.cache/hwvit/sim_build]")
 
 
 def block_kind_option(help: str, multiple: bool = False) -> Callable[[F], F]:
@@ -307,6 +308,18 @@ def require_simulators(simulator: str) -> list[str]:
     except toolchain.ToolMissing as exc:
         fail(str(exc))
     return sims
+
+
+def byo_options(func: F) -> F:
+    """--rtl FILE (repeatable) --top NAME --bind FILE: a team's own block instead of the reference one."""
+    return options(
+        click.option("--rtl", "rtl_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+                     help="Your block's Verilog (repeatable: every file it needs), checked through --bind."),
+        click.option("--top", help="Your top module  [default: `top:` of the bind file]"),
+        click.option("--bind", "bind_path", type=click.Path(exists=True, dir_okay=False),
+                     help="Bind file mapping your ports and parameters onto the block kind "
+                          "(`hwvit bind template KIND` prints one)."),
+    )(func)
 
 
 # --- output -------------------------------------------------------------------------------------

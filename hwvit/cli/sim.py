@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from hwvit.cli.common import (block_kind_option, build_dir_option, fail, jobs_option, quiet_option,
-                              require_simulators, simulator_option)
+from hwvit.cli.common import (block_kind_option, build_dir_option, byo_options, fail, jobs_option, quiet_option,
+                              refuse, require_simulators, simulator_option)
 
 
 @click.command()
@@ -19,13 +19,17 @@ from hwvit.cli.common import (block_kind_option, build_dir_option, fail, jobs_op
 @click.option("--waves", is_flag=True, help="Dump a waveform per run (VCD on Verilator, FST on Icarus).")
 @build_dir_option
 @quiet_option("Only failures and the summary line.")
-def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):
+@byo_options
+def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, top, bind_path):
     """Run every vector set under DIRECTORY through its RTL block; exit 0 only if all are bit-exact.
 
     \b
     Example:
       hwvit sim vec/ --simulator both -j 2
       hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
+      hwvit rtl export team/
+      hwvit sim vec/softmax --rtl team/rtl/softmax.v --rtl team/rtl/divu.v \\
+          --bind team/bind/softmax.yaml --simulator icarus
     """
     from hwvit import vectors
 
@@ -33,6 +37,12 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):
     sets = vectors.find_sets(Path(directory))
     if not sets:
         fail(f"no vector sets (manifest.yaml) under {directory}")
+    if rtl_files or top or bind_path:
+        if not (rtl_files and bind_path):
+            refuse("--rtl and --bind go together: your block's Verilog and the bind file that maps its ports")
+        if kinds:
+            refuse("--block does not apply with --bind: the bind file's kind picks the sets")
+        _sim_own_block(sets, sims, directory, rtl_files, top, bind_path, jobs, waves, build_dir, quiet)
     jobs_list = []
     for set_dir in sets:
         if kinds:
@@ -55,3 +65,41 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):
     failed = sum(not r.passed for r in results)
     click.echo(f"{len(results) - failed} passed, {failed} failed")
     sys.exit(0 if failed == 0 else 1)
+
+
+def _sim_own_block(sets, sims, directory, rtl_files, top, bind_path, jobs, waves, build_dir, quiet) -> None:
+    """Every set of the bind's kind through the team's block; the bind is checked before any run."""
+    from hwvit import toolchain, vectors
+    from hwvit.byo import BindError
+    from hwvit.byo import run as byo
+
+    try:
+        toolchain.require("yosys")  # elaborates the block to check the bind's ports and widths
+        kind = byo.load(bind_path).kind
+        chosen = [d for d in sets if _kind_of(d) == kind]
+        if not chosen:
+            fail(f"no {kind} vector sets under {directory} (the kind of {bind_path})")
+        design = byo.prepare(list(rtl_files), bind_path, top, chosen)
+    except (BindError, vectors.VectorSetError, toolchain.ToolMissing) as exc:
+        fail(str(exc).splitlines()[0])
+
+    def show(res):
+        if not quiet or not res.passed:
+            click.echo(res.line())
+
+    results = byo.run_many(design, [(str(d), s) for d in chosen for s in sims], workers=jobs, waves=waves,
+                           build_root=build_dir, on_result=show)
+    failed = sum(not r.passed for r in results)
+    skipped = len(sets) - len(chosen)
+    click.echo(f"{len(results) - failed} passed, {failed} failed" + (f" ({skipped} sets of other kinds skipped)"
+                                                                       if skipped else ""))
+    sys.exit(0 if failed == 0 else 1)
+
+
+def _kind_of(set_dir) -> str | None:
+    from hwvit import vectors
+
+    try:
+        return vectors.read_manifest(set_dir).get("kind")
+    except Exception:  # noqa: BLE001 - an unreadable set is not of the bind's kind
+        return None

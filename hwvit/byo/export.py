@@ -1,0 +1,66 @@
+"""`hwvit rtl export DIR`: the reference blocks, their docs and a bind template per kind, for a
+team to start from. Written to a temporary directory beside DIR and renamed into place."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from hwvit import toolchain
+from hwvit.byo import kinds
+from hwvit.byo.template import template
+
+MARKER = ".hwvit-rtl-export"  # what --force may replace: only a previous export
+
+
+def kind_sources(kind: str) -> list[str]:
+    """The reference files of a kind, from its testbench (rtl/... paths; the wrapper of gemm too)."""
+    from hwvit.simulate import tb_module
+
+    return [s for s in tb_module(kind).SOURCES if s.startswith("rtl/")]
+
+
+def export(out: Path, force: bool = False) -> list[Path]:
+    """Write the export to ``out``; return the files written (relative to ``out``)."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not force:
+            raise FileExistsError(f"{out} already exists (use --force to replace a previous export)")
+        if not (out / MARKER).is_file():
+            raise FileExistsError(f"{out}: --force replaces only a previous `hwvit rtl export`, and this is not one")
+    repo = toolchain.repo()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        (tmp / "rtl").mkdir()
+        for src in sorted(repo.rtl.glob("*.v")):
+            shutil.copy2(src, tmp / "rtl" / src.name)
+        (tmp / "docs").mkdir()
+        for name in ("rtl.md", "arithmetic.md"):
+            shutil.copy2(repo.docs / name, tmp / "docs" / name)
+        (tmp / "bind").mkdir()
+        for kind in kinds.KINDS:
+            (tmp / "bind" / f"{kind}.yaml").write_text(template(kind))
+        (tmp / "README.md").write_text(_readme())
+        (tmp / MARKER).write_text("written by hwvit rtl export\n")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+
+
+def _readme() -> str:
+    lines = ["# hwvit reference blocks", "",
+             "Plain Verilog-2005 (Icarus 11, Verilator 5, yosys). docs/rtl.md: ports, parameters, latency;",
+             "docs/arithmetic.md: the arithmetic every block must match bit for bit. bind/KIND.yaml binds",
+             "the reference block of KIND as it is: rename its ports to yours, then check your block with",
+             "", "    hwvit sim SETS --rtl your_block.v --bind bind/KIND.yaml --simulator both", "",
+             "| kind | files |", "|---|---|"]
+    for kind in [*kinds.KINDS, "gemm"]:
+        lines.append(f"| {kind} | {', '.join(f'`{s}`' for s in kind_sources(kind))} |")
+    lines += ["", "gemm has no bind: it reads operand memories (docs/rtl.md, gemm, operand-memory interface).", ""]
+    return "\n".join(lines)
