@@ -78,8 +78,11 @@ class IntLinear:
         b_q = (qp.bias_int(np.asarray(bias, dtype=np.float64), s_in, s_w) if bias is not None
                else np.zeros(w_q.shape[0], dtype=np.int64))
         mult, shift = multipliers(s_in * np.asarray(s_w) / s_out)
-        # int8 storage: the GEMM takes it as is (no range check or narrowing per call)
-        return cls(np.asarray(w_q, np.int8), np.asarray(b_q, np.int64), mult, shift, s_in, s_out, out_bits)
+        # int8 storage: the GEMM takes it as is (no range check or narrowing per call); read-only, so
+        # a float GEMM backend may convert it once and keep the copy (hwvit.ops.gemm_backends)
+        w8 = np.array(w_q, np.int8)
+        w8.flags.writeable = False
+        return cls(w8, np.asarray(b_q, np.int64), mult, shift, s_in, s_out, out_bits)
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         lead = x.shape[:-1]
