@@ -1,0 +1,38 @@
+"""The integer forward on a torch device equals the numpy/numba forward on every traced value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hwvit.intvit import QuantConfig, Trace, quantize_model
+from hwvit.intvit.device import DeviceForward, resolve_device
+from test_intvit import SMALL, inputs_for, small_model
+
+DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("preset", sorted(SMALL))
+def test_device_forward_equals_cpu_forward_on_every_value(preset, device):
+    model = small_model(preset)
+    qc = QuantConfig(exp="shift") if preset == "vit-tiny" else QuantConfig()
+    int_model = quantize_model(model, inputs_for(model, 16, 1), qc)
+    x = inputs_for(model, 3, 2).numpy()
+    cpu, dev = Trace(values=True), Trace(values=True)
+    want = int_model.forward(x, trace=cpu)
+    got = DeviceForward(int_model, device)(x, trace=dev)
+    assert np.array_equal(got, want)
+    assert list(dev.values) == list(cpu.values)  # same points, same order
+    for path, (q, scale) in cpu.values.items():
+        q2, scale2 = dev.values[path]
+        assert q2.shape == q.shape and np.array_equal(q2, q), path
+        assert scale2 == scale, path
+
+
+def test_cuda_without_a_gpu_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="^device cuda: no CUDA GPU is available here"):
+        resolve_device("cuda")
+    assert resolve_device("cpu").type == "cpu"
