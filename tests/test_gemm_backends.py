@@ -134,13 +134,15 @@ def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
 
     monkeypatch.setitem(gb._IMPL, "float_blocked", off_by_one)
     monkeypatch.setitem(gb._IMPL, "float64", off_by_one)
+    monkeypatch.setitem(gb._IMPL, "float_blocked_torch", off_by_one)
 
     def broken(*_args):
         raise RuntimeError("no int8 kernel")
 
     monkeypatch.setattr(torch, "_int_mm", broken)
     res = gb.probe(refresh=True)
-    assert res["exact"] == {"int_mm": False, "float_blocked": False, "float64": False, "int64": True}
+    assert res["exact"] == {"int_mm": False, "float_blocked": False, "float_blocked_torch": False, "float64": False,
+                            "int64": True}
     assert res["backend"] == "int64"
 
 
@@ -155,6 +157,18 @@ def test_override_by_env_and_set_backend(cache_dir, monkeypatch):
         gb.backend()
     with pytest.raises(ValueError, match="unknown GEMM backend"):
         gb.set_backend("blas")
+
+
+def test_torch_float_backend_refuses_reduced_precision():
+    a = np.ones((2, 8), np.int8)
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        with pytest.raises(RuntimeError, match="highest"):
+            gb.matmul(a, a, "float_blocked_torch")
+    finally:
+        torch.set_float32_matmul_precision(old)
+    assert gb.matmul(a, a, "float_blocked_torch").tolist() == [[8, 8], [8, 8]]
 
 
 def test_cpu_info_names_model_and_capability():

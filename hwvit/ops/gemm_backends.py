@@ -9,6 +9,8 @@ construction (docs/arithmetic.md, "GEMM backends") and tests hold it equal to pl
 - ``float_blocked``: the int8 values in float32 BLAS (numpy's OpenBLAS) over K-blocks of at most
   1024: ``|a*w| <= 2^14``, so every partial sum of a block is an integer of magnitude <= 2^24,
   which float32 holds exactly; each block's result is converted to int64 and the blocks added.
+- ``float_blocked_torch``: the same K-blocks through torch's float32 matmul (its BLAS and thread
+  pool, the ones the float model uses), refused unless torch's float32 precision is "highest".
 - ``float64``: the same in float64 BLAS, bound 2^53: K up to 2^39 in one block (never splits).
 - ``int64``: numpy int64 matmul, no BLAS: exact and slow, the reference the probe checks against.
 
@@ -32,7 +34,7 @@ import numpy as np
 
 F32_BLOCK = 1024  # 1024 * 2^14 = 2^24: every partial sum of int8 products fits float32's 24-bit significand
 F64_BLOCK = 1 << 39  # 2^39 * 2^14 = 2^53
-BACKENDS = ("int_mm", "float_blocked", "float64", "int64")
+BACKENDS = ("int_mm", "float_blocked", "float_blocked_torch", "float64", "int64")
 ENV = "HWVIT_GEMM"
 
 _chosen: str | None = None  # set_backend() or the probe's pick, for this process
@@ -111,7 +113,24 @@ def _float64(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
     return _float_blocks(a8, w8, np.float64, F64_BLOCK)
 
 
-_IMPL = {"int_mm": _int_mm, "float_blocked": _float_blocked, "float64": _float64, "int64": _int64}
+def _float_blocked_torch(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
+    """float32 K-blocks through torch's BLAS (MKL/oneDNN, torch's thread pool) instead of numpy's."""
+    import torch
+
+    if torch.get_float32_matmul_precision() != "highest":  # bf16/tf32 inner products would break the bound
+        raise RuntimeError("torch float32 matmul precision is not 'highest'")
+    k = a8.shape[-1]
+    af = torch.from_numpy(a8.astype(np.float32))
+    wt = torch.from_numpy(_as_float(w8, np.float32)).transpose(-1, -2)
+    out = None
+    for k0 in range(0, k, F32_BLOCK):
+        part = torch.matmul(af[..., k0:k0 + F32_BLOCK], wt[..., k0:k0 + F32_BLOCK, :]).to(torch.int64)
+        out = part if out is None else out + part
+    return out.numpy()
+
+
+_IMPL = {"int_mm": _int_mm, "float_blocked": _float_blocked, "float_blocked_torch": _float_blocked_torch,
+         "float64": _float64, "int64": _int64}
 
 
 # ---------------------------------------------------------------- selection
