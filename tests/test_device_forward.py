@@ -36,3 +36,16 @@ def test_cuda_without_a_gpu_is_one_clear_error(monkeypatch):
     with pytest.raises(ValueError, match="^device cuda: no CUDA GPU is available here"):
         resolve_device("cuda")
     assert resolve_device("cpu").type == "cpu"
+
+
+def test_device_forward_refuses_what_the_cpu_forward_refuses():
+    model = small_model("vit-tiny")
+    int_model = quantize_model(model, inputs_for(model, 8, 1))
+    x = inputs_for(model, 2, 2).numpy()
+    x[1, 0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        int_model.forward(x)
+    with pytest.raises(ValueError, match="NaN"):
+        DeviceForward(int_model, "cpu")(x)
+    with pytest.raises(ValueError, match="takes input"):
+        DeviceForward(int_model, "cpu")(x[:, :1])

@@ -138,3 +138,23 @@ def test_gemm(device):
     assert outputs >= 10_000
     neg = np.full((20, 1024), -128)
     assert np.array_equal(_np(tk.gemm(t(neg), t(neg[:8]))), np.full((20, 8), 1 << 24))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_quantize_and_deferred_checks(device):
+    dev = _on(device)(0).device
+    rng = np.random.default_rng(45)
+    for scale in (0.05, 1 / 3, 0.0123):
+        x = np.concatenate([rng.normal(0, 4, 10_000), np.arange(-300, 301) * scale / 2, [1e30, -1e30, 0.0]])
+        x32 = x.astype(np.float32)  # the model's inputs are float32; both paths widen to float64
+        for bits in (8, 4):
+            got = tk.quantize(torch.from_numpy(x32).to(dev), scale, bits)
+            assert np.array_equal(_np(got), ops.quantize(x32, scale, bits)), (scale, bits)
+    checks = tk.Checks()
+    t = _on(device)
+    tk.requant(t([1, 2]), 1, 0, 8, checks)
+    tk.requant(t([2**31]), 1, 0, 8, checks)  # out of range: noted, not raised yet
+    assert len(checks.flags) == 2
+    with pytest.raises(ValueError, match="acc: values must lie"):
+        checks.raise_if_any()
+    checks.raise_if_any()  # cleared

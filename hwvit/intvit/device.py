@@ -48,6 +48,7 @@ class DeviceForward:
         self.model = model
         self.device = resolve_device(device)
         self.p = _Params(self.device)
+        self.checks: tk.Checks | None = None  # one per forward
 
     def _value(self, tr: Trace, path: str, t: torch.Tensor, scale: float) -> None:
         if tr.keep_values:
@@ -55,10 +56,11 @@ class DeviceForward:
 
     def linear(self, lin: IntLinear, x: torch.Tensor) -> torch.Tensor:
         acc = tk.gemm(x, self.p(lin.w, torch.int8), self.p(lin.bias))
-        return tk.requant(acc, self.p(lin.mult), self.p(lin.shift), lin.out_bits)
+        return tk.requant(acc, self.p(lin.mult), self.p(lin.shift), lin.out_bits, self.checks)
 
     def layernorm(self, ln: IntLayerNorm, x: torch.Tensor) -> torch.Tensor:
-        return tk.layernorm(x, self.p(ln.gamma), self.p(ln.beta), ln.eps_int, ln.mult, ln.shift, ln.out_bits)
+        return tk.layernorm(x, self.p(ln.gamma), self.p(ln.beta), ln.eps_int, ln.mult, ln.shift, ln.out_bits,
+                            checks=self.checks)
 
     def gelu(self, g: IntGelu, x: torch.Tensor) -> torch.Tensor:
         return tk.gelu(x, self.p(g.table), g.in_bits)
@@ -81,12 +83,13 @@ class DeviceForward:
         self._value(tr, f"{path}.k", k, at.s_k)
         self._value(tr, f"{path}.v", v, at.s_v)
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
-        scores = tk.requant(tk.gemm(qs, ks), at.scores_mult, at.scores_shift, at.act_bits).reshape(b, h, n, n)
+        scores = tk.requant(tk.gemm(qs, ks), at.scores_mult, at.scores_shift, at.act_bits,
+                             self.checks).reshape(b, h, n, n)
         self._value(tr, f"{path}.scores", scores, at.s_scores)
         probs = self.softmax(at.softmax, scores)
         self._value(tr, f"{path}.probs", probs, at.softmax.s_out)
         acc = tk.gemm(probs.reshape(b * h, n, n), vs.transpose(1, 2), a_signed=False)
-        ctx = tk.requant(acc, at.ctx_mult, at.ctx_shift, at.act_bits)
+        ctx = tk.requant(acc, at.ctx_mult, at.ctx_shift, at.act_bits, self.checks)
         ctx = ctx.reshape(b, h, n, hd).transpose(1, 2).reshape(b, n, h * hd)
         self._value(tr, f"{path}.context", ctx, at.s_ctx)
         out = self.linear(at.proj, ctx)
@@ -110,8 +113,19 @@ class DeviceForward:
         self._value(tr, f"{path}.add2", x, blk.add2.s_out)
         return x
 
+    @staticmethod
+    def patches(pe, x: torch.Tensor) -> torch.Tensor:
+        """IntPatchEmbed.patches on a tensor: (B, C, H, W) -> (B, N, patch_dim), same feature order."""
+        if pe.kind == "linear1d":
+            return x.reshape(x.shape[0], -1, pe.patch_size * (x.shape[2] if x.ndim == 3 else 1))
+        b, c, hh, ww = x.shape
+        p = pe.patch_size
+        g = x.reshape(b, c, hh // p, p, ww // p, p)
+        g = g.permute(0, 2, 4, 1, 3, 5) if pe.kind == "conv" else g.permute(0, 2, 4, 3, 5, 1)
+        return g.reshape(b, (hh // p) * (ww // p), -1)
+
     def patch_embed(self, pe, x: torch.Tensor) -> torch.Tensor:
-        h = torch.as_tensor(pe.patches(x.cpu().numpy())).to(self.device)  # a reshape: cheap, done on the host
+        h = self.patches(pe, x)
         if pe.norm_in is not None:
             h = self.layernorm(pe.norm_in, h)
         h = self.linear(pe.proj, h)
@@ -125,9 +139,15 @@ class DeviceForward:
     def __call__(self, x, trace: Trace | None = None, quantized: bool = False) -> np.ndarray:
         m, tr = self.model, trace or NO_TRACE
         m.check_input(x)
-        xq = np.asarray(x, dtype=np.int64) if quantized else m.quantize_input(x)  # float -> int on the host
-        tr.value("input", xq, m.s_input)
-        h = self.patch_embed(m.patch_embed, torch.as_tensor(xq))
+        self.checks = tk.Checks()  # range checks stay on the device; read once, at the end
+        if quantized:
+            xq = torch.as_tensor(np.asarray(x, dtype=np.int64)).to(self.device)
+        else:  # float -> int on the device: the same float64 operations as ops.quantize
+            xf = torch.as_tensor(np.asarray(x)).to(self.device)
+            self.checks.add(~torch.isfinite(xf).all(), "quantize: input holds NaN or infinity")
+            xq = tk.quantize(xf, m.s_input, m.act_bits)
+        self._value(tr, "input", xq, m.s_input)
+        h = self.patch_embed(m.patch_embed, xq)
         self._value(tr, "embed", h, m.s_embed)
         b = h.shape[0]
         if m.cls_q is not None:
@@ -146,7 +166,8 @@ class DeviceForward:
         if m.norm is not None:
             h = self.layernorm(m.norm, h)
             self._value(tr, "norm", h, m.norm.s_out)
-        pooled = h[:, 0] if m.config.pool == "cls" else tk.mean_pool(h, m.pool_mult, m.pool_shift, m.act_bits)
+        pooled = h[:, 0] if m.config.pool == "cls" else tk.mean_pool(h, m.pool_mult, m.pool_shift, m.act_bits,
+                                                                                      checks=self.checks)
         self._value(tr, "pool", pooled, m.s_pool)
         if m.pre_head_fc is not None:
             pooled = self.linear(m.pre_head_fc, pooled)
@@ -154,8 +175,8 @@ class DeviceForward:
         if m.pre_head_norm is not None:
             pooled = self.layernorm(m.pre_head_norm, pooled)
             self._value(tr, "pre_head.norm", pooled, m.pre_head_norm.s_out)
-        if m.head is None:
-            return pooled.cpu().numpy()
-        logits = self.linear(m.head, pooled)
-        self._value(tr, "logits", logits, m.head.s_out)
-        return logits.cpu().numpy()
+        if m.head is not None:
+            pooled = self.linear(m.head, pooled)
+            self._value(tr, "logits", pooled, m.head.s_out)
+        self.checks.raise_if_any()
+        return pooled.cpu().numpy()

@@ -69,10 +69,44 @@ def gemm(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, a_s
     return acc if bias is None else acc + bias
 
 
-def requant(acc: torch.Tensor, mult, shift, out_bits: int = 8) -> torch.Tensor:
+class Checks:
+    """Data-dependent range checks, kept on the device and read once (one sync per forward, not per kernel).
+
+    ``None`` in place of a Checks object: each kernel checks (and synchronizes) at once."""
+
+    def __init__(self):
+        self.flags: list[tuple[torch.Tensor, str]] = []
+
+    def add(self, bad: torch.Tensor, message: str) -> None:
+        self.flags.append((bad, message))
+
+    def raise_if_any(self) -> None:
+        """Raise the first failed check's error (ValueError, or OverflowError for LayerNorm's bound)."""
+        flags, self.flags = self.flags, []
+        if not flags:
+            return
+        for hit, (_, message) in zip(torch.stack([f for f, _ in flags]).cpu().tolist(), flags, strict=True):
+            if hit:
+                raise _error(message)
+
+
+def _check(checks, bad: torch.Tensor, message: str) -> None:
+    if checks is None:
+        if bool(bad):
+            raise _error(message)
+    else:
+        checks.add(bad, message)
+
+
+def _error(message: str) -> Exception:
+    return OverflowError(message) if message.startswith("layernorm") else ValueError(message)
+
+
+def requant(acc: torch.Tensor, mult, shift, out_bits: int = 8, checks: Checks | None = None) -> torch.Tensor:
     """``sat_out(rshift_round(acc * M, s))``, M and s scalars or per last-axis channel tensors."""
-    if acc.numel() and (acc.min() < -(1 << 31) or acc.max() >= 1 << 31):
-        raise ValueError(f"acc: values must lie in [{-(1 << 31)}, {(1 << 31) - 1}]")
+    if acc.numel():
+        _check(checks, (acc.min() < -(1 << 31)) | (acc.max() >= 1 << 31),
+               f"acc: values must lie in [{-(1 << 31)}, {(1 << 31) - 1}]")
     lo, hi = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
     return _round_shift(acc * mult, shift).clamp(lo, hi)
 
@@ -118,14 +152,15 @@ def isqrt(n: torch.Tensor) -> torch.Tensor:
 
 
 def layernorm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps_int: int, mult: int, shift: int,
-              out_bits: int = 8, t_bits: int = 11, k_bits: int = 43, f_bits: int = 10) -> torch.Tensor:
+              out_bits: int = 8, t_bits: int = 11, k_bits: int = 43, f_bits: int = 10,
+              checks: Checks | None = None) -> torch.Tensor:
     """Along the last axis: exact sums, one isqrt and one rounded division per row, y*G + B, requant."""
     c = x.shape[-1]
     sx = x.sum(dim=-1, keepdim=True)
     sxx = (x * x).sum(dim=-1, keepdim=True)
     ve = ((c * sxx - sx * sx) << (2 * t_bits)) + eps_int
-    if ve.numel() and ve.max() >= 1 << 62:
-        raise OverflowError("layernorm: (V << 22) + eps_int >= 2^62")
+    if ve.numel():
+        _check(checks, ve.max() >= 1 << 62, "layernorm: (V << 22) + eps_int >= 2^62")
     sig = isqrt(ve)
     safe = sig.clamp(min=1)
     inv = torch.where(sig > 0, torch.div((1 << k_bits) + (sig >> 1), safe, rounding_mode="floor"),
@@ -136,5 +171,16 @@ def layernorm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps_int:
     return _round_shift((y * gamma + beta) * mult, shift).clamp(lo, hi)
 
 
-def mean_pool(x: torch.Tensor, mult: int, shift: int, out_bits: int, dim: int = 1) -> torch.Tensor:
-    return requant(x.sum(dim=dim), mult, shift, out_bits)
+def mean_pool(x: torch.Tensor, mult: int, shift: int, out_bits: int, dim: int = 1,
+              checks: Checks | None = None) -> torch.Tensor:
+    return requant(x.sum(dim=dim), mult, shift, out_bits, checks)
+
+
+def quantize(x: torch.Tensor, scale: float, bits: int = 8) -> torch.Tensor:
+    """``sat_bits(round_half_away(x / scale))`` in float64, the same IEEE operations as ops.quantize
+    (float64 division and trunc are exact-rounded on CPU and CUDA alike). Inputs must be finite."""
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    v = (x.double() / float(scale)).clamp(lo - 1, hi + 1)
+    whole = torch.trunc(v)
+    q = whole + torch.where((v - whole).abs() >= 0.5, torch.sign(v), torch.zeros_like(v))
+    return q.clamp(lo, hi).to(I64)
