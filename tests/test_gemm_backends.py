@@ -174,3 +174,9 @@ def test_torch_float_backend_refuses_reduced_precision():
 def test_cpu_info_names_model_and_capability():
     info = gb.cpu_info()
     assert info["model"] and info["capability"] == torch.backends.cpu.get_cpu_capability()
+
+
+def test_cli_choices_name_every_backend():
+    from hwvit.cli.common import _GEMM_CHOICES
+
+    assert _GEMM_CHOICES == ("auto", *gb.BACKENDS)

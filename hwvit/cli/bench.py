@@ -6,40 +6,35 @@ import json
 
 import click
 
-from hwvit.ops.gemm_backends import BACKENDS
+from hwvit.cli.common import batch_option, compute_options, fail, first_line, json_option
 
 
 @click.command()
 @click.option("--model", "preset", default="vit-b16", show_default=True, help="Preset to time (random weights).")
 @click.option("--repeats", type=click.IntRange(1), default=5, show_default=True, help="Timed runs (median).")
-@click.option("--batch", type=click.IntRange(1), default=1, show_default=True, help="Images per forward.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-              help="Where the integer and float forwards run.")
-@click.option("--gemm", "gemm_name", type=click.Choice(["auto", *BACKENDS]),
-              default=None, help="GEMM backend on CPU (default: HWVIT_GEMM, else the per-machine probe).")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def bench(preset, repeats, batch, device, gemm_name, as_json):
+@batch_option(1, "Images per forward (--batch 64: images/s of both forwards).")
+@compute_options
+@json_option
+def bench(preset, repeats, batch, device, as_json):
     """Time the bit-exact integer forward against the float forward, side by side.
 
     Prints int_ms, float_ms, their ratio (target <= 0.5 with int8 dot-product instructions,
     <= 1.0 on AVX2-only CPUs), the share of integer time spent outside GEMM (target <= 50%),
-    images/s of both, the GEMM backend and the CPU.
+    images/s of both, the GEMM backend and the CPU (model, capability, flags).
 
     \b
     Example:
-      hwvit bench --model vit-b16 --repeats 5
+      hwvit bench --model vit-tiny --repeats 3
+      hwvit bench --model digits --json
       hwvit bench --batch 64 --repeats 1
-      hwvit bench --device cuda --batch 64
+      hwvit bench --device cuda --batch 64 --gemm auto
     """
     from hwvit.bench import bench_forward
-    from hwvit.ops import gemm_backends
 
     try:
-        if gemm_name:
-            gemm_backends.set_backend(gemm_name)
         res = bench_forward(preset, repeats, batch=batch, device=device)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(first_line(exc))
     if as_json:
         click.echo(json.dumps(res, indent=2))
         return

@@ -80,11 +80,31 @@ class CompareResult:
         return min(finite, key=lambda row: row["sqnr_db"]) if finite else None
 
 
+def auto_batch(cfg, budget_bytes: int = 1 << 31) -> int:
+    """Images per batch so that one batch's traced int64 and float64 values fit in ``budget_bytes``.
+
+    Per image and block: q, k, v, context, proj, norms, adds (~12 x T x D values), fc1 and gelu
+    (2 x T x F), scores and probabilities (2 x H x T^2); 16 bytes per value (int + float copy)."""
+    t = cfg.num_tokens
+    per_image = 16 * cfg.depth * t * (12 * cfg.dim + 2 * cfg.mlp_dim + 2 * cfg.heads * t) + 1
+    return int(max(1, min(64, budget_bytes // per_image)))
+
+
 def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, labels=None, name: str = "",
-            batch_size: int = 64) -> CompareResult:
-    """Float forward on ``inputs`` vs integer forward on the same inputs, point by point."""
+            batch_size: int | None = None, device: str = "cpu") -> CompareResult:
+    """Float forward on ``inputs`` vs integer forward on the same inputs, point by point.
+
+    ``batch_size`` images at a time (default ``auto_batch``: memory-bounded); ``device`` runs the
+    integer forward there (``hwvit.intvit.device``, bit-identical to the CPU path)."""
     if len(inputs) == 0:
         raise ValueError("no inputs to compare on")
+    batch_size = batch_size or auto_batch(model.cfg)
+    if str(device) == "cpu":
+        run_int = int_model.forward
+    else:
+        from hwvit.intvit.device import DeviceForward
+
+        run_int = DeviceForward(int_model, device)
     accs: dict[str, _Acc] = {}
     order: list[str] = []
     logits_f, logits_i = [], []
@@ -98,7 +118,7 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
         with torch.no_grad():
             lf = model(x, record=record)
         tr = Trace(values=True)
-        li = int_model.forward(x.numpy(), trace=tr)
+        li = run_int(x.numpy(), trace=tr)
         logits_f.append(lf.double().numpy())
         logits_i.append(int_model.dequantize_logits(li))
         for path, (q, scale) in tr.values.items():
