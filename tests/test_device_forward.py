@@ -5,12 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_intvit import SMALL, inputs_for, small_model
 
 from hwvit.intvit import QuantConfig, Trace, quantize_model
 from hwvit.intvit.device import DeviceForward, resolve_device
-from test_intvit import SMALL, inputs_for, small_model
 
-DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+DEVICES = [
+    pytest.param("cpu", id="cpu"),
+    pytest.param("cuda", id="cuda", marks=pytest.mark.gpu),
+]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -58,20 +61,30 @@ def test_compare_batches_and_device_give_the_same_report():
     int_model = quantize_model(model, inputs_for(model, 8, 1))
     x = inputs_for(model, 5, 2)
     one = compare(model, int_model, x, batch_size=5)
-    for kw in (dict(batch_size=2), dict(batch_size=3, device="cpu")):
+    for kw in ({"batch_size": 2}, {"batch_size": 3, "device": "cpu"}):
         other = compare(model, int_model, x, **kw)
         assert np.array_equal(other.logits_int, one.logits_int)
         assert [r["path"] for r in other.layers] == [r["path"] for r in one.layers]
-        for a, b in zip(other.layers, one.layers, strict=True):  # the float model rounds differently per batch size
-            assert {k: v for k, v in a.items() if k not in ("path", "shape")} == pytest.approx(
-                {k: v for k, v in b.items() if k not in ("path", "shape")}, rel=1e-4), a["path"]
+        for a, b in zip(
+            other.layers, one.layers, strict=True
+        ):  # the float model rounds differently per batch size
+            assert {
+                k: v for k, v in a.items() if k not in ("path", "shape")
+            } == pytest.approx(
+                {k: v for k, v in b.items() if k not in ("path", "shape")}, rel=1e-4
+            ), a["path"]
     from hwvit.float.config import load_preset
 
-    assert auto_batch(load_preset("vit-b16")) == 2  # ~0.8 GB of traced values per 224x224 image
+    assert (
+        auto_batch(load_preset("vit-b16")) == 2
+    )  # ~0.8 GB of traced values per 224x224 image
     assert auto_batch(model.cfg) == 64
 
 
-@pytest.mark.parametrize("command", [["compare", "--model", "digits", "--images", "2"], ["bench", "--model", "digits"]])
+@pytest.mark.parametrize(
+    "command",
+    [["compare", "--model", "digits", "--images", "2"], ["bench", "--model", "digits"]],
+)
 def test_cli_device_cuda_without_gpu_is_one_line(command, monkeypatch):
     from click.testing import CliRunner
 
@@ -81,4 +94,5 @@ def test_cli_device_cuda_without_gpu_is_one_line(command, monkeypatch):
     res = CliRunner().invoke(main, [*command, "--device", "cuda"])
     assert res.exit_code == 1
     assert res.output.strip().splitlines() == [
-        "Error: device cuda: no CUDA GPU is available here (torch.cuda.is_available() is False)"]
+        "Error: device cuda: no CUDA GPU is available here (torch.cuda.is_available() is False)"
+    ]

@@ -32,7 +32,15 @@ def _i8(x) -> np.ndarray:
 @pytest.mark.parametrize("name", EXACT)
 def test_backend_matches_reference_on_random_shapes(name):
     rng = np.random.default_rng(20)
-    for m, k, n in [(1, 1, 1), (3, 1, 5), (7, 2, 3), (17, 64, 9), (5, 1024, 4), (4, 1025, 6), (2, 2100, 3)]:
+    for m, k, n in [
+        (1, 1, 1),
+        (3, 1, 5),
+        (7, 2, 3),
+        (17, 64, 9),
+        (5, 1024, 4),
+        (4, 1025, 6),
+        (2, 2100, 3),
+    ]:
         a, w = rng.integers(-128, 128, (m, k)), rng.integers(-128, 128, (n, k))
         got = gb.matmul(_i8(a), _i8(w), name)
         assert got.dtype == np.int64
@@ -56,8 +64,12 @@ def test_backend_extremes(name, k):
     assert np.array_equal(gb.matmul(neg, neg, name), np.full((2, 2), k << 14))
     assert np.array_equal(gb.matmul(pos, neg, name), np.full((3, 2), -127 * 128 * k))
     assert np.array_equal(gb.matmul(pos, pos, name), np.full((3, 3), 127 * 127 * k))
-    mixed = np.where(np.arange(k) % 2 == 0, -128, 127).astype(np.int8)[None, :]  # mixed signs
-    assert gb.matmul(mixed, mixed, name).tolist() == gemm_ref(mixed.tolist(), mixed.tolist())
+    mixed = np.where(np.arange(k) % 2 == 0, -128, 127).astype(np.int8)[
+        None, :
+    ]  # mixed signs
+    assert gb.matmul(mixed, mixed, name).tolist() == gemm_ref(
+        mixed.tolist(), mixed.tolist()
+    )
 
 
 def test_float32_block_is_the_limit():
@@ -92,7 +104,10 @@ def test_ops_gemm_through_each_backend(name, monkeypatch):
         bias = rng.integers(-(2**20), 2**20, 4)
         got = ops.gemm(a, w, bias, a_signed=a_signed)
         assert got.tolist() == gemm_ref(a.tolist(), w.tolist(), bias.tolist())
-        ab, wb = rng.integers(lo, hi + 1, (2, 3, 70)), rng.integers(-128, 128, (2, 4, 70))
+        ab, wb = (
+            rng.integers(lo, hi + 1, (2, 3, 70)),
+            rng.integers(-128, 128, (2, 4, 70)),
+        )
         got = ops.gemm(ab, wb, a_signed=a_signed)
         for i in range(2):
             assert got[i].tolist() == gemm_ref(ab[i].tolist(), wb[i].tolist())
@@ -103,7 +118,9 @@ def test_read_only_weights_are_converted_once_and_writable_ones_each_call():
     a = _i8(rng.integers(-128, 128, (4, 40)))
     w = _i8(rng.integers(-128, 128, (3, 40)))
     first = gb.matmul(a, w, "float_blocked")
-    w[0] = 5  # a writable weight may change between calls: never served from a stale copy
+    w[0] = (
+        5  # a writable weight may change between calls: never served from a stale copy
+    )
     assert gb.matmul(a, w, "float_blocked").tolist() == gemm_ref(a.tolist(), w.tolist())
     assert not np.array_equal(first, gb.matmul(a, w, "float_blocked"))
     w.flags.writeable = False
@@ -141,8 +158,13 @@ def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
 
     monkeypatch.setattr(torch, "_int_mm", broken)
     res = gb.probe(refresh=True)
-    assert res["exact"] == {"int_mm": False, "float_blocked": False, "float_blocked_torch": False, "float64": False,
-                            "int64": True}
+    assert res["exact"] == {
+        "int_mm": False,
+        "float_blocked": False,
+        "float_blocked_torch": False,
+        "float64": False,
+        "int64": True,
+    }
     assert res["backend"] == "int64"
 
 
@@ -173,7 +195,9 @@ def test_torch_float_backend_refuses_reduced_precision():
 
 def test_cpu_info_names_model_and_capability():
     info = gb.cpu_info()
-    assert info["model"] and info["capability"] == torch.backends.cpu.get_cpu_capability()
+    assert (
+        info["model"] and info["capability"] == torch.backends.cpu.get_cpu_capability()
+    )
 
 
 def test_cli_choices_name_every_backend():

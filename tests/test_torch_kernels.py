@@ -15,7 +15,10 @@ from hwvit import ops
 from hwvit.ops import torch_kernels as tk
 from hwvit.quant import exp_shift_mult, exp_table
 
-DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+DEVICES = [
+    pytest.param("cpu", id="cpu"),
+    pytest.param("cuda", id="cuda", marks=pytest.mark.gpu),
+]
 
 
 def _on(device):
@@ -40,15 +43,30 @@ def test_requant_and_residual(device):
         acc[0] = -(2**31)
         acc[1] = 2**31 - 1
         mult = rng.integers(0, 2**31, ch)
-        shift = rng.choice([0, 1, 2, 31, 40, 62], ch) if trial % 2 else rng.integers(0, 63, ch)
+        shift = (
+            rng.choice([0, 1, 2, 31, 40, 62], ch)
+            if trial % 2
+            else rng.integers(0, 63, ch)
+        )
         bits = int(rng.choice([2, 4, 8, 16]))
-        assert np.array_equal(_np(tk.requant(t(acc), t(mult), t(shift), bits)), ops.requant(acc, mult, shift, bits))
+        assert np.array_equal(
+            _np(tk.requant(t(acc), t(mult), t(shift), bits)),
+            ops.requant(acc, mult, shift, bits),
+        )
         m0, s0 = int(mult[0]), int(shift[0])
-        assert np.array_equal(_np(tk.requant(t(acc), m0, s0, bits)), ops.requant(acc, m0, s0, bits))
+        assert np.array_equal(
+            _np(tk.requant(t(acc), m0, s0, bits)), ops.requant(acc, m0, s0, bits)
+        )
         a, b = rng.integers(-128, 128, (300, ch)), rng.integers(-128, 128, (300, ch))
-        ma, mb, s = int(rng.integers(0, 2**31)), int(rng.integers(0, 2**31)), int(rng.integers(1, 63))
-        assert np.array_equal(_np(tk.residual_add(t(a), t(b), ma, mb, s, bits)),
-                              ops.residual_add(a, b, ma, mb, s, bits))
+        ma, mb, s = (
+            int(rng.integers(0, 2**31)),
+            int(rng.integers(0, 2**31)),
+            int(rng.integers(1, 63)),
+        )
+        assert np.array_equal(
+            _np(tk.residual_add(t(a), t(b), ma, mb, s, bits)),
+            ops.residual_add(a, b, ma, mb, s, bits),
+        )
         n += acc.size
     assert n >= 10_000
     with pytest.raises(ValueError, match="acc"):
@@ -62,7 +80,9 @@ def test_gelu(device):
     for bits in (8, 4, 12):
         table = rng.integers(-(2**15), 2**15, 1 << bits)
         x = rng.integers(-(1 << (bits - 1)), 1 << (bits - 1), 12_000)
-        assert np.array_equal(_np(tk.gelu(t(x), t(table), bits)), ops.gelu(x, table, bits))
+        assert np.array_equal(
+            _np(tk.gelu(t(x), t(table), bits)), ops.gelu(x, table, bits)
+        )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -81,10 +101,16 @@ def test_softmax(device):
             for bits in (8, 4, 16):
                 table = exp_table(s_in, int(rng.choice([256, 64, 1])))
                 got = tk.softmax(t(x), t(table), bits)
-                assert np.array_equal(_np(got), ops.softmax(x, table, out_bits=bits)), (n, s_in, bits)
+                assert np.array_equal(_np(got), ops.softmax(x, table, out_bits=bits)), (
+                    n,
+                    s_in,
+                    bits,
+                )
             mult = exp_shift_mult(s_in)
             got = tk.softmax(t(x), None, 8, exp="shift", exp_mult=mult)
-            assert np.array_equal(_np(got), ops.softmax(x, None, exp="shift", exp_mult=mult)), (n, s_in)
+            assert np.array_equal(
+                _np(got), ops.softmax(x, None, exp="shift", exp_mult=mult)
+            ), (n, s_in)
             rows += x.shape[0]
     assert rows >= 10_000
 
@@ -109,11 +135,17 @@ def test_layernorm_and_isqrt(device):
         shift = int(rng.choice([0, 1, 31, 62, int(rng.integers(20, 45))]))
         bits = int(rng.choice([8, 4, 16]))
         got = tk.layernorm(t(x), t(g), t(b), eps, mult, shift, bits)
-        assert np.array_equal(_np(got), ops.layernorm(x, g, b, eps, mult, shift, bits)), (c, eps, mult, shift)
+        assert np.array_equal(
+            _np(got), ops.layernorm(x, g, b, eps, mult, shift, bits)
+        ), (c, eps, mult, shift)
         rows += x.shape[0]
     assert rows >= 10_000
-    n = np.concatenate([rng.integers(0, 2**62, 10_000), [0, 1, 2, 3, 4, (1 << 62) - 1, (2**31 - 1) ** 2,
-                                                          (2**31 - 1) ** 2 - 1]])
+    n = np.concatenate(
+        [
+            rng.integers(0, 2**62, 10_000),
+            [0, 1, 2, 3, 4, (1 << 62) - 1, (2**31 - 1) ** 2, (2**31 - 1) ** 2 - 1],
+        ]
+    )
     assert np.array_equal(_np(tk.isqrt(t(n))), ops.isqrt(n))
 
 
@@ -122,18 +154,39 @@ def test_gemm(device):
     t = _on(device)
     rng = np.random.default_rng(44)
     outputs = 0
-    for m, k, n in [(1, 1, 1), (3, 1, 5), (7, 2, 3), (17, 8, 8), (16, 9, 7), (33, 64, 40), (5, 1025, 9),
-                    (197, 768, 24)]:
+    for m, k, n in [
+        (1, 1, 1),
+        (3, 1, 5),
+        (7, 2, 3),
+        (17, 8, 8),
+        (16, 9, 7),
+        (33, 64, 40),
+        (5, 1025, 9),
+        (197, 768, 24),
+    ]:
         for a_signed in (True, False):
             lo, hi = (-128, 127) if a_signed else (0, 255)
             a, w = rng.integers(lo, hi + 1, (m, k)), rng.integers(-128, 128, (n, k))
             a[0], w[0] = hi, -128
             bias = rng.integers(-(2**20), 2**20, n)
             got = tk.gemm(t(a), t(w), t(bias), a_signed=a_signed)
-            assert np.array_equal(_np(got), ops.gemm(a, w, bias, a_signed=a_signed)), (m, k, n, a_signed)
-            ab, wb = rng.integers(lo, hi + 1, (4, m, k)), rng.integers(-128, 128, (4, n, k))
+            assert np.array_equal(_np(got), ops.gemm(a, w, bias, a_signed=a_signed)), (
+                m,
+                k,
+                n,
+                a_signed,
+            )
+            ab, wb = (
+                rng.integers(lo, hi + 1, (4, m, k)),
+                rng.integers(-128, 128, (4, n, k)),
+            )
             got = tk.gemm(t(ab), t(wb), a_signed=a_signed)
-            assert np.array_equal(_np(got), ops.gemm(ab, wb, a_signed=a_signed)), (m, k, n, a_signed)
+            assert np.array_equal(_np(got), ops.gemm(ab, wb, a_signed=a_signed)), (
+                m,
+                k,
+                n,
+                a_signed,
+            )
             outputs += got.numel() + m * n
     assert outputs >= 10_000
     neg = np.full((20, 1024), -128)
@@ -145,11 +198,22 @@ def test_quantize_and_deferred_checks(device):
     dev = _on(device)(0).device
     rng = np.random.default_rng(45)
     for scale in (0.05, 1 / 3, 0.0123):
-        x = np.concatenate([rng.normal(0, 4, 10_000), np.arange(-300, 301) * scale / 2, [1e30, -1e30, 0.0]])
-        x32 = x.astype(np.float32)  # the model's inputs are float32; both paths widen to float64
+        x = np.concatenate(
+            [
+                rng.normal(0, 4, 10_000),
+                np.arange(-300, 301) * scale / 2,
+                [1e30, -1e30, 0.0],
+            ]
+        )
+        x32 = x.astype(
+            np.float32
+        )  # the model's inputs are float32; both paths widen to float64
         for bits in (8, 4):
             got = tk.quantize(torch.from_numpy(x32).to(dev), scale, bits)
-            assert np.array_equal(_np(got), ops.quantize(x32, scale, bits)), (scale, bits)
+            assert np.array_equal(_np(got), ops.quantize(x32, scale, bits)), (
+                scale,
+                bits,
+            )
     checks = tk.Checks()
     t = _on(device)
     tk.requant(t([1, 2]), 1, 0, 8, checks)

@@ -6,7 +6,13 @@ import json
 
 import click
 
-from hwvit.cli.common import batch_option, compute_options, fail, first_line, json_option
+from hwvit.cli.common import (
+    batch_option,
+    compute_options,
+    fail,
+    first_line,
+    json_option,
+)
 
 
 @click.command()

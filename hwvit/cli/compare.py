@@ -7,9 +7,25 @@ import math
 
 import click
 
-from hwvit.cli.common import (batch_option, build_models, compute_options, calib_images_option, check_out_dir, eval_inputs, fail, first_line,
-                              force_option, input_options, json_option, model_options, out_option,
-                              qconfig_options, quiet_option, refuse, seed_option)
+from hwvit.cli.common import (
+    batch_option,
+    build_models,
+    calib_images_option,
+    check_out_dir,
+    compute_options,
+    eval_inputs,
+    fail,
+    first_line,
+    force_option,
+    input_options,
+    json_option,
+    model_options,
+    out_option,
+    qconfig_options,
+    quiet_option,
+    refuse,
+    seed_option,
+)
 
 
 def _fmt(v: float) -> str:

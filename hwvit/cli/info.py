@@ -25,8 +25,8 @@ def _compute_rows() -> list[tuple[str, str]]:
 
     cpu = gemm_backends.cpu_info()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (--device cuda unavailable)"
-    return [("cpu", f"{cpu['model']}, {cpu['cores']} cores, capability {cpu['capability']}, "
-                    f"flags {' '.join(cpu['flags']) or 'none'}"),
+    flags = " ".join(cpu["flags"]) or "none"
+    return [("cpu", f"{cpu['model']}, {cpu['cores']} cores, capability {cpu['capability']}, flags {flags}"),
             ("gemm", gemm_backends.describe().split(";")[0]),
             ("cuda", gpu)]
 

@@ -47,14 +47,18 @@ def _fused(fn):
 
 def _scalar(v, like: torch.Tensor) -> torch.Tensor:
     """A per-tensor parameter as a tensor on ``like``'s device (compiled kernels then serve every layer)."""
-    return v if torch.is_tensor(v) else torch.tensor(int(v), dtype=I64, device=like.device)
+    return (
+        v if torch.is_tensor(v) else torch.tensor(int(v), dtype=I64, device=like.device)
+    )
 
 
 def _round_shift(v: torch.Tensor, s) -> torch.Tensor:
     """(v + 2^(s-1)) >> s, or v where s = 0 (round half up); s a scalar or a broadcastable tensor."""
     if not torch.is_tensor(s):
         return (v + (1 << (s - 1))) >> s if s > 0 else v
-    half = torch.where(s > 0, torch.ones_like(s) << (s - 1).clamp(min=0), torch.zeros_like(s))
+    half = torch.where(
+        s > 0, torch.ones_like(s) << (s - 1).clamp(min=0), torch.zeros_like(s)
+    )
     return (v + half) >> s
 
 
@@ -81,8 +85,12 @@ def int8_matmul(a8: torch.Tensor, w8: torch.Tensor) -> torch.Tensor:
     return acc[:m, :n].to(I64)
 
 
-def gemm(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, a_signed: bool = True
-         ) -> torch.Tensor:
+def gemm(
+    a: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    a_signed: bool = True,
+) -> torch.Tensor:
     """``bias + a @ w^T`` as int64: a (..., M, K) signed or unsigned 8 bit, w (N, K) or (B, N, K)."""
     offset = 0 if a_signed else 128  # unsigned a: a*w = (a-128)*w + 128*w
     a8 = (a - offset).to(torch.int8) if offset else a.to(torch.int8)
@@ -115,7 +123,9 @@ class Checks:
         flags, self.flags = self.flags, []
         if not flags:
             return
-        for hit, (_, message) in zip(torch.stack([f for f, _ in flags]).cpu().tolist(), flags, strict=True):
+        for hit, (_, message) in zip(
+            torch.stack([f for f, _ in flags]).cpu().tolist(), flags, strict=True
+        ):
             if hit:
                 raise _error(message)
 
@@ -129,7 +139,11 @@ def _check(checks, bad: torch.Tensor, message: str) -> None:
 
 
 def _error(message: str) -> Exception:
-    return OverflowError(message) if message.startswith("layernorm") else ValueError(message)
+    return (
+        OverflowError(message)
+        if message.startswith("layernorm")
+        else ValueError(message)
+    )
 
 
 @_fused
@@ -138,7 +152,9 @@ def _requant(acc, mult, shift, lo: int, hi: int):
     return _round_shift(acc * mult, shift).clamp(lo, hi), bad
 
 
-def requant(acc: torch.Tensor, mult, shift, out_bits: int = 8, checks: Checks | None = None) -> torch.Tensor:
+def requant(
+    acc: torch.Tensor, mult, shift, out_bits: int = 8, checks: Checks | None = None
+) -> torch.Tensor:
     """``sat_out(rshift_round(acc * M, s))``, M and s scalars or per last-axis channel tensors."""
     lo, hi = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
     if acc.numel() == 0:
@@ -153,9 +169,13 @@ def _residual(a, b, mult_a, mult_b, shift, lo: int, hi: int):
     return _round_shift(a * mult_a + b * mult_b, shift).clamp(lo, hi)
 
 
-def residual_add(a: torch.Tensor, b: torch.Tensor, mult_a, mult_b, shift, out_bits: int = 8) -> torch.Tensor:
+def residual_add(
+    a: torch.Tensor, b: torch.Tensor, mult_a, mult_b, shift, out_bits: int = 8
+) -> torch.Tensor:
     lo, hi = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
-    return _residual(a, b, _scalar(mult_a, a), _scalar(mult_b, a), _scalar(shift, a), lo, hi)
+    return _residual(
+        a, b, _scalar(mult_a, a), _scalar(mult_b, a), _scalar(shift, a), lo, hi
+    )
 
 
 def gelu(x: torch.Tensor, table: torch.Tensor, in_bits: int = 8) -> torch.Tensor:
@@ -163,7 +183,9 @@ def gelu(x: torch.Tensor, table: torch.Tensor, in_bits: int = 8) -> torch.Tensor
 
 
 @_fused
-def _softmax(x, table, out_bits: int, exp: str, exp_mult, exp_frac: int, shift_frac: int):
+def _softmax(
+    x, table, out_bits: int, exp: str, exp_mult, exp_frac: int, shift_frac: int
+):
     recip_shift = exp_frac + 17
     q = (1 << out_bits) - 1
     d = x.max(dim=-1, keepdim=True).values - x
@@ -171,7 +193,9 @@ def _softmax(x, table, out_bits: int, exp: str, exp_mult, exp_frac: int, shift_f
         t = d * exp_mult
         qq = t >> shift_frac
         r = t & ((1 << shift_frac) - 1)
-        e = ((1 << exp_frac) - (r << (exp_frac - shift_frac - 1))) >> qq.clamp(max=exp_frac + 1)
+        e = ((1 << exp_frac) - (r << (exp_frac - shift_frac - 1))) >> qq.clamp(
+            max=exp_frac + 1
+        )
         e = torch.where(qq >= exp_frac + 1, torch.zeros_like(e), e)
     else:
         length = table.shape[0]
@@ -182,8 +206,15 @@ def _softmax(x, table, out_bits: int, exp: str, exp_mult, exp_frac: int, shift_f
     return torch.diff(cum, dim=-1, prepend=torch.zeros_like(cum[..., :1]))
 
 
-def softmax(x: torch.Tensor, table: torch.Tensor, out_bits: int = 8, exp: str = "table",
-            exp_mult: int | None = None, exp_frac: int = 23, shift_frac: int = 16) -> torch.Tensor:
+def softmax(
+    x: torch.Tensor,
+    table: torch.Tensor,
+    out_bits: int = 8,
+    exp: str = "table",
+    exp_mult: int | None = None,
+    exp_frac: int = 23,
+    shift_frac: int = 16,
+) -> torch.Tensor:
     """Rows along the last axis: E = T[max - x] (0 past the table), one rounded reciprocal per row,
     probabilities as differences of the rounded cumulative sums (each row sums to 2^out_bits - 1)."""
     if table is None:
@@ -202,35 +233,77 @@ def isqrt(n: torch.Tensor) -> torch.Tensor:
 
 
 @_fused
-def _layernorm(x, gamma, beta, eps_int, mult, shift, lo: int, hi: int, t_bits: int, k_bits: int, f_bits: int):
+def _layernorm(
+    x,
+    gamma,
+    beta,
+    eps_int,
+    mult,
+    shift,
+    lo: int,
+    hi: int,
+    t_bits: int,
+    k_bits: int,
+    f_bits: int,
+):
     c = x.shape[-1]
     sx = x.sum(dim=-1, keepdim=True)
     sxx = (x * x).sum(dim=-1, keepdim=True)
     ve = ((c * sxx - sx * sx) << (2 * t_bits)) + eps_int
     bad = ve.max() >= 1 << 62
     sig = isqrt(ve)
-    inv = torch.where(sig > 0, torch.div((1 << k_bits) + (sig >> 1), sig.clamp(min=1), rounding_mode="floor"),
-                      torch.zeros_like(sig))
+    inv = torch.where(
+        sig > 0,
+        torch.div((1 << k_bits) + (sig >> 1), sig.clamp(min=1), rounding_mode="floor"),
+        torch.zeros_like(sig),
+    )
     sh = k_bits - t_bits - f_bits
     y = ((c * x - sx) * inv + (1 << (sh - 1))) >> sh
     return _round_shift((y * gamma + beta) * mult, shift).clamp(lo, hi), bad
 
 
-def layernorm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps_int: int, mult: int, shift: int,
-              out_bits: int = 8, t_bits: int = 11, k_bits: int = 43, f_bits: int = 10,
-              checks: Checks | None = None) -> torch.Tensor:
+def layernorm(
+    x: torch.Tensor,
+    gamma: torch.Tensor,
+    beta: torch.Tensor,
+    eps_int: int,
+    mult: int,
+    shift: int,
+    out_bits: int = 8,
+    t_bits: int = 11,
+    k_bits: int = 43,
+    f_bits: int = 10,
+    checks: Checks | None = None,
+) -> torch.Tensor:
     """Along the last axis: exact sums, one isqrt and one rounded division per row, y*G + B, requant."""
     lo, hi = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
     if x.numel() == 0:
         return x.clone()
-    out, bad = _layernorm(x, gamma, beta, _scalar(eps_int, x), _scalar(mult, x), _scalar(shift, x), lo, hi,
-                          t_bits, k_bits, f_bits)
+    out, bad = _layernorm(
+        x,
+        gamma,
+        beta,
+        _scalar(eps_int, x),
+        _scalar(mult, x),
+        _scalar(shift, x),
+        lo,
+        hi,
+        t_bits,
+        k_bits,
+        f_bits,
+    )
     _check(checks, bad, "layernorm: (V << 22) + eps_int >= 2^62")
     return out
 
 
-def mean_pool(x: torch.Tensor, mult: int, shift: int, out_bits: int, dim: int = 1,
-              checks: Checks | None = None) -> torch.Tensor:
+def mean_pool(
+    x: torch.Tensor,
+    mult: int,
+    shift: int,
+    out_bits: int,
+    dim: int = 1,
+    checks: Checks | None = None,
+) -> torch.Tensor:
     return requant(x.sum(dim=dim), mult, shift, out_bits, checks)
 
 
@@ -240,5 +313,7 @@ def quantize(x: torch.Tensor, scale: float, bits: int = 8) -> torch.Tensor:
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     v = (x.double() / float(scale)).clamp(lo - 1, hi + 1)
     whole = torch.trunc(v)
-    q = whole + torch.where((v - whole).abs() >= 0.5, torch.sign(v), torch.zeros_like(v))
+    q = whole + torch.where(
+        (v - whole).abs() >= 0.5, torch.sign(v), torch.zeros_like(v)
+    )
     return q.clamp(lo, hi).to(I64)
