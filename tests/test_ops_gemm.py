@@ -1,8 +1,6 @@
-"""gemm / linear: torch._int_mm fast path vs plain-Python sums, unsigned offset path, bound checks."""
+"""gemm / linear: the chosen backend vs plain-Python sums (every backend: test_gemm_backends.py), unsigned offset path, bound checks."""
 
 from __future__ import annotations
-
-import importlib
 
 import numpy as np
 import pytest
@@ -10,8 +8,6 @@ import torch
 
 from hwvit import ops
 from hwvit.ops.reference import gemm_ref, requant_ref
-
-gemm_module = importlib.import_module("hwvit.ops.gemm")  # the module; hwvit.ops.gemm is the function
 
 
 def _operands(rng, m, k, n, a_signed, edge):
@@ -94,27 +90,6 @@ def test_k_equal_one():
         assert ops.gemm(a, w, bias).tolist() == gemm_ref(a.tolist(), w.tolist(), bias.tolist())
         au = rng.integers(0, 256, (m, 1))
         assert ops.gemm(au, w, a_signed=False).tolist() == gemm_ref(au.tolist(), w.tolist())
-
-
-def test_int_mm_probe_trusts_this_machine():
-    assert gemm_module._int_mm_trusted() is True
-
-
-def test_fallback_without_int_mm_is_identical(monkeypatch):
-    rng = np.random.default_rng(13)
-    a, w = _operands(rng, 9, 33, 7, True, edge=True)
-    fast = ops.gemm(a, w)
-
-    def broken(*_args, **_kwargs):
-        raise RuntimeError("no int8 kernel")
-
-    monkeypatch.setattr(torch, "_int_mm", broken)
-    assert np.array_equal(ops.gemm(a, w), fast)
-    assert np.array_equal(gemm_module._int8_matmul(a.astype(np.int8), w.astype(np.int8)), a @ w.T)
-    # A machine where the probe fails (inexact kernel) uses the exact path too.
-    monkeypatch.setattr(gemm_module, "_INT_MM_TRUSTED", None)
-    assert gemm_module._int_mm_trusted() is False
-    assert np.array_equal(ops.gemm(a, w), fast)
 
 
 def test_linear_is_requant_of_gemm():

@@ -390,3 +390,38 @@ def check_out_dir(out_dir: str | os.PathLike | None, force: bool, kind: str) -> 
     parent = next((p for p in out.absolute().parents if p.exists()), None)
     if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         fail(f"{out}: cannot create it ({parent} is not a writable directory)")
+
+
+_GEMM_CHOICES = ("auto", "int_mm", "float_blocked", "float_blocked_torch", "float64", "int64")  # gemm_backends
+
+
+def compute_options(func: F) -> F:
+    """--device cpu|cuda and --gemm BACKEND: where the integer forward runs and which CPU GEMM it uses.
+
+    --gemm is applied before the command runs (it overrides the per-machine probe, as HWVIT_GEMM
+    does); --device cuda without a GPU is a one-line error. The command receives ``device``."""
+
+    @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+                  help="Where the integer forward runs (cuda: torch integer kernels on the GPU).")
+    @click.option("--gemm", "gemm_name", type=click.Choice(_GEMM_CHOICES), default=None,
+                  help="CPU GEMM backend (default: $HWVIT_GEMM, else the fastest exact one, probed once per machine).")
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from hwvit.intvit.device import resolve_device
+        from hwvit.ops import gemm_backends
+
+        gemm_name = kwargs.pop("gemm_name")
+        try:
+            if gemm_name:
+                gemm_backends.set_backend(gemm_name)
+            resolve_device(kwargs["device"])
+        except ValueError as exc:
+            fail(first_line(exc))
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def batch_option(default: int | None, help: str) -> Callable[[F], F]:
+    return click.option("--batch", type=click.IntRange(1), default=default, show_default=default is not None,
+                        help=help)

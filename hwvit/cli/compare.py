@@ -7,9 +7,10 @@ import math
 
 import click
 
-from hwvit.cli.common import (build_models, calib_images_option, check_out_dir, data_options, describe_data, fail,
-                              first_line, force_option, json_option, model_options, out_option, progress,
-                              qconfig_options, quiet_option, refuse, refuse_seed_for_digits, seed_option)
+from hwvit.cli.common import (batch_option, build_models, calib_images_option, check_out_dir, compute_options,
+                              data_options, describe_data, fail, first_line, force_option, json_option,
+                              model_options, out_option, progress, qconfig_options, quiet_option, refuse,
+                              refuse_seed_for_digits, seed_option)
 
 
 def _fmt(v: float) -> str:
@@ -27,7 +28,9 @@ def _fmt(v: float) -> str:
 @out_option("Also write report.md, report.html, report.json and plots to this directory.")
 @force_option
 @quiet_option("Only the summary line.")
-def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, **kw):
+@batch_option(None, "Images per forward (default: as many as keep one batch's traces within 1 GB, at most 64).")
+@compute_options
+def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, batch, device, **kw):
     """Compare the float model with its integer model: top-1, agreement, SQNR per layer.
 
     \b
@@ -38,6 +41,7 @@ def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, **kw):
       hwvit compare --checkpoint vit.safetensors --family hf --config vit.yaml --limit 4 --calib-images 16
       hwvit compare --checkpoint vit/ --images photos/
       hwvit compare --checkpoint vit.safetensors --heads 4 --images photos/ --resize 40 --crop 32 --mean 0.5 --std 0.5
+      hwvit compare --model digits --limit 64 --calib-images 64 --batch 16 --gemm float64
     """
     from hwvit import pipeline
     from hwvit.report.compare import compare as run_compare
@@ -51,9 +55,12 @@ def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, **kw):
     source, data, int_model = build_models(kw, qconfig, calib_images, seed)
     describe_data(data, quiet or as_json)
     try:
+        batch = batch or pipeline.batch_size_for(source.model.cfg)
+        if isinstance(data.inputs, pipeline.Stream):
+            data.inputs.batch_size = batch
         with progress(data, quiet or as_json):
             result = run_compare(source.model, int_model, data.inputs, data.labels, name=source.name,
-                                 batch_size=pipeline.batch_size_for(source.model.cfg))
+                                 batch_size=batch, device=device)
     except ValueError as exc:
         fail(first_line(exc))
     random = pipeline.random_note(source, data)

@@ -17,9 +17,24 @@ def _pkg(name: str) -> str:
         return "not installed"
 
 
+def _compute_rows() -> list[tuple[str, str]]:
+    """CPU (model, capability, flags), the GEMM backend in use (probed once per machine) and CUDA."""
+    import torch
+
+    from hwvit.ops import gemm_backends
+
+    cpu = gemm_backends.cpu_info()
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (--device cuda unavailable)"
+    flags = " ".join(cpu["flags"]) or "none"
+    return [("cpu", f"{cpu['model']}, {cpu['cores']} cores, capability {cpu['capability']}, flags {flags}"),
+            ("gemm", gemm_backends.describe().split(";")[0]),
+            ("cuda", gpu)]
+
+
 @click.command()
 def info() -> None:
-    """Print the versions of python, torch, cocotb, iverilog, verilator, yosys and the presets.
+    """Print the versions of python, torch, cocotb, iverilog, verilator, yosys, the presets, the CPU,
+    the GEMM backend chosen for it and the GPU.
 
     \b
     Example:
@@ -37,6 +52,7 @@ def info() -> None:
         ("verilator", toolchain.version("verilator")),
         ("yosys", toolchain.version("yosys")),
         ("presets", ", ".join(list_presets())),
+        *_compute_rows(),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

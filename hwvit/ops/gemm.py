@@ -1,11 +1,9 @@
 """int8 GEMM with exact int32 accumulation (``rtl/gemm.v``) and the requantized linear layer.
 
-``acc[m, n] = bias[n] + sum_k a[m, k] * w[n, k]``. The fast path is ``torch._int_mm`` (int8 x int8
--> int32; torch 2.13 CPU takes any shape and is exact at the -128/127 extremes with K up to
-65 536, ~25x faster than int64 matmul), with two guards: K = 1 always falls back (torch 2.13 CPU
-returns garbage for it), and a one-time probe of awkward shapes and extreme values against int64
-matmul disables it on machines where the oneDNN kernel is inexact (an AVX2 saturating-multiply
-path has been reported). Unsigned ``a`` (softmax probabilities in P.V) is offset into int8:
+``acc[m, n] = bias[n] + sum_k a[m, k] * w[n, k]``. The int8 x int8 product runs on the
+backend ``hwvit.ops.gemm_backends`` picks for this machine by measurement (``torch._int_mm``
+where the CPU has int8 dot products, exact float32 BLAS over K-blocks of <= 1024 on AVX2-only
+CPUs, int64 as the exact fallback); every backend is exact. Unsigned ``a`` (softmax probabilities in P.V) is offset into int8:
 ``a*w = (a-128)*w + 128*w``.
 """
 
@@ -16,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import ACC
-from hwvit.ops import _jit
+from hwvit.ops import _jit, gemm_backends
 from hwvit.ops.checks import as_int_array
 from hwvit.ops.requant import requant
 
@@ -24,54 +22,13 @@ A_MAX_ABS = 255  # worst-case |a| (unsigned a); the bound below uses it for both
 W_MAX_ABS = 128
 
 
-_INT_MM_TRUSTED: bool | None = None  # result of the one-time probe (None: not run yet)
-
-
-def _int_mm_trusted() -> bool:
-    """Whether ``torch._int_mm`` equals exact int64 matmul here (probed once per process)."""
-    global _INT_MM_TRUSTED
-    if _INT_MM_TRUSTED is None:
-        _INT_MM_TRUSTED = _probe_int_mm()
-    return _INT_MM_TRUSTED
-
-
-def _probe_int_mm() -> bool:
-    import torch
-
-    gen = torch.Generator().manual_seed(0)
-    try:
-        for m, k, n in [(1, 2, 1), (3, 2, 5), (17, 8, 8), (33, 65, 31), (5, 257, 3), (64, 768, 16)]:
-            rand_a = torch.randint(-128, 128, (m, k), generator=gen, dtype=torch.int8)
-            rand_w = torch.randint(-128, 128, (n, k), generator=gen, dtype=torch.int8)
-            for a, w in [
-                (rand_a, rand_w),
-                (torch.full((m, k), 127, dtype=torch.int8), torch.full((n, k), -128, dtype=torch.int8)),
-                (torch.full((m, k), -128, dtype=torch.int8), torch.full((n, k), -128, dtype=torch.int8)),
-            ]:
-                if not torch.equal(torch._int_mm(a, w.t()).long(), a.long() @ w.long().t()):
-                    return False
-    except (RuntimeError, AttributeError, NotImplementedError):
-        return False
-    return True
-
-
 def _int8_matmul(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     """bias + (M, K) int8 @ (N, K)^T int8 -> (M, N) int64, exact (|sum| < 2^31 is checked by callers)."""
-    import torch
-
     if bias is None:
         bias = np.zeros(w8.shape[0], dtype=np.int64)
     if a8.shape[0] == 0 or w8.shape[0] == 0:
         return np.zeros((a8.shape[0], w8.shape[0]), dtype=np.int64)
-    at = torch.from_numpy(np.ascontiguousarray(a8))
-    wt = torch.from_numpy(np.ascontiguousarray(w8))
-    if a8.shape[1] >= 2 and _int_mm_trusted():
-        try:
-            return _jit.widen_bias(torch._int_mm(at, wt.t()).numpy(), bias)
-        except (RuntimeError, AttributeError, NotImplementedError):
-            pass
-    # Exact int64 matmul: ~25x slower, used for K = 1 and where _int_mm is absent or inexact.
-    return (at.long() @ wt.long().t()).numpy() + bias
+    return gemm_backends.matmul(a8, w8) + bias
 
 
 def int8_operand(x: Any, name: str, lo: int, hi: int, offset: int = 0) -> np.ndarray:
@@ -135,9 +92,11 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
     if not batched:
         acc = _int8_matmul(a8.reshape(-1, k), w8, bias_for(w8))
         return acc.reshape(*a8.shape[:-1], n_out)
-    acc = np.empty((*a8.shape[:-1], n_out), dtype=np.int64)
-    for i in range(w8.shape[0]):
-        acc[i] = _int8_matmul(a8[i], w8[i], bias_for(w8[i]))
+    if a8.shape[1] == 0 or n_out == 0 or a8.shape[0] == 0:
+        return np.zeros((*a8.shape[:-1], n_out), dtype=np.int64)
+    acc = gemm_backends.matmul(a8, w8)  # one call for every entry (attention: all heads and images)
+    if offset:
+        acc += offset * w8.sum(axis=2, dtype=np.int64)[:, None, :]
     return acc
 
 

@@ -43,8 +43,12 @@ def int_linear(weight, bias, s_in: float, s_out: float, out_bits: int) -> IntLin
         else np.zeros(w_q.shape[0], dtype=np.int64)
     )
     mult, shift = multipliers(s_in * np.asarray(s_w) / s_out)
+    # int8 storage: the GEMM takes it as is (no range check or narrowing per call); read-only, so
+    # a float GEMM backend may convert it once and keep the copy (hwvit.ops.gemm_backends)
+    w8 = np.array(w_q, np.int8)
+    w8.flags.writeable = False
     return IntLinear(
-        w=np.asarray(w_q, np.int8),
+        w=w8,
         bias=np.asarray(b_q, np.int64),
         mult=mult,
         shift=shift,

@@ -81,17 +81,27 @@ class CompareResult:
 
 
 def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, labels=None, name: str = "",
-            batch_size: int = 64) -> CompareResult:
+            batch_size: int | None = None, device: str = "cpu") -> CompareResult:
     """Float forward on ``inputs`` vs integer forward on the same inputs, point by point.
 
-    ``inputs``: one tensor, or an iterable of batches (hwvit.pipeline.Stream) so large image sets
-    stream through in bounded memory.
+    ``inputs``: one tensor (cut into ``batch_size`` images at a time, default
+    ``hwvit.pipeline.batch_size_for``: memory-bounded), or an iterable of batches
+    (hwvit.pipeline.Stream) so large image sets stream through in bounded memory. ``device`` runs the
+    integer forward there (``hwvit.intvit.device``, bit-identical to the CPU path).
     """
     if isinstance(inputs, torch.Tensor):
         if len(inputs) == 0:
             raise ValueError("no inputs to compare on")
-        whole = inputs
-        inputs = (whole[start:start + batch_size] for start in range(0, len(whole), batch_size))
+        from hwvit.pipeline import batch_size_for
+
+        whole, step = inputs, batch_size or batch_size_for(model.cfg)
+        inputs = (whole[start:start + step] for start in range(0, len(whole), step))
+    if str(device) == "cpu":
+        run_int = int_model.forward
+    else:
+        from hwvit.intvit.device import DeviceForward
+
+        run_int = DeviceForward(int_model, device)
     accs: dict[str, _Acc] = {}
     order: list[str] = []
     logits_f, logits_i = [], []
@@ -104,7 +114,7 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
         with torch.no_grad():
             lf = model(x, record=record)
         tr = Trace(values=True)
-        li = int_model.forward(x.numpy(), trace=tr)
+        li = run_int(x.numpy(), trace=tr)
         logits_f.append(lf.double().numpy())
         logits_i.append(int_model.dequantize_logits(li))
         for path, (q, scale) in tr.values.items():

@@ -1,0 +1,97 @@
+"""The integer forward on a torch device equals the numpy/numba forward on every traced value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_intvit import SMALL, inputs_for, small_model
+
+from hwvit.intvit import QuantConfig, Trace, quantize_model
+from hwvit.intvit.device import DeviceForward, resolve_device
+
+DEVICES = [
+    pytest.param("cpu", id="cpu"),
+    pytest.param("cuda", id="cuda", marks=pytest.mark.gpu),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("preset", sorted(SMALL))
+def test_device_forward_equals_cpu_forward_on_every_value(preset, device):
+    model = small_model(preset)
+    qc = QuantConfig(exp="shift") if preset == "vit-tiny" else QuantConfig()
+    int_model = quantize_model(model, inputs_for(model, 16, 1), qc)
+    x = inputs_for(model, 3, 2).numpy()
+    cpu, dev = Trace(values=True), Trace(values=True)
+    want = int_model.forward(x, trace=cpu)
+    got = DeviceForward(int_model, device)(x, trace=dev)
+    assert np.array_equal(got, want)
+    assert list(dev.values) == list(cpu.values)  # same points, same order
+    for path, (q, scale) in cpu.values.items():
+        q2, scale2 = dev.values[path]
+        assert q2.shape == q.shape and np.array_equal(q2, q), path
+        assert scale2 == scale, path
+
+
+def test_cuda_without_a_gpu_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="^device cuda: no CUDA GPU is available here"):
+        resolve_device("cuda")
+    assert resolve_device("cpu").type == "cpu"
+
+
+def test_device_forward_refuses_what_the_cpu_forward_refuses():
+    model = small_model("vit-tiny")
+    int_model = quantize_model(model, inputs_for(model, 8, 1))
+    x = inputs_for(model, 2, 2).numpy()
+    x[1, 0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        int_model.forward(x)
+    with pytest.raises(ValueError, match="NaN"):
+        DeviceForward(int_model, "cpu")(x)
+    with pytest.raises(ValueError, match="takes input"):
+        DeviceForward(int_model, "cpu")(x[:, :1])
+
+
+def test_compare_batches_and_device_give_the_same_report():
+    from hwvit.pipeline import batch_size_for
+    from hwvit.report.compare import compare
+
+    model = small_model("vit-b16")
+    int_model = quantize_model(model, inputs_for(model, 8, 1))
+    x = inputs_for(model, 5, 2)
+    one = compare(model, int_model, x, batch_size=5)
+    for kw in ({"batch_size": 2}, {"batch_size": 3, "device": "cpu"}):
+        other = compare(model, int_model, x, **kw)
+        assert np.array_equal(other.logits_int, one.logits_int)
+        assert [r["path"] for r in other.layers] == [r["path"] for r in one.layers]
+        for a, b in zip(
+            other.layers, one.layers, strict=True
+        ):  # the float model rounds differently per batch size
+            assert {
+                k: v for k, v in a.items() if k not in ("path", "shape")
+            } == pytest.approx(
+                {k: v for k, v in b.items() if k not in ("path", "shape")}, rel=1e-4
+            ), a["path"]
+    from hwvit.float.config import load_preset
+
+    assert batch_size_for(load_preset("vit-b16")) == 1  # ~0.9 GB of traces per 224x224 image
+    assert batch_size_for(model.cfg) == 64
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["compare", "--model", "digits", "--limit", "2"], ["bench", "--model", "digits"]],
+)
+def test_cli_device_cuda_without_gpu_is_one_line(command, monkeypatch):
+    from click.testing import CliRunner
+
+    from hwvit.cli import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    res = CliRunner().invoke(main, [*command, "--device", "cuda"])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        "Error: device cuda: no CUDA GPU is available here (torch.cuda.is_available() is False)"
+    ]

@@ -1,0 +1,206 @@
+"""Every GEMM backend equals plain-Python sums; the float32 K-block bound at its extremes; the probe."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from hwvit import ops
+from hwvit.ops import gemm_backends as gb
+from hwvit.ops.reference import gemm_ref
+
+EXACT = list(gb.BACKENDS)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A fresh probe cache and no choice made yet in this process."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(gb.ENV, raising=False)
+    monkeypatch.setattr(gb, "_probe_result", None)
+    monkeypatch.setattr(gb, "_chosen", None)
+    return tmp_path
+
+
+def _i8(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.int8)
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_backend_matches_reference_on_random_shapes(name):
+    rng = np.random.default_rng(20)
+    for m, k, n in [
+        (1, 1, 1),
+        (3, 1, 5),
+        (7, 2, 3),
+        (17, 64, 9),
+        (5, 1024, 4),
+        (4, 1025, 6),
+        (2, 2100, 3),
+    ]:
+        a, w = rng.integers(-128, 128, (m, k)), rng.integers(-128, 128, (n, k))
+        got = gb.matmul(_i8(a), _i8(w), name)
+        assert got.dtype == np.int64
+        assert got.tolist() == gemm_ref(a.tolist(), w.tolist()), (name, m, k, n)
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_backend_batched_entries(name):
+    rng = np.random.default_rng(21)
+    a, w = rng.integers(-128, 128, (3, 6, 1030)), rng.integers(-128, 128, (3, 4, 1030))
+    got = gb.matmul(_i8(a), _i8(w), name)
+    for i in range(3):
+        assert got[i].tolist() == gemm_ref(a[i].tolist(), w[i].tolist())
+
+
+@pytest.mark.parametrize("name", EXACT)
+@pytest.mark.parametrize("k", [gb.F32_BLOCK, gb.F32_BLOCK + 1, 3 * gb.F32_BLOCK])
+def test_backend_extremes(name, k):
+    """All -128 times all -128 is the largest product sum: 2^24 exactly at K = 1024."""
+    neg, pos = np.full((2, k), -128, np.int8), np.full((3, k), 127, np.int8)
+    assert np.array_equal(gb.matmul(neg, neg, name), np.full((2, 2), k << 14))
+    assert np.array_equal(gb.matmul(pos, neg, name), np.full((3, 2), -127 * 128 * k))
+    assert np.array_equal(gb.matmul(pos, pos, name), np.full((3, 3), 127 * 127 * k))
+    mixed = np.where(np.arange(k) % 2 == 0, -128, 127).astype(np.int8)[
+        None, :
+    ]  # mixed signs
+    assert gb.matmul(mixed, mixed, name).tolist() == gemm_ref(
+        mixed.tolist(), mixed.tolist()
+    )
+
+
+def test_float32_block_is_the_limit():
+    """2^24 + 1 (1024 products of 2^14 and one of 1) is no float32: one unsplit BLAS call loses it,
+    the K-blocked backend (1024 + 1) gets it."""
+    k = gb.F32_BLOCK + 1
+    a = np.full((1, k), -128, np.int8)
+    a[0, -1] = 1
+    want = (1 << 24) + 1
+    unsplit = int((a.astype(np.float32) @ a.astype(np.float32).T)[0, 0])
+    assert unsplit != want  # the hazard is real: this test would catch a missing split
+    for name in EXACT:
+        assert int(gb.matmul(a, a, name)[0, 0]) == want, name
+    # at the limit itself every partial sum is <= 2^24: exact in one block
+    b = np.full((1, gb.F32_BLOCK), -128, np.int8)
+    assert int((b.astype(np.float32) @ b.astype(np.float32).T)[0, 0]) == 1 << 24
+    assert gb.F32_BLOCK * 128 * 128 == 1 << 24 and gb.F64_BLOCK * 128 * 128 == 1 << 53
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_ops_gemm_through_each_backend(name, monkeypatch):
+    """Signed and unsigned a (offset by -128), bias, 2-D and batched, with HWVIT_GEMM naming the backend."""
+    monkeypatch.setenv(gb.ENV, name)
+    rng = np.random.default_rng(22)
+    for a_signed in (True, False):
+        lo, hi = (-128, 127) if a_signed else (0, 255)
+        a = rng.integers(lo, hi + 1, (5, 1100))
+        a[0] = hi
+        a[1] = lo
+        w = rng.integers(-128, 128, (4, 1100))
+        w[0] = -128
+        bias = rng.integers(-(2**20), 2**20, 4)
+        got = ops.gemm(a, w, bias, a_signed=a_signed)
+        assert got.tolist() == gemm_ref(a.tolist(), w.tolist(), bias.tolist())
+        ab, wb = (
+            rng.integers(lo, hi + 1, (2, 3, 70)),
+            rng.integers(-128, 128, (2, 4, 70)),
+        )
+        got = ops.gemm(ab, wb, a_signed=a_signed)
+        for i in range(2):
+            assert got[i].tolist() == gemm_ref(ab[i].tolist(), wb[i].tolist())
+
+
+def test_read_only_weights_are_converted_once_and_writable_ones_each_call():
+    rng = np.random.default_rng(23)
+    a = _i8(rng.integers(-128, 128, (4, 40)))
+    w = _i8(rng.integers(-128, 128, (3, 40)))
+    first = gb.matmul(a, w, "float_blocked")
+    w[0] = (
+        5  # a writable weight may change between calls: never served from a stale copy
+    )
+    assert gb.matmul(a, w, "float_blocked").tolist() == gemm_ref(a.tolist(), w.tolist())
+    assert not np.array_equal(first, gb.matmul(a, w, "float_blocked"))
+    w.flags.writeable = False
+    gb.matmul(a, w, "float_blocked")
+    assert any(ref() is w for ref, _ in gb._float_cache.values())
+    view = np.ones((3, 40), np.int8)
+    ro = view[:]
+    ro.flags.writeable = False  # read-only view of writable memory: not frozen
+    assert not gb._frozen(ro)
+
+
+def test_probe_picks_an_exact_backend_and_caches_it(cache_dir, monkeypatch):
+    res = gb.probe()
+    assert res["backend"] in gb.BACKENDS and res["exact"][res["backend"]]
+    assert set(res["times_ms"]) <= set(gb.BACKENDS) - {"int64"}
+    stored = json.loads((cache_dir / "hwvit" / "gemm-probe.json").read_text())
+    assert list(stored.values()) == [res]
+    # A new process reads the cache instead of probing again.
+    monkeypatch.setattr(gb, "_probe_result", None)
+    monkeypatch.setattr(gb, "run_probe", lambda: pytest.fail("probed again"))
+    assert gb.probe() == res
+    assert gb.backend() == res["backend"]
+
+
+def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
+    def off_by_one(a8, w8):
+        return gb._int64(a8, w8) + 1
+
+    monkeypatch.setitem(gb._IMPL, "float_blocked", off_by_one)
+    monkeypatch.setitem(gb._IMPL, "float64", off_by_one)
+    monkeypatch.setitem(gb._IMPL, "float_blocked_torch", off_by_one)
+
+    def broken(*_args):
+        raise RuntimeError("no int8 kernel")
+
+    monkeypatch.setattr(torch, "_int_mm", broken)
+    res = gb.probe(refresh=True)
+    assert res["exact"] == {
+        "int_mm": False,
+        "float_blocked": False,
+        "float_blocked_torch": False,
+        "float64": False,
+        "int64": True,
+    }
+    assert res["backend"] == "int64"
+
+
+def test_override_by_env_and_set_backend(cache_dir, monkeypatch):
+    gb.set_backend("int64")
+    assert gb.backend() == "int64"
+    monkeypatch.setenv(gb.ENV, "float64")
+    assert gb.backend() == "float64"
+    assert gb.describe().startswith("float64 (HWVIT_GEMM=float64); CPU ")
+    monkeypatch.setenv(gb.ENV, "fastest")
+    with pytest.raises(ValueError, match="unknown GEMM backend 'fastest'"):
+        gb.backend()
+    with pytest.raises(ValueError, match="unknown GEMM backend"):
+        gb.set_backend("blas")
+
+
+def test_torch_float_backend_refuses_reduced_precision():
+    a = np.ones((2, 8), np.int8)
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        with pytest.raises(RuntimeError, match="highest"):
+            gb.matmul(a, a, "float_blocked_torch")
+    finally:
+        torch.set_float32_matmul_precision(old)
+    assert gb.matmul(a, a, "float_blocked_torch").tolist() == [[8, 8], [8, 8]]
+
+
+def test_cpu_info_names_model_and_capability():
+    info = gb.cpu_info()
+    assert (
+        info["model"] and info["capability"] == torch.backends.cpu.get_cpu_capability()
+    )
+
+
+def test_cli_choices_name_every_backend():
+    from hwvit.cli.common import _GEMM_CHOICES
+
+    assert _GEMM_CHOICES == ("auto", *gb.BACKENDS)
