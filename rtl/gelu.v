@@ -41,6 +41,20 @@ module gelu #(
   output wire [OUT_BITS-1:0] out_data_o   // signed GELU(x)
 );
 
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (IN_BITS < 2) begin
+      $display("ERROR: gelu: IN_BITS = %0d must be >= 2", IN_BITS);
+      $finish;
+    end
+    if (OUT_BITS < 2) begin
+      $display("ERROR: gelu: OUT_BITS = %0d must be >= 2", OUT_BITS);
+      $finish;
+    end
+  end
+
   localparam integer DEPTH = 1 << IN_BITS;
 
   // ---------------------------------------------------------------- table

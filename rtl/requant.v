@@ -37,6 +37,20 @@ module requant #(
   output wire [OUT_BITS-1:0] out_data_o   // signed, saturated
 );
 
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (OUT_BITS < 2 || OUT_BITS > 16) begin
+      $display("ERROR: requant: OUT_BITS = %0d must be in 2..16", OUT_BITS);
+      $finish;
+    end
+    if (ACC_BITS < OUT_BITS) begin
+      $display("ERROR: requant: ACC_BITS = %0d must be >= OUT_BITS = %0d", ACC_BITS, OUT_BITS);
+      $finish;
+    end
+  end
+
   // acc * M: signed ACC_BITS x unsigned 31 bits fits ACC_BITS + 31 signed bits.
   localparam integer PROD_BITS = ACC_BITS + 31;
   // acc * M + 2^(s-1): the rounding term reaches 2^62 (s = 63), so at least 64 bits; for

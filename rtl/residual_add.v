@@ -39,6 +39,20 @@ module residual_add #(
   output wire [OUT_BITS-1:0] out_data_o     // signed, saturated
 );
 
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (IN_BITS < 2) begin
+      $display("ERROR: residual_add: IN_BITS = %0d must be >= 2", IN_BITS);
+      $finish;
+    end
+    if (OUT_BITS < 2 || OUT_BITS > 16) begin
+      $display("ERROR: residual_add: OUT_BITS = %0d must be in 2..16", OUT_BITS);
+      $finish;
+    end
+  end
+
   // a * Ma: signed IN_BITS x unsigned 31 bits fits IN_BITS + 31 signed bits (39 for 8-bit inputs).
   localparam integer PROD_BITS = IN_BITS + 31;
   // a * Ma + b * Mb + 2^(s-1): the sum of products needs one more bit (|sum| <= 2^39 for 8-bit

@@ -254,12 +254,6 @@ def _overrides(arr: tuple[int, int]) -> dict:
     return {"ROWS": arr[0], "COLS": arr[1]}
 
 
-def _run_set(set_dir, simulator, **kwargs):
-    from conftest import run_set
-
-    return run_set(set_dir, simulator, **kwargs)
-
-
 @pytest.fixture(scope="module")
 def gemm_sets(tmp_path_factory) -> dict:
     from hwvit import vectors
@@ -273,22 +267,22 @@ def gemm_sets(tmp_path_factory) -> dict:
 
 
 @pytest.mark.parametrize("arr", ARRAYS, ids=_ids)
-def test_gemm_random_sets(gemm_sets, simulator, arr):
+def test_gemm_random_sets(gemm_sets, simulator, arr, run_set):
     """Both sets, random out_ready stalls (30%), acc and y bit-exact."""
     for (k, _signed), set_dir in gemm_sets.items():
-        result = _run_set(set_dir, simulator, hdl_overrides=_overrides(arr), seed=7 + k)
+        result = run_set(set_dir, simulator, hdl_overrides=_overrides(arr), seed=7 + k)
         assert result.elements == 2 * M * N
         assert result.extra["beats"] == tiles(M, N, *arr) * k
         assert result.extra["out_beats"] == result.extra["expected_out_beats"], result.extra
 
 
-def test_gemm_reset_midrun(gemm_sets, simulator):
-    result = _run_set(gemm_sets[SETS[1]], simulator, hdl_overrides=_overrides(ARRAYS[1]),
+def test_gemm_reset_midrun(gemm_sets, simulator, run_set):
+    result = run_set(gemm_sets[SETS[1]], simulator, hdl_overrides=_overrides(ARRAYS[1]),
                       testcase="reset_midrun")
     assert result.extra["reset_after_out_rows"] > 0
 
 
-def test_gemm_small_shapes(tmp_path, simulator):
+def test_gemm_small_shapes(tmp_path, simulator, run_set):
     """Shapes smaller than the array and K = 1 (every beat is a tile's last): one row, one
     column, one element, N < COLS, M < ROWS; unsigned and signed a."""
     from hwvit import vectors
@@ -297,7 +291,7 @@ def test_gemm_small_shapes(tmp_path, simulator):
     for i, (m, k, n, signed) in enumerate(shapes):
         record = vectors.random_record("gemm", cases=m, seed=40 + i, k=k, n=n, a_signed=signed)
         set_dir = vectors.write_set(record, tmp_path / f"s{i}")
-        result = _run_set(set_dir, simulator, hdl_overrides=_overrides(ARRAYS[0]), seed=i)
+        result = run_set(set_dir, simulator, hdl_overrides=_overrides(ARRAYS[0]), seed=i)
         assert result.elements == 2 * m * n and result.extra["beats"] == tiles(m, n, *ARRAYS[0]) * k
 
 
@@ -314,7 +308,7 @@ def no_stall_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:
 
 
 @pytest.mark.parametrize("k", [11, 12, 64])
-def test_gemm_back_to_back(gemm_sets, tmp_path, k):
+def test_gemm_back_to_back(gemm_sets, tmp_path, k, run_set):
     """No stalls: cycles follow the timing model exactly (no_stall_cycles).
 
     On 4 x 4, K = 12 = 2*4 + 4 is the shortest K that keeps the array busy every cycle; at
@@ -327,7 +321,7 @@ def test_gemm_back_to_back(gemm_sets, tmp_path, k):
         set_dir = gemm_sets[SETS[1]]
     else:
         set_dir = vectors.write_set(vectors.random_record("gemm", cases=M, seed=k, k=k, n=N), tmp_path / "s")
-    result = _run_set(set_dir, "verilator", hdl_overrides=_overrides(arr), extra_env={"HWVIT_STALL": "0"})
+    result = run_set(set_dir, "verilator", hdl_overrides=_overrides(arr), extra_env={"HWVIT_STALL": "0"})
     assert result.extra["beats"] == tiles(M, N, *arr) * k
     assert result.cycles == no_stall_cycles(M, k, N, *arr), (result.cycles, no_stall_cycles(M, k, N, *arr))
 
@@ -359,29 +353,11 @@ LINT_PARAMS = [{}, {"ROWS": 3, "COLS": 5}, {"ROWS": 1, "COLS": 1, "MAX_M": 1, "M
 @pytest.mark.parametrize("params", LINT_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "default")
 def test_gemm_lint(params):
     """verilator --lint-only -Wall, nothing switched off, for several parameter sets."""
-    from hwvit import toolchain
+    from hwvit import synth
 
-    verilator = toolchain.require("verilator")
-    repo = toolchain.repo()
-    args = [f"-G{k}={v}" for k, v in params.items()]
-    out = subprocess.run([verilator, "--lint-only", "-Wall", f"-I{repo.rtl}", *args, str(repo.rtl / "gemm.v")],
-                         capture_output=True, text=True, env=toolchain.sim_env(), timeout=120)
-    assert out.returncode == 0 and "%Warning" not in out.stderr, out.stderr
+    assert synth.lint(RTL, params) == []
+    assert synth.iverilog(RTL, "gemm", params) == []
 
-
-def test_gemm_synth():
-    """yosys synthesizes a small engine without warnings."""
-    from hwvit import toolchain
-
-    yosys = toolchain.require("yosys")
-    repo = toolchain.repo()
-    files = " ".join(str(repo.root / f) for f in RTL)
-    script = (f"read_verilog -I{repo.rtl} {files}; chparam -set ROWS 2 -set COLS 2 -set MAX_M 16 "
-              f"-set MAX_K 16 -set MAX_N 16 gemm; synth -top gemm; stat")
-    out = subprocess.run([yosys, "-p", script], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr
-    assert "Warning" not in out.stdout, [ln for ln in out.stdout.splitlines() if "Warning" in ln]
-    assert "gemm_pe" in out.stdout
 
 
 @pytest.mark.slow
