@@ -23,7 +23,6 @@ import pytest
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 
-import streamtb
 import tbutil
 from layernorm_sets import PARAM_SETS, make_sets
 

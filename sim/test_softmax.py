@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-import streamtb
 
 TOPLEVEL = "softmax"
 SOURCES = ["rtl/softmax.v", "rtl/divu.v"]
