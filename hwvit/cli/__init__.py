@@ -18,6 +18,7 @@ COMMANDS = [
     ("bench", "bench"),
     ("sim", "sim"),
     ("synth", "synth"),
+    ("mutate", "mutate"),
     ("vectors", "vectors"),
     ("vectors", "check"),
     ("bench_vectors", "bench_vectors"),
