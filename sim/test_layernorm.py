@@ -269,3 +269,32 @@ def test_synth():
     assert res.coarse.get("$mem_v2") == 3, res.coarse
     for mem in ("x_mem", "g_mem", "b_mem"):
         assert f"Checking read port `\\{mem}'[0] in module `\\layernorm': merging output FF to cell." in res.log
+
+
+def test_inv_rounding_rows_flip():
+    """hwvit.ops agrees with the plain-integer formula on the directed rows, and each row's
+    outputs change with inv one lower (sig/2 dropped) or one higher."""
+    from layernorm_sets import inv_rounding_record
+
+    import reciprocal_rows as rr
+
+    record = inv_rounding_record(64, 8, 8, seed=7)
+    t, p = record.tensors, record.params
+    args = (t["gamma"].data, t["beta"].data, p["eps_int"], p["multiplier"], p["shift"], 8)
+    base = rr.layernorm_out(t["x"].data, *args)
+    assert np.array_equal(base, t["y"].data)
+    assert (base != rr.layernorm_out(t["x"].data, *args, drop_half=True)).any(axis=-1)[:4].all()
+    assert (base != rr.layernorm_out(t["x"].data, *args, inv_delta=1)).any(axis=-1)[4:].all()
+
+
+@pytest.mark.parametrize("c", [64, 4096])
+def test_inv_rounding_rows(simulator, tmp_path, c, run_set):
+    """Directed rows near inv's rounding boundaries, at C = 64 and at the block's maximum 4096
+    with the largest variance (half the rows all -128/127)."""
+    from layernorm_sets import inv_rounding_record
+
+    from hwvit import vectors
+
+    record = inv_rounding_record(c, 8, 8, seed=7)
+    set_dir = vectors.write_set(record, tmp_path / "set")
+    assert run_set(set_dir, simulator).elements == 8 * c

@@ -463,3 +463,33 @@ def test_synth():
     assert res.coarse.get("$mem_v2") == 2, res.coarse
     for mem in ("row_mem", "tbl_mem"):
         assert f"Checking read port `\\{mem}'[0] in module `\\softmax': merging output FF to cell." in res.log
+
+
+def test_reciprocal_rows_flip():
+    """The directed rows do what they are for: hwvit.ops agrees with the plain-integer formula,
+    and every row's probabilities change with R one lower (S/2 dropped) or one higher."""
+    from hwvit import ops
+    from hwvit.quant import exp_table
+
+    import reciprocal_rows as rr
+
+    table = exp_table(16.0 / 256, 256)
+    x = rr.softmax_flip_rows(table, 8, 64, 16, seed=3)
+    base = rr.softmax_p(x, table, 8)
+    assert np.array_equal(base, ops.softmax(x, table, out_bits=8, in_bits=8))
+    lower = (base != rr.softmax_p(x, table, 8, drop_half=True)).any(axis=-1)
+    higher = (base != rr.softmax_p(x, table, 8, r_delta=1)).any(axis=-1)
+    assert lower[:8].all() and higher[8:].all()
+
+
+def test_reciprocal_rounding_rows(simulator, tmp_path, run_set):
+    """16 rows of 64 near rounding boundaries of R: the RTL's R must be exactly round(Q 2^40 / S)."""
+    from hwvit import vectors
+    from hwvit.quant import exp_table
+
+    import reciprocal_rows as rr
+
+    table = exp_table(16.0 / 256, 256)
+    x = rr.softmax_flip_rows(table, 8, 64, 16, seed=3)
+    set_dir = vectors.write_set(softmax_record(x, table, 8, 8, path="reciprocal_rounding"), tmp_path / "set")
+    assert run_set(set_dir, simulator).elements == x.size
