@@ -37,7 +37,7 @@ tools:
 	fi
 
 demo: setup
-	$(VENV)/bin/hwvit demo
+	$(VENV)/bin/hwvit demo --force
 
 test: setup
 	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from hwvit import __version__
@@ -83,3 +84,65 @@ def test_bench_prints_its_figures():
     data = json.loads(res.output)
     assert data["int_ms"] > 0 and data["float_ms"] > 0
     assert 0.0 <= data["outside_gemm_share"] <= 1.0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["compare", "--model", "digits", "--config", "vit-tiny"], "--config applies to --checkpoint only"),
+    (["compare", "--family", "hf"], "--family applies to --checkpoint only"),
+    (["compare", "--json", "-q"], "--json prints only the JSON"),
+    (["compare", "--force"], "--force applies to --out only"),
+    (["compare", "--images", "4", "--inputs", __file__], "give --images or --inputs, not both"),
+    (["compare", "--exp", "shift", "--exp-entries", "32"], "--exp-entries applies to --exp table only"),
+    (["sweep", "--config", "vit-tiny"], "--config applies to --checkpoint only"),
+    (["sweep", "--seed", "3"], "the digits model has neither"),
+    (["compare", "--model", "digits", "--seed", "3"], "the digits model has neither"),
+    (["sim", ".", "--block", "conv"], "'conv' is not one of"),
+    (["sim", ".", "--simulator", "vcs"], "'vcs' is not one of"),
+    (["synth", "--block", "conv"], "'conv' is not one of"),
+])
+def test_option_combinations_that_do_nothing_are_refused(args, message):
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.output
+    assert message in res.output and "Traceback" not in res.output
+
+
+def test_refusal_is_one_line():
+    res = CliRunner().invoke(main, ["compare", "--family", "hf"])
+    assert (res.exit_code, res.output) == (2, "Error: --family applies to --checkpoint only\n")
+
+
+@pytest.mark.parametrize("args", [["compare", "--model", "digits", "--out"], ["sweep", "--model", "digits", "--out"],
+                                  ["demo", "--out"], ["demo", "--vectors"]])
+def test_out_dirs_follow_one_force_rule_before_any_work(tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)  # demo's other output directory defaults to a relative path
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "thesis.tex").write_text("keep")
+    res = CliRunner().invoke(main, [*args, str(busy)])
+    assert (res.exit_code, res.output) == (1, f"Error: {busy} already exists (use --force to replace it)\n")
+    res = CliRunner().invoke(main, [*args, str(busy), "--force"])
+    assert res.exit_code == 1 and ("--force replaces only" in res.output or "not a previous hwvit" in res.output)
+    assert "[1/" not in res.output and (busy / "thesis.tex").read_text() == "keep"
+
+
+def test_force_replaces_only_a_previous_output_of_the_same_kind(tmp_path):
+    from click import ClickException
+
+    from hwvit.cli.common import check_out_dir
+    from hwvit.report.write import FILES
+
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "report.json").write_text(json.dumps({"kind": "compare-report"}))
+    (report / FILES[0]).write_text("old")
+    check_out_dir(report, True, "compare-report")  # a previous report: --force may replace it
+    for force, kind, message in ((False, "compare-report", "use --force"), (True, "sweep", "not a previous hwvit"),
+                                 (True, "vectors", "holds none")):
+        with pytest.raises(ClickException, match=message):
+            check_out_dir(report, force, kind)
+    check_out_dir(tmp_path / "new" / "dir", False, "sweep")  # missing: fine
+    (tmp_path / "empty").mkdir()
+    check_out_dir(tmp_path / "empty", False, "vectors")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ClickException, match="exists and is not a directory"):
+        check_out_dir(tmp_path / "file", True, "vectors")

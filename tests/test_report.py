@@ -200,7 +200,7 @@ def test_cli_compare_out(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
     (out / "keep.txt").write_text("mine")
     res = runner.invoke(main, ["compare", "--model", "digits", "--images", "16", "--calib-images", "32",
-                               "-q", "--out", str(out)])
-    assert res.exit_code == 1
+                               "-q", "--out", str(out), "--force"])  # --force replaces only a previous report
+    assert res.exit_code == 1 and "keep.txt" in res.output
     assert "Error:" in res.output and "Traceback" not in res.output
     assert (out / "keep.txt").read_text() == "mine"

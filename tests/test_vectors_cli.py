@@ -1,4 +1,4 @@
-"""`hwvit vectors` (random and model mode) and `hwvit bench-vectors` through click's CliRunner."""
+"""`hwvit vectors`, `hwvit vectors-random` and `hwvit bench-vectors` through click's CliRunner."""
 
 from __future__ import annotations
 
@@ -26,58 +26,87 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def test_random_mode_writes_one_set(tmp_path):
     out = tmp_path / "sm"
-    r = run("vectors", "--block", "softmax", "--random", "--cases", "12", "--row-len", "20", "--seed", "3",
+    r = run("vectors-random", "softmax", "--cases", "12", "--row-len", "20", "--seed", "3",
             "--out", str(out))
     assert r.exit_code == 0, r.output
     assert r.output.startswith("1 set, 3 tensors, ") and r.output.endswith(f" kB -> {out}\n")
     vset = vectors.read(out)
     assert (vset.kind, vset.seed, vset.params["rows"], vset.params["row_len"]) == ("softmax", 3, 12, 20)
-    again = run("vectors", "--block", "softmax", "--random", "--cases", "12", "--row-len", "20", "--seed", "3",
+    again = run("vectors-random", "softmax", "--cases", "12", "--row-len", "20", "--seed", "3",
                 "--out", str(tmp_path / "sm2"))
     assert again.exit_code == 0 and _tree(out) == _tree(tmp_path / "sm2")
 
 
 def test_existing_output_needs_force(tmp_path):
     out = str(tmp_path / "g")
-    assert run("vectors", "--block", "gelu", "--random", "--out", out).exit_code == 0
-    r = run("vectors", "--block", "gelu", "--random", "--seed", "1", "--out", out)
+    assert run("vectors-random", "gelu", "--out", out).exit_code == 0
+    r = run("vectors-random", "gelu", "--seed", "1", "--out", out)
     assert r.exit_code == 1 and r.output == f"Error: {out} already exists (use --force to replace it)\n"
     assert vectors.read(out).seed == 0
-    assert run("vectors", "--block", "gelu", "--random", "--seed", "1", "--out", out, "--force").exit_code == 0
+    assert run("vectors-random", "gelu", "--seed", "1", "--out", out, "--force").exit_code == 0
     assert vectors.read(out).seed == 1
 
 
 @pytest.mark.parametrize("args,code,message", [
-    (["--random"], 2, "--random needs --block KIND"),
-    (["--block", "gelu", "--random", "--model", "digits"], 2, "--random makes a unit-test set"),
-    (["--row-len", "5"], 2, "--row-len is a random-mode option"),
-    (["--images", "2", "--inputs", __file__], 2, "give --images or --inputs, not both"),
-    (["--block", "gelu", "--random", "--images", "2"], 2, "--random makes a unit-test set"),
-    (["--block", "gelu", "--random", "--row-len", "3"], 1, "gelu: unknown parameter 'row_len'"),
-    (["--block", "gemm", "--random", "--set", "nope"], 1, "--set 'nope': expected KEY=VALUE"),
-    (["--block", "gemm", "--random", "--set", "foo=1"], 1, "gemm: unknown parameter 'foo'"),
-    (["--block", "gemm", "--random", "--k", "0"], 2, "0 is not in the range"),
-    (["--block", "conv", "--random"], 2, "'conv' is not one of"),
-    (["--block", "softmax", "--random", "--in-bits", "4", "--entries", "100"], 1, "entries must be an integer"),
+    (["vectors-random"], 2, "Missing argument"),
+    (["vectors-random", "gelu", "--model", "digits"], 2, "No such option '--model'"),
+    (["vectors", "--row-len", "5"], 2, "No such option '--row-len'"),
+    (["vectors", "--images", "2", "--inputs", __file__], 2, "give --images or --inputs, not both"),
+    (["vectors", "--config", "vit-tiny"], 2, "--config applies to --checkpoint only"),
+    (["vectors", "--family", "hf"], 2, "--family applies to --checkpoint only"),
+    (["vectors", "--model", "digits", "--checkpoint", __file__], 2, "give --model or --checkpoint, not both"),
+    (["vectors", "--checkpoint", __file__], 2, "--checkpoint needs --family"),
+    (["vectors", "--exp", "shift", "--exp-entries", "64"], 2, "--exp-entries applies to --exp table only"),
+    (["vectors", "--percentile", "99.9"], 2, "--percentile applies to --calibration percentile only"),
+    (["vectors", "--family", "sablock"], 2, "'sablock' is not one of"),
+    (["vectors-random", "gelu", "--images", "2"], 2, "No such option '--images'"),
+    (["vectors-random", "gelu", "--row-len", "3"], 2, "--row-len applies to softmax, not gelu"),
+    (["vectors-random", "requant", "--k", "3"], 2, "--k applies to gemm, not requant"),
+    (["vectors-random", "gemm", "--k", "3", "--set", "k=4"], 2, "--set k=... repeats --k; give it once"),
+    (["vectors-random", "gemm", "--set", "nope"], 1, "--set 'nope': expected KEY=VALUE"),
+    (["vectors-random", "gemm", "--set", "foo=1"], 1, "gemm: unknown parameter 'foo'"),
+    (["vectors-random", "gemm", "--k", "0"], 2, "0 is not in the range"),
+    (["vectors-random", "conv"], 2, "'conv' is not one of"),
+    (["vectors-random", "softmax", "--in-bits", "4", "--entries", "100"], 1, "entries must be an integer"),
 ])
 def test_bad_invocations(tmp_path, args, code, message):
-    r = run("vectors", *args, "--out", str(tmp_path / "o"))
+    r = run(*args, "--out", str(tmp_path / "o"))
     assert r.exit_code == code, r.output
     assert message in r.output and "Traceback" not in r.output
     assert not (tmp_path / "o").exists()
+
+
+def test_refusals_are_one_line(tmp_path):
+    r = run("vectors", "--config", "vit-tiny", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and r.output == "Error: --config applies to --checkpoint only\n"
+
+
+def test_out_is_checked_before_the_trace(tmp_path, monkeypatch):
+    traced = []
+    monkeypatch.setattr(cli_vectors, "_model_records", lambda *a: traced.append(a))
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep")
+    r = run("vectors", "--model", "digits", "--out", str(out))
+    assert r.exit_code == 1 and r.output == f"Error: {out} already exists (use --force to replace it)\n"
+    r = run("vectors", "--model", "digits", "--out", str(out), "--force")
+    assert r.exit_code == 1 and "--force replaces only vector sets, and it holds none" in r.output
+    r = run("vectors", "--model", "digits", "--out", str(out / "notes.txt" / "x"))
+    assert r.exit_code == 1 and "is not a writable directory" in r.output
+    assert traced == [] and (out / "notes.txt").read_text() == "keep"
 
 
 def test_block_config_and_options(tmp_path):
     cfg = tmp_path / "block.yaml"
     cfg.write_text("k: 12\nn: 3\na_signed: false\n")
     out = tmp_path / "gemm"
-    r = run("vectors", "--block", "gemm", "--random", "--cases", "5", "--block-config", str(cfg), "--n", "6",
+    r = run("vectors-random", "gemm", "--cases", "5", "--block-config", str(cfg), "--n", "6",
             "--set", "out_bits=10", "--out", str(out))
     assert r.exit_code == 0, r.output
     p = vectors.read(out).params
     assert (p["m"], p["k"], p["n"], p["a_signed"], p["out_bits"]) == (5, 12, 6, False, 10)
     cfg.write_text("- not a mapping\n")
-    r = run("vectors", "--block", "gemm", "--random", "--block-config", str(cfg), "--out", str(tmp_path / "x"))
+    r = run("vectors-random", "gemm", "--block-config", str(cfg), "--out", str(tmp_path / "x"))
     assert r.exit_code == 1 and "expected a mapping of block parameters" in r.output
 
 
@@ -87,17 +116,17 @@ def test_lut_from_npy_and_hex(tmp_path):
     (tmp_path / "t.hex").write_text("".join(f"{int(v) & 0xFF:02x}\n" for v in table))
     for name in ("t.npy", "t.hex"):
         out = tmp_path / f"g-{name}"
-        r = run("vectors", "--block", "gelu", "--random", "--cases", "256", "--lut", str(tmp_path / name),
+        r = run("vectors-random", "gelu", "--cases", "256", "--lut", str(tmp_path / name),
                 "--out", str(out))
         assert r.exit_code == 0, r.output
         vset = vectors.read(out)
         assert np.array_equal(vset["table"], table)
         assert np.array_equal(vset["y"], table[vset["x"] + 128])
     (tmp_path / "bad.hex").write_text("00\nzz\n")
-    r = run("vectors", "--block", "gelu", "--random", "--lut", str(tmp_path / "bad.hex"), "--out", str(tmp_path / "b"))
+    r = run("vectors-random", "gelu", "--lut", str(tmp_path / "bad.hex"), "--out", str(tmp_path / "b"))
     assert r.exit_code == 1 and "bad.hex: line 2: non-hex character 'z'" in r.output
-    r = run("vectors", "--block", "gemm", "--random", "--lut", str(tmp_path / "t.npy"), "--out", str(tmp_path / "b"))
-    assert r.exit_code == 1 and "--lut applies to gelu and softmax" in r.output
+    r = run("vectors-random", "gemm", "--lut", str(tmp_path / "t.npy"), "--out", str(tmp_path / "b"))
+    assert r.exit_code == 2 and "--lut applies to gelu and softmax, not gemm" in r.output
 
 
 def _fake_trace(monkeypatch, seen: dict | None = None):
@@ -108,7 +137,7 @@ def _fake_trace(monkeypatch, seen: dict | None = None):
         rec.path = path
         records.append(rec)
 
-    def fake(preset, checkpoint, family, config_path, images, inputs_path, seed, kw):
+    def fake(preset, checkpoint, family, config_path, qconfig, calib_images, images, inputs_path, seed):
         if seen is not None:
             seen.update(preset=preset, images=images, seed=seed)
         return records, "cd" * 32, {"model": "fake"}
@@ -166,12 +195,12 @@ def test_model_mode_writes_every_traced_block(tmp_path):
 
 def test_sigterm_handler_is_restored(tmp_path):
     before = signal.getsignal(signal.SIGTERM)
-    assert run("vectors", "--block", "requant", "--random", "--out", str(tmp_path / "r")).exit_code == 0
+    assert run("vectors-random", "requant", "--out", str(tmp_path / "r")).exit_code == 0
     assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_help_has_examples():
-    for cmd in ("vectors", "check", "bench-vectors"):
+    for cmd in ("vectors", "vectors-random", "check", "bench-vectors"):
         r = run(cmd, "--help")
         assert r.exit_code == 0 and "Example:" in r.output
 

@@ -20,6 +20,7 @@ COMMANDS = [
     ("synth", "synth"),
     ("mutate", "mutate"),
     ("vectors", "vectors"),
+    ("vectors_random", "vectors_random"),
     ("vectors", "check"),
     ("bench_vectors", "bench_vectors"),
     ("train_demo", "train_demo"),
@@ -46,7 +47,12 @@ def main() -> None:
 
     \b
     Typical flow:
-      hwvit vectors --model digits --images 1 --out vectors/   golden vector sets
+      hwvit vectors --model digits --images 1 --out vectors/   golden vector sets of a traced model
+      hwvit vectors-random softmax --cases 64 --out vec/sm     random unit-test set of one block
+      hwvit check vectors/                                    validate sets before a simulator sees them
       hwvit sim vectors/ --simulator verilator                RTL vs vectors, bit for bit
       hwvit compare --model digits --out report/              float vs fixed, per layer
+
+    Output directories: a non-empty one is replaced only with --force, and only if it holds a
+    previous hwvit output of the same kind.
     """

@@ -6,11 +6,13 @@ import json
 
 import click
 
+from hwvit.cli.common import fail, first_line, json_option
+
 
 @click.command()
 @click.option("--model", "preset", default="vit-b16", show_default=True, help="Preset to time (random weights).")
 @click.option("--repeats", type=click.IntRange(1), default=5, show_default=True, help="Timed runs (median).")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@json_option
 def bench(preset, repeats, as_json):
     """Time the bit-exact integer forward against the float forward, side by side, batch 1.
 
@@ -19,14 +21,14 @@ def bench(preset, repeats, as_json):
 
     \b
     Example:
-      hwvit bench --model vit-b16 --repeats 5
+      hwvit bench --model digits --repeats 3
     """
     from hwvit.bench import bench_forward
 
     try:
         res = bench_forward(preset, repeats)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(first_line(exc))
     if as_json:
         click.echo(json.dumps(res, indent=2))
         return

@@ -6,13 +6,15 @@ import json
 
 import click
 
+from hwvit.cli.common import json_option
+
 
 @click.command()
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="Timed writes (best).")
 @click.option("--dir", "root", type=click.Path(exists=True, file_okay=False),
               help="Where to write (a temporary subdirectory, removed afterwards): the file system under test "
                    "[default: the current directory].")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@json_option
 def bench_vectors(repeats, root, as_json):
     """Time writing the full trace of one ViT-B/16 layer (~16.7 M elements, 34 sets) as vector sets.
 
@@ -20,7 +22,7 @@ def bench_vectors(repeats, root, as_json):
 
     \b
     Example:
-      hwvit bench-vectors --repeats 5
+      hwvit bench-vectors --repeats 1 --json
     """
     from hwvit.vectors.bench import bench_write
 

@@ -7,7 +7,9 @@ import math
 
 import click
 
-from hwvit.cli.common import build_models, fail, model_options, quant_config, quant_options
+from hwvit.cli.common import (build_models, calib_images_option, check_out_dir, eval_inputs, fail, first_line,
+                              force_option, input_options, json_option, model_options, out_option,
+                              qconfig_options, quiet_option, refuse, refuse_seed_for_digits, seed_option)
 
 
 def _fmt(v: float) -> str:
@@ -16,44 +18,46 @@ def _fmt(v: float) -> str:
 
 @click.command()
 @model_options
-@quant_options
-@click.option("--images", type=click.IntRange(1), default=None,
-              help="Evaluation images (digits: the held-out split, all by default; else 8 random).")
-@click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False),
-              help="Evaluate on inputs from a .npy file instead.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write report.md, report.html and plots here.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random weights and inputs.")
-@click.option("-q", "--quiet", is_flag=True, help="Only the summary line.")
-def compare(preset, checkpoint, family, config_path, images, inputs_path, as_json, out_dir, seed, quiet, **kw):
+@qconfig_options
+@calib_images_option
+@input_options("Evaluation images (digits: the held-out split, all by default; else 8 seeded random).")
+@seed_option()
+@json_option
+@out_option("Also write report.md, report.html, report.json and plots to this directory.")
+@force_option
+@quiet_option("Only the summary line.")
+def compare(preset, checkpoint, family, config_path, qconfig, calib_images, images, inputs_path, seed, as_json,
+            out_dir, force, quiet):
     """Compare the float model with its integer model: top-1, agreement, SQNR per layer.
 
     \b
     Example:
-      hwvit compare --model digits
-      hwvit compare --model digits --act-bits 6 --json
-      hwvit compare --checkpoint vit.safetensors --family hf --config vit-b16 --images 4
+      hwvit compare --model digits --images 40 --calib-images 64
+      hwvit compare --model digits --act-bits 6 --images 40 --calib-images 64 --json
+      hwvit compare --model digits --images 40 --calib-images 64 --out report/
+      hwvit compare --checkpoint vit.safetensors --family hf --config vit.yaml --images 4 --calib-images 16
     """
-    from hwvit import pipeline
     from hwvit.report.compare import compare as run_compare
 
-    qc = quant_config(kw)
-    source, int_model = build_models(preset, checkpoint, family, config_path, qc, kw["calib_images"], seed)
+    if as_json and quiet:
+        refuse("--json prints only the JSON; -q/--quiet has nothing to silence")
+    if force and not out_dir:
+        refuse("--force applies to --out only")
+    refuse_seed_for_digits(preset, checkpoint)
+    check_out_dir(out_dir, force, "compare-report")
+    source, int_model = build_models(preset, checkpoint, family, config_path, qconfig, calib_images, seed)
+    inputs, labels = eval_inputs(source, images, inputs_path, seed)
     try:
-        if inputs_path:
-            inputs, labels = pipeline.load_inputs(inputs_path, source.model.cfg), None
-        else:
-            inputs, labels = pipeline.eval_inputs(source, images, seed)
         result = run_compare(source.model, int_model, inputs, labels, name=source.name)
     except ValueError as exc:
-        fail(str(exc))
+        fail(first_line(exc))
     if out_dir:
         from hwvit.report.write import write_report
 
         try:
             written = write_report(result, out_dir)
         except (ValueError, OSError) as exc:
-            fail(str(exc))
+            fail(first_line(exc))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, default=float))
         return

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from hwvit.cli.common import require_simulators
+from hwvit.cli.common import (check_out_dir, fail, first_line, force_option, jobs_option, out_option,
+                              require_simulators, simulator_option)
 
 
 def _step(n: int, total: int, text: str) -> None:
@@ -17,16 +18,14 @@ def _step(n: int, total: int, text: str) -> None:
 
 
 @click.command()
-@click.option("--vectors", "vectors_dir", type=click.Path(file_okay=False), default="vectors/digits",
-              show_default=True, help="Where the vector sets of one image go (replaced).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/report", show_default=True,
-              help="Where the compare report goes (replaced).")
+@out_option("Where the vector sets of one image go.", name="--vectors", dest="vectors_dir", default="vectors/digits")
+@out_option("Where the compare report goes.", default="out/report")
+@force_option
 @click.option("--image", type=click.IntRange(0), default=0, show_default=True,
               help="Index of the held-out test image traced into vector sets.")
-@click.option("--simulator", type=click.Choice(["icarus", "verilator", "both"]), default="verilator",
-              show_default=True, help="Simulator for the RTL check.")
-@click.option("-j", "--jobs", type=click.IntRange(1), default=2, show_default=True, help="Parallel simulations.")
-def demo(vectors_dir, out_dir, image, simulator, jobs):
+@simulator_option("Simulator for the RTL check.")
+@jobs_option(default=2)
+def demo(vectors_dir, out_dir, force, image, simulator, jobs):
     """Quantize the digits model, write its vector sets, check the RTL on them, write the report.
 
     \b
@@ -36,6 +35,11 @@ def demo(vectors_dir, out_dir, image, simulator, jobs):
       3. trace one test image into vector sets (every block instance)
       4. run every set through its Verilog block (hwvit sim)
       5. write the float-vs-fixed report with plots
+    A second run needs --force (it then replaces the vector sets and the report it wrote).
+
+    \b
+    Example:
+      hwvit demo
     """
     from tqdm import tqdm
 
@@ -47,20 +51,24 @@ def demo(vectors_dir, out_dir, image, simulator, jobs):
 
     t0 = time.perf_counter()
     sims = require_simulators(simulator)
+    check_out_dir(vectors_dir, force, "vectors")
+    check_out_dir(out_dir, force, "compare-report")
     total = 5
 
     _step(1, total, "float model: the shipped digits ViT (hwvit/data/digits.safetensors)")
     try:
         source = pipeline.load_source("digits")
     except (ValueError, OSError) as exc:
-        raise click.ClickException(str(exc).splitlines()[0]) from None
+        fail(first_line(exc))
+    x_test, y_test = pipeline.eval_inputs(source)
+    if image >= len(x_test):
+        fail(f"--image {image}: the test split has {len(x_test)} images")
     cfg = source.model.cfg
     click.echo(f"      {cfg.depth} blocks, dim {cfg.dim}, {cfg.heads} heads, {cfg.num_tokens} tokens, "
                f"{sum(p.numel() for p in source.model.parameters())} parameters")
 
     _step(2, total, "integer model: calibrate on 256 training images, compare on the held-out split")
     int_model = quantize_model(source.model, pipeline.calibration_inputs(source, 256), QuantConfig())
-    x_test, y_test = pipeline.eval_inputs(source)
     result = compare(source.model, int_model, x_test, y_test, name="digits")
     worst = result.worst_layer()
     click.echo(f"      top-1 float {100 * result.top1_float:.2f}%, int8 {100 * result.top1_int:.2f}% "
@@ -71,15 +79,13 @@ def demo(vectors_dir, out_dir, image, simulator, jobs):
         click.echo(f"      lowest SQNR: {worst['path']} {sq} dB")
 
     _step(3, total, f"vector sets: test image {image} traced through every block -> {vectors_dir}")
-    if image >= len(x_test):
-        raise click.ClickException(f"--image {image}: the test split has {len(x_test)} images")
     _, records, _ = trace_model(int_model, x_test[image:image + 1].numpy())
     elements = sum(int(t.data.size) for r in records for t in r.tensors.values())
     with tqdm(total=elements, unit="el", unit_scale=True, leave=False, desc="writing") as bar:
         summary = vectors.write_sets(records, vectors_dir, seed=0, source_sha256=source.sha256,
                                      model_config={"model": cfg.to_dict(), "quant": QuantConfig().to_dict(),
                                                    "image": image},
-                                     force=True, progress=lambda _p, n: bar.update(n))
+                                     force=force, progress=lambda _p, n: bar.update(n))
     click.echo(f"      {summary.line()}")
 
     _step(4, total, f"RTL: every set through its Verilog block on {' and '.join(sims)} (bit-exact check)")
@@ -101,7 +107,10 @@ def demo(vectors_dir, out_dir, image, simulator, jobs):
                f"({', '.join(kinds)}; {elems} output elements compared, {cycles} cycles)")
 
     _step(5, total, f"report: float vs fixed per layer -> {out_dir}")
-    report = write_report(result, out_dir)
+    try:
+        report = write_report(result, out_dir)
+    except (ValueError, OSError) as exc:
+        fail(first_line(exc))
     click.echo(f"      {report}")
 
     click.echo("")

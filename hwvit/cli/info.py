@@ -19,7 +19,12 @@ def _pkg(name: str) -> str:
 
 @click.command()
 def info() -> None:
-    """Print the versions of python, torch, cocotb, iverilog, verilator, yosys and the presets."""
+    """Print the versions of python, torch, cocotb, iverilog, verilator, yosys and the presets.
+
+    \b
+    Example:
+      hwvit info
+    """
     from hwvit.float.config import list_presets
 
     rows = [

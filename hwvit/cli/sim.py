@@ -7,32 +7,32 @@ from pathlib import Path
 
 import click
 
-from hwvit.cli.common import require_simulators
+from hwvit.cli.common import (block_kind_option, build_dir_option, fail, jobs_option, quiet_option,
+                              require_simulators, simulator_option)
 
 
 @click.command()
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
-@click.option("--simulator", type=click.Choice(["icarus", "verilator", "both"]), default="verilator",
-              show_default=True, help="Simulator(s) to run.")
-@click.option("--block", "kinds", multiple=True, help="Only sets of this block kind (repeatable).")
-@click.option("-j", "--jobs", type=click.IntRange(1), default=1, show_default=True, help="Parallel simulations.")
+@simulator_option()
+@block_kind_option("Only sets of this block kind (repeatable).", multiple=True)
+@jobs_option()
 @click.option("--waves", is_flag=True, help="Dump a waveform per run (VCD on Verilator, FST on Icarus).")
-@click.option("--build-dir", type=click.Path(file_okay=False), help="Where builds are cached [default: sim_build/].")
-@click.option("-q", "--quiet", is_flag=True, help="Only failures and the summary line.")
+@build_dir_option
+@quiet_option("Only failures and the summary line.")
 def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):
     """Run every vector set under DIRECTORY through its RTL block; exit 0 only if all are bit-exact.
 
     \b
     Example:
-      hwvit sim vectors/ --simulator both -j 2
-      hwvit sim vectors/layers.0.softmax --waves
+      hwvit sim vec/ --simulator both -j 2
+      hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
     """
     from hwvit import vectors
 
     sims = require_simulators(simulator)
     sets = vectors.find_sets(Path(directory))
     if not sets:
-        raise click.ClickException(f"no vector sets (manifest.yaml) under {directory}")
+        fail(f"no vector sets (manifest.yaml) under {directory}")
     jobs_list = []
     for set_dir in sets:
         if kinds:
@@ -44,7 +44,7 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet):
                 continue
         jobs_list.extend((str(set_dir), s) for s in sims)
     if not jobs_list:
-        raise click.ClickException(f"no vector sets of kind {', '.join(kinds)} under {directory}")
+        fail(f"no vector sets of kind {', '.join(kinds)} under {directory}")
     from hwvit.simulate import run_many
 
     def show(res):

@@ -7,7 +7,8 @@ import time
 
 import click
 
-from hwvit.cli.common import fail, model_options
+from hwvit.cli.common import (calib_images_option, check_out_dir, fail, first_line, force_option, images_option,
+                              model_options, out_option, quiet_option, refuse_seed_for_digits, seed_option)
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
@@ -42,12 +43,9 @@ def _fmt_db(v: float) -> str:
 
 @click.command()
 @model_options
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="sweep", show_default=True,
-              help="Write sweep.csv, sweep.md, sweep.png (and sweep.json) here; a previous sweep there is replaced.")
-@click.option("--images", type=click.IntRange(1), default=None,
-              help="Evaluation images (digits: the held-out split, all by default, 120 with --quick; else 8 random).")
-@click.option("--calib-images", type=click.IntRange(1), default=256, show_default=True,
-              help="Calibration inputs for every point (digits: training images; otherwise random).")
+@images_option("Evaluation images (digits: the held-out split, all by default, 120 with --quick; else 8 "
+               "seeded random).")
+@calib_images_option
 @click.option("--quick", is_flag=True, help="One step per knob (6 points) on at most 120 images.")
 @click.option("--act-bits", "act_bits", metavar="LIST", help="Activation widths to try, e.g. 6,7 [default: 6].")
 @click.option("--softmax-bits", "softmax_bits", metavar="LIST", help="Probability widths, e.g. 4,6 [default: 4,6].")
@@ -58,10 +56,12 @@ def _fmt_db(v: float) -> str:
 @click.option("--no-shift", is_flag=True, help="Leave out the shift-and-add exp.")
 @click.option("--threads", type=click.IntRange(0), default=1, show_default=True,
               help="torch threads (0: torch's default). 1 is fastest for small models such as digits.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random weights and inputs.")
-@click.option("-q", "--quiet", is_flag=True, help="Only the summary line.")
-def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images, quick, act_bits, softmax_bits,
-          exp_entries, percentiles, no_shift, threads, seed, quiet):
+@seed_option()
+@out_option("Write sweep.csv, sweep.md, sweep.png and sweep.json here.", default="sweep")
+@force_option
+@quiet_option("Only the summary line.")
+def sweep(preset, checkpoint, family, config_path, images, calib_images, quick, act_bits, softmax_bits,
+          exp_entries, percentiles, no_shift, threads, seed, out_dir, force, quiet):
     """Vary one quantization knob at a time around the int8 design and measure what it costs.
 
     Knobs: activation bits, softmax output bits, exp approximation (table or shift-and-add) and
@@ -72,14 +72,13 @@ def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images
 
     \b
     Example:
-      hwvit sweep --model digits --out sweep/
-      hwvit sweep --model digits --quick
-      hwvit sweep --model digits --act-bits 4,6 --softmax-bits 6 --exp-entries 64 --percentiles 99.9
+      hwvit sweep --model digits --quick --images 24 --calib-images 48
+      hwvit sweep --model digits --act-bits 4 --softmax-bits 6 --exp-entries 64 --percentiles 99.9 \\
+        --no-shift --images 24 --calib-images 48 --out sweep2/
     """
     from hwvit import pipeline
-    from hwvit.report.publish import check_out_dir
     from hwvit.report.sweep import DEFAULT_AXES, QUICK_AXES, one_factor_grid, sweep as run_sweep
-    from hwvit.report.sweep_write import FILES, KIND, table, write_sweep
+    from hwvit.report.sweep_write import table, write_sweep
 
     axes = dict(QUICK_AXES if quick else DEFAULT_AXES)
     given = {"act_bits": _int_list(act_bits, 2, 8, "--act-bits"),
@@ -91,12 +90,13 @@ def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images
         axes["exp"] = ()
     if quick and images is None:
         images = 120
+    refuse_seed_for_digits(preset, checkpoint)
+    check_out_dir(out_dir, force, "sweep")  # refuse before minutes of work, not after
     try:
-        check_out_dir(out_dir, KIND, FILES)  # refuse before minutes of work, not after
         grid = one_factor_grid(axes)
         source = pipeline.load_source(preset, checkpoint, family, config_path, seed=seed)
     except (ValueError, OSError, KeyError) as exc:
-        fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+        fail(first_line(exc))
 
     def progress(i: int, n: int, row: dict) -> None:
         acc = row["top1_int"] if row["top1_int"] is not None else row["agreement"]
@@ -112,7 +112,7 @@ def sweep(preset, checkpoint, family, config_path, out_dir, images, calib_images
                 "checkpoint_sha256": source.sha256, "axes": {k: list(v) for k, v in axes.items()}}
         written = write_sweep(rows, out_dir, source.name, meta)
     except (ValueError, OSError) as exc:
-        fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+        fail(first_line(exc))
     elapsed = time.perf_counter() - t0
     if not quiet:
         head, body = table(rows)

@@ -10,30 +10,29 @@ from pathlib import Path
 import click
 
 from hwvit import toolchain
+from hwvit.synth import BLOCKS
+from hwvit.cli.common import fail
 
 
 @click.command()
-@click.option("--block", "blocks", multiple=True, help="Only this block (repeatable) [default: all].")
+@click.option("--block", "blocks", type=click.Choice(list(BLOCKS)), multiple=True,
+              help="Only this block (repeatable) [default: all].")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Write the markdown table here.")
 def synth(blocks, out_path):
     """Synthesize each block with yosys and print its cell count.
 
     \b
     Example:
-      hwvit synth
-      hwvit synth --block softmax --out docs/synth.md
+      hwvit synth --block requant --block gelu --out synth.md
     """
-    from hwvit.synth import BLOCKS, report_markdown, synth_block
+    from hwvit.synth import report_markdown, synth_block
 
     try:
         toolchain.require("yosys")
         toolchain.repo()
     except toolchain.ToolMissing as exc:
-        raise click.ClickException(str(exc)) from None
-    names = list(blocks) or list(BLOCKS)
-    unknown = [b for b in names if b not in BLOCKS]
-    if unknown:
-        raise click.ClickException(f"unknown block {unknown[0]!r}; choose from {', '.join(BLOCKS)}")
+        fail(str(exc))
+    names = list(dict.fromkeys(blocks)) or list(BLOCKS)
     results = []
     for name in names:
         res = synth_block(name)

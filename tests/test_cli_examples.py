@@ -1,0 +1,127 @@
+"""Every `Example:` line of every command's help runs as written and exits 0; the README's
+command-line table quotes only such lines, so its commands run as written too.
+
+The examples are run through click's CliRunner in a fresh temporary directory per command. They
+are chosen small so that this stays cheap (the digits model, random sets of few cases, one or two
+blocks); nothing is substituted. Two kinds of setup, both stated here:
+- an example may read what another command's examples write (`hwvit check vectors/` reads the
+  sets of `hwvit vectors`): NEEDS lists those commands, whose examples run first;
+- files the examples name as the user's own are made by `_user_files`: `vit.safetensors`, a small
+  randomly initialised Hugging Face ViTForImageClassification checkpoint, and `vit.yaml`, its
+  hwvit config (what `--config` tells about a checkpoint).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from hwvit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+# command -> commands whose examples write what its examples read
+NEEDS = {"check": ("vectors", "vectors-random"), "sim": ("vectors", "vectors-random")}
+USER_FILES = ("vit.safetensors", "vit.yaml")
+
+
+def example_lines(help_text: str) -> list[str]:
+    """The command lines of the `Example:` blocks of a help text: indented lines starting with
+    `hwvit `, a trailing backslash joining the next line, a `#` starting a comment."""
+    lines, block, pending = [], False, ""
+    for raw in help_text.splitlines():
+        text = raw.strip()
+        if text in ("Example:", "Examples:"):
+            block = True
+            continue
+        if not block:
+            continue
+        if not text and not pending:
+            block = False
+            continue
+        text = f"{pending} {text}".strip() if pending else text
+        if text.endswith("\\"):
+            pending = text[:-1].strip()
+            continue
+        pending = ""
+        if text.startswith("hwvit "):
+            lines.append(text)
+    return lines
+
+
+def readme_lines() -> list[str]:
+    """The `hwvit ...` commands in backticks in the README's "The command line" section."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## The command line", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"`(hwvit [^`]+)`", section)
+
+
+def _commands() -> dict[str, click.Command]:
+    ctx = click.Context(main)
+    return {name: main.get_command(ctx, name) for name in main.list_commands(ctx)}
+
+
+def _user_files(root: Path) -> None:
+    """vit.safetensors (Hugging Face ViT, 32x32 RGB, patch 8, width 64, 2 layers, 4 heads, 10
+    classes, random weights) and vit.yaml (its config: 4 heads cannot be read from width 64)."""
+    import torch
+    import yaml
+    from safetensors.torch import save_file
+    from transformers import ViTConfig, ViTForImageClassification
+
+    from hwvit.float.importers import load_float
+
+    torch.manual_seed(0)
+    cfg = ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, intermediate_size=128, num_labels=10)
+    model = ViTForImageClassification(cfg).eval()
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, root / "vit.safetensors")
+    hwvit_cfg = load_float(root / "vit.safetensors", family="hf", heads=4).cfg
+    (root / "vit.yaml").write_text(yaml.safe_dump(hwvit_cfg.to_dict()))
+
+
+def _run(line: str) -> None:
+    args = shlex.split(line, comments=True)
+    assert args[0] == "hwvit", line
+    res = CliRunner().invoke(main, args[1:])
+    assert res.exception is None or isinstance(res.exception, SystemExit), (line, res.output)
+    assert res.exit_code == 0, f"{line}\n{res.output}"
+    assert "Traceback" not in res.output and res.output.strip(), line
+
+
+def test_example_parser():
+    text = ("Does things.\n\n\b\nExample:\n  hwvit a --x 1\n  hwvit b --y 'p q' \\\n    --z 2\n"
+            "  hwvit c  # a comment\n\nMore text naming hwvit d.\n")
+    assert example_lines(text) == ["hwvit a --x 1", "hwvit b --y 'p q' --z 2", "hwvit c  # a comment"]
+    assert shlex.split(example_lines(text)[2], comments=True) == ["hwvit", "c"]
+
+
+def test_every_command_has_examples():
+    missing = [name for name, cmd in _commands().items() if not example_lines(cmd.help or "")]
+    assert missing == []
+
+
+def test_readme_quotes_help_examples_of_every_command():
+    """Each `hwvit ...` in the README's table is verbatim an example run by test_help_examples_run."""
+    examples = {line for cmd in _commands().values() for line in example_lines(cmd.help or "")}
+    quoted = readme_lines()
+    assert [line for line in quoted if line not in examples] == []
+    assert set(_commands()) <= {shlex.split(line)[1] for line in quoted}
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_help_examples_run(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    commands = _commands()
+    lines = example_lines(commands[name].help or "")
+    if any(f in line for line in lines for f in USER_FILES):
+        _user_files(tmp_path)
+    for needed in NEEDS.get(name, ()):
+        for line in example_lines(commands[needed].help or ""):
+            _run(line)
+    for line in lines:
+        _run(line)
