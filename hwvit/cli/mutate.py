@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from hwvit import toolchain
+from hwvit.cli.common import fail, jobs_option, seed_option
 
 
 @click.command()
@@ -18,48 +19,50 @@ from hwvit import toolchain
               help="Block kind: rtl/<block>.v mutated, sim/test_<block>.py run (repeatable) [default: requant, divu].")
 @click.option("--simulator", type=click.Choice(list(toolchain.SIMULATORS)), default="icarus", show_default=True,
               help="Simulator the suite runs on for each mutant.")
-@click.option("-j", "--jobs", type=click.IntRange(1), default=1, show_default=True, help="Mutants run in parallel.")
+@jobs_option()
 @click.option("--sample", type=click.IntRange(1), help="Run this many mutants, drawn at random [default: all].")
-@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the sample.")
+@seed_option("Seed of the sample.")
 @click.option("--timeout", type=click.IntRange(10), default=900, show_default=True,
               help="Seconds a suite may take on one mutant; longer counts as killed (a hang).")
 @click.option("--list", "list_only", is_flag=True, help="Only list the mutants, run nothing.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Write the report as JSON here.")
-def mutate(blocks, simulator, jobs, sample, seed, timeout, list_only, out_path):
+@click.option("--force", is_flag=True, help="Replace an existing --out report.")
+def mutate(blocks, simulator, jobs, sample, seed, timeout, list_only, out_path, force):
     """Mutate a block's RTL one point at a time and report which mutants its testbench kills.
 
     Each mutant is a copy of the tree in a temporary directory; Icarus must compile it, then
     sim/test_<block>.py runs on it. Mutants listed with a reason in sim/mutants_equivalent.yaml
-    count as equivalent. Exit 1 when a mutant survives.
+    count as equivalent. Exit 1 when a mutant survives. A full run takes minutes per mutant
+    (make mutate: hwvit mutate --block requant --block divu --sample 30 -j 2).
 
     \b
     Example:
       hwvit mutate --block requant --list
-      hwvit mutate --block divu --sample 30 -j 2
+      hwvit mutate --block divu --list
     """
     from hwvit import mutate as mut
 
     try:
         root = toolchain.repo().root
     except toolchain.ToolMissing as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(str(exc))
     names = list(blocks) or ["requant", "divu"]
     for name in names:
         if not (root / "rtl" / f"{name}.v").exists() or not (root / "sim" / f"test_{name}.py").exists():
-            raise click.ClickException(f"block {name!r} has no rtl/{name}.v with a sim/test_{name}.py")
+            fail(f"block {name!r} has no rtl/{name}.v with a sim/test_{name}.py")
     if list_only:
         for name in names:
             for m in mut.mutants((root / "rtl" / f"{name}.v").read_text(), f"rtl/{name}.v"):
                 click.echo(f"{m.file}:{m.line}: {m.operator:<12} {m.before}  ->  {m.after}")
         return
-    if out_path and Path(out_path).exists():
-        raise click.ClickException(f"{out_path} exists; remove it first")
+    if out_path and Path(out_path).exists() and not force:
+        fail(f"{out_path} exists; pass --force to replace it")
     try:
         toolchain.require(simulator)
         toolchain.require("icarus")
         mut.load_equivalent(root)
     except (toolchain.ToolMissing, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(str(exc))
 
     def show(outcome):
         m = outcome.mutant
@@ -71,7 +74,7 @@ def mutate(blocks, simulator, jobs, sample, seed, timeout, list_only, out_path):
             report = mut.run(name, simulator=simulator, jobs=jobs, sample=sample, seed=seed, timeout=timeout,
                              on_outcome=show)
         except RuntimeError as exc:
-            raise click.ClickException(str(exc)) from None
+            fail(str(exc))
         reports.append(report)
     survivors = 0
     for report in reports:
