@@ -18,6 +18,7 @@ COMMANDS = [
     ("bench", "bench"),
     ("sim", "sim"),
     ("synth", "synth"),
+    ("mutate", "mutate"),
     ("vectors", "vectors"),
     ("vectors_random", "vectors_random"),
     ("vectors", "check"),
