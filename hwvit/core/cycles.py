@@ -1,0 +1,74 @@
+"""Cycle model of rtl/vit_core.v: cycles per instruction, exact against the RTL on the digits model.
+
+Every instruction costs CTRL cycles of control (fetch, decode, issue, retire) plus its body:
+- GEMM: the engine's no-stall job time (docs/rtl.md: tiles back to back when K >= 2*ROWS + COLS)
+  plus the start/done handshake;
+- stream: copy/gelu/residual_add one element per cycle plus the unit's latency; softmax and
+  layernorm rows follow each other at the blocks' documented row periods (2N + 35 and C + 82);
+- LOAD: one table entry per cycle.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hwvit.core import isa
+
+CTRL = 4  # FETCH, DEC, ISSUE, NEXT
+GEMM_HANDSHAKE = 1
+STREAM_LAT = {isa.U_COPY: 3, isa.U_GELU: 4, isa.U_ADD: 5}
+SOFTMAX_ROW = 35  # + 2N per row (8-bit probabilities: OUT_BITS + 27)
+SOFTMAX_TAIL = 0
+LN_ROW = 82  # + C per row
+LN_TAIL = 0
+LOAD_TAIL = 2
+
+
+def gemm_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:
+    tm, tn = math.ceil(m / rows), math.ceil(n / cols)
+    tiles = tm * tn
+    r = m - (tm - 1) * rows  # valid rows of the last tile
+    return (tiles - 1) * max(k, 2 * rows + cols) + k + rows + cols + 4 + r
+
+
+def body_cycles(ins: isa.Instr, rows: int, cols: int) -> int:
+    if ins.op == isa.OP_GEMM:
+        m, k, n, _ = ins.n
+        return gemm_cycles(m, k, n, rows, cols) + GEMM_HANDSHAKE
+    if ins.op == isa.OP_LOAD:
+        return ins.n[0] + LOAD_TAIL
+    count = ins.elements()
+    if ins.unit == isa.U_SOFTMAX:
+        n = ins.n[0]
+        return (count // n) * (2 * n + SOFTMAX_ROW) + SOFTMAX_TAIL
+    if ins.unit == isa.U_LAYERNORM:
+        c = ins.n[0]
+        return (count // c) * (c + LN_ROW) + LN_TAIL
+    return count + STREAM_LAT[ins.unit]
+
+
+def instr_cycles(ins: isa.Instr, rows: int, cols: int) -> int:
+    return CTRL + body_cycles(ins, rows, cols)
+
+
+def cls_of(ins: isa.Instr) -> str:
+    if ins.op == isa.OP_GEMM:
+        return "gemm"
+    if ins.op == isa.OP_LOAD:
+        return "load"
+    return "row" if ins.unit in (isa.U_SOFTMAX, isa.U_LAYERNORM) else "elem"
+
+
+def program_cycles(program: list[isa.Instr], rows: int, cols: int) -> dict:
+    """Predicted counters of one run: total and per class (as the core's cyc_*_o)."""
+    out = {"total": 0, "ctrl": 0, "gemm": 0, "row": 0, "elem": 0, "load": 0}
+    for ins in program:
+        if ins.op == isa.OP_END:
+            out["total"] += 3
+            out["ctrl"] += 3
+            continue
+        body = body_cycles(ins, rows, cols)
+        out["total"] += CTRL + body
+        out["ctrl"] += CTRL
+        out[cls_of(ins)] += body
+    return out
