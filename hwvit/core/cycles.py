@@ -4,7 +4,7 @@ Every instruction costs CTRL cycles of control (fetch, decode, issue, retire) pl
 - GEMM: the engine's no-stall job time (docs/rtl.md: tiles back to back when K >= 2*ROWS + COLS)
   plus the start/done handshake;
 - stream: copy/gelu/residual_add one element per cycle plus the unit's latency; softmax and
-  layernorm rows follow each other at the blocks' documented row periods (2N + 35 and C + 82);
+  layernorm rows follow each other at the blocks' documented row periods (2N + 34 and C + 82);
 - LOAD: one table entry per cycle.
 """
 
@@ -17,18 +17,26 @@ from hwvit.core import isa
 CTRL = 4  # FETCH, DEC, ISSUE, NEXT
 GEMM_HANDSHAKE = 1
 STREAM_LAT = {isa.U_COPY: 3, isa.U_GELU: 4, isa.U_ADD: 5}
-SOFTMAX_ROW = 35  # + 2N per row (8-bit probabilities: OUT_BITS + 27)
-SOFTMAX_TAIL = 0
-LN_ROW = 82  # + C per row
-LN_TAIL = 0
-LOAD_TAIL = 2
+SOFTMAX_ROW = 34  # + 2N per row for 8-bit probabilities (docs/rtl.md: 2N + OUT_BITS + 26)
+FEED = 3  # stream engine: scratchpad read + FIFO before the first input, write + done after the last
+LN_ROW = 82  # + C per row (docs/rtl.md)
+LN_FIRST = 88  # a row's first output after its last input (docs/rtl.md)
+LOAD_TAIL = 1
 
 
 def gemm_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:
+    """rtl/gemm.v without output stalls: busy cycles of one M x K x N job.
+
+    Tiles run n-fastest. A tile's last beat waits until the previous tile's results are read out
+    (ROWS + COLS cycles after that tile's last beat, then one cycle per valid row r_prev), so the
+    tiles are spaced max(K, ROWS + COLS + r_prev) apart; the last one takes K + ROWS + COLS + 4 + r.
+    """
     tm, tn = math.ceil(m / rows), math.ceil(n / cols)
-    tiles = tm * tn
-    r = m - (tm - 1) * rows  # valid rows of the last tile
-    return (tiles - 1) * max(k, 2 * rows + cols) + k + rows + cols + 4 + r
+    r_last = m - (tm - 1) * rows  # valid rows of the last tile row
+    full, part = (tm - 1) * tn, tn  # tiles with ROWS valid rows, tiles with r_last
+    gaps = [rows] * full + [r_last] * part  # valid rows of each tile, in issue order
+    total = sum(max(k, rows + cols + r) for r in gaps[:-1])
+    return total + k + rows + cols + 4 + r_last
 
 
 def body_cycles(ins: isa.Instr, rows: int, cols: int) -> int:
@@ -39,11 +47,11 @@ def body_cycles(ins: isa.Instr, rows: int, cols: int) -> int:
         return ins.n[0] + LOAD_TAIL
     count = ins.elements()
     if ins.unit == isa.U_SOFTMAX:
-        n = ins.n[0]
-        return (count // n) * (2 * n + SOFTMAX_ROW) + SOFTMAX_TAIL
+        n = ins.n[0]  # R rows take N + 1 + R * (2N + 34) from the first input to the last output
+        return n + 1 + (count // n) * (2 * n + SOFTMAX_ROW) + FEED
     if ins.unit == isa.U_LAYERNORM:
-        c = ins.n[0]
-        return (count // c) * (c + LN_ROW) + LN_TAIL
+        c = ins.n[0]  # the first row: C in, 88, C out; every further row C + 82 later
+        return (count // c - 1) * (c + LN_ROW) + 2 * c + LN_FIRST + FEED - 2
     return count + STREAM_LAT[ins.unit]
 
 
