@@ -22,6 +22,8 @@ COMMANDS = [
     ("vectors", "check"),
     ("bench_vectors", "bench_vectors"),
     ("train_demo", "train_demo"),
+    ("core", "compile"),
+    ("core", "core"),
 ]
 
 

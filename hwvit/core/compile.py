@@ -57,8 +57,9 @@ def _round_up(v: int, q: int) -> int:
 
 
 class _Builder:
-    def __init__(self, model):
+    def __init__(self, model, images: bool = True):
         self.m = model
+        self.images = images  # False: the program and layout only (estimates of large models)
         self.prog: list[Instr] = []
         self.act = _Alloc()
         self.act_init: dict[int, np.ndarray] = {}
@@ -74,10 +75,10 @@ class _Builder:
         return base
 
     def weights(self, w) -> int:
-        v = _u8(w)
         base = self.wgt_top
-        self.wgt.append(v)
-        self.wgt_top += v.size
+        self.wgt_top += int(np.prod(np.shape(w)))
+        if self.images:
+            self.wgt.append(_u8(w))
         return base
 
     def prm_words(self, words) -> int:
@@ -146,8 +147,11 @@ def _check_model(m) -> None:
         raise CoreCompileError(f"model {cfg.name!r} uses {problems[0]}; the core runs {SUPPORTED}")
 
 
-def compile_model(m) -> Compiled:
-    """IntViT -> Compiled (program, memory images, layout). Deterministic."""
+def compile_model(m, images: bool = True) -> Compiled:
+    """IntViT -> Compiled (program, memory images, layout). Deterministic.
+
+    ``images=False`` skips the weight image (the program and sizes are the same).
+    """
     _check_model(m)
     cfg = m.config
     c_in, hh, ww = tuple(cfg.input_shape)
@@ -159,7 +163,7 @@ def compile_model(m) -> Compiled:
     t = npatch + int(has_cls)
     heads, hd = m.blocks[0].attn.heads if m.blocks else cfg.heads, cfg.head_dim
     mlp = m.blocks[0].fc1.w.shape[0] if m.blocks else 1
-    bld = _Builder(m)
+    bld = _Builder(m, images)
     act = bld.act
 
     # ---- scratchpad layout: input, constants, buffers
@@ -255,7 +259,7 @@ def compile_model(m) -> Compiled:
     gemms = [ins for ins in bld.prog if ins.op == isa.OP_GEMM]
     sizes = {
         "ACT_DEPTH": _round_up(act.top, 1024),
-        "WGT_DEPTH": _round_up(wgt.size, 1024),
+        "WGT_DEPTH": _round_up(bld.wgt_top, 1024),
         "PRM_DEPTH": _round_up(len(bld.prm), 256),
         "PROG_DEPTH": _round_up(len(bld.prog), 64),
         "MAX_M": 1 << max(ins.n[0] for ins in gemms).bit_length(),
