@@ -16,9 +16,25 @@ import time
 from pathlib import Path
 
 TOPLEVEL = "tb_vit_core"
-RTL = ["rtl/vit_core.v", "rtl/vit_core_gemm.v", "rtl/vit_core_stream.v", "rtl/vit_core_agu.v", "rtl/vit_core_ram.v",
-       "rtl/gemm.v", "rtl/gemm_array.v", "rtl/gemm_pe.v", "rtl/gemm_out.v", "rtl/requant.v", "rtl/round_sat.v",
-       "rtl/softmax.v", "rtl/layernorm.v", "rtl/gelu.v", "rtl/residual_add.v", "rtl/divu.v", "rtl/isqrt.v"]
+RTL = [
+    "rtl/vit_core.v",
+    "rtl/vit_core_gemm.v",
+    "rtl/vit_core_stream.v",
+    "rtl/vit_core_agu.v",
+    "rtl/vit_core_ram.v",
+    "rtl/gemm.v",
+    "rtl/gemm_array.v",
+    "rtl/gemm_pe.v",
+    "rtl/gemm_out.v",
+    "rtl/requant.v",
+    "rtl/round_sat.v",
+    "rtl/softmax.v",
+    "rtl/layernorm.v",
+    "rtl/gelu.v",
+    "rtl/residual_add.v",
+    "rtl/divu.v",
+    "rtl/isqrt.v",
+]
 SOURCES = ["sim/tb_vit_core.v", *RTL]
 BUILD_ARGS = {"verilator": ["--no-public-flat-rw"]}
 NEVER = 0xFFFFFFFF  # stop_pc_i that no program reaches
@@ -68,8 +84,9 @@ if cocotb is not None:
         await _wait(dut, dut.load_done_o, 4 * len(image) + 100, "input load")
 
     def _counters(dut) -> dict:
-        return {name: int(getattr(dut, f"cyc_{name}_o").value) for name in ("total", "ctrl", "gemm", "row", "elem", "load")} | {
-            "gemm_beats": int(dut.gemm_beats_o.value)}
+        return {
+            name: int(getattr(dut, f"cyc_{name}_o").value) for name in ("total", "ctrl", "gemm", "row", "elem", "load")
+        } | {"gemm_beats": int(dut.gemm_beats_o.value)}
 
     @cocotb.test()
     async def run_core(dut):

@@ -101,8 +101,9 @@ def test_gemm_cycles_match_the_documented_full_tile_formula():
 
 
 def test_estimate_prints_layers_and_utilization():
-    res = CliRunner().invoke(main, ["core", "estimate", "--model", "vit-b16", "--rows", "16", "--cols", "16",
-                                    "--clock-mhz", "500"])
+    res = CliRunner().invoke(
+        main, ["core", "estimate", "--model", "vit-b16", "--rows", "16", "--cols", "16", "--clock-mhz", "500"]
+    )
     assert res.exit_code == 0, res.output
     assert "layers.11" in res.output
     total = re.search(r"total: ([\d,]+) cycles/image = ([\d.,]+) images/s.*utilization ([\d.]+)%", res.output)

@@ -90,23 +90,49 @@ class _Builder:
         return base
 
     # ---- instructions
-    def gemm(self, name, m, k, n, a: Gen, w: Gen, d: Gen, p_base, p_stride, *, a_signed=True, w_act=False,
-             check=None):
-        self.prog.append(Instr(op=isa.OP_GEMM, a_signed=a_signed, w_act=w_act, n=(m, k, n, 1), a=a, b=w, d=d,
-                               p_base=p_base, p_stride=p_stride, name=name, check=check))
+    def gemm(self, name, m, k, n, a: Gen, w: Gen, d: Gen, p_base, p_stride, *, a_signed=True, w_act=False, check=None):
+        self.prog.append(
+            Instr(
+                op=isa.OP_GEMM,
+                a_signed=a_signed,
+                w_act=w_act,
+                n=(m, k, n, 1),
+                a=a,
+                b=w,
+                d=d,
+                p_base=p_base,
+                p_stride=p_stride,
+                name=name,
+                check=check,
+            )
+        )
 
     def linear(self, name, lin, a_base, rows, d_base, d_rs, d_off=0, check=None):
         n, k = lin.w.shape
         wb = self.weights(lin.w)
-        pb = self.prm_words(isa.gemm_prm_word(b, mu, s) for b, mu, s in
-                            zip(np.broadcast_to(lin.bias, (n,)), np.broadcast_to(lin.mult, (n,)),
-                                np.broadcast_to(lin.shift, (n,))))
-        self.gemm(name, rows, k, n, Gen(a_base, (k, 1, 0, 0)), Gen(wb, (k, 1, 0, 0)),
-                  Gen(d_base + d_off, (d_rs, 1, 0, 0)), pb, 1, check=check or {"value": name, "index": [0]})
+        pb = self.prm_words(
+            isa.gemm_prm_word(b, mu, s)
+            for b, mu, s in zip(
+                np.broadcast_to(lin.bias, (n,)), np.broadcast_to(lin.mult, (n,)), np.broadcast_to(lin.shift, (n,))
+            )
+        )
+        self.gemm(
+            name,
+            rows,
+            k,
+            n,
+            Gen(a_base, (k, 1, 0, 0)),
+            Gen(wb, (k, 1, 0, 0)),
+            Gen(d_base + d_off, (d_rs, 1, 0, 0)),
+            pb,
+            1,
+            check=check or {"value": name, "index": [0]},
+        )
 
     def stream(self, unit, name, n, a: Gen, d: Gen, b: Gen | None = None, check=None, **cfg):
-        self.prog.append(Instr(op=isa.OP_STREAM, unit=unit, n=tuple(n), a=a, b=b or Gen(), d=d, name=name,
-                               check=check, **cfg))
+        self.prog.append(
+            Instr(op=isa.OP_STREAM, unit=unit, n=tuple(n), a=a, b=b or Gen(), d=d, name=name, check=check, **cfg)
+        )
 
     def load(self, unit, name, words):
         words = list(words)
@@ -117,13 +143,31 @@ class _Builder:
         self.load(isa.U_LAYERNORM, f"{name}.gamma_beta", (isa.ln_prm_word(g, b) for g, b in zip(ln.gamma, ln.beta)))
         if not 0 <= int(ln.eps_int) < (1 << 62):
             raise CoreCompileError(f"{name}: eps_int {ln.eps_int} does not fit 62 bits")
-        self.stream(isa.U_LAYERNORM, name, (c, rows, 1, 1), Gen(src, (1, c, 0, 0)), Gen(dst, (1, c, 0, 0)),
-                    check={"value": name, "index": [0]}, mult_a=int(ln.mult), shift=int(ln.shift), eps=int(ln.eps_int))
+        self.stream(
+            isa.U_LAYERNORM,
+            name,
+            (c, rows, 1, 1),
+            Gen(src, (1, c, 0, 0)),
+            Gen(dst, (1, c, 0, 0)),
+            check={"value": name, "index": [0]},
+            mult_a=int(ln.mult),
+            shift=int(ln.shift),
+            eps=int(ln.eps_int),
+        )
 
     def residual(self, name, res, a, b, dst, count):
-        self.stream(isa.U_ADD, name, (count, 1, 1, 1), Gen(a, (1, 0, 0, 0)), Gen(dst, (1, 0, 0, 0)),
-                    b=Gen(b, (1, 0, 0, 0)), check={"value": name, "index": [0]}, mult_a=int(res.mult_a),
-                    mult_b=int(res.mult_b), shift=int(res.shift))
+        self.stream(
+            isa.U_ADD,
+            name,
+            (count, 1, 1, 1),
+            Gen(a, (1, 0, 0, 0)),
+            Gen(dst, (1, 0, 0, 0)),
+            b=Gen(b, (1, 0, 0, 0)),
+            check={"value": name, "index": [0]},
+            mult_a=int(res.mult_a),
+            mult_b=int(res.mult_b),
+            shift=int(res.shift),
+        )
 
 
 def _check_model(m) -> None:
@@ -189,8 +233,13 @@ def compile_model(m, images: bool = True) -> Compiled:
     # ---- patch embedding: im2col (one copy per patch row), GEMM, cls, position
     for r in range(gh):
         # features ordered (c, p1, p2) as Conv2d weights are; loops p2, p1, c, patch column
-        bld.stream(isa.U_COPY, f"embed.patches.row{r}", (p, p, c_in, gw),
-                   Gen(x_in + r * p * ww, (1, ww, hh * ww, p)), Gen(patches + r * gw * pd, (1, p, p * p, pd)))
+        bld.stream(
+            isa.U_COPY,
+            f"embed.patches.row{r}",
+            (p, p, c_in, gw),
+            Gen(x_in + r * p * ww, (1, ww, hh * ww, p)),
+            Gen(patches + r * gw * pd, (1, p, p * p, pd)),
+        )
     bld.linear("embed.proj", m.patch_embed.proj, patches, npatch, x0, dim, d_off=dim if has_cls else 0)
     if has_cls:
         bld.stream(isa.U_COPY, "embed.cls", (dim, 1, 1, 1), Gen(cls_c, (1, 0, 0, 0)), Gen(x0, (1, 0, 0, 0)))
@@ -209,28 +258,60 @@ def compile_model(m, images: bool = True) -> Compiled:
                 bld.linear(f"{pre}.attn.{name}", getattr(at, name), h, t, qkv, 3 * dim, d_off=j * dim)
         sc = bld.prm_words([isa.gemm_prm_word(0, at.scores_mult, at.scores_shift)])
         for k in range(heads):
-            bld.gemm(f"{pre}.attn.h{k}.qk", t, hd, t, Gen(qkv + k * hd, (3 * dim, 1, 0, 0)),
-                     Gen(qkv + dim + k * hd, (3 * dim, 1, 0, 0)), Gen(s_buf + k * t * t, (t, 1, 0, 0)), sc, 0,
-                     w_act=True, check={"value": f"{pre}.attn.scores", "index": [0, k]})
+            bld.gemm(
+                f"{pre}.attn.h{k}.qk",
+                t,
+                hd,
+                t,
+                Gen(qkv + k * hd, (3 * dim, 1, 0, 0)),
+                Gen(qkv + dim + k * hd, (3 * dim, 1, 0, 0)),
+                Gen(s_buf + k * t * t, (t, 1, 0, 0)),
+                sc,
+                0,
+                w_act=True,
+                check={"value": f"{pre}.attn.scores", "index": [0, k]},
+            )
         table = np.zeros(256, dtype=np.int64)
-        table[:len(at.softmax.exp_table)] = at.softmax.exp_table
+        table[: len(at.softmax.exp_table)] = at.softmax.exp_table
         bld.load(isa.U_SOFTMAX, f"{pre}.attn.softmax.table", table)
-        bld.stream(isa.U_SOFTMAX, f"{pre}.attn.softmax", (t, heads * t, 1, 1), Gen(s_buf, (1, t, 0, 0)),
-                   Gen(p_buf, (1, t, 0, 0)), check={"value": f"{pre}.attn.softmax", "index": [0]})
+        bld.stream(
+            isa.U_SOFTMAX,
+            f"{pre}.attn.softmax",
+            (t, heads * t, 1, 1),
+            Gen(s_buf, (1, t, 0, 0)),
+            Gen(p_buf, (1, t, 0, 0)),
+            check={"value": f"{pre}.attn.softmax", "index": [0]},
+        )
         cx = bld.prm_words([isa.gemm_prm_word(0, at.ctx_mult, at.ctx_shift)])
         for k in range(heads):
             # P.V: w[n, k'] = V^T[n, k'] = v[k', n]: n stride 1, k stride 3*dim
-            bld.gemm(f"{pre}.attn.h{k}.av", t, t, hd, Gen(p_buf + k * t * t, (t, 1, 0, 0)),
-                     Gen(qkv + 2 * dim + k * hd, (1, 3 * dim, 0, 0)), Gen(ctx + k * hd, (dim, 1, 0, 0)), cx, 0,
-                     a_signed=False, w_act=True,
-                     check={"value": f"{pre}.attn.context", "index": [0, None, [k * hd, (k + 1) * hd]]})
+            bld.gemm(
+                f"{pre}.attn.h{k}.av",
+                t,
+                t,
+                hd,
+                Gen(p_buf + k * t * t, (t, 1, 0, 0)),
+                Gen(qkv + 2 * dim + k * hd, (1, 3 * dim, 0, 0)),
+                Gen(ctx + k * hd, (dim, 1, 0, 0)),
+                cx,
+                0,
+                a_signed=False,
+                w_act=True,
+                check={"value": f"{pre}.attn.context", "index": [0, None, [k * hd, (k + 1) * hd]]},
+            )
         bld.linear(f"{pre}.attn.proj", at.proj, ctx, t, y, dim)
         bld.residual(f"{pre}.add1", blk.add1, x, y, x, t * dim)
         bld.layernorm(f"{pre}.norm2", blk.norm2, x, h, t, dim)
         bld.linear(f"{pre}.mlp.fc1", blk.fc1, h, t, f1, mlp)
         bld.load(isa.U_GELU, f"{pre}.mlp.gelu.table", _u8(blk.gelu.table))
-        bld.stream(isa.U_GELU, f"{pre}.mlp.gelu", (t * mlp, 1, 1, 1), Gen(f1, (1, 0, 0, 0)), Gen(g, (1, 0, 0, 0)),
-                   check={"value": f"{pre}.mlp.gelu", "index": [0]})
+        bld.stream(
+            isa.U_GELU,
+            f"{pre}.mlp.gelu",
+            (t * mlp, 1, 1, 1),
+            Gen(f1, (1, 0, 0, 0)),
+            Gen(g, (1, 0, 0, 0)),
+            check={"value": f"{pre}.mlp.gelu", "index": [0]},
+        )
         bld.linear(f"{pre}.mlp.fc2", blk.fc2, g, t, y, dim)
         bld.residual(f"{pre}.add2", blk.add2, x, y, x, t * dim)
 
@@ -241,8 +322,19 @@ def compile_model(m, images: bool = True) -> Compiled:
         tokens = h
     if m.pool is not None:  # mean: ones(1, T) . tokens -> token sums, requant by the pool's (M, s)
         pw = bld.prm_words([isa.gemm_prm_word(0, m.pool.mult, m.pool.shift)])
-        bld.gemm("pool", 1, t, dim, Gen(ones_c, (t, 1, 0, 0)), Gen(tokens, (1, dim, 0, 0)),
-                 Gen(feat, (dim, 1, 0, 0)), pw, 0, w_act=True, check={"value": "pool", "index": [0]})
+        bld.gemm(
+            "pool",
+            1,
+            t,
+            dim,
+            Gen(ones_c, (t, 1, 0, 0)),
+            Gen(tokens, (1, dim, 0, 0)),
+            Gen(feat, (dim, 1, 0, 0)),
+            pw,
+            0,
+            w_act=True,
+            check={"value": "pool", "index": [0]},
+        )
         pooled = feat
     else:
         pooled = tokens  # the cls token's row
@@ -254,7 +346,7 @@ def compile_model(m, images: bool = True) -> Compiled:
 
     act_img = np.zeros(act.top, dtype=np.int64)
     for base, v in bld.act_init.items():
-        act_img[base:base + v.size] = v
+        act_img[base : base + v.size] = v
     wgt = np.concatenate(bld.wgt) if bld.wgt else np.zeros(1, dtype=np.int64)
     gemms = [ins for ins in bld.prog if ins.op == isa.OP_GEMM]
     sizes = {

@@ -24,8 +24,12 @@ from hwvit.vectors.format import encode_hex
 FORMAT = "hwvit-core"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.yaml"
-FILES = {"prog": ("prog.hex", isa.WORD_BITS), "act": ("act.hex", 8), "wgt": ("wgt.hex", 8),
-         "prm": ("prm.hex", isa.PRM_BITS)}
+FILES = {
+    "prog": ("prog.hex", isa.WORD_BITS),
+    "act": ("act.hex", 8),
+    "wgt": ("wgt.hex", 8),
+    "prm": ("prm.hex", isa.PRM_BITS),
+}
 
 
 class CoreDirError(ValueError):
@@ -36,7 +40,7 @@ def _hex_words(values, bits: int, depth: int) -> bytes:
     if bits == 8:
         arr = np.zeros(depth, dtype=np.int64)
         v = np.asarray(values, dtype=np.int64)
-        arr[:v.size] = v
+        arr[: v.size] = v
         return bytes(encode_hex(arr, 8))
     digits = bits // 4
     words = list(values) + [0] * (depth - len(values))

@@ -57,7 +57,7 @@ class Instr:
         f[1:5] = self.n
         for start, gen in ((5, self.a), (10, self.b), (15, self.d)):
             f[start] = gen.base
-            f[start + 1:start + 5] = gen.strides
+            f[start + 1 : start + 5] = gen.strides
         f[20], f[21] = self.p_base, self.p_stride
         f[22], f[23], f[24] = self.mult_a, self.mult_b, self.shift
         f[25], f[26] = self.eps & MASK32, self.eps >> 32
@@ -114,11 +114,25 @@ def ln_prm_word(gamma: int, beta: int) -> int:
 
 def from_fields(f: list[int], name: str = "", check: dict | None = None) -> Instr:
     """Decode the 32 fields of a program word (the inverse of ``Instr.fields``)."""
-    gens = [Gen(f[s], tuple(f[s + 1:s + 5])) for s in (5, 10, 15)]
-    return Instr(op=f[0] & 0xFF, unit=(f[0] >> 8) & 0xFF, a_signed=bool((f[0] >> 16) & 1),
-                 w_act=bool((f[0] >> 17) & 1), n=tuple(f[1:5]), a=gens[0], b=gens[1], d=gens[2], p_base=f[20],
-                 p_stride=f[21], mult_a=f[22], mult_b=f[23], shift=f[24], eps=f[25] | (f[26] << 32), name=name,
-                 check=check)
+    gens = [Gen(f[s], tuple(f[s + 1 : s + 5])) for s in (5, 10, 15)]
+    return Instr(
+        op=f[0] & 0xFF,
+        unit=(f[0] >> 8) & 0xFF,
+        a_signed=bool((f[0] >> 16) & 1),
+        w_act=bool((f[0] >> 17) & 1),
+        n=tuple(f[1:5]),
+        a=gens[0],
+        b=gens[1],
+        d=gens[2],
+        p_base=f[20],
+        p_stride=f[21],
+        mult_a=f[22],
+        mult_b=f[23],
+        shift=f[24],
+        eps=f[25] | (f[26] << 32),
+        name=name,
+        check=check,
+    )
 
 
 def word_fields(word: int) -> list[int]:

@@ -55,8 +55,9 @@ def _signed8(v) -> np.ndarray:
     return np.where(a >= 128, a - 256, a)
 
 
-def _simulate(core: CoreDir, simulator: str, rows: int, cols: int, job: dict, build_root: Path | None,
-              tag: str) -> tuple[dict, Path]:
+def _simulate(
+    core: CoreDir, simulator: str, rows: int, cols: int, job: dict, build_root: Path | None, tag: str
+) -> tuple[dict, Path]:
     from cocotb_tools.runner import get_runner
 
     params = hdl_parameters(core, rows, cols)
@@ -69,13 +70,24 @@ def _simulate(core: CoreDir, simulator: str, rows: int, cols: int, job: dict, bu
     job_file, result_file = run_dir / "job.json", run_dir / "result.json"
     job_file.write_text(json.dumps(job))
     repo = toolchain.repo()
-    env = {"HWVIT_CORE_JOB": str(job_file), "HWVIT_RESULT": str(result_file),
-           "PYTHONPATH": os.pathsep.join([str(repo.sim), str(repo.root), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        "HWVIT_CORE_JOB": str(job_file),
+        "HWVIT_RESULT": str(result_file),
+        "PYTHONPATH": os.pathsep.join([str(repo.sim), str(repo.root), os.environ.get("PYTHONPATH", "")]),
+    }
     runner = get_runner(simulator)
     try:
-        runner.test(test_module=f"test_{KIND}", hdl_toplevel=simulate.tb_module(KIND).TOPLEVEL,
-                    hdl_toplevel_lang="verilog", testcase="run_core", build_dir=build_dir, test_dir=run_dir,
-                    extra_env=env, parameters=params, log_file=run_dir / "sim.log")
+        runner.test(
+            test_module=f"test_{KIND}",
+            hdl_toplevel=simulate.tb_module(KIND).TOPLEVEL,
+            hdl_toplevel_lang="verilog",
+            testcase="run_core",
+            build_dir=build_dir,
+            test_dir=run_dir,
+            extra_env=env,
+            parameters=params,
+            log_file=run_dir / "sim.log",
+        )
     except SystemExit:
         pass
     if not result_file.exists():
@@ -89,13 +101,26 @@ def _job(core: CoreDir, images: np.ndarray, mode: str, cycles_hint: int) -> dict
     for ins in core.program[:-1]:
         addr = ins.out_addresses()
         ranges.append([int(addr.min()), int(addr.max()) + 1])
-    return {"mode": mode, "images": [[int(v) for v in img.reshape(-1)] for img in images], "out": [base, size],
-            "ranges": ranges, "prog_len": len(core.program), "act_depth": core.sizes["ACT_DEPTH"],
-            "timeout_cycles": int(cycles_hint)}
+    return {
+        "mode": mode,
+        "images": [[int(v) for v in img.reshape(-1)] for img in images],
+        "out": [base, size],
+        "ranges": ranges,
+        "prog_len": len(core.program),
+        "act_depth": core.sizes["ACT_DEPTH"],
+        "timeout_cycles": int(cycles_hint),
+    }
 
 
-def run_images(core: CoreDir, int_model, xq: np.ndarray, simulator: str = "verilator", rows: int = 8,
-               cols: int = 8, build_root: Path | None = None) -> CoreRun:
+def run_images(
+    core: CoreDir,
+    int_model,
+    xq: np.ndarray,
+    simulator: str = "verilator",
+    rows: int = 8,
+    cols: int = 8,
+    build_root: Path | None = None,
+) -> CoreRun:
     """Run quantized inputs ``xq`` (B, C, H, W) through the RTL; compare with ``int_model``."""
     from hwvit.core import cycles as cyc
 
@@ -103,12 +128,22 @@ def run_images(core: CoreDir, int_model, xq: np.ndarray, simulator: str = "veril
     hint = 4 * cyc.program_cycles(core.program, rows, cols)["total"] + 100_000
     result, run_dir = _simulate(core, simulator, rows, cols, _job(core, xq, "run", hint), build_root, "run")
     got = np.stack([_signed8(img["logits"]) for img in result["images"]])
-    return CoreRun(simulator, rows, cols, got, expected, [img["cycles"] for img in result["images"]],
-                   result["images"][0].get("perf", []), result["cpu_s"], run_dir)
+    return CoreRun(
+        simulator,
+        rows,
+        cols,
+        got,
+        expected,
+        [img["cycles"] for img in result["images"]],
+        result["images"][0].get("perf", []),
+        result["cpu_s"],
+        run_dir,
+    )
 
 
-def find_mismatch(core: CoreDir, int_model, x1: np.ndarray, simulator: str, rows: int, cols: int,
-                  build_root: Path | None = None) -> dict | None:
+def find_mismatch(
+    core: CoreDir, int_model, x1: np.ndarray, simulator: str, rows: int, cols: int, build_root: Path | None = None
+) -> dict | None:
     """Step one image through the program; the first instruction whose output differs, or None."""
     from hwvit.core import cycles as cyc
     from hwvit.intvit import Trace
@@ -131,9 +166,17 @@ def find_mismatch(core: CoreDir, int_model, x1: np.ndarray, simulator: str, rows
         bad = np.flatnonzero(got != want)
         if bad.size:
             j = int(bad[0])
-            return {"instruction": i, "name": ins.name, "kind": ins.kind, "value": ins.check["value"],
-                    "index": int(j), "expected": int(want[j]), "got": int(got[j]), "differ": int(bad.size),
-                    "scratchpad": str(run_dir / "scratchpad.hex")}
+            return {
+                "instruction": i,
+                "name": ins.name,
+                "kind": ins.kind,
+                "value": ins.check["value"],
+                "index": int(j),
+                "expected": int(want[j]),
+                "got": int(got[j]),
+                "differ": int(bad.size),
+                "scratchpad": str(run_dir / "scratchpad.hex"),
+            }
     return {"instruction": None, "scratchpad": str(run_dir / "scratchpad.hex")}
 
 
