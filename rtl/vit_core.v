@@ -258,7 +258,7 @@ module vit_core #(
           st_q  <= ST_ISSUE;
         end
         ST_ISSUE: begin
-          if (op == OP_END) begin
+          if ((op == OP_END) || (op > OP_LOAD)) begin  // END, or an undefined op: halt
             st_q   <= ST_IDLE;
             done_q <= 1'b1;
           end else begin

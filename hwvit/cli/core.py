@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import asdict
 
 import click
@@ -137,8 +138,10 @@ def run(core_dir, images, simulator, rows, cols, seed):
     xq = m.quantize_input(x.numpy())
     try:
         res = crun.run_images(cdir, m, xq, simulator, rows, cols)
-    except RuntimeError as exc:
-        fail(str(exc))
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        fail(f"{simulator} run failed: {str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__}")
+    except SystemExit as exc:  # the cocotb runner exits when the build fails
+        fail(f"{simulator} build or run failed (exit {exc.code}); see sim_build/vit_core-{simulator}-*/build.log")
     pred_rtl, pred_int = res.got.argmax(axis=1), res.expected.argmax(axis=1)
     click.echo(f"predicted (RTL):   {' '.join(map(str, pred_rtl))}")
     click.echo(f"predicted (model): {' '.join(map(str, pred_int))}")
