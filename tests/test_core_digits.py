@@ -107,4 +107,5 @@ def test_corrupted_weight_is_found_at_its_instruction(digits, tmp_path):
     assert info["instruction"] == target and info["name"] == "layers.1.mlp.fc1", info
     assert info["kind"] == isa.OP_NAMES[isa.OP_GEMM]
     assert info["expected"] != info["got"]
+    assert len(info["at"]) == 2 and info["at"][1] == 0  # (token, channel): only channel 0's weight changed
     assert (tmp_path / "bad").exists() and info["scratchpad"].endswith("scratchpad.hex")

@@ -169,9 +169,10 @@ def run(core_dir, images, simulator, rows, cols, seed):
     )
     info = crun.find_mismatch(cdir, m, xq[bad], simulator, rows, cols)
     if info and info.get("instruction") is not None:
+        at = ", ".join(map(str, info["at"]))
         click.echo(
             f"first differing instruction: #{info['instruction']} {info['name']} ({info['kind']}): "
-            f"{info['value']} flat index {info['index']}: expected {info['expected']}, got {info['got']} "
+            f"{info['value']}[{at}] (flat {info['index']}): expected {info['expected']}, got {info['got']} "
             f"({info['differ']} elements differ)"
         )
     click.echo(f"scratchpad dump: {info['scratchpad'] if info else '?'}")

@@ -156,7 +156,8 @@ def find_mismatch(
     for i, ins in enumerate(core.program[:-1]):
         if not ins.check:
             continue
-        want = _select(tr.values[ins.check["value"]][0], ins.check["index"]).reshape(-1)  # (q, scale)[0]
+        want_nd = _select(tr.values[ins.check["value"]][0], ins.check["index"])  # values: (q, scale)
+        want = want_nd.reshape(-1)
         addr = ins.out_addresses().reshape(-1)
         lo = int(addr.min())
         dumped = _signed8(steps[i])
@@ -172,6 +173,7 @@ def find_mismatch(
                 "kind": ins.kind,
                 "value": ins.check["value"],
                 "index": int(j),
+                "at": [int(v) for v in np.unravel_index(j, want_nd.shape)],
                 "expected": int(want[j]),
                 "got": int(got[j]),
                 "differ": int(bad.size),
