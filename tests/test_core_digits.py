@@ -109,3 +109,16 @@ def test_corrupted_weight_is_found_at_its_instruction(digits, tmp_path):
     assert info["expected"] != info["got"]
     assert len(info["at"]) == 2 and info["at"][1] == 0  # (token, channel): only channel 0's weight changed
     assert (tmp_path / "bad").exists() and info["scratchpad"].endswith("scratchpad.hex")
+
+
+def test_estimate_stand_in_has_the_real_programs_shape(digits):
+    """`core estimate` compiles a zero-parameter stand-in; its program has the real one's loops and addresses."""
+    from hwvit.core.compile import compile_model
+    from hwvit.core.shapes import shape_model
+
+    model, core, _, _ = digits
+    stand_in = compile_model(shape_model(model.config), images=False).program
+    assert [(i.op, i.unit, i.n, i.a, i.b, i.d, i.name) for i in stand_in] == [
+        (i.op, i.unit, i.n, i.a, i.b, i.d, i.name) for i in core.program
+    ]
+    assert cycles.program_cycles(stand_in, 8, 8) == cycles.program_cycles(core.program, 8, 8)
