@@ -26,6 +26,8 @@ COMMANDS = [
     ("train_demo", "train_demo"),
     ("rtl", "rtl"),
     ("bind", "bind"),
+    ("core", "compile"),
+    ("core", "core"),
 ]
 
 
