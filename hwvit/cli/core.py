@@ -7,15 +7,24 @@ from dataclasses import asdict
 
 import click
 
-from hwvit.cli.common import fail, model_options, quant_options
+from hwvit.cli.common import (
+    calib_images_option,
+    fail,
+    force_option,
+    model_options,
+    out_option,
+    qconfig_options,
+    seed_option,
+)
 
 
-def _spec(preset, checkpoint, family, config_path, qconfig, calib_images, seed) -> dict:
+def _spec(preset, checkpoint, family, config_path, heads, qconfig, calib_images, seed) -> dict:
     return {
         "preset": preset,
         "checkpoint": checkpoint,
         "family": family,
         "config": config_path,
+        "heads": heads,
         "quant": asdict(qconfig),
         "calib_images": calib_images,
         "seed": seed,
@@ -24,13 +33,12 @@ def _spec(preset, checkpoint, family, config_path, qconfig, calib_images, seed) 
 
 @click.command()
 @model_options
-@quant_options
-@click.option(
-    "--seed", type=click.IntRange(0), default=0, show_default=True, help="Seed of random weights/calibration."
-)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output core directory.")
-@click.option("--force", is_flag=True, help="Replace an existing output directory.")
-def compile(preset, checkpoint, family, config_path, seed, out_dir, force, **kw):  # noqa: A001 - the command's name
+@qconfig_options
+@calib_images_option
+@seed_option("Seed of random weights and calibration inputs.")
+@out_option("Output core directory.", required=True)
+@force_option
+def compile(qconfig, calib_images, seed, out_dir, force, **kw):  # noqa: A001 - the command's name
     """Compile the integer model for the RTL core (rtl/vit_core.v): program, memory images, manifest.
 
     \b
@@ -38,12 +46,13 @@ def compile(preset, checkpoint, family, config_path, seed, out_dir, force, **kw)
       hwvit compile --model digits --out core/
       hwvit core run core/ --images 10
     """
-    from hwvit.cli.common import build_models, quant_config
+    from hwvit.cli.common import build_models
     from hwvit.core.compile import CoreCompileError, compile_model
     from hwvit.core.coredir import write_core_dir
 
-    qconfig = quant_config(kw)
-    _, int_model = build_models(preset, checkpoint, family, config_path, qconfig, kw["calib_images"], seed)
+    preset, checkpoint, family, config_path, heads = (kw.get(k) for k in ("preset", "checkpoint", "family",
+                                                                         "config_path", "heads"))
+    _, _, int_model = build_models(kw, qconfig, calib_images, seed)
     try:
         compiled = compile_model(int_model)
         write_core_dir(
@@ -54,8 +63,9 @@ def compile(preset, checkpoint, family, config_path, seed, out_dir, force, **kw)
                 checkpoint,
                 family,
                 config_path,
+                heads,
                 qconfig,
-                kw["calib_images"],
+                calib_images,
                 seed,
             ),
             force=force,
@@ -85,15 +95,9 @@ def _int_model(cdir):
     spec = cdir.manifest["model"]
     try:
         qconfig = QuantConfig(**spec["quant"])
-        source, m = build_models(
-            spec["preset"],
-            spec["checkpoint"],
-            spec["family"],
-            spec["config"],
-            qconfig,
-            int(spec["calib_images"]),
-            int(spec["seed"]),
-        )
+        model = {"preset": spec["preset"], "checkpoint": spec["checkpoint"], "family": spec["family"],
+                 "config_path": spec["config"], "heads": spec.get("heads")}
+        source, _, m = build_models(model, qconfig, int(spec["calib_images"]), int(spec["seed"]))
     except (KeyError, TypeError, ValueError) as exc:
         fail(f"{cdir.path}: manifest model entry unusable ({exc})")
     again = compile_model(m)
@@ -141,7 +145,10 @@ def run(core_dir, images, simulator, rows, cols, seed):
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         fail(f"{simulator} run failed: {str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__}")
     except SystemExit as exc:  # the cocotb runner exits when the build fails
-        fail(f"{simulator} build or run failed (exit {exc.code}); see sim_build/vit_core-{simulator}-*/build.log")
+        from hwvit import simulate
+
+        fail(f"{simulator} build or run failed (exit {exc.code}); see the vit_core build.log under "
+             f"{simulate.default_build_root()}")
     pred_rtl, pred_int = res.got.argmax(axis=1), res.expected.argmax(axis=1)
     click.echo(f"predicted (RTL):   {' '.join(map(str, pred_rtl))}")
     click.echo(f"predicted (model): {' '.join(map(str, pred_int))}")

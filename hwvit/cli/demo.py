@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import click
+import numpy as np
 
 from hwvit.cli.common import (check_out_dir, fail, first_line, force_option, jobs_option, out_option,
                               require_simulators, simulator_option)
@@ -20,12 +21,15 @@ def _step(n: int, total: int, text: str) -> None:
 @click.command()
 @out_option("Where the vector sets of one image go.", name="--vectors", dest="vectors_dir", default="vectors/digits")
 @out_option("Where the compare report goes.", default="out/report")
+@out_option("Where the model compiled for the RTL core goes.", name="--core", dest="core_dir", default="out/core")
+@click.option("--core-images", type=click.IntRange(1), default=10, show_default=True,
+              help="Held-out images run through the whole-model RTL core (rtl/vit_core.v).")
 @force_option
 @click.option("--image", type=click.IntRange(0), default=0, show_default=True,
               help="Index of the held-out test image traced into vector sets.")
 @simulator_option("Simulator for the RTL check.")
 @jobs_option(default=2)
-def demo(vectors_dir, out_dir, force, image, simulator, jobs):
+def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, jobs):
     """Quantize the digits model, write its vector sets, check the RTL on them, write the report.
 
     \b
@@ -35,6 +39,7 @@ def demo(vectors_dir, out_dir, force, image, simulator, jobs):
       3. trace one test image into vector sets (every block instance)
       4. run every set through its Verilog block (hwvit sim)
       5. write the float-vs-fixed report with plots
+      6. compile the model for the RTL core and run held-out images through it (logits bit-exact)
     A second run needs --force (it then replaces the vector sets and the report it wrote).
 
     \b
@@ -54,7 +59,7 @@ def demo(vectors_dir, out_dir, force, image, simulator, jobs):
     sims = require_simulators(simulator)
     check_out_dir(vectors_dir, force, "vectors")
     check_out_dir(out_dir, force, "compare-report")
-    total = 5
+    total = 6
 
     _step(1, total, "float model: the shipped digits ViT (hwvit/data/digits.safetensors)")
     try:
@@ -114,10 +119,39 @@ def demo(vectors_dir, out_dir, force, image, simulator, jobs):
         fail(first_line(exc))
     click.echo(f"      {report}")
 
+    core_sim = sims[0]
+    _step(6, total, f"RTL core: {core_images} held-out images through rtl/vit_core.v on {core_sim} -> {core_dir}")
+    core_line = _core_step(int_model, cfg, x_test[:core_images], y_test[:core_images], core_dir, force, core_sim)
+    click.echo(f"      {core_line}")
+
     click.echo("")
     click.echo(f"done in {time.perf_counter() - t0:.0f} s:")
     click.echo(f"  vector sets   {vectors_dir}/  ({len(sets)} sets; validate with `hwvit check {vectors_dir}`)")
     click.echo(f"  RTL check     {len(results) - len(failures)} passed, {len(failures)} failed "
                f"(rerun: `hwvit sim {vectors_dir} --simulator both`)")
     click.echo(f"  report        {report}")
-    sys.exit(1 if failures else 0)
+    click.echo(f"  RTL core      {core_line} (rerun: `hwvit core run {core_dir} --images {core_images}`)")
+    sys.exit(1 if failures or "mismatch" in core_line else 0)
+
+
+def _core_step(int_model, cfg, x, labels, core_dir: str, force: bool, simulator: str) -> str:
+    """Compile ``int_model`` for the core, run ``x`` through the RTL, return the one-line outcome."""
+    from hwvit.core.compile import CoreCompileError, compile_model
+    from hwvit.core.coredir import CoreDirError, read_core_dir, write_core_dir
+    from hwvit.core.run import run_images
+    from hwvit.quant import QuantConfig
+
+    spec = {"preset": "digits", "checkpoint": None, "family": None, "config": None, "heads": None,
+            "quant": QuantConfig().to_dict(), "calib_images": 256, "seed": 0}
+    try:
+        write_core_dir(compile_model(int_model), core_dir, spec, force=force)
+        res = run_images(read_core_dir(core_dir), int_model, int_model.quantize_input(x.numpy()), simulator)
+    except (CoreCompileError, CoreDirError, FileExistsError, OSError, RuntimeError) as exc:
+        fail(first_line(exc))
+    n = len(x)
+    total = res.cycles[0]["total"]
+    pred = res.got.argmax(axis=1)
+    state = "every logit bit-exact" if res.matched == n else f"{n - res.matched} mismatch(es)"
+    top1 = int((pred == np.asarray(labels)).sum())
+    return (f"{res.matched}/{n} images matched ({state}); predicted {' '.join(map(str, pred))}, "
+            f"{top1}/{n} correct; {total:,} cycles/image on 8x8")

@@ -9,14 +9,13 @@ model's trace (block path, index, expected, got); the scratchpad is dumped besid
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from hwvit import simulate, toolchain
+from hwvit import simulate
 from hwvit.core import isa
 from hwvit.core.coredir import CoreDir
 
@@ -69,11 +68,10 @@ def _simulate(
         (run_dir / name).symlink_to(core.file(key).resolve())
     job_file, result_file = run_dir / "job.json", run_dir / "result.json"
     job_file.write_text(json.dumps(job))
-    repo = toolchain.repo()
     env = {
         "HWVIT_CORE_JOB": str(job_file),
         "HWVIT_RESULT": str(result_file),
-        "PYTHONPATH": os.pathsep.join([str(repo.sim), str(repo.root), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": simulate.sim_pythonpath(),
     }
     runner = get_runner(simulator)
     try:
