@@ -16,7 +16,7 @@ Task retries: Dask reschedules the tasks of a worker that died on another one (t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,3 +127,44 @@ def connect(spec: ClusterSpec) -> Iterator[Any]:
     finally:
         if cluster is not None:
             cluster.close()
+
+
+def map_ordered(client, fn, shared: tuple, items: Iterable, *args, window: int | None = None) -> Iterator[Any]:
+    """``fn(*shared, item, *args)`` for each item on the workers; results yielded in item order.
+
+    ``shared`` (e.g. the models) is sent to every worker once. At most ``window`` items are in flight
+    (default: twice the workers), so a streamed data set stays bounded in memory on the driver.
+    A task that raises re-raises here, after ``submit_retries`` retries.
+    """
+    from distributed import as_completed
+
+    shared_futures = client.scatter(list(shared), broadcast=True) if shared else []
+    window = window or max(2, 2 * sum(client.nthreads().values()))
+    pending: dict[str, int] = {}
+    done: dict[int, Any] = {}
+    ready = as_completed()
+    nxt = 0  # the next index to yield
+    source = iter(items)
+    submitted = 0
+    exhausted = False
+    while True:
+        while not exhausted and len(pending) < window:
+            try:
+                item = next(source)
+            except StopIteration:
+                exhausted = True
+                break
+            fut = client.submit(fn, *shared_futures, item, *args, pure=False, retries=submit_retries)
+            pending[fut.key] = submitted
+            ready.add(fut)
+            submitted += 1
+        if not pending:
+            break
+        fut = next(ready)
+        done[pending.pop(fut.key)] = fut.result()
+        while nxt in done:
+            yield done.pop(nxt)
+            nxt += 1
+    while nxt in done:
+        yield done.pop(nxt)
+        nxt += 1
