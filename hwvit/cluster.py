@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 JOBQUEUE = {"slurm": "SLURMCluster", "lsf": "LSFCluster", "pbs": "PBSCluster", "sge": "SGECluster"}
+SUBMIT = {"slurm": "sbatch", "lsf": "bsub", "pbs": "qsub", "sge": "qsub"}  # checked before starting
 CONNECT_TIMEOUT_S = 10.0
 submit_retries = 2
 
@@ -90,8 +91,13 @@ def _make_cluster(spec: ClusterSpec):
         # One thread per worker: a simulation or a forward uses a whole core, and torch's own
         # threads would fight over the same cores otherwise.
         return LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    import shutil
+
     import dask_jobqueue
 
+    if shutil.which(SUBMIT[spec.kind]) is None:
+        # Without it the jobs fail to submit in the background and the run would wait forever.
+        raise ValueError(f"{SUBMIT[spec.kind]} not found on PATH: run on a {spec.kind} submit host")
     options = dict(spec.options)
     jobs = options.pop("jobs", 1)
     cluster = getattr(dask_jobqueue, JOBQUEUE[spec.kind])(**options)

@@ -228,3 +228,36 @@ def test_compare_local_cluster_equals_local():
     a, b = json.loads(local.stdout), json.loads(dist.stdout)
     assert a["images"] == 96 and len(a["layers"]) > 10
     assert b == a  # top-1, agreement, logits SQNR and every layer's numbers, to the last digit
+
+
+def test_jobqueue_without_its_submit_command_one_line(traced, tmp_path):
+    env_path = str(Path(sys.executable).parent)  # the venv only: no sbatch there
+    r = subprocess.run(
+        [
+            *HWVIT,
+            "sim",
+            str(traced),
+            "--simulator",
+            "icarus",
+            "--cluster",
+            "slurm",
+            "--cluster-opt",
+            "cores=1",
+            "--cluster-opt",
+            "memory=1GB",
+        ],
+        capture_output=True,
+        text=True,
+        env={**_env(), "PATH": f"{env_path}:/usr/bin:/bin"},
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip() == (
+        "Error: cannot start the slurm cluster: sbatch not found on PATH: run on a slurm submit host"
+    ), r.stderr
+
+
+def test_cluster_opt_needs_cluster(traced):
+    r = _hwvit("sim", str(traced), "--cluster-opt", "cores=2", timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == "Error: --cluster-opt applies to --cluster only"
