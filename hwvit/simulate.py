@@ -287,11 +287,14 @@ def run_on_cluster(client, jobs: list[tuple[str, str]], *, waves: bool = False,
 
     from hwvit import cluster
 
+    import uuid
+
     root = str(build_root) if build_root else None
+    run_id = uuid.uuid4().hex[:8]  # two runs sharing a scheduler never share a task key
     futures, where = [], {}
     for i, (d, s) in enumerate(jobs):
         fut = client.submit(_run_safely, d, s, waves, root, pure=False, retries=cluster.submit_retries,
-                            key=f"hwvit-sim-{i}-{hashlib.sha1(f'{d}:{s}'.encode()).hexdigest()[:8]}")
+                            key=f"hwvit-sim-{run_id}-{i}-{hashlib.sha1(f'{d}:{s}'.encode()).hexdigest()[:8]}")
         futures.append(fut)
         where[fut.key] = (i, d, s)
     results: dict[int, SimResult] = {}

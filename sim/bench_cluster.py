@@ -78,7 +78,7 @@ def main() -> None:
             )
         client = Client(address, timeout=60)
         client.wait_for_workers(a.workers, timeout=120)
-        common = [a.directory, "--simulator", a.simulator, "-q"]
+        common = ["sim", a.directory, "--simulator", a.simulator, "-q"]
         _timed([*common, "-j", str(a.workers)])  # warm the build cache
         t_local = _timed([*common, "-j", str(a.workers)])
         t_cluster = _timed([*common, "--cluster", address])
