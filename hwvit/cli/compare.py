@@ -9,10 +9,9 @@ from contextlib import nullcontext
 import click
 
 from hwvit.cli.common import (batch_option, build_models, calib_images_option, check_out_dir, cluster_client,
-                              cluster_options, compute_options,
-                              data_options, describe_data, fail, first_line, force_option, json_option,
-                              model_options, out_option, progress, qconfig_options, quiet_option, refuse,
-                              refuse_seed_for_digits, seed_option)
+                              cluster_options, compute_options, data_options, describe_data, fail, first_line,
+                              force_option, json_option, model_options, out_option, progress, qconfig_options,
+                              quiet_option, refuse, refuse_seed_for_digits, seed_option)
 
 
 def _fmt(v: float) -> str:
@@ -45,7 +44,6 @@ def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, batch, 
       hwvit compare --checkpoint vit/ --images photos/
       hwvit compare --checkpoint vit.safetensors --heads 4 --images photos/ --resize 40 --crop 32 --mean 0.5 --std 0.5
       hwvit compare --model digits --limit 64 --calib-images 64 --batch 16 --gemm float64
-      hwvit compare --model digits --calib-images 64 --cluster local:2
     """
     from hwvit import pipeline
     from hwvit.report.compare import compare as run_compare

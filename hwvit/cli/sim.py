@@ -33,9 +33,6 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, t
     \b
     Example:
       hwvit sim vec/ --simulator both -j 2
-      hwvit sim vec/ --simulator both --cluster local:2 --junit sim.xml
-      hwvit sim vec/ --cluster slurm --cluster-opt cores=4 --cluster-opt memory=8GB --cluster-opt jobs=8 \
-          --build-dir /nfs/team/sim_build
       hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
       hwvit rtl export team/
       hwvit sim vec/softmax --rtl team/rtl/softmax.v --rtl team/rtl/divu.v \\
