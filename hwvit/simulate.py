@@ -283,11 +283,11 @@ def run_on_cluster(client, jobs: list[tuple[str, str]], *, waves: bool = False,
     the scheduler; a task that still cannot finish becomes a FAIL result, so every pair is
     reported exactly once.
     """
+    import uuid
+
     from distributed import as_completed
 
     from hwvit import cluster
-
-    import uuid
 
     root = str(build_root) if build_root else None
     run_id = uuid.uuid4().hex[:8]  # two runs sharing a scheduler never share a task key
