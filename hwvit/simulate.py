@@ -15,8 +15,6 @@ set's directory in ``HWVIT_SET``, and reads back the JSON result the test writes
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -79,15 +77,11 @@ def tb_module(kind: str) -> ModuleType:
     return module
 
 
-@contextlib.contextmanager
 def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    """The build lock: an O_EXCL lock file, so a --build-dir on NFS shared by farm workers builds once."""
+    from hwvit.buildlock import locked
+
+    return locked(path)
 
 
 def default_build_root() -> Path:
@@ -276,3 +270,44 @@ def run_many(jobs: list[tuple[str, str]], *, workers: int = 1, waves: bool = Fal
             if on_result is not None:
                 on_result(res)
     return results
+
+
+def run_on_cluster(client, jobs: list[tuple[str, str]], *, waves: bool = False,
+                   build_root: str | Path | None = None, on_result=None) -> list[SimResult]:
+    """Run (set_dir, simulator) pairs as Dask tasks on ``client``'s workers; results in the order given.
+
+    One task per pair (the set's RTL configuration comes from its manifest, so the task is one
+    (set, simulator, configuration)). Each worker builds a configuration once into its build root
+    (shared with --build-dir: then once in all, under the O_EXCL lock). ``on_result`` sees each
+    result as it finishes, in completion order. A worker lost mid-run has its tasks rescheduled by
+    the scheduler; a task that still cannot finish becomes a FAIL result, so every pair is
+    reported exactly once.
+    """
+    import uuid
+
+    from distributed import as_completed
+
+    from hwvit import cluster
+
+    root = str(build_root) if build_root else None
+    run_id = uuid.uuid4().hex[:8]  # two runs sharing a scheduler never share a task key
+    futures, where = [], {}
+    for i, (d, s) in enumerate(jobs):
+        fut = client.submit(_run_safely, d, s, waves, root, pure=False, retries=cluster.submit_retries,
+                            key=f"hwvit-sim-{run_id}-{i}-{hashlib.sha1(f'{d}:{s}'.encode()).hexdigest()[:8]}")
+        futures.append(fut)
+        where[fut.key] = (i, d, s)
+    results: dict[int, SimResult] = {}
+    for fut in as_completed(futures):
+        i, d, s = where[fut.key]
+        try:
+            res = fut.result()
+        except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker after every retry
+            res = SimResult("?", d, s, False, message=f"task lost: {exc.__class__.__name__}: {exc}".splitlines()[0])
+        if i in results:  # as_completed yields a future once; this guards the count regardless
+            continue
+        results[i] = res
+        if on_result is not None:
+            on_result(res)
+    return [results[i] for i in range(len(jobs))]
+

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import nullcontext
 
 import click
 
-from hwvit.cli.common import (batch_option, build_models, calib_images_option, check_out_dir, compute_options,
-                              data_options, describe_data, fail, first_line, force_option, json_option,
-                              model_options, out_option, progress, qconfig_options, quiet_option, refuse,
-                              refuse_seed_for_digits, seed_option)
+from hwvit.cli.common import (batch_option, build_models, calib_images_option, check_out_dir, cluster_client,
+                              cluster_options, compute_options, data_options, describe_data, fail, first_line,
+                              force_option, json_option, model_options, out_option, progress, qconfig_options,
+                              quiet_option, refuse, refuse_seed_for_digits, seed_option)
 
 
 def _fmt(v: float) -> str:
@@ -30,7 +31,8 @@ def _fmt(v: float) -> str:
 @quiet_option("Only the summary line.")
 @batch_option(None, "Images per forward (default: as many as keep one batch's traces within 1 GB, at most 64).")
 @compute_options
-def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, batch, device, **kw):
+@cluster_options
+def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, batch, device, cluster, **kw):
     """Compare the float model with its integer model: top-1, agreement, SQNR per layer.
 
     \b
@@ -58,9 +60,9 @@ def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, batch, 
         batch = batch or pipeline.batch_size_for(source.model.cfg)
         if isinstance(data.inputs, pipeline.Stream):
             data.inputs.batch_size = batch
-        with progress(data, quiet or as_json):
+        with progress(data, quiet or as_json), (cluster_client(cluster) if cluster else nullcontext()) as client:
             result = run_compare(source.model, int_model, data.inputs, data.labels, name=source.name,
-                                 batch_size=batch, device=device)
+                                 batch_size=batch, device=device, client=client)
     except ValueError as exc:
         fail(first_line(exc))
     random = pipeline.random_note(source, data)

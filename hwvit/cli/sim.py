@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
 
-from hwvit.cli.common import (block_kind_option, build_dir_option, byo_options, fail, jobs_option, quiet_option,
-                              refuse, require_simulators, simulator_option)
+from hwvit.cli.common import (block_kind_option, build_dir_option, byo_options, cluster_client, cluster_options,
+                              fail, given, jobs_option, json_option, quiet_option, refuse, require_simulators,
+                              simulator_option)
 
 
 @click.command()
@@ -20,7 +22,12 @@ from hwvit.cli.common import (block_kind_option, build_dir_option, byo_options, 
 @build_dir_option
 @quiet_option("Only failures and the summary line.")
 @byo_options
-def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, top, bind_path):
+@cluster_options
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write the results as JUnit XML (one test case per set and simulator) for CI.")
+@json_option
+def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, top, bind_path, cluster, junit_path,
+        as_json):
     """Run every vector set under DIRECTORY through its RTL block; exit 0 only if all are bit-exact.
 
     \b
@@ -33,6 +40,10 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, t
     """
     from hwvit import vectors
 
+    if as_json and quiet:
+        refuse("--json prints only the JSON; -q/--quiet has nothing to silence")
+    if cluster is not None and given("jobs"):
+        refuse("-j/--jobs applies without --cluster (the cluster's workers set the parallelism)")
     sims = require_simulators(simulator)
     sets = vectors.find_sets(Path(directory))
     if not sets:
@@ -42,6 +53,8 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, t
             refuse("--rtl and --bind go together: your block's Verilog and the bind file that maps its ports")
         if kinds:
             refuse("--block does not apply with --bind: the bind file's kind picks the sets")
+        if cluster is not None or junit_path or as_json:
+            refuse("--cluster, --junit and --json apply to the reference blocks, not with --rtl/--bind")
         _sim_own_block(sets, sims, directory, rtl_files, top, bind_path, jobs, waves, build_dir, quiet)
     jobs_list = []
     for set_dir in sets:
@@ -57,15 +70,46 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, t
         fail(f"no vector sets of kind {', '.join(kinds)} under {directory}")
     from hwvit.simulate import run_many
 
-    def show(res):
-        if not quiet or not res.passed:
-            click.echo(res.line())
+    started = time.monotonic()
+    if cluster is None:
+        def show(res):
+            if not as_json and (not quiet or not res.passed):
+                click.echo(res.line())
 
-    results = run_many(jobs_list, workers=jobs, waves=waves, build_root=build_dir, on_result=show)
+        results = run_many(jobs_list, workers=jobs, waves=waves, build_root=build_dir, on_result=show)
+    else:
+        results = _on_cluster(cluster, jobs_list, waves, build_dir, quiet, as_json)
     failed = sum(not r.passed for r in results)
-    click.echo(f"{len(results) - failed} passed, {failed} failed")
+    if junit_path:
+        from hwvit.junit import write_junit
+
+        try:
+            write_junit(junit_path, results, directory, time.monotonic() - started)
+        except OSError as exc:
+            fail(f"cannot write {junit_path}: {exc.strerror or exc}")
+    if as_json:
+        from hwvit.junit import to_json
+
+        click.echo(to_json(results))
+    else:
+        click.echo(f"{len(results) - failed} passed, {failed} failed")
     sys.exit(0 if failed == 0 else 1)
 
+
+def _on_cluster(cluster, jobs_list, waves, build_dir, quiet, as_json):
+    """The runs as Dask tasks: lines as they finish (completion order) above a progress bar."""
+    from tqdm import tqdm
+
+    from hwvit.simulate import run_on_cluster
+
+    with cluster_client(cluster) as client, tqdm(total=len(jobs_list), unit="run", desc="simulating",
+                                                 disable=quiet or as_json, leave=False, mininterval=0.5) as bar:
+        def show(res):
+            if not as_json and (not quiet or not res.passed):
+                bar.write(res.line())
+            bar.update()
+
+        return run_on_cluster(client, jobs_list, waves=waves, build_root=build_dir, on_result=show)
 
 def _sim_own_block(sets, sims, directory, rtl_files, top, bind_path, jobs, waves, build_dir, quiet) -> None:
     """Every set of the bind's kind through the team's block; the bind is checked before any run."""

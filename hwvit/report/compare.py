@@ -42,6 +42,21 @@ class _Acc:
             part = diff / self.scale
             self.worst_errors = part if self.worst_errors is None else np.concatenate([self.worst_errors, part])
 
+    def merge(self, other: _Acc) -> None:
+        """Add the sums of ``other`` (later batches): merging one-batch accumulators in batch order
+        performs the same float additions as `add` on each batch, so the numbers are identical."""
+        self.signal += other.signal
+        self.noise += other.noise
+        self.dot += other.dot
+        self.nref = self.signal
+        self.ntest += other.ntest
+        self.err_max = max(self.err_max, other.err_max)
+        self.err_sum += other.err_sum
+        self.count += other.count
+        if other.worst_errors is not None and (self.worst_errors is None or self.worst_errors.size < 200_000):
+            self.worst_errors = (other.worst_errors if self.worst_errors is None
+                                 else np.concatenate([self.worst_errors, other.worst_errors]))
+
     def result(self) -> dict[str, float]:
         if self.noise == 0.0:
             sq = math.inf
@@ -81,13 +96,15 @@ class CompareResult:
 
 
 def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, labels=None, name: str = "",
-            batch_size: int | None = None, device: str = "cpu") -> CompareResult:
+            batch_size: int | None = None, device: str = "cpu", client=None) -> CompareResult:
     """Float forward on ``inputs`` vs integer forward on the same inputs, point by point.
 
     ``inputs``: one tensor (cut into ``batch_size`` images at a time, default
     ``hwvit.pipeline.batch_size_for``: memory-bounded), or an iterable of batches
     (hwvit.pipeline.Stream) so large image sets stream through in bounded memory. ``device`` runs the
-    integer forward there (``hwvit.intvit.device``, bit-identical to the CPU path).
+    integer forward there (``hwvit.intvit.device``, bit-identical to the CPU path). ``client`` (a
+    Dask client) runs the batches on its workers; the driver merges their sums in batch order, so the
+    result equals the local one to the last digit.
     """
     if isinstance(inputs, torch.Tensor):
         if len(inputs) == 0:
@@ -96,35 +113,33 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
 
         whole, step = inputs, batch_size or batch_size_for(model.cfg)
         inputs = (whole[start:start + step] for start in range(0, len(whole), step))
-    if str(device) == "cpu":
-        run_int = int_model.forward
-    else:
-        from hwvit.intvit.device import DeviceForward
-
-        run_int = DeviceForward(int_model, device)
     accs: dict[str, _Acc] = {}
     order: list[str] = []
     logits_f, logits_i = [], []
-    for x in inputs:
-        floats: dict[str, np.ndarray] = {}
 
-        def record(path: str, tensor: torch.Tensor, floats: dict[str, np.ndarray] = floats) -> None:
-            floats[path] = tensor.detach().double().numpy()
-
-        with torch.no_grad():
-            lf = model(x, record=record)
-        tr = Trace(values=True)
-        li = run_int(x.numpy(), trace=tr)
-        logits_f.append(lf.double().numpy())
-        logits_i.append(int_model.dequantize_logits(li))
-        for path, (q, scale) in tr.values.items():
-            if path not in floats:
-                continue
+    def merge(part: tuple[np.ndarray, np.ndarray, dict[str, _Acc]]) -> None:
+        lf_b, li_b, accs_b = part
+        logits_f.append(lf_b)
+        logits_i.append(li_b)
+        for path, acc in accs_b.items():
             if path not in accs:
-                accs[path] = _Acc(scale)
-                accs[path].shape = tuple(q.shape[1:])
+                accs[path] = _Acc(acc.scale)
+                accs[path].shape = acc.shape
                 order.append(path)
-            accs[path].add(floats[path], q)
+            accs[path].merge(acc)
+
+    if client is None:
+        run_int = _int_forward(int_model, device)
+        for x in inputs:
+            merge(_batch(model, int_model, run_int, x))
+    else:
+        from hwvit.cluster import map_ordered
+
+        # Torch's float kernels may sum in another order with another thread count: the workers
+        # use the driver's, so their float forward is the driver's bit for bit.
+        threads = torch.get_num_threads()
+        for part in map_ordered(client, _batch_task, (model, int_model), inputs, device, threads):
+            merge(part)
     if not logits_f:
         raise ValueError("no inputs to compare on")
     lf = np.concatenate(logits_f)
@@ -143,3 +158,38 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
                          agreement=float((pf == pi).mean()), logits_sqnr_db=sqnr_db(lf, li), layers=layers,
                          quant=dict(int_model.meta.get("quant", {})), logits_float=lf, logits_int=li,
                          errors=errors)
+
+
+def _int_forward(int_model: IntViT, device: str):
+    if str(device) == "cpu":
+        return int_model.forward
+    from hwvit.intvit.device import DeviceForward
+
+    return DeviceForward(int_model, device)
+
+
+def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor):
+    """Float and integer forward of one batch: (float logits, dequantized int logits, {path: _Acc})."""
+    floats: dict[str, np.ndarray] = {}
+
+    def record(path: str, tensor: torch.Tensor) -> None:
+        floats[path] = tensor.detach().double().numpy()
+
+    with torch.no_grad():
+        lf = model(x, record=record)
+    tr = Trace(values=True)
+    li = run_int(x.numpy(), trace=tr)
+    accs: dict[str, _Acc] = {}
+    for path, (q, scale) in tr.values.items():
+        if path not in floats:
+            continue
+        acc = accs[path] = _Acc(scale)
+        acc.shape = tuple(q.shape[1:])
+        acc.add(floats[path], q)
+    return lf.double().numpy(), int_model.dequantize_logits(li), accs
+
+
+def _batch_task(model: torch.nn.Module, int_model: IntViT, x: torch.Tensor, device: str, threads: int):
+    """`_batch` on a Dask worker, with the driver's torch thread count."""
+    torch.set_num_threads(threads)
+    return _batch(model, int_model, _int_forward(int_model, device), x)
