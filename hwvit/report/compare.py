@@ -9,14 +9,27 @@ import numpy as np
 import torch
 
 from hwvit.intvit import IntViT, Trace
+from hwvit.report.isolate import Forcer, point_range, quantize_at
 from hwvit.report.metrics import sqnr_db
 
 
-class _Acc:
-    """Streaming SQNR / cosine / max / mean error of one traced point over batches."""
+# The error histogram keeps the signed errors of at most this many elements per point (the first
+# ones, in batch order); the tables' figures are over all elements.
+HIST_SAMPLES = 200_000
 
-    def __init__(self, scale: float):
+
+class _Acc:
+    """Streaming SQNR / cosine / max / mean error of one traced point over batches.
+
+    With a range ``(lo, hi)`` it also counts clipped elements (the float value at this scale
+    rounds outside the range) and the largest |int| reached (the used share of the range).
+    """
+
+    def __init__(self, scale: float, rng: tuple[int, int] | None = None):
         self.scale = scale
+        self.rng = rng
+        self.clipped = 0
+        self.int_max = 0
         self.signal = self.noise = self.dot = self.nref = self.ntest = self.err_sum = 0.0
         self.err_max = 0.0
         self.count = 0
@@ -38,8 +51,12 @@ class _Acc:
         self.err_max = max(self.err_max, float(lsb.max()) if lsb.size else 0.0)
         self.err_sum += float(lsb.sum())
         self.count += lsb.size
-        if self.worst_errors is None or self.worst_errors.size < 200_000:
-            part = diff / self.scale
+        if self.rng is not None:
+            self.clipped += quantize_at(ref, self.scale, *self.rng)[1]
+            self.int_max = max(self.int_max, int(np.abs(np.asarray(q)).max()) if lsb.size else 0)
+        kept = 0 if self.worst_errors is None else self.worst_errors.size
+        if kept < HIST_SAMPLES:
+            part = (diff / self.scale)[:HIST_SAMPLES - kept]
             self.worst_errors = part if self.worst_errors is None else np.concatenate([self.worst_errors, part])
 
     def result(self) -> dict[str, float]:
@@ -51,8 +68,13 @@ class _Acc:
             sq = 10.0 * math.log10(self.signal / self.noise)
         den = math.sqrt(self.nref * self.ntest)
         cos = self.dot / den if den > 0 else (1.0 if self.nref == self.ntest else 0.0)
-        return {"sqnr_db": sq, "cosine": cos, "max_err_lsb": self.err_max,
-                "mean_err_lsb": self.err_sum / max(self.count, 1)}
+        out = {"sqnr_db": sq, "cosine": cos, "max_err_lsb": self.err_max,
+               "mean_err_lsb": self.err_sum / max(self.count, 1), "elements": self.count}
+        if self.rng is not None:
+            lo, hi = self.rng
+            out.update(scale=self.scale, int_range=[lo, hi], clip_rate=self.clipped / max(self.count, 1),
+                       range_used=self.int_max / max(hi, -lo))
+        return out
 
 
 @dataclass
@@ -67,7 +89,8 @@ class CompareResult:
     quant: dict = field(default_factory=dict)
     logits_float: np.ndarray | None = None  # (images, classes), for plots
     logits_int: np.ndarray | None = None  # dequantized
-    errors: dict[str, np.ndarray] = field(default_factory=dict)  # signed LSB errors per point (sampled)
+    pool_select: bool = False  # pool is a plain selection of token 0 (the class token)
+    errors: dict[str, np.ndarray] = field(default_factory=dict)  # signed LSB errors, first HIST_SAMPLES per point
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -81,14 +104,20 @@ class CompareResult:
 
 
 def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, labels=None, name: str = "",
-            batch_size: int | None = None, device: str = "cpu") -> CompareResult:
+            batch_size: int | None = None, device: str = "cpu", isolated: bool = True) -> CompareResult:
     """Float forward on ``inputs`` vs integer forward on the same inputs, point by point.
 
     ``inputs``: one tensor (cut into ``batch_size`` images at a time, default
     ``hwvit.pipeline.batch_size_for``: memory-bounded), or an iterable of batches
     (hwvit.pipeline.Stream) so large image sets stream through in bounded memory. ``device`` runs the
     integer forward there (``hwvit.intvit.device``, bit-identical to the CPU path).
+
+    Each point's row also holds ``clip_rate``, ``range_used``, ``scale`` and, with ``isolated``
+    (a second, forced integer forward on the CPU: hwvit.report.isolate), ``isolated`` = the
+    SQNR / max / mean error that point's layer adds by itself.
     """
+    quant = dict(int_model.meta.get("quant", {}))
+    act_bits, sm_bits = int_model.act_bits, int(quant.get("softmax_bits", 8))
     if isinstance(inputs, torch.Tensor):
         if len(inputs) == 0:
             raise ValueError("no inputs to compare on")
@@ -103,6 +132,7 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
 
         run_int = DeviceForward(int_model, device)
     accs: dict[str, _Acc] = {}
+    iso: dict[str, _Acc] = {}
     order: list[str] = []
     logits_f, logits_i = [], []
     for x in inputs:
@@ -121,10 +151,16 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
             if path not in floats:
                 continue
             if path not in accs:
-                accs[path] = _Acc(scale)
+                accs[path] = _Acc(scale, point_range(path, act_bits, sm_bits))
                 accs[path].shape = tuple(q.shape[1:])
                 order.append(path)
             accs[path].add(floats[path], q)
+        if isolated:
+            forced = Trace(values=True, force=Forcer(floats, act_bits, sm_bits))
+            int_model.forward(x.numpy(), trace=forced)
+            for path, (q, scale) in forced.values.items():
+                if path in accs and floats[path].size == q.size:
+                    iso.setdefault(path, _Acc(scale)).add(floats[path], q)
     if not logits_f:
         raise ValueError("no inputs to compare on")
     lf = np.concatenate(logits_f)
@@ -137,9 +173,12 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
     layers = []
     for path in order:
         row = {"path": path, "shape": list(accs[path].shape), **accs[path].result()}
+        if path in iso:
+            r = iso[path].result()
+            row["isolated"] = {k: r[k] for k in ("sqnr_db", "max_err_lsb", "mean_err_lsb")}
         layers.append(row)
     errors = {p: a.worst_errors for p, a in accs.items() if a.worst_errors is not None}
     return CompareResult(model=name, images=len(lf), top1_float=top1_f, top1_int=top1_i,
                          agreement=float((pf == pi).mean()), logits_sqnr_db=sqnr_db(lf, li), layers=layers,
-                         quant=dict(int_model.meta.get("quant", {})), logits_float=lf, logits_int=li,
+                         quant=quant, pool_select=int_model.pool is None, logits_float=lf, logits_int=li,
                          errors=errors)
