@@ -12,7 +12,6 @@ from hwvit.intvit import IntViT, Trace
 from hwvit.report.isolate import Forcer, point_range, quantize_at
 from hwvit.report.metrics import sqnr_db
 
-
 # The error histogram keeps the signed errors of at most this many elements per point (the first
 # ones, in batch order); the tables' figures are over all elements.
 HIST_SAMPLES = 200_000
