@@ -143,8 +143,9 @@ def qconfig_options(func: F) -> F:
                   help="Softmax exp: table lookup (the RTL) or shift-and-add.")
     @click.option("--exp-entries", type=click.IntRange(1, 256), default=256, show_default=True,
                   help="Exp table entries (--exp table).")
-    @click.option("--calibration", type=click.Choice(["minmax", "percentile"]), default="minmax",
-                  show_default=True, help="Activation range estimate.")
+    @click.option("--calibration", type=click.Choice(["minmax", "percentile", "mse", "entropy"]),
+                  default="minmax", show_default=True,
+                  help="Activation range estimate: max |x|, a percentile, MSE-optimal or KL-optimal clip.")
     @click.option("--percentile", type=click.FloatRange(50.0, 100.0), default=99.99, show_default=True,
                   help="Percentile of |x| for --calibration percentile.")
     @functools.wraps(func)

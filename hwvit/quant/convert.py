@@ -213,7 +213,7 @@ def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None) -> I
     for name, param in model.named_parameters():
         if not bool(param.detach().isfinite().all()):
             raise ValueError(f"weight {name} contains NaN or Inf")
-    r = calibrate(model, calib_inputs, qc.calibration, qc.percentile)
+    r = calibrate(model, calib_inputs, qc.calibration, qc.percentile, bits=qc.act_bits)
     cfg, bits = model.cfg, qc.act_bits
     scale = _Scales(r, bits)
     s_input = scale("input")
@@ -246,5 +246,5 @@ def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None) -> I
         pre_head_norm=head.pre_head_norm,
         head=head.head,
         ranges=r,
-        meta={"quant": qc.to_dict()},
+        meta={"quant": qc.to_dict(), "calibration": {path: qc.calibration for path in r}},
     )

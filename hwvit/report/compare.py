@@ -172,6 +172,9 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
     layers = []
     for path in order:
         row = {"path": path, "shape": list(accs[path].shape), **accs[path].result()}
+        method = int_model.meta.get("calibration", {}).get(path)
+        if method is not None:
+            row["calibration"] = method
         if path in iso:
             r = iso[path].result()
             row["isolated"] = {k: r[k] for k in ("sqnr_db", "max_err_lsb", "mean_err_lsb")}

@@ -48,13 +48,14 @@ def _iso(r: dict, key: str, fmt) -> str:
 def layer_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the per-point table, one row per traced point in model order."""
     head = ["point", "shape", "SQNR (dB)", "cosine", "max err (LSB)", "mean err (LSB)", "isolated SQNR (dB)",
-            "isolated max err (LSB)", "clip rate", "range used", "scale", "elements"]
+            "isolated max err (LSB)", "clip rate", "range used", "scale", "calibration", "elements"]
     rows = [[r["path"], "x".join(map(str, r["shape"])), fmt_db(r["sqnr_db"]), f"{r['cosine']:.6f}",
              f"{r['max_err_lsb']:.3f}", f"{r['mean_err_lsb']:.4f}", _iso(r, "sqnr_db", fmt_db),
              _iso(r, "max_err_lsb", lambda v: f"{v:.3f}"),
              f"{100.0 * r['clip_rate']:.3f}%" if "clip_rate" in r else "n/a",
              f"{100.0 * r['range_used']:.1f}%" if "range_used" in r else "n/a",
-             f"{r['scale']:.4g}" if "scale" in r else "n/a", str(r.get("elements", "n/a"))]
+             f"{r['scale']:.4g}" if "scale" in r else "n/a", r.get("calibration", "n/a"),
+             str(r.get("elements", "n/a"))]
             for r in result.layers]
     return head, rows
 
@@ -204,7 +205,9 @@ _UNITS = ("Every figure is over all elements of the point on all evaluated image
           "Errors are |float - int*scale| / scale: in LSB of that point's own output scale, so 0.5 LSB is "
           "the error of ideal rounding. cosine is the cosine similarity of the flattened tensors. "
           "Clip rate: share of elements whose float value at this scale rounds outside the integer range. "
-          "Range used: largest |int| reached / largest |int| representable.")
+          "Range used: largest |int| reached / largest |int| representable. Calibration: how the point's "
+          "range was estimated (minmax, percentile, mse = MSE-optimal clip, entropy = KL-optimal clip), "
+          "'n/a' for points whose scale follows from others (input, embed with the cls token, shared qkv).")
 
 _POOL_CLS = ("pool selects token 0 (the class token) without arithmetic: its SQNR is that token's own SQNR "
              "in the point before it, while that point's SQNR is over all tokens. A class token whose "
