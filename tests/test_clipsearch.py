@@ -26,8 +26,12 @@ def _quant_mse_slow(x, clip, bits):
 @pytest.mark.parametrize("dist", ["normal", "t2", "uniform", "laplace"])
 def test_mse_clip_never_worse_than_minmax(bits, dist):
     rng = np.random.default_rng(bits)
-    x = {"normal": rng.normal(size=5000), "t2": rng.standard_t(2, 5000), "uniform": rng.uniform(-1, 1, 5000),
-         "laplace": rng.laplace(size=5000)}[dist]
+    x = {
+        "normal": rng.normal(size=5000),
+        "t2": rng.standard_t(2, 5000),
+        "uniform": rng.uniform(-1, 1, 5000),
+        "laplace": rng.laplace(size=5000),
+    }[dist]
     c = mse_clip(x, bits)
     top = float(np.abs(x).max())
     assert 0 < c <= top

@@ -45,7 +45,7 @@ def test_only_one_layer_quantized(setup):
     q, scale = tr.values[target]
     ref = floats[target].reshape(-1)
     err = ref - q.reshape(-1) * scale
-    sqnr = 10 * np.log10(np.sum(ref ** 2) / np.sum(err ** 2))
+    sqnr = 10 * np.log10(np.sum(ref**2) / np.sum(err**2))
     row = next(r for r in result.layers if r["path"] == target)
     assert sqnr == pytest.approx(row["isolated"]["sqnr_db"], abs=1e-9)
 

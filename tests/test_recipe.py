@@ -30,8 +30,9 @@ def vector_trees(tmp_path_factory):
     recipe.write_text(f"layers:\n  '{TARGET}': {{weight_bits: 4}}\n")
     runner = CliRunner()
     for name, extra in (("plain", []), ("r4", ["--recipe", str(recipe)])):
-        res = runner.invoke(main, ["vectors", *ARGS, "--blocks", "layers.*.mlp.*,layers.*.attn.proj",
-                                   "--out", str(root / name), *extra])
+        res = runner.invoke(
+            main, ["vectors", *ARGS, "--blocks", "layers.*.mlp.*,layers.*.attn.proj", "--out", str(root / name), *extra]
+        )
         assert res.exit_code == 0, res.output
     return root
 

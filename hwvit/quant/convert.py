@@ -222,33 +222,45 @@ def build_head(model, s_x: float, scale: _Scales) -> Head:
     return Head(norm=norm, pool=pool, pre_head_fc=pre_fc, pre_head_norm=pre_norm, head=head)
 
 
-def _calibrate(model, calib_inputs, recipe: Recipe) -> tuple[dict[str, float], dict[str, str], set[str]]:
-    """Ranges per point by the recipe's method for it: one calibration pass per method used."""
+def _calibrate(model, calib_inputs, recipe: Recipe, runs: dict | None = None
+               ) -> tuple[dict[str, float], dict[str, str], set[str]]:
+    """Ranges per point by the recipe's method for it: one calibration pass per method used.
+
+    ``runs`` (method, percentile, act_bits) -> ranges: a cache the caller may keep across models of
+    the same float model and calibration data (hwvit.quant.sensitivity builds dozens).
+    """
     qc = recipe.base
+    runs = {} if runs is None else runs
+
+    def ranges_for(how: tuple[str, float]) -> dict[str, float]:
+        key = (*how, qc.act_bits)
+        if key not in runs:
+            runs[key] = calibrate(model, calib_inputs, how[0], how[1], bits=qc.act_bits)
+        return runs[key]
+
     default = (qc.calibration, qc.percentile)
-    runs = {default: calibrate(model, calib_inputs, qc.calibration, qc.percentile, bits=qc.act_bits)}
     ranges, methods, used = {}, {}, set()
-    for path in runs[default]:
+    for path in ranges_for(default):
         how = recipe.calibration(path)
         used |= recipe.matches(path, ("calibration", "percentile"))
-        if how not in runs:
-            runs[how] = calibrate(model, calib_inputs, how[0], how[1], bits=qc.act_bits)
-        ranges[path] = runs[how][path]
+        ranges[path] = ranges_for(how)[path]
         methods[path] = how[0] if how[0] != "percentile" else f"percentile {how[1]:g}"
     return ranges, methods, used
 
 
-def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None, recipe: Recipe | None = None) -> IntViT:
+def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None, recipe: Recipe | None = None,
+                   calibration_cache: dict | None = None) -> IntViT:
     """Calibrate ``model`` (hwvit.float.model.ViT) on ``calib_inputs`` and build its IntViT.
 
     ``recipe`` (hwvit.quant.recipe) replaces ``qconfig``: its default plus per-layer overrides.
+    ``calibration_cache``: see ``_calibrate`` (only for the same model and calibration inputs).
     """
     recipe = recipe or plain(qconfig)
     qc = recipe.base
     for name, param in model.named_parameters():
         if not bool(param.detach().isfinite().all()):
             raise ValueError(f"weight {name} contains NaN or Inf")
-    r, methods, used = _calibrate(model, calib_inputs, recipe)
+    r, methods, used = _calibrate(model, calib_inputs, recipe, calibration_cache)
     cfg, bits = model.cfg, qc.act_bits
     scale = _Scales(r, bits, recipe)
     s_input = scale("input")

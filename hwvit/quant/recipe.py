@@ -49,16 +49,22 @@ class Recipe:
     def __post_init__(self) -> None:
         _check_weight(self.weight_bits, self.weights, "default")
         if not OUT_BITS[0] <= self.base.act_bits <= min(OUT_BITS[1], INT8.bits):
-            raise ValueError(f"default: act_bits {self.base.act_bits} unsupported; the RTL GEMM takes "
-                             f"[{OUT_BITS[0]}, {INT8.bits}]-bit activations")
+            raise ValueError(
+                f"default: act_bits {self.base.act_bits} unsupported; the RTL GEMM takes "
+                f"[{OUT_BITS[0]}, {INT8.bits}]-bit activations"
+            )
         for glob, over in self.layers:
             unknown = sorted(set(over) - set(LAYER_KEYS))
             if unknown:
-                extra = " (the activation width is one for the whole model: set it in default)" \
-                    if "act_bits" in unknown else ""
+                extra = (
+                    " (the activation width is one for the whole model: set it in default)"
+                    if "act_bits" in unknown
+                    else ""
+                )
                 raise ValueError(f"layers.{glob!r}: unknown key {unknown[0]!r}; known: {', '.join(LAYER_KEYS)}{extra}")
-            _check_weight(over.get("weight_bits", self.weight_bits), over.get("weights", self.weights),
-                          f"layers.{glob!r}")
+            _check_weight(
+                over.get("weight_bits", self.weight_bits), over.get("weights", self.weights), f"layers.{glob!r}"
+            )
 
     def _get(self, path: str, key: str, default: Any) -> Any:
         value = default
@@ -76,12 +82,14 @@ class Recipe:
         return self._get(path, "weight_bits", self.weight_bits), per_tensor
 
     def calibration(self, path: str) -> tuple[str, float]:
-        return self._get(path, "calibration", self.base.calibration), self._get(path, "percentile",
-                                                                                self.base.percentile)
+        return self._get(path, "calibration", self.base.calibration), self._get(
+            path, "percentile", self.base.percentile
+        )
 
     def softmax(self, path: str) -> tuple[int, int]:
-        return self._get(path, "softmax_bits", self.base.softmax_bits), self._get(path, "exp_entries",
-                                                                                  self.base.exp_entries)
+        return self._get(path, "softmax_bits", self.base.softmax_bits), self._get(
+            path, "exp_entries", self.base.exp_entries
+        )
 
     def to_dict(self) -> dict:
         """What reports and vector manifests record (plain YAML/JSON values)."""
@@ -96,8 +104,9 @@ class Recipe:
 def _check_weight(bits: Any, mode: Any, where: str) -> None:
     lo, hi = WEIGHT_BITS
     if isinstance(bits, bool) or not isinstance(bits, int) or not lo <= bits <= hi:
-        raise ValueError(f"{where}: weight_bits {bits!r} unsupported; the RTL GEMM takes [{lo}, {hi}]-bit weights "
-                         f"(stored int8)")
+        raise ValueError(
+            f"{where}: weight_bits {bits!r} unsupported; the RTL GEMM takes [{lo}, {hi}]-bit weights (stored int8)"
+        )
     if mode not in WEIGHT_MODES:
         raise ValueError(f"{where}: weights {mode!r}; choose {' or '.join(WEIGHT_MODES)}")
 
@@ -128,8 +137,13 @@ def from_dict(doc: Any, source: str | None = None) -> Recipe:
     for over in layers.values():
         if "calibration" in over:
             QuantConfig(calibration=over["calibration"])  # ValueError naming the methods
-    return Recipe(base=QuantConfig(**kw), weight_bits=default.get("weight_bits", 8),
-                  weights=default.get("weights", "per_channel"), layers=tuple(layers.items()), source=source)
+    return Recipe(
+        base=QuantConfig(**kw),
+        weight_bits=default.get("weight_bits", 8),
+        weights=default.get("weights", "per_channel"),
+        layers=tuple(layers.items()),
+        source=source,
+    )
 
 
 def load(path: str | Path) -> Recipe:
