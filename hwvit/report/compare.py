@@ -89,6 +89,7 @@ class CompareResult:
     logits_float: np.ndarray | None = None  # (images, classes), for plots
     logits_int: np.ndarray | None = None  # dequantized
     pool_select: bool = False  # pool is a plain selection of token 0 (the class token)
+    recipe: dict | None = None  # the quantization recipe (hwvit.quant.recipe), when not the plain int8 one
     errors: dict[str, np.ndarray] = field(default_factory=dict)  # signed LSB errors, first HIST_SAMPLES per point
 
     def to_dict(self) -> dict:
@@ -182,5 +183,5 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
     errors = {p: a.worst_errors for p, a in accs.items() if a.worst_errors is not None}
     return CompareResult(model=name, images=len(lf), top1_float=top1_f, top1_int=top1_i,
                          agreement=float((pf == pi).mean()), logits_sqnr_db=sqnr_db(lf, li), layers=layers,
-                         quant=quant, pool_select=int_model.pool is None, logits_float=lf, logits_int=li,
+                         quant=quant, pool_select=int_model.pool is None, recipe=int_model.meta.get("recipe"), logits_float=lf, logits_int=li,
                          errors=errors)

@@ -65,10 +65,11 @@ def suggestion(r: dict) -> str:
     iso = r.get("isolated", {}).get("sqnr_db", math.inf)
     if r.get("clip_rate", 0.0) > 1e-3:
         return "clips more than 0.1% of its elements: widen its range (mse calibration, or a higher percentile)"
+    if iso - r["sqnr_db"] < 3.0:
+        return ("its own error dominates (isolated within 3 dB of accumulated): give it more bits "
+                "(its weights or the activation width)")
     if r.get("range_used", 1.0) < 0.5:
         return "uses less than half its integer range: tighten its scale (percentile or mse calibration)"
-    if iso - r["sqnr_db"] < 3.0:
-        return "its own rounding dominates (isolated within 3 dB of accumulated): give it more bits"
     return "most of its error comes from earlier points: fix those first (lower isolated SQNR upstream)"
 
 
@@ -83,8 +84,8 @@ def loss_summary(result: CompareResult) -> list[str]:
     lines = []
     for r in worst_points(result):
         iso = r.get("isolated")
-        iso_txt = f"adds {fmt_db(iso['sqnr_db'])} dB by itself (max {iso['max_err_lsb']:.2f} LSB)" if iso else \
-            "isolated error not measured"
+        iso_txt = (f"isolated {fmt_db(iso['sqnr_db'])} dB, max {iso['max_err_lsb']:.2f} LSB (the error it adds "
+                   "by itself)" if iso else "isolated error not measured")
         clip = f"clips {100.0 * r['clip_rate']:.3f}%" if "clip_rate" in r else "clip rate n/a"
         used = f"uses {100.0 * r['range_used']:.0f}% of its range" if "range_used" in r else ""
         lines.append(f"{r['path']}: {fmt_db(r['sqnr_db'])} dB accumulated, {iso_txt}, {clip}, {used}; "
@@ -142,6 +143,16 @@ def quant_line(quant: dict) -> str:
         return "quantization: not recorded"
     parts = [f"{k} = {v}" for k, v in quant.items()]
     return "quantization: " + ", ".join(parts)
+
+
+def recipe_line(recipe: dict | None) -> str:
+    """The recipe's per-layer overrides (its default is the quantization line)."""
+    if not recipe:
+        return ""
+    d = recipe["default"]
+    over = "; ".join(f"{g}: " + ", ".join(f"{k} = {v}" for k, v in o.items()) for g, o in recipe["layers"].items())
+    return (f". Recipe {recipe.get('source') or '(given in code)'}: weights {d['weight_bits']} bit {d['weights']}"
+            + (f"; per layer: {over}" if over else ""))
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> str:
@@ -225,7 +236,7 @@ def _sections(result: CompareResult) -> list[tuple[str, str, tuple[list[str], li
     return [
         ("What loses accuracy", "The three points that add the most error by themselves (lowest isolated "
                                 "SQNR):\n" + "\n".join("- " + line for line in loss_summary(result)), None),
-        ("End to end", quant_line(result.quant), summary_table(result)),
+        ("End to end", quant_line(result.quant) + recipe_line(result.recipe), summary_table(result)),
         ("Per block", "One row per stage: the embedding, each transformer block (output: its second "
                       "residual add) and the head.", block_table(result)),
         ("Per traced point", "In model order. " + units, layer_table(result)),
