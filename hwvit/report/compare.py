@@ -183,5 +183,5 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
     errors = {p: a.worst_errors for p, a in accs.items() if a.worst_errors is not None}
     return CompareResult(model=name, images=len(lf), top1_float=top1_f, top1_int=top1_i,
                          agreement=float((pf == pi).mean()), logits_sqnr_db=sqnr_db(lf, li), layers=layers,
-                         quant=quant, pool_select=int_model.pool is None, recipe=int_model.meta.get("recipe"), logits_float=lf, logits_int=li,
-                         errors=errors)
+                         quant=quant, pool_select=int_model.pool is None, recipe=int_model.meta.get("recipe"),
+                         logits_float=lf, logits_int=li, errors=errors)

@@ -217,8 +217,8 @@ _UNITS = ("Every figure is over all elements of the point on all evaluated image
           "the error of ideal rounding. cosine is the cosine similarity of the flattened tensors. "
           "Clip rate: share of elements whose float value at this scale rounds outside the integer range. "
           "Range used: largest |int| reached / largest |int| representable. Calibration: how the point's "
-          "range was estimated (minmax, percentile, mse = MSE-optimal clip, entropy = KL-optimal clip), "
-          "'n/a' for points whose scale follows from others (input, embed with the cls token, shared qkv).")
+          "range was estimated (minmax, percentile, mse = MSE-optimal clip, entropy = KL-optimal clip); "
+          "embed with a class token and a shared qkv projection widen it to cover the cls token or q, k, v.")
 
 _POOL_CLS = ("pool selects token 0 (the class token) without arithmetic: its SQNR is that token's own SQNR "
              "in the point before it, while that point's SQNR is over all tokens. A class token whose "
