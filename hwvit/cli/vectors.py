@@ -54,8 +54,9 @@ def _plain_config(value: Any) -> Any:
     return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
-def _model_records(kw, qconfig, calib_images, seed, quiet, recipe=None):
-    """(records, source_sha256, model_config) of one traced run of the integer model."""
+def _model_records(kw, qconfig, calib_images, seed, quiet):
+    """(records, source_sha256, model_config) of one traced run of the integer model (``kw['recipe']``: --recipe)."""
+    recipe = kw.pop("recipe", None)
     from hwvit.intvit import trace_model
 
     images_path = kw["images_path"]
@@ -113,7 +114,7 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
     from hwvit import vectors as vec
 
     check_out_dir(out_dir, force, "vectors")
-    records, source_sha, model_config = _model_records(kw, qconfig, calib_images, seed, quiet, recipe)
+    records, source_sha, model_config = _model_records({**kw, "recipe": recipe}, qconfig, calib_images, seed, quiet)
     records = _select(records, blocks, kind)
     summary = write_vectors(out_dir, lambda: _write_tree(vec, records, out_dir, seed, source_sha, model_config,
                                                          force, quiet))
