@@ -71,9 +71,11 @@ def entropy_clip(x: np.ndarray, bits: int = 8, bins: int = HIST_BINS, stride: in
         groups = np.array_split(np.arange(i), levels)
         q = np.zeros(i)
         for g in groups:
-            nz = g[p[g] > 0]
+            # Q from the histogram without the folded outliers (as TensorRT does): with them, Q would
+            # equal P at i = qmax + 1 and the search would always clip at 1/16 of max|x|.
+            nz = g[hist[g] > 0]
             if nz.size:
-                q[nz] = p[g].sum() / nz.size  # the level's mass spread over its non-empty bins
+                q[nz] = hist[g].sum() / nz.size  # the level's mass spread over its non-empty bins
         kl = _kl(p, q)
         if kl < best_kl:
             best_i, best_kl = i, kl
