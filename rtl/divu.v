@@ -40,6 +40,24 @@ module divu #(
   output wire [D_BITS-1:0] out_remainder_o
 );
 
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (N_BITS < 2) begin
+      $display("ERROR: divu: N_BITS = %0d must be >= 2", N_BITS);
+      $finish;
+    end
+    if (Q_BITS < 2 || Q_BITS > N_BITS) begin
+      $display("ERROR: divu: Q_BITS = %0d must be in 2..N_BITS = %0d", Q_BITS, N_BITS);
+      $finish;
+    end
+    if (D_BITS < 1 || D_BITS < N_BITS - Q_BITS) begin
+      $display("ERROR: divu: D_BITS = %0d must be >= 1 and >= N_BITS - Q_BITS = %0d", D_BITS, N_BITS - Q_BITS);
+      $finish;
+    end
+  end
+
   localparam integer CW     = $clog2(Q_BITS + 1);  // iteration counter width
   localparam integer H_BITS = N_BITS - Q_BITS;     // dividend bits that seed the remainder
 

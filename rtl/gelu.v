@@ -41,6 +41,20 @@ module gelu #(
   output wire [OUT_BITS-1:0] out_data_o   // signed GELU(x)
 );
 
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (IN_BITS < 2) begin
+      $display("ERROR: gelu: IN_BITS = %0d must be >= 2", IN_BITS);
+      $finish;
+    end
+    if (OUT_BITS < 2) begin
+      $display("ERROR: gelu: OUT_BITS = %0d must be >= 2", OUT_BITS);
+      $finish;
+    end
+  end
+
   localparam integer DEPTH = 1 << IN_BITS;
 
   // ---------------------------------------------------------------- table
@@ -53,7 +67,9 @@ module gelu #(
   end
 
   // ---------------------------------------------------------------- lookup
-  reg  out_valid_q;
+  // The table read stays in the clocked block: yosys then merges out_q into a registered read
+  // port of the table RAM. Everything else follows the _d (always @*) / _q (posedge) style.
+  reg  out_valid_q, out_valid_d;
   reg  [OUT_BITS-1:0] out_q;
   wire en = ~out_valid_q | out_ready_i;  // output register loads this cycle
   wire [IN_BITS-1:0] addr = {~in_data_i[IN_BITS-1], in_data_i[IN_BITS-2:0]};
@@ -62,13 +78,17 @@ module gelu #(
   assign out_valid_o = out_valid_q;
   assign out_data_o  = out_q;
 
+  always @* begin
+    out_valid_d = en ? in_valid_i : out_valid_q;
+  end
+
   always @(posedge clk_i) begin
     if (!rst_ni) begin
       out_valid_q <= 1'b0;
       out_q       <= {OUT_BITS{1'b0}};
-    end else if (en) begin
-      out_valid_q <= in_valid_i;
-      if (in_valid_i) begin
+    end else begin
+      out_valid_q <= out_valid_d;
+      if (en && in_valid_i) begin
         out_q <= table_q[addr];
       end
     end

@@ -23,7 +23,8 @@
 //   parameter port: prm_*_i lane j = bias/M/s of column prm_n_o + j, at most 1 cycle after
 //     prm_n_o changes (it is held for >= ROWS + COLS cycles before a read).
 // Output stream (valid/ready): row out_m_o, columns out_n_o + j for lane j; lanes past N are 0.
-// Requires MAX_M >= ROWS, MAX_N >= COLS, ACC_BITS >= 18 (a 17-bit product plus sign extension).
+// Requires MAX_M >= ROWS, MAX_N >= COLS, ACC_BITS >= 18 (a 17-bit product plus sign extension):
+// checked at time 0 by the initial block below.
 
 `default_nettype none
 
@@ -77,6 +78,36 @@ module gemm #(
   output wire [COLS*ACC_BITS-1:0] out_acc_o,    // lane j: acc[out_m_o, out_n_o + j]
   output wire [COLS*OUT_BITS-1:0] out_data_o    // lane j: y[out_m_o, out_n_o + j]
 );
+
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (ROWS < 1 || COLS < 1) begin
+      $display("ERROR: gemm: ROWS = %0d and COLS = %0d must be >= 1", ROWS, COLS);
+      $finish;
+    end
+    if (MAX_M < ROWS) begin
+      $display("ERROR: gemm: MAX_M = %0d must be >= ROWS = %0d", MAX_M, ROWS);
+      $finish;
+    end
+    if (MAX_N < COLS) begin
+      $display("ERROR: gemm: MAX_N = %0d must be >= COLS = %0d", MAX_N, COLS);
+      $finish;
+    end
+    if (MAX_K < 1) begin
+      $display("ERROR: gemm: MAX_K = %0d must be >= 1", MAX_K);
+      $finish;
+    end
+    if (ACC_BITS < 18) begin
+      $display("ERROR: gemm: ACC_BITS = %0d must be >= 18 (17-bit product + sign)", ACC_BITS);
+      $finish;
+    end
+    if (OUT_BITS < 2 || OUT_BITS > 16) begin
+      $display("ERROR: gemm: OUT_BITS = %0d must be in 2..16", OUT_BITS);
+      $finish;
+    end
+  end
 
   localparam integer ROW_BITS = (ROWS > 1) ? $clog2(ROWS) : 1;
   localparam integer A_BITS   = 9;  // 8-bit a, sign- or zero-extended by one bit

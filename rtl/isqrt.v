@@ -34,6 +34,16 @@ module isqrt #(
   output wire [IN_BITS/2-1:0]   out_data_o
 );
 
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (IN_BITS < 4 || IN_BITS % 2 != 0) begin
+      $display("ERROR: isqrt: IN_BITS = %0d must be even and >= 4", IN_BITS);
+      $finish;
+    end
+  end
+
   localparam integer ROOT_BITS = IN_BITS / 2;
   // The remainder is at most 2*root < 2^(ROOT_BITS+1).
   localparam integer REM_BITS  = ROOT_BITS + 1;

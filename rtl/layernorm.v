@@ -60,6 +60,20 @@ module layernorm #(
   output wire [OUT_BITS-1:0]        out_data_o
 );
 
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (MAX_C < 2 || MAX_C > 4096) begin
+      $display("ERROR: layernorm: MAX_C = %0d must be in 2..4096 (V < 2^38)", MAX_C);
+      $finish;
+    end
+    if (OUT_BITS < 2 || OUT_BITS > 16) begin
+      $display("ERROR: layernorm: OUT_BITS = %0d must be in 2..16", OUT_BITS);
+      $finish;
+    end
+  end
+
   // ---------------------------------------------------------------- widths and constants
   localparam integer AW    = $clog2(MAX_C);       // buffer address
   localparam integer CW    = $clog2(MAX_C + 1);   // row length and element counters

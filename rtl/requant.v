@@ -37,6 +37,20 @@ module requant #(
   output wire [OUT_BITS-1:0] out_data_o   // signed, saturated
 );
 
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (OUT_BITS < 2 || OUT_BITS > 16) begin
+      $display("ERROR: requant: OUT_BITS = %0d must be in 2..16", OUT_BITS);
+      $finish;
+    end
+    if (ACC_BITS < OUT_BITS) begin
+      $display("ERROR: requant: ACC_BITS = %0d must be >= OUT_BITS = %0d", ACC_BITS, OUT_BITS);
+      $finish;
+    end
+  end
+
   // acc * M: signed ACC_BITS x unsigned 31 bits fits ACC_BITS + 31 signed bits.
   localparam integer PROD_BITS = ACC_BITS + 31;
   // acc * M + 2^(s-1): the rounding term reaches 2^62 (s = 63), so at least 64 bits; for
@@ -44,8 +58,8 @@ module requant #(
   localparam integer SUM_BITS  = (PROD_BITS + 1 > 64) ? PROD_BITS + 1 : 64;
 
   // ---------------------------------------------------------------- handshake
-  reg  s1_valid_q;                          // stage 1 (product) holds a beat
-  reg  out_valid_q;                         // stage 2 (output register) holds a beat
+  reg  s1_valid_q, s1_valid_d;              // stage 1 (product) holds a beat
+  reg  out_valid_q, out_valid_d;            // stage 2 (output register) holds a beat
   wire s2_en = ~out_valid_q | out_ready_i;  // output register loads this cycle
   wire s1_en = ~s1_valid_q | s2_en;         // stage 1 loads this cycle
 
@@ -57,14 +71,14 @@ module requant #(
   // so truncating to PROD_BITS is exact (synthesis trims the redundant sign/zero bits).
   wire signed [PROD_BITS-1:0] acc_ext  = {{31{in_acc_i[ACC_BITS-1]}}, in_acc_i};
   wire signed [PROD_BITS-1:0] mult_ext = {{ACC_BITS{1'b0}}, in_mult_i};
-  wire signed [PROD_BITS-1:0] prod_d   = acc_ext * mult_ext;
+  wire signed [PROD_BITS-1:0] prod     = acc_ext * mult_ext;
 
-  reg signed [PROD_BITS-1:0] prod_q;
-  reg        [5:0]           shift_q;
+  reg signed [PROD_BITS-1:0] prod_q, prod_d;
+  reg        [5:0]           shift_q, shift_d;
 
   // ---------------------------------------------------------------- stage 2: round, shift, saturate
   wire signed [SUM_BITS-1:0] prod_ext = {{(SUM_BITS - PROD_BITS){prod_q[PROD_BITS-1]}}, prod_q};
-  wire        [OUT_BITS-1:0] out_d;
+  wire        [OUT_BITS-1:0] rounded;
 
   round_sat #(
     .IN_BITS  (SUM_BITS),
@@ -72,11 +86,33 @@ module requant #(
   ) u_round_sat (
     .v_i      (prod_ext),
     .shift_i  (shift_q),
-    .y_o      (out_d)
+    .y_o      (rounded)
   );
 
-  reg [OUT_BITS-1:0] out_q;
+  reg [OUT_BITS-1:0] out_q, out_d;
   assign out_data_o = out_q;
+
+  // ---------------------------------------------------------------- next state
+  always @* begin
+    s1_valid_d  = s1_valid_q;
+    prod_d      = prod_q;
+    shift_d     = shift_q;
+    out_valid_d = out_valid_q;
+    out_d       = out_q;
+    if (s1_en) begin
+      s1_valid_d = in_valid_i;
+      if (in_valid_i) begin
+        prod_d  = prod;
+        shift_d = in_shift_i;
+      end
+    end
+    if (s2_en) begin
+      out_valid_d = s1_valid_q;
+      if (s1_valid_q) begin
+        out_d = rounded;
+      end
+    end
+  end
 
   // ---------------------------------------------------------------- registers
   always @(posedge clk_i) begin
@@ -87,19 +123,11 @@ module requant #(
       out_valid_q <= 1'b0;
       out_q       <= {OUT_BITS{1'b0}};
     end else begin
-      if (s1_en) begin
-        s1_valid_q <= in_valid_i;
-        if (in_valid_i) begin
-          prod_q  <= prod_d;
-          shift_q <= in_shift_i;
-        end
-      end
-      if (s2_en) begin
-        out_valid_q <= s1_valid_q;
-        if (s1_valid_q) begin
-          out_q <= out_d;
-        end
-      end
+      s1_valid_q  <= s1_valid_d;
+      prod_q      <= prod_d;
+      shift_q     <= shift_d;
+      out_valid_q <= out_valid_d;
+      out_q       <= out_d;
     end
   end
 

@@ -39,6 +39,20 @@ module residual_add #(
   output wire [OUT_BITS-1:0] out_data_o     // signed, saturated
 );
 
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (IN_BITS < 2) begin
+      $display("ERROR: residual_add: IN_BITS = %0d must be >= 2", IN_BITS);
+      $finish;
+    end
+    if (OUT_BITS < 2 || OUT_BITS > 16) begin
+      $display("ERROR: residual_add: OUT_BITS = %0d must be in 2..16", OUT_BITS);
+      $finish;
+    end
+  end
+
   // a * Ma: signed IN_BITS x unsigned 31 bits fits IN_BITS + 31 signed bits (39 for 8-bit inputs).
   localparam integer PROD_BITS = IN_BITS + 31;
   // a * Ma + b * Mb + 2^(s-1): the sum of products needs one more bit (|sum| <= 2^39 for 8-bit
@@ -46,8 +60,8 @@ module residual_add #(
   localparam integer SUM_BITS  = (PROD_BITS + 2 > 64) ? PROD_BITS + 2 : 64;
 
   // ---------------------------------------------------------------- handshake
-  reg  s1_valid_q;                          // stage 1 (products) holds a beat
-  reg  out_valid_q;                         // stage 2 (output register) holds a beat
+  reg  s1_valid_q, s1_valid_d;              // stage 1 (products) holds a beat
+  reg  out_valid_q, out_valid_d;            // stage 2 (output register) holds a beat
   wire s2_en = ~out_valid_q | out_ready_i;  // output register loads this cycle
   wire s1_en = ~s1_valid_q | s2_en;         // stage 1 loads this cycle
 
@@ -60,18 +74,18 @@ module residual_add #(
   wire signed [PROD_BITS-1:0] b_ext  = {{31{in_b_i[IN_BITS-1]}}, in_b_i};
   wire signed [PROD_BITS-1:0] ma_ext = {{IN_BITS{1'b0}}, cfg_mult_a_i};
   wire signed [PROD_BITS-1:0] mb_ext = {{IN_BITS{1'b0}}, cfg_mult_b_i};
-  wire signed [PROD_BITS-1:0] prod_a_d = a_ext * ma_ext;
-  wire signed [PROD_BITS-1:0] prod_b_d = b_ext * mb_ext;
+  wire signed [PROD_BITS-1:0] prod_a = a_ext * ma_ext;
+  wire signed [PROD_BITS-1:0] prod_b = b_ext * mb_ext;
 
-  reg signed [PROD_BITS-1:0] prod_a_q;
-  reg signed [PROD_BITS-1:0] prod_b_q;
+  reg signed [PROD_BITS-1:0] prod_a_q, prod_a_d;
+  reg signed [PROD_BITS-1:0] prod_b_q, prod_b_d;
 
   // ---------------------------------------------------------------- stage 2: sum, round, shift, saturate
   localparam integer EXT_BITS = SUM_BITS - PROD_BITS;
   wire signed [SUM_BITS-1:0] pa_ext  = {{EXT_BITS{prod_a_q[PROD_BITS-1]}}, prod_a_q};
   wire signed [SUM_BITS-1:0] pb_ext  = {{EXT_BITS{prod_b_q[PROD_BITS-1]}}, prod_b_q};
   wire signed [SUM_BITS-1:0] sum     = pa_ext + pb_ext;
-  wire        [OUT_BITS-1:0] out_d;
+  wire        [OUT_BITS-1:0] rounded;
 
   round_sat #(
     .IN_BITS  (SUM_BITS),
@@ -79,11 +93,33 @@ module residual_add #(
   ) u_round_sat (
     .v_i      (sum),
     .shift_i  (cfg_shift_i),
-    .y_o      (out_d)
+    .y_o      (rounded)
   );
 
-  reg [OUT_BITS-1:0] out_q;
+  reg [OUT_BITS-1:0] out_q, out_d;
   assign out_data_o = out_q;
+
+  // ---------------------------------------------------------------- next state
+  always @* begin
+    s1_valid_d  = s1_valid_q;
+    prod_a_d    = prod_a_q;
+    prod_b_d    = prod_b_q;
+    out_valid_d = out_valid_q;
+    out_d       = out_q;
+    if (s1_en) begin
+      s1_valid_d = in_valid_i;
+      if (in_valid_i) begin
+        prod_a_d = prod_a;
+        prod_b_d = prod_b;
+      end
+    end
+    if (s2_en) begin
+      out_valid_d = s1_valid_q;
+      if (s1_valid_q) begin
+        out_d = rounded;
+      end
+    end
+  end
 
   // ---------------------------------------------------------------- registers
   always @(posedge clk_i) begin
@@ -94,19 +130,11 @@ module residual_add #(
       out_valid_q <= 1'b0;
       out_q       <= {OUT_BITS{1'b0}};
     end else begin
-      if (s1_en) begin
-        s1_valid_q <= in_valid_i;
-        if (in_valid_i) begin
-          prod_a_q <= prod_a_d;
-          prod_b_q <= prod_b_d;
-        end
-      end
-      if (s2_en) begin
-        out_valid_q <= s1_valid_q;
-        if (s1_valid_q) begin
-          out_q <= out_d;
-        end
-      end
+      s1_valid_q  <= s1_valid_d;
+      prod_a_q    <= prod_a_d;
+      prod_b_q    <= prod_b_d;
+      out_valid_q <= out_valid_d;
+      out_q       <= out_d;
     end
   end
 

@@ -20,6 +20,20 @@ module round_sat #(
   output wire [OUT_BITS-1:0] y_o       // signed, saturated to [-2^(OUT_BITS-1), 2^(OUT_BITS-1)-1]
 );
 
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (OUT_BITS < 1) begin
+      $display("ERROR: round_sat: OUT_BITS = %0d must be >= 1", OUT_BITS);
+      $finish;
+    end
+    if (IN_BITS < OUT_BITS + 1) begin
+      $display("ERROR: round_sat: IN_BITS = %0d must be >= OUT_BITS + 1 = %0d", IN_BITS, OUT_BITS + 1);
+      $finish;
+    end
+  end
+
   wire signed [IN_BITS-1:0] v       = v_i;
   wire signed [IN_BITS-1:0] rnd     = (shift_i == 6'd0) ? {IN_BITS{1'b0}}
                                       : ({{(IN_BITS - 1){1'b0}}, 1'b1} << (shift_i - 6'd1));

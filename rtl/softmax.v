@@ -19,7 +19,9 @@
 // 24 x (OUT_BITS + 17) multiply, one (OUT_BITS + 40)-bit accumulate whose top OUT_BITS bits are
 // P_i (the accumulator starts at the rounding constant 2^(F+16), so the rounding is free) and one
 // OUT_BITS subtract. The division happens once per row.
-// Unstalled, rows follow each other every 2N + OUT_BITS + 27 clocks (see docs/rtl.md).
+// Unstalled, rows follow each other every 2N + OUT_BITS + 26 clocks, and on an idle block a row's
+// first p_i leaves N + OUT_BITS + 28 clocks after its last x_i (measured: sim/test_softmax.py
+// test_row_period_and_latency; see docs/rtl.md).
 //
 // The exp table T (ENTRIES x (F+1) bits, unsigned) is a RAM written through tbl_*; it has no
 // reset, so it survives rst_ni, and it must not be written while a row is in flight. The contract
@@ -60,6 +62,32 @@ module softmax #(
   output wire [OUT_BITS-1:0]          out_data_o,
   output wire                         out_last_o
 );
+
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  initial begin
+    if (MAX_N < 2 || MAX_N > 65536) begin
+      $display("ERROR: softmax: MAX_N = %0d must be in 2..65536", MAX_N);
+      $finish;
+    end
+    if (IN_BITS < 2 || IN_BITS > 16) begin
+      $display("ERROR: softmax: IN_BITS = %0d must be in 2..16", IN_BITS);
+      $finish;
+    end
+    if (OUT_BITS < 1 || OUT_BITS > 16) begin
+      $display("ERROR: softmax: OUT_BITS = %0d must be in 1..16", OUT_BITS);
+      $finish;
+    end
+    if (ENTRIES < 2 || ENTRIES > (1 << IN_BITS)) begin
+      $display("ERROR: softmax: ENTRIES = %0d must be in 2..2^IN_BITS", ENTRIES);
+      $finish;
+    end
+    if (EXP_FRAC < 1) begin
+      $display("ERROR: softmax: EXP_FRAC = %0d must be >= 1", EXP_FRAC);
+      $finish;
+    end
+  end
 
   // ---------------------------------------------------------------- widths and constants
   localparam integer E_BITS = EXP_FRAC + 1;              // exp table entry

@@ -96,3 +96,26 @@ def make_sets(root: Path) -> dict[str, list[Path]]:
                 record = vectors.random_record("layernorm", seed=seed, **opts)
             out[group].append(vectors.write_set(record, root / f"{group}_{n}_{maker}", seed=seed))
     return out
+
+
+def inv_rounding_record(c: int, out_bits: int, rows: int, seed: int):
+    """Rows near rounding boundaries of inv (sim/reciprocal_rows.py), wide spreads: the outputs
+    change when inv moves by one, so the RTL's inv must be exactly round(2^43 / sig)."""
+    from hwvit import ops
+    from hwvit.ops.layernorm import G_MAX
+    from hwvit.record import BlockRecord, Tensor
+
+    import reciprocal_rows
+
+    rng = np.random.default_rng(seed)
+    g = rng.integers(-G_MAX, G_MAX, c, endpoint=True)
+    b = rng.integers(-(1 << 20), 1 << 20, c, endpoint=True)
+    mult = int(rng.integers(1 << 30, (1 << 31) - 1))
+    shift = 24 + 31 - (out_bits - 1)  # |y*G| ~ 2^24 maps to about the output range
+    x = reciprocal_rows.layernorm_flip_rows(c, rows, seed, g, b, 0, mult, shift, out_bits)
+    y = ops.layernorm(x, g, b, 0, mult, shift, out_bits)
+    params = {"rows": int(x.shape[0]), "c": c, "out_bits": out_bits, "eps_int": 0, "multiplier": mult,
+              "shift": shift}
+    return BlockRecord("layernorm", "inv_rounding", params, {
+        "x": Tensor(x, 8, True, "input"), "gamma": Tensor(g, 15, True, "parameter"),
+        "beta": Tensor(b, 31, True, "parameter"), "y": Tensor(y, out_bits, True, "output")})

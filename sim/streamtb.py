@@ -9,11 +9,9 @@ whole set again and checks it. Both end in ``tbutil.finish``, which writes the J
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import cocotb
@@ -99,13 +97,9 @@ async def _check_idle(stream: Stream, vset, when: str) -> None:
 
 
 def _fail(vset, message: str) -> None:
-    """Write a failed result (same fields as tbutil.finish) for a protocol fault, then raise."""
+    """Write a failed result for a protocol fault, then raise."""
     message = f"{vset.kind} {vset.path} ({vset.directory}): {message}"
-    out = os.environ.get("HWVIT_RESULT")
-    if out:
-        result = {"passed": False, "elements": 0, "mismatches": 0, "first": None, "waveform": None,
-                  "cycles": None, "message": message, "extra": {}}
-        Path(out).write_text(json.dumps(result))
+    tbutil.write_result(False, message=message)
     raise AssertionError(message)
 
 
@@ -168,77 +162,18 @@ def corrupt(record, name: str, index: int):
     return dataclasses.replace(record, tensors=tensors)
 
 
-# ---------------------------------------------------------------------------- pytest side: static checks
-
-def _paths(sources: str | Sequence[str]) -> list[str]:
-    from hwvit import toolchain
-
-    root = toolchain.repo().root
-    return [str(root / src) for src in ([sources] if isinstance(sources, str) else sources)]
-
-
-def lint(sources: str | Sequence[str], params: dict[str, int]) -> None:
-    """``verilator --lint-only -Wall`` with nothing switched off: no warning at all."""
-    import subprocess
-
-    from hwvit import toolchain
-
-    args = [f"-G{k}={v}" for k, v in params.items()]
-    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{toolchain.repo().rtl}",
-                          *args, *_paths(sources)], capture_output=True, text=True, env=toolchain.sim_env(),
-                         timeout=120)
-    assert out.returncode == 0 and "%Warning" not in out.stderr, out.stderr
-
-
-def iverilog_2005(sources: str | Sequence[str], top: str, params: dict[str, int]) -> None:
-    """Plain Verilog-2005: Icarus compiles it with -g2005 -Wall and prints nothing."""
-    import subprocess
-    import tempfile
-
-    from hwvit import toolchain
-
-    args = [f"-P{top}.{k}={v}" for k, v in params.items()]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run([toolchain.require("icarus"), "-g2005", "-Wall", "-o", f"{tmp}/a.vvp", "-s", top,
-                              f"-I{toolchain.repo().rtl}", *args, *_paths(sources)], capture_output=True,
-                             text=True, timeout=120)
-    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
-
-
-def synth(sources: str | Sequence[str], top: str, params: dict[str, int]) -> int:
-    """yosys ``synth`` without warnings; returns the cell count."""
-    import re
-    import subprocess
-
-    from hwvit import toolchain
-
-    repo = toolchain.repo()
-    chparam = f"chparam {' '.join(f'-set {k} {v}' for k, v in params.items())} {top}; " if params else ""
-    script = f"read_verilog -I{repo.rtl} {' '.join(_paths(sources))}; {chparam}synth -top {top}; stat"
-    out = subprocess.run([toolchain.require("yosys"), "-p", script], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr
-    assert "Warning" not in out.stdout, [ln for ln in out.stdout.splitlines() if "Warning" in ln]
-    cells = re.findall(r"Number of cells:\s+(\d+)", out.stdout)
-    assert cells, "yosys printed no cell count"
-    return int(cells[-1])
-
-
 # ---------------------------------------------------------------------------- pytest side
 # The checks every single-stream block shares; each test file passes its own set maker.
 
-def check_full_throughput(set_dir, simulator: str, beats: int, latency: int = 4) -> None:
+def check_full_throughput(run_set, set_dir, simulator: str, beats: int, latency: int = 4) -> None:
     """No stalls on either side: one beat per cycle, plus the pipeline latency."""
-    from conftest import run_set
-
     result = run_set(set_dir, simulator, extra_env={"HWVIT_STALL": "0"})
     assert result.elements == beats
     assert result.cycles <= beats + latency, result.cycles
 
 
-def check_reset_midstream(set_dir, simulator: str, beats: int) -> None:
+def check_reset_midstream(run_set, set_dir, simulator: str, beats: int) -> None:
     """Reset with beats in flight, then the whole set again: counts add up, nothing leaks."""
-    from conftest import run_set
-
     result = run_set(set_dir, simulator, testcase="reset_midstream")
     assert 0 < result.extra["before_reset"] < beats
     assert result.elements == beats + result.extra["before_reset"]

@@ -42,6 +42,11 @@ module tb_gemm #(
   output wire [39:0] cycles_o    /*verilator public_flat_rw*/,
   output wire [39:0] beats_o     /*verilator public_flat_rw*/,
   output reg  [31:0] out_beats_o /*verilator public_flat_rw*/,  // output rows accepted since load_i
+  // ---- output stream and status checks (since load_i; the test asserts each) ----
+  output reg  [31:0] bad_beats_o   /*verilator public_flat_rw*/,  // beats with m >= M, n >= N or n not a tile start
+  output reg  [31:0] dup_beats_o   /*verilator public_flat_rw*/,  // beats to a (row, column tile) already written
+  output reg  [31:0] done_pulses_o /*verilator public_flat_rw*/,  // cycles with done_o high
+  output reg  [31:0] busy_gaps_o   /*verilator public_flat_rw*/,  // cycles between start_i and done_o with busy_o low
   output wire [15:0] rows_o      /*verilator public_flat_rw*/,  // ROWS, COLS for the test's bookkeeping
   output wire [15:0] cols_o      /*verilator public_flat_rw*/
 );
@@ -62,6 +67,7 @@ module tb_gemm #(
   reg [7:0]          shift_mem [0:MAX_N-1];
   reg [31:0]         acc_mem   [0:MAX_M*MAX_N-1];  // acc[m, n] at m*N + n
   reg [OUT_BITS-1:0] y_mem     [0:MAX_M*MAX_N-1];
+  reg                seen_mem  [0:MAX_M*MAX_N-1];  // a beat starting at (m, n) arrived
 
   // ---------------------------------------------------------------- engine
   wire                     rd_en /*verilator public_flat_rd*/;
@@ -152,32 +158,66 @@ module tb_gemm #(
     if (!rst_ni) begin
       lfsr_q      <= 16'd1;
       out_beats_o <= 32'd0;
+      bad_beats_o <= 32'd0;
+      dup_beats_o <= 32'd0;
     end else if (out_valid && out_ready) begin
       out_beats_o <= out_beats_o + 32'd1;
-      for (j = 0; j < COLS; j = j + 1) begin
-        if (out_n + j < n_i) begin
-          oaddr = out_m * n_i + out_n + j;
-          acc_mem[oaddr] <= out_acc[j*32 +: 32];
-          y_mem[oaddr]   <= out_data[j*OUT_BITS +: OUT_BITS];
+      if (out_m >= m_i || out_n >= n_i || (out_n % COLS) != 0) begin
+        bad_beats_o <= bad_beats_o + 32'd1;  // written nowhere: the memories hold rows < M only
+      end else begin
+        if (seen_mem[out_m * n_i + out_n]) begin
+          dup_beats_o <= dup_beats_o + 32'd1;  // the last write would win in the memory image
+        end
+        seen_mem[out_m * n_i + out_n] <= 1'b1;
+        for (j = 0; j < COLS; j = j + 1) begin
+          if (out_n + j < n_i) begin
+            oaddr = out_m * n_i + out_n + j;
+            acc_mem[oaddr] <= out_acc[j*32 +: 32];
+            y_mem[oaddr]   <= out_data[j*OUT_BITS +: OUT_BITS];
+          end
         end
       end
     end
     if (load_i) begin
       lfsr_q      <= (seed_i == 16'd0) ? 16'd1 : seed_i;
       out_beats_o <= 32'd0;
+      bad_beats_o <= 32'd0;
+      dup_beats_o <= 32'd0;
       $readmemh("gemm_a.hex", a_mem, 0, m_i * k_i - 1);
       $readmemh("gemm_w.hex", w_mem, 0, n_i * k_i - 1);
       $readmemh("gemm_bias.hex", bias_mem, 0, n_i - 1);
       $readmemh("gemm_multiplier.hex", mult_mem, 0, n_i - 1);
       $readmemh("gemm_shift.hex", shift_mem, 0, n_i - 1);
       for (j = 0; j < m_i * n_i; j = j + 1) begin
-        acc_mem[j] <= SENTINEL;
-        y_mem[j]   <= {OUT_BITS{1'b0}};
+        acc_mem[j]  <= SENTINEL;
+        y_mem[j]    <= {OUT_BITS{1'b0}};
+        seen_mem[j] <= 1'b0;
       end
     end
     if (dump_i) begin
       $writememh("gemm_acc_out.hex", acc_mem, 0, m_i * n_i - 1);
       $writememh("gemm_y_out.hex", y_mem, 0, m_i * n_i - 1);
+    end
+  end
+
+  // ---------------------------------------------------------------- status checks
+  reg running_q;  // from start_i to done_o
+  always @(posedge clk_i) begin
+    if (!rst_ni || load_i) begin
+      running_q     <= 1'b0;
+      done_pulses_o <= 32'd0;
+      busy_gaps_o   <= 32'd0;
+    end else begin
+      if (start_i) begin
+        running_q <= 1'b1;
+      end
+      if (done_o) begin
+        running_q     <= 1'b0;
+        done_pulses_o <= done_pulses_o + 32'd1;
+      end
+      if (running_q && !busy_o && !done_o) begin
+        busy_gaps_o <= busy_gaps_o + 32'd1;
+      end
     end
   end
 

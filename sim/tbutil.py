@@ -116,6 +116,25 @@ def first_mismatch(expected: np.ndarray, got: np.ndarray) -> tuple[int, dict[str
     return int(bad.size), {"index": i, "expected": int(expected[i]), "got": int(got[i])}
 
 
+def write_result(passed: bool, **fields: Any) -> None:
+    """Write the JSON result hwvit.simulate reads: the fields of ``SimResult`` (the one writer).
+
+    ``fields`` are SimResult's (elements, mismatches, first, waveform, cycles, message, extra);
+    building a SimResult checks their names, and the run's kind, set and simulator are left to
+    the harness.
+    """
+    import dataclasses
+
+    from hwvit.simulate import SimResult
+
+    result = dataclasses.asdict(SimResult(kind="", set_dir="", simulator="", passed=passed, **fields))
+    for harness_field in ("kind", "set_dir", "simulator"):
+        del result[harness_field]
+    out = os.environ.get("HWVIT_RESULT")
+    if out:
+        Path(out).write_text(json.dumps(result))
+
+
 def finish(dut, vset, checks: dict[str, tuple[np.ndarray, np.ndarray]], cycles: int | None = None,
            extra: dict[str, Any] | None = None) -> None:
     """Compare each named output (expected, got), write the result, assert bit-exactness."""
@@ -139,11 +158,8 @@ def finish(dut, vset, checks: dict[str, tuple[np.ndarray, np.ndarray]], cycles: 
         message = (f"{vset.kind} {vset.path} ({vset.directory}): {mismatches} mismatches; first "
                    f"{first['tensor']}[{', '.join(map(str, first.get('nd_index', [first['index']])))}] expected {first['expected']} "
                    f"got {first['got']}; waveform: {waveform or 'rerun with --waves'}")
-    result = {"passed": first is None, "elements": elements, "mismatches": mismatches, "first": first,
-              "waveform": waveform, "cycles": cycles, "message": message, "extra": extra or {}}
-    out = os.environ.get("HWVIT_RESULT")
-    if out:
-        Path(out).write_text(json.dumps(result))
+    write_result(first is None, elements=elements, mismatches=mismatches, first=first, waveform=waveform,
+                 cycles=cycles, message=message, extra=extra or {})
     assert first is None, message
 
 

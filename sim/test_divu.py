@@ -9,11 +9,8 @@ the precondition ``dividend < divisor * 2^Q_BITS`` and sit at its edges (quotien
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import random
-from pathlib import Path
 
 TOPLEVEL = "divu"
 SOURCES = ["rtl/divu.v"]
@@ -33,6 +30,11 @@ def divu_cases(n_bits: int, d_bits: int, q_bits: int, count: int, seed: int) -> 
         for a in (0, 1, b - 1, b, b + 1, top, top - 1, top // 2, q_max * b, min(top, n_max)):
             if 0 <= a <= top:
                 cases.append((a, b))
+    # Exact divisions q * b: a step whose partial remainder equals the divisor (trial >= div, not >).
+    for _ in range(count // 8):
+        b = rand.randint(1, d_max)
+        q = rand.randint(1, max(1, bound(b) // b))
+        cases.append((q * b, b))
     while len(cases) < count:
         b = rand.choice((rand.randint(1, d_max), rand.randint(1, 1 << rand.randint(0, d_bits - 1))))
         a = rand.randint(0, bound(b)) if rand.random() < 0.7 else bound(b) - rand.randint(0, b)
@@ -73,10 +75,9 @@ if cocotb is not None:
         bad = [(a, b, divmod(a, b), g) for (a, b), g in zip(cases, got) if divmod(a, b) != tuple(g)]
         first = None if not bad else {"dividend": bad[0][0], "divisor": bad[0][1],
                                       "expected": list(bad[0][2]), "got": list(bad[0][3])}
-        out = os.environ.get("HWVIT_RESULT")
-        if out:
-            Path(out).write_text(json.dumps({"checked": len(cases), "mismatches": len(bad), "first": first}))
-        assert not bad, f"divu N={n_bits} D={d_bits} Q={q_bits}: {len(bad)} wrong; first {first}"
+        message = f"divu N={n_bits} D={d_bits} Q={q_bits}: {len(bad)} wrong; first {first}" if bad else ""
+        tbutil.write_result(not bad, elements=len(cases), mismatches=len(bad), first=first, message=message)
+        assert not bad, message
 
 
 # ---------------------------------------------------------------------------- pytest side
@@ -93,35 +94,10 @@ PARAMS = [
 
 
 @pytest.mark.parametrize("params", PARAMS)
-def test_divu(simulator, params):
-    from cocotb_tools.check_results import get_results
-    from cocotb_tools.runner import get_runner
-
-    from hwvit import toolchain
-
-    toolchain.apply_sim_env()
-    repo = toolchain.repo()
-    tag = "-".join(f"{k[0]}{v}" for k, v in params.items())
-    build_dir = repo.root / "sim_build" / f"divu-{simulator}-{tag}"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    runner = get_runner(simulator)
-    build_args = ["--x-assign", "unique", "--x-initial", "unique"] if simulator == "verilator" else []
-    with open(build_dir.parent / f".divu-{simulator}-{tag}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        runner.build(sources=[repo.root / s for s in SOURCES], hdl_toplevel=TOPLEVEL, parameters=params,
-                     build_args=build_args, build_dir=build_dir, timescale=("1ns", "1ps"),
-                     log_file=build_dir / "build.log")
-        result_file = build_dir / "divu.json"
-        result_file.unlink(missing_ok=True)
-        xml = runner.test(test_module="test_divu", hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",
-                          testcase="divide_cases", build_dir=build_dir, test_dir=build_dir, parameters=params,
-                          extra_env={"HWVIT_RESULT": str(result_file),
-                                     "PYTHONPATH": os.pathsep.join([str(repo.sim), str(repo.root)])},
-                          log_file=build_dir / "sim.log")
-    tests, failed = get_results(Path(xml))
-    data = json.loads(result_file.read_text()) if result_file.exists() else {}
-    assert tests == 1 and failed == 0, f"divide_cases failed: {data.get('first')}; see {build_dir / 'sim.log'}"
-    assert data["checked"] >= 400 and data["mismatches"] == 0
+def test_divu(simulator, params, run_unit):
+    result = run_unit("test_divu", TOPLEVEL, SOURCES, simulator, params, "divide_cases")
+    assert result.passed, result.message
+    assert result.elements >= 400 and result.mismatches == 0
 
 
 def test_divu_cases_meet_precondition():
@@ -131,3 +107,4 @@ def test_divu_cases_meet_precondition():
     assert all(1 <= b < 1 << d and 0 <= a < 1 << n and a // b < 1 << q for a, b in cases)
     quotients = {a // b for a, b in cases}
     assert {0, 1, (1 << q) - 1} <= quotients
+    assert sum(a % b == 0 and a > b for a, b in cases) >= 30  # exact divisions beyond a = b

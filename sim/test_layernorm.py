@@ -1,4 +1,4 @@
-"""Testbench of rtl/layernorm.v (twin of hwvit.ops.layernorm) and of its square root rtl/isqrt.v.
+"""Testbench of rtl/layernorm.v (twin of hwvit.ops.layernorm); its square root has sim/test_isqrt.py.
 
 cocotb side:
 - ``run_vectors``: configure C, eps_int, M, s; load gamma/beta through the write port; stream every
@@ -6,18 +6,13 @@ cocotb side:
 - ``reset_midstream``: cut a streaming run by rst_ni at several points (filling, computing,
   reading out with the next row filling), check nothing is X and no output is pending after each
   reset, then stream the whole set and compare; gamma/beta are loaded once (they survive reset).
-- ``isqrt_direct``: rtl/isqrt.v alone against math.isqrt at m^2 - 1, m^2, m^2 + 1.
 
 pytest side: random and hand-made sets (constant rows, one-LSB spreads, extreme values) on both
-simulators and two parameter sets, reset, a corrupted expected output, unstalled throughput,
-and the isqrt unit test.
+simulators and two parameter sets, reset, a corrupted expected output, unstalled throughput.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
-import math
 import os
 import random
 from pathlib import Path
@@ -28,7 +23,6 @@ import pytest
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 
-import streamtb
 import tbutil
 from layernorm_sets import PARAM_SETS, make_sets
 
@@ -185,59 +179,6 @@ async def reset_midstream(dut):
     tbutil.finish(dut, vset, {"y": (vset["y"], got)}, cycles=cycles, extra={"cuts": cuts})
 
 
-def isqrt_cases(width: int, seed: int = 5) -> list[int]:
-    """m^2 - 1, m^2, m^2 + 1 for edge and random m, clipped to [0, 2^width)."""
-    half = width // 2
-    ms = {0, 1, 2, 3, 4, 5, 15, 16, 255, 256, 4095, 4096, 65535, 65536, (1 << half) - 1}
-    ms |= {(1 << k) + d for k in range(17, half) for d in (-1, 0, 1)}
-    rand = random.Random(seed)
-    ms |= {rand.randrange(1 << half) for _ in range(24)}
-    ms |= {rand.randrange(1 << (half - 1), 1 << half) for _ in range(8)}
-    values = {(1 << width) - 1}
-    for m in ms:
-        values |= {v for v in (m * m - 1, m * m, m * m + 1) if 0 <= v < 1 << width}
-    return sorted(values)
-
-
-@cocotb.test()
-async def isqrt_direct(dut):
-    width = len(dut.in_data_i)
-    dut.in_valid_i.value = 0
-    dut.in_data_i.value = 0
-    dut.out_ready_i.value = 0
-    await tbutil.start(dut)
-    await ReadOnly()
-    assert_resolvable(dut.out_valid_o, dut.out_data_o, dut.in_ready_o)
-    await RisingEdge(dut.clk_i)
-    rand = random.Random(3)
-    checked, first = 0, None
-    for n in isqrt_cases(width):
-        while rand.random() < 0.3:
-            await RisingEdge(dut.clk_i)
-        dut.in_valid_i.value = 1
-        dut.in_data_i.value = n
-        await RisingEdge(dut.clk_i)
-        while not dut.in_ready_o.value:
-            await RisingEdge(dut.clk_i)
-        dut.in_valid_i.value = 0
-        while True:  # random out_ready_i; take the result on valid & ready
-            dut.out_ready_i.value = int(rand.random() >= 0.3)
-            await ReadOnly()
-            if dut.out_valid_o.value and dut.out_ready_i.value:
-                got = dut.out_data_o.value.to_unsigned()
-                await RisingEdge(dut.clk_i)
-                break
-            await RisingEdge(dut.clk_i)
-        dut.out_ready_i.value = 0
-        checked += 1
-        if got != math.isqrt(n) and first is None:
-            first = {"n": n, "expected": math.isqrt(n), "got": got}
-    out = os.environ.get("HWVIT_RESULT")
-    if out:
-        Path(out).write_text(json.dumps({"checked": checked, "first": first}))
-    assert first is None, f"isqrt({first['n']}) expected {first['expected']} got {first['got']}"
-
-
 # ---------------------------------------------------------------------------------------------
 # pytest side
 
@@ -251,9 +192,7 @@ def ln_sets(tmp_path_factory) -> dict[str, list[Path]]:
 
 
 @pytest.mark.parametrize("pset", sorted(PARAM_SETS))
-def test_vectors(simulator, ln_sets, pset):
-    from conftest import run_set
-
+def test_vectors(simulator, ln_sets, pset, run_set):
     for set_dir in ln_sets[pset]:
         run_set(set_dir, simulator)
 
@@ -302,36 +241,6 @@ def test_throughput_unstalled(ln_sets):
     assert result.cycles <= rows * (c + ROW_OVERHEAD), f"{result.cycles} cycles for {rows} rows of {c}"
 
 
-def test_isqrt_direct(simulator):
-    from cocotb_tools.check_results import get_results
-    from cocotb_tools.runner import get_runner
-
-    from hwvit import toolchain
-
-    toolchain.apply_sim_env()
-    repo = toolchain.repo()
-    build_dir = repo.root / "sim_build" / f"isqrt-{simulator}-w64"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    runner = get_runner(simulator)
-    build_args = ["--x-assign", "unique", "--x-initial", "unique"] if simulator == "verilator" else []
-    with open(build_dir.parent / f".isqrt-{simulator}-w64.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        runner.build(sources=[repo.rtl / "isqrt.v"], hdl_toplevel="isqrt",
-                     parameters={"IN_BITS": 64}, build_args=build_args, build_dir=build_dir,
-                     timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
-        result_file = build_dir / "isqrt.json"
-        result_file.unlink(missing_ok=True)
-        xml = runner.test(test_module="test_layernorm", hdl_toplevel="isqrt", testcase="isqrt_direct",
-                          build_dir=build_dir, test_dir=build_dir, parameters={"IN_BITS": 64},
-                          extra_env={"HWVIT_RESULT": str(result_file),
-                                     "PYTHONPATH": os.pathsep.join([str(repo.sim), str(repo.root)])},
-                          log_file=build_dir / "sim.log")
-    tests, failed = get_results(Path(xml))
-    data = json.loads(result_file.read_text()) if result_file.exists() else {}
-    assert tests == 1 and failed == 0, f"isqrt_direct failed: {data.get('first')}; see {build_dir / 'sim.log'}"
-    assert data["checked"] == len(isqrt_cases(64)) > 100
-
-
 # Static checks share no build with the simulations: their own group, so xdist may run them
 # on the other worker.
 static_group = pytest.mark.xdist_group("layernorm_static")
@@ -344,37 +253,48 @@ LINT_PARAMS = [{}, {"MAX_C": 16, "OUT_BITS": 6}, {"MAX_C": 1000, "OUT_BITS": 16}
 @pytest.mark.parametrize("params", LINT_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "default")
 def test_lint(params):
     """verilator --lint-only -Wall (nothing switched off) and iverilog -g2005 -Wall accept every size."""
-    streamtb.lint(SOURCES, params)
-    streamtb.iverilog_2005(SOURCES, TOPLEVEL, params)
+    from hwvit import synth
 
-
-@static_group
-@pytest.mark.parametrize("width", [4, 62, 64])
-def test_lint_isqrt(width):
-    import subprocess
-
-    from hwvit import toolchain
-
-    src = str(toolchain.repo().rtl / "isqrt.v")
-    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-GIN_BITS={width}", src],
-                         capture_output=True, text=True, env=toolchain.sim_env(), timeout=120)
-    assert out.returncode == 0 and "%Warning" not in out.stderr, out.stderr
+    assert synth.lint(SOURCES, params) == []
+    assert synth.iverilog(SOURCES, TOPLEVEL, params) == []
 
 
 @static_group
 def test_synth():
     """yosys infers the row buffer, gamma and beta as memories (sync read ports) and synthesizes."""
-    import subprocess
+    from hwvit import synth
 
-    from hwvit import toolchain
-
-    repo = toolchain.repo()
-    files = " ".join(str(repo.root / s) for s in SOURCES)
-    script = (f"read_verilog -I{repo.rtl} {files}; chparam -set MAX_C 64 layernorm; "
-              "synth -top layernorm -run begin:fine; select -assert-count 3 t:$mem_v2; "
-              "synth -top layernorm -run fine:; stat")
-    out = subprocess.run([toolchain.require("yosys"), "-p", script], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr
-    assert "Warning" not in out.stdout, [ln for ln in out.stdout.splitlines() if "Warning" in ln]
+    res = synth.synth_block("layernorm")
+    assert res.ok and res.warnings == [], res.message or res.warnings
+    assert res.coarse.get("$mem_v2") == 3, res.coarse
     for mem in ("x_mem", "g_mem", "b_mem"):
-        assert f"Checking read port `\\{mem}'[0] in module `\\layernorm': merging output FF to cell." in out.stdout
+        assert f"Checking read port `\\{mem}'[0] in module `\\layernorm': merging output FF to cell." in res.log
+
+
+def test_inv_rounding_rows_flip():
+    """hwvit.ops agrees with the plain-integer formula on the directed rows, and each row's
+    outputs change with inv one lower (sig/2 dropped) or one higher."""
+    from layernorm_sets import inv_rounding_record
+
+    import reciprocal_rows as rr
+
+    record = inv_rounding_record(64, 8, 8, seed=7)
+    t, p = record.tensors, record.params
+    args = (t["gamma"].data, t["beta"].data, p["eps_int"], p["multiplier"], p["shift"], 8)
+    base = rr.layernorm_out(t["x"].data, *args)
+    assert np.array_equal(base, t["y"].data)
+    assert (base != rr.layernorm_out(t["x"].data, *args, drop_half=True)).any(axis=-1)[:4].all()
+    assert (base != rr.layernorm_out(t["x"].data, *args, inv_delta=1)).any(axis=-1)[4:].all()
+
+
+@pytest.mark.parametrize("c", [64, 4096])
+def test_inv_rounding_rows(simulator, tmp_path, c, run_set):
+    """Directed rows near inv's rounding boundaries, at C = 64 and at the block's maximum 4096
+    with the largest variance (half the rows all -128/127)."""
+    from layernorm_sets import inv_rounding_record
+
+    from hwvit import vectors
+
+    record = inv_rounding_record(c, 8, 8, seed=7)
+    set_dir = vectors.write_set(record, tmp_path / "set")
+    assert run_set(set_dir, simulator).elements == 8 * c

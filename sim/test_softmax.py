@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-import streamtb
 
 TOPLEVEL = "softmax"
 SOURCES = ["rtl/softmax.v", "rtl/divu.v"]
@@ -59,7 +58,7 @@ def stream_cycles(rows: int, row_len: int, out_bits: int) -> int:
 # ---------------------------------------------------------------------------- cocotb side
 try:
     import cocotb
-    from cocotb.triggers import ClockCycles, RisingEdge, SimTimeoutError, with_timeout
+    from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, SimTimeoutError, with_timeout
     from cocotb.utils import get_sim_time
 
     import tbutil
@@ -227,6 +226,48 @@ if cocotb is not None:
         await _run_and_check(dut, [vset], rand, {"resets": resets})
 
 
+    async def _handshakes(dut, log: dict, count: int) -> None:
+        """Clock index of every input and output handshake, until ``count`` outputs."""
+        cycle = 0
+        while len(log["out"]) < count:
+            await ReadOnly()
+            if dut.in_valid_i.value and dut.in_ready_o.value:
+                log["in"].append(cycle)
+            if dut.out_valid_o.value and dut.out_ready_i.value:
+                log["out"].append(cycle)
+            await RisingEdge(dut.clk_i)
+            cycle += 1
+
+    @cocotb.test()
+    async def row_timing(dut):
+        """Unstalled rows, inputs always offered: handshake clocks give the row period (first
+        input to first input of the next row) and an idle block's latency (last input of the
+        first row to its first output); the outputs are checked as in run_vectors."""
+        vset = _sets()[0]
+        _idle(dut)
+        await tbutil.start(dut)
+        await _load_table(dut, vset)
+        x = vset["x"]
+        rows, n = x.shape
+        log: dict = {"in": [], "out": []}
+        src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i, dut.row_len_i],
+                            0.0, random.Random(0))
+        sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o, dut.out_last_o],
+                           [False, False], 0.0, random.Random(1))
+        cocotb.start_soon(src.send([(int(v), n) for v in x.reshape(-1)]))
+        monitor = cocotb.start_soon(_handshakes(dut, log, x.size))
+        await with_timeout(sink.collect(x.size), 50 * rows * cycles_per_row(n, 16) * tbutil.CLK_NS, "ns")
+        await monitor
+        starts = log["in"][::n]
+        # The first row loads into an idle block; from the second on, each row loads behind the
+        # previous row's OUT pass: the steady period is between the starts of rows 2, 3, ...
+        periods = sorted({b - a for a, b in zip(starts[1:], starts[2:])})
+        got = np.array(sink.words, dtype=np.int64)[:, 0].reshape(rows, n)
+        extra = {"periods": periods, "latency": log["out"][0] - log["in"][n - 1],
+                 "spread": log["out"][n - 1] - log["out"][0]}
+        tbutil.finish(dut, vset, {"p": (vset["p"], got)}, cycles=log["out"][-1] - log["in"][0], extra=extra)
+
+
 # ---------------------------------------------------------------------------- pytest side
 import pytest  # noqa: E402  (the cocotb side above must import without pytest)
 
@@ -345,7 +386,7 @@ def test_row_len_clamped(simulator, row_len, drive, tmp_path):
 
 
 def test_cycles_per_row(tmp_path):
-    """Without stalls a row of N takes 2N + OUT_BITS + 26 clocks (the figure in docs/rtl.md)."""
+    """Without stalls a stream of rows takes N + 1 + R * (2N + OUT_BITS + 26) clocks (docs/rtl.md)."""
     from hwvit import simulate, vectors
 
     rows, n = 10, 20
@@ -354,6 +395,22 @@ def test_cycles_per_row(tmp_path):
     result = simulate.run(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
     assert result.passed, result.message
     assert result.cycles == stream_cycles(rows, n, 8), result.cycles
+
+
+@pytest.mark.parametrize(("n", "out_bits"), [(7, 8), (20, 6), (33, 16)])
+def test_row_period_and_latency(tmp_path, n, out_bits, simulator):
+    """Measured from handshake clocks: a row every 2N + OUT_BITS + 26 clocks once rows load behind
+    the previous row's OUT pass; on an idle block the first probability N + OUT_BITS + 28 clocks
+    after the row's last input and the last one N - 1 clocks after the first (docs/rtl.md)."""
+    from hwvit import simulate, vectors
+
+    record = vectors.random_record("softmax", cases=5, seed=n, row_len=n, out_bits=out_bits)
+    set_dir = vectors.write_set(record, tmp_path / "set")
+    result = simulate.run(set_dir, simulator, testcase="row_timing", extra_env={"HWVIT_STALL": "0"})
+    assert result.passed, result.message
+    assert result.extra["periods"] == [cycles_per_row(n, out_bits)]
+    assert result.extra["latency"] == n + out_bits + 28
+    assert result.extra["spread"] == n - 1
 
 
 def test_mismatch_reported(simulator, tmp_path):
@@ -391,22 +448,48 @@ LINT_PARAMS = [
 @pytest.mark.parametrize("params", LINT_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "default")
 def test_lint(params):
     """verilator --lint-only -Wall (nothing switched off) and iverilog -g2005 -Wall accept every size."""
-    streamtb.lint(SOURCES, params)
-    streamtb.iverilog_2005(SOURCES, TOPLEVEL, params)
+    from hwvit import synth
+
+    assert synth.lint(SOURCES, params) == []
+    assert synth.iverilog(SOURCES, TOPLEVEL, params) == []
 
 
 def test_synth():
     """yosys infers the row buffer and the exp table as memories (sync read ports) and synthesizes."""
-    import subprocess
+    from hwvit import synth
 
-    from hwvit import toolchain
-
-    repo = toolchain.repo()
-    files = " ".join(str(repo.root / s) for s in SOURCES)
-    script = (f"read_verilog -I{repo.rtl} {files}; synth -top softmax -run begin:fine; "
-              "select -assert-count 2 t:$mem_v2; synth -top softmax -run fine:; stat")
-    out = subprocess.run([toolchain.require("yosys"), "-p", script], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr
-    assert "Warning" not in out.stdout, [ln for ln in out.stdout.splitlines() if "Warning" in ln]
+    res = synth.synth_block("softmax")
+    assert res.ok and res.warnings == [], res.message or res.warnings
+    assert res.coarse.get("$mem_v2") == 2, res.coarse
     for mem in ("row_mem", "tbl_mem"):
-        assert f"Checking read port `\\{mem}'[0] in module `\\softmax': merging output FF to cell." in out.stdout
+        assert f"Checking read port `\\{mem}'[0] in module `\\softmax': merging output FF to cell." in res.log
+
+
+def test_reciprocal_rows_flip():
+    """The directed rows do what they are for: hwvit.ops agrees with the plain-integer formula,
+    and every row's probabilities change with R one lower (S/2 dropped) or one higher."""
+    from hwvit import ops
+    from hwvit.quant import exp_table
+
+    import reciprocal_rows as rr
+
+    table = exp_table(16.0 / 256, 256)
+    x = rr.softmax_flip_rows(table, 8, 64, 16, seed=3)
+    base = rr.softmax_p(x, table, 8)
+    assert np.array_equal(base, ops.softmax(x, table, out_bits=8, in_bits=8))
+    lower = (base != rr.softmax_p(x, table, 8, drop_half=True)).any(axis=-1)
+    higher = (base != rr.softmax_p(x, table, 8, r_delta=1)).any(axis=-1)
+    assert lower[:8].all() and higher[8:].all()
+
+
+def test_reciprocal_rounding_rows(simulator, tmp_path, run_set):
+    """16 rows of 64 near rounding boundaries of R: the RTL's R must be exactly round(Q 2^40 / S)."""
+    from hwvit import vectors
+    from hwvit.quant import exp_table
+
+    import reciprocal_rows as rr
+
+    table = exp_table(16.0 / 256, 256)
+    x = rr.softmax_flip_rows(table, 8, 64, 16, seed=3)
+    set_dir = vectors.write_set(softmax_record(x, table, 8, 8, path="reciprocal_rounding"), tmp_path / "set")
+    assert run_set(set_dir, simulator).elements == x.size

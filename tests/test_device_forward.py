@@ -7,7 +7,8 @@ import pytest
 import torch
 from test_intvit import SMALL, inputs_for, small_model
 
-from hwvit.intvit import QuantConfig, Trace, quantize_model
+from hwvit.intvit import Trace
+from hwvit.quant import QuantConfig, quantize_model
 from hwvit.intvit.device import DeviceForward, resolve_device
 
 DEVICES = [

@@ -19,6 +19,7 @@ COMMANDS = [
     ("bench", "bench"),
     ("sim", "sim"),
     ("synth", "synth"),
+    ("mutate", "mutate"),
     ("vectors", "vectors"),
     ("vectors_random", "vectors_random"),
     ("vectors", "check"),
@@ -26,6 +27,8 @@ COMMANDS = [
     ("train_demo", "train_demo"),
     ("rtl", "rtl"),
     ("bind", "bind"),
+    ("core", "compile"),
+    ("core", "core"),
 ]
 
 

@@ -26,14 +26,15 @@ def bench(preset, repeats, batch, device, as_json):
 
     Prints int_ms, float_ms, their ratio (target <= 0.5 with int8 dot-product instructions,
     <= 1.0 on AVX2-only CPUs), the share of integer time spent outside GEMM (target <= 50%),
-    images/s of both, the GEMM backend and the CPU (model, capability, flags).
+    images/s of both, the GEMM backend and the CPU (model, capability, flags). The targets are
+    for the default model, ViT-B/16: `hwvit bench` (batch 1) and `hwvit bench --batch 64`, on a
+    GPU `hwvit bench --device cuda --batch 64`.
 
     \b
     Example:
-      hwvit bench --model vit-tiny --repeats 3
+      hwvit bench --model digits --repeats 3
       hwvit bench --model digits --json
-      hwvit bench --batch 64 --repeats 1
-      hwvit bench --device cuda --batch 64 --gemm auto
+      hwvit bench --model vit-tiny --batch 8 --repeats 1 --gemm float64
     """
     from hwvit.bench import bench_forward
 

@@ -97,7 +97,9 @@ class DeviceForward:
         b, n, _ = x.shape
         h, hd = at.heads, at.head_dim
         if at.qkv is not None:
-            y = self.linear(at.qkv, x).reshape(b, n, 3, h, hd)
+            y = self.linear(at.qkv, x)
+            self._value(tr, f"{path}.qkv", y, at.qkv.s_out)
+            y = y.reshape(b, n, 3, h, hd)
             q, k, v = (y[:, :, i].transpose(1, 2) for i in range(3))  # (B, H, N, hd)
         else:
             q, k, v = (
@@ -113,6 +115,7 @@ class DeviceForward:
         ).reshape(b, h, n, n)
         self._value(tr, f"{path}.scores", scores, at.s_scores)
         probs = self.softmax(at.softmax, scores)
+        self._value(tr, f"{path}.softmax", probs, at.softmax.s_out)
         self._value(tr, f"{path}.probs", probs, at.softmax.s_out)
         acc = tk.gemm(probs.reshape(b * h, n, n), vs.transpose(1, 2), a_signed=False)
         ctx = tk.requant(acc, at.ctx_mult, at.ctx_shift, at.act_bits, self.checks)
@@ -156,15 +159,19 @@ class DeviceForward:
         )
         return g.reshape(b, (hh // p) * (ww // p), -1)
 
-    def patch_embed(self, pe, x: torch.Tensor) -> torch.Tensor:
+    def patch_embed(self, pe, x: torch.Tensor, tr: Trace) -> torch.Tensor:
         h = self.patches(pe, x)
         if pe.norm_in is not None:
             h = self.layernorm(pe.norm_in, h)
+            self._value(tr, "embed.norm_in", h, pe.norm_in.s_out)
         h = self.linear(pe.proj, h)
+        self._value(tr, "embed.proj", h, pe.proj.s_out)
         if pe.norm_out is not None:
             h = self.layernorm(pe.norm_out, h)
+            self._value(tr, "embed.norm_out", h, pe.norm_out.s_out)
         if pe.gelu is not None:
             h = self.gelu(pe.gelu, h)
+            self._value(tr, "embed.gelu", h, pe.gelu.s_out)
         return h
 
     @torch.no_grad()
@@ -185,7 +192,7 @@ class DeviceForward:
             )
             xq = tk.quantize(xf, m.s_input, m.act_bits)
         self._value(tr, "input", xq, m.s_input)
-        h = self.patch_embed(m.patch_embed, xq)
+        h = self.patch_embed(m.patch_embed, xq, tr)
         self._value(tr, "embed", h, m.s_embed)
         b = h.shape[0]
         if m.cls_q is not None:
@@ -194,6 +201,7 @@ class DeviceForward:
         if m.pos_add is not None:
             h = self.residual(m.pos_add, h, self.p(m.pos_q).expand(h.shape))
             s_tokens = m.pos_add.s_out
+            self._value(tr, "pos_add", h, s_tokens)
         self._value(tr, "tokens", h, s_tokens)
         for i, blk in enumerate(m.blocks):
             pos_add = m.layer_pos_adds[i] if m.layer_pos_adds else None
@@ -206,9 +214,9 @@ class DeviceForward:
             self._value(tr, "norm", h, m.norm.s_out)
         pooled = (
             h[:, 0]
-            if m.config.pool == "cls"
+            if m.pool is None
             else tk.mean_pool(
-                h, m.pool_mult, m.pool_shift, m.act_bits, checks=self.checks
+                h, m.pool.mult, m.pool.shift, m.pool.out_bits, checks=self.checks
             )
         )
         self._value(tr, "pool", pooled, m.s_pool)
@@ -220,6 +228,7 @@ class DeviceForward:
             self._value(tr, "pre_head.norm", pooled, m.pre_head_norm.s_out)
         if m.head is not None:
             pooled = self.linear(m.head, pooled)
+            self._value(tr, "head", pooled, m.head.s_out)
             self._value(tr, "logits", pooled, m.head.s_out)
         self.checks.raise_if_any()
         return pooled.cpu().numpy()

@@ -71,7 +71,7 @@ class _Acc:
                "mean_err_lsb": self.err_sum / max(self.count, 1), "elements": self.count}
         if self.rng is not None:
             lo, hi = self.rng
-            out.update(scale=self.scale, int_range=[lo, hi], clip_rate=self.clipped / max(self.count, 1),
+            out.update(scale=self.scale, int_lo=lo, int_hi=hi, clip_rate=self.clipped / max(self.count, 1),
                        range_used=self.int_max / max(hi, -lo))
         return out
 
@@ -90,6 +90,7 @@ class CompareResult:
     logits_int: np.ndarray | None = None  # dequantized
     pool_select: bool = False  # pool is a plain selection of token 0 (the class token)
     recipe: dict | None = None  # the quantization recipe (hwvit.quant.recipe), when not the plain int8 one
+    calibration: dict = field(default_factory=dict)  # point -> how its range was calibrated
     errors: dict[str, np.ndarray] = field(default_factory=dict)  # signed LSB errors, first HIST_SAMPLES per point
 
     def to_dict(self) -> dict:
@@ -113,8 +114,8 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
     integer forward there (``hwvit.intvit.device``, bit-identical to the CPU path).
 
     Each point's row also holds ``clip_rate``, ``range_used``, ``scale`` and, with ``isolated``
-    (a second, forced integer forward on the CPU: hwvit.report.isolate), ``isolated`` = the
-    SQNR / max / mean error that point's layer adds by itself.
+    (a second, forced integer forward on the CPU: hwvit.report.isolate), ``isolated_sqnr_db``,
+    ``isolated_max_err_lsb``, ``isolated_mean_err_lsb``: the error that point's layer adds by itself.
     """
     quant = dict(int_model.meta.get("quant", {}))
     act_bits, sm_bits = int_model.act_bits, int(quant.get("softmax_bits", 8))
@@ -173,15 +174,13 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
     layers = []
     for path in order:
         row = {"path": path, "shape": list(accs[path].shape), **accs[path].result()}
-        method = int_model.meta.get("calibration", {}).get(path)
-        if method is not None:
-            row["calibration"] = method
         if path in iso:
             r = iso[path].result()
-            row["isolated"] = {k: r[k] for k in ("sqnr_db", "max_err_lsb", "mean_err_lsb")}
+            row.update({f"isolated_{k}": r[k] for k in ("sqnr_db", "max_err_lsb", "mean_err_lsb")})
         layers.append(row)
     errors = {p: a.worst_errors for p, a in accs.items() if a.worst_errors is not None}
     return CompareResult(model=name, images=len(lf), top1_float=top1_f, top1_int=top1_i,
                          agreement=float((pf == pi).mean()), logits_sqnr_db=sqnr_db(lf, li), layers=layers,
                          quant=quant, pool_select=int_model.pool is None, recipe=int_model.meta.get("recipe"),
+                         calibration=dict(int_model.meta.get("calibration", {})),
                          logits_float=lf, logits_int=li, errors=errors)

@@ -41,8 +41,8 @@ def fmt_pct(v: float | None) -> str:
 
 
 def _iso(r: dict, key: str, fmt) -> str:
-    iso = r.get("isolated")
-    return fmt(iso[key]) if iso else "n/a"
+    v = r.get(f"isolated_{key}")
+    return "n/a" if v is None else fmt(v)
 
 
 def layer_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
@@ -54,7 +54,7 @@ def layer_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
              _iso(r, "max_err_lsb", lambda v: f"{v:.3f}"),
              f"{100.0 * r['clip_rate']:.3f}%" if "clip_rate" in r else "n/a",
              f"{100.0 * r['range_used']:.1f}%" if "range_used" in r else "n/a",
-             f"{r['scale']:.4g}" if "scale" in r else "n/a", r.get("calibration", "n/a"),
+             f"{r['scale']:.4g}" if "scale" in r else "n/a", result.calibration.get(r["path"], "n/a"),
              str(r.get("elements", "n/a"))]
             for r in result.layers]
     return head, rows
@@ -62,7 +62,7 @@ def layer_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
 
 def suggestion(r: dict) -> str:
     """One suggested change for a point, from its clip rate, range use and isolated error."""
-    iso = r.get("isolated", {}).get("sqnr_db", math.inf)
+    iso = r.get("isolated_sqnr_db", math.inf)
     if r.get("clip_rate", 0.0) > 1e-3:
         return "clips more than 0.1% of its elements: widen its range (mse calibration, or a higher percentile)"
     if iso - r["sqnr_db"] < 3.0:
@@ -76,16 +76,15 @@ def suggestion(r: dict) -> str:
 def worst_points(result: CompareResult, n: int = 3) -> list[dict]:
     """The ``n`` points that add the most error by themselves (lowest isolated SQNR; accumulated without it)."""
     pts = [r for r in result.layers if r["path"] != "input"]
-    return sorted(pts, key=lambda r: r.get("isolated", r)["sqnr_db"])[:n]
+    return sorted(pts, key=lambda r: r.get("isolated_sqnr_db", r["sqnr_db"]))[:n]
 
 
 def loss_summary(result: CompareResult) -> list[str]:
     """'What loses accuracy': one line per worst point."""
     lines = []
     for r in worst_points(result):
-        iso = r.get("isolated")
-        iso_txt = (f"isolated {fmt_db(iso['sqnr_db'])} dB, max {iso['max_err_lsb']:.2f} LSB (the error it adds "
-                   "by itself)" if iso else "isolated error not measured")
+        iso_txt = (f"isolated {fmt_db(r['isolated_sqnr_db'])} dB, max {r['isolated_max_err_lsb']:.2f} LSB (the "
+                   "error it adds by itself)" if "isolated_sqnr_db" in r else "isolated error not measured")
         clip = f"clips {100.0 * r['clip_rate']:.3f}%" if "clip_rate" in r else "clip rate n/a"
         used = f"uses {100.0 * r['range_used']:.0f}% of its range" if "range_used" in r else ""
         lines.append(f"{r['path']}: {fmt_db(r['sqnr_db'])} dB accumulated, {iso_txt}, {clip}, {used}; "

@@ -1,0 +1,204 @@
+"""`hwvit compile` and `hwvit core run|estimate`: a whole ViT on the RTL accelerator core."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import asdict
+
+import click
+
+from hwvit.cli.common import fail, model_options, quant_options
+
+
+def _spec(preset, checkpoint, family, config_path, qconfig, calib_images, seed) -> dict:
+    return {
+        "preset": preset,
+        "checkpoint": checkpoint,
+        "family": family,
+        "config": config_path,
+        "quant": asdict(qconfig),
+        "calib_images": calib_images,
+        "seed": seed,
+    }
+
+
+@click.command()
+@model_options
+@quant_options
+@click.option(
+    "--seed", type=click.IntRange(0), default=0, show_default=True, help="Seed of random weights/calibration."
+)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output core directory.")
+@click.option("--force", is_flag=True, help="Replace an existing output directory.")
+def compile(preset, checkpoint, family, config_path, seed, out_dir, force, **kw):  # noqa: A001 - the command's name
+    """Compile the integer model for the RTL core (rtl/vit_core.v): program, memory images, manifest.
+
+    \b
+    Example:
+      hwvit compile --model digits --out core/
+      hwvit core run core/ --images 10
+    """
+    from hwvit.cli.common import build_models, quant_config
+    from hwvit.core.compile import CoreCompileError, compile_model
+    from hwvit.core.coredir import write_core_dir
+
+    qconfig = quant_config(kw)
+    _, int_model = build_models(preset, checkpoint, family, config_path, qconfig, kw["calib_images"], seed)
+    try:
+        compiled = compile_model(int_model)
+        write_core_dir(
+            compiled,
+            out_dir,
+            _spec(
+                preset or (None if checkpoint else "digits"),
+                checkpoint,
+                family,
+                config_path,
+                qconfig,
+                kw["calib_images"],
+                seed,
+            ),
+            force=force,
+        )
+    except (CoreCompileError, FileExistsError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
+    s = compiled.sizes
+    click.echo(
+        f"compiled {len(compiled.program)} instructions, {sum(i.macs() for i in compiled.program):,} MACs/image; "
+        f"scratchpad {s['ACT_DEPTH']} B, weights {s['WGT_DEPTH']} B, params {s['PRM_DEPTH']} words -> {out_dir}"
+    )
+
+
+@click.group()
+def core():
+    """Run or estimate the RTL accelerator core (rtl/vit_core.v)."""
+
+
+def _int_model(cdir):
+    """The integer model the directory was compiled from, checked by recompiling it."""
+    from hwvit.cli.common import build_models
+    from hwvit.core.compile import compile_model
+    from hwvit.quant import QuantConfig
+
+    spec = cdir.manifest["model"]
+    try:
+        qconfig = QuantConfig(**spec["quant"])
+        source, m = build_models(
+            spec["preset"],
+            spec["checkpoint"],
+            spec["family"],
+            spec["config"],
+            qconfig,
+            int(spec["calib_images"]),
+            int(spec["seed"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        fail(f"{cdir.path}: manifest model entry unusable ({exc})")
+    again = compile_model(m)
+    if [i.word() for i in again.program] != [i.word() for i in cdir.program] or len(again.program) != len(cdir.program):
+        fail(f"{cdir.path}: the program differs from a fresh compile of its model; recompile it")
+    return source, m
+
+
+@core.command()
+@click.argument("core_dir", type=click.Path())
+@click.option(
+    "--images",
+    type=click.IntRange(1),
+    default=10,
+    show_default=True,
+    help="Images (digits: the held-out split; else seeded random).",
+)
+@click.option("--simulator", type=click.Choice(["verilator", "icarus"]), default="verilator", show_default=True)
+@click.option("--rows", type=click.IntRange(1, 64), default=8, show_default=True, help="GEMM array rows.")
+@click.option("--cols", type=click.IntRange(1, 64), default=8, show_default=True, help="GEMM array columns.")
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="Seed of random inputs.")
+def run(core_dir, images, simulator, rows, cols, seed):
+    """Run images through the RTL core and compare every output with the integer model.
+
+    \b
+    Example:
+      hwvit core run core/ --images 10 --simulator verilator
+    """
+    from hwvit import pipeline
+    from hwvit.cli.common import require_simulators
+    from hwvit.core import cycles as cyc
+    from hwvit.core import run as crun
+    from hwvit.core.coredir import CoreDirError, read_core_dir
+
+    try:
+        cdir = read_core_dir(core_dir)
+    except CoreDirError as exc:
+        fail(str(exc))
+    require_simulators(simulator)
+    source, m = _int_model(cdir)
+    x, labels = pipeline.eval_inputs(source, images, seed)
+    xq = m.quantize_input(x.numpy())
+    try:
+        res = crun.run_images(cdir, m, xq, simulator, rows, cols)
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        fail(f"{simulator} run failed: {str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__}")
+    except SystemExit as exc:  # the cocotb runner exits when the build fails
+        fail(f"{simulator} build or run failed (exit {exc.code}); see sim_build/vit_core-{simulator}-*/build.log")
+    pred_rtl, pred_int = res.got.argmax(axis=1), res.expected.argmax(axis=1)
+    click.echo(f"predicted (RTL):   {' '.join(map(str, pred_rtl))}")
+    click.echo(f"predicted (model): {' '.join(map(str, pred_int))}")
+    if labels is not None:
+        click.echo(f"labels:            {' '.join(map(str, labels[: len(pred_rtl)]))}")
+    c0 = res.cycles[0]
+    macs = cdir.manifest["macs"]
+    pred = cyc.program_cycles(cdir.program, rows, cols)["total"]
+    click.echo(
+        f"cycles/image: {c0['total']:,} (gemm {c0['gemm']:,}, row {c0['row']:,}, elem {c0['elem']:,}, "
+        f"load {c0['load']:,}, ctrl {c0['ctrl']:,}); cycle model {pred:,}; "
+        f"MAC utilization {macs / (c0['total'] * rows * cols):.1%} on {rows}x{cols}"
+    )
+    total = sum(c["total"] for c in res.cycles)
+    if res.cpu_s > 0:
+        click.echo(f"{simulator}: {total / res.cpu_s:,.0f} simulated cycles/s (simulator CPU time)")
+    n = len(xq)
+    if res.matched == n:
+        click.echo(f"{n}/{n} images matched: every output bit-exact ({simulator}, {rows}x{cols})")
+        return
+    bad = int(next(i for i in range(n) if not (res.got[i] == res.expected[i]).all()))
+    click.echo(
+        f"{res.matched}/{n} images matched; image {bad}: got {res.got[bad].tolist()}, "
+        f"expected {res.expected[bad].tolist()}"
+    )
+    info = crun.find_mismatch(cdir, m, xq[bad], simulator, rows, cols)
+    if info and info.get("instruction") is not None:
+        at = ", ".join(map(str, info["at"]))
+        click.echo(
+            f"first differing instruction: #{info['instruction']} {info['name']} ({info['kind']}): "
+            f"{info['value']}[{at}] (flat {info['index']}): expected {info['expected']}, got {info['got']} "
+            f"({info['differ']} elements differ)"
+        )
+    click.echo(f"scratchpad dump: {info['scratchpad'] if info else '?'}")
+    raise SystemExit(1)
+
+
+@core.command()
+@click.option("--model", "preset", default="vit-b16", show_default=True, metavar="PRESET", help="A shipped preset.")
+@click.option("--rows", type=click.IntRange(1, 256), default=8, show_default=True)
+@click.option("--cols", type=click.IntRange(1, 256), default=8, show_default=True)
+@click.option("--clock-mhz", type=click.FloatRange(min=1e-3), default=500.0, show_default=True)
+def estimate(preset, rows, cols, clock_mhz):
+    """Cycles and images/s per layer from the cycle model (no simulation), and MAC utilization.
+
+    \b
+    Example:
+      hwvit core estimate --model vit-b16 --rows 16 --cols 16 --clock-mhz 500
+    """
+    from hwvit.core.compile import CoreCompileError, compile_model
+    from hwvit.core.estimate import estimate_table
+    from hwvit.core.shapes import shape_model
+    from hwvit.float.config import load_preset
+
+    try:
+        program = compile_model(shape_model(load_preset(preset)), images=False).program
+    except (CoreCompileError, ValueError) as exc:
+        fail(str(exc).splitlines()[0])
+    for line in estimate_table(program, rows, cols, clock_mhz, preset):
+        click.echo(line)

@@ -1,0 +1,365 @@
+"""Compile an IntViT into a program for rtl/vit_core.v, its memory images and a manifest.
+
+The program is array-size independent (the GEMM engine tiles any M x K x N), so one compiled
+directory runs on any ROWS x COLS. Layout (docs/core.md): the scratchpad holds the input image,
+the constants (cls token, position embeddings, a row of ones for mean pooling) and one buffer
+per intermediate tensor; weights are packed int8 row-major (N, K) per layer; the parameter
+memory holds the per-channel GEMM words, per-tensor requant words and the tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hwvit.core import isa
+from hwvit.core.isa import Gen, Instr
+
+SUPPORTED = "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations"
+
+
+class CoreCompileError(ValueError):
+    """The model uses something the core does not run; the message is one line."""
+
+
+@dataclass
+class Compiled:
+    program: list[Instr]
+    act: np.ndarray  # initial scratchpad image (uint8 values 0..255)
+    wgt: np.ndarray
+    prm: list[int]
+    regions: dict[str, tuple[int, int]]  # name -> (base, size) in the scratchpad
+    input_shape: tuple[int, ...]
+    out_region: str
+    out_count: int
+    sizes: dict[str, int] = field(default_factory=dict)  # the core parameters this program needs
+
+
+class _Alloc:
+    def __init__(self):
+        self.top = 0
+        self.regions: dict[str, tuple[int, int]] = {}
+
+    def __call__(self, name: str, size: int) -> int:
+        base = self.top
+        self.regions[name] = (base, int(size))
+        self.top += int(size)
+        return base
+
+
+def _u8(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.int64).reshape(-1) & 0xFF
+
+
+def _round_up(v: int, q: int) -> int:
+    return max(q, -(-v // q) * q)
+
+
+class _Builder:
+    def __init__(self, model, images: bool = True):
+        self.m = model
+        self.images = images  # False: the program and layout only (estimates of large models)
+        self.prog: list[Instr] = []
+        self.act = _Alloc()
+        self.act_init: dict[int, np.ndarray] = {}
+        self.wgt: list[np.ndarray] = []
+        self.wgt_top = 0
+        self.prm: list[int] = []
+
+    # ---- memories
+    def const(self, name: str, values) -> int:
+        v = _u8(values)
+        base = self.act(name, v.size)
+        self.act_init[base] = v
+        return base
+
+    def weights(self, w) -> int:
+        base = self.wgt_top
+        self.wgt_top += int(np.prod(np.shape(w)))
+        if self.images:
+            self.wgt.append(_u8(w))
+        return base
+
+    def prm_words(self, words) -> int:
+        base = len(self.prm)
+        words = [int(x) for x in words]
+        if any(not 0 <= x < (1 << isa.PRM_BITS) for x in words):
+            raise CoreCompileError("a parameter word does not fit 72 bits")
+        self.prm.extend(words)
+        return base
+
+    # ---- instructions
+    def gemm(self, name, m, k, n, a: Gen, w: Gen, d: Gen, p_base, p_stride, *, a_signed=True, w_act=False, check=None):
+        self.prog.append(
+            Instr(
+                op=isa.OP_GEMM,
+                a_signed=a_signed,
+                w_act=w_act,
+                n=(m, k, n, 1),
+                a=a,
+                b=w,
+                d=d,
+                p_base=p_base,
+                p_stride=p_stride,
+                name=name,
+                check=check,
+            )
+        )
+
+    def linear(self, name, lin, a_base, rows, d_base, d_rs, d_off=0, check=None):
+        n, k = lin.w.shape
+        wb = self.weights(lin.w)
+        pb = self.prm_words(
+            isa.gemm_prm_word(b, mu, s)
+            for b, mu, s in zip(
+                np.broadcast_to(lin.bias, (n,)), np.broadcast_to(lin.mult, (n,)), np.broadcast_to(lin.shift, (n,))
+            )
+        )
+        self.gemm(
+            name,
+            rows,
+            k,
+            n,
+            Gen(a_base, (k, 1, 0, 0)),
+            Gen(wb, (k, 1, 0, 0)),
+            Gen(d_base + d_off, (d_rs, 1, 0, 0)),
+            pb,
+            1,
+            check=check or {"value": name, "index": [0]},
+        )
+
+    def stream(self, unit, name, n, a: Gen, d: Gen, b: Gen | None = None, check=None, **cfg):
+        self.prog.append(
+            Instr(op=isa.OP_STREAM, unit=unit, n=tuple(n), a=a, b=b or Gen(), d=d, name=name, check=check, **cfg)
+        )
+
+    def load(self, unit, name, words):
+        words = list(words)
+        pb = self.prm_words(words)
+        self.prog.append(Instr(op=isa.OP_LOAD, unit=unit, n=(len(words), 1, 1, 1), p_base=pb, name=name))
+
+    def layernorm(self, name, ln, src, dst, rows, c):
+        self.load(isa.U_LAYERNORM, f"{name}.gamma_beta", (isa.ln_prm_word(g, b) for g, b in zip(ln.gamma, ln.beta)))
+        if not 0 <= int(ln.eps_int) < (1 << 62):
+            raise CoreCompileError(f"{name}: eps_int {ln.eps_int} does not fit 62 bits")
+        self.stream(
+            isa.U_LAYERNORM,
+            name,
+            (c, rows, 1, 1),
+            Gen(src, (1, c, 0, 0)),
+            Gen(dst, (1, c, 0, 0)),
+            check={"value": name, "index": [0]},
+            mult_a=int(ln.mult),
+            shift=int(ln.shift),
+            eps=int(ln.eps_int),
+        )
+
+    def residual(self, name, res, a, b, dst, count):
+        self.stream(
+            isa.U_ADD,
+            name,
+            (count, 1, 1, 1),
+            Gen(a, (1, 0, 0, 0)),
+            Gen(dst, (1, 0, 0, 0)),
+            b=Gen(b, (1, 0, 0, 0)),
+            check={"value": name, "index": [0]},
+            mult_a=int(res.mult_a),
+            mult_b=int(res.mult_b),
+            shift=int(res.shift),
+        )
+
+
+def _check_model(m) -> None:
+    cfg = m.config
+    problems = []
+    if m.act_bits != 8:
+        problems.append(f"act_bits={m.act_bits}")
+    if m.patch_embed.kind != "conv" or cfg.ndim != 2:
+        problems.append(f"patch embedding {m.patch_embed.kind!r}")
+    if m.pre_head_fc is not None or m.pre_head_norm is not None:
+        problems.append("pre-head layers")
+    if any(p is not None for p in (m.layer_pos_adds or [])):
+        problems.append("position added in every layer")
+    for i, blk in enumerate(m.blocks):
+        sm = blk.attn.softmax
+        if sm.exp != "table" or sm.in_bits != 8 or sm.out_bits != 8:
+            problems.append(f"layers.{i} softmax exp={sm.exp} {sm.in_bits}->{sm.out_bits} bits")
+        if blk.gelu.in_bits != 8 or blk.gelu.out_bits != 8:
+            problems.append(f"layers.{i} gelu {blk.gelu.in_bits}->{blk.gelu.out_bits} bits")
+    if problems:
+        raise CoreCompileError(f"model {cfg.name!r} uses {problems[0]}; the core runs {SUPPORTED}")
+
+
+def compile_model(m, images: bool = True) -> Compiled:
+    """IntViT -> Compiled (program, memory images, layout). Deterministic.
+
+    ``images=False`` skips the weight image (the program and sizes are the same).
+    """
+    _check_model(m)
+    cfg = m.config
+    c_in, hh, ww = tuple(cfg.input_shape)
+    p = m.patch_embed.patch_size
+    gh, gw = hh // p, ww // p
+    npatch, pd = gh * gw, c_in * p * p
+    dim = cfg.dim
+    has_cls = m.cls_q is not None
+    t = npatch + int(has_cls)
+    heads, hd = m.blocks[0].attn.heads if m.blocks else cfg.heads, cfg.head_dim
+    mlp = m.blocks[0].fc1.w.shape[0] if m.blocks else 1
+    bld = _Builder(m, images)
+    act = bld.act
+
+    # ---- scratchpad layout: input, constants, buffers
+    x_in = act("input", c_in * hh * ww)
+    cls_c = bld.const("cls", m.cls_q) if has_cls else None
+    pos_c = bld.const("pos", m.pos_q) if m.pos_add is not None else None
+    ones_c = bld.const("ones", np.ones(t)) if m.pool is not None else None
+    patches = act("patches", npatch * pd)
+    x0 = act("embed", t * dim)
+    x = act("x", t * dim) if m.pos_add is not None else x0
+    h = act("h", t * dim)
+    qkv = act("qkv", t * 3 * dim)
+    s_buf = act("scores", heads * t * t)
+    p_buf = act("probs", heads * t * t)
+    ctx = act("context", t * dim)
+    y = act("y", t * dim)
+    f1 = act("fc1", t * mlp)
+    g = act("gelu", t * mlp)
+    feat = act("pooled", dim) if m.pool is not None else None
+    n_out = m.head.w.shape[0] if m.head is not None else dim
+    out = act("logits", n_out)
+
+    # ---- patch embedding: im2col (one copy per patch row), GEMM, cls, position
+    for r in range(gh):
+        # features ordered (c, p1, p2) as Conv2d weights are; loops p2, p1, c, patch column
+        bld.stream(
+            isa.U_COPY,
+            f"embed.patches.row{r}",
+            (p, p, c_in, gw),
+            Gen(x_in + r * p * ww, (1, ww, hh * ww, p)),
+            Gen(patches + r * gw * pd, (1, p, p * p, pd)),
+        )
+    bld.linear("embed.proj", m.patch_embed.proj, patches, npatch, x0, dim, d_off=dim if has_cls else 0)
+    if has_cls:
+        bld.stream(isa.U_COPY, "embed.cls", (dim, 1, 1, 1), Gen(cls_c, (1, 0, 0, 0)), Gen(x0, (1, 0, 0, 0)))
+    if m.pos_add is not None:
+        bld.residual("pos_add", m.pos_add, x0, pos_c, x, t * dim)
+
+    # ---- blocks
+    for i, blk in enumerate(m.blocks):
+        pre = f"layers.{i}"
+        at = blk.attn
+        bld.layernorm(f"{pre}.norm1", blk.norm1, x, h, t, dim)
+        if at.qkv is not None:
+            bld.linear(f"{pre}.attn.qkv", at.qkv, h, t, qkv, 3 * dim)
+        else:
+            for j, name in enumerate("qkv"):
+                bld.linear(f"{pre}.attn.{name}", getattr(at, name), h, t, qkv, 3 * dim, d_off=j * dim)
+        sc = bld.prm_words([isa.gemm_prm_word(0, at.scores_mult, at.scores_shift)])
+        for k in range(heads):
+            bld.gemm(
+                f"{pre}.attn.h{k}.qk",
+                t,
+                hd,
+                t,
+                Gen(qkv + k * hd, (3 * dim, 1, 0, 0)),
+                Gen(qkv + dim + k * hd, (3 * dim, 1, 0, 0)),
+                Gen(s_buf + k * t * t, (t, 1, 0, 0)),
+                sc,
+                0,
+                w_act=True,
+                check={"value": f"{pre}.attn.scores", "index": [0, k]},
+            )
+        table = np.zeros(256, dtype=np.int64)
+        table[: len(at.softmax.exp_table)] = at.softmax.exp_table
+        bld.load(isa.U_SOFTMAX, f"{pre}.attn.softmax.table", table)
+        bld.stream(
+            isa.U_SOFTMAX,
+            f"{pre}.attn.softmax",
+            (t, heads * t, 1, 1),
+            Gen(s_buf, (1, t, 0, 0)),
+            Gen(p_buf, (1, t, 0, 0)),
+            check={"value": f"{pre}.attn.softmax", "index": [0]},
+        )
+        cx = bld.prm_words([isa.gemm_prm_word(0, at.ctx_mult, at.ctx_shift)])
+        for k in range(heads):
+            # P.V: w[n, k'] = V^T[n, k'] = v[k', n]: n stride 1, k stride 3*dim
+            bld.gemm(
+                f"{pre}.attn.h{k}.av",
+                t,
+                t,
+                hd,
+                Gen(p_buf + k * t * t, (t, 1, 0, 0)),
+                Gen(qkv + 2 * dim + k * hd, (1, 3 * dim, 0, 0)),
+                Gen(ctx + k * hd, (dim, 1, 0, 0)),
+                cx,
+                0,
+                a_signed=False,
+                w_act=True,
+                check={"value": f"{pre}.attn.context", "index": [0, None, [k * hd, (k + 1) * hd]]},
+            )
+        bld.linear(f"{pre}.attn.proj", at.proj, ctx, t, y, dim)
+        bld.residual(f"{pre}.add1", blk.add1, x, y, x, t * dim)
+        bld.layernorm(f"{pre}.norm2", blk.norm2, x, h, t, dim)
+        bld.linear(f"{pre}.mlp.fc1", blk.fc1, h, t, f1, mlp)
+        bld.load(isa.U_GELU, f"{pre}.mlp.gelu.table", _u8(blk.gelu.table))
+        bld.stream(
+            isa.U_GELU,
+            f"{pre}.mlp.gelu",
+            (t * mlp, 1, 1, 1),
+            Gen(f1, (1, 0, 0, 0)),
+            Gen(g, (1, 0, 0, 0)),
+            check={"value": f"{pre}.mlp.gelu", "index": [0]},
+        )
+        bld.linear(f"{pre}.mlp.fc2", blk.fc2, g, t, y, dim)
+        bld.residual(f"{pre}.add2", blk.add2, x, y, x, t * dim)
+
+    # ---- final norm, pool, head
+    tokens = x
+    if m.norm is not None:
+        bld.layernorm("norm", m.norm, x, h, t, dim)
+        tokens = h
+    if m.pool is not None:  # mean: ones(1, T) . tokens -> token sums, requant by the pool's (M, s)
+        pw = bld.prm_words([isa.gemm_prm_word(0, m.pool.mult, m.pool.shift)])
+        bld.gemm(
+            "pool",
+            1,
+            t,
+            dim,
+            Gen(ones_c, (t, 1, 0, 0)),
+            Gen(tokens, (1, dim, 0, 0)),
+            Gen(feat, (dim, 1, 0, 0)),
+            pw,
+            0,
+            w_act=True,
+            check={"value": "pool", "index": [0]},
+        )
+        pooled = feat
+    else:
+        pooled = tokens  # the cls token's row
+    if m.head is not None:
+        bld.linear("head", m.head, pooled, 1, out, n_out, check={"value": "logits", "index": [0]})
+    else:
+        bld.stream(isa.U_COPY, "features", (dim, 1, 1, 1), Gen(pooled, (1, 0, 0, 0)), Gen(out, (1, 0, 0, 0)))
+    bld.prog.append(isa.end())
+
+    act_img = np.zeros(act.top, dtype=np.int64)
+    for base, v in bld.act_init.items():
+        act_img[base : base + v.size] = v
+    wgt = np.concatenate(bld.wgt) if bld.wgt else np.zeros(1, dtype=np.int64)
+    gemms = [ins for ins in bld.prog if ins.op == isa.OP_GEMM]
+    sizes = {
+        "ACT_DEPTH": _round_up(act.top, 1024),
+        "WGT_DEPTH": _round_up(bld.wgt_top, 1024),
+        "PRM_DEPTH": _round_up(len(bld.prm), 256),
+        "PROG_DEPTH": _round_up(len(bld.prog), 64),
+        "MAX_M": 1 << max(ins.n[0] for ins in gemms).bit_length(),
+        "MAX_K": 1 << max(ins.n[1] for ins in gemms).bit_length(),
+        "MAX_N": 1 << max(ins.n[2] for ins in gemms).bit_length(),
+        "MAX_ROW": max(4, 1 << t.bit_length()),
+        "MAX_C": max(4, 1 << dim.bit_length()),
+        "IN_BASE": x_in,
+        "IN_LEN": c_in * hh * ww,
+    }
+    return Compiled(bld.prog, act_img, wgt, bld.prm, dict(act.regions), (c_in, hh, ww), "logits", n_out, sizes)

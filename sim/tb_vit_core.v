@@ -1,0 +1,130 @@
+// tb_vit_core: simulation wrapper of rtl/vit_core.v for the whole-model test (sim/test_vit_core.py).
+//
+// The core's memories start from the compiled model's images (core_act.hex, core_wgt.hex,
+// core_prm.hex, core_prog.hex: the driver links them into the simulator's working directory
+// before the run). Per image the cocotb test only pulses signals and waits for events:
+//   load_i  $readmemh core_in.hex (IN_LEN bytes) and writes it through the host port at IN_BASE;
+//   start_i / cont_i with stop_pc_i: run the program (or continue it) in the core;
+//   dump_i  reads act[dump_base_i .. + dump_len_i) through the host port and $writememh's it to
+//           core_dump.hex (dump_perf_i: the per-instruction cycle words instead).
+// Not synthesizable (file I/O); the core itself is rtl/vit_core.v.
+
+`default_nettype none
+
+module tb_vit_core #(
+  parameter integer ROWS       = 8,
+  parameter integer COLS       = 8,
+  parameter integer ACT_DEPTH  = 16384,
+  parameter integer WGT_DEPTH  = 131072,
+  parameter integer PRM_DEPTH  = 4096,
+  parameter integer PROG_DEPTH = 256,
+  parameter integer MAX_M      = 256,
+  parameter integer MAX_K      = 4096,
+  parameter integer MAX_N      = 4096,
+  parameter integer MAX_ROW    = 256,
+  parameter integer MAX_C      = 1024,
+  parameter integer IN_BASE    = 0,
+  parameter integer IN_LEN     = 64
+) (
+  input  wire        clk_i        /*verilator public_flat_rw*/,
+  input  wire        rst_ni       /*verilator public_flat_rw*/,
+  input  wire        load_i       /*verilator public_flat_rw*/,
+  input  wire        start_i      /*verilator public_flat_rw*/,
+  input  wire        cont_i       /*verilator public_flat_rw*/,
+  input  wire [31:0] stop_pc_i    /*verilator public_flat_rw*/,
+  input  wire        dump_i       /*verilator public_flat_rw*/,
+  input  wire        dump_perf_i  /*verilator public_flat_rw*/,
+  input  wire [31:0] dump_base_i  /*verilator public_flat_rw*/,
+  input  wire [31:0] dump_len_i   /*verilator public_flat_rw*/,
+  output reg         load_done_o  /*verilator public_flat_rw*/,
+  output reg         dump_done_o  /*verilator public_flat_rw*/,
+  output wire        busy_o       /*verilator public_flat_rw*/,
+  output wire        done_o       /*verilator public_flat_rw*/,
+  output wire [31:0] pc_o         /*verilator public_flat_rw*/,
+  output wire [39:0] cyc_total_o  /*verilator public_flat_rw*/,
+  output wire [39:0] cyc_ctrl_o   /*verilator public_flat_rw*/,
+  output wire [39:0] cyc_gemm_o   /*verilator public_flat_rw*/,
+  output wire [39:0] cyc_row_o    /*verilator public_flat_rw*/,
+  output wire [39:0] cyc_elem_o   /*verilator public_flat_rw*/,
+  output wire [39:0] cyc_load_o   /*verilator public_flat_rw*/,
+  output wire [39:0] gemm_beats_o /*verilator public_flat_rw*/
+);
+
+  localparam integer BUF = (ACT_DEPTH > PROG_DEPTH) ? ACT_DEPTH : PROG_DEPTH;
+
+  reg  [7:0]   in_buf  [0:IN_LEN-1];
+  reg  [31:0]  out_buf [0:BUF-1];
+  reg          ld_q, dp_q, dp_wait_q, sel_q, wr_q;
+  reg  [31:0]  i_q, j_q, len_q;
+  reg          host_we;
+  reg  [31:0]  host_waddr, host_raddr;
+  reg  [7:0]   host_wbyte;
+  wire [31:0]  host_rdata;
+
+  vit_core #(
+    .ROWS(ROWS), .COLS(COLS), .ACT_DEPTH(ACT_DEPTH), .WGT_DEPTH(WGT_DEPTH), .PRM_DEPTH(PRM_DEPTH),
+    .PROG_DEPTH(PROG_DEPTH), .MAX_M(MAX_M), .MAX_K(MAX_K), .MAX_N(MAX_N), .MAX_ROW(MAX_ROW),
+    .MAX_C(MAX_C), .ACT_INIT("core_act.hex"), .WGT_INIT("core_wgt.hex"), .PRM_INIT("core_prm.hex"),
+    .PROG_INIT("core_prog.hex")
+  ) dut (
+    .clk_i(clk_i), .rst_ni(rst_ni),
+    .host_we_i(host_we), .host_wsel_i(2'd0), .host_waddr_i(host_waddr), .host_wdata_i({1016'd0, host_wbyte}),
+    .host_rsel_i(sel_q), .host_raddr_i(host_raddr), .host_rdata_o(host_rdata),
+    .start_i(start_i), .cont_i(cont_i), .stop_pc_i(stop_pc_i), .busy_o(busy_o), .done_o(done_o),
+    .pc_o(pc_o), .cyc_total_o(cyc_total_o), .cyc_ctrl_o(cyc_ctrl_o), .cyc_gemm_o(cyc_gemm_o),
+    .cyc_row_o(cyc_row_o), .cyc_elem_o(cyc_elem_o), .cyc_load_o(cyc_load_o), .gemm_beats_o(gemm_beats_o)
+  );
+
+  always @(posedge clk_i) begin
+    load_done_o <= 1'b0;
+    dump_done_o <= 1'b0;
+    host_we     <= 1'b0;
+    if (!rst_ni) begin
+      ld_q <= 1'b0;  dp_q <= 1'b0;  wr_q <= 1'b0;  dp_wait_q <= 1'b0;  sel_q <= 1'b0;
+      i_q <= 32'd0;  j_q <= 32'd0;  len_q <= 32'd0;
+      host_waddr <= 32'd0;  host_raddr <= 32'd0;  host_wbyte <= 8'd0;
+    end else begin
+      if (load_i) begin
+        $readmemh("core_in.hex", in_buf);
+        ld_q <= 1'b1;
+        i_q  <= 32'd0;
+      end else if (ld_q) begin
+        host_we    <= 1'b1;
+        host_waddr <= IN_BASE + i_q;
+        host_wbyte <= in_buf[i_q];
+        i_q        <= i_q + 32'd1;
+        if (i_q + 32'd1 == IN_LEN) ld_q <= 1'b0;
+      end else if (i_q == IN_LEN) begin
+        load_done_o <= 1'b1;
+        i_q         <= 32'd0;
+      end
+      if (dump_i) begin
+        dp_q       <= 1'b1;
+        sel_q      <= dump_perf_i;
+        len_q      <= dump_len_i;
+        host_raddr <= dump_perf_i ? 32'd0 : dump_base_i;
+        j_q        <= 32'd0;
+      end else if (dp_q) begin
+        // the read of host_raddr issued this cycle is in host_rdata two edges later
+        host_raddr <= host_raddr + 32'd1;
+        dp_wait_q  <= 1'b1;
+        if (dp_wait_q) begin
+          out_buf[j_q] <= host_rdata;
+          j_q          <= j_q + 32'd1;
+          if (j_q + 32'd1 == len_q) begin
+            dp_q      <= 1'b0;
+            dp_wait_q <= 1'b0;
+            wr_q      <= 1'b1;
+          end
+        end
+      end else if (wr_q) begin  // a cycle later: the last out_buf write has landed
+        wr_q <= 1'b0;
+        $writememh("core_dump.hex", out_buf, 0, len_q - 1);
+        dump_done_o <= 1'b1;
+      end
+    end
+  end
+
+endmodule
+
+`default_nettype wire

@@ -1,0 +1,124 @@
+"""The digits ViT through the RTL core (rtl/vit_core.v): every logit equal to the integer model's.
+
+Verilator: 10 held-out images on 8 x 8, the core's counters and per-instruction cycles equal to the
+cycle model; Icarus: one image on 4 x 4; a corrupted weight is found at the instruction that uses it.
+Expected logits come from the integer model (hwvit.intvit), never from the code under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from hwvit import pipeline, toolchain
+from hwvit.cli import main
+from hwvit.core import cycles, isa
+from hwvit.core import run as crun
+from hwvit.core.coredir import read_core_dir
+
+pytestmark = pytest.mark.xdist_group("vit_core")
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    """(int model, compiled dir, held-out inputs quantized, labels), compiled by `hwvit compile`."""
+    from hwvit.cli.common import build_models
+    from hwvit.quant import QuantConfig
+
+    out = tmp_path_factory.mktemp("core") / "digits"
+    res = CliRunner().invoke(main, ["compile", "--model", "digits", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    source, model = build_models("digits", None, None, None, QuantConfig(), 256, 0)
+    x, labels = pipeline.eval_inputs(source, 10)
+    return model, read_core_dir(out), model.quantize_input(x.numpy()), labels
+
+
+def test_compile_is_deterministic(digits, tmp_path):
+    """A second compile (library path, same model spec) is byte-identical to `hwvit compile`'s."""
+    from dataclasses import asdict
+
+    from hwvit.core.compile import compile_model
+    from hwvit.core.coredir import write_core_dir
+    from hwvit.quant import QuantConfig
+
+    model, core, _, _ = digits
+    spec = {
+        "preset": "digits",
+        "checkpoint": None,
+        "family": None,
+        "config": None,
+        "quant": asdict(QuantConfig()),
+        "calib_images": 256,
+        "seed": 0,
+    }
+    write_core_dir(compile_model(model), tmp_path / "again", spec)
+    names = sorted(p.name for p in core.path.iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "again").iterdir())
+    for name in names:
+        assert (tmp_path / "again" / name).read_bytes() == (core.path / name).read_bytes(), name
+
+
+def _check_cycles(run: crun.CoreRun, core) -> None:
+    want = cycles.program_cycles(core.program, run.rows, run.cols)
+    for c in run.cycles:
+        assert {k: c[k] for k in want} == want
+    per_instr = [cycles.instr_cycles(ins, run.rows, run.cols) for ins in core.program[:-1]]
+    assert run.perf == per_instr
+
+
+def test_digits_verilator_ten_images_bit_exact(digits):
+    model, core, xq, labels = digits
+    toolchain.require("verilator")
+    run = crun.run_images(core, model, xq, "verilator", 8, 8)
+    assert run.got.shape == (10, 10)
+    np.testing.assert_array_equal(run.got, run.expected)
+    assert (run.got.argmax(1) == run.expected.argmax(1)).all()
+    assert (run.expected.argmax(1) == labels).mean() >= 0.8  # the model classifies, not a constant
+    _check_cycles(run, core)
+
+
+def test_digits_icarus_one_image_bit_exact_on_4x4(digits):
+    model, core, xq, _ = digits
+    toolchain.require("icarus")
+    run = crun.run_images(core, model, xq[:1], "icarus", 4, 4)  # a second array size
+    np.testing.assert_array_equal(run.got, run.expected)
+    _check_cycles(run, core)
+
+
+def test_corrupted_weight_is_found_at_its_instruction(digits, tmp_path):
+    model, core, xq, _ = digits
+    bad = tmp_path / "bad"
+    shutil.copytree(core.path, bad)
+    target = next(i for i, ins in enumerate(core.program) if ins.name == "layers.1.mlp.fc1")
+    base = core.program[target].b.base
+    lines = (bad / "wgt.hex").read_text().splitlines()
+    lines[base + 5] = f"{(int(lines[base + 5], 16) ^ 0x40):02x}"  # one weight of channel 0, k = 5
+    text = "\n".join(lines) + "\n"
+    (bad / "wgt.hex").write_text(text)
+    manifest = yaml.safe_load((bad / "manifest.yaml").read_text())
+    manifest["files"]["wgt"]["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    (bad / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    info = crun.find_mismatch(read_core_dir(bad), model, xq[0], "verilator", 8, 8)
+    assert info["instruction"] == target and info["name"] == "layers.1.mlp.fc1", info
+    assert info["kind"] == isa.OP_NAMES[isa.OP_GEMM]
+    assert info["expected"] != info["got"]
+    assert len(info["at"]) == 2 and info["at"][1] == 0  # (token, channel): only channel 0's weight changed
+    assert (tmp_path / "bad").exists() and info["scratchpad"].endswith("scratchpad.hex")
+
+
+def test_estimate_stand_in_has_the_real_programs_shape(digits):
+    """`core estimate` compiles a zero-parameter stand-in; its program has the real one's loops and addresses."""
+    from hwvit.core.compile import compile_model
+    from hwvit.core.shapes import shape_model
+
+    model, core, _, _ = digits
+    stand_in = compile_model(shape_model(model.config), images=False).program
+    assert [(i.op, i.unit, i.n, i.a, i.b, i.d, i.name) for i in stand_in] == [
+        (i.op, i.unit, i.n, i.a, i.b, i.d, i.name) for i in core.program
+    ]
+    assert cycles.program_cycles(stand_in, 8, 8) == cycles.program_cycles(core.program, 8, 8)
