@@ -47,10 +47,11 @@ def test_cost_columns():
     assert cost(QuantConfig(exp_entries=32))["table_bits"] == 32 * 24
     shift = cost(QuantConfig(exp="shift"))
     assert shift["exp_entries"] == 0 and shift["table_bits"] == 0
-    # 6-bit scores differ from their row max by at most 2^6 - 1: a 64-entry table is all the hardware holds.
+    # One knob per row: the act_bits row keeps the baseline's 256-entry ROM (6-bit scores differ from
+    # their row max by at most 63, so entries 64..255 are never read, which the note says).
     act6 = cost(QuantConfig(act_bits=6))
-    assert act6["exp_entries"] == 64 and act6["table_bits"] == 64 * 24
-    assert "0.75x" in act6["cost_note"]
+    assert act6["exp_entries"] == 256 and act6["table_bits"] == 256 * 24
+    assert "0.75x" in act6["cost_note"] and "only the first 64 are reachable" in act6["cost_note"]
     assert "no hardware cost" in cost(QuantConfig(calibration="percentile"))["cost_note"]
 
 
@@ -70,7 +71,7 @@ def _csv_rows(out) -> list[dict]:
 
 def test_files_and_rows(quick_sweep):
     out, output = quick_sweep
-    assert sorted(p.name for p in out.iterdir()) == ["sweep.csv", "sweep.json", "sweep.md", "sweep.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["pareto.png", "sweep.csv", "sweep.json", "sweep.md", "sweep.png"]
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     grid = one_factor_grid(QUICK_AXES)
     rows = _csv_rows(out)
@@ -88,6 +89,14 @@ def test_files_and_rows(quick_sweep):
     assert doc["kind"] == "sweep" and len(doc["rows"]) == len(grid)
     for r, j in zip(rows, doc["rows"]):
         assert abs(float(r["logits_sqnr_db"]) - j["logits_sqnr_db"]) <= 1e-6
+    # Pareto front of accuracy against cost_bits: a row is on it iff no row is both no costlier and
+    # no less accurate, and strictly better in one of them (recomputed here from the CSV).
+    for r in rows:
+        c, a = int(r["cost_bits"]), float(r["top1_int"])
+        dominated = any((int(o["cost_bits"]) <= c and float(o["top1_int"]) >= a)
+                        and (int(o["cost_bits"]) < c or float(o["top1_int"]) > a) for o in rows)
+        assert (r["pareto"] == "True") == (not dominated), r
+    assert any(r["pareto"] == "True" for r in rows) and "Pareto front" in md
     last = output.strip().splitlines()[-1]
     assert last.startswith(f"digits: {len(grid)} configurations on {IMAGES} images") and str(out) in last
 

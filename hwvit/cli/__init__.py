@@ -15,6 +15,7 @@ COMMANDS = [
     ("info", "info"),
     ("compare", "compare"),
     ("sweep", "sweep"),
+    ("sensitivity", "sensitivity"),
     ("bench", "bench"),
     ("sim", "sim"),
     ("synth", "synth"),

@@ -143,8 +143,9 @@ def qconfig_options(func: F) -> F:
                   help="Softmax exp: table lookup (the RTL) or shift-and-add.")
     @click.option("--exp-entries", type=click.IntRange(1, 256), default=256, show_default=True,
                   help="Exp table entries (--exp table).")
-    @click.option("--calibration", type=click.Choice(["minmax", "percentile"]), default="minmax",
-                  show_default=True, help="Activation range estimate.")
+    @click.option("--calibration", type=click.Choice(["minmax", "percentile", "mse", "entropy"]),
+                  default="minmax", show_default=True,
+                  help="Activation range estimate: max |x|, a percentile, MSE-optimal or KL-optimal clip.")
     @click.option("--percentile", type=click.FloatRange(50.0, 100.0), default=99.99, show_default=True,
                   help="Percentile of |x| for --calibration percentile.")
     @functools.wraps(func)
@@ -159,6 +160,33 @@ def qconfig_options(func: F) -> F:
             act_bits=kwargs.pop("act_bits"), softmax_bits=kwargs.pop("softmax_bits"),
             exp=kwargs.pop("exp_mode"), exp_entries=kwargs.pop("exp_entries"),
             calibration=kwargs.pop("calibration"), percentile=kwargs.pop("percentile"))
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def recipe_option(func: F) -> F:
+    """``--recipe FILE`` (hwvit.quant.recipe): per-layer precision. Goes right under ``qconfig_options``;
+    the command receives ``recipe`` (a Recipe or None) and, with a recipe, ``qconfig`` = its default."""
+
+    @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False), metavar="FILE",
+                  help="Quantization recipe (YAML): model-wide knobs and per-layer overrides by glob.")
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from hwvit.quant.recipe import load
+
+        path = kwargs.pop("recipe_path")
+        kwargs["recipe"] = None
+        if path is not None:
+            knobs = [f"--{k.replace('_', '-')}" for k in ("act_bits", "softmax_bits", "exp", "exp_entries",
+                                                          "calibration", "percentile") if given(k)]
+            if knobs:
+                refuse(f"{knobs[0]} and --recipe: set it in the recipe's default section")
+            try:
+                kwargs["recipe"] = load(path)
+            except ValueError as exc:
+                fail(first_line(exc))
+            kwargs["qconfig"] = kwargs["recipe"].base
         return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -237,13 +265,13 @@ def load_data(kwargs: dict, seed: int = 0, calib_images: int = 256):
     return source, data
 
 
-def build_models(kwargs: dict, qconfig, calib_images: int, seed: int = 0):
+def build_models(kwargs: dict, qconfig, calib_images: int, seed: int = 0, recipe=None):
     """(Source, Data, IntViT) for the model and data options; bad input becomes a one-line error."""
     from hwvit.quant import quantize_model
 
     source, data = load_data(kwargs, seed, calib_images)
     try:
-        return source, data, quantize_model(source.model, data.calib, qconfig)
+        return source, data, quantize_model(source.model, data.calib, qconfig, recipe=recipe)
     except (ValueError, OSError, KeyError) as exc:
         fail(first_line(exc))
 

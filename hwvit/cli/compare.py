@@ -11,7 +11,7 @@ import click
 from hwvit.cli.common import (batch_option, build_models, calib_images_option, check_out_dir, cluster_client,
                               cluster_options, compute_options, data_options, describe_data, fail, first_line,
                               force_option, json_option, model_options, out_option, progress, qconfig_options,
-                              quiet_option, refuse, refuse_seed_for_digits, seed_option)
+                              quiet_option, recipe_option, refuse, refuse_seed_for_digits, seed_option)
 
 
 def _fmt(v: float) -> str:
@@ -21,6 +21,7 @@ def _fmt(v: float) -> str:
 @click.command()
 @model_options
 @qconfig_options
+@recipe_option
 @calib_images_option
 @data_options("Evaluate on at most N inputs, the first ones (digits: its held-out split, all by default; "
               "without --images: 8 seeded random).")
@@ -32,7 +33,7 @@ def _fmt(v: float) -> str:
 @batch_option(None, "Images per forward (default: as many as keep one batch's traces within 1 GB, at most 64).")
 @compute_options
 @cluster_options
-def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, batch, device, cluster, **kw):
+def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet, batch, device, cluster, **kw):
     """Compare the float model with its integer model: top-1, agreement, SQNR per layer.
 
     \b
@@ -54,7 +55,7 @@ def compare(qconfig, calib_images, seed, as_json, out_dir, force, quiet, batch, 
         refuse("--force applies to --out only")
     refuse_seed_for_digits(kw["preset"], kw["checkpoint"])
     check_out_dir(out_dir, force, "compare-report")
-    source, data, int_model = build_models(kw, qconfig, calib_images, seed)
+    source, data, int_model = build_models(kw, qconfig, calib_images, seed, recipe)
     describe_data(data, quiet or as_json)
     try:
         batch = batch or pipeline.batch_size_for(source.model.cfg)

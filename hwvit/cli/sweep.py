@@ -8,8 +8,8 @@ import time
 import click
 
 from hwvit.cli.common import (calib_images_option, check_out_dir, data_options, describe_data, fail, first_line,
-                              force_option, load_data, model_options, out_option, quiet_option, refuse_seed_for_digits,
-                              seed_option)
+                              force_option, load_data, model_options, out_option, quiet_option, recipe_option,
+                              refuse_seed_for_digits, seed_option)
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
@@ -57,19 +57,21 @@ def _fmt_db(v: float) -> str:
 @click.option("--no-shift", is_flag=True, help="Leave out the shift-and-add exp.")
 @click.option("--threads", type=click.IntRange(0), default=1, show_default=True,
               help="torch threads (0: torch's default). 1 is fastest for small models such as digits.")
+@recipe_option
 @seed_option()
-@out_option("Write sweep.csv, sweep.md, sweep.png and sweep.json here.", default="sweep")
+@out_option("Write sweep.csv, sweep.md, sweep.png, pareto.png and sweep.json here.", default="sweep")
 @force_option
 @quiet_option("Only the summary line.")
-def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles, no_shift, threads, seed, out_dir,
-          force, quiet, **kw):
-    """Vary one quantization knob at a time around the int8 design and measure what it costs.
+def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles, no_shift, threads, recipe, seed,
+          out_dir, force, quiet, **kw):
+    """Vary one quantization knob at a time around the int8 design (or --recipe) and measure what it costs.
 
     Knobs: activation bits, softmax output bits, exp approximation (table or shift-and-add) and
     table size, calibration (min/max or percentile). Each point is quantized (calibration
     included) and compared with the float model on the same images. Writes sweep.csv (one row
     per point), sweep.md (table with changes against the baseline and a cost note) and
-    sweep.png (accuracy and logits SQNR against cost, one panel per knob).
+    sweep.png (accuracy and logits SQNR against cost, one panel per knob) and pareto.png
+    (accuracy against storage cost, the Pareto front marked).
 
     \b
     Example:
@@ -96,7 +98,7 @@ def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles,
     refuse_seed_for_digits(kw["preset"], kw["checkpoint"])
     check_out_dir(out_dir, force, "sweep")  # refuse before minutes of work, not after
     try:
-        grid = one_factor_grid(axes)
+        grid = one_factor_grid(axes, base=recipe.base) if recipe is not None else one_factor_grid(axes)
     except (ValueError, OSError, KeyError) as exc:
         fail(first_line(exc))
     source, data = load_data(kw, seed, calib_images)
@@ -116,9 +118,10 @@ def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles,
     t0 = time.perf_counter()
     try:
         rows = run_sweep(source, grid, seed=seed, threads=threads or None, progress=None if quiet else progress,
-                         data=data)
+                         data=data, recipe=recipe)
         meta = {"images": rows[0]["images"], "calib_images": calib_images, "seed": seed,
-                "checkpoint_sha256": source.sha256, "axes": {k: list(v) for k, v in axes.items()}}
+                "checkpoint_sha256": source.sha256, "axes": {k: list(v) for k, v in axes.items()},
+                "recipe": recipe.to_dict() if recipe is not None else None}
         written = write_sweep(rows, out_dir, source.name, meta)
     except (ValueError, OSError) as exc:
         fail(first_line(exc))

@@ -12,7 +12,8 @@ from typing import Any, Callable
 import click
 
 from hwvit.cli.common import (block_kind_option, build_models, calib_images_option, check_out_dir, data_options,
-                              describe_data, fail, first_line, model_options, qconfig_options, vector_output_options)
+                              describe_data, fail, first_line, model_options, qconfig_options, recipe_option,
+                              vector_output_options)
 
 
 @contextlib.contextmanager
@@ -54,12 +55,13 @@ def _plain_config(value: Any) -> Any:
 
 
 def _model_records(kw, qconfig, calib_images, seed, quiet):
-    """(records, source_sha256, model_config) of one traced run of the integer model."""
+    """(records, source_sha256, model_config) of one traced run of the integer model (``kw['recipe']``: --recipe)."""
+    recipe = kw.pop("recipe", None)
     from hwvit.intvit import trace_model
 
     images_path = kw["images_path"]
     limit = kw["limit"] = kw["limit"] or 1  # only the traced samples are decoded
-    source, data, int_model = build_models(kw, qconfig, calib_images, seed)
+    source, data, int_model = build_models(kw, qconfig, calib_images, seed, recipe)
     describe_data(data, quiet)
     try:
         _, records, _ = trace_model(int_model, data.first(limit).numpy())
@@ -67,6 +69,8 @@ def _model_records(kw, qconfig, calib_images, seed, quiet):
         fail(first_line(exc))
     model_config = {"model": _plain_config(source.model.cfg), "quant": _plain_config(qconfig),
                     "source": source.name, "inputs": str(images_path) if images_path else limit, "seed": seed}
+    if recipe is not None:
+        model_config["recipe"] = recipe.to_dict()
     return records, source.sha256, model_config
 
 
@@ -86,6 +90,7 @@ def _select(records: list, patterns: str | None, kind: str | None) -> list:
 @click.command()
 @model_options
 @qconfig_options
+@recipe_option
 @calib_images_option
 @data_options("Inputs traced, the first ones (digits: its held-out split; without --images: seeded random).  "
               "[default: 1]")
@@ -93,7 +98,7 @@ def _select(records: list, patterns: str | None, kind: str | None) -> list:
               "globs, e.g. 'layers.0.*,head'.")
 @block_kind_option("Only blocks of this kind.")
 @vector_output_options("Output directory: one set per traced block under it.")
-def vectors(qconfig, calib_images, blocks, kind, out_dir, force, seed, quiet, **kw):
+def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, quiet, **kw):
     """Trace the integer model and write one golden vector set per block instance.
 
     Each set is a directory (OUT/layers.3.attn.softmax/, ...) holding manifest.yaml plus .hex
@@ -109,7 +114,7 @@ def vectors(qconfig, calib_images, blocks, kind, out_dir, force, seed, quiet, **
     from hwvit import vectors as vec
 
     check_out_dir(out_dir, force, "vectors")
-    records, source_sha, model_config = _model_records(kw, qconfig, calib_images, seed, quiet)
+    records, source_sha, model_config = _model_records({**kw, "recipe": recipe}, qconfig, calib_images, seed, quiet)
     records = _select(records, blocks, kind)
     summary = write_vectors(out_dir, lambda: _write_tree(vec, records, out_dir, seed, source_sha, model_config,
                                                          force, quiet))

@@ -83,8 +83,7 @@ class IntLinear:
             path,
         )
         y = y.reshape(*lead, self.w.shape[0])
-        tr.value(path, y, self.s_out)
-        return y
+        return tr.value(path, y, self.s_out)
 
 
 @dataclass(kw_only=True)
@@ -119,8 +118,7 @@ class IntLayerNorm:
             y=y,
         )
         y = y.reshape(x.shape)
-        tr.value(path, y, self.s_out)
-        return y
+        return tr.value(path, y, self.s_out)
 
 
 @dataclass(kw_only=True)
@@ -142,8 +140,7 @@ class IntGelu:
             table=self.table,
             y=y.reshape(-1),
         )
-        tr.value(path, y, self.s_out)
-        return y
+        return tr.value(path, y, self.s_out)
 
 
 @dataclass(kw_only=True)
@@ -181,8 +178,7 @@ class IntSoftmax:
                 p=p,
             )
         p = p.reshape(x.shape)
-        tr.value(path, p, self.s_out)
-        return p
+        return tr.value(path, p, self.s_out)
 
 
 @dataclass(kw_only=True)
@@ -208,8 +204,7 @@ class IntResidual:
             b=b.reshape(-1),
             y=y.reshape(-1),
         )
-        tr.value(path, y, self.s_out)
-        return y
+        return tr.value(path, y, self.s_out)
 
 
 @dataclass(kw_only=True)
@@ -240,5 +235,4 @@ class IntPool:
                 shift=np.full(acc.size, self.shift),
                 y=y.reshape(-1),
             )
-        tr.value(path, y, self.s_out)
-        return y
+        return tr.value(path, y, self.s_out)

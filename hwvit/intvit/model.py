@@ -53,9 +53,9 @@ class IntAttention:
         else:
             q, k, v = (lin(x, tr, f"{path}.{name}").reshape(b, n, h, hd).transpose(0, 2, 1, 3)
                        for name, lin in (("q", self.q), ("k", self.k), ("v", self.v)))
-        tr.value(f"{path}.q", q, self.s_q)
-        tr.value(f"{path}.k", k, self.s_k)
-        tr.value(f"{path}.v", v, self.s_v)
+        q = tr.value(f"{path}.q", q, self.s_q)
+        k = tr.value(f"{path}.k", k, self.s_k)
+        v = tr.value(f"{path}.v", v, self.s_v)
         # All heads (and images) in one batched GEMM call each; one record per head for the RTL.
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
         acc = ops.gemm(qs, ks, None, a_signed=True)  # (B*H, N, N)
@@ -65,9 +65,9 @@ class IntAttention:
                 record_gemm(tr, f"{self._tag(path, b, i)}.qk", qs[i], ks[i], None, self.scores_mult,
                             self.scores_shift, acc[i], scores[i], self.act_bits, True, (self.s_q, self.s_scores))
         scores = scores.reshape(b, h, n, n)
-        tr.value(f"{path}.scores", scores, self.s_scores)
+        scores = tr.value(f"{path}.scores", scores, self.s_scores)
         probs = self.softmax(scores, tr, f"{path}.softmax")
-        tr.value(f"{path}.probs", probs, self.softmax.s_out)  # the float model's name for the softmax
+        probs = tr.value(f"{path}.probs", probs, self.softmax.s_out)  # the float model's name for the softmax
         ps = probs.reshape(b * h, n, n)
         vt = vs.transpose(0, 2, 1)  # (B*H, hd, N): V^T, the GEMM's weight rows
         acc = ops.gemm(ps, vt, None, a_signed=False)  # (B*H, N, hd)
@@ -78,7 +78,7 @@ class IntAttention:
                             acc[i], ctx[i], self.act_bits, False, (self.softmax.s_out, self.s_ctx))
         ctx = ctx.reshape(b, h, n, hd).transpose(0, 2, 1, 3)  # (B, N, H, hd)
         ctx = ctx.reshape(b, n, h * hd)
-        tr.value(f"{path}.context", ctx, self.s_ctx)
+        ctx = tr.value(f"{path}.context", ctx, self.s_ctx)
         return self.proj(ctx, tr, f"{path}.proj")
 
 
@@ -198,15 +198,15 @@ class IntViT:
         tr = trace or NO_TRACE
         self.check_input(x)
         xq = np.asarray(x, dtype=np.int64) if quantized else self.quantize_input(x)
-        tr.value("input", xq, self.s_input)
+        xq = tr.value("input", xq, self.s_input)
         h = self.patch_embed(xq, tr, "embed")
-        tr.value("embed", h, self.s_embed)
+        h = tr.value("embed", h, self.s_embed)
         b = h.shape[0]
         if self.cls_q is not None:
             h = np.concatenate([np.broadcast_to(self.cls_q, (b, 1, h.shape[-1])), h], axis=1)
         if self.pos_add is not None:
             h = self.pos_add(h, np.broadcast_to(self.pos_q, h.shape), tr, "pos_add")
-        tr.value("tokens", h, self.pos_add.s_out if self.pos_add is not None else self.s_embed)
+        h = tr.value("tokens", h, self.pos_add.s_out if self.pos_add is not None else self.s_embed)
         for i, block in enumerate(self.blocks):
             pos_add = self.layer_pos_adds[i] if self.layer_pos_adds else None
             if pos_add is not None:
@@ -218,7 +218,7 @@ class IntViT:
             pooled = self.pool(h, tr, "pool")
         else:
             pooled = h[:, 0]
-            tr.value("pool", pooled, self.s_pool)
+            pooled = tr.value("pool", pooled, self.s_pool)
         if self.pre_head_fc is not None:
             pooled = self.pre_head_fc(pooled, tr, "pre_head.fc")
         if self.pre_head_norm is not None:
@@ -226,8 +226,7 @@ class IntViT:
         if self.head is None:
             return pooled
         logits = self.head(pooled, tr, "head")
-        tr.value("logits", logits, self.head.s_out)
-        return logits
+        return tr.value("logits", logits, self.head.s_out)
 
     __call__ = forward
 

@@ -14,18 +14,24 @@ class Trace:
 
     ``records``: keep BlockRecords (what `hwvit vectors` writes). ``values``: keep
     ``path -> (int array, scale)`` at the points the float model records too (what `compare` uses).
-    With both off, the forward does no extra work.
+    With both off, the forward does no extra work. ``force(path, q, scale)``, if given, returns
+    the value the forward goes on with in place of ``q`` (``values`` keeps the computed ``q``):
+    hwvit.report.compare feeds each layer the float model's activations quantized at their
+    scales, so the error it then measures at a point is the error that layer adds by itself.
     """
 
-    def __init__(self, records: bool = False, values: bool = False):
+    def __init__(self, records: bool = False, values: bool = False, force: Any = None):
         self.keep_records = records
         self.keep_values = values
+        self.force = force
         self.records: list[BlockRecord] = []
         self.values: dict[str, tuple[np.ndarray, float]] = {}
 
-    def value(self, path: str, q: np.ndarray, scale: float) -> None:
+    def value(self, path: str, q: np.ndarray, scale: float) -> np.ndarray:
+        """Keep ``q`` (if asked); return what the forward continues with (``q`` unless forced)."""
         if self.keep_values:
             self.values[path] = (q, float(scale))
+        return q if self.force is None else self.force(path, q, scale)
 
     def record(
         self, kind: str, path: str, params: dict[str, Any], scales: dict[str, float] | None = None, **arrays: Any

@@ -1,4 +1,4 @@
-"""Activation ranges from sample inputs: the float model's record hook, min/max or percentile."""
+"""Activation ranges from sample inputs: the float model's record hook; min/max, percentile, MSE or entropy."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ from enum import StrEnum
 import numpy as np
 import torch
 
+from hwvit.quant.clipsearch import entropy_clip, mse_clip
+
 
 class Calibration(StrEnum):
     MINMAX = "minmax"
     PERCENTILE = "percentile"
+    MSE = "mse"  # MSE-optimal clip search (hwvit.quant.clipsearch)
+    ENTROPY = "entropy"  # KL-optimal clip (TensorRT's entropy calibration)
 
     @classmethod
     def from_string(cls, name: str) -> Calibration:
@@ -28,8 +32,10 @@ _SAMPLES_PER_TENSOR = 1 << 20
 
 def calibrate(model: torch.nn.Module, inputs: torch.Tensor, method: str | Calibration = "minmax",
               percentile: float = 99.99, batch_size: int = 64, seed: int = 0,
-              hooks: dict[str, torch.nn.Module] | None = None) -> dict[str, float]:
-    """Absolute range (max |x|, or the given percentile of |x|) of every recorded float tensor.
+              hooks: dict[str, torch.nn.Module] | None = None, bits: int = 8) -> dict[str, float]:
+    """Absolute range (max |x|, a percentile of |x|, or a clip search at ``bits``) of every recorded tensor.
+
+    percentile, mse and entropy work on a random sample of at most 2^20 |x| values per tensor.
 
     ``model`` must accept ``forward(x, record=callable)`` (hwvit.float.model.ViT does);
     ``hooks`` names extra points by module: the module's output is recorded under that path.
@@ -49,7 +55,7 @@ def calibrate(model: torch.nn.Module, inputs: torch.Tensor, method: str | Calibr
     def record(path: str, tensor: torch.Tensor) -> None:
         a = tensor.detach().abs().reshape(-1)
         absmax[path] = max(absmax.get(path, 0.0), float(a.max()) if a.numel() else 0.0)
-        if method is Calibration.PERCENTILE:
+        if method is not Calibration.MINMAX:
             v = a.numpy()
             if v.size > _SAMPLES_PER_TENSOR // 4:
                 v = rng.choice(v, _SAMPLES_PER_TENSOR // 4, replace=False)
@@ -72,7 +78,12 @@ def calibrate(model: torch.nn.Module, inputs: torch.Tensor, method: str | Calibr
         v = np.concatenate(parts)
         if v.size > _SAMPLES_PER_TENSOR:
             v = rng.choice(v, _SAMPLES_PER_TENSOR, replace=False)
-        ranges[path] = float(np.percentile(v, percentile))
+        if method is Calibration.PERCENTILE:
+            ranges[path] = float(np.percentile(v, percentile))
+        elif method is Calibration.MSE:
+            ranges[path] = mse_clip(v, bits)
+        else:
+            ranges[path] = entropy_clip(v, bits)
         if ranges[path] <= 0.0:  # an all-zero tail: fall back to the max so the scale is > 0
             ranges[path] = absmax[path]
     return ranges

@@ -15,7 +15,7 @@ class QuantConfig:
     softmax_bits: int = 8  # probability width; scale 1/(2^bits - 1)
     exp: str = "table"  # softmax exp: "table" (RTL) or "shift" (shift-and-add)
     exp_entries: int = 256  # exp table entries (<= 2^act_bits); larger differences give exp = 0
-    calibration: str = "minmax"  # or "percentile"
+    calibration: str = "minmax"  # or "percentile", "mse", "entropy" (hwvit.quant.calibrate)
     percentile: float = 99.99
 
     def __post_init__(self) -> None:

@@ -28,6 +28,7 @@ from hwvit.quant.layers import (
     multiplier,
     scale_of,
 )
+from hwvit.quant.recipe import Recipe, plain
 
 
 def _np(t) -> np.ndarray | None:
@@ -35,10 +36,20 @@ def _np(t) -> np.ndarray | None:
 
 
 class _Scales:
-    """``r[path]`` calibration ranges -> per-tensor scales at ``bits``."""
+    """``r[path]`` calibration ranges -> per-tensor scales at ``bits``; the recipe's per-layer choices."""
 
-    def __init__(self, ranges: dict[str, float], bits: int):
+    def __init__(self, ranges: dict[str, float], bits: int, recipe: Recipe | None = None):
         self.ranges, self.bits = ranges, bits
+        self.recipe = recipe or plain()
+        self.used: set[str] = set()  # recipe globs that matched a layer
+
+    def weight(self, path: str) -> tuple[int, bool]:
+        self.used |= self.recipe.matches(path, ("weight_bits", "weights"))
+        return self.recipe.weight(path)
+
+    def softmax(self, path: str) -> tuple[int, int]:
+        self.used |= self.recipe.matches(path, ("softmax_bits", "exp_entries"))
+        return self.recipe.softmax(path)
 
     def __call__(self, path: str) -> float:
         return scale_of(self.ranges[path], self.bits)
@@ -57,8 +68,9 @@ class Embed:
     s_tokens: float
 
 
-def _linear(module, s_in: float, s_out: float, bits: int) -> IntLinear:
-    return int_linear(module.weight, _np(module.bias), s_in, s_out, bits)
+def _linear(module, s_in: float, s_out: float, bits: int, scale: _Scales, path: str) -> IntLinear:
+    w_bits, per_tensor = scale.weight(path)
+    return int_linear(module.weight, _np(module.bias), s_in, s_out, bits, w_bits, per_tensor)
 
 
 def build_embed(model, s_input: float, scale: _Scales) -> Embed:
@@ -68,13 +80,14 @@ def build_embed(model, s_input: float, scale: _Scales) -> Embed:
     s_embed = scale_of(max(scale.ranges["embed"], cls_abs), bits)
     kind = cfg.embed
     if kind == "conv":
-        patch_embed = IntPatchEmbed(kind=kind, patch_size=cfg.patch_size, proj=_linear(pe.proj, s_input, s_embed, bits))
+        proj = _linear(pe.proj, s_input, s_embed, bits, scale, "embed.proj")
+        patch_embed = IntPatchEmbed(kind=kind, patch_size=cfg.patch_size, proj=proj)
     elif kind == "simple":
         s_ni, s_pr = scale("embed.norm_in"), scale("embed.proj")
         patch_embed = IntPatchEmbed(
             kind=kind,
             patch_size=cfg.patch_size,
-            proj=_linear(pe.proj, s_ni, s_pr, bits),
+            proj=_linear(pe.proj, s_ni, s_pr, bits, scale, "embed.proj"),
             norm_in=int_layernorm(pe.norm_in, s_input, s_ni, bits),
             norm_out=int_layernorm(pe.norm_out, s_pr, s_embed, bits),
         )
@@ -83,7 +96,7 @@ def build_embed(model, s_input: float, scale: _Scales) -> Embed:
         patch_embed = IntPatchEmbed(
             kind=kind,
             patch_size=cfg.patch_size,
-            proj=_linear(pe.proj, s_input, s_pr, bits),
+            proj=_linear(pe.proj, s_input, s_pr, bits, scale, "embed.proj"),
             norm_out=int_layernorm(pe.norm_out, s_pr, s_no, bits),
             gelu=int_gelu(s_no, s_embed, bits),
         )
@@ -121,22 +134,24 @@ def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, 
     if getattr(attn, "qkv", None) is not None:
         r = scale.ranges
         s_qkv = scale_of(max(r[f"{p}.q"], r[f"{p}.k"], r[f"{p}.v"]), bits)
-        qkv = _linear(attn.qkv, s_in, s_qkv, bits)
+        qkv = _linear(attn.qkv, s_in, s_qkv, bits, scale, f"{p}.qkv")
         lin_q = lin_k = lin_v = None
         s_q = s_k = s_v = s_qkv
     else:
         qkv = None
         s_q, s_k, s_v = (scale(f"{p}.{n}") for n in "qkv")
-        lin_q, lin_k, lin_v = (_linear(m, s_in, s, bits) for m, s in ((attn.q, s_q), (attn.k, s_k), (attn.v, s_v)))
+        lin_q, lin_k, lin_v = (_linear(m, s_in, s, bits, scale, f"{p}.{n}")
+                               for n, m, s in (("q", attn.q, s_q), ("k", attn.k, s_k), ("v", attn.v, s_v)))
     post = attn.scale_mode == "post_softmax_sqrt_dim"  # the ECG model divides the probabilities instead
     alpha = 1.0 if post else 1.0 / math.sqrt(hd)
     beta = 1.0 / math.sqrt(dim) if post else 1.0
     s_scores = scale(f"{p}.scores")
     sm, ss = multiplier(s_q * s_k * alpha / s_scores)
-    softmax = int_softmax(s_scores, bits, qc.softmax_bits, qc.exp, qc.exp_entries)
+    sm_bits, entries = scale.softmax(f"{p}.softmax")
+    softmax = int_softmax(s_scores, bits, sm_bits, qc.exp, entries)
     s_ctx = scale(f"{p}.context")
     cm, cs = multiplier(softmax.s_out * s_v * beta / s_ctx)
-    proj = _linear(attn.proj, s_ctx, scale(f"{p}.proj"), bits)
+    proj = _linear(attn.proj, s_ctx, scale(f"{p}.proj"), bits, scale, f"{p}.proj")
     return IntAttention(
         heads=h,
         head_dim=hd,
@@ -166,9 +181,9 @@ def build_block(blk, i: int, s_x: float, scale: _Scales, qc: QuantConfig, dim: i
     attn = build_attention(blk.attn, f"{p}.attn", norm1.s_out, scale, qc, dim)
     add1 = int_residual(s_x, attn.proj.s_out, scale(f"{p}.add1"), bits)
     norm2 = int_layernorm(blk.norm2, add1.s_out, scale(f"{p}.norm2"), bits)
-    fc1 = _linear(blk.mlp.fc1, norm2.s_out, scale(f"{p}.mlp.fc1"), bits)
+    fc1 = _linear(blk.mlp.fc1, norm2.s_out, scale(f"{p}.mlp.fc1"), bits, scale, f"{p}.mlp.fc1")
     gelu = int_gelu(fc1.s_out, scale(f"{p}.mlp.gelu"), bits)
-    fc2 = _linear(blk.mlp.fc2, gelu.s_out, scale(f"{p}.mlp.fc2"), bits)
+    fc2 = _linear(blk.mlp.fc2, gelu.s_out, scale(f"{p}.mlp.fc2"), bits, scale, f"{p}.mlp.fc2")
     add2 = int_residual(add1.s_out, fc2.s_out, scale(f"{p}.add2"), bits)
     return IntBlock(norm1=norm1, attn=attn, add1=add1, norm2=norm2, fc1=fc1, gelu=gelu, fc2=fc2, add2=add2)
 
@@ -199,23 +214,55 @@ def build_head(model, s_x: float, scale: _Scales) -> Head:
     ph = model.pre_head
     if ph is not None:
         if ph.fc is not None:
-            pre_fc = _linear(ph.fc, s_x, scale("pre_head.fc"), bits)
+            pre_fc = _linear(ph.fc, s_x, scale("pre_head.fc"), bits, scale, "pre_head.fc")
             s_x = pre_fc.s_out
         pre_norm = int_layernorm(ph.norm, s_x, scale("pre_head.norm"), bits)
         s_x = pre_norm.s_out
-    head = _linear(model.head, s_x, scale("logits"), bits) if model.head is not None else None
+    head = _linear(model.head, s_x, scale("logits"), bits, scale, "head") if model.head is not None else None
     return Head(norm=norm, pool=pool, pre_head_fc=pre_fc, pre_head_norm=pre_norm, head=head)
 
 
-def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None) -> IntViT:
-    """Calibrate ``model`` (hwvit.float.model.ViT) on ``calib_inputs`` and build its IntViT."""
-    qc = qconfig or QuantConfig()
+def _calibrate(model, calib_inputs, recipe: Recipe, runs: dict | None = None
+               ) -> tuple[dict[str, float], dict[str, str], set[str]]:
+    """Ranges per point by the recipe's method for it: one calibration pass per method used.
+
+    ``runs`` (method, percentile, act_bits) -> ranges: a cache the caller may keep across models of
+    the same float model and calibration data (hwvit.quant.sensitivity builds dozens).
+    """
+    qc = recipe.base
+    runs = {} if runs is None else runs
+
+    def ranges_for(how: tuple[str, float]) -> dict[str, float]:
+        key = (*how, qc.act_bits)
+        if key not in runs:
+            runs[key] = calibrate(model, calib_inputs, how[0], how[1], bits=qc.act_bits)
+        return runs[key]
+
+    default = (qc.calibration, qc.percentile)
+    ranges, methods, used = {}, {}, set()
+    for path in ranges_for(default):
+        how = recipe.calibration(path)
+        used |= recipe.matches(path, ("calibration", "percentile"))
+        ranges[path] = ranges_for(how)[path]
+        methods[path] = how[0] if how[0] != "percentile" else f"percentile {how[1]:g}"
+    return ranges, methods, used
+
+
+def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None, recipe: Recipe | None = None,
+                   calibration_cache: dict | None = None) -> IntViT:
+    """Calibrate ``model`` (hwvit.float.model.ViT) on ``calib_inputs`` and build its IntViT.
+
+    ``recipe`` (hwvit.quant.recipe) replaces ``qconfig``: its default plus per-layer overrides.
+    ``calibration_cache``: see ``_calibrate`` (only for the same model and calibration inputs).
+    """
+    recipe = recipe or plain(qconfig)
+    qc = recipe.base
     for name, param in model.named_parameters():
         if not bool(param.detach().isfinite().all()):
             raise ValueError(f"weight {name} contains NaN or Inf")
-    r = calibrate(model, calib_inputs, qc.calibration, qc.percentile)
+    r, methods, used = _calibrate(model, calib_inputs, recipe, calibration_cache)
     cfg, bits = model.cfg, qc.act_bits
-    scale = _Scales(r, bits)
+    scale = _Scales(r, bits, recipe)
     s_input = scale("input")
     embed = build_embed(model, s_input, scale)
     blocks, layer_pos_adds = [], []
@@ -229,6 +276,13 @@ def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None) -> I
         blocks.append(build_block(blk, i, s_x, scale, qc, cfg.dim))
         s_x = blocks[-1].add2.s_out
     head = build_head(model, s_x, scale)
+    unmatched = [g for g, _ in recipe.layers if g not in scale.used | used]
+    if unmatched:
+        raise ValueError(f"recipe: layers glob {unmatched[0]!r} matches no layer of this model "
+                         f"(paths look like layers.0.mlp.fc1, layers.0.attn.softmax, head)")
+    meta = {"quant": qc.to_dict(), "calibration": methods}
+    if not recipe.is_plain():
+        meta["recipe"] = recipe.to_dict()
     return IntViT(
         config=cfg,
         act_bits=bits,
@@ -246,5 +300,5 @@ def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None) -> I
         pre_head_norm=head.pre_head_norm,
         head=head.head,
         ranges=r,
-        meta={"quant": qc.to_dict()},
+        meta=meta,
     )

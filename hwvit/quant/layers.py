@@ -11,6 +11,7 @@ import numpy as np
 
 from hwvit.formats import signed
 from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax
+from hwvit.ops.requant import quantize as ops_quantize
 from hwvit.quant import params as qp
 
 
@@ -31,12 +32,21 @@ def multiplier(real: float) -> tuple[int, int]:
     return int(m), int(s)
 
 
-def int_linear(weight, bias, s_in: float, s_out: float, out_bits: int) -> IntLinear:
-    """Weights int8 per output channel, bias int32 at scale ``s_in * s_w``."""
+def int_linear(weight, bias, s_in: float, s_out: float, out_bits: int, weight_bits: int = 8,
+               per_tensor: bool = False) -> IntLinear:
+    """Weights per output channel (or one scale for all: ``per_tensor``) in ``weight_bits`` bits,
+    stored int8; bias int32 at scale ``s_in * s_w``."""
     if hasattr(weight, "detach"):  # a torch parameter
         weight = weight.detach().double().numpy()
     w_f = np.asarray(weight, dtype=np.float64).reshape(weight.shape[0], -1)
-    w_q, s_w = qp.quantize_weights(w_f)
+    if weight_bits == 8 and not per_tensor:
+        w_q, s_w = qp.quantize_weights(w_f)
+    else:
+        s_w = qp.weight_scales(w_f, weight_bits)
+        if per_tensor:
+            s_w = np.full_like(s_w, s_w.max())
+        top = signed(weight_bits).hi  # symmetric: [-(2^(b-1)-1), 2^(b-1)-1]; clip: float ulps at the bound
+        w_q = np.clip(ops_quantize(w_f, s_w.reshape(-1, 1), 8), -top, top)
     b_q = (
         qp.bias_int(np.asarray(bias, dtype=np.float64), s_in, s_w)
         if bias is not None

@@ -9,14 +9,26 @@ import numpy as np
 import torch
 
 from hwvit.intvit import IntViT, Trace
+from hwvit.report.isolate import Forcer, point_range, quantize_at
 from hwvit.report.metrics import sqnr_db
+
+# The error histogram keeps the signed errors of at most this many elements per point (the first
+# ones, in batch order); the tables' figures are over all elements.
+HIST_SAMPLES = 200_000
 
 
 class _Acc:
-    """Streaming SQNR / cosine / max / mean error of one traced point over batches."""
+    """Streaming SQNR / cosine / max / mean error of one traced point over batches.
 
-    def __init__(self, scale: float):
+    With a range ``(lo, hi)`` it also counts clipped elements (the float value at this scale
+    rounds outside the range) and the largest |int| reached (the used share of the range).
+    """
+
+    def __init__(self, scale: float, rng: tuple[int, int] | None = None):
         self.scale = scale
+        self.rng = rng
+        self.clipped = 0
+        self.int_max = 0
         self.signal = self.noise = self.dot = self.nref = self.ntest = self.err_sum = 0.0
         self.err_max = 0.0
         self.count = 0
@@ -38,12 +50,16 @@ class _Acc:
         self.err_max = max(self.err_max, float(lsb.max()) if lsb.size else 0.0)
         self.err_sum += float(lsb.sum())
         self.count += lsb.size
-        if self.worst_errors is None or self.worst_errors.size < 200_000:
-            part = diff / self.scale
+        if self.rng is not None:
+            self.clipped += quantize_at(ref, self.scale, *self.rng)[1]
+            self.int_max = max(self.int_max, int(np.abs(np.asarray(q)).max()) if lsb.size else 0)
+        kept = 0 if self.worst_errors is None else self.worst_errors.size
+        if kept < HIST_SAMPLES:
+            part = (diff / self.scale)[:HIST_SAMPLES - kept]
             self.worst_errors = part if self.worst_errors is None else np.concatenate([self.worst_errors, part])
 
     def merge(self, other: _Acc) -> None:
-        """Add the sums of ``other`` (later batches): merging one-batch accumulators in batch order
+        """Add the sums of ``other`` (a later batch): merging one-batch accumulators in batch order
         performs the same float additions as `add` on each batch, so the numbers are identical."""
         self.signal += other.signal
         self.noise += other.noise
@@ -53,9 +69,12 @@ class _Acc:
         self.err_max = max(self.err_max, other.err_max)
         self.err_sum += other.err_sum
         self.count += other.count
-        if other.worst_errors is not None and (self.worst_errors is None or self.worst_errors.size < 200_000):
-            self.worst_errors = (other.worst_errors if self.worst_errors is None
-                                 else np.concatenate([self.worst_errors, other.worst_errors]))
+        self.clipped += other.clipped
+        self.int_max = max(self.int_max, other.int_max)
+        kept = 0 if self.worst_errors is None else self.worst_errors.size
+        if other.worst_errors is not None and kept < HIST_SAMPLES:
+            part = other.worst_errors[:HIST_SAMPLES - kept]
+            self.worst_errors = part if self.worst_errors is None else np.concatenate([self.worst_errors, part])
 
     def result(self) -> dict[str, float]:
         if self.noise == 0.0:
@@ -66,8 +85,13 @@ class _Acc:
             sq = 10.0 * math.log10(self.signal / self.noise)
         den = math.sqrt(self.nref * self.ntest)
         cos = self.dot / den if den > 0 else (1.0 if self.nref == self.ntest else 0.0)
-        return {"sqnr_db": sq, "cosine": cos, "max_err_lsb": self.err_max,
-                "mean_err_lsb": self.err_sum / max(self.count, 1)}
+        out = {"sqnr_db": sq, "cosine": cos, "max_err_lsb": self.err_max,
+               "mean_err_lsb": self.err_sum / max(self.count, 1), "elements": self.count}
+        if self.rng is not None:
+            lo, hi = self.rng
+            out.update(scale=self.scale, int_lo=lo, int_hi=hi, clip_rate=self.clipped / max(self.count, 1),
+                       range_used=self.int_max / max(hi, -lo))
+        return out
 
 
 @dataclass
@@ -82,7 +106,10 @@ class CompareResult:
     quant: dict = field(default_factory=dict)
     logits_float: np.ndarray | None = None  # (images, classes), for plots
     logits_int: np.ndarray | None = None  # dequantized
-    errors: dict[str, np.ndarray] = field(default_factory=dict)  # signed LSB errors per point (sampled)
+    pool_select: bool = False  # pool is a plain selection of token 0 (the class token)
+    recipe: dict | None = None  # the quantization recipe (hwvit.quant.recipe), when not the plain int8 one
+    calibration: dict = field(default_factory=dict)  # point -> how its range was calibrated
+    errors: dict[str, np.ndarray] = field(default_factory=dict)  # signed LSB errors, first HIST_SAMPLES per point
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -96,7 +123,8 @@ class CompareResult:
 
 
 def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, labels=None, name: str = "",
-            batch_size: int | None = None, device: str = "cpu", client=None) -> CompareResult:
+            batch_size: int | None = None, device: str = "cpu", isolated: bool = True,
+            client=None) -> CompareResult:
     """Float forward on ``inputs`` vs integer forward on the same inputs, point by point.
 
     ``inputs``: one tensor (cut into ``batch_size`` images at a time, default
@@ -105,7 +133,12 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
     integer forward there (``hwvit.intvit.device``, bit-identical to the CPU path). ``client`` (a
     Dask client) runs the batches on its workers; the driver merges their sums in batch order, so the
     result equals the local one to the last digit.
+
+    Each point's row also holds ``clip_rate``, ``range_used``, ``scale`` and, with ``isolated``
+    (a second, forced integer forward on the CPU: hwvit.report.isolate), ``isolated_sqnr_db``,
+    ``isolated_max_err_lsb``, ``isolated_mean_err_lsb``: the error that point's layer adds by itself.
     """
+    quant = dict(int_model.meta.get("quant", {}))
     if isinstance(inputs, torch.Tensor):
         if len(inputs) == 0:
             raise ValueError("no inputs to compare on")
@@ -114,31 +147,34 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
         whole, step = inputs, batch_size or batch_size_for(model.cfg)
         inputs = (whole[start:start + step] for start in range(0, len(whole), step))
     accs: dict[str, _Acc] = {}
+    iso: dict[str, _Acc] = {}
     order: list[str] = []
     logits_f, logits_i = [], []
 
-    def merge(part: tuple[np.ndarray, np.ndarray, dict[str, _Acc]]) -> None:
-        lf_b, li_b, accs_b = part
+    def merge(part: tuple[np.ndarray, np.ndarray, dict[str, _Acc], dict[str, _Acc]]) -> None:
+        lf_b, li_b, accs_b, iso_b = part
         logits_f.append(lf_b)
         logits_i.append(li_b)
         for path, acc in accs_b.items():
             if path not in accs:
-                accs[path] = _Acc(acc.scale)
+                accs[path] = _Acc(acc.scale, acc.rng)
                 accs[path].shape = acc.shape
                 order.append(path)
             accs[path].merge(acc)
+        for path, acc in iso_b.items():
+            iso.setdefault(path, _Acc(acc.scale)).merge(acc)
 
     if client is None:
         run_int = _int_forward(int_model, device)
         for x in inputs:
-            merge(_batch(model, int_model, run_int, x))
+            merge(_batch(model, int_model, run_int, x, isolated))
     else:
         from hwvit.cluster import map_ordered
 
         # Torch's float kernels may sum in another order with another thread count: the workers
         # use the driver's, so their float forward is the driver's bit for bit.
         threads = torch.get_num_threads()
-        for part in map_ordered(client, _batch_task, (model, int_model), inputs, device, threads):
+        for part in map_ordered(client, _batch_task, (model, int_model), inputs, device, threads, isolated):
             merge(part)
     if not logits_f:
         raise ValueError("no inputs to compare on")
@@ -152,12 +188,16 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
     layers = []
     for path in order:
         row = {"path": path, "shape": list(accs[path].shape), **accs[path].result()}
+        if path in iso:
+            r = iso[path].result()
+            row.update({f"isolated_{k}": r[k] for k in ("sqnr_db", "max_err_lsb", "mean_err_lsb")})
         layers.append(row)
     errors = {p: a.worst_errors for p, a in accs.items() if a.worst_errors is not None}
     return CompareResult(model=name, images=len(lf), top1_float=top1_f, top1_int=top1_i,
                          agreement=float((pf == pi).mean()), logits_sqnr_db=sqnr_db(lf, li), layers=layers,
-                         quant=dict(int_model.meta.get("quant", {})), logits_float=lf, logits_int=li,
-                         errors=errors)
+                         quant=quant, pool_select=int_model.pool is None, recipe=int_model.meta.get("recipe"),
+                         calibration=dict(int_model.meta.get("calibration", {})),
+                         logits_float=lf, logits_int=li, errors=errors)
 
 
 def _int_forward(int_model: IntViT, device: str):
@@ -168,8 +208,11 @@ def _int_forward(int_model: IntViT, device: str):
     return DeviceForward(int_model, device)
 
 
-def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor):
-    """Float and integer forward of one batch: (float logits, dequantized int logits, {path: _Acc})."""
+def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, isolated: bool = True):
+    """Float and integer forward of one batch: (float logits, dequantized int logits, {path: _Acc},
+    {path: isolated _Acc})."""
+    act_bits = int_model.act_bits
+    sm_bits = int(dict(int_model.meta.get("quant", {})).get("softmax_bits", 8))
     floats: dict[str, np.ndarray] = {}
 
     def record(path: str, tensor: torch.Tensor) -> None:
@@ -183,13 +226,21 @@ def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor):
     for path, (q, scale) in tr.values.items():
         if path not in floats:
             continue
-        acc = accs[path] = _Acc(scale)
+        acc = accs[path] = _Acc(scale, point_range(path, act_bits, sm_bits))
         acc.shape = tuple(q.shape[1:])
         acc.add(floats[path], q)
-    return lf.double().numpy(), int_model.dequantize_logits(li), accs
+    iso: dict[str, _Acc] = {}
+    if isolated:
+        forced = Trace(values=True, force=Forcer(floats, act_bits, sm_bits))
+        int_model.forward(x.numpy(), trace=forced)
+        for path, (q, scale) in forced.values.items():
+            if path in accs and floats[path].size == q.size:
+                iso.setdefault(path, _Acc(scale)).add(floats[path], q)
+    return lf.double().numpy(), int_model.dequantize_logits(li), accs, iso
 
 
-def _batch_task(model: torch.nn.Module, int_model: IntViT, x: torch.Tensor, device: str, threads: int):
+def _batch_task(model: torch.nn.Module, int_model: IntViT, x: torch.Tensor, device: str, threads: int,
+                isolated: bool = True):
     """`_batch` on a Dask worker, with the driver's torch thread count."""
     torch.set_num_threads(threads)
-    return _batch(model, int_model, _int_forward(int_model, device), x)
+    return _batch(model, int_model, _int_forward(int_model, device), x, isolated)

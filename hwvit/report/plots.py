@@ -89,7 +89,8 @@ def sqnr_bars(layers: list[dict], path: Path, title: str = "") -> Path:
     return _save(fig, path)
 
 
-def error_histogram(errors: np.ndarray | None, path: Path, point: str, sqnr_db: float | None = None) -> Path:
+def error_histogram(errors: np.ndarray | None, path: Path, point: str, sqnr_db: float | None = None,
+                    total: int | None = None) -> Path:
     """Histogram of the signed error (float - int) at one traced point, in LSB of its output scale.
 
     The count axis is logarithmic so the rare large errors (the tails that matter for a block's
@@ -112,8 +113,9 @@ def error_histogram(errors: np.ndarray | None, path: Path, point: str, sqnr_db: 
         ax.axvline(edge, color="black", lw=0.8, ls=":")
     ax.set_xlabel("error: float - int (LSB of the point's output scale)")
     ax.set_ylabel("elements (log)")
-    stats = (f"{err.size} elements plotted\nmean {err.mean():+.3f} LSB\nstd {err.std():.3f} LSB\n"
-             f"max |err| {np.abs(err).max():.2f} LSB\n"
+    shown = f"first {err.size} of {total} elements" if total and total > err.size else f"all {err.size} elements"
+    stats = (f"{shown}\nmean {err.mean():+.3f} LSB\nstd {err.std():.3f} LSB\n"
+             f"max |err| {np.abs(err).max():.2f} LSB (of these)\n"
              f"within +-0.5 LSB: {100.0 * float(np.mean(np.abs(err) <= 0.5)):.1f}%")
     ax.text(0.98, 0.97, stats, transform=ax.transAxes, ha="right", va="top", fontsize=8,
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#999999"})

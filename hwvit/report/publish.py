@@ -24,7 +24,7 @@ import numpy as np
 
 from hwvit.atomic import atomic_dir
 
-MARKERS = {"compare-report": "report.json", "sweep": "sweep.json"}
+MARKERS = {"compare-report": "report.json", "sweep": "sweep.json", "sensitivity": "sensitivity.json"}
 
 
 def json_safe(obj):

@@ -34,7 +34,7 @@ QUICK_AXES = {"act_bits": (6,), "softmax_bits": (4,), "exp": ("shift",), "exp_en
 # CSV / table columns, in order.
 COLUMNS = ("factor", "label", "act_bits", "softmax_bits", "exp", "exp_entries", "table_bits", "calibration",
            "percentile", "images", "top1_float", "top1_int", "agreement", "logits_sqnr_db", "worst_point",
-           "worst_sqnr_db", "probs_sqnr_db", "seconds", "cost_note")
+           "worst_sqnr_db", "probs_sqnr_db", "cost_bits", "pareto", "seconds", "cost_note")
 
 
 @dataclass(frozen=True)
@@ -88,22 +88,32 @@ def _key(qc: QuantConfig) -> tuple:
 
 
 def effective_entries(qc: QuantConfig) -> int:
-    """Exp table entries the hardware holds: 0 for shift-and-add; at most 2^act_bits (the largest x - max)."""
+    """Exp table entries the arithmetic can read: 0 for shift-and-add; at most 2^act_bits (the largest x - max)."""
     if qc.exp == "shift":
         return 0
     return min(qc.exp_entries, 1 << qc.act_bits)
 
 
+def table_entries(qc: QuantConfig) -> int:
+    """Exp table entries the hardware holds (the configured size; 0 for shift-and-add). A narrower
+    activation leaves entries beyond 2^act_bits unread but does not shrink the ROM: the act_bits
+    row changes one knob only."""
+    return 0 if qc.exp == "shift" else qc.exp_entries
+
+
 def cost(qc: QuantConfig) -> dict:
     """Hardware cost columns of a configuration, and a note relative to the int8 baseline."""
-    entries = effective_entries(qc)
+    entries = table_entries(qc)
     bits = entries * EXP_ENTRY_BITS
-    base_bits = effective_entries(BASE) * EXP_ENTRY_BITS
+    base_bits = table_entries(BASE) * EXP_ENTRY_BITS
     notes = []
     if qc.act_bits != BASE.act_bits:
         # An a x w array multiplier grows with a*w; weights stay int8.
         notes.append(f"GEMM multipliers {qc.act_bits}x8 bit = {qc.act_bits / BASE.act_bits:.2f}x area of 8x8, "
                      f"activation buffers {qc.act_bits / BASE.act_bits:.2f}x")
+        if qc.exp == "table" and effective_entries(qc) < entries:
+            notes.append(f"exp ROM unchanged ({entries} entries; only the first {effective_entries(qc)} are "
+                         "reachable at this width)")
     if qc.softmax_bits != BASE.softmax_bits:
         notes.append(f"P.V multipliers {qc.softmax_bits}x{qc.act_bits} bit and probability buffer "
                      f"= {qc.softmax_bits / BASE.softmax_bits:.2f}x of 8 bit")
@@ -123,7 +133,7 @@ def cost(qc: QuantConfig) -> dict:
 
 def sweep(source, grid: list[GridPoint] | None = None, *, images: int | None = None, calib_images: int = 256,
           seed: int = 0, threads: int | None = 1,
-          progress: Callable[[int, int, dict], None] | None = None, data=None) -> list[dict]:
+          progress: Callable[[int, int, dict], None] | None = None, data=None, recipe=None) -> list[dict]:
     """Quantize ``source.model`` (a hwvit.pipeline.Source) with each grid point and compare it with the float model.
 
     Every point is calibrated on the same ``calib_images`` inputs and evaluated on the same
@@ -151,21 +161,47 @@ def sweep(source, grid: list[GridPoint] | None = None, *, images: int | None = N
         if threads is not None:
             torch.set_num_threads(threads)
         if data is not None:
-            return _run(source, grid, data.calib, data.inputs, data.labels, progress)
+            return _run(source, grid, data.calib, data.inputs, data.labels, progress, recipe)
         return _run(source, grid, pipeline.calibration_inputs(source, calib_images, seed=seed),
-                    *pipeline.eval_inputs(source, images, seed), progress)
+                    *pipeline.eval_inputs(source, images, seed), progress, recipe)
     finally:
         torch.set_num_threads(saved)
 
 
-def _run(source, grid, calib, inputs, labels, progress) -> list[dict]:
-    from hwvit.pipeline import batch_size_for
+def storage_bits(layers: list[dict], images: int, act_bits: int, softmax_bits: int) -> int:
+    """Bits x elements of every traced activation of one input (probabilities at softmax_bits)."""
+    total = 0
+    for r in layers:
+        if r["path"] == "input":
+            continue
+        width = softmax_bits if r["path"].endswith(".probs") else act_bits
+        total += width * (r["elements"] // max(images, 1))
+    return total
 
+
+def pareto(rows: list[dict], acc_key: str) -> list[bool]:
+    """Whether each row is on the Pareto front of accuracy (higher better) against cost_bits (lower better)."""
+    out = []
+    for r in rows:
+        dominated = any(o is not r and o[acc_key] is not None and r[acc_key] is not None
+                        and o["cost_bits"] <= r["cost_bits"] and o[acc_key] >= r[acc_key]
+                        and (o["cost_bits"] < r["cost_bits"] or o[acc_key] > r[acc_key]) for o in rows)
+        out.append(not dominated)
+    return out
+
+
+def _run(source, grid, calib, inputs, labels, progress, recipe=None) -> list[dict]:
+    from dataclasses import replace
+
+    from hwvit.pipeline import batch_size_for
+    from hwvit.quant.recipe import plain
+
+    base_recipe = recipe or plain()
     rows = []
     for i, point in enumerate(grid):
         t0 = time.perf_counter()
-        int_model = quantize_model(source.model, calib, point.qconfig)
-        res = compare(source.model, int_model, inputs, labels, name=source.name,
+        int_model = quantize_model(source.model, calib, recipe=replace(base_recipe, base=point.qconfig))
+        res = compare(source.model, int_model, inputs, labels, name=source.name, isolated=False,
                       batch_size=batch_size_for(source.model.cfg))  # traces of a batch stay within 1 GB
         worst = res.worst_layer()
         probs = [r["sqnr_db"] for r in res.layers if r["path"].endswith(".attn.probs")]
@@ -174,10 +210,15 @@ def _run(source, grid, calib, inputs, labels, progress) -> list[dict]:
                "logits_sqnr_db": res.logits_sqnr_db, "worst_point": worst["path"] if worst else None,
                "worst_sqnr_db": worst["sqnr_db"] if worst else None,
                "probs_sqnr_db": min(probs) if probs else None,  # the worst softmax output of all layers
+               "cost_bits": storage_bits(res.layers, res.images, point.qconfig.act_bits, point.qconfig.softmax_bits)
+               + cost(point.qconfig)["table_bits"], "pareto": None,
                "seconds": time.perf_counter() - t0}
         rows.append({k: row[k] for k in COLUMNS})
         if progress is not None:
             progress(i + 1, len(grid), rows[-1])
+    acc_key = "top1_int" if rows and rows[0]["top1_int"] is not None else "agreement"
+    for r, front in zip(rows, pareto(rows, acc_key)):
+        r["pareto"] = front
     return rows
 
 

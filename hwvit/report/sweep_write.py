@@ -14,7 +14,7 @@ from hwvit.report.publish import json_safe, staged_dir
 from hwvit.report.sweep import COLUMNS, PLOT_COLUMNS, baseline_row, plot_rows
 
 KIND = "sweep"
-FILES = ("sweep.csv", "sweep.md", "sweep.png", "sweep.json")
+FILES = ("sweep.csv", "sweep.md", "sweep.png", "pareto.png", "sweep.json")
 
 
 def _num(v, digits: int) -> str:
@@ -76,6 +76,35 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     return head, out
 
 
+def pareto_plot(rows: list[dict], path: Path) -> None:
+    """Accuracy against storage cost (bits x elements per input + exp ROM bits), the Pareto front joined."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    labelled = rows[0]["top1_int"] is not None
+    key = "top1_int" if labelled else "agreement"
+    base = baseline_row(rows) or rows[0]
+    fig = Figure(figsize=(8.0, 5.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    pts = [r for r in rows if r[key] is not None]
+    for r in pts:
+        x, y = r["cost_bits"] / base["cost_bits"], 100.0 * r[key]
+        ax.scatter([x], [y], s=60 if r["pareto"] else 30, color="#C44E52" if r["pareto"] else "#4C72B0",
+                   marker="*" if r is base else "o", zorder=3)
+        ax.annotate(f"{r['factor']}: {r['label']}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    front = sorted((r["cost_bits"] / base["cost_bits"], 100.0 * r[key]) for r in pts if r["pareto"])
+    if front:
+        ax.step([f[0] for f in front], [f[1] for f in front], where="post", color="#C44E52", lw=1,
+                label="Pareto front (no point is both cheaper and more accurate)")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel("cost relative to the int8 baseline: activation bits x elements per input + exp ROM bits")
+    ax.set_ylabel(f"{'top-1' if labelled else 'agreement with float'} (%)")
+    ax.set_title("Accuracy against cost; red: on the Pareto front, star: baseline", fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=110)
+
+
 def render_md(rows: list[dict], model: str) -> str:
     base = baseline_row(rows) or rows[0]
     labelled = base["top1_int"] is not None
@@ -83,7 +112,10 @@ def render_md(rows: list[dict], model: str) -> str:
     lines = [f"# hwvit sweep: {model}", "",
              f"{len(rows)} configurations, each calibrated and evaluated on the same {base['images']} images "
              f"(hwvit {__version__}). One knob changes per row; the difference to the int8 baseline is that "
-             "knob's price.", ""]
+             f"knob's price. Baseline: {base['act_bits']}-bit activations, {base['softmax_bits']}-bit "
+             f"probabilities, exp {base['exp']} with {base['exp_entries']} entries, {base['calibration']} "
+             "calibration. A narrower activation leaves the exp ROM as it is (entries beyond 2^bits are "
+             "just never read).", ""]
     if labelled:
         lines += [f"Float model top-1: {_pct(base['top1_float'])}. Baseline integer top-1: {_pct(base['top1_int'])}, "
                   f"agreement with float {_pct(base['agreement'])}, logits SQNR {_num(base['logits_sqnr_db'], 2)} dB.",
@@ -101,7 +133,10 @@ def render_md(rows: list[dict], model: str) -> str:
             continue
         lines.append(f"- {r['factor']} = {r['label']}: {what} {_delta_pts(r[acc_key], base[acc_key])} points, "
                      f"logits SQNR {_delta_db(r['logits_sqnr_db'], base['logits_sqnr_db'])} dB; {r['cost_note']}.")
-    lines += ["", "Accuracy and logits SQNR against cost, one panel per knob:", "", "![sweep](sweep.png)", ""]
+    front = [f"{r['factor']} {r['label']}" for r in rows if r.get("pareto")]
+    lines += ["", "Accuracy and logits SQNR against cost, one panel per knob:", "", "![sweep](sweep.png)", "",
+              f"Pareto front of accuracy against cost (activation bits x elements per input + exp ROM bits): "
+              f"{', '.join(front) or 'none'}.", "", "![pareto](pareto.png)", ""]
     return "\n".join(lines)
 
 
@@ -116,6 +151,7 @@ def write_sweep(rows: list[dict], out_dir: str | Path, model: str, meta: dict | 
         (tmp / "sweep.csv").write_text(render_csv(rows), encoding="utf-8")
         (tmp / "sweep.md").write_text(render_md(rows, model), encoding="utf-8")
         sweep_plot(plot_rows(rows), PLOT_COLUMNS, tmp / "sweep.png")
+        pareto_plot(rows, tmp / "pareto.png")
         doc = {"kind": KIND, "hwvit": __version__, "model": model, **(meta or {}), "rows": rows}
         (tmp / "sweep.json").write_text(json.dumps(json_safe(doc), indent=2), encoding="utf-8")
     return final

@@ -14,6 +14,8 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
+
 from hwvit import __version__
 from hwvit.report.compare import CompareResult
 from hwvit.report.plots import error_histogram, logits_scatter, sqnr_bars
@@ -38,12 +40,56 @@ def fmt_pct(v: float | None) -> str:
     return "n/a" if v is None else f"{100.0 * v:.2f}%"
 
 
+def _iso(r: dict, key: str, fmt) -> str:
+    v = r.get(f"isolated_{key}")
+    return "n/a" if v is None else fmt(v)
+
+
 def layer_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the per-point table, one row per traced point in model order."""
-    head = ["point", "shape", "SQNR (dB)", "cosine", "max err (LSB)", "mean err (LSB)"]
+    head = ["point", "shape", "SQNR (dB)", "cosine", "max err (LSB)", "mean err (LSB)", "isolated SQNR (dB)",
+            "isolated max err (LSB)", "clip rate", "range used", "scale", "calibration", "elements"]
     rows = [[r["path"], "x".join(map(str, r["shape"])), fmt_db(r["sqnr_db"]), f"{r['cosine']:.6f}",
-             f"{r['max_err_lsb']:.3f}", f"{r['mean_err_lsb']:.4f}"] for r in result.layers]
+             f"{r['max_err_lsb']:.3f}", f"{r['mean_err_lsb']:.4f}", _iso(r, "sqnr_db", fmt_db),
+             _iso(r, "max_err_lsb", lambda v: f"{v:.3f}"),
+             f"{100.0 * r['clip_rate']:.3f}%" if "clip_rate" in r else "n/a",
+             f"{100.0 * r['range_used']:.1f}%" if "range_used" in r else "n/a",
+             f"{r['scale']:.4g}" if "scale" in r else "n/a", result.calibration.get(r["path"], "n/a"),
+             str(r.get("elements", "n/a"))]
+            for r in result.layers]
     return head, rows
+
+
+def suggestion(r: dict) -> str:
+    """One suggested change for a point, from its clip rate, range use and isolated error."""
+    iso = r.get("isolated_sqnr_db", math.inf)
+    if r.get("clip_rate", 0.0) > 1e-3:
+        return "clips more than 0.1% of its elements: widen its range (mse calibration, or a higher percentile)"
+    if iso - r["sqnr_db"] < 3.0:
+        return ("its own error dominates (isolated within 3 dB of accumulated): give it more bits "
+                "(its weights or the activation width)")
+    if r.get("range_used", 1.0) < 0.5:
+        return "uses less than half its integer range: tighten its scale (percentile or mse calibration)"
+    return "most of its error comes from earlier points: fix those first (lower isolated SQNR upstream)"
+
+
+def worst_points(result: CompareResult, n: int = 3) -> list[dict]:
+    """The ``n`` points that add the most error by themselves (lowest isolated SQNR; accumulated without it)."""
+    pts = [r for r in result.layers if r["path"] != "input"]
+    return sorted(pts, key=lambda r: r.get("isolated_sqnr_db", r["sqnr_db"]))[:n]
+
+
+def loss_summary(result: CompareResult) -> list[str]:
+    """'What loses accuracy': one line per worst point."""
+    lines = []
+    for r in worst_points(result):
+        iso_txt = (f"isolated {fmt_db(r['isolated_sqnr_db'])} dB, max {r['isolated_max_err_lsb']:.2f} LSB (the "
+                   "error it adds by itself)" if "isolated_sqnr_db" in r else "isolated error not measured")
+        clip = f"clips {100.0 * r['clip_rate']:.3f}%" if "clip_rate" in r else "clip rate n/a"
+        used = f"uses {100.0 * r['range_used']:.0f}% of its range" if "range_used" in r else ""
+        lines.append(f"{r['path']}: {fmt_db(r['sqnr_db'])} dB accumulated, {iso_txt}, {clip}, {used}; "
+                     f"suggested: {suggestion(r)}")
+    return lines
 
 
 def _stage(path: str) -> str:
@@ -62,14 +108,14 @@ def block_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     for row in result.layers:
         stages.setdefault(_stage(row["path"]), []).append(row)
     head = ["block", "points", "output point", "output SQNR (dB)", "worst point", "worst SQNR (dB)",
-            "max err (LSB)"]
+            "worst point max err (LSB)"]
     rows = []
     for name, pts in stages.items():
         measured = [p for p in pts if p["path"] != "input"] or pts
         worst = min(measured, key=lambda p: p["sqnr_db"])
         out = pts[-1]
         rows.append([name, str(len(pts)), out["path"], fmt_db(out["sqnr_db"]), worst["path"],
-                     fmt_db(worst["sqnr_db"]), f"{max(p['max_err_lsb'] for p in measured):.3f}"])
+                     fmt_db(worst["sqnr_db"]), f"{worst['max_err_lsb']:.3f}"])
     return head, rows
 
 
@@ -98,33 +144,103 @@ def quant_line(quant: dict) -> str:
     return "quantization: " + ", ".join(parts)
 
 
+def recipe_line(recipe: dict | None) -> str:
+    """The recipe's per-layer overrides (its default is the quantization line)."""
+    if not recipe:
+        return ""
+    d = recipe["default"]
+    over = "; ".join(f"{g}: " + ", ".join(f"{k} = {v}" for k, v in o.items()) for g, o in recipe["layers"].items())
+    return (f". Recipe {recipe.get('source') or '(given in code)'}: weights {d['weight_bits']} bit {d['weights']}"
+            + (f"; per layer: {over}" if over else ""))
+
+
 def _md_table(head: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
 
-def _html_table(head: list[str], rows: list[list[str]]) -> str:
+def _html_table(head: list[str], rows: list[list[str]], sortable: bool = False) -> str:
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    cls = ' class="sortable"' if sortable else ""
+    return f"<table{cls}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
-_UNITS = ("SQNR = 10 log10(sum float^2 / sum (float - int*scale)^2) over all elements of a point, in dB. "
+def _html_text(text: str) -> str:
+    """A paragraph; lines starting with '- ' become a list."""
+    esc = html.escape
+    lines = text.split("\n")
+    items = [line[2:] for line in lines if line.startswith("- ")]
+    out = "".join(f"<p>{esc(line)}</p>" for line in lines if not line.startswith("- "))
+    return out + ("<ul>" + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>" if items else "")
+
+
+# Click a header of a sortable table to sort by that column (numbers as numbers, 'inf' largest,
+# 'n/a' last); click again to reverse. Plain JS, nothing loaded from elsewhere.
+_SORT_JS = """
+document.querySelectorAll('table.sortable').forEach(function (t) {
+  t.querySelectorAll('th').forEach(function (th, col) {
+    th.style.cursor = 'pointer';
+    th.title = 'click to sort';
+    th.addEventListener('click', function () {
+      var asc = th.dataset.dir !== 'asc';
+      th.dataset.dir = asc ? 'asc' : 'desc';
+      var key = function (tr) {
+        var s = tr.children[col].textContent.trim();
+        if (s === 'inf') return Infinity;
+        if (s === '-inf') return -Infinity;
+        var v = parseFloat(s);
+        return isNaN(v) ? s : v;
+      };
+      var body = t.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (x === y) return 0;
+        if (typeof x !== typeof y) return typeof x === 'number' ? -1 : 1;
+        return (x < y ? -1 : 1) * (asc ? 1 : -1);
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""
+
+
+_UNITS = ("Every figure is over all elements of the point on all evaluated images (the 'elements' column). "
+          "SQNR = 10 log10(sum float^2 / sum (float - int*scale)^2), in dB: accumulated along the model. "
+          "Isolated: the same with each layer's inputs replaced by the float model's activations quantized "
+          "at their calibrated scales, i.e. the error this layer adds by itself. "
           "Errors are |float - int*scale| / scale: in LSB of that point's own output scale, so 0.5 LSB is "
-          "the error of ideal rounding. cosine is the cosine similarity of the flattened tensors.")
+          "the error of ideal rounding. cosine is the cosine similarity of the flattened tensors. "
+          "Clip rate: share of elements whose float value at this scale rounds outside the integer range. "
+          "Range used: largest |int| reached / largest |int| representable. Calibration: how the point's "
+          "range was estimated (minmax, percentile, mse = MSE-optimal clip, entropy = KL-optimal clip); "
+          "embed with a class token and a shared qkv projection widen it to cover the cls token or q, k, v.")
+
+_POOL_CLS = ("pool selects token 0 (the class token) without arithmetic: its SQNR is that token's own SQNR "
+             "in the point before it, while that point's SQNR is over all tokens. A class token whose "
+             "values are small next to the other tokens' (which set the shared per-tensor scale) spans few "
+             "LSB, so its relative error is larger: pool's SQNR can be far below its input's.")
 
 
 def _sections(result: CompareResult) -> list[tuple[str, str, tuple[list[str], list[list[str]]] | None]]:
     worst = result.worst_layer()
     worst_name = worst["path"] if worst else "n/a"
+    n_hist = result.errors.get(worst_name, np.zeros(0)).size
+    total = worst.get("elements", n_hist) if worst else 0
+    sample = f"all {total} elements" if n_hist >= total else f"the first {n_hist} of its {total} elements"
+    units = _UNITS + (" " + _POOL_CLS if result.pool_select else "")
     return [
-        ("End to end", quant_line(result.quant), summary_table(result)),
+        ("What loses accuracy", "The three points that add the most error by themselves (lowest isolated "
+                                "SQNR):\n" + "\n".join("- " + line for line in loss_summary(result)), None),
+        ("End to end", quant_line(result.quant) + recipe_line(result.recipe), summary_table(result)),
         ("Per block", "One row per stage: the embedding, each transformer block (output: its second "
                       "residual add) and the head.", block_table(result)),
-        ("Per traced point", "In model order. " + _UNITS, layer_table(result)),
-        ("Plots", f"SQNR per point; signed error histogram of the worst point ({worst_name}); "
-                  "float vs integer logits.", None),
+        ("Per traced point", "In model order. " + units, layer_table(result)),
+        ("Plots", f"SQNR per point; signed error histogram of the worst point ({worst_name}) over {sample} "
+                  "(its max |err| in the table is over all of them); float vs integer logits.", None),
     ]
 
 
@@ -155,14 +271,14 @@ def render_html(result: CompareResult, images: dict[str, bytes]) -> str:
            f"<h1>hwvit compare: {esc(result.model)}</h1>",
            f"<p>Float model vs its integer model on {result.images} images (hwvit {esc(__version__)}).</p>"]
     for title, text, table in _sections(result):
-        out += [f"<h2>{esc(title)}</h2>", f"<p>{esc(text)}</p>"]
+        out += [f"<h2>{esc(title)}</h2>", _html_text(text)]
         if table is not None:
-            out.append(_html_table(*table))
+            out.append(_html_table(*table, sortable=title == "Per traced point"))
     for name, caption in PLOTS.items():
         data = base64.b64encode(images[name]).decode("ascii")
         out.append(f"<figure><img alt=\"{esc(caption)}\" src=\"data:image/png;base64,{data}\">"
                    f"<figcaption>{esc(caption)} ({esc(name)})</figcaption></figure>")
-    out.append("</body></html>")
+    out.append(f"<script>{_SORT_JS}</script></body></html>")
     return "\n".join(out)
 
 
@@ -171,7 +287,8 @@ def write_plots(result: CompareResult, out: Path) -> dict[str, bytes]:
     worst = result.worst_layer()
     sqnr_bars(result.layers, out / "sqnr.png", title=f"{result.model}: SQNR per traced point (worst in red)")
     if worst is not None:
-        error_histogram(result.errors.get(worst["path"]), out / "worst_error.png", worst["path"], worst["sqnr_db"])
+        error_histogram(result.errors.get(worst["path"]), out / "worst_error.png", worst["path"], worst["sqnr_db"],
+                        total=worst.get("elements"))
     else:
         error_histogram(None, out / "worst_error.png", "no traced point")
     if result.logits_float is not None and result.logits_int is not None:

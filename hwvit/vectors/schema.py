@@ -18,7 +18,8 @@ from hwvit.vectors.format import FORMAT_VERSION, NAME_RE, PATH_RE, VectorSetErro
 SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 
 TOP_KEYS = {"format", "hwvit_version", "kind", "path", "params", "seed", "config_hash", "source_sha256",
-            "lut_file", "tensors"}
+            "lut_file", "tensors", "recipe"}
+OPTIONAL_KEYS = {"lut_file", "recipe"}  # recipe: the quantization recipe of the run (hwvit.quant.recipe)
 TENSOR_KEYS = {"name", "role", "shape", "bits", "signed", "layout", "scale", "dtype", "files", "sha256"}
 FILE_KEYS = {"hex", "npy"}
 
@@ -79,12 +80,14 @@ def check_manifest(manifest: Any) -> None:
     """Everything about a manifest that does not need the files; VectorSetError on the first fault."""
     if not isinstance(manifest, dict):
         raise VectorSetError("manifest: not a mapping")
-    missing = sorted(TOP_KEYS - {"lut_file"} - manifest.keys())
+    missing = sorted(TOP_KEYS - OPTIONAL_KEYS - manifest.keys())
     if missing:
         raise VectorSetError(f"manifest: missing key {missing[0]!r}")
     unknown = sorted(str(k) for k in manifest.keys() - TOP_KEYS)
     if unknown:
         raise VectorSetError(f"manifest: unknown key {unknown[0]!r}")
+    if "recipe" in manifest and not isinstance(manifest["recipe"], dict):
+        raise VectorSetError("manifest: recipe is not a mapping")
     if manifest["format"] != FORMAT_VERSION:
         raise VectorSetError(f"manifest: format {manifest['format']!r}, this hwvit reads {FORMAT_VERSION}")
     if not isinstance(manifest["hwvit_version"], str):

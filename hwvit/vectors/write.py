@@ -122,6 +122,8 @@ def build_manifest(record: BlockRecord, *, seed: int | None = None, config_hash:
     }
     if record.kind in LUT_TENSOR:
         manifest["lut_file"] = f"{LUT_TENSOR[record.kind]}.hex"
+    if isinstance(model_config, dict) and model_config.get("recipe") is not None:
+        manifest["recipe"] = _plain(model_config["recipe"])  # the per-layer precision this set was made with
     manifest["tensors"] = [_tensor_entry(name, t) for name, t in record.tensors.items()]
     try:
         check_manifest(manifest)

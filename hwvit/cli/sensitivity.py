@@ -1,0 +1,143 @@
+"""`hwvit sensitivity`: which layers can go narrow, which must stay at 8 bits."""
+
+from __future__ import annotations
+
+import click
+
+from hwvit.cli.common import (
+    calib_images_option,
+    data_options,
+    describe_data,
+    fail,
+    first_line,
+    load_data,
+    model_options,
+    out_option,
+    quiet_option,
+    recipe_option,
+    refuse_seed_for_digits,
+    seed_option,
+)
+
+
+@click.command()
+@model_options
+@recipe_option
+@calib_images_option
+@data_options(
+    "Evaluate on at most N inputs, the first ones (digits: its held-out split, all by default; "
+    "without --images: 8 seeded random)."
+)
+@click.option(
+    "--bits",
+    type=click.IntRange(2, 8),
+    default=4,
+    show_default=True,
+    help="The narrow weight width a layer drops to (or rises from, with --rise).",
+)
+@click.option("--rise", is_flag=True, help="Baseline: every layer at --bits; each row raises one group to 8.")
+@click.option(
+    "--groups",
+    metavar="LIST",
+    help="Comma-separated globs, one row each (default: one row per "
+    "linear layer), e.g. 'layers.*.attn.*,layers.*.mlp.*'.",
+)
+@click.option(
+    "--target-top1-drop",
+    "target",
+    type=click.FloatRange(0.0, 100.0),
+    metavar="POINTS",
+    help="Propose a recipe with the fewest wide (8-bit) groups whose top-1 (agreement without "
+    "labels) is at most POINTS percentage points below the all-8-bit model; written as "
+    "recipe.yaml in --out.",
+)
+@seed_option()
+@out_option("Write sensitivity.md, sensitivity.png, sensitivity.json (and recipe.yaml) here.", default="sensitivity")
+@quiet_option("Only the summary line.")
+def sensitivity(calib_images, bits, rise, groups, target, seed, out_dir, quiet, recipe, **kw):
+    """Per layer (or glob group): what top-1 and logits SQNR lose when only it drops to --bits weights.
+
+    With --rise, what they gain when only it rises to 8 from an all --bits baseline. The knob is
+    each linear layer's weight width (2-8 bits, stored int8: the GEMM and the RTL are unchanged).
+
+    \b
+    Example:
+      hwvit sensitivity --model digits --bits 2 --limit 60 --calib-images 32 \\
+        --groups 'embed.*,layers.*.attn.*,layers.*.mlp.*,head' --target-top1-drop 1 --out sens/
+      hwvit compare --model digits --recipe sens/recipe.yaml --limit 60 --calib-images 32 -q
+    """
+    from hwvit.quant import sensitivity as sens
+    from hwvit.quant.convert import quantize_model
+    from hwvit.report import sensitivity_write
+
+    kw.pop("qconfig", None)
+    refuse_seed_for_digits(kw["preset"], kw["checkpoint"])
+    if target is not None and rise:
+        fail("--target-top1-drop ranks layers by how much dropping each costs: leave out --rise")
+    source, data = load_data(kw, seed, calib_images)
+    describe_data(data, quiet)
+    try:
+        ev = sens.Evaluator(source.model, data.calib, data.inputs, data.labels, base=recipe)
+        paths = sens.linear_paths(quantize_model(source.model, data.calib, recipe=recipe, calibration_cache=ev.cache))
+        units = sens.groups_of(paths, [g.strip() for g in groups.split(",") if g.strip()] if groups else None)
+
+        def progress(i: int, n: int, name: str) -> None:
+            if not quiet:
+                click.echo(f"[{i}/{n}] {name}", err=True)
+
+        mode = "rise" if rise else "drop"
+        base, rows = sens.analyse(ev, units, bits, mode, progress)
+        metric = "top-1" if base.top1 is not None else "agreement"
+        what = (
+            f"Weights: every group at {bits} bits, one at a time raised to 8."
+            if rise
+            else f"Weights: every group at 8 bits, one at a time dropped to {bits}."
+        )
+        meta = {
+            "model": source.name,
+            "mode": mode,
+            "bits": bits,
+            "metric": metric,
+            "description": what,
+            "images": len(data.labels) if data.labels is not None else None,
+            "calib_images": len(data.calib),
+            "baseline_acc": base.acc,
+            "baseline_sqnr_db": base.logits_sqnr_db,
+            "seed": seed,
+            "checkpoint_sha256": source.sha256,
+        }
+        proposal = chosen = None
+        if target is not None:
+            reference = base  # drop mode: the all-8-bit model
+            chosen, score, k = sens.propose(ev, units, [r["group"] for r in rows], bits, target / 100.0, reference)
+            wide = [r["group"] for r in rows][:k]
+            proposal = {
+                "target_top1_drop_points": target,
+                "wide_groups": wide,
+                "narrow_bits": bits,
+                "acc": score.acc,
+                "logits_sqnr_db": score.logits_sqnr_db,
+                "drop_points": 100 * (reference.acc - score.acc),
+                "text": (
+                    f"{k} of {len(units)} groups at 8 bits ({', '.join(wide) or 'none'}), the rest at "
+                    f"{bits}: {metric} {100 * score.acc:.2f}% ({100 * (score.acc - reference.acc):+.2f} "
+                    f"points against all 8-bit, target -{target:g}), logits SQNR "
+                    f"{score.logits_sqnr_db:.2f} dB. Greedy: groups widened in the table's order."
+                ),
+            }
+        written = sensitivity_write.write(out_dir, meta, rows, proposal, chosen)
+    except (ValueError, OSError) as exc:
+        fail(first_line(exc))
+    if not quiet:
+        head, body = sensitivity_write.table(rows, metric)
+        widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
+        click.echo("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+        for r in body:
+            click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    line = (
+        f"{source.name}: {len(rows)} groups, {ev.runs} quantized models; baseline {metric} "
+        f"{100 * base.acc:.2f}%, logits SQNR {base.logits_sqnr_db:.2f} dB"
+    )
+    if proposal is not None:
+        line += f"; proposed: {proposal['text'].split('. Greedy')[0]}; recipe {written / 'recipe.yaml'}"
+    click.echo(f"{line}; wrote {written}/")

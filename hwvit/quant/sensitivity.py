@@ -1,0 +1,136 @@
+"""Per-layer precision sensitivity and a mixed-precision proposal (``hwvit sensitivity``).
+
+The per-layer knob is the weight width of each linear layer (the activation width is one for the
+whole model; see hwvit.quant.recipe). ``drop`` mode: every layer at 8 bits except one at ``bits``;
+``rise`` mode: every layer at ``bits`` except one at 8. Each configuration is quantized (the
+calibration is shared: activation ranges come from the float model and do not depend on weights)
+and compared with the float model on the same images.
+
+``propose`` widens layers in order of their drop-mode sensitivity (largest top-1 loss, then
+largest SQNR loss, first) until the top-1 drop against the all-8-bit model is within the target:
+a greedy answer, the fewest wide layers along that order (not a search over all subsets).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from hwvit.quant.convert import quantize_model
+from hwvit.quant.recipe import Recipe, plain
+
+
+def linear_paths(int_model) -> list[str]:
+    """Paths of the integer model's linear layers, in forward order (the recipe's weight paths)."""
+    out = ["embed.proj"]
+    for i, b in enumerate(int_model.blocks):
+        a = b.attn
+        out += [f"layers.{i}.attn.qkv"] if a.qkv is not None else [f"layers.{i}.attn.{n}" for n in "qkv"]
+        out += [f"layers.{i}.attn.proj", f"layers.{i}.mlp.fc1", f"layers.{i}.mlp.fc2"]
+    if int_model.pre_head_fc is not None:
+        out.append("pre_head.fc")
+    if int_model.head is not None:
+        out.append("head")
+    return out
+
+
+@dataclass
+class Score:
+    top1: float | None  # top-1 with labels, else None
+    agreement: float  # with the float model's top-1
+    logits_sqnr_db: float
+
+    @property
+    def acc(self) -> float:
+        """What the target is measured on: top-1 with labels, agreement with the float model without."""
+        return self.top1 if self.top1 is not None else self.agreement
+
+
+class Evaluator:
+    """Quantize with a recipe and compare on fixed data; calibration shared across recipes."""
+
+    def __init__(self, model, calib, inputs, labels, base: Recipe | None = None, batch_size: int | None = None):
+        self.model, self.calib, self.inputs, self.labels = model, calib, inputs, labels
+        self.base = base or plain()
+        self.batch_size = batch_size
+        self.cache: dict = {}
+        self.runs = 0
+
+    def recipe(self, default_bits: int, wide: dict[str, int]) -> Recipe:
+        """The base recipe with every linear layer at ``default_bits`` and ``wide`` (glob -> bits) on top."""
+        layers = tuple((g, {"weight_bits": b}) for g, b in wide.items())
+        return replace(self.base, weight_bits=default_bits, layers=self.base.layers + layers)
+
+    def __call__(self, recipe: Recipe) -> Score:
+        from hwvit.report.compare import compare
+
+        int_model = quantize_model(self.model, self.calib, recipe=recipe, calibration_cache=self.cache)
+        r = compare(self.model, int_model, self.inputs, self.labels, batch_size=self.batch_size, isolated=False)
+        self.runs += 1
+        return Score(r.top1_int, r.agreement, r.logits_sqnr_db)
+
+
+def groups_of(paths: list[str], globs: list[str] | None) -> dict[str, list[str]]:
+    """Units of the analysis: each linear layer, or each glob's matching layers. ValueError on an empty glob."""
+    if not globs:
+        return {p: [p] for p in paths}
+    out = {}
+    for g in globs:
+        members = [p for p in paths if fnmatch.fnmatchcase(p, g)]
+        if not members:
+            raise ValueError(f"group {g!r} matches no linear layer (they are: {', '.join(paths[:6])}, ...)")
+        out[g] = members
+    return out
+
+
+def analyse(
+    ev: Evaluator,
+    groups: dict[str, list[str]],
+    bits: int,
+    mode: str = "drop",
+    progress: Callable[[int, int, str], None] | None = None,
+) -> tuple[Score, list[dict]]:
+    """Baseline score and one row per group: its score and the change against the baseline."""
+    if mode not in ("drop", "rise"):
+        raise ValueError(f"mode must be drop or rise, got {mode!r}")
+    base_bits, one_bits = (8, bits) if mode == "drop" else (bits, 8)
+    base = ev(ev.recipe(base_bits, {}))
+    rows = []
+    for i, (name, members) in enumerate(groups.items()):
+        if progress is not None:
+            progress(i + 1, len(groups), name)
+        s = ev(ev.recipe(base_bits, {p: one_bits for p in members}))
+        rows.append(
+            {
+                "group": name,
+                "layers": members,
+                "bits": one_bits,
+                "top1": s.top1,
+                "agreement": s.agreement,
+                "logits_sqnr_db": s.logits_sqnr_db,
+                "d_acc": s.acc - base.acc,
+                "d_sqnr_db": s.logits_sqnr_db - base.logits_sqnr_db,
+            }
+        )
+    # Most sensitive first: in drop mode the largest loss; in rise mode the largest gain.
+    sign = 1 if mode == "drop" else -1
+    rows.sort(key=lambda r: (sign * r["d_acc"], sign * r["d_sqnr_db"]))
+    return base, rows
+
+
+def propose(
+    ev: Evaluator, groups: dict[str, list[str]], order: list[str], bits: int, target_drop: float, reference: Score
+) -> tuple[Recipe, Score, int]:
+    """Widen groups in ``order`` until ``reference.acc - score.acc <= target_drop`` (fractions).
+
+    Returns the recipe, its score and the number of wide groups. All groups wide is the reference
+    model itself, so the loop always ends.
+    """
+    for k in range(len(order) + 1):
+        wide = {p: 8 for g in order[:k] for p in groups[g]}
+        recipe = ev.recipe(bits, wide)
+        s = ev(recipe) if k < len(order) else reference
+        if reference.acc - s.acc <= target_drop + 1e-12:
+            return recipe, s, k
+    raise AssertionError("unreachable: every group wide is the reference")
