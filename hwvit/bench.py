@@ -31,14 +31,15 @@ def _gemm_timer(box: list[float]):
         ops.gemm = real
 
 
-def bench_forward(preset: str = "vit-b16", repeats: int = 5, calib_images: int = 2, seed: int = 0,
-                  batch: int = 1, device: str = "cpu") -> dict:
+def bench_forward(
+    preset: str = "vit-b16", repeats: int = 5, calib_images: int = 2, seed: int = 0, batch: int = 1, device: str = "cpu"
+) -> dict:
     """Median int and float forward times on ``batch`` inputs (random weights), their ratio, images/s,
     the share of int time outside GEMM (CPU only), the GEMM backend and the CPU (or GPU)."""
     from hwvit import pipeline
-    from hwvit.quant import quantize_model
     from hwvit.intvit.device import DeviceForward, resolve_device
     from hwvit.ops import gemm_backends
+    from hwvit.quant import quantize_model
 
     dev = resolve_device(device)
     source = pipeline.load_source(preset, seed=seed)
@@ -78,14 +79,27 @@ def bench_forward(preset: str = "vit-b16", repeats: int = 5, calib_images: int =
         gemm_ms.append(1e3 * box[0])
     i, f, g = statistics.median(int_ms), statistics.median(float_ms), statistics.median(gemm_ms)
     cpu = gemm_backends.cpu_info()
-    res = {"model": preset, "batch": batch, "device": str(dev),
-           "tokens": int(int_model.pos_q.shape[0]) if int_model.pos_q is not None else None,
-           "threads": torch.get_num_threads(), "load_avg_1min": os.getloadavg()[0], "repeats": repeats, "int_ms": i, "float_ms": f, "ratio": i / f,
-           "int_images_per_s": 1e3 * batch / i, "float_images_per_s": 1e3 * batch / f,
-           "gemm_ms": g if on_cpu else None, "outside_gemm_share": (i - g) / i if on_cpu else None,
-           "gemm_backend": gemm_backends.backend() if on_cpu else "torch_kernels (_int_mm, float64 bmm)",
-           "gemm_probe_ms": gemm_backends.probe()["times_ms"] if on_cpu else None,
-           "cpu": cpu["model"], "cpu_capability": cpu["capability"], "cpu_flags": cpu["flags"]}
+    res = {
+        "model": preset,
+        "batch": batch,
+        "device": str(dev),
+        "tokens": int(int_model.pos_q.shape[0]) if int_model.pos_q is not None else None,
+        "threads": torch.get_num_threads(),
+        "load_avg_1min": os.getloadavg()[0],
+        "repeats": repeats,
+        "int_ms": i,
+        "float_ms": f,
+        "ratio": i / f,
+        "int_images_per_s": 1e3 * batch / i,
+        "float_images_per_s": 1e3 * batch / f,
+        "gemm_ms": g if on_cpu else None,
+        "outside_gemm_share": (i - g) / i if on_cpu else None,
+        "gemm_backend": gemm_backends.backend() if on_cpu else "torch_kernels (_int_mm, float64 bmm)",
+        "gemm_probe_ms": gemm_backends.probe()["times_ms"] if on_cpu else None,
+        "cpu": cpu["model"],
+        "cpu_capability": cpu["capability"],
+        "cpu_flags": cpu["flags"],
+    }
     if not on_cpu:
         res["gpu"] = torch.cuda.get_device_name(dev)
     return res

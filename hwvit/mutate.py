@@ -20,9 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from hwvit import toolchain
 
@@ -46,8 +46,8 @@ class Mutant:
     new: str  # replacement
 
     def apply(self, text: str) -> str:
-        assert text[self.start:self.start + len(self.old)] == self.old
-        return text[:self.start] + self.new + text[self.start + len(self.old):]
+        assert text[self.start : self.start + len(self.old)] == self.old
+        return text[: self.start] + self.new + text[self.start + len(self.old) :]
 
     @property
     def key(self) -> str:
@@ -79,27 +79,51 @@ class Report:
 
     def summary(self) -> str:
         score = "n/a" if self.score is None else f"{100 * self.score:.1f}%"
-        return (f"{self.block}: {len(self.outcomes)} of {self.total} mutants run on {self.simulator}: "
-                f"{self.count('killed')} killed, {self.count('survived')} survived, "
-                f"{self.count('equivalent')} equivalent, {self.count('did-not-compile')} did not compile; "
-                f"score {score}")
+        return (
+            f"{self.block}: {len(self.outcomes)} of {self.total} mutants run on {self.simulator}: "
+            f"{self.count('killed')} killed, {self.count('survived')} survived, "
+            f"{self.count('equivalent')} equivalent, {self.count('did-not-compile')} did not compile; "
+            f"score {score}"
+        )
 
     def to_dict(self) -> dict:
-        return {"block": self.block, "simulator": self.simulator, "total": self.total, "score": self.score,
-                "outcomes": [{**asdict(o.mutant), "status": o.status, "detail": o.detail,
-                              "seconds": round(o.seconds, 1)} for o in self.outcomes]}
+        return {
+            "block": self.block,
+            "simulator": self.simulator,
+            "total": self.total,
+            "score": self.score,
+            "outcomes": [
+                {**asdict(o.mutant), "status": o.status, "detail": o.detail, "seconds": round(o.seconds, 1)}
+                for o in self.outcomes
+            ],
+        }
 
 
 # ---------------------------------------------------------------------------- generating mutants
 
 # (operator name, pattern, replacement function). Patterns run over code with comments,
 # strings and declarations blanked out, so offsets stay those of the original text.
-_SWAPS = {"+": "-", "-": "+", "&&": "||", "||": "&&", "&": "|", "|": "&", "==": "!=", "!=": "==",
-          ">=": ">", ">": ">=", "<": "<="}
+_SWAPS = {
+    "+": "-",
+    "-": "+",
+    "&&": "||",
+    "||": "&&",
+    "&": "|",
+    "|": "&",
+    "==": "!=",
+    "!=": "==",
+    ">=": ">",
+    ">": ">=",
+    "<": "<=",
+}
 _RULES: list[tuple[str, re.Pattern, Callable[[re.Match], str]]] = [
     ("arith", re.compile(r"(?<=[\w)\]} ])\s*([+-])(?![+:=-])\s*(?=[\w({$'])"), lambda m: _SWAPS[m.group(1)]),
     ("logic", re.compile(r"(&&|\|\|)"), lambda m: _SWAPS[m.group(1)]),
-    ("bitwise", re.compile(r"(?<=[\w)\]} ])\s*(?<![&|~^])([&|])(?![&|=])\s*(?=[\w(~{!'])"), lambda m: _SWAPS[m.group(1)]),
+    (
+        "bitwise",
+        re.compile(r"(?<=[\w)\]} ])\s*(?<![&|~^])([&|])(?![&|=])\s*(?=[\w(~{!'])"),
+        lambda m: _SWAPS[m.group(1)],
+    ),
     ("compare", re.compile(r"(==|!=|>=|(?<![>=-])>(?![>=])|(?<![<])<(?![<=]))"), lambda m: _SWAPS[m.group(1)]),
     ("const", re.compile(r"\b(\d+)'([bdh])([0-9a-fA-F_]+)\b"), None),
     ("const", re.compile(r"(?<![\w'.$])(\d+)(?![\w'.])"), None),
@@ -138,7 +162,7 @@ def mutants(text: str, file: str) -> list[Mutant]:
         line = max(i for i, s in enumerate(starts) if s <= start)
         col = start - starts[line]
         before = lines[line]
-        after = before[:col] + new + before[col + len(old):]
+        after = before[:col] + new + before[col + len(old) :]
         if "\n" not in old and before != after:
             out.append(Mutant(file, line + 1, col, operator, before.strip(), after.strip(), start, old, new))
 
@@ -156,7 +180,11 @@ def mutants(text: str, file: str) -> list[Mutant]:
             for m in pattern.finditer(scan):
                 grp = 1 if m.re.groups else 0
                 if operator == "const":
-                    if "[" in scan[:m.start()] and "]" in scan[m.end():] and scan.rfind("[", 0, m.start()) > scan.rfind("]", 0, m.start()):
+                    if (
+                        "[" in scan[: m.start()]
+                        and "]" in scan[m.end() :]
+                        and scan.rfind("[", 0, m.start()) > scan.rfind("]", 0, m.start())
+                    ):
                         op_name = "bit-select"  # an index or part-select bound moved
                     else:
                         op_name = "const"
@@ -165,7 +193,7 @@ def mutants(text: str, file: str) -> list[Mutant]:
                         if new is not None:
                             add(op_name, base + m.start(), m.group(0), new)
                     continue
-                if operator == "compare" and m.group(1) == "<" and scan[m.end(1):m.end(1) + 1] == "=":
+                if operator == "compare" and m.group(1) == "<" and scan[m.end(1) : m.end(1) + 1] == "=":
                     continue
                 add(operator, base + m.start(grp), m.group(grp), repl(m))
         for m in _IF.finditer(scan):  # condition inverted: if (c) -> if (!(c))
@@ -174,11 +202,11 @@ def mutants(text: str, file: str) -> list[Mutant]:
                 depth += {"(": 1, ")": -1}.get(scan[j], 0)
                 j += 1
             if depth == 0:
-                cond = lines[index][m.end():j - 1]
+                cond = lines[index][m.end() : j - 1]
                 add("if-inverted", base + m.end(), cond, f"!({cond})")
     for m in _STUCK.finditer(code):  # ready/valid stuck at 0 and at 1
         expr_start = m.start(4)
-        expr = text[expr_start:m.end(4)]
+        expr = text[expr_start : m.end(4)]
         for stuck in ("1'b1", "1'b0"):
             if expr.strip() != stuck and "\n" not in expr:
                 add(f"stuck-{stuck[-1]}", expr_start, expr, stuck)
@@ -187,6 +215,7 @@ def mutants(text: str, file: str) -> list[Mutant]:
 
 
 # ---------------------------------------------------------------------------- equivalent mutants
+
 
 def load_equivalent(root: Path) -> dict[tuple[str, str, str], str]:
     """The reviewed list: (file, before, after) -> reason. Matching on text survives line moves."""
@@ -242,8 +271,20 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
             return Outcome(mutant, "did-not-compile", error, time.monotonic() - t0)
         other = [s for s in toolchain.SIMULATORS if s != simulator]
         skip = SUITE_SKIP.replace("verilator", other[0]) if other else SUITE_SKIP
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-               "-k", f"not ({skip})", f"sim/test_{block}.py"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-x",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-k",
+            f"not ({skip})",
+            f"sim/test_{block}.py",
+        ]
         env = toolchain.sim_env({**os.environ, "PYTHONPATH": str(tree)})
         try:
             out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
@@ -258,8 +299,16 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
         return Outcome(mutant, "killed", (failed[0] if failed else tail)[:300], time.monotonic() - t0)
 
 
-def run(block: str, *, simulator: str = "icarus", jobs: int = 1, sample: int | None = None, seed: int = 1,
-        timeout: int = 900, on_outcome: Callable[[Outcome], None] | None = None) -> Report:
+def run(
+    block: str,
+    *,
+    simulator: str = "icarus",
+    jobs: int = 1,
+    sample: int | None = None,
+    seed: int = 1,
+    timeout: int = 900,
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> Report:
     """Generate the mutants of rtl/<block>.v, run a sample of them, and report."""
     root = toolchain.repo().root
     path = root / "rtl" / f"{block}.v"

@@ -47,8 +47,14 @@ def files_sha256(paths: list[Path]) -> str:
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
-def load_source(preset: str | None = None, checkpoint: str | None = None, family: str | None = None,
-                config=None, seed: int = 0, heads: int | None = None) -> Source:
+def load_source(
+    preset: str | None = None,
+    checkpoint: str | None = None,
+    family: str | None = None,
+    config=None,
+    seed: int = 0,
+    heads: int | None = None,
+) -> Source:
     """Resolve --model / --checkpoint into a float model (ValueError with one line on bad input)."""
     from hwvit.float import config as fconfig
     from hwvit.float import digits
@@ -80,8 +86,9 @@ def load_source(preset: str | None = None, checkpoint: str | None = None, family
         pre = from_hf(ckpt.preprocessor, str(ckpt.path / "preprocessor_config.json"))
     elif ckpt.config is not None and isinstance(ckpt.config.get("pretrained_cfg"), dict):
         pre = from_timm(ckpt.config["pretrained_cfg"], str(ckpt.path / "config.json"))
-    return Source(loaded.model, str(checkpoint), files_sha256(ckpt.files), False, preprocess=pre,
-                  class_names=loaded.class_names)
+    return Source(
+        loaded.model, str(checkpoint), files_sha256(ckpt.files), False, preprocess=pre, class_names=loaded.class_names
+    )
 
 
 def input_shape(cfg) -> tuple[int, ...]:
@@ -113,8 +120,14 @@ def eval_inputs(source: Source, n: int | None = None, seed: int = 0) -> tuple[to
 
 
 # The user's data ---------------------------------------------------------------------------------
-def preprocessing(source: Source, resize: str | None = None, crop: str | None = None, mean: str | None = None,
-                  std: str | None = None, rescale: float | None = None):
+def preprocessing(
+    source: Source,
+    resize: str | None = None,
+    crop: str | None = None,
+    mean: str | None = None,
+    std: str | None = None,
+    rescale: float | None = None,
+):
     """The Preprocess for ``source``: its preprocessor_config.json, then the flags, then the model's size."""
     from hwvit.dataset import from_flags
 
@@ -141,8 +154,14 @@ def batch_size_for(cfg, budget: int = BATCH_BUDGET, most: int = 64) -> int:
 class Stream:
     """Re-iterable batches of an ImageSet (decoded anew on each pass; memory: one batch)."""
 
-    def __init__(self, images, pre, input_shape: tuple[int, ...], batch_size: int = 32,
-                 progress: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        images,
+        pre,
+        input_shape: tuple[int, ...],
+        batch_size: int = 32,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         self.images, self.pre, self.shape, self.batch_size = images, pre, tuple(input_shape), batch_size
         self.progress = progress
 
@@ -175,9 +194,17 @@ class Data:
         return torch.cat(list(Stream(s.images.subset(range(min(n, len(s)))), s.pre, s.shape, s.batch_size)))
 
 
-def plan_data(source: Source, images: str | None = None, calib: str | None = None, labels_csv: str | None = None,
-              calib_images: int = 256, limit: int | None = None, seed: int = 0, pre=None,
-              batch_size: int | None = None) -> Data:
+def plan_data(
+    source: Source,
+    images: str | None = None,
+    calib: str | None = None,
+    labels_csv: str | None = None,
+    calib_images: int = 256,
+    limit: int | None = None,
+    seed: int = 0,
+    pre=None,
+    batch_size: int | None = None,
+) -> Data:
     """Calibration and evaluation data for ``source`` from the user's paths (see the module docstring).
 
     ``calib_images``: at most this many calibration samples (a seeded random choice when there are
@@ -196,8 +223,10 @@ def plan_data(source: Source, images: str | None = None, calib: str | None = Non
     if eval_set is not None and calib_set is None:
         n = len(eval_set)
         if n < 2:
-            raise ValueError(f"{images}: one image cannot be split into calibration and evaluation data; "
-                             f"give calibration images with --calib")
+            raise ValueError(
+                f"{images}: one image cannot be split into calibration and evaluation data; "
+                f"give calibration images with --calib"
+            )
         k = min(calib_images, max(1, n // 4))
         chosen = np.sort(rng.permutation(n)[:k])
         rest = np.setdiff1d(np.arange(n), chosen)
@@ -227,8 +256,14 @@ def plan_data(source: Source, images: str | None = None, calib: str | None = Non
     calib_random = not source.is_digits and calib_set is None
     if calib_random and not random_inputs:
         notes.append("calibrated on random inputs")
-    return Data(calib_x, inputs, labels, notes, random_inputs=random_inputs,
-                pre=pre if (eval_set is not None or calib is not None) else None)
+    return Data(
+        calib_x,
+        inputs,
+        labels,
+        notes,
+        random_inputs=random_inputs,
+        pre=pre if (eval_set is not None or calib is not None) else None,
+    )
 
 
 def random_note(source: Source, data: Data) -> str | None:

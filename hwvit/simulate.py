@@ -98,8 +98,16 @@ def _source_digest(sources: list[Path]) -> str:
     return h.hexdigest()
 
 
-def build_design(name: str, simulator: str, sources: list[Path], toplevel: str, parameters: dict[str, Any],
-                 build_root: Path | None = None, waves: bool = False, extra_args: list[str] | None = None) -> Path:
+def build_design(
+    name: str,
+    simulator: str,
+    sources: list[Path],
+    toplevel: str,
+    parameters: dict[str, Any],
+    build_root: Path | None = None,
+    waves: bool = False,
+    extra_args: list[str] | None = None,
+) -> Path:
     """Build ``toplevel`` from ``sources`` for ``simulator`` (cached); return its build dir.
 
     The cache key holds the parameters, the waveform switch, the build arguments and the path and
@@ -124,8 +132,9 @@ def build_design(name: str, simulator: str, sources: list[Path], toplevel: str, 
             # VCD (the runner's --trace): Verilator's FST writer needs lz4 headers this machine lacks.
             build_args += ["--trace-structs"]
     build_args += list(extra_args or [])
-    key = json.dumps({"p": parameters, "w": waves, "t": toplevel, "a": build_args, "s": _source_digest(sources)},
-                     sort_keys=True)
+    key = json.dumps(
+        {"p": parameters, "w": waves, "t": toplevel, "a": build_args, "s": _source_digest(sources)}, sort_keys=True
+    )
     tag = hashlib.sha1(key.encode()).hexdigest()[:10]
     root = (build_root or default_build_root()).resolve()
     build_dir = root / f"{name}-{simulator}-{tag}"
@@ -147,13 +156,22 @@ def build_design(name: str, simulator: str, sources: list[Path], toplevel: str, 
     return build_dir
 
 
-def build(kind: str, simulator: str, parameters: dict[str, Any], build_root: Path | None = None,
-          waves: bool = False) -> Path:
+def build(
+    kind: str, simulator: str, parameters: dict[str, Any], build_root: Path | None = None, waves: bool = False
+) -> Path:
     """Build the reference testbench of ``kind`` for ``simulator`` (cached by parameters); return its dir."""
     tb = tb_module(kind)
     repo = toolchain.repo()
-    return build_design(kind, simulator, [repo.root / s for s in tb.SOURCES], tb.TOPLEVEL, parameters,
-                        build_root, waves, list(getattr(tb, "BUILD_ARGS", {}).get(simulator, [])))
+    return build_design(
+        kind,
+        simulator,
+        [repo.root / s for s in tb.SOURCES],
+        tb.TOPLEVEL,
+        parameters,
+        build_root,
+        waves,
+        list(getattr(tb, "BUILD_ARGS", {}).get(simulator, [])),
+    )
 
 
 def sim_pythonpath() -> str:
@@ -162,10 +180,19 @@ def sim_pythonpath() -> str:
     return os.pathsep.join(p for p in parts if p)
 
 
-def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_root: Path | None = None,
-        waves: bool = False, seed: int = 1, extra_env: dict[str, str] | None = None,
-        test_dir: Path | None = None, testcase: str = "run_vectors",
-        hdl_overrides: dict[str, Any] | None = None) -> SimResult:
+def run(
+    set_dir: str | Path,
+    simulator: str,
+    *,
+    kind: str | None = None,
+    build_root: Path | None = None,
+    waves: bool = False,
+    seed: int = 1,
+    extra_env: dict[str, str] | None = None,
+    test_dir: Path | None = None,
+    testcase: str = "run_vectors",
+    hdl_overrides: dict[str, Any] | None = None,
+) -> SimResult:
     """Run the testbench of the set's block kind on ``set_dir``; never raises on a mismatch.
 
     ``testcase`` names the cocotb test to run (another test of the same module, e.g.
@@ -180,13 +207,37 @@ def run(set_dir: str | Path, simulator: str, *, kind: str | None = None, build_r
     tb = tb_module(kind)
     params = {**tb.hdl_parameters(vset), **(hdl_overrides or {})}  # e.g. another array size
     build_dir = build(kind, simulator, params, build_root, waves)
-    return run_test(build_dir, simulator, set_dir, kind, tb.TOPLEVEL, f"test_{kind}", params, testcase=testcase,
-                    seed=seed, waves=waves, extra_env=extra_env, test_dir=test_dir)
+    return run_test(
+        build_dir,
+        simulator,
+        set_dir,
+        kind,
+        tb.TOPLEVEL,
+        f"test_{kind}",
+        params,
+        testcase=testcase,
+        seed=seed,
+        waves=waves,
+        extra_env=extra_env,
+        test_dir=test_dir,
+    )
 
 
-def run_test(build_dir: Path, simulator: str, set_dir: Path, kind: str, toplevel: str, test_module: str,
-             params: dict[str, Any], *, testcase: str = "run_vectors", seed: int = 1, waves: bool = False,
-             extra_env: dict[str, str] | None = None, test_dir: Path | None = None) -> SimResult:
+def run_test(
+    build_dir: Path,
+    simulator: str,
+    set_dir: Path,
+    kind: str,
+    toplevel: str,
+    test_module: str,
+    params: dict[str, Any],
+    *,
+    testcase: str = "run_vectors",
+    seed: int = 1,
+    waves: bool = False,
+    extra_env: dict[str, str] | None = None,
+    test_dir: Path | None = None,
+) -> SimResult:
     """Run cocotb test ``test_module.testcase`` on a built design; read back its JSON result."""
     from cocotb_tools.runner import get_runner
 
@@ -230,8 +281,9 @@ def run_test(build_dir: Path, simulator: str, set_dir: Path, kind: str, toplevel
         if not result_file.exists():
             return SimResult(kind, str(set_dir), simulator, False, message=f"simulator failed: {exc}")
     if not result_file.exists():
-        return SimResult(kind, str(set_dir), simulator, False,
-                         message=f"testbench wrote no result; see {run_dir / 'sim.log'}")
+        return SimResult(
+            kind, str(set_dir), simulator, False, message=f"testbench wrote no result; see {run_dir / 'sim.log'}"
+        )
     data = json.loads(result_file.read_text())
     return SimResult(kind=kind, set_dir=str(set_dir), simulator=simulator, **data)
 
@@ -250,8 +302,14 @@ def _run_safely(set_dir: str, simulator: str, waves: bool, build_root: str | Non
         return SimResult("?", set_dir, simulator, False, message=f"{exc.__class__.__name__}: {first}")
 
 
-def run_many(jobs: list[tuple[str, str]], *, workers: int = 1, waves: bool = False,
-             build_root: str | Path | None = None, on_result=None) -> list[SimResult]:
+def run_many(
+    jobs: list[tuple[str, str]],
+    *,
+    workers: int = 1,
+    waves: bool = False,
+    build_root: str | Path | None = None,
+    on_result=None,
+) -> list[SimResult]:
     """Run (set_dir, simulator) pairs, ``workers`` at a time; results in the order given.
 
     Builds are shared through the per-build lock, so the first run of each (kind, simulator,
@@ -272,8 +330,9 @@ def run_many(jobs: list[tuple[str, str]], *, workers: int = 1, waves: bool = Fal
     return results
 
 
-def run_on_cluster(client, jobs: list[tuple[str, str]], *, waves: bool = False,
-                   build_root: str | Path | None = None, on_result=None) -> list[SimResult]:
+def run_on_cluster(
+    client, jobs: list[tuple[str, str]], *, waves: bool = False, build_root: str | Path | None = None, on_result=None
+) -> list[SimResult]:
     """Run (set_dir, simulator) pairs as Dask tasks on ``client``'s workers; results in the order given.
 
     One task per pair (the set's RTL configuration comes from its manifest, so the task is one
@@ -293,8 +352,16 @@ def run_on_cluster(client, jobs: list[tuple[str, str]], *, waves: bool = False,
     run_id = uuid.uuid4().hex[:8]  # two runs sharing a scheduler never share a task key
     futures, where = [], {}
     for i, (d, s) in enumerate(jobs):
-        fut = client.submit(_run_safely, d, s, waves, root, pure=False, retries=cluster.submit_retries,
-                            key=f"hwvit-sim-{run_id}-{i}-{hashlib.sha1(f'{d}:{s}'.encode()).hexdigest()[:8]}")
+        fut = client.submit(
+            _run_safely,
+            d,
+            s,
+            waves,
+            root,
+            pure=False,
+            retries=cluster.submit_retries,
+            key=f"hwvit-sim-{run_id}-{i}-{hashlib.sha1(f'{d}:{s}'.encode()).hexdigest()[:8]}",
+        )
         futures.append(fut)
         where[fut.key] = (i, d, s)
     results: dict[int, SimResult] = {}
@@ -310,4 +377,3 @@ def run_on_cluster(client, jobs: list[tuple[str, str]], *, waves: bool = False,
         if on_result is not None:
             on_result(res)
     return [results[i] for i in range(len(jobs))]
-

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from hwvit import toolchain
 
@@ -45,9 +45,13 @@ def lint(sources, params: dict[str, int] | None = None, rtl: Path | None = None)
     """``verilator --lint-only -Wall`` with nothing switched off; the warning and error lines."""
     rtl = rtl or toolchain.repo().rtl
     args = [f"-G{k}={v}" for k, v in (params or {}).items()]
-    out = subprocess.run([toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{rtl}", *args,
-                          *_paths(sources, rtl)], capture_output=True, text=True, env=toolchain.sim_env(),
-                         timeout=120)
+    out = subprocess.run(
+        [toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{rtl}", *args, *_paths(sources, rtl)],
+        capture_output=True,
+        text=True,
+        env=toolchain.sim_env(),
+        timeout=120,
+    )
     text = out.stdout + out.stderr
     bad = [ln for ln in text.splitlines() if ln.startswith(("%Warning", "%Error"))]
     return bad or ([f"verilator exit {out.returncode}: {text[-500:]}"] if out.returncode else [])
@@ -62,11 +66,29 @@ def iverilog(sources, top: str, params: dict[str, int] | None = None, rtl: Path 
     rtl = rtl or toolchain.repo().rtl
     args = [f"-P{top}.{k}={v}" for k, v in (params or {}).items()]
     with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run([toolchain.require("icarus"), "-g2005", "-Wall", "-o", f"{tmp}/a.vvp", "-s", top,
-                              f"-I{rtl}", f"-y{rtl}", *args, *_paths(sources, rtl)], capture_output=True,
-                             text=True, timeout=120)
-        lines = [ln for ln in (out.stdout + out.stderr).splitlines()
-                 if ln.strip() and "timescale" not in ln.lower() and "inherit" not in ln.lower()]
+        out = subprocess.run(
+            [
+                toolchain.require("icarus"),
+                "-g2005",
+                "-Wall",
+                "-o",
+                f"{tmp}/a.vvp",
+                "-s",
+                top,
+                f"-I{rtl}",
+                f"-y{rtl}",
+                *args,
+                *_paths(sources, rtl),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        lines = [
+            ln
+            for ln in (out.stdout + out.stderr).splitlines()
+            if ln.strip() and "timescale" not in ln.lower() and "inherit" not in ln.lower()
+        ]
         if out.returncode:
             return lines or [f"iverilog exit {out.returncode}"]
         run = subprocess.run(["vvp", "-n", f"{tmp}/a.vvp"], capture_output=True, text=True, timeout=60)
@@ -96,7 +118,7 @@ _MARK = "Printing statistics."
 
 def parse_stat(text: str) -> tuple[int, dict[str, int]]:
     """Total cells and cells per type of the last `stat` section in ``text``."""
-    section = text[text.rfind(_MARK):] if _MARK in text else text
+    section = text[text.rfind(_MARK) :] if _MARK in text else text
     totals = _CELLS.findall(section)
     if not totals:
         raise ValueError("yosys printed no cell statistics")
@@ -106,8 +128,9 @@ def parse_stat(text: str) -> tuple[int, dict[str, int]]:
     return int(totals[-1]), by_type
 
 
-def synth_block(block: str, params: dict[str, int] | None = None, timeout: int = 900,
-                rtl: Path | None = None) -> SynthResult:
+def synth_block(
+    block: str, params: dict[str, int] | None = None, timeout: int = 900, rtl: Path | None = None
+) -> SynthResult:
     """`yosys synth -flatten -top block` over rtl/*.v: cells before and after techmap, warnings."""
     exe = toolchain.require("yosys")
     rtl = rtl or toolchain.repo().rtl
@@ -129,12 +152,16 @@ def synth_block(block: str, params: dict[str, int] | None = None, timeout: int =
         Path(path).unlink(missing_ok=True)
     if out.returncode != 0:
         err = [ln for ln in (out.stderr + out.stdout).splitlines() if "ERROR" in ln]
-        return SynthResult(block, False, message=(err[0] if err else f"yosys exit {out.returncode}").strip(),
-                           log=out.stdout[-4000:] + out.stderr)
+        return SynthResult(
+            block,
+            False,
+            message=(err[0] if err else f"yosys exit {out.returncode}").strip(),
+            log=out.stdout[-4000:] + out.stderr,
+        )
     try:
         cells, by_type = parse_stat(out.stdout)
         first = out.stdout.find(_MARK)  # the coarse stat; synth's own final stat comes after ours
-        _, coarse = parse_stat(out.stdout[first:out.stdout.find(_MARK, first + 1)])
+        _, coarse = parse_stat(out.stdout[first : out.stdout.find(_MARK, first + 1)])
     except ValueError as exc:
         return SynthResult(block, False, message=str(exc))
     warnings = [ln.strip() for ln in out.stdout.splitlines() if "Warning" in ln]
@@ -142,13 +169,18 @@ def synth_block(block: str, params: dict[str, int] | None = None, timeout: int =
 
 
 def report_markdown(results: list[SynthResult]) -> str:
-    lines = ["# Synthesis: yosys cell counts per block", "",
-             "Generic `synth -flatten` (yosys 0.23) of each block, at its defaults except the parameters "
-             "listed (small row buffers and array, so the run takes seconds; buffers of flip-flops grow "
-             "linearly with them). `$_DFF*` cells are flip-flops, `$_AND_/$_OR_/$_XOR_/$_MUX_...` are gates; "
-             "a generic cell count ranks blocks, it is not an area. "
-             "Regenerate with `hwvit synth --out docs/synth.md`.", "",
-             "| block | parameters | cells | flip-flops | muxes | status |", "|---|---|---:|---:|---:|---|"]
+    lines = [
+        "# Synthesis: yosys cell counts per block",
+        "",
+        "Generic `synth -flatten` (yosys 0.23) of each block, at its defaults except the parameters "
+        "listed (small row buffers and array, so the run takes seconds; buffers of flip-flops grow "
+        "linearly with them). `$_DFF*` cells are flip-flops, `$_AND_/$_OR_/$_XOR_/$_MUX_...` are gates; "
+        "a generic cell count ranks blocks, it is not an area. "
+        "Regenerate with `hwvit synth --out docs/synth.md`.",
+        "",
+        "| block | parameters | cells | flip-flops | muxes | status |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     for r in results:
         dff = sum(v for k, v in r.by_type.items() if "DFF" in k)
         mux = sum(v for k, v in r.by_type.items() if "MUX" in k)

@@ -112,8 +112,10 @@ def repo() -> Repo:
     root = Path(__file__).resolve().parents[1]
     if _has_hdl(root):
         return Repo(root)
-    raise ToolMissing(f"the reference RTL (rtl/, sim/) is neither in the installed package ({shipped}) nor beside "
-                      f"{root}: reinstall hwvit from its wheel")
+    raise ToolMissing(
+        f"the reference RTL (rtl/, sim/) is neither in the installed package ({shipped}) nor beside "
+        f"{root}: reinstall hwvit from its wheel"
+    )
 
 
 def cache_dir() -> Path:

@@ -31,7 +31,7 @@ from hwvit.formats import Rounding  # noqa: E402
 from hwvit.record import BlockRecord, Tensor  # noqa: E402
 
 UTIL_SHAPE = (197, 768, 2304)  # (M, K, N): ViT-B/16 QKV projection, 197 tokens
-SPEED_SHAPE = (64, 512, 128)   # 8 x 8 array: 65 536 cycles, ~1 min of Icarus CPU
+SPEED_SHAPE = (64, 512, 128)  # 8 x 8 array: 65 536 cycles, ~1 min of Icarus CPU
 M_LO, M_HI = 1 << 30, (1 << 31) - 1  # quantize_multiplier's range of M
 
 
@@ -54,12 +54,21 @@ def gemm_record(m: int, k: int, n: int, seed: int = 0, a_signed: bool = True, ou
     def t(data: np.ndarray, bits_: int, signed: bool, role: str) -> Tensor:
         return Tensor(np.ascontiguousarray(data, dtype=np.int64), bits_, signed, role)
 
-    params = {"m": m, "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits,
-              "rounding": Rounding.HALF_UP.value}
-    return BlockRecord("gemm", "bench", params, {
-        "a": t(a, 8, a_signed, "input"), "w": t(w, 8, True, "parameter"), "bias": t(bias, 32, True, "parameter"),
-        "multiplier": t(mult, 32, False, "parameter"), "shift": t(shift, 6, False, "parameter"),
-        "acc": t(acc, 32, True, "output"), "y": t(y, out_bits, True, "output")})
+    params = {"m": m, "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits, "rounding": Rounding.HALF_UP.value}
+    return BlockRecord(
+        "gemm",
+        "bench",
+        params,
+        {
+            "a": t(a, 8, a_signed, "input"),
+            "w": t(w, 8, True, "parameter"),
+            "bias": t(bias, 32, True, "parameter"),
+            "multiplier": t(mult, 32, False, "parameter"),
+            "shift": t(shift, 6, False, "parameter"),
+            "acc": t(acc, 32, True, "output"),
+            "y": t(y, out_bits, True, "output"),
+        },
+    )
 
 
 def bench_set(shape: tuple[int, int, int], seed: int = 0, root: Path | None = None) -> Path:
@@ -77,21 +86,40 @@ def bench_set(shape: tuple[int, int, int], seed: int = 0, root: Path | None = No
 
 
 def _run(set_dir: Path, simulator: str, rows: int, cols: int, build_root: Path | None) -> dict[str, Any]:
-    result = simulate.run(set_dir, simulator, hdl_overrides={"ROWS": rows, "COLS": cols},
-                          extra_env={"HWVIT_STALL": "0"}, build_root=build_root)
+    result = simulate.run(
+        set_dir,
+        simulator,
+        hdl_overrides={"ROWS": rows, "COLS": cols},
+        extra_env={"HWVIT_STALL": "0"},
+        build_root=build_root,
+    )
     if not result.passed:
         raise RuntimeError(f"gemm bench on {simulator}: {result.message}")
     x = result.extra
-    return {"simulator": simulator, "elements_checked": result.extra.get("outputs", result.elements), "cycles": result.cycles,
-            "beats": x["beats"], "macs": x["macs"], "utilization": x["utilization"],
-            "cpu_s": x["cpu_s"], "wall_s": x["wall_s"], "cycles_per_cpu_s": x["cycles_per_cpu_s"],
-            "cycles_per_s": x["cycles_per_s"]}
+    return {
+        "simulator": simulator,
+        "elements_checked": result.extra.get("outputs", result.elements),
+        "cycles": result.cycles,
+        "beats": x["beats"],
+        "macs": x["macs"],
+        "utilization": x["utilization"],
+        "cpu_s": x["cpu_s"],
+        "wall_s": x["wall_s"],
+        "cycles_per_cpu_s": x["cycles_per_cpu_s"],
+        "cycles_per_s": x["cycles_per_s"],
+    }
 
 
-def bench_gemm(rows: int = 8, cols: int = 8, util_shape: tuple[int, int, int] | None = UTIL_SHAPE,
-               speed_shape: tuple[int, int, int] | None = SPEED_SHAPE,
-               simulators: tuple[str, ...] = ("verilator", "icarus"), seed: int = 0,
-               build_root: Path | None = None, set_root: Path | None = None) -> dict[str, Any]:
+def bench_gemm(
+    rows: int = 8,
+    cols: int = 8,
+    util_shape: tuple[int, int, int] | None = UTIL_SHAPE,
+    speed_shape: tuple[int, int, int] | None = SPEED_SHAPE,
+    simulators: tuple[str, ...] = ("verilator", "icarus"),
+    seed: int = 0,
+    build_root: Path | None = None,
+    set_root: Path | None = None,
+) -> dict[str, Any]:
     """Utilization (Verilator, ``util_shape``) and cycles/s per simulator (``speed_shape``).
 
     Either part is skipped when its shape is None. Raises RuntimeError if any output mismatches.
@@ -101,13 +129,17 @@ def bench_gemm(rows: int = 8, cols: int = 8, util_shape: tuple[int, int, int] | 
         m, k, n = util_shape
         res = _run(bench_set(util_shape, seed, set_root), "verilator", rows, cols, build_root)
         ideal = math.ceil(m / rows) * math.ceil(n / cols) * k  # beats with every tile back to back
-        res.update(shape=list(util_shape), ideal_cycles=ideal,
-                   edge_efficiency=m * n / (math.ceil(m / rows) * rows * math.ceil(n / cols) * cols))
+        res.update(
+            shape=list(util_shape),
+            ideal_cycles=ideal,
+            edge_efficiency=m * n / (math.ceil(m / rows) * rows * math.ceil(n / cols) * cols),
+        )
         out["utilization"] = res
     if speed_shape is not None:
         set_dir = bench_set(speed_shape, seed, set_root)
-        out["speed"] = {sim: _run(set_dir, sim, rows, cols, build_root) | {"shape": list(speed_shape)}
-                        for sim in simulators}
+        out["speed"] = {
+            sim: _run(set_dir, sim, rows, cols, build_root) | {"shape": list(speed_shape)} for sim in simulators
+        }
         if {"verilator", "icarus"} <= set(out["speed"]):
             v, i = out["speed"]["verilator"], out["speed"]["icarus"]
             out["verilator_over_icarus_cpu"] = v["cycles_per_cpu_s"] / i["cycles_per_cpu_s"]
@@ -120,19 +152,27 @@ def _report(res: dict[str, Any]) -> str:
     if "utilization" in res:
         u = res["utilization"]
         m, k, n = u["shape"]
-        lines.append(f"  utilization {m}x{k} . {k}x{n} on verilator: {u['utilization']:.2%} "
-                     f"({u['macs']:,} MACs in {u['cycles']:,} cycles; back-to-back ideal {u['ideal_cycles']:,}; "
-                     f"edge tiles cap it at {u['edge_efficiency']:.2%}); {u['elements_checked']:,} outputs bit-exact")
-        lines.append(f"  verilator on that run: {u['cycles_per_cpu_s'] / 1e6:.2f} M cycles per CPU s, "
-                     f"{u['cycles_per_s'] / 1e6:.2f} M cycles per wall s")
+        lines.append(
+            f"  utilization {m}x{k} . {k}x{n} on verilator: {u['utilization']:.2%} "
+            f"({u['macs']:,} MACs in {u['cycles']:,} cycles; back-to-back ideal {u['ideal_cycles']:,}; "
+            f"edge tiles cap it at {u['edge_efficiency']:.2%}); {u['elements_checked']:,} outputs bit-exact"
+        )
+        lines.append(
+            f"  verilator on that run: {u['cycles_per_cpu_s'] / 1e6:.2f} M cycles per CPU s, "
+            f"{u['cycles_per_s'] / 1e6:.2f} M cycles per wall s"
+        )
     for sim, s in res.get("speed", {}).items():
         m, k, n = s["shape"]
-        lines.append(f"  speed {sim:<9} {m}x{k} . {k}x{n}: {s['cycles']:,} cycles in {s['cpu_s']:.2f} CPU s "
-                     f"({s['cycles_per_cpu_s'] / 1e3:,.1f} k cycles/s; wall {s['wall_s']:.2f} s, "
-                     f"{s['cycles_per_s'] / 1e3:,.1f} k cycles/s)")
+        lines.append(
+            f"  speed {sim:<9} {m}x{k} . {k}x{n}: {s['cycles']:,} cycles in {s['cpu_s']:.2f} CPU s "
+            f"({s['cycles_per_cpu_s'] / 1e3:,.1f} k cycles/s; wall {s['wall_s']:.2f} s, "
+            f"{s['cycles_per_s'] / 1e3:,.1f} k cycles/s)"
+        )
     if "verilator_over_icarus_cpu" in res:
-        lines.append(f"  verilator / icarus: {res['verilator_over_icarus_cpu']:.0f}x per CPU s, "
-                     f"{res['verilator_over_icarus_wall']:.0f}x per wall s")
+        lines.append(
+            f"  verilator / icarus: {res['verilator_over_icarus_cpu']:.0f}x per CPU s, "
+            f"{res['verilator_over_icarus_wall']:.0f}x per wall s"
+        )
     return "\n".join(lines)
 
 
@@ -146,8 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     try:
-        res = bench_gemm(args.rows, args.cols, None if args.no_util else UTIL_SHAPE,
-                         None if args.no_speed else tuple(args.speed_shape))
+        res = bench_gemm(
+            args.rows,
+            args.cols,
+            None if args.no_util else UTIL_SHAPE,
+            None if args.no_speed else tuple(args.speed_shape),
+        )
     except (RuntimeError, ValueError, toolchain.ToolMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

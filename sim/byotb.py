@@ -26,8 +26,9 @@ from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 
-import tbutil
 from hwvit.byo import kinds
+
+import tbutil
 
 
 class Fault(AssertionError):
@@ -168,7 +169,7 @@ class Bench:
         starts = [0] + [e + 1 for e in self.ends[:-1]]
         for a, b in zip(starts, self.ends):
             tdata, tuser = [], []
-            for word in self.words[a:b + 1]:
+            for word in self.words[a : b + 1]:
                 d, u = 0, 0
                 for (name, f), value in zip(self.spec.inputs.items(), word):
                     place = inp["fields"][name]
@@ -215,7 +216,8 @@ class Bench:
             # byte_lanes=1: one tdata word per beat, whatever its width (no byte lanes, no tkeep).
             self._axis_pair = (
                 AxiStreamSource(_bus(self.dut, self.plan["input"]), self.clk, self.rst, level, byte_lanes=1),
-                AxiStreamSink(_bus(self.dut, self.plan["output"]), self.clk, self.rst, level, byte_lanes=1))
+                AxiStreamSink(_bus(self.dut, self.plan["output"]), self.clk, self.rst, level, byte_lanes=1),
+            )
         return self._axis_pair
 
     # ------------------------------------------------------------------ checks
@@ -253,9 +255,11 @@ class Bench:
             where = first["index"]
             if first["tensor"] == self.out_name and isinstance(where, int) and where < self.expected.size:
                 where = ", ".join(str(int(i)) for i in np.unravel_index(where, shape))
-            message = (f"{self.plan['top']} ({self.spec.name}) {self.vset.path} ({self.vset.directory}): "
-                       f"{mismatches} mismatches; first {first['tensor']}[{where}] expected {first['expected']} "
-                       f"got {first['got']}; waveform: {_waveform(self.dut)}")
+            message = (
+                f"{self.plan['top']} ({self.spec.name}) {self.vset.path} ({self.vset.directory}): "
+                f"{mismatches} mismatches; first {first['tensor']}[{where}] expected {first['expected']} "
+                f"got {first['got']}; waveform: {_waveform(self.dut)}"
+            )
         _write(first is None, elements, mismatches, first, cycles, message, extra or {})
         assert first is None, message
 
@@ -279,8 +283,9 @@ def _bus(dut, stream: dict[str, Any]):
     from cocotbext.axi import AxiStreamBus
 
     names = {k: stream[k] for k in ("tdata", "tvalid", "tready", "tlast", "tuser") if k in stream}
-    bus = type("BoundAxiStreamBus", (AxiStreamBus,), {"_signals": {"tdata": names.pop("tdata")},
-                                                       "_optional_signals": names})
+    bus = type(
+        "BoundAxiStreamBus", (AxiStreamBus,), {"_signals": {"tdata": names.pop("tdata")}, "_optional_signals": names}
+    )
     return bus(dut)
 
 
@@ -294,9 +299,20 @@ def _waveform(dut) -> str:
 def _write(passed, elements, mismatches, first, cycles, message, extra) -> None:
     out = os.environ.get("HWVIT_RESULT")
     if out:
-        Path(out).write_text(json.dumps({"passed": passed, "elements": elements, "mismatches": mismatches,
-                                         "first": first, "waveform": None, "cycles": cycles, "message": message,
-                                         "extra": extra}))
+        Path(out).write_text(
+            json.dumps(
+                {
+                    "passed": passed,
+                    "elements": elements,
+                    "mismatches": mismatches,
+                    "first": first,
+                    "waveform": None,
+                    "cycles": cycles,
+                    "message": message,
+                    "extra": extra,
+                }
+            )
+        )
 
 
 @cocotb.test()

@@ -41,8 +41,15 @@ def run_set():
     return _run_set
 
 
-def _run_unit(module: str, toplevel: str, sources: list[str], simulator: str, params: dict[str, int],
-              testcase: str, extra_env: dict[str, str] | None = None) -> simulate.SimResult:
+def _run_unit(
+    module: str,
+    toplevel: str,
+    sources: list[str],
+    simulator: str,
+    params: dict[str, int],
+    testcase: str,
+    extra_env: dict[str, str] | None = None,
+) -> simulate.SimResult:
     from cocotb_tools.runner import get_runner
 
     toolchain.apply_sim_env()
@@ -55,26 +62,43 @@ def _run_unit(module: str, toplevel: str, sources: list[str], simulator: str, pa
     runner = get_runner(simulator)
     with open(build_dir.parent / f".{toplevel}-{simulator}-{tag}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        runner.build(sources=[repo.root / s for s in sources], includes=[repo.rtl], hdl_toplevel=toplevel,
-                     parameters=params, build_args=build_args, build_dir=build_dir, timescale=("1ns", "1ps"),
-                     log_file=build_dir / "build.log")
+        runner.build(
+            sources=[repo.root / s for s in sources],
+            includes=[repo.rtl],
+            hdl_toplevel=toplevel,
+            parameters=params,
+            build_args=build_args,
+            build_dir=build_dir,
+            timescale=("1ns", "1ps"),
+            log_file=build_dir / "build.log",
+        )
         result_file = build_dir / f"{testcase}.json"
         result_file.unlink(missing_ok=True)
         try:
-            runner.test(test_module=module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog", testcase=testcase,
-                        build_dir=build_dir, test_dir=build_dir, parameters=params,
-                        extra_env={"HWVIT_RESULT": str(result_file), "HWVIT_SIMULATOR": simulator,
-                                   "PYTHONPATH": os.pathsep.join([str(repo.sim), str(repo.root)]),
-                                   **(extra_env or {})},
-                        log_file=build_dir / "sim.log")
+            runner.test(
+                test_module=module,
+                hdl_toplevel=toplevel,
+                hdl_toplevel_lang="verilog",
+                testcase=testcase,
+                build_dir=build_dir,
+                test_dir=build_dir,
+                parameters=params,
+                extra_env={
+                    "HWVIT_RESULT": str(result_file),
+                    "HWVIT_SIMULATOR": simulator,
+                    "PYTHONPATH": os.pathsep.join([str(repo.sim), str(repo.root)]),
+                    **(extra_env or {}),
+                },
+                log_file=build_dir / "sim.log",
+            )
         except SystemExit:  # the runner exits on a failed test under pytest: the result says why
             pass
     name = f"{toplevel} {params}"
     if not result_file.exists():
-        return simulate.SimResult(toplevel, name, simulator, False,
-                                  message=f"{testcase} wrote no result; see {build_dir / 'sim.log'}")
-    return simulate.SimResult(kind=toplevel, set_dir=name, simulator=simulator,
-                              **json.loads(result_file.read_text()))
+        return simulate.SimResult(
+            toplevel, name, simulator, False, message=f"{testcase} wrote no result; see {build_dir / 'sim.log'}"
+        )
+    return simulate.SimResult(kind=toplevel, set_dir=name, simulator=simulator, **json.loads(result_file.read_text()))
 
 
 @pytest.fixture

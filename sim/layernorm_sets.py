@@ -67,17 +67,31 @@ def special_record(c: int, out_bits: int, eps_int: int, seed: int):
     g = rng.integers(-G_MAX, G_MAX, c, endpoint=True)
     g[:4] = [G_MAX, -G_MAX, 0, 1][: min(c, 4)]
     b = rng.integers(-(1 << 22), 1 << 22, c, endpoint=True)
-    b[-2:] = [B_MAX, -B_MAX][-min(c, 2):]
+    b[-2:] = [B_MAX, -B_MAX][-min(c, 2) :]
     # |y*G| reaches ~2^23 * sqrt(C-1): map ~2^23 to ~2^(out_bits-2) with M ~ 2^30.5, so larger
     # values and the extreme betas saturate.
     mult = int(rng.integers(1 << 30, (1 << 31) - 1))
     shift = 23 + 31 - (out_bits - 2)
     y = ops.layernorm(x, g, b, eps_int, mult, shift, out_bits)
-    params = {"rows": int(x.shape[0]), "c": c, "out_bits": out_bits, "eps_int": eps_int,
-              "multiplier": mult, "shift": shift}
-    return BlockRecord("layernorm", "special", params, {
-        "x": Tensor(x, 8, True, "input"), "gamma": Tensor(g, 15, True, "parameter"),
-        "beta": Tensor(b, 31, True, "parameter"), "y": Tensor(y, out_bits, True, "output")})
+    params = {
+        "rows": int(x.shape[0]),
+        "c": c,
+        "out_bits": out_bits,
+        "eps_int": eps_int,
+        "multiplier": mult,
+        "shift": shift,
+    }
+    return BlockRecord(
+        "layernorm",
+        "special",
+        params,
+        {
+            "x": Tensor(x, 8, True, "input"),
+            "gamma": Tensor(g, 15, True, "parameter"),
+            "beta": Tensor(b, 31, True, "parameter"),
+            "y": Tensor(y, out_bits, True, "output"),
+        },
+    )
 
 
 def make_sets(root: Path) -> dict[str, list[Path]]:
@@ -101,11 +115,11 @@ def make_sets(root: Path) -> dict[str, list[Path]]:
 def inv_rounding_record(c: int, out_bits: int, rows: int, seed: int):
     """Rows near rounding boundaries of inv (sim/reciprocal_rows.py), wide spreads: the outputs
     change when inv moves by one, so the RTL's inv must be exactly round(2^43 / sig)."""
+    import reciprocal_rows
+
     from hwvit import ops
     from hwvit.ops.layernorm import G_MAX
     from hwvit.record import BlockRecord, Tensor
-
-    import reciprocal_rows
 
     rng = np.random.default_rng(seed)
     g = rng.integers(-G_MAX, G_MAX, c, endpoint=True)
@@ -114,8 +128,15 @@ def inv_rounding_record(c: int, out_bits: int, rows: int, seed: int):
     shift = 24 + 31 - (out_bits - 1)  # |y*G| ~ 2^24 maps to about the output range
     x = reciprocal_rows.layernorm_flip_rows(c, rows, seed, g, b, 0, mult, shift, out_bits)
     y = ops.layernorm(x, g, b, 0, mult, shift, out_bits)
-    params = {"rows": int(x.shape[0]), "c": c, "out_bits": out_bits, "eps_int": 0, "multiplier": mult,
-              "shift": shift}
-    return BlockRecord("layernorm", "inv_rounding", params, {
-        "x": Tensor(x, 8, True, "input"), "gamma": Tensor(g, 15, True, "parameter"),
-        "beta": Tensor(b, 31, True, "parameter"), "y": Tensor(y, out_bits, True, "output")})
+    params = {"rows": int(x.shape[0]), "c": c, "out_bits": out_bits, "eps_int": 0, "multiplier": mult, "shift": shift}
+    return BlockRecord(
+        "layernorm",
+        "inv_rounding",
+        params,
+        {
+            "x": Tensor(x, 8, True, "input"),
+            "gamma": Tensor(g, 15, True, "parameter"),
+            "beta": Tensor(b, 31, True, "parameter"),
+            "y": Tensor(y, out_bits, True, "output"),
+        },
+    )

@@ -15,8 +15,7 @@ EXP_FRAC = 23
 RS = EXP_FRAC + 17  # softmax reciprocal shift: R = round(Q * 2^40 / S)
 
 
-def softmax_p(x: np.ndarray, table: np.ndarray, out_bits: int, r_delta: int = 0,
-              drop_half: bool = False) -> np.ndarray:
+def softmax_p(x: np.ndarray, table: np.ndarray, out_bits: int, r_delta: int = 0, drop_half: bool = False) -> np.ndarray:
     """Softmax probabilities of rows ``x`` with R moved by ``r_delta`` (or S/2 dropped from R's dividend)."""
     q = (1 << out_bits) - 1
     x = np.asarray(x, dtype=np.int64)
@@ -31,8 +30,9 @@ def softmax_p(x: np.ndarray, table: np.ndarray, out_bits: int, r_delta: int = 0,
     return np.diff(big, axis=-1, prepend=0)
 
 
-def softmax_flip_rows(table: np.ndarray, out_bits: int, row_len: int, count: int, seed: int,
-                      in_bits: int = 8) -> np.ndarray:
+def softmax_flip_rows(
+    table: np.ndarray, out_bits: int, row_len: int, count: int, seed: int, in_bits: int = 8
+) -> np.ndarray:
     """``count`` rows: half whose probabilities change when S/2 is dropped from R's dividend
     (R one lower), half whose probabilities change when R is one higher."""
     rng = np.random.default_rng(seed)
@@ -48,7 +48,9 @@ def softmax_flip_rows(table: np.ndarray, out_bits: int, row_len: int, count: int
         if len(lower) < want:
             lower.extend(x[(base != softmax_p(x, table, out_bits, drop_half=True)).any(axis=-1)][: want - len(lower)])
         if len(higher) < count - want:
-            higher.extend(x[(base != softmax_p(x, table, out_bits, r_delta=1)).any(axis=-1)][: count - want - len(higher)])
+            higher.extend(
+                x[(base != softmax_p(x, table, out_bits, r_delta=1)).any(axis=-1)][: count - want - len(higher)]
+            )
         if len(lower) == want and len(higher) == count - want:
             return np.array(lower + higher, dtype=np.int64)
     raise RuntimeError(f"found only {len(lower)} + {len(higher)} of {count} rows")
@@ -67,8 +69,17 @@ def _isqrt(v: np.ndarray) -> np.ndarray:
     return r
 
 
-def layernorm_out(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps_int: int, mult: int, shift: int,
-                  out_bits: int, inv_delta: int = 0, drop_half: bool = False) -> np.ndarray:
+def layernorm_out(
+    x: np.ndarray,
+    gamma: np.ndarray,
+    beta: np.ndarray,
+    eps_int: int,
+    mult: int,
+    shift: int,
+    out_bits: int,
+    inv_delta: int = 0,
+    drop_half: bool = False,
+) -> np.ndarray:
     """LayerNorm outputs of rows ``x`` with inv moved by ``inv_delta`` (or sig/2 dropped from its dividend)."""
     x = np.asarray(x, dtype=np.int64)
     c = x.shape[-1]
@@ -85,8 +96,17 @@ def layernorm_out(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps_int: i
     return np.clip(out, -lim, lim - 1)
 
 
-def layernorm_flip_rows(c: int, count: int, seed: int, gamma: np.ndarray, beta: np.ndarray, eps_int: int,
-                        mult: int, shift: int, out_bits: int) -> np.ndarray:
+def layernorm_flip_rows(
+    c: int,
+    count: int,
+    seed: int,
+    gamma: np.ndarray,
+    beta: np.ndarray,
+    eps_int: int,
+    mult: int,
+    shift: int,
+    out_bits: int,
+) -> np.ndarray:
     """``count`` rows of length ``c``, wide spreads (large variance): half whose outputs change
     when sig/2 is dropped from inv's dividend, half when inv is one higher."""
     rng = np.random.default_rng(seed)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import cocotb
 import numpy as np
@@ -51,8 +52,9 @@ async def transfer(stream: Stream, words: Sequence[Sequence[int]]) -> tuple[list
     """Send ``words`` and collect as many outputs; return (outputs, cycles). Stops at a timeout."""
     dut, stall = stream.dut, tbutil.stall_probability()
     src = tbutil.Source(stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, _rand(0))
-    snk = tbutil.Sink(stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed],
-                      stall, _rand(1))
+    snk = tbutil.Sink(
+        stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed], stall, _rand(1)
+    )
     t0 = get_sim_time("ns")
     send = cocotb.start_soon(src.send(words))
     recv = cocotb.start_soon(snk.collect(len(words)))
@@ -67,8 +69,9 @@ async def transfer(stream: Stream, words: Sequence[Sequence[int]]) -> tuple[list
     return [w[0] for w in snk.words], cycles
 
 
-async def run_stream(stream: Stream, vset, words: Sequence[Sequence[int]], expected: np.ndarray,
-                     name: str = "y") -> None:
+async def run_stream(
+    stream: Stream, vset, words: Sequence[Sequence[int]], expected: np.ndarray, name: str = "y"
+) -> None:
     """Stream the whole set once and check every output word (the ``run_vectors`` body)."""
     await _check_idle(stream, vset, "after reset")
     try:
@@ -103,15 +106,17 @@ def _fail(vset, message: str) -> None:
     raise AssertionError(message)
 
 
-async def run_reset_midstream(stream: Stream, vset, words: Sequence[Sequence[int]], expected: np.ndarray,
-                              name: str = "y") -> None:
+async def run_reset_midstream(
+    stream: Stream, vset, words: Sequence[Sequence[int]], expected: np.ndarray, name: str = "y"
+) -> None:
     """Reset while a beat sits stalled in the block, then stream everything again and check it."""
     dut, stall = stream.dut, max(tbutil.stall_probability(), 0.3)  # stalls fill the pipeline
     assert len(words) >= 8, "reset_midstream needs at least 8 beats"
     await _check_idle(stream, vset, "after reset")
     src = tbutil.Source(stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, _rand(2))
-    snk = tbutil.Sink(stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed],
-                      stall, _rand(3))
+    snk = tbutil.Sink(
+        stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed], stall, _rand(3)
+    )
     send = cocotb.start_soon(src.send(words))
     recv = cocotb.start_soon(snk.collect(len(words)))
     # Wait for a quarter of the stream, then for a cycle in which the output register holds a beat
@@ -164,6 +169,7 @@ def corrupt(record, name: str, index: int):
 
 # ---------------------------------------------------------------------------- pytest side
 # The checks every single-stream block shares; each test file passes its own set maker.
+
 
 def check_full_throughput(run_set, set_dir, simulator: str, beats: int, latency: int = 4) -> None:
     """No stalls on either side: one beat per cycle, plus the pipeline latency."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from cocotb.clock import Clock
@@ -83,8 +84,7 @@ class Source:
 class Sink:
     """Collect words from (valid, data...) while toggling ready at random."""
 
-    def __init__(self, clk, valid, ready, data: Sequence, signed: Sequence[bool], stall: float,
-                 rand: random.Random):
+    def __init__(self, clk, valid, ready, data: Sequence, signed: Sequence[bool], stall: float, rand: random.Random):
         self.clk, self.valid, self.ready, self.data, self.signed = clk, valid, ready, data, signed
         self.stall, self.rand = stall, rand
         self.words: list[tuple[int, ...]] = []
@@ -106,9 +106,11 @@ def first_mismatch(expected: np.ndarray, got: np.ndarray) -> tuple[int, dict[str
     expected = np.asarray(expected, dtype=np.int64).reshape(-1)
     got = np.asarray(got, dtype=np.int64).reshape(-1)
     if expected.shape != got.shape:
-        return max(len(expected), len(got)), {"index": min(len(expected), len(got)),
-                                              "expected": f"{len(expected)} elements",
-                                              "got": f"{len(got)} elements"}
+        return max(len(expected), len(got)), {
+            "index": min(len(expected), len(got)),
+            "expected": f"{len(expected)} elements",
+            "got": f"{len(got)} elements",
+        }
     bad = np.flatnonzero(expected != got)
     if bad.size == 0:
         return 0, None
@@ -135,8 +137,13 @@ def write_result(passed: bool, **fields: Any) -> None:
         Path(out).write_text(json.dumps(result))
 
 
-def finish(dut, vset, checks: dict[str, tuple[np.ndarray, np.ndarray]], cycles: int | None = None,
-           extra: dict[str, Any] | None = None) -> None:
+def finish(
+    dut,
+    vset,
+    checks: dict[str, tuple[np.ndarray, np.ndarray]],
+    cycles: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
     """Compare each named output (expected, got), write the result, assert bit-exactness."""
     elements, mismatches, first = 0, 0, None
     for name, (expected, got) in checks.items():
@@ -155,11 +162,22 @@ def finish(dut, vset, checks: dict[str, tuple[np.ndarray, np.ndarray]], cycles: 
         waveform = str(Path.cwd() / ("dump.vcd" if sim == "verilator" else f"{dut._name}.fst"))
     message = ""
     if first is not None:
-        message = (f"{vset.kind} {vset.path} ({vset.directory}): {mismatches} mismatches; first "
-                   f"{first['tensor']}[{', '.join(map(str, first.get('nd_index', [first['index']])))}] expected {first['expected']} "
-                   f"got {first['got']}; waveform: {waveform or 'rerun with --waves'}")
-    write_result(first is None, elements=elements, mismatches=mismatches, first=first, waveform=waveform,
-                 cycles=cycles, message=message, extra=extra or {})
+        message = (
+            f"{vset.kind} {vset.path} ({vset.directory}): {mismatches} mismatches; first "
+            f"{first['tensor']}[{', '.join(map(str, first.get('nd_index', [first['index']])))}] "
+            f"expected {first['expected']} "
+            f"got {first['got']}; waveform: {waveform or 'rerun with --waves'}"
+        )
+    write_result(
+        first is None,
+        elements=elements,
+        mismatches=mismatches,
+        first=first,
+        waveform=waveform,
+        cycles=cycles,
+        message=message,
+        extra=extra or {},
+    )
     assert first is None, message
 
 

@@ -44,8 +44,10 @@ def test_softmax_axis_tlast_rows(tmp_path, simulator):
     """40 random rows of 13 and 30 hard rows of 7 (all minimum, one huge, ties, ...): p and tlast."""
     record = vectors.random_record("softmax", 40, seed=21, row_len=13)
     a = vectors.write_set(record, tmp_path / "random")
-    x = np.array([[-128] * 7, [127] * 7, [-128, 127, -128, -128, -128, -128, -128], [0, 5, 0, 5, 0, 5, 0]] * 7
-                 + [[3, -3, 100, -100, 127, -128, 0]] * 2)
+    x = np.array(
+        [[-128] * 7, [127] * 7, [-128, 127, -128, -128, -128, -128, -128], [0, 5, 0, 5, 0, 5, 0]] * 7
+        + [[3, -3, 100, -100, 127, -128, 0]] * 2
+    )
     table = record.tensors["exp_table"].data
     hard = vectors.random_record("softmax", 30, seed=22, row_len=7, exp_table=table)
     hard.tensors["x"] = Tensor(x, 8, True, "input")
@@ -71,8 +73,11 @@ def test_gelu_axis(tmp_path, simulator):
 @pytest.mark.xdist_group("byo_gelu")
 def test_gelu_bug_is_named(tmp_path, simulator):
     good, bad = EXAMPLES / "gelu" / "team_gelu.v", EXAMPLES / "gelu" / "team_gelu_bug.v"
-    changed = [ln for ln in difflib.unified_diff(good.read_text().splitlines(), bad.read_text().splitlines(), n=0)
-               if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    changed = [
+        ln
+        for ln in difflib.unified_diff(good.read_text().splitlines(), bad.read_text().splitlines(), n=0)
+        if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
+    ]
     assert len(changed) == 2, changed  # one line out, one line in: one deliberate bug
     record = vectors.random_record("gelu", 64, seed=25)
     set_dir = vectors.write_set(record, tmp_path / "layers.1.mlp.gelu")
@@ -84,8 +89,14 @@ def test_gelu_bug_is_named(tmp_path, simulator):
     got = table[x & 0xFF]
     first = int(np.flatnonzero(got != y)[0])
     assert res.first == {"tensor": "y", "index": first, "expected": int(y[first]), "got": int(got[first])}
-    for text in ("team_gelu", "(gelu)", str(set_dir), f"y[{first}]", f"expected {int(y[first])}",
-                 f"got {int(got[first])}"):
+    for text in (
+        "team_gelu",
+        "(gelu)",
+        str(set_dir),
+        f"y[{first}]",
+        f"expected {int(y[first])}",
+        f"got {int(got[first])}",
+    ):
         assert text in res.message, (text, res.message)
 
 
@@ -99,10 +110,20 @@ def test_requant_axis_tuser_icarus(tmp_path):
     _check(design, set_dir, "icarus", 400)
 
 
-REFERENCE = {"requant": ["requant", "round_sat"], "residual_add": ["residual_add", "round_sat"], "gelu": ["gelu"],
-             "softmax": ["softmax", "divu"], "layernorm": ["layernorm", "isqrt", "divu", "requant", "round_sat"]}
-SETS = {"requant": (300, {}), "residual_add": (300, {}), "gelu": (300, {}), "softmax": (20, {"row_len": 9}),
-        "layernorm": (6, {"c": 16})}
+REFERENCE = {
+    "requant": ["requant", "round_sat"],
+    "residual_add": ["residual_add", "round_sat"],
+    "gelu": ["gelu"],
+    "softmax": ["softmax", "divu"],
+    "layernorm": ["layernorm", "isqrt", "divu", "requant", "round_sat"],
+}
+SETS = {
+    "requant": (300, {}),
+    "residual_add": (300, {}),
+    "gelu": (300, {}),
+    "softmax": (20, {"row_len": 9}),
+    "layernorm": (6, {"c": 16}),
+}
 
 
 def _reference(kind: str, tmp_path: Path, simulator: str) -> None:

@@ -65,16 +65,32 @@ if cocotb is not None:
             tbutil.to_int(getattr(dut, name), False)  # defined after reset
         rand = tbutil.rng()
         stall = tbutil.stall_probability()
-        src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_dividend_i, dut.in_divisor_i],
-                            stall, random.Random(rand.getrandbits(32)))
-        sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_quotient_o, dut.out_remainder_o],
-                           [False, False], stall, random.Random(rand.getrandbits(32)))
+        src = tbutil.Source(
+            dut.clk_i,
+            dut.in_valid_i,
+            dut.in_ready_o,
+            [dut.in_dividend_i, dut.in_divisor_i],
+            stall,
+            random.Random(rand.getrandbits(32)),
+        )
+        sink = tbutil.Sink(
+            dut.clk_i,
+            dut.out_valid_o,
+            dut.out_ready_i,
+            [dut.out_quotient_o, dut.out_remainder_o],
+            [False, False],
+            stall,
+            random.Random(rand.getrandbits(32)),
+        )
         sender = cocotb.start_soon(src.send(cases))
         got = await sink.collect(len(cases))
         await sender
         bad = [(a, b, divmod(a, b), g) for (a, b), g in zip(cases, got) if divmod(a, b) != tuple(g)]
-        first = None if not bad else {"dividend": bad[0][0], "divisor": bad[0][1],
-                                      "expected": list(bad[0][2]), "got": list(bad[0][3])}
+        first = (
+            None
+            if not bad
+            else {"dividend": bad[0][0], "divisor": bad[0][1], "expected": list(bad[0][2]), "got": list(bad[0][3])}
+        )
         message = f"divu N={n_bits} D={d_bits} Q={q_bits}: {len(bad)} wrong; first {first}" if bad else ""
         tbutil.write_result(not bad, elements=len(cases), mismatches=len(bad), first=first, message=message)
         assert not bad, message

@@ -33,6 +33,7 @@ def hdl_parameters(vset) -> dict[str, int]:
 
 # ---------------------------------------------------------------------------- cocotb side
 
+
 def _stream(dut) -> streamtb.Stream:
     dut.in_valid_i.value = 0  # defined before the clock starts: Icarus would sample X
     dut.out_ready_i.value = 0
@@ -75,6 +76,7 @@ async def reset_midstream(dut):
 
 # ---------------------------------------------------------------------------- pytest side
 
+
 def _set(tmp_path, cases: int, seed: int, **params):
     from hwvit import vectors
 
@@ -113,7 +115,12 @@ def test_mismatch_is_reported(tmp_path, simulator):
     streamtb.check_mismatch_reported(KIND, tmp_path, simulator)
 
 
-RTL_PARAMS = [{"IN_BITS": 8, "OUT_BITS": 8}, {"IN_BITS": 6, "OUT_BITS": 12}, {"IN_BITS": 2, "OUT_BITS": 2}, {"IN_BITS": 10, "OUT_BITS": 16}]
+RTL_PARAMS = [
+    {"IN_BITS": 8, "OUT_BITS": 8},
+    {"IN_BITS": 6, "OUT_BITS": 12},
+    {"IN_BITS": 2, "OUT_BITS": 2},
+    {"IN_BITS": 10, "OUT_BITS": 16},
+]
 
 
 @pytest.mark.parametrize("params", RTL_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))

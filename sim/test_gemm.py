@@ -24,8 +24,15 @@ from pathlib import Path
 import numpy as np
 
 TOPLEVEL = "tb_gemm"
-SOURCES = ["sim/tb_gemm.v", "rtl/gemm.v", "rtl/gemm_array.v", "rtl/gemm_pe.v", "rtl/gemm_out.v",
-           "rtl/requant.v", "rtl/round_sat.v"]
+SOURCES = [
+    "sim/tb_gemm.v",
+    "rtl/gemm.v",
+    "rtl/gemm_array.v",
+    "rtl/gemm_pe.v",
+    "rtl/gemm_out.v",
+    "rtl/requant.v",
+    "rtl/round_sat.v",
+]
 RTL = SOURCES[1:]
 # Only the wrapper's ports and the engine outputs it marks public are visible to cocotb; the rest is
 # optimized like a plain Verilator model (every signal public: ~5x slower, 0.18 M cycles/s on 8 x 8).
@@ -45,8 +52,14 @@ def hdl_parameters(vset) -> dict:
     """tb_gemm parameters for a set: the default array and power-of-two memory sizes."""
     p = vset.params
     rows, cols = DEFAULT_ARRAY
-    return {"ROWS": rows, "COLS": cols, "OUT_BITS": p["out_bits"], "MAX_M": _bucket(p["m"]),
-            "MAX_K": _bucket(p["k"]), "MAX_N": _bucket(p["n"])}
+    return {
+        "ROWS": rows,
+        "COLS": cols,
+        "OUT_BITS": p["out_bits"],
+        "MAX_M": _bucket(p["m"]),
+        "MAX_K": _bucket(p["k"]),
+        "MAX_N": _bucket(p["n"]),
+    }
 
 
 def tiles(m: int, n: int, rows: int, cols: int) -> int:
@@ -137,9 +150,13 @@ class _Job:
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         await RisingEdge(dut.clk_i)
         cycles = int(dut.cycles_o.value)
-        return cycles, {"done_seen": done_seen, "wall_s": wall, "cpu_s": cpu,
-                        "cycles_per_s": cycles / wall if wall > 0 else None,
-                        "cycles_per_cpu_s": cycles / cpu if cpu > 0 else None}
+        return cycles, {
+            "done_seen": done_seen,
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "cycles_per_s": cycles / wall if wall > 0 else None,
+            "cycles_per_cpu_s": cycles / cpu if cpu > 0 else None,
+        }
 
     async def results(self) -> tuple[np.ndarray, np.ndarray]:
         await self.pulse(self.dut.dump_i)
@@ -178,10 +195,18 @@ class _Job:
         acc, y = await self.results()
         beats = int(dut.beats_o.value)
         macs = self.m * self.k * self.n
-        extra = {"rows": self.rows, "cols": self.cols, "beats": beats, "macs": macs,
-                 "out_beats": int(dut.out_beats_o.value), "expected_out_beats": self.out_rows,
-                 "outputs": int(acc.size + y.size),
-                 "utilization": macs / max(1, cycles * self.rows * self.cols), **timing, **extra}
+        extra = {
+            "rows": self.rows,
+            "cols": self.cols,
+            "beats": beats,
+            "macs": macs,
+            "out_beats": int(dut.out_beats_o.value),
+            "expected_out_beats": self.out_rows,
+            "outputs": int(acc.size + y.size),
+            "utilization": macs / max(1, cycles * self.rows * self.cols),
+            **timing,
+            **extra,
+        }
         checks = {"acc": (vset["acc"], acc), "y": (vset["y"], y)}
         stream = self.stream_checks(cycles, timing["done_seen"])
         extra["stream_checks"] = sorted(stream)
@@ -209,11 +234,25 @@ async def _check_reset_state(dut, when: str) -> None:
     """After reset: every engine output defined (no X/Z), idle, nothing valid."""
     await ReadOnly()
     # The engine's outputs, as the wrapper's public wires (tb_gemm.v) and ports.
-    values = {name: tbutil.to_int(getattr(dut, name), False)
-              for name in ("busy_o", "done_o", "cycles_o", "beats_o", "rd_en", "out_valid", "out_m", "out_n",
-                           "out_acc", "out_data", "prm_n")}
-    assert values["busy_o"] == 0 and values["out_valid"] == 0 and values["rd_en"] == 0, \
+    values = {
+        name: tbutil.to_int(getattr(dut, name), False)
+        for name in (
+            "busy_o",
+            "done_o",
+            "cycles_o",
+            "beats_o",
+            "rd_en",
+            "out_valid",
+            "out_m",
+            "out_n",
+            "out_acc",
+            "out_data",
+            "prm_n",
+        )
+    }
+    assert values["busy_o"] == 0 and values["out_valid"] == 0 and values["rd_en"] == 0, (
         f"{when}: engine not idle: {values}"
+    )
     await RisingEdge(dut.clk_i)
 
 
@@ -249,8 +288,9 @@ if cocotb is not None:
             if int(dut.out_beats_o.value) >= target:
                 break
         out_beats = int(dut.out_beats_o.value)
-        assert out_beats >= target and int(dut.busy_o.value) == 1, \
+        assert out_beats >= target and int(dut.busy_o.value) == 1, (
             f"job did not reach {target} output rows while busy (got {out_beats}): nothing to interrupt"
+        )
         dut.rst_ni.value = 0
         await ClockCycles(dut.clk_i, 2)
         dut.rst_ni.value = 1
@@ -307,8 +347,7 @@ def test_gemm_random_sets(gemm_sets, simulator, arr, run_set):
 
 
 def test_gemm_reset_midrun(gemm_sets, simulator, run_set):
-    result = run_set(gemm_sets[SETS[1]], simulator, hdl_overrides=_overrides(ARRAYS[1]),
-                      testcase="reset_midrun")
+    result = run_set(gemm_sets[SETS[1]], simulator, hdl_overrides=_overrides(ARRAYS[1]), testcase="reset_midrun")
     assert result.extra["reset_after_out_rows"] > 0
 
 
@@ -376,8 +415,12 @@ def test_gemm_reports_mismatch(tmp_path, simulator):
         assert text in result.message, result.message
 
 
-LINT_PARAMS = [{}, {"ROWS": 3, "COLS": 5}, {"ROWS": 1, "COLS": 1, "MAX_M": 1, "MAX_N": 1},
-               {"ROWS": 16, "COLS": 2, "OUT_BITS": 16, "MAX_K": 65535}]
+LINT_PARAMS = [
+    {},
+    {"ROWS": 3, "COLS": 5},
+    {"ROWS": 1, "COLS": 1, "MAX_M": 1, "MAX_N": 1},
+    {"ROWS": 16, "COLS": 2, "OUT_BITS": 16, "MAX_K": 65535},
+]
 
 
 @pytest.mark.parametrize("params", LINT_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "default")
@@ -387,7 +430,6 @@ def test_gemm_lint(params):
 
     assert synth.lint(RTL, params) == []
     assert synth.iverilog(RTL, "gemm", params) == []
-
 
 
 @pytest.mark.slow

@@ -101,8 +101,10 @@ if cocotb is not None:
                 first = first or {"tensor": "root", "index": index, "expected": math.isqrt(n), "got": got}
         message = ""
         if first is not None:
-            message = f"isqrt IN_BITS={width}: {mismatches} wrong; first isqrt({cases[first['index']]}) " \
-                      f"expected {first['expected']} got {first['got']}"
+            message = (
+                f"isqrt IN_BITS={width}: {mismatches} wrong; first isqrt({cases[first['index']]}) "
+                f"expected {first['expected']} got {first['got']}"
+            )
         if fault is not None:
             message = f"isqrt IN_BITS={width}: {fault}; {message}"
         passed = first is None and fault is None

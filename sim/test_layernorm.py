@@ -102,8 +102,7 @@ async def stream(dut, vset, rand_in: random.Random, rand_out: random.Random, sta
     """Send the whole set, collect as many outputs (or fewer on a hang); return (got, cycles)."""
     rows, c = vset["x"].shape
     src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i], stall, rand_in)
-    sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [True], stall,
-                       rand_out)
+    sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [True], stall, rand_out)
     limit = rows * (int(2 * c / (1 - min(stall, 0.9))) + 2 * ROW_OVERHEAD) + 200
     t0 = cycle()
     sender = cocotb.start_soon(src.send(input_words(vset)))
@@ -139,8 +138,7 @@ async def run_vectors(dut):
     rand_in, rand_out = rngs()
     got, cycles = await stream(dut, vset, rand_in, rand_out, tbutil.stall_probability())
     rows = vset["x"].shape[0]
-    tbutil.finish(dut, vset, {"y": (vset["y"], got)}, cycles=cycles,
-                  extra={"cycles_per_row": cycles / rows})
+    tbutil.finish(dut, vset, {"y": (vset["y"], got)}, cycles=cycles, extra={"cycles_per_row": cycles / rows})
 
 
 @cocotb.test()
@@ -157,8 +155,7 @@ async def reset_midstream(dut):
     cuts = [max(2, c // 2), c + 30, int(c / (1 - stall)) + ROW_OVERHEAD + c // 2]
     for cut in cuts:
         src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i], stall, rand_in)
-        sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [True],
-                           stall, rand_out)
+        sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [True], stall, rand_out)
         sender = cocotb.start_soon(src.send(input_words(vset)))
         receiver = cocotb.start_soon(sink.collect(rows * c))
         for _ in range(cut):
@@ -225,8 +222,14 @@ def test_mismatch_reported(ln_sets, tmp_path):
     assert result.mismatches == 1
     assert result.first["index"] == r * c + i
     assert result.first["expected"] == int(y[r, i]) and result.first["got"] == int(good["y"][r, i])
-    for text in ("layernorm", "corrupted", str(bad_dir), f"[{r}, {i}]", f"expected {y[r, i]}",
-                 f"got {good['y'][r, i]}"):
+    for text in (
+        "layernorm",
+        "corrupted",
+        str(bad_dir),
+        f"[{r}, {i}]",
+        f"expected {y[r, i]}",
+        f"got {good['y'][r, i]}",
+    ):
         assert text in result.message, f"{text!r} missing from: {result.message}"
 
 
@@ -245,8 +248,13 @@ def test_throughput_unstalled(ln_sets):
 # on the other worker.
 static_group = pytest.mark.xdist_group("layernorm_static")
 
-LINT_PARAMS = [{}, {"MAX_C": 16, "OUT_BITS": 6}, {"MAX_C": 1000, "OUT_BITS": 16}, {"MAX_C": 4096, "OUT_BITS": 2},
-               {"MAX_C": 2}]
+LINT_PARAMS = [
+    {},
+    {"MAX_C": 16, "OUT_BITS": 6},
+    {"MAX_C": 1000, "OUT_BITS": 16},
+    {"MAX_C": 4096, "OUT_BITS": 2},
+    {"MAX_C": 2},
+]
 
 
 @static_group
@@ -274,9 +282,9 @@ def test_synth():
 def test_inv_rounding_rows_flip():
     """hwvit.ops agrees with the plain-integer formula on the directed rows, and each row's
     outputs change with inv one lower (sig/2 dropped) or one higher."""
-    from layernorm_sets import inv_rounding_record
-
     import reciprocal_rows as rr
+
+    from layernorm_sets import inv_rounding_record
 
     record = inv_rounding_record(64, 8, 8, seed=7)
     t, p = record.tensors, record.params
@@ -291,9 +299,9 @@ def test_inv_rounding_rows_flip():
 def test_inv_rounding_rows(simulator, tmp_path, c, run_set):
     """Directed rows near inv's rounding boundaries, at C = 64 and at the block's maximum 4096
     with the largest variance (half the rows all -128/127)."""
-    from layernorm_sets import inv_rounding_record
-
     from hwvit import vectors
+
+    from layernorm_sets import inv_rounding_record
 
     record = inv_rounding_record(c, 8, 8, seed=7)
     set_dir = vectors.write_set(record, tmp_path / "set")

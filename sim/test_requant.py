@@ -29,6 +29,7 @@ def hdl_parameters(vset) -> dict[str, int]:
 
 # ---------------------------------------------------------------------------- cocotb side
 
+
 def _stream(dut) -> streamtb.Stream:
     dut.in_valid_i.value = 0  # defined before the clock starts: Icarus would sample X
     dut.out_ready_i.value = 0
@@ -36,8 +37,13 @@ def _stream(dut) -> streamtb.Stream:
 
 
 def _words(vset) -> list[tuple[int, int, int]]:
-    return list(zip(vset["acc"].reshape(-1).tolist(), vset["multiplier"].reshape(-1).tolist(),
-                    vset["shift"].reshape(-1).tolist()))
+    return list(
+        zip(
+            vset["acc"].reshape(-1).tolist(),
+            vset["multiplier"].reshape(-1).tolist(),
+            vset["shift"].reshape(-1).tolist(),
+        )
+    )
 
 
 @cocotb.test()
@@ -57,6 +63,7 @@ async def reset_midstream(dut):
 
 
 # ---------------------------------------------------------------------------- pytest side
+
 
 def _set(tmp_path, cases: int, seed: int, **params):
     from hwvit import vectors

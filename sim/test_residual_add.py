@@ -31,6 +31,7 @@ def hdl_parameters(vset) -> dict[str, int]:
 
 # ---------------------------------------------------------------------------- cocotb side
 
+
 def _stream(dut, vset) -> streamtb.Stream:
     dut.in_valid_i.value = 0  # defined before the clock starts: Icarus would sample X
     dut.out_ready_i.value = 0
@@ -62,6 +63,7 @@ async def reset_midstream(dut):
 
 # ---------------------------------------------------------------------------- pytest side
 
+
 def _set(tmp_path, cases: int, seed: int, **params):
     from hwvit import vectors
 
@@ -79,11 +81,14 @@ def test_random(tmp_path, simulator, out_bits, seed, run_set):
 
 
 @pytest.mark.xdist_group(KIND)
-@pytest.mark.parametrize("mult_a, mult_b, shift", [
-    ((1 << 31) - 1, 1 << 30, 1),          # shift 1: every sum saturates except those near 0
-    ((1 << 31) - 1, (1 << 31) - 1, 62),   # the largest shift: every output rounds to 0
-    (0, (1 << 31) - 1, 37),               # a zero multiplier: y depends on b alone
-])
+@pytest.mark.parametrize(
+    "mult_a, mult_b, shift",
+    [
+        ((1 << 31) - 1, 1 << 30, 1),  # shift 1: every sum saturates except those near 0
+        ((1 << 31) - 1, (1 << 31) - 1, 62),  # the largest shift: every output rounds to 0
+        (0, (1 << 31) - 1, 37),  # a zero multiplier: y depends on b alone
+    ],
+)
 def test_config_extremes(tmp_path, simulator, mult_a, mult_b, shift, run_set):
     set_dir = _set(tmp_path, 200, seed=4, mult_a=mult_a, mult_b=mult_b, shift=shift)
     assert run_set(set_dir, simulator).elements == 200

@@ -24,8 +24,9 @@ def test_sim_reports_good_bad_and_mismatching_sets(tmp_path):
     hex_file = broken / "acc.hex"
     hex_file.write_bytes(hex_file.read_bytes()[:-9])  # truncated: one line short
 
-    res = CliRunner().invoke(main, ["sim", str(tmp_path / "tree"), "--simulator", "icarus", "-j", "2"],
-                             catch_exceptions=False)
+    res = CliRunner().invoke(
+        main, ["sim", str(tmp_path / "tree"), "--simulator", "icarus", "-j", "2"], catch_exceptions=False
+    )
     lines = res.output.strip().splitlines()
     assert res.exit_code == 1, res.output
     assert lines[-1] == "1 passed, 2 failed"

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 TOPLEVEL = "softmax"
 SOURCES = ["rtl/softmax.v", "rtl/divu.v"]
 MIN_MAX_N = 256  # row buffer of the built design: one build serves every row length up to 256
@@ -36,8 +35,7 @@ def hdl_parameters(vset) -> dict:
     """softmax.v parameters for a set. ENTRIES >= 2 (a 1-entry table is padded with T[1] = 0)."""
     p = vset.params
     max_n = max(MIN_MAX_N, 1 << (p["row_len"] - 1).bit_length())
-    return {"MAX_N": max_n, "IN_BITS": p["in_bits"], "OUT_BITS": p["out_bits"],
-            "ENTRIES": max(2, p["entries"])}
+    return {"MAX_N": max_n, "IN_BITS": p["in_bits"], "OUT_BITS": p["out_bits"], "ENTRIES": max(2, p["entries"])}
 
 
 def cycles_per_row(row_len: int, out_bits: int) -> int:
@@ -75,8 +73,9 @@ def _sets() -> list:
     sets = [first] + [vectors.read(Path(d)) for d in more]
     for vset in sets[1:]:
         if vset.kind != "softmax" or hdl_parameters(vset) != hdl_parameters(first):
-            raise ValueError(f"{vset.directory}: needs parameters {hdl_parameters(vset)}, "
-                             f"the build has {hdl_parameters(first)}")
+            raise ValueError(
+                f"{vset.directory}: needs parameters {hdl_parameters(vset)}, the build has {hdl_parameters(first)}"
+            )
     return sets
 
 
@@ -102,8 +101,10 @@ def _idle(dut) -> None:
 
 def _check_idle_outputs(dut, when: str) -> None:
     """Every output defined (no X/Z), nothing valid, ready for a row."""
-    values = {name: tbutil.to_int(getattr(dut, name), False)
-              for name in ("in_ready_o", "out_valid_o", "out_data_o", "out_last_o")}
+    values = {
+        name: tbutil.to_int(getattr(dut, name), False)
+        for name in ("in_ready_o", "out_valid_o", "out_data_o", "out_last_o")
+    }
     assert values["out_valid_o"] == 0 and values["in_ready_o"] == 1, f"{when}: not idle: {values}"
 
 
@@ -128,10 +129,23 @@ async def _stream(dut, vset, stall: float, rand: random.Random) -> tuple[np.ndar
     x = vset["x"]
     rows, n = x.shape
     words = [(int(v), int(os.environ.get(LEN_ENV, n))) for v in x.reshape(-1)]
-    src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i, dut.row_len_i],
-                        stall, random.Random(rand.getrandbits(32)))
-    sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o, dut.out_last_o],
-                       [False, False], stall, random.Random(rand.getrandbits(32)))
+    src = tbutil.Source(
+        dut.clk_i,
+        dut.in_valid_i,
+        dut.in_ready_o,
+        [dut.in_data_i, dut.row_len_i],
+        stall,
+        random.Random(rand.getrandbits(32)),
+    )
+    sink = tbutil.Sink(
+        dut.clk_i,
+        dut.out_valid_o,
+        dut.out_ready_i,
+        [dut.out_data_o, dut.out_last_o],
+        [False, False],
+        stall,
+        random.Random(rand.getrandbits(32)),
+    )
     start = get_sim_time("ns")
     sender = cocotb.start_soon(src.send(words))
     budget = int(4 * stream_cycles(rows, n, 16) / max(0.05, 1.0 - stall)) + 1000
@@ -200,10 +214,23 @@ if cocotb is not None:
         words = [(int(v), n) for v in x.reshape(-1)]
         resets = []
         for phase in list(RESET_PHASES) * 2:
-            src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i, dut.row_len_i],
-                                stall, random.Random(rand.getrandbits(32)))
-            sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o, dut.out_last_o],
-                               [False, False], stall, random.Random(rand.getrandbits(32)))
+            src = tbutil.Source(
+                dut.clk_i,
+                dut.in_valid_i,
+                dut.in_ready_o,
+                [dut.in_data_i, dut.row_len_i],
+                stall,
+                random.Random(rand.getrandbits(32)),
+            )
+            sink = tbutil.Sink(
+                dut.clk_i,
+                dut.out_valid_o,
+                dut.out_ready_i,
+                [dut.out_data_o, dut.out_last_o],
+                [False, False],
+                stall,
+                random.Random(rand.getrandbits(32)),
+            )
             sender = cocotb.start_soon(src.send(words))
             receiver = cocotb.start_soon(sink.collect(x.size))
             depth, seen, waited = rand.randrange(1, 8), 0, 0
@@ -224,7 +251,6 @@ if cocotb is not None:
             await RisingEdge(dut.clk_i)
             _check_idle_outputs(dut, f"after a reset in phase {phase}")
         await _run_and_check(dut, [vset], rand, {"resets": resets})
-
 
     async def _handshakes(dut, log: dict, count: int) -> None:
         """Clock index of every input and output handshake, until ``count`` outputs."""
@@ -250,10 +276,18 @@ if cocotb is not None:
         x = vset["x"]
         rows, n = x.shape
         log: dict = {"in": [], "out": []}
-        src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i, dut.row_len_i],
-                            0.0, random.Random(0))
-        sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o, dut.out_last_o],
-                           [False, False], 0.0, random.Random(1))
+        src = tbutil.Source(
+            dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i, dut.row_len_i], 0.0, random.Random(0)
+        )
+        sink = tbutil.Sink(
+            dut.clk_i,
+            dut.out_valid_o,
+            dut.out_ready_i,
+            [dut.out_data_o, dut.out_last_o],
+            [False, False],
+            0.0,
+            random.Random(1),
+        )
         cocotb.start_soon(src.send([(int(v), n) for v in x.reshape(-1)]))
         monitor = cocotb.start_soon(_handshakes(dut, log, x.size))
         await with_timeout(sink.collect(x.size), 50 * rows * cycles_per_row(n, 16) * tbutil.CLK_NS, "ns")
@@ -263,8 +297,11 @@ if cocotb is not None:
         # previous row's OUT pass: the steady period is between the starts of rows 2, 3, ...
         periods = sorted({b - a for a, b in zip(starts[1:], starts[2:])})
         got = np.array(sink.words, dtype=np.int64)[:, 0].reshape(rows, n)
-        extra = {"periods": periods, "latency": log["out"][0] - log["in"][n - 1],
-                 "spread": log["out"][n - 1] - log["out"][0]}
+        extra = {
+            "periods": periods,
+            "latency": log["out"][0] - log["in"][n - 1],
+            "spread": log["out"][n - 1] - log["out"][0],
+        }
         tbutil.finish(dut, vset, {"p": (vset["p"], got)}, cycles=log["out"][-1] - log["in"][0], extra=extra)
 
 
@@ -285,8 +322,9 @@ ROW_MIX = [(1, 60), (2, 60), (3, 50), (5, 60), (9, 60), (16, 60), (33, 50), (64,
 HARD_LENS = (64, 7)
 
 
-def softmax_record(x: np.ndarray, table: np.ndarray, in_bits: int, out_bits: int, path: str = "random",
-                   p: np.ndarray | None = None):
+def softmax_record(
+    x: np.ndarray, table: np.ndarray, in_bits: int, out_bits: int, path: str = "random", p: np.ndarray | None = None
+):
     """A softmax BlockRecord whose expected output is hwvit.ops.softmax (or ``p`` if given)."""
     from hwvit import ops, vectors
     from hwvit.record import BlockRecord, Tensor
@@ -296,12 +334,23 @@ def softmax_record(x: np.ndarray, table: np.ndarray, in_bits: int, out_bits: int
     table = np.asarray(table, dtype=np.int64)
     if p is None:
         p = ops.softmax(x, table, out_bits=out_bits, in_bits=in_bits)
-    params = {"in_bits": in_bits, "out_bits": out_bits, "entries": int(table.size), "rows": int(x.shape[0]),
-              "row_len": int(x.shape[1])}
-    return BlockRecord("softmax", path, params, {
-        "x": Tensor(x, in_bits, True, "input"),
-        "exp_table": Tensor(table, table_bits, False, "parameter"),
-        "p": Tensor(np.asarray(p, dtype=np.int64), out_bits, False, "output")})
+    params = {
+        "in_bits": in_bits,
+        "out_bits": out_bits,
+        "entries": int(table.size),
+        "rows": int(x.shape[0]),
+        "row_len": int(x.shape[1]),
+    }
+    return BlockRecord(
+        "softmax",
+        path,
+        params,
+        {
+            "x": Tensor(x, in_bits, True, "input"),
+            "exp_table": Tensor(table, table_bits, False, "parameter"),
+            "p": Tensor(np.asarray(p, dtype=np.int64), out_bits, False, "output"),
+        },
+    )
 
 
 def hard_rows(row_len: int, in_bits: int, rng: np.random.Generator) -> np.ndarray:
@@ -424,15 +473,25 @@ def test_mismatch_reported(simulator, tmp_path):
     p = ops.softmax(x, table, out_bits=8, in_bits=8)
     bad = p.copy()
     bad[4, 2] = (bad[4, 2] + 1) % 256
-    set_dir = vectors.write_set(softmax_record(x, table, 8, 8, path="layers.2.softmax", p=bad),
-                                tmp_path / "corrupt")
+    set_dir = vectors.write_set(softmax_record(x, table, 8, 8, path="layers.2.softmax", p=bad), tmp_path / "corrupt")
     result = simulate.run(set_dir, simulator)
     assert not result.passed
     assert result.mismatches == 1
-    assert result.first == {"tensor": "p", "index": 4 * 9 + 2, "nd_index": [4, 2],
-                            "expected": int(bad[4, 2]), "got": int(p[4, 2])}
-    for text in ("softmax", "layers.2.softmax", str(set_dir), "p[4, 2]", f"expected {int(bad[4, 2])}",
-                 f"got {int(p[4, 2])}"):
+    assert result.first == {
+        "tensor": "p",
+        "index": 4 * 9 + 2,
+        "nd_index": [4, 2],
+        "expected": int(bad[4, 2]),
+        "got": int(p[4, 2]),
+    }
+    for text in (
+        "softmax",
+        "layers.2.softmax",
+        str(set_dir),
+        "p[4, 2]",
+        f"expected {int(bad[4, 2])}",
+        f"got {int(p[4, 2])}",
+    ):
         assert text in result.message, f"{text!r} missing from: {result.message}"
 
 
@@ -468,10 +527,10 @@ def test_synth():
 def test_reciprocal_rows_flip():
     """The directed rows do what they are for: hwvit.ops agrees with the plain-integer formula,
     and every row's probabilities change with R one lower (S/2 dropped) or one higher."""
+    import reciprocal_rows as rr
+
     from hwvit import ops
     from hwvit.quant import exp_table
-
-    import reciprocal_rows as rr
 
     table = exp_table(16.0 / 256, 256)
     x = rr.softmax_flip_rows(table, 8, 64, 16, seed=3)
@@ -484,10 +543,10 @@ def test_reciprocal_rows_flip():
 
 def test_reciprocal_rounding_rows(simulator, tmp_path, run_set):
     """16 rows of 64 near rounding boundaries of R: the RTL's R must be exactly round(Q 2^40 / S)."""
+    import reciprocal_rows as rr
+
     from hwvit import vectors
     from hwvit.quant import exp_table
-
-    import reciprocal_rows as rr
 
     table = exp_table(16.0 / 256, 256)
     x = rr.softmax_flip_rows(table, 8, 64, 16, seed=3)

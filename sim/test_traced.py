@@ -33,8 +33,11 @@ def test_digits_trace_covers_every_block_kind(traced_root):
     # requant stands alone only for mean pooling; digits pools its cls token (the GEMM engine
     # requantizes through rtl/requant.v all the same).
     assert kinds == set(KINDS) - {"requant"}, kinds
-    signs = {vectors.read_manifest(d)["params"]["a_signed"] for d in vectors.find_sets(traced_root)
-             if vectors.read_manifest(d)["kind"] == "gemm"}
+    signs = {
+        vectors.read_manifest(d)["params"]["a_signed"]
+        for d in vectors.find_sets(traced_root)
+        if vectors.read_manifest(d)["kind"] == "gemm"
+    }
     assert signs == {True, False}  # int8 activations and uint8 probabilities (P.V)
 
 

@@ -40,7 +40,7 @@ class TimmAttention(nn.Module):
     def __init__(self, dim, heads, qkv_bias):
         super().__init__()
         self.num_heads, self.head_dim = heads, dim // heads
-        self.scale = self.head_dim ** -0.5
+        self.scale = self.head_dim**-0.5
         self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
 
@@ -78,8 +78,20 @@ class TimmBlock(nn.Module):
 class TimmViT(nn.Module):
     """timm VisionTransformer with global_pool 'token' (class_token=True) or 'avg' (class_token=False)."""
 
-    def __init__(self, img=16, patch=4, chans=3, classes=7, dim=32, depth=2, heads=4, mlp_ratio=4.0,
-                 qkv_bias=True, class_token=True, eps=1e-6):
+    def __init__(
+        self,
+        img=16,
+        patch=4,
+        chans=3,
+        classes=7,
+        dim=32,
+        depth=2,
+        heads=4,
+        mlp_ratio=4.0,
+        qkv_bias=True,
+        class_token=True,
+        eps=1e-6,
+    ):
         super().__init__()
         self.patch_embed = TimmPatchEmbed(img, patch, chans, dim)
         self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * 0.02) if class_token else None
@@ -106,7 +118,7 @@ class TimmViT(nn.Module):
 def posemb_sincos_2d(h, w, dim, temperature=10000):
     y, x = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
     omega = torch.arange(dim // 4) / (dim // 4 - 1)
-    omega = 1.0 / (temperature ** omega)
+    omega = 1.0 / (temperature**omega)
     y = y.flatten()[:, None] * omega[None, :]
     x = x.flatten()[:, None] * omega[None, :]
     return torch.cat((x.sin(), x.cos(), y.sin(), y.cos()), dim=1).float()
@@ -125,7 +137,7 @@ class SvAttention(nn.Module):
     def __init__(self, dim, heads, dim_head):
         super().__init__()
         inner = dim_head * heads
-        self.heads, self.scale = heads, dim_head ** -0.5
+        self.heads, self.scale = heads, dim_head**-0.5
         self.norm = nn.LayerNorm(dim)
         self.attend = nn.Softmax(dim=-1)
         self.to_qkv = nn.Linear(dim, inner * 3, bias=False)
@@ -142,8 +154,9 @@ class SvTransformer(nn.Module):
     def __init__(self, dim, depth, heads, dim_head, mlp_dim, final_norm):
         super().__init__()
         self.norm = nn.LayerNorm(dim) if final_norm else nn.Identity()
-        self.layers = nn.ModuleList(nn.ModuleList([SvAttention(dim, heads, dim_head), SvFeedForward(dim, mlp_dim)])
-                                    for _ in range(depth))
+        self.layers = nn.ModuleList(
+            nn.ModuleList([SvAttention(dim, heads, dim_head), SvFeedForward(dim, mlp_dim)]) for _ in range(depth)
+        )
 
     def forward(self, x):
         for attn, ff in self.layers:
@@ -155,17 +168,32 @@ class SvTransformer(nn.Module):
 class SimpleViT(nn.Module):
     """``old_head``: the earlier release (no transformer.norm; linear_head = LayerNorm -> Linear)."""
 
-    def __init__(self, image_size=8, patch_size=2, num_classes=6, dim=32, depth=2, heads=4, mlp_dim=48,
-                 channels=3, dim_head=16, old_head=False):
+    def __init__(
+        self,
+        image_size=8,
+        patch_size=2,
+        num_classes=6,
+        dim=32,
+        depth=2,
+        heads=4,
+        mlp_dim=48,
+        channels=3,
+        dim_head=16,
+        old_head=False,
+    ):
         super().__init__()
-        grid, patch_dim = image_size // patch_size, channels * patch_size ** 2
+        grid, patch_dim = image_size // patch_size, channels * patch_size**2
         self.to_patch_embedding = nn.Sequential(
             Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch_size, p2=patch_size),
-            nn.LayerNorm(patch_dim), nn.Linear(patch_dim, dim), nn.LayerNorm(dim))
+            nn.LayerNorm(patch_dim),
+            nn.Linear(patch_dim, dim),
+            nn.LayerNorm(dim),
+        )
         self.pos_embedding = posemb_sincos_2d(grid, grid, dim)  # plain attribute: not in the state dict
         self.transformer = SvTransformer(dim, depth, heads, dim_head, mlp_dim, final_norm=not old_head)
-        self.linear_head = (nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, num_classes)) if old_head
-                            else nn.Linear(dim, num_classes))
+        self.linear_head = (
+            nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, num_classes)) if old_head else nn.Linear(dim, num_classes)
+        )
 
     def forward(self, img):
         x = self.to_patch_embedding(img) + self.pos_embedding
@@ -188,7 +216,9 @@ class LinearEmbedding(nn.Sequential):
 
 class EcgMLP(nn.Sequential):
     def __init__(self, channels, expansion=4):
-        super().__init__(nn.Linear(channels, channels * expansion), nn.GELU(), nn.Linear(channels * expansion, channels))
+        super().__init__(
+            nn.Linear(channels, channels * expansion), nn.GELU(), nn.Linear(channels * expansion, channels)
+        )
 
 
 class ResidualAdd(nn.Module):
@@ -210,8 +240,10 @@ class EcgMultiHeadAttention(nn.Module):
         self.embed_size, self.num_heads = embed_size, num_heads
 
     def forward(self, x):
-        keys, values, queries = (einops.rearrange(f(x), "b n (h e) -> b n h e", h=self.num_heads)
-                                 for f in (self.keys_projection, self.values_projection, self.queries_projection))
+        keys, values, queries = (
+            einops.rearrange(f(x), "b n (h e) -> b n h e", h=self.num_heads)
+            for f in (self.keys_projection, self.values_projection, self.queries_projection)
+        )
         energy = torch.einsum("bqhe, bkhe -> bqhk", queries, keys)
         weights = torch.softmax(energy, -1)
         out = torch.einsum("bihv, bvhd -> bihd", weights / math.sqrt(self.embed_size), values)
@@ -221,20 +253,29 @@ class EcgMultiHeadAttention(nn.Module):
 class EcgEncoderLayer(nn.Sequential):
     def __init__(self, embed_size, expansion, num_heads, dropout=0.1):
         super().__init__(
-            ResidualAdd(nn.Sequential(nn.LayerNorm(embed_size), EcgMultiHeadAttention(embed_size, num_heads),
-                                      nn.Dropout(dropout))),
-            ResidualAdd(nn.Sequential(nn.LayerNorm(embed_size), EcgMLP(embed_size, expansion), nn.Dropout(dropout))))
+            ResidualAdd(
+                nn.Sequential(
+                    nn.LayerNorm(embed_size), EcgMultiHeadAttention(embed_size, num_heads), nn.Dropout(dropout)
+                )
+            ),
+            ResidualAdd(nn.Sequential(nn.LayerNorm(embed_size), EcgMLP(embed_size, expansion), nn.Dropout(dropout))),
+        )
 
 
 class EcgClassifier(nn.Sequential):
     def __init__(self, embed_size, num_classes):
-        super().__init__(Reduce("b n e -> b e", reduction="mean"), nn.Linear(embed_size, embed_size),
-                         nn.LayerNorm(embed_size), nn.Linear(embed_size, num_classes))
+        super().__init__(
+            Reduce("b n e -> b e", reduction="mean"),
+            nn.Linear(embed_size, embed_size),
+            nn.LayerNorm(embed_size),
+            nn.Linear(embed_size, num_classes),
+        )
 
 
 class ECGformer(nn.Module):
-    def __init__(self, num_layers=2, signal_length=12, num_classes=5, input_channels=1, embed_size=32,
-                 num_heads=4, expansion=4):
+    def __init__(
+        self, num_layers=2, signal_length=12, num_classes=5, input_channels=1, embed_size=32, num_heads=4, expansion=4
+    ):
         super().__init__()
         self.encoder = nn.ModuleList(EcgEncoderLayer(embed_size, expansion, num_heads) for _ in range(num_layers))
         self.classifier = EcgClassifier(embed_size, num_classes)
@@ -259,7 +300,7 @@ class SABlock(nn.Module):
         self.qkv = nn.Linear(hidden_size, hidden_size * 3, bias=qkv_bias)
         self.input_rearrange = Rearrange("b h (qkv l d) -> qkv b l h d", qkv=3, l=num_heads)
         self.out_rearrange = Rearrange("b h l d -> b l (h d)")
-        self.scale = self.dim_head ** -0.5
+        self.scale = self.dim_head**-0.5
 
     def forward(self, x):
         q, k, v = self.input_rearrange(self.qkv(x))

@@ -102,24 +102,30 @@ def test_unbound_input(tmp_path, gelu_set):
     assert "input cfg_wr of team_gelu is not bound" in _error([GELU / "team_gelu.v"], path, gelu_set)
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d.update(interface="avalon_st"), "interface: unknown interface style 'avalon_st' (valid_ready or axis)"),
-    (lambda d: d["parameters"].update(XW=None), "parameters.XW has no source"),
-    (lambda d: d["parameters"].update(XW={"from": "width"}), "parameters.XW has no source"),
-    (lambda d: d["parameters"].update(XW={}), "parameters.XW has no source"),
-    (lambda d: d.update(kind="conv"), "kind: 'conv' is not one of"),
-    (lambda d: d.update(kind="gemm"), "operand-memory interface"),
-    (lambda d: d["input"].pop("tready"), "input.tready missing"),
-    (lambda d: d["input"].update(fields={}), "input.fields.x missing"),
-    (lambda d: d["input"].update(fields={"x": 0, "z": 8}), "input.fields.z: no such field"),
-    (lambda d: d["input"].update(fields={"x": -1}), "bit offset must be an integer >= 0"),
-    (lambda d: d["input"].update(fields={"x": {"signal": "tuser", "offset": 0}}), "input.tuser names no port"),
-    (lambda d: d["reset"].update(active="rising"), "reset.active: 'rising' is not low or high"),
-    (lambda d: d["ports"].pop("tbl_addr"), "ports.tbl_addr missing"),
-    (lambda d: d["ports"].update(row_len="x"), "gelu has no port row_len"),
-    (lambda d: d.update(colour="blue"), "colour: unknown key"),
-    (lambda d: d.update(clock="a b"), "clock: expected a port name"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda d: d.update(interface="avalon_st"),
+            "interface: unknown interface style 'avalon_st' (valid_ready or axis)",
+        ),
+        (lambda d: d["parameters"].update(XW=None), "parameters.XW has no source"),
+        (lambda d: d["parameters"].update(XW={"from": "width"}), "parameters.XW has no source"),
+        (lambda d: d["parameters"].update(XW={}), "parameters.XW has no source"),
+        (lambda d: d.update(kind="conv"), "kind: 'conv' is not one of"),
+        (lambda d: d.update(kind="gemm"), "operand-memory interface"),
+        (lambda d: d["input"].pop("tready"), "input.tready missing"),
+        (lambda d: d["input"].update(fields={}), "input.fields.x missing"),
+        (lambda d: d["input"].update(fields={"x": 0, "z": 8}), "input.fields.z: no such field"),
+        (lambda d: d["input"].update(fields={"x": -1}), "bit offset must be an integer >= 0"),
+        (lambda d: d["input"].update(fields={"x": {"signal": "tuser", "offset": 0}}), "input.tuser names no port"),
+        (lambda d: d["reset"].update(active="rising"), "reset.active: 'rising' is not low or high"),
+        (lambda d: d["ports"].pop("tbl_addr"), "ports.tbl_addr missing"),
+        (lambda d: d["ports"].update(row_len="x"), "gelu has no port row_len"),
+        (lambda d: d.update(colour="blue"), "colour: unknown key"),
+        (lambda d: d.update(clock="a b"), "clock: expected a port name"),
+    ],
+)
 def test_shape_errors(tmp_path, gelu_set, edit, message):
     """Caught by the parser alone: no yosys, no simulator."""
     path = _edited(tmp_path, GELU / "bind.yaml", edit)
@@ -133,6 +139,7 @@ def test_softmax_needs_row_ends(tmp_path):
     def edit(d):
         d["input"].pop("tlast")
         d["ports"].pop("row_len")
+
     path = _edited(tmp_path, SOFTMAX / "bind.yaml", edit)
     with pytest.raises(bindmod.BindError, match="row-length port"):
         bindmod.load(path)
@@ -173,8 +180,13 @@ def test_template_fits_the_reference_block(kind, tmp_path):
     extra = {"softmax": {"row_len": 7}, "layernorm": {"c": 16}}.get(kind, {})
     set_dir = vectors.write_set(vectors.random_record(kind, 8, seed=2, **extra), tmp_path / "set")
     rtl = toolchain.repo().rtl
-    sources = {"requant": ["requant", "round_sat"], "residual_add": ["residual_add", "round_sat"], "gelu": ["gelu"],
-               "softmax": ["softmax", "divu"], "layernorm": ["layernorm", "isqrt", "divu", "requant", "round_sat"]}
+    sources = {
+        "requant": ["requant", "round_sat"],
+        "residual_add": ["residual_add", "round_sat"],
+        "gelu": ["gelu"],
+        "softmax": ["softmax", "divu"],
+        "layernorm": ["layernorm", "isqrt", "divu", "requant", "round_sat"],
+    }
     design = run.prepare([rtl / f"{s}.v" for s in sources[kind]], path, None, [set_dir])
     assert design.top == kind and design.bind.style == "valid_ready"
     assert template(kind).count("\n") > 20  # commented, not bare

@@ -58,12 +58,27 @@ def test_sim_refuses_a_bad_bind_before_building(tmp_path):
     data["output"]["tdata"] = "m_axis_data"
     bad.write_text(yaml.safe_dump(data))
     builds = tmp_path / "builds"
-    res = CliRunner().invoke(main, ["sim", str(set_dir.parent), "--rtl", str(GELU / "team_gelu.v"), "--bind", str(bad),
-                                    "--simulator", "both", "--build-dir", str(builds)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "sim",
+            str(set_dir.parent),
+            "--rtl",
+            str(GELU / "team_gelu.v"),
+            "--bind",
+            str(bad),
+            "--simulator",
+            "both",
+            "--build-dir",
+            str(builds),
+        ],
+    )
     assert res.exit_code == 1
-    assert res.output.strip() == (f"Error: {bad}: output.tdata: team_gelu has no port 'm_axis_data' (ports: aclk, "
-                                  "areset, cfg_wr, cfg_addr, cfg_data, s_axis_tdata, s_axis_tvalid, s_axis_tready, "
-                                  "m_axis_tdata, m_axis_tvalid, m_axis_tready)")
+    assert res.output.strip() == (
+        f"Error: {bad}: output.tdata: team_gelu has no port 'm_axis_data' (ports: aclk, "
+        "areset, cfg_wr, cfg_addr, cfg_data, s_axis_tdata, s_axis_tvalid, s_axis_tready, "
+        "m_axis_tdata, m_axis_tvalid, m_axis_tready)"
+    )
     assert not builds.exists()  # nothing was built, nothing simulated
 
 
@@ -72,9 +87,19 @@ def test_sim_option_combinations(tmp_path):
     sets = str(tmp_path / "sets")
     res = CliRunner().invoke(main, ["sim", sets, "--rtl", str(GELU / "team_gelu.v")])
     assert res.exit_code == 2 and "--rtl and --bind go together" in res.output
-    res = CliRunner().invoke(main, ["sim", sets, "--rtl", str(GELU / "team_gelu.v"), "--bind", str(GELU / "bind.yaml"),
-                                    "--block", "gelu"])
+    res = CliRunner().invoke(
+        main, ["sim", sets, "--rtl", str(GELU / "team_gelu.v"), "--bind", str(GELU / "bind.yaml"), "--block", "gelu"]
+    )
     assert res.exit_code == 2 and "--block does not apply with --bind" in res.output
-    res = CliRunner().invoke(main, ["sim", sets, "--rtl", str(GELU / "team_gelu.v"),
-                                    "--bind", str(ROOT / "examples" / "byo" / "softmax" / "bind.yaml")])
+    res = CliRunner().invoke(
+        main,
+        [
+            "sim",
+            sets,
+            "--rtl",
+            str(GELU / "team_gelu.v"),
+            "--bind",
+            str(ROOT / "examples" / "byo" / "softmax" / "bind.yaml"),
+        ],
+    )
     assert res.exit_code == 1 and "no softmax vector sets under" in res.output

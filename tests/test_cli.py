@@ -86,22 +86,25 @@ def test_bench_prints_its_figures():
     assert 0.0 <= data["outside_gemm_share"] <= 1.0
 
 
-@pytest.mark.parametrize("args, message", [
-    (["compare", "--model", "digits", "--config", "vit-tiny"], "--config applies to --checkpoint only"),
-    (["compare", "--family", "hf"], "--family applies to --checkpoint only"),
-    (["compare", "--json", "-q"], "--json prints only the JSON"),
-    (["compare", "--force"], "--force applies to --out only"),
-    (["compare", "--labels", __file__], "--labels applies to --images only"),
-    (["compare", "--mean", "0.5"], "--mean applies to --images/--calib only"),
-    (["compare", "--heads", "4"], "--heads applies to --checkpoint only"),
-    (["compare", "--exp", "shift", "--exp-entries", "32"], "--exp-entries applies to --exp table only"),
-    (["sweep", "--config", "vit-tiny"], "--config applies to --checkpoint only"),
-    (["sweep", "--seed", "3"], "the digits model has neither"),
-    (["compare", "--model", "digits", "--seed", "3"], "the digits model has neither"),
-    (["sim", ".", "--block", "conv"], "'conv' is not one of"),
-    (["sim", ".", "--simulator", "vcs"], "'vcs' is not one of"),
-    (["synth", "--block", "conv"], "'conv' is not one of"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["compare", "--model", "digits", "--config", "vit-tiny"], "--config applies to --checkpoint only"),
+        (["compare", "--family", "hf"], "--family applies to --checkpoint only"),
+        (["compare", "--json", "-q"], "--json prints only the JSON"),
+        (["compare", "--force"], "--force applies to --out only"),
+        (["compare", "--labels", __file__], "--labels applies to --images only"),
+        (["compare", "--mean", "0.5"], "--mean applies to --images/--calib only"),
+        (["compare", "--heads", "4"], "--heads applies to --checkpoint only"),
+        (["compare", "--exp", "shift", "--exp-entries", "32"], "--exp-entries applies to --exp table only"),
+        (["sweep", "--config", "vit-tiny"], "--config applies to --checkpoint only"),
+        (["sweep", "--seed", "3"], "the digits model has neither"),
+        (["compare", "--model", "digits", "--seed", "3"], "the digits model has neither"),
+        (["sim", ".", "--block", "conv"], "'conv' is not one of"),
+        (["sim", ".", "--simulator", "vcs"], "'vcs' is not one of"),
+        (["synth", "--block", "conv"], "'conv' is not one of"),
+    ],
+)
 def test_option_combinations_that_do_nothing_are_refused(args, message):
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 2, res.output
@@ -113,8 +116,15 @@ def test_refusal_is_one_line():
     assert (res.exit_code, res.output) == (2, "Error: --family applies to --checkpoint only\n")
 
 
-@pytest.mark.parametrize("args", [["compare", "--model", "digits", "--out"], ["sweep", "--model", "digits", "--out"],
-                                  ["demo", "--out"], ["demo", "--vectors"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "--model", "digits", "--out"],
+        ["sweep", "--model", "digits", "--out"],
+        ["demo", "--out"],
+        ["demo", "--vectors"],
+    ],
+)
 def test_out_dirs_follow_one_force_rule_before_any_work(tmp_path, monkeypatch, args):
     monkeypatch.chdir(tmp_path)  # demo's other output directory defaults to a relative path
     busy = tmp_path / "busy"
@@ -138,8 +148,11 @@ def test_force_replaces_only_a_previous_output_of_the_same_kind(tmp_path):
     (report / "report.json").write_text(json.dumps({"kind": "compare-report"}))
     (report / FILES[0]).write_text("old")
     check_out_dir(report, True, "compare-report")  # a previous report: --force may replace it
-    for force, kind, message in ((False, "compare-report", "use --force"), (True, "sweep", "not a previous hwvit"),
-                                 (True, "vectors", "holds none")):
+    for force, kind, message in (
+        (False, "compare-report", "use --force"),
+        (True, "sweep", "not a previous hwvit"),
+        (True, "vectors", "holds none"),
+    ):
         with pytest.raises(ClickException, match=message):
             check_out_dir(report, force, kind)
     check_out_dir(tmp_path / "new" / "dir", False, "sweep")  # missing: fine

@@ -78,15 +78,24 @@ def _user_files(root: Path) -> None:
     from hwvit.float.importers import load_float
 
     torch.manual_seed(0)
-    cfg = ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2,
-                    num_attention_heads=4, intermediate_size=128, num_labels=10)
+    cfg = ViTConfig(
+        image_size=32,
+        patch_size=8,
+        num_channels=3,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        num_labels=10,
+    )
     model = ViTForImageClassification(cfg).eval()
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, root / "vit.safetensors")
     hwvit_cfg = load_float(root / "vit.safetensors", family="hf", heads=4).cfg
     (root / "vit.yaml").write_text(yaml.safe_dump(hwvit_cfg.to_dict()))
     model.save_pretrained(root / "vit")
     (root / "vit" / "preprocessor_config.json").write_text(
-        '{"size": {"height": 32, "width": 32}, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}')
+        '{"size": {"height": 32, "width": 32}, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}'
+    )
     import skimage.data
     from PIL import Image
 
@@ -105,8 +114,10 @@ def _run(line: str) -> None:
 
 
 def test_example_parser():
-    text = ("Does things.\n\n\b\nExample:\n  hwvit a --x 1\n  hwvit b --y 'p q' \\\n    --z 2\n"
-            "  hwvit c  # a comment\n\nMore text naming hwvit d.\n")
+    text = (
+        "Does things.\n\n\b\nExample:\n  hwvit a --x 1\n  hwvit b --y 'p q' \\\n    --z 2\n"
+        "  hwvit c  # a comment\n\nMore text naming hwvit d.\n"
+    )
     assert example_lines(text) == ["hwvit a --x 1", "hwvit b --y 'p q' --z 2", "hwvit c  # a comment"]
     assert shlex.split(example_lines(text)[2], comments=True) == ["hwvit", "c"]
 

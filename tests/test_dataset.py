@@ -16,17 +16,29 @@ from hwvit import pipeline
 from hwvit.cli import main
 from hwvit.dataset import Preprocess, from_hf, label_indices, open_images
 
-PRE = {"do_resize": True, "size": {"shortest_edge": 40}, "resample": 0, "do_center_crop": True,
-       "crop_size": {"height": 32, "width": 32}, "do_rescale": True, "rescale_factor": 1 / 255,
-       "do_normalize": True, "image_mean": [0.4, 0.5, 0.6], "image_std": [0.2, 0.25, 0.3]}
+PRE = {
+    "do_resize": True,
+    "size": {"shortest_edge": 40},
+    "resample": 0,
+    "do_center_crop": True,
+    "crop_size": {"height": 32, "width": 32},
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": [0.4, 0.5, 0.6],
+    "image_std": [0.2, 0.25, 0.3],
+}
 
 
 def _photos(root):
     import skimage.data
 
     root.mkdir()
-    photos = {"astronaut.png": skimage.data.astronaut(), "chelsea.jpg": skimage.data.chelsea(),
-              "coffee.png": skimage.data.coffee()}
+    photos = {
+        "astronaut.png": skimage.data.astronaut(),
+        "chelsea.jpg": skimage.data.chelsea(),
+        "coffee.png": skimage.data.coffee(),
+    }
     for name, pixels in photos.items():
         Image.fromarray(pixels).save(root / name, quality=95)
     return photos
@@ -38,9 +50,16 @@ def vit_dir(tmp_path_factory):
     from transformers import ViTConfig, ViTForImageClassification
 
     path = tmp_path_factory.mktemp("vit") / "model"
-    cfg = ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=48, image_size=32,
-                    patch_size=8, id2label={0: "cat", 1: "coffee", 2: "person"},
-                    label2id={"cat": 0, "coffee": 1, "person": 2})
+    cfg = ViTConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=48,
+        image_size=32,
+        patch_size=8,
+        id2label={0: "cat", 1: "coffee", 2: "person"},
+        label2id={"cat": 0, "coffee": 1, "person": 2},
+    )
     torch.manual_seed(0)
     randomize(ViTForImageClassification(cfg), seed=31).save_pretrained(path)
     (path / "preprocessor_config.json").write_text(json.dumps(PRE))
@@ -73,11 +92,29 @@ def test_photographs_reach_the_model_preprocessed(tmp_path, vit_dir):
 
 def test_preprocessing_is_printed_and_flags_override(tmp_path, vit_dir):
     _photos(tmp_path / "photos")
-    res = CliRunner().invoke(main, ["compare", "--checkpoint", str(vit_dir), "--images", str(tmp_path / "photos"),
-                                    "--crop", "32", "--resize", "36", "--mean", "0.5", "--std", "0.5"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--checkpoint",
+            str(vit_dir),
+            "--images",
+            str(tmp_path / "photos"),
+            "--crop",
+            "32",
+            "--resize",
+            "36",
+            "--mean",
+            "0.5",
+            "--std",
+            "0.5",
+        ],
+    )
     assert res.exit_code == 0, res.output
-    assert (f"preprocessing: resize shortest edge 36 nearest, center crop 32x32, rescale 1/255, mean 0.5 std 0.5 "
-            f"({vit_dir}/preprocessor_config.json + flags)") in res.output
+    assert (
+        f"preprocessing: resize shortest edge 36 nearest, center crop 32x32, rescale 1/255, mean 0.5 std 0.5 "
+        f"({vit_dir}/preprocessor_config.json + flags)"
+    ) in res.output
     assert res.output.strip().splitlines()[-1].startswith(f"{vit_dir}: 2 images, agreement ")  # no labels
 
 
@@ -104,8 +141,9 @@ def test_folder_labels_csv_and_arrays(tmp_path):
 def test_label_names_and_numbers():
     assert list(label_indices(["person", "cat"], 3, ["cat", "coffee", "person"], "x")) == [2, 0]
     assert list(label_indices(["dog", "ant", "dog"], 3, None, "x")) == [1, 0, 1]  # ImageFolder order
-    with pytest.raises(ValueError, match="labels do not match the head's classes: 'dog' is not among the model's "
-                                         "3 class names"):
+    with pytest.raises(
+        ValueError, match="labels do not match the head's classes: 'dog' is not among the model's 3 class names"
+    ):
         label_indices(["dog", "cat"], 3, ["cat", "coffee", "person"], "x")
     with pytest.raises(ValueError, match="labels do not match the head's 3 classes: label '7' would be class 7"):
         label_indices(["0", "7"], 3, None, "x")
@@ -134,8 +172,9 @@ def test_bad_images_are_one_line_errors(tmp_path, vit_dir):
         Image.fromarray(rgb).save(root / "cat" / f"{i}.png")
     (root / "cat" / "2.png").write_bytes(b"not a png at all")
     code, line = _cli("--checkpoint", str(vit_dir), "--images", str(root), "--calib", str(root / "cat" / "0.png"))
-    assert code == 1 and line == (f"Error: {root}/cat/2.png: cannot read image (cannot identify image file "
-                                  f"'{root}/cat/2.png')")
+    assert code == 1 and line == (
+        f"Error: {root}/cat/2.png: cannot read image (cannot identify image file '{root}/cat/2.png')"
+    )
     Image.fromarray(np.zeros((32, 32), np.uint8)).save(root / "cat" / "2.png")  # grayscale, 3-channel model
     code, line = _cli("--checkpoint", str(vit_dir), "--images", str(root), "--calib", str(root / "cat" / "0.png"))
     assert code == 1 and line == f"Error: {root}/cat/2.png: 1-channel image (mode L); the model takes 3 channels"
@@ -148,8 +187,9 @@ def test_bad_images_are_one_line_errors(tmp_path, vit_dir):
     Image.fromarray(rgb).save(root / "dog" / "0.png")
     Image.fromarray(rgb).save(root / "cat" / "2.png")
     code, line = _cli("--checkpoint", str(vit_dir), "--images", str(root))
-    assert code == 1 and line == (f"Error: {root}: labels do not match the head's classes: 'dog' is not among the "
-                                  f"model's 3 class names")
+    assert code == 1 and line == (
+        f"Error: {root}: labels do not match the head's classes: 'dog' is not among the model's 3 class names"
+    )
     code, line = _cli("--model", "digits", "--images", str(root / "dog" / "0.png"))
     assert code == 1 and "one image cannot be split" in line and "--calib" in line
 
@@ -185,7 +225,8 @@ def test_random_weights_and_inputs_are_said(tmp_path):
     assert res.exit_code == 0, res.output
     assert res.output.strip().splitlines()[-1].startswith("vit-tiny: 1 images (random weights/inputs), agreement ")
     _photos(tmp_path / "photos")
-    res = CliRunner().invoke(main, ["compare", "--model", "vit-tiny", "--images", str(tmp_path / "photos"), "-q",
-                                    "--limit", "1"])
+    res = CliRunner().invoke(
+        main, ["compare", "--model", "vit-tiny", "--images", str(tmp_path / "photos"), "-q", "--limit", "1"]
+    )
     assert res.exit_code == 0, res.output
     assert res.output.strip().splitlines()[-1].startswith("vit-tiny: 1 images (random weights), agreement ")

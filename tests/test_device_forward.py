@@ -8,8 +8,8 @@ import torch
 from test_intvit import SMALL, inputs_for, small_model
 
 from hwvit.intvit import Trace
-from hwvit.quant import QuantConfig, quantize_model
 from hwvit.intvit.device import DeviceForward, resolve_device
+from hwvit.quant import QuantConfig, quantize_model
 
 DEVICES = [
     pytest.param("cpu", id="cpu"),
@@ -67,12 +67,8 @@ def test_compare_batches_and_device_give_the_same_report():
         other = compare(model, int_model, x, **kw)
         assert np.array_equal(other.logits_int, one.logits_int)
         assert [r["path"] for r in other.layers] == [r["path"] for r in one.layers]
-        for a, b in zip(
-            other.layers, one.layers, strict=True
-        ):  # the float model rounds differently per batch size
-            assert {
-                k: v for k, v in a.items() if k not in ("path", "shape")
-            } == pytest.approx(
+        for a, b in zip(other.layers, one.layers, strict=True):  # the float model rounds differently per batch size
+            assert {k: v for k, v in a.items() if k not in ("path", "shape")} == pytest.approx(
                 {k: v for k, v in b.items() if k not in ("path", "shape")}, rel=1e-4
             ), a["path"]
     from hwvit.float.config import load_preset

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import yaml
 
@@ -21,8 +23,14 @@ def test_presets_are_listed_and_load():
 def test_vit_b16_is_google_vit_base_patch16_224():
     cfg = load_preset("vit-b16")
     assert (cfg.image_size, cfg.patch_size, cfg.dim, cfg.depth, cfg.heads, cfg.mlp_dim) == (224, 16, 768, 12, 12, 3072)
-    assert (cfg.qkv, cfg.qkv_bias, cfg.norm_eps, cfg.pool, cfg.pos, cfg.num_classes) == \
-        ("separate", True, 1e-12, "cls", "learned", 1000)
+    assert (cfg.qkv, cfg.qkv_bias, cfg.norm_eps, cfg.pool, cfg.pos, cfg.num_classes) == (
+        "separate",
+        True,
+        1e-12,
+        "cls",
+        "learned",
+        1000,
+    )
     assert cfg.num_tokens == 197 and cfg.head_dim == 64
 
 
@@ -30,12 +38,25 @@ def test_vit_tiny_simple_and_ecg_presets():
     tiny = load_preset("vit-tiny")
     assert (tiny.dim, tiny.heads, tiny.qkv, tiny.qkv_bias, tiny.norm_eps) == (192, 3, "fused", True, 1e-6)
     simple = load_preset("simple-vit")
-    assert (simple.embed, simple.pos, simple.pool, simple.qkv, simple.qkv_bias, simple.norm_eps) == \
-        ("simple", "sincos2d", "mean", "fused", False, 1e-5)
+    assert (simple.embed, simple.pos, simple.pool, simple.qkv, simple.qkv_bias, simple.norm_eps) == (
+        "simple",
+        "sincos2d",
+        "mean",
+        "fused",
+        False,
+        1e-5,
+    )
     assert simple.cls_token is False and simple.inner_dim == 8 * 64
     ecg = load_preset("ecg1d")
-    assert (ecg.ndim, ecg.embed, ecg.cls_token, ecg.pool, ecg.attn_scale, ecg.pos_every_layer, ecg.head_pre) == \
-        (1, "linear1d", True, "mean", "post_softmax_sqrt_dim", True, "linear_norm")
+    assert (ecg.ndim, ecg.embed, ecg.cls_token, ecg.pool, ecg.attn_scale, ecg.pos_every_layer, ecg.head_pre) == (
+        1,
+        "linear1d",
+        True,
+        "mean",
+        "post_softmax_sqrt_dim",
+        True,
+        "linear_norm",
+    )
     assert ecg.num_tokens == 188 and ecg.input_shape == (187, 1)
 
 
@@ -76,17 +97,20 @@ def test_unknown_and_missing_fields_are_named(tmp_path):
     assert "unknown fields dropout" in msg and "missing fields depth, heads" in msg and str(path) in msg
 
 
-@pytest.mark.parametrize("change, pattern", [
-    ({"embed": "conv3d"}, "bad embed='conv3d' .one of conv, simple, linear1d"),
-    ({"heads": 0}, "bad heads=0"),
-    ({"dim": True}, "bad dim=True"),
-    ({"qkv_bias": "yes"}, "bad qkv_bias='yes'"),
-    ({"norm_eps": "tiny"}, "norm_eps 'tiny' is not a number"),
-    ({"image_size": 9}, "not a multiple of patch_size"),
-    ({"pool": "cls", "cls_token": False}, "pool 'cls' needs a cls token"),
-    ({"pos": "sincos2d", "dim": 66, "heads": 2}, "sincos2d needs"),
-    ({"ndim": 1}, "linear1d"),
-])
+@pytest.mark.parametrize(
+    "change, pattern",
+    [
+        ({"embed": "conv3d"}, "bad embed='conv3d' .one of conv, simple, linear1d"),
+        ({"heads": 0}, "bad heads=0"),
+        ({"dim": True}, "bad dim=True"),
+        ({"qkv_bias": "yes"}, "bad qkv_bias='yes'"),
+        ({"norm_eps": "tiny"}, "norm_eps 'tiny' is not a number"),
+        ({"image_size": 9}, "not a multiple of patch_size"),
+        ({"pool": "cls", "cls_token": False}, "pool 'cls' needs a cls token"),
+        ({"pos": "sincos2d", "dim": 66, "heads": 2}, "sincos2d needs"),
+        ({"ndim": 1}, "linear1d"),
+    ],
+)
 def test_bad_values_give_one_line(change, pattern):
     with pytest.raises(ValueError, match=pattern):
         load_preset("digits").replace(**change)
@@ -107,7 +131,7 @@ def test_bad_yaml_and_missing_file(tmp_path):
 
 def test_config_is_frozen_and_head_dim_defaults():
     cfg = load_preset("vit-tiny")
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.dim = 3  # type: ignore[misc]
     assert cfg.head_dim == 64
     assert ViTConfig.from_dict({**cfg.to_dict(), "head_dim": None}).head_dim == 64

@@ -63,8 +63,10 @@ def _write_hf_dir(path, hf, layout: str):
             torch.save(sd, path / "pytorch_model.bin")
         else:  # 4.x-sharded-bin: two shards and the index that names them
             keys = sorted(sd)
-            shards = {"pytorch_model-00001-of-00002.bin": keys[: len(keys) // 2],
-                      "pytorch_model-00002-of-00002.bin": keys[len(keys) // 2:]}
+            shards = {
+                "pytorch_model-00001-of-00002.bin": keys[: len(keys) // 2],
+                "pytorch_model-00002-of-00002.bin": keys[len(keys) // 2 :],
+            }
             for name, part in shards.items():
                 torch.save({k: sd[k] for k in part}, path / name)
             index = {"metadata": {}, "weight_map": {k: n for n, part in shards.items() for k in part}}
@@ -104,8 +106,9 @@ def test_transformers_config_object_and_json(tmp_path, hf_model):
     path = tmp_path / "config.json"
     hf_model.config.to_json_file(path)
     assert load_float(sd, config=str(path)).cfg.heads == 4
-    with pytest.raises(ValueError, match="hf checkpoint does not match the given config: mlp_dim: checkpoint 48, "
-                                         "config 64"):
+    with pytest.raises(
+        ValueError, match="hf checkpoint does not match the given config: mlp_dim: checkpoint 48, config 64"
+    ):
         load_float(sd, config={**hf_model.config.to_dict(), "intermediate_size": 64})
 
 
@@ -114,11 +117,29 @@ def test_timm_hub_directory(tmp_path, photos):
     path = tmp_path / "timm"
     path.mkdir()
     save_file({k: v.contiguous() for k, v in timm.state_dict().items()}, str(path / "model.safetensors"))
-    hub = {"architecture": "vit_tiny_custom", "num_classes": 3, "global_pool": "token",
-           "model_args": {"img_size": 16, "patch_size": 4, "embed_dim": 32, "depth": 2, "num_heads": 2,
-                          "mlp_ratio": 3.0, "qkv_bias": True, "class_token": True, "drop_path_rate": 0.1},
-           "pretrained_cfg": {"input_size": [3, 16, 16], "crop_pct": 0.8, "interpolation": "bicubic",
-                              "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}}
+    hub = {
+        "architecture": "vit_tiny_custom",
+        "num_classes": 3,
+        "global_pool": "token",
+        "model_args": {
+            "img_size": 16,
+            "patch_size": 4,
+            "embed_dim": 32,
+            "depth": 2,
+            "num_heads": 2,
+            "mlp_ratio": 3.0,
+            "qkv_bias": True,
+            "class_token": True,
+            "drop_path_rate": 0.1,
+        },
+        "pretrained_cfg": {
+            "input_size": [3, 16, 16],
+            "crop_pct": 0.8,
+            "interpolation": "bicubic",
+            "mean": [0.485, 0.456, 0.406],
+            "std": [0.229, 0.224, 0.225],
+        },
+    }
     (path / "config.json").write_text(json.dumps(hub))
     loaded = load_checkpoint(path)
     assert loaded.family == "timm" and (loaded.model.cfg.heads, loaded.model.cfg.mlp_dim) == (2, 96)
@@ -129,14 +150,26 @@ def test_timm_hub_directory(tmp_path, photos):
     assert res.exit_code == 0, res.output
     assert "resize shortest edge 20 bicubic, center crop 16x16" not in res.output  # -q: summary only
     res = CliRunner().invoke(main, ["compare", "--checkpoint", str(path), "--images", str(photos)])
-    assert "preprocessing: resize shortest edge 20 bicubic, center crop 16x16, rescale 1/255, mean 0.485,0.456," \
-           "0.406 std 0.229,0.224,0.225" in res.output
+    assert (
+        "preprocessing: resize shortest edge 20 bicubic, center crop 16x16, rescale 1/255, mean 0.485,0.456,"
+        "0.406 std 0.229,0.224,0.225" in res.output
+    )
 
 
 def test_timm_kwargs_as_config_file(tmp_path):
     timm = randomize(TimmViT(class_token=False), seed=23)  # dim 32, 4 heads: not readable from the weights
-    kwargs = {"embed_dim": 32, "num_heads": 4, "img_size": 16, "patch_size": 4, "in_chans": 3, "global_pool": "avg",
-              "class_token": False, "mlp_ratio": 4.0, "qkv_bias": True, "fc_norm": True}
+    kwargs = {
+        "embed_dim": 32,
+        "num_heads": 4,
+        "img_size": 16,
+        "patch_size": 4,
+        "in_chans": 3,
+        "global_pool": "avg",
+        "class_token": False,
+        "mlp_ratio": 4.0,
+        "qkv_bias": True,
+        "fc_norm": True,
+    }
     path = tmp_path / "timm.yaml"
     path.write_text(yaml.safe_dump(kwargs))
     ours = load_float(timm.state_dict(), config=str(path))
@@ -151,8 +184,17 @@ def test_lucidrains_directory_with_its_kwargs(tmp_path, photos):
     path = tmp_path / "simple"
     path.mkdir()
     torch.save(sv.state_dict(), path / "simple_vit.pt")
-    kwargs = {"image_size": 16, "patch_size": 4, "num_classes": 3, "dim": 32, "depth": 2, "heads": 4, "mlp_dim": 48,
-              "channels": 3, "dim_head": 8}
+    kwargs = {
+        "image_size": 16,
+        "patch_size": 4,
+        "num_classes": 3,
+        "dim": 32,
+        "depth": 2,
+        "heads": 4,
+        "mlp_dim": 48,
+        "channels": 3,
+        "dim_head": 8,
+    }
     (path / "config.json").write_text(json.dumps(kwargs))
     loaded = load_checkpoint(path)
     assert loaded.family == "simple_vit" and (loaded.model.cfg.head_dim, loaded.model.cfg.inner_dim) == (8, 32)
@@ -171,19 +213,26 @@ def test_partial_config_and_heads_flag(tmp_path, photos):
     partial = tmp_path / "heads.yaml"
     partial.write_text("heads: 4\n")
     assert load_float(ckpt, config=str(partial)).cfg.heads == 4
-    res = CliRunner().invoke(main, ["compare", "--checkpoint", str(ckpt), "--heads", "4", "--images", str(photos),
-                                    "-q"])
+    res = CliRunner().invoke(
+        main, ["compare", "--checkpoint", str(ckpt), "--heads", "4", "--images", str(photos), "-q"]
+    )
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["compare", "--checkpoint", str(ckpt), "--images", str(photos)])
     assert res.exit_code == 1 and "pass heads=H (CLI: --heads H)" in res.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--family", "timm"], "Error: the checkpoint keys do not match family 'timm'; they match 'hf'"),
-    (["--config", "{cfg}"], "Error: hf checkpoint does not match the given config: depth: checkpoint 2, config 3; "
-                            "dim: checkpoint 32, config 48"),
-    (["--heads", "5"], "Error: hf checkpoint: q/k/v width 32 is not divisible by heads=5"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--family", "timm"], "Error: the checkpoint keys do not match family 'timm'; they match 'hf'"),
+        (
+            ["--config", "{cfg}"],
+            "Error: hf checkpoint does not match the given config: depth: checkpoint 2, config 3; "
+            "dim: checkpoint 32, config 48",
+        ),
+        (["--heads", "5"], "Error: hf checkpoint: q/k/v width 32 is not divisible by heads=5"),
+    ],
+)
 def test_checkpoint_refusals_are_one_line(tmp_path, hf_model, photos, args, message):
     path = tmp_path / "vit"
     hf_model.save_pretrained(path)
@@ -201,17 +250,52 @@ def test_vectors_and_sweep_take_images(tmp_path, hf_model, photos):
     path = tmp_path / "vit"
     hf_model.save_pretrained(path)
     out = tmp_path / "vec"
-    res = CliRunner().invoke(main, ["vectors", "--checkpoint", str(path), "--images", str(photos), "--limit", "1",
-                                    "--blocks", "layers.0.attn.softmax", "--out", str(out), "-q"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "vectors",
+            "--checkpoint",
+            str(path),
+            "--images",
+            str(photos),
+            "--limit",
+            "1",
+            "--blocks",
+            "layers.0.attn.softmax",
+            "--out",
+            str(out),
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
     man = vectors.read(out / "layers.0.attn.softmax").manifest
     assert man["params"]["row_len"] == 17 and man["params"]["rows"] == 4 * 17  # one image, 4 heads x 17 tokens
     from hwvit.pipeline import file_sha256
 
     assert man["source_sha256"] == file_sha256(path / "model.safetensors")
-    res = CliRunner().invoke(main, ["sweep", "--checkpoint", str(path), "--images", str(photos), "--quick",
-                                    "--act-bits", "6", "--softmax-bits", "4", "--exp-entries", "32",
-                                    "--percentiles", "99.9", "--no-shift", "--out", str(tmp_path / "sw"), "-q"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "sweep",
+            "--checkpoint",
+            str(path),
+            "--images",
+            str(photos),
+            "--quick",
+            "--act-bits",
+            "6",
+            "--softmax-bits",
+            "4",
+            "--exp-entries",
+            "32",
+            "--percentiles",
+            "99.9",
+            "--no-shift",
+            "--out",
+            str(tmp_path / "sw"),
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert res.output.startswith(f"{path}: 5 configurations on 3 images in ")
     assert ", baseline top-1 " in res.output

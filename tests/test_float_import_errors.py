@@ -6,9 +6,9 @@ import pickle
 
 import pytest
 import torch
+from float_originals import ECGformer, TimmViT, randomize
 from safetensors.torch import save_file
 
-from float_originals import ECGformer, TimmViT, randomize
 from hwvit.float import load_float, load_preset, save_float
 from hwvit.float.model import ViT
 
@@ -19,8 +19,10 @@ def timm_sd():
 
 
 def test_unknown_family_lists_families(timm_sd):
-    with pytest.raises(ValueError, match="unknown family 'keras'; families: hf, timm, simple_vit, ecg1d, hwvit, "
-                                         "sablock, cookbook_attention"):
+    with pytest.raises(
+        ValueError,
+        match="unknown family 'keras'; families: hf, timm, simple_vit, ecg1d, hwvit, sablock, cookbook_attention",
+    ):
         load_float(timm_sd, family="keras")
 
 
@@ -64,8 +66,11 @@ def test_long_lists_are_cut(timm_sd):
 def test_heads_needed_and_config_mismatch(timm_sd):
     with pytest.raises(ValueError, match=r"number of heads cannot be read .*dim 32"):
         load_float(timm_sd, family="timm")
-    with pytest.raises(ValueError, match=r"does not match the given config: depth: checkpoint 2, config 12; dim: "
-                                         r"checkpoint 32, config 192"):
+    with pytest.raises(
+        ValueError,
+        match=r"does not match the given config: depth: checkpoint 2, config 12; dim: "
+        r"checkpoint 32, config 192",
+    ):
         load_float(timm_sd, family="timm", config="vit-tiny")
     with pytest.raises(ValueError, match="not divisible by heads=5"):
         load_float(timm_sd, family="timm", heads=5)

@@ -7,12 +7,12 @@ import re
 
 import pytest
 import torch
+from float_originals import CookbookAttention, ECGformer, SABlock, SimpleViT, TimmViT, randomize
 
-from float_originals import (CookbookAttention, ECGformer, SABlock, SimpleViT, TimmViT, randomize)
 from hwvit.float import load_float, load_preset
 from hwvit.float.importers import _resolve_config
-from hwvit.float.loading import rename as _rename
 from hwvit.float.keymaps import hf_rules, timm_rules
+from hwvit.float.loading import rename as _rename
 
 TOL = 1e-5
 
@@ -24,11 +24,22 @@ def _maxdiff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 # HuggingFace transformers ------------------------------------------------------------------------
 
+
 def _hf_config(**kw):
     from transformers import ViTConfig as HFConfig
 
-    base = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, image_size=16,
-                patch_size=4, num_channels=3, num_labels=7, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    base = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        image_size=16,
+        patch_size=4,
+        num_channels=3,
+        num_labels=7,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     base.update(kw)
     return HFConfig(**base)
 
@@ -50,7 +61,7 @@ def to_hf4(sd: dict) -> dict:
     out = {}
     for key, value in sd.items():
         prefix = "vit." if key.startswith("vit.") else ""
-        rest = key[len(prefix):]
+        rest = key[len(prefix) :]
         for pattern, repl in HF_5_TO_4:
             rest = re.sub("^" + pattern, repl, rest)
         out[prefix + rest] = value
@@ -100,7 +111,8 @@ def test_hf_vitmodel_parity_pooler_ignored(names):
 
 def test_hf_base_shape_infers_the_vit_b16_preset():
     """google/vit-base-patch16-224's shapes (built on the meta device: no memory) -> preset vit-b16."""
-    from transformers import ViTConfig as HFConfig, ViTForImageClassification
+    from transformers import ViTConfig as HFConfig
+    from transformers import ViTForImageClassification
 
     with torch.device("meta"):
         sd = ViTForImageClassification(HFConfig(num_labels=1000)).state_dict()
@@ -111,6 +123,7 @@ def test_hf_base_shape_infers_the_vit_b16_preset():
 
 
 # timm ------------------------------------------------------------------------------------------
+
 
 def timm_key_names(depth: int, avg: bool = False) -> list[str]:
     """timm VisionTransformer's state-dict names (vit_*_patch16_224, no layer scale, no reg tokens)."""
@@ -128,16 +141,33 @@ def test_restated_timm_has_timms_key_names():
 
 
 def test_timm_vit_tiny_shapes_infer_the_preset():
-    shapes = {"cls_token": (1, 1, 192), "pos_embed": (1, 197, 192), "patch_embed.proj.weight": (192, 3, 16, 16),
-              "patch_embed.proj.bias": (192,), "norm.weight": (192,), "norm.bias": (192,),
-              "head.weight": (1000, 192), "head.bias": (1000,)}
+    shapes = {
+        "cls_token": (1, 1, 192),
+        "pos_embed": (1, 197, 192),
+        "patch_embed.proj.weight": (192, 3, 16, 16),
+        "patch_embed.proj.bias": (192,),
+        "norm.weight": (192,),
+        "norm.bias": (192,),
+        "head.weight": (1000, 192),
+        "head.bias": (1000,),
+    }
     for i in range(12):
-        shapes.update({f"blocks.{i}.norm1.weight": (192,), f"blocks.{i}.norm1.bias": (192,),
-                       f"blocks.{i}.attn.qkv.weight": (576, 192), f"blocks.{i}.attn.qkv.bias": (576,),
-                       f"blocks.{i}.attn.proj.weight": (192, 192), f"blocks.{i}.attn.proj.bias": (192,),
-                       f"blocks.{i}.norm2.weight": (192,), f"blocks.{i}.norm2.bias": (192,),
-                       f"blocks.{i}.mlp.fc1.weight": (768, 192), f"blocks.{i}.mlp.fc1.bias": (768,),
-                       f"blocks.{i}.mlp.fc2.weight": (192, 768), f"blocks.{i}.mlp.fc2.bias": (192,)})
+        shapes.update(
+            {
+                f"blocks.{i}.norm1.weight": (192,),
+                f"blocks.{i}.norm1.bias": (192,),
+                f"blocks.{i}.attn.qkv.weight": (576, 192),
+                f"blocks.{i}.attn.qkv.bias": (576,),
+                f"blocks.{i}.attn.proj.weight": (192, 192),
+                f"blocks.{i}.attn.proj.bias": (192,),
+                f"blocks.{i}.norm2.weight": (192,),
+                f"blocks.{i}.norm2.bias": (192,),
+                f"blocks.{i}.mlp.fc1.weight": (768, 192),
+                f"blocks.{i}.mlp.fc1.bias": (768,),
+                f"blocks.{i}.mlp.fc2.weight": (192, 768),
+                f"blocks.{i}.mlp.fc2.bias": (192,),
+            }
+        )
     assert sorted(shapes) == sorted(timm_key_names(12))
     sd = {k: torch.empty(s, device="meta") for k, s in shapes.items()}
     weights, _, unexpected = _rename(sd, timm_rules(set(sd)), ())
@@ -157,6 +187,7 @@ def test_timm_parity(class_token):
 
 
 # lucidrains SimpleViT ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("old_head", [False, True])
 def test_simple_vit_parity(old_head):
@@ -185,6 +216,7 @@ def test_simple_vit_needs_image_geometry():
 
 # ECG transformer -------------------------------------------------------------------------------
 
+
 def test_ecg1d_parity():
     torch.manual_seed(6)
     ecg = randomize(ECGformer(), seed=7)
@@ -205,6 +237,7 @@ def test_ecg1d_preset_shape_infers_heads():
 
 
 # Attention-only seeds --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("qkv_bias", [False, True])
 def test_sablock_parity(qkv_bias):

@@ -84,7 +84,7 @@ def test_attention_by_hand():
     w, bias = attn.qkv.weight.tolist(), attn.qkv.bias.tolist()
     rows = x[0].tolist()
     lin = [[sum(w[o][i] * r[i] for i in range(4)) + bias[o] for o in range(12)] for r in rows]
-    q, k, v = ([r[j * 4:(j + 1) * 4] for r in lin] for j in range(3))
+    q, k, v = ([r[j * 4 : (j + 1) * 4] for r in lin] for j in range(3))
     ctx = []
     for a in range(2):
         logits = [sum(q[a][i] * k[b][i] for i in range(4)) / math.sqrt(4) for b in range(2)]

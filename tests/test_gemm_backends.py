@@ -64,12 +64,8 @@ def test_backend_extremes(name, k):
     assert np.array_equal(gb.matmul(neg, neg, name), np.full((2, 2), k << 14))
     assert np.array_equal(gb.matmul(pos, neg, name), np.full((3, 2), -127 * 128 * k))
     assert np.array_equal(gb.matmul(pos, pos, name), np.full((3, 3), 127 * 127 * k))
-    mixed = np.where(np.arange(k) % 2 == 0, -128, 127).astype(np.int8)[
-        None, :
-    ]  # mixed signs
-    assert gb.matmul(mixed, mixed, name).tolist() == gemm_ref(
-        mixed.tolist(), mixed.tolist()
-    )
+    mixed = np.where(np.arange(k) % 2 == 0, -128, 127).astype(np.int8)[None, :]  # mixed signs
+    assert gb.matmul(mixed, mixed, name).tolist() == gemm_ref(mixed.tolist(), mixed.tolist())
 
 
 def test_float32_block_is_the_limit():
@@ -118,9 +114,7 @@ def test_read_only_weights_are_converted_once_and_writable_ones_each_call():
     a = _i8(rng.integers(-128, 128, (4, 40)))
     w = _i8(rng.integers(-128, 128, (3, 40)))
     first = gb.matmul(a, w, "float_blocked")
-    w[0] = (
-        5  # a writable weight may change between calls: never served from a stale copy
-    )
+    w[0] = 5  # a writable weight may change between calls: never served from a stale copy
     assert gb.matmul(a, w, "float_blocked").tolist() == gemm_ref(a.tolist(), w.tolist())
     assert not np.array_equal(first, gb.matmul(a, w, "float_blocked"))
     w.flags.writeable = False
@@ -195,9 +189,7 @@ def test_torch_float_backend_refuses_reduced_precision():
 
 def test_cpu_info_names_model_and_capability():
     info = gb.cpu_info()
-    assert (
-        info["model"] and info["capability"] == torch.backends.cpu.get_cpu_capability()
-    )
+    assert info["model"] and info["capability"] == torch.backends.cpu.get_cpu_capability()
 
 
 def test_cli_choices_name_every_backend():

@@ -63,8 +63,15 @@ def _check_record(rec) -> None:
         assert np.array_equal(np.array(y), t["y"]), rec.path
     elif rec.kind == "layernorm":
         for row, out in zip(t["x"], t["y"]):
-            want = ref.layernorm_ref(row.tolist(), t["gamma"].tolist(), t["beta"].tolist(), p["eps_int"],
-                                     p["multiplier"], p["shift"], p["out_bits"])
+            want = ref.layernorm_ref(
+                row.tolist(),
+                t["gamma"].tolist(),
+                t["beta"].tolist(),
+                p["eps_int"],
+                p["multiplier"],
+                p["shift"],
+                p["out_bits"],
+            )
             assert out.tolist() == want, rec.path
     elif rec.kind == "softmax":
         for row, out in zip(t["x"], t["p"]):
@@ -72,8 +79,9 @@ def _check_record(rec) -> None:
     elif rec.kind == "gelu":
         assert t["y"].tolist() == ref.gelu_ref(t["x"].tolist(), t["table"].tolist(), p["in_bits"]), rec.path
     elif rec.kind == "residual_add":
-        want = ref.residual_add_ref(t["a"].tolist(), t["b"].tolist(), p["mult_a"], p["mult_b"], p["shift"],
-                                    p["out_bits"])
+        want = ref.residual_add_ref(
+            t["a"].tolist(), t["b"].tolist(), p["mult_a"], p["mult_b"], p["shift"], p["out_bits"]
+        )
         assert t["y"].tolist() == want, rec.path
     elif rec.kind == "requant":
         want = ref.requant_ref(t["acc"].tolist(), t["multiplier"].tolist(), t["shift"].tolist(), p["out_bits"])
@@ -93,10 +101,12 @@ def test_trace_obeys_reference_kernels_and_chains(preset):
         _check_record(rec)
     by_path = {r.path: r for r in records}
     # The blocks chain: what one block writes is what the next one reads.
-    assert np.array_equal(by_path["layers.0.norm2"].tensors["x"].data.reshape(-1),
-                          by_path["layers.0.add1"].tensors["y"].data)
-    assert np.array_equal(by_path["layers.0.mlp.gelu"].tensors["x"].data,
-                          by_path["layers.0.mlp.fc1"].tensors["y"].data.reshape(-1))
+    assert np.array_equal(
+        by_path["layers.0.norm2"].tensors["x"].data.reshape(-1), by_path["layers.0.add1"].tensors["y"].data
+    )
+    assert np.array_equal(
+        by_path["layers.0.mlp.gelu"].tensors["x"].data, by_path["layers.0.mlp.fc1"].tensors["y"].data.reshape(-1)
+    )
     assert np.array_equal(by_path["head"].tensors["y"].data.reshape(-1), logits.reshape(-1))
 
 
@@ -107,7 +117,7 @@ def test_integer_forward_is_deterministic_and_integer():
     a, b = int_model.forward(x), int_model.forward(x)
     assert a.dtype == np.int64 and np.array_equal(a, b)
     # Batched and one-by-one runs agree (no cross-talk between images).
-    one = np.concatenate([int_model.forward(x[i:i + 1]) for i in range(3)])
+    one = np.concatenate([int_model.forward(x[i : i + 1]) for i in range(3)])
     assert np.array_equal(a, one)
 
 

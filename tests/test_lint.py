@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TREES = ["hwvit", "tests", "sim"]
+TREES = ["hwvit", "tests", "sim", "examples"]
 
 
 def _ruff() -> str:

@@ -86,9 +86,18 @@ def test_equivalent_entry_needs_a_reason(tmp_path):
 
 def test_report_score():
     m = mutate.mutants(SNIPPET, "rtl/m.v")[0]
-    report = mutate.Report("m", "icarus", 5, [mutate.Outcome(m, "killed"), mutate.Outcome(m, "killed"),
-                                              mutate.Outcome(m, "killed"), mutate.Outcome(m, "survived"),
-                                              mutate.Outcome(m, "equivalent")])
+    report = mutate.Report(
+        "m",
+        "icarus",
+        5,
+        [
+            mutate.Outcome(m, "killed"),
+            mutate.Outcome(m, "killed"),
+            mutate.Outcome(m, "killed"),
+            mutate.Outcome(m, "survived"),
+            mutate.Outcome(m, "equivalent"),
+        ],
+    )
     assert report.score == 0.75
     assert "3 killed, 1 survived, 1 equivalent, 0 did not compile; score 75.0%" in report.summary()
 

@@ -1,4 +1,7 @@
-"""gemm / linear: the chosen backend vs plain-Python sums (every backend: test_gemm_backends.py), unsigned offset path, bound checks."""
+"""gemm / linear: the chosen backend vs plain-Python sums, unsigned offset path, bound checks.
+
+Every backend on its own: test_gemm_backends.py.
+"""
 
 from __future__ import annotations
 

@@ -106,7 +106,7 @@ def test_md_end_to_end_recomputed(report, result):
     top1_f = 100.0 * np.mean(lf.argmax(1) == labels)
     top1_i = 100.0 * np.mean(li.argmax(1) == labels)
     agree = 100.0 * np.mean(lf.argmax(1) == li.argmax(1))
-    sqnr = 10.0 * np.log10(np.sum(lf ** 2) / np.sum((lf - li) ** 2))
+    sqnr = 10.0 * np.log10(np.sum(lf**2) / np.sum((lf - li) ** 2))
     assert summary["images"] == str(IMAGES)
     assert abs(float(summary["top-1 float"].rstrip("%")) - top1_f) <= 0.005
     assert abs(float(summary["top-1 int"].rstrip("%")) - top1_i) <= 0.005
@@ -139,8 +139,9 @@ def test_html_is_self_contained(report):
     html = (report / "report.html").read_text()
     embedded = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(embedded) == len(report_write.PLOTS)
-    assert sorted(base64.b64decode(e) for e in embedded) == sorted((report / n).read_bytes()
-                                                                    for n in report_write.PLOTS)
+    assert sorted(base64.b64decode(e) for e in embedded) == sorted(
+        (report / n).read_bytes() for n in report_write.PLOTS
+    )
     assert "http://" not in html and "https://" not in html  # nothing fetched from elsewhere
     assert "<table>" in html and html.rstrip().endswith("</html>")
 
@@ -193,14 +194,17 @@ def test_replace_previous_and_refuse_foreign(result, tmp_path, monkeypatch):
 def test_cli_compare_out(tmp_path):
     out = tmp_path / "rep"
     runner = CliRunner()
-    res = runner.invoke(main, ["compare", "--model", "digits", "--limit", "16", "--calib-images", "32",
-                               "-q", "--out", str(out)])
+    res = runner.invoke(
+        main, ["compare", "--model", "digits", "--limit", "16", "--calib-images", "32", "-q", "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     assert f"report: {out / 'report.html'}" in res.output
     assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
     (out / "keep.txt").write_text("mine")
-    res = runner.invoke(main, ["compare", "--model", "digits", "--limit", "16", "--calib-images", "32",
-                               "-q", "--out", str(out), "--force"])  # --force replaces only a previous report
+    res = runner.invoke(
+        main,
+        ["compare", "--model", "digits", "--limit", "16", "--calib-images", "32", "-q", "--out", str(out), "--force"],
+    )  # --force replaces only a previous report
     assert res.exit_code == 1 and "keep.txt" in res.output
     assert "Error:" in res.output and "Traceback" not in res.output
     assert (out / "keep.txt").read_text() == "mine"

@@ -71,9 +71,13 @@ def test_parameter_check_icarus_and_yosys(top, params, text):
 def test_parameter_check_verilator(tmp_path):
     """A Verilator build of a block with a violated requirement stops at time 0 with the message."""
     exe = toolchain.require("verilator")
-    build = subprocess.run([exe, "--binary", "-GIN_BITS=5", "--Mdir", str(tmp_path / "obj"),
-                            "-o", "sim", str(RTL / "isqrt.v")], capture_output=True, text=True,
-                           env=toolchain.sim_env(), timeout=300)
+    build = subprocess.run(
+        [exe, "--binary", "-GIN_BITS=5", "--Mdir", str(tmp_path / "obj"), "-o", "sim", str(RTL / "isqrt.v")],
+        capture_output=True,
+        text=True,
+        env=toolchain.sim_env(),
+        timeout=300,
+    )
     assert build.returncode == 0, build.stderr[-2000:]
     out = subprocess.run([str(tmp_path / "obj" / "sim")], capture_output=True, text=True, timeout=60)
     assert "ERROR: isqrt: IN_BITS = 5 must be even and >= 4" in out.stdout + out.stderr

@@ -27,8 +27,13 @@ def test_default_grid_is_one_factor_at_a_time():
     grid = one_factor_grid()
     assert grid[0].factor == "baseline" and grid[0].qconfig == QuantConfig()
     assert len(grid) == 11  # baseline + act 6 + softmax 4, 6 + shift + 4 table sizes + 2 percentiles
-    allowed = {"act_bits": {"act_bits"}, "softmax_bits": {"softmax_bits"}, "exp": {"exp"},
-               "exp_entries": {"exp_entries"}, "calibration": {"calibration", "percentile"}}
+    allowed = {
+        "act_bits": {"act_bits"},
+        "softmax_bits": {"softmax_bits"},
+        "exp": {"exp"},
+        "exp_entries": {"exp_entries"},
+        "calibration": {"calibration", "percentile"},
+    }
     for p in grid[1:]:
         assert _changed(p.qconfig) and _changed(p.qconfig) <= allowed[p.factor], p
     assert len({tuple(sorted(asdict(p.qconfig).items())) for p in grid}) == len(grid)  # no point twice
@@ -58,8 +63,21 @@ def test_cost_columns():
 @pytest.fixture(scope="module")
 def quick_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sw") / "sweep"
-    res = CliRunner().invoke(main, ["sweep", "--model", "digits", "--quick", "--limit", str(IMAGES),
-                                    "--calib-images", str(CALIB), "--out", str(out)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "sweep",
+            "--model",
+            "digits",
+            "--quick",
+            "--limit",
+            str(IMAGES),
+            "--calib-images",
+            str(CALIB),
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     return out, res.output
 
@@ -93,8 +111,11 @@ def test_files_and_rows(quick_sweep):
     # no less accurate, and strictly better in one of them (recomputed here from the CSV).
     for r in rows:
         c, a = int(r["cost_bits"]), float(r["top1_int"])
-        dominated = any((int(o["cost_bits"]) <= c and float(o["top1_int"]) >= a)
-                        and (int(o["cost_bits"]) < c or float(o["top1_int"]) > a) for o in rows)
+        dominated = any(
+            (int(o["cost_bits"]) <= c and float(o["top1_int"]) >= a)
+            and (int(o["cost_bits"]) < c or float(o["top1_int"]) > a)
+            for o in rows
+        )
         assert (r["pareto"] == "True") == (not dominated), r
     assert any(r["pareto"] == "True" for r in rows) and "Pareto front" in md
     last = output.strip().splitlines()[-1]
@@ -133,11 +154,14 @@ def test_cli_refuses_foreign_out_dir_before_work(tmp_path):
     assert (out / "thesis.tex").read_text() == "keep"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--act-bits", "6,x"], "comma-separated"),
-    (["--softmax-bits", "12"], "outside"),
-    (["--percentiles", "20"], "outside"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--act-bits", "6,x"], "comma-separated"),
+        (["--softmax-bits", "12"], "outside"),
+        (["--percentiles", "20"], "outside"),
+    ],
+)
 def test_cli_bad_lists(tmp_path, args, message):
     res = CliRunner().invoke(main, ["sweep", "--model", "digits", "--out", str(tmp_path / "o"), *args])
     assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output

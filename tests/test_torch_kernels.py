@@ -43,20 +43,14 @@ def test_requant_and_residual(device):
         acc[0] = -(2**31)
         acc[1] = 2**31 - 1
         mult = rng.integers(0, 2**31, ch)
-        shift = (
-            rng.choice([0, 1, 2, 31, 40, 62], ch)
-            if trial % 2
-            else rng.integers(0, 63, ch)
-        )
+        shift = rng.choice([0, 1, 2, 31, 40, 62], ch) if trial % 2 else rng.integers(0, 63, ch)
         bits = int(rng.choice([2, 4, 8, 16]))
         assert np.array_equal(
             _np(tk.requant(t(acc), t(mult), t(shift), bits)),
             ops.requant(acc, mult, shift, bits),
         )
         m0, s0 = int(mult[0]), int(shift[0])
-        assert np.array_equal(
-            _np(tk.requant(t(acc), m0, s0, bits)), ops.requant(acc, m0, s0, bits)
-        )
+        assert np.array_equal(_np(tk.requant(t(acc), m0, s0, bits)), ops.requant(acc, m0, s0, bits))
         a, b = rng.integers(-128, 128, (300, ch)), rng.integers(-128, 128, (300, ch))
         ma, mb, s = (
             int(rng.integers(0, 2**31)),
@@ -80,9 +74,7 @@ def test_gelu(device):
     for bits in (8, 4, 12):
         table = rng.integers(-(2**15), 2**15, 1 << bits)
         x = rng.integers(-(1 << (bits - 1)), 1 << (bits - 1), 12_000)
-        assert np.array_equal(
-            _np(tk.gelu(t(x), t(table), bits)), ops.gelu(x, table, bits)
-        )
+        assert np.array_equal(_np(tk.gelu(t(x), t(table), bits)), ops.gelu(x, table, bits))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -108,9 +100,7 @@ def test_softmax(device):
                 )
             mult = exp_shift_mult(s_in)
             got = tk.softmax(t(x), None, 8, exp="shift", exp_mult=mult)
-            assert np.array_equal(
-                _np(got), ops.softmax(x, None, exp="shift", exp_mult=mult)
-            ), (n, s_in)
+            assert np.array_equal(_np(got), ops.softmax(x, None, exp="shift", exp_mult=mult)), (n, s_in)
             rows += x.shape[0]
     assert rows >= 10_000
 
@@ -120,7 +110,7 @@ def test_layernorm_and_isqrt(device):
     t = _on(device)
     rng = np.random.default_rng(43)
     rows = 0
-    for trial in range(60):
+    for _trial in range(60):
         c = int(rng.choice([1, 2, 3, 16, 17, 64, 768]))
         spread = int(rng.choice([0, 1, 2, 10, 255]))
         lo = rng.integers(-128, 128 - spread, (200, 1))
@@ -135,9 +125,7 @@ def test_layernorm_and_isqrt(device):
         shift = int(rng.choice([0, 1, 31, 62, int(rng.integers(20, 45))]))
         bits = int(rng.choice([8, 4, 16]))
         got = tk.layernorm(t(x), t(g), t(b), eps, mult, shift, bits)
-        assert np.array_equal(
-            _np(got), ops.layernorm(x, g, b, eps, mult, shift, bits)
-        ), (c, eps, mult, shift)
+        assert np.array_equal(_np(got), ops.layernorm(x, g, b, eps, mult, shift, bits)), (c, eps, mult, shift)
         rows += x.shape[0]
     assert rows >= 10_000
     n = np.concatenate(
@@ -205,9 +193,7 @@ def test_quantize_and_deferred_checks(device):
                 [1e30, -1e30, 0.0],
             ]
         )
-        x32 = x.astype(
-            np.float32
-        )  # the model's inputs are float32; both paths widen to float64
+        x32 = x.astype(np.float32)  # the model's inputs are float32; both paths widen to float64
         for bits in (8, 4):
             got = tk.quantize(torch.from_numpy(x32).to(dev), scale, bits)
             assert np.array_equal(_np(got), ops.quantize(x32, scale, bits)), (

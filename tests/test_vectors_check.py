@@ -101,8 +101,10 @@ DAMAGE = {
     "non-hex character": (_damage_non_hex, "x.hex: line 5: non-hex character 'z'"),
     "value too wide": (_damage_too_wide, "y.hex: line 3: value 0x1ff does not fit 8 bits"),
     "missing file": (_damage_missing, "table.hex: missing file"),
-    "checksum mismatch": (_damage_checksum,
-                          r"x.hex: checksum mismatch \(manifest [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\)"),
+    "checksum mismatch": (
+        _damage_checksum,
+        r"x.hex: checksum mismatch \(manifest [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\)",
+    ),
     "path leaving the set": (_damage_escape, "manifest: tensor x: file path '../x.hex' leaves the set directory"),
 }
 
@@ -132,25 +134,31 @@ def test_hex_and_npy_must_agree(gelu_set):
     assert re.search(r"x.npy and x.hex differ at element 3 \(npy -?\d+, hex -?\d+\)$", _error(gelu_set))
 
 
-@pytest.mark.parametrize("edit,message", [
-    (lambda m: m.pop("seed"), "manifest: missing key 'seed'"),
-    (lambda m: m.update(extra=1), "manifest: unknown key 'extra'"),
-    (lambda m: m.update(kind="conv"), "manifest: kind 'conv' not one of"),
-    (lambda m: m.update(format=2), "manifest: format 2, this hwvit reads 1"),
-    (lambda m: m["params"].update(in_bits="8"), "manifest: param in_bits='8' is not int"),
-    (lambda m: m["params"].update(rounding="half_even"), "manifest: param rounding='half_even'"),
-    (lambda m: m["tensors"][1].update(shape=[255]), "manifest: gelu tensor table: role/shape/bits/signed "
-     "('parameter', [255], 8, True), contract says ('parameter', [256], 8, True)"),
-    (lambda m: m["tensors"][2].update(shape=[2, 5]), "manifest: gelu tensor y: role/shape/bits/signed"),
-    (lambda m: m["tensors"][0].update(bits=70), "manifest: tensor x: bits 70 outside [1, 64]"),
-    (lambda m: m["tensors"][1].update(role="input"), "manifest: gelu tensor table: role/shape/bits/signed"),
-    (lambda m: m["tensors"].pop(2), "manifest: gelu: missing tensor 'y'"),
-    (lambda m: m["tensors"][0]["files"].update(hex="/etc/passwd"), "leaves the set directory"),
-    (lambda m: m["tensors"][0]["files"].update(npy="y.npy"), "two tensors share a file name"),
-    (lambda m: m["tensors"][0].update(dtype="int64"), "manifest: tensor x: dtype 'int64', expected 'int8'"),
-    (lambda m: m.update(lut_file="x.hex"), "manifest: lut_file 'x.hex', expected 'table.hex'"),
-    (lambda m: m.update(config_hash="abc"), "manifest: config_hash is not a sha256 hex digest"),
-])
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda m: m.pop("seed"), "manifest: missing key 'seed'"),
+        (lambda m: m.update(extra=1), "manifest: unknown key 'extra'"),
+        (lambda m: m.update(kind="conv"), "manifest: kind 'conv' not one of"),
+        (lambda m: m.update(format=2), "manifest: format 2, this hwvit reads 1"),
+        (lambda m: m["params"].update(in_bits="8"), "manifest: param in_bits='8' is not int"),
+        (lambda m: m["params"].update(rounding="half_even"), "manifest: param rounding='half_even'"),
+        (
+            lambda m: m["tensors"][1].update(shape=[255]),
+            "manifest: gelu tensor table: role/shape/bits/signed "
+            "('parameter', [255], 8, True), contract says ('parameter', [256], 8, True)",
+        ),
+        (lambda m: m["tensors"][2].update(shape=[2, 5]), "manifest: gelu tensor y: role/shape/bits/signed"),
+        (lambda m: m["tensors"][0].update(bits=70), "manifest: tensor x: bits 70 outside [1, 64]"),
+        (lambda m: m["tensors"][1].update(role="input"), "manifest: gelu tensor table: role/shape/bits/signed"),
+        (lambda m: m["tensors"].pop(2), "manifest: gelu: missing tensor 'y'"),
+        (lambda m: m["tensors"][0]["files"].update(hex="/etc/passwd"), "leaves the set directory"),
+        (lambda m: m["tensors"][0]["files"].update(npy="y.npy"), "two tensors share a file name"),
+        (lambda m: m["tensors"][0].update(dtype="int64"), "manifest: tensor x: dtype 'int64', expected 'int8'"),
+        (lambda m: m.update(lut_file="x.hex"), "manifest: lut_file 'x.hex', expected 'table.hex'"),
+        (lambda m: m.update(config_hash="abc"), "manifest: config_hash is not a sha256 hex digest"),
+    ],
+)
 def test_manifest_schema_faults(gelu_set, edit, message):
     man = _manifest(gelu_set)
     edit(man)

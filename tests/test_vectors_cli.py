@@ -26,14 +26,14 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def test_random_mode_writes_one_set(tmp_path):
     out = tmp_path / "sm"
-    r = run("vectors-random", "softmax", "--cases", "12", "--row-len", "20", "--seed", "3",
-            "--out", str(out))
+    r = run("vectors-random", "softmax", "--cases", "12", "--row-len", "20", "--seed", "3", "--out", str(out))
     assert r.exit_code == 0, r.output
     assert r.output.startswith("1 set, 3 tensors, ") and r.output.endswith(f" kB -> {out}\n")
     vset = vectors.read(out)
     assert (vset.kind, vset.seed, vset.params["rows"], vset.params["row_len"]) == ("softmax", 3, 12, 20)
-    again = run("vectors-random", "softmax", "--cases", "12", "--row-len", "20", "--seed", "3",
-                "--out", str(tmp_path / "sm2"))
+    again = run(
+        "vectors-random", "softmax", "--cases", "12", "--row-len", "20", "--seed", "3", "--out", str(tmp_path / "sm2")
+    )
     assert again.exit_code == 0 and _tree(out) == _tree(tmp_path / "sm2")
 
 
@@ -47,29 +47,32 @@ def test_existing_output_needs_force(tmp_path):
     assert vectors.read(out).seed == 1
 
 
-@pytest.mark.parametrize("args,code,message", [
-    (["vectors-random"], 2, "Missing argument"),
-    (["vectors-random", "gelu", "--model", "digits"], 2, "No such option '--model'"),
-    (["vectors", "--row-len", "5"], 2, "No such option '--row-len'"),
-    (["vectors", "--labels", __file__], 2, "--labels applies to --images only"),
-    (["vectors", "--resize", "8"], 2, "--resize applies to --images/--calib only"),
-    (["vectors", "--config", "vit-tiny"], 2, "--config applies to --checkpoint only"),
-    (["vectors", "--family", "hf"], 2, "--family applies to --checkpoint only"),
-    (["vectors", "--model", "digits", "--checkpoint", __file__], 2, "give --model or --checkpoint, not both"),
-    (["vectors", "--heads", "3"], 2, "--heads applies to --checkpoint only"),
-    (["vectors", "--exp", "shift", "--exp-entries", "64"], 2, "--exp-entries applies to --exp table only"),
-    (["vectors", "--percentile", "99.9"], 2, "--percentile applies to --calibration percentile only"),
-    (["vectors", "--family", "sablock"], 2, "'sablock' is not one of"),
-    (["vectors-random", "gelu", "--limit", "2"], 2, "No such option '--limit'"),
-    (["vectors-random", "gelu", "--row-len", "3"], 2, "--row-len applies to softmax, not gelu"),
-    (["vectors-random", "requant", "--k", "3"], 2, "--k applies to gemm, not requant"),
-    (["vectors-random", "gemm", "--k", "3", "--set", "k=4"], 2, "--set k=... repeats --k; give it once"),
-    (["vectors-random", "gemm", "--set", "nope"], 1, "--set 'nope': expected KEY=VALUE"),
-    (["vectors-random", "gemm", "--set", "foo=1"], 1, "gemm: unknown parameter 'foo'"),
-    (["vectors-random", "gemm", "--k", "0"], 2, "0 is not in the range"),
-    (["vectors-random", "conv"], 2, "'conv' is not one of"),
-    (["vectors-random", "softmax", "--in-bits", "4", "--entries", "100"], 1, "entries must be an integer"),
-])
+@pytest.mark.parametrize(
+    "args,code,message",
+    [
+        (["vectors-random"], 2, "Missing argument"),
+        (["vectors-random", "gelu", "--model", "digits"], 2, "No such option '--model'"),
+        (["vectors", "--row-len", "5"], 2, "No such option '--row-len'"),
+        (["vectors", "--labels", __file__], 2, "--labels applies to --images only"),
+        (["vectors", "--resize", "8"], 2, "--resize applies to --images/--calib only"),
+        (["vectors", "--config", "vit-tiny"], 2, "--config applies to --checkpoint only"),
+        (["vectors", "--family", "hf"], 2, "--family applies to --checkpoint only"),
+        (["vectors", "--model", "digits", "--checkpoint", __file__], 2, "give --model or --checkpoint, not both"),
+        (["vectors", "--heads", "3"], 2, "--heads applies to --checkpoint only"),
+        (["vectors", "--exp", "shift", "--exp-entries", "64"], 2, "--exp-entries applies to --exp table only"),
+        (["vectors", "--percentile", "99.9"], 2, "--percentile applies to --calibration percentile only"),
+        (["vectors", "--family", "sablock"], 2, "'sablock' is not one of"),
+        (["vectors-random", "gelu", "--limit", "2"], 2, "No such option '--limit'"),
+        (["vectors-random", "gelu", "--row-len", "3"], 2, "--row-len applies to softmax, not gelu"),
+        (["vectors-random", "requant", "--k", "3"], 2, "--k applies to gemm, not requant"),
+        (["vectors-random", "gemm", "--k", "3", "--set", "k=4"], 2, "--set k=... repeats --k; give it once"),
+        (["vectors-random", "gemm", "--set", "nope"], 1, "--set 'nope': expected KEY=VALUE"),
+        (["vectors-random", "gemm", "--set", "foo=1"], 1, "gemm: unknown parameter 'foo'"),
+        (["vectors-random", "gemm", "--k", "0"], 2, "0 is not in the range"),
+        (["vectors-random", "conv"], 2, "'conv' is not one of"),
+        (["vectors-random", "softmax", "--in-bits", "4", "--entries", "100"], 1, "entries must be an integer"),
+    ],
+)
 def test_bad_invocations(tmp_path, args, code, message):
     r = run(*args, "--out", str(tmp_path / "o"))
     assert r.exit_code == code, r.output
@@ -101,8 +104,20 @@ def test_block_config_and_options(tmp_path):
     cfg = tmp_path / "block.yaml"
     cfg.write_text("k: 12\nn: 3\na_signed: false\n")
     out = tmp_path / "gemm"
-    r = run("vectors-random", "gemm", "--cases", "5", "--block-config", str(cfg), "--n", "6",
-            "--set", "out_bits=10", "--out", str(out))
+    r = run(
+        "vectors-random",
+        "gemm",
+        "--cases",
+        "5",
+        "--block-config",
+        str(cfg),
+        "--n",
+        "6",
+        "--set",
+        "out_bits=10",
+        "--out",
+        str(out),
+    )
     assert r.exit_code == 0, r.output
     p = vectors.read(out).params
     assert (p["m"], p["k"], p["n"], p["a_signed"], p["out_bits"]) == (5, 12, 6, False, 10)
@@ -117,8 +132,7 @@ def test_lut_from_npy_and_hex(tmp_path):
     (tmp_path / "t.hex").write_text("".join(f"{int(v) & 0xFF:02x}\n" for v in table))
     for name in ("t.npy", "t.hex"):
         out = tmp_path / f"g-{name}"
-        r = run("vectors-random", "gelu", "--cases", "256", "--lut", str(tmp_path / name),
-                "--out", str(out))
+        r = run("vectors-random", "gelu", "--cases", "256", "--lut", str(tmp_path / name), "--out", str(out))
         assert r.exit_code == 0, r.output
         vset = vectors.read(out)
         assert np.array_equal(vset["table"], table)
@@ -132,8 +146,13 @@ def test_lut_from_npy_and_hex(tmp_path):
 
 def _fake_trace(monkeypatch, seen: dict | None = None):
     records = []
-    for kind, path in (("layernorm", "layers.0.norm1"), ("softmax", "layers.0.attn.softmax"),
-                       ("residual_add", "layers.0.add1"), ("layernorm", "layers.1.norm1"), ("requant", "pool")):
+    for kind, path in (
+        ("layernorm", "layers.0.norm1"),
+        ("softmax", "layers.0.attn.softmax"),
+        ("residual_add", "layers.0.add1"),
+        ("layernorm", "layers.1.norm1"),
+        ("requant", "pool"),
+    ):
         rec = vectors.random_record(kind, 3, 0)
         rec.path = path
         records.append(rec)
@@ -156,7 +175,8 @@ def test_model_mode_writes_a_tree(tmp_path, monkeypatch):
     assert seen == {"preset": "vit-tiny", "limit": 2, "seed": 4}
     assert r.output.startswith("5 sets, 18 tensors, ") and r.output.endswith(f" -> {out}\n")
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["layers.0.norm1", "layers.0.attn.softmax", "layers.0.add1", "layers.1.norm1", "pool"])
+        ["layers.0.norm1", "layers.0.attn.softmax", "layers.0.add1", "layers.1.norm1", "pool"]
+    )
     man = vectors.read(out / "pool").manifest
     assert man["source_sha256"] == "cd" * 32 and man["seed"] == 4
     assert man["config_hash"] == vectors.config_hash(man["params"], {"model": "fake"})
@@ -165,8 +185,18 @@ def test_model_mode_writes_a_tree(tmp_path, monkeypatch):
 
 def test_model_mode_selects_blocks(tmp_path, monkeypatch):
     _fake_trace(monkeypatch)
-    r = run("vectors", "--model", "x", "--blocks", "layers.0.*,pool", "--block", "layernorm", "--out",
-            str(tmp_path / "a"), "-q")
+    r = run(
+        "vectors",
+        "--model",
+        "x",
+        "--blocks",
+        "layers.0.*,pool",
+        "--block",
+        "layernorm",
+        "--out",
+        str(tmp_path / "a"),
+        "-q",
+    )
     assert r.exit_code == 0, r.output
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["layers.0.norm1"]
     r = run("vectors", "--model", "x", "--blocks", "head*", "--out", str(tmp_path / "b"))
@@ -181,8 +211,20 @@ def test_model_mode_writes_every_traced_block(tmp_path):
     names = {p.name for p in out.iterdir()}
     # 2x2-patch digits ViT: 3 blocks of 4 heads; every block instance the issue lists is there.
     for i in range(3):
-        for part in ("norm1", "attn.qkv", "attn.h0.qk", "attn.softmax", "attn.h3.av", "attn.proj", "add1",
-                     "norm2", "mlp.fc1", "mlp.gelu", "mlp.fc2", "add2"):
+        for part in (
+            "norm1",
+            "attn.qkv",
+            "attn.h0.qk",
+            "attn.softmax",
+            "attn.h3.av",
+            "attn.proj",
+            "add1",
+            "norm2",
+            "mlp.fc1",
+            "mlp.gelu",
+            "mlp.fc2",
+            "add2",
+        ):
             assert f"layers.{i}.{part}" in names, f"layers.{i}.{part} missing"
     assert {"embed.proj", "pos_add", "norm", "head"} <= names
     assert run("check", str(out)).exit_code == 0
@@ -213,8 +255,18 @@ def _vit_b_layer_elements() -> int:
         return m * k + n * k + 3 * n + 2 * m * n
 
     ln = 2 * t * d + 2 * d
-    return (2 * ln + gemm(t, d, 3 * d) + h * gemm(t, d // h, t) + h * gemm(t, t, d // h) + gemm(t, d, d)
-            + gemm(t, d, f) + gemm(t, f, d) + (2 * h * t * t + 256) + 2 * (3 * t * d) + (2 * t * f + 256))
+    return (
+        2 * ln
+        + gemm(t, d, 3 * d)
+        + h * gemm(t, d // h, t)
+        + h * gemm(t, t, d // h)
+        + gemm(t, d, d)
+        + gemm(t, d, f)
+        + gemm(t, f, d)
+        + (2 * h * t * t + 256)
+        + 2 * (3 * t * d)
+        + (2 * t * f + 256)
+    )
 
 
 def test_bench_vectors_writes_one_vit_b_layer(tmp_path):

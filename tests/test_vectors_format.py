@@ -10,8 +10,23 @@ import pytest
 from hwvit.formats import IntFormat
 from hwvit.vectors.format import VectorSetError, decode_hex, decode_npy, encode_hex, encode_npy
 
-WIDTHS = [(1, False), (2, True), (6, False), (8, True), (8, False), (15, True), (16, False), (17, True),
-          (24, False), (31, True), (32, True), (32, False), (40, True), (63, False), (64, True)]
+WIDTHS = [
+    (1, False),
+    (2, True),
+    (6, False),
+    (8, True),
+    (8, False),
+    (15, True),
+    (16, False),
+    (17, True),
+    (24, False),
+    (31, True),
+    (32, True),
+    (32, False),
+    (40, True),
+    (63, False),
+    (64, True),
+]
 
 
 def _ref_hex(values, bits: int) -> bytes:
@@ -58,22 +73,25 @@ def test_encode_hex_accepts_narrow_dtypes_and_shapes():
     assert bytes(encode_hex(np.array([2**31 - 1], dtype=np.uint32), 32)) == b"7fffffff\n"
 
 
-@pytest.mark.parametrize("text,count,bits,signed,message", [
-    (b"01\n02\n", 3, 8, True, "truncated: 2 lines, expected 3"),
-    (b"01\n02\n03\n04\n", 3, 8, True, "extra lines: 4 lines, expected 3"),
-    (b"01\n0g\n03\n", 3, 8, True, "line 2: non-hex character 'g'"),
-    (b"01\n02\r\n03\n", 3, 8, True, "line 2: non-hex character '\\r'"),
-    (b"01\n100\n03\n", 3, 8, True, "line 2: value 0x100 does not fit 8 bits"),
-    (b"01\n7f\n40\n", 3, 6, False, "line 2: value 0x7f does not fit 6 bits"),
-    (b"7fff\n8000\n", 2, 15, True, "line 2: value 0x8000 does not fit 15 bits"),
-    (b"01\n2\n03\n", 3, 8, True, "line 2: 1 hex digits, expected 2"),
-    (b"01\n\n03\n", 3, 8, True, "line 2: empty line"),
-    (b"01\n02\n03", 3, 8, True, "line 3: no final newline"),
-    (b"", 1, 8, True, "truncated: 0 lines, expected 1"),
-    (b"// comment\n01\n", 2, 8, True, "line 1: non-hex character '/'"),
-    (b"@0\n01\n", 2, 8, True, "line 1: non-hex character '@'"),
-    (b"xx\n01\n", 2, 8, True, "line 1: non-hex character 'x'"),
-])
+@pytest.mark.parametrize(
+    "text,count,bits,signed,message",
+    [
+        (b"01\n02\n", 3, 8, True, "truncated: 2 lines, expected 3"),
+        (b"01\n02\n03\n04\n", 3, 8, True, "extra lines: 4 lines, expected 3"),
+        (b"01\n0g\n03\n", 3, 8, True, "line 2: non-hex character 'g'"),
+        (b"01\n02\r\n03\n", 3, 8, True, "line 2: non-hex character '\\r'"),
+        (b"01\n100\n03\n", 3, 8, True, "line 2: value 0x100 does not fit 8 bits"),
+        (b"01\n7f\n40\n", 3, 6, False, "line 2: value 0x7f does not fit 6 bits"),
+        (b"7fff\n8000\n", 2, 15, True, "line 2: value 0x8000 does not fit 15 bits"),
+        (b"01\n2\n03\n", 3, 8, True, "line 2: 1 hex digits, expected 2"),
+        (b"01\n\n03\n", 3, 8, True, "line 2: empty line"),
+        (b"01\n02\n03", 3, 8, True, "line 3: no final newline"),
+        (b"", 1, 8, True, "truncated: 0 lines, expected 1"),
+        (b"// comment\n01\n", 2, 8, True, "line 1: non-hex character '/'"),
+        (b"@0\n01\n", 2, 8, True, "line 1: non-hex character '@'"),
+        (b"xx\n01\n", 2, 8, True, "line 1: non-hex character 'x'"),
+    ],
+)
 def test_decode_hex_rejects_with_the_first_fault(text, count, bits, signed, message):
     with pytest.raises(VectorSetError) as err:
         decode_hex(text, count, bits, signed)

@@ -29,20 +29,37 @@ def _expected(rec) -> dict[str, list]:
     if rec.kind == "softmax":
         return {"p": [ref.softmax_ref(row, _l(t["exp_table"]), p["out_bits"]) for row in _l(t["x"])]}
     if rec.kind == "layernorm":
-        return {"y": [ref.layernorm_ref(row, _l(t["gamma"]), _l(t["beta"]), p["eps_int"], p["multiplier"],
-                                        p["shift"], p["out_bits"]) for row in _l(t["x"])]}
+        return {
+            "y": [
+                ref.layernorm_ref(
+                    row, _l(t["gamma"]), _l(t["beta"]), p["eps_int"], p["multiplier"], p["shift"], p["out_bits"]
+                )
+                for row in _l(t["x"])
+            ]
+        }
     assert rec.kind == "residual_add"
     return {"y": ref.residual_add_ref(_l(t["a"]), _l(t["b"]), p["mult_a"], p["mult_b"], p["shift"], p["out_bits"])}
 
 
 CASES = [
-    ("requant", {}), ("requant", {"out_bits": 4}), ("requant", {"out_bits": 16}),
-    ("gemm", {}), ("gemm", {"a_signed": False, "k": 20, "n": 7}), ("gemm", {"k": 1, "n": 1, "out_bits": 12}),
-    ("gelu", {}), ("gelu", {"in_bits": 4, "out_bits": 6}), ("gelu", {"in_bits": 10, "out_bits": 12}),
-    ("softmax", {"row_len": 33}), ("softmax", {"row_len": 1}), ("softmax", {"entries": 40, "row_len": 50}),
+    ("requant", {}),
+    ("requant", {"out_bits": 4}),
+    ("requant", {"out_bits": 16}),
+    ("gemm", {}),
+    ("gemm", {"a_signed": False, "k": 20, "n": 7}),
+    ("gemm", {"k": 1, "n": 1, "out_bits": 12}),
+    ("gelu", {}),
+    ("gelu", {"in_bits": 4, "out_bits": 6}),
+    ("gelu", {"in_bits": 10, "out_bits": 12}),
+    ("softmax", {"row_len": 33}),
+    ("softmax", {"row_len": 1}),
+    ("softmax", {"entries": 40, "row_len": 50}),
     ("softmax", {"in_bits": 6, "out_bits": 4, "row_len": 9}),
-    ("layernorm", {"c": 48}), ("layernorm", {"c": 1}), ("layernorm", {"c": 97, "out_bits": 10}),
-    ("residual_add", {}), ("residual_add", {"out_bits": 5}),
+    ("layernorm", {"c": 48}),
+    ("layernorm", {"c": 1}),
+    ("layernorm", {"c": 97, "out_bits": 10}),
+    ("residual_add", {}),
+    ("residual_add", {"out_bits": 5}),
 ]
 
 
@@ -126,20 +143,24 @@ def test_overrides_and_tables():
     assert (rec.params["mult_a"], rec.params["mult_b"], rec.params["shift"]) == (1 << 30, 3, 31)
     table = np.arange(-128, 128) // 2
     rec = vectors.random_record("gelu", 256, 0, table=table)
-    assert np.array_equal(rec.tensors["table"].data, table) and np.array_equal(rec.tensors["y"].data,
-                                                                               rec.tensors["x"].data // 2)
+    assert np.array_equal(rec.tensors["table"].data, table) and np.array_equal(
+        rec.tensors["y"].data, rec.tensors["x"].data // 2
+    )
 
 
-@pytest.mark.parametrize("kind,cases,seed,params,message", [
-    ("conv", 4, 0, {}, "unknown block kind 'conv'"),
-    ("gelu", 0, 0, {}, "cases must be an integer"),
-    ("gelu", 4, -1, {}, "seed must be a non-negative integer"),
-    ("gelu", 4, 0, {"row_len": 3}, "gelu: unknown parameter 'row_len'"),
-    ("softmax", 4, 0, {"in_bits": 4, "entries": 17}, "entries must be an integer in [1, 16]"),
-    ("gemm", 4, 0, {"k": 0}, "k must be an integer in [1, 65535]"),
-    ("gemm", 4, 0, {"a_signed": "yes"}, "a_signed must be a bool"),
-    ("gelu", 4, 0, {"table": np.zeros(10, np.int64)}, "table"),
-])
+@pytest.mark.parametrize(
+    "kind,cases,seed,params,message",
+    [
+        ("conv", 4, 0, {}, "unknown block kind 'conv'"),
+        ("gelu", 0, 0, {}, "cases must be an integer"),
+        ("gelu", 4, -1, {}, "seed must be a non-negative integer"),
+        ("gelu", 4, 0, {"row_len": 3}, "gelu: unknown parameter 'row_len'"),
+        ("softmax", 4, 0, {"in_bits": 4, "entries": 17}, "entries must be an integer in [1, 16]"),
+        ("gemm", 4, 0, {"k": 0}, "k must be an integer in [1, 65535]"),
+        ("gemm", 4, 0, {"a_signed": "yes"}, "a_signed must be a bool"),
+        ("gelu", 4, 0, {"table": np.zeros(10, np.int64)}, "table"),
+    ],
+)
 def test_bad_parameters(kind, cases, seed, params, message):
     with pytest.raises(ValueError) as err:
         vectors.random_record(kind, cases, seed, **params)

@@ -22,12 +22,20 @@ def _gemm_record(path: str = "layers.0.attn.qkv", m: int = 3, k: int = 4, n: int
     def t(shape, bits, signed, role, lo, hi, scale=None):
         return Tensor(rng.integers(lo, hi, shape, endpoint=True), bits, signed, role, scale)
 
-    return BlockRecord("gemm", path, {"m": m, "k": k, "n": n, "a_signed": True, "out_bits": 8}, {
-        "a": t((m, k), 8, True, "input", -128, 127, 0.0125), "w": t((n, k), 8, True, "parameter", -128, 127),
-        "bias": t((n,), 32, True, "parameter", -(2**31), 2**31 - 1),
-        "multiplier": t((n,), 32, False, "parameter", 0, 2**31 - 1),
-        "shift": t((n,), 6, False, "parameter", 0, 62), "acc": t((m, n), 32, True, "output", -(2**31), 2**31 - 1),
-        "y": t((m, n), 8, True, "output", -128, 127, 1.0 / 3.0)})
+    return BlockRecord(
+        "gemm",
+        path,
+        {"m": m, "k": k, "n": n, "a_signed": True, "out_bits": 8},
+        {
+            "a": t((m, k), 8, True, "input", -128, 127, 0.0125),
+            "w": t((n, k), 8, True, "parameter", -128, 127),
+            "bias": t((n,), 32, True, "parameter", -(2**31), 2**31 - 1),
+            "multiplier": t((n,), 32, False, "parameter", 0, 2**31 - 1),
+            "shift": t((n,), 6, False, "parameter", 0, 62),
+            "acc": t((m, n), 32, True, "output", -(2**31), 2**31 - 1),
+            "y": t((m, n), 8, True, "output", -128, 127, 1.0 / 3.0),
+        },
+    )
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -45,8 +53,15 @@ def test_manifest_records_everything(tmp_path):
     entries = {e["name"]: e for e in man["tensors"]}
     assert list(entries) == list(rec.tensors)  # record order
     a = entries["a"]
-    assert (a["role"], a["shape"], a["bits"], a["signed"], a["layout"], a["scale"], a["dtype"]) == \
-        ("input", [3, 4], 8, True, "row-major", 0.0125, "int8")
+    assert (a["role"], a["shape"], a["bits"], a["signed"], a["layout"], a["scale"], a["dtype"]) == (
+        "input",
+        [3, 4],
+        8,
+        True,
+        "row-major",
+        0.0125,
+        "int8",
+    )
     assert entries["multiplier"]["dtype"] == "uint32" and entries["shift"]["dtype"] == "uint8"
     assert entries["y"]["scale"] == 1.0 / 3.0 and entries["w"]["scale"] is None
     for name, e in entries.items():

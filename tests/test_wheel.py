@@ -19,8 +19,9 @@ pytestmark = pytest.mark.xdist_group("wheel")
 
 def _checkout_files() -> list[str]:
     """Tracked and untracked-but-not-ignored files: what a fresh clone plus local edits hold."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=CHECKOUT,
-                         capture_output=True, check=True)
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=CHECKOUT, capture_output=True, check=True
+    )
     return [f for f in out.stdout.decode().split("\0") if f and (CHECKOUT / f).is_file()]
 
 
@@ -48,13 +49,30 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # --no-build-isolation: the venv's setuptools builds it (no index needed); --no-deps: the
     # dependencies are the venv's, so the target holds hwvit alone.
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(base / "dist"),
-          str(src)], cwd=base, env=env)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(base / "dist"),
+            str(src),
+        ],
+        cwd=base,
+        env=env,
+    )
     wheels = list((base / "dist").glob("hwvit-*.whl"))
     assert len(wheels) == 1, wheels
     target = base / "target"
-    _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheels[0])],
-         cwd=base, env=env)
+    _run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheels[0])],
+        cwd=base,
+        env=env,
+    )
     return target, src
 
 
@@ -79,16 +97,25 @@ def test_installed_wheel_vectors_then_sim_both(installed, tmp_path):
     work.mkdir()
     env = _env(installed, cache)
     hwvit = [sys.executable, "-c", "import sys; from hwvit.cli import main; sys.argv[0] = 'hwvit'; main()"]
-    where = _run([sys.executable, "-c", "import hwvit, hwvit.toolchain as t; print(hwvit.__file__); "
-                  "print(t.repo().root)"], cwd=work, env=env).split()
+    where = _run(
+        [sys.executable, "-c", "import hwvit, hwvit.toolchain as t; print(hwvit.__file__); print(t.repo().root)"],
+        cwd=work,
+        env=env,
+    ).split()
     assert where[0].startswith(str(installed)), where  # the wheel's hwvit, not the checkout's
     assert where[1] == str(installed / "hwvit" / "_hdl"), where
     before_pkg, before_checkout = _tree(installed), _tree(checkout)
 
-    _run(hwvit + ["vectors-random", "requant", "--cases", "64", "--seed", "1", "--out", "sets/requant"],
-         cwd=work, env=env)
-    _run(hwvit + ["vectors-random", "softmax", "--cases", "6", "--row-len", "9", "--seed", "2", "--out",
-                  "sets/softmax"], cwd=work, env=env)
+    _run(
+        hwvit + ["vectors-random", "requant", "--cases", "64", "--seed", "1", "--out", "sets/requant"],
+        cwd=work,
+        env=env,
+    )
+    _run(
+        hwvit + ["vectors-random", "softmax", "--cases", "6", "--row-len", "9", "--seed", "2", "--out", "sets/softmax"],
+        cwd=work,
+        env=env,
+    )
     out = _run(hwvit + ["sim", "sets", "--simulator", "both"], cwd=work, env=env)
     lines = out.strip().splitlines()
     assert lines[-1] == "4 passed, 0 failed", out
@@ -104,7 +131,8 @@ def test_installed_wheel_vectors_then_sim_both(installed, tmp_path):
     builds = sorted(p.name.rsplit("-", 1)[0] for p in (cache / "hwvit" / "sim_build").iterdir() if p.is_dir())
     assert builds == ["requant-icarus", "requant-verilator", "softmax-icarus", "softmax-verilator"], builds
     assert {p.split("/")[0] for p in _tree(work)} == {"sets", "team"}, _tree(work)
-    assert _tree(installed) - before_pkg <= {p for p in _tree(installed) if "__pycache__" in p}, \
+    assert _tree(installed) - before_pkg <= {p for p in _tree(installed) if "__pycache__" in p}, (
         "the run wrote into the installed package"
+    )
     new = {p for p in _tree(checkout) - before_checkout if not p.startswith("scratch/")}
     assert not new, f"the run wrote into the checkout: {sorted(new)[:5]}"

@@ -18,8 +18,10 @@ from hwvit.byo import kinds
 STYLES = ("valid_ready", "axis")
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 TOP_KEYS = {"kind", "top", "clock", "reset", "interface", "input", "output", "ports", "parameters", "tie"}
-STREAM_KEYS = {"valid_ready": {"valid", "ready", "fields", "last"}, "axis": {"tdata", "tvalid", "tready", "tlast",
-                                                                            "tuser", "fields"}}
+STREAM_KEYS = {
+    "valid_ready": {"valid", "ready", "fields", "last"},
+    "axis": {"tdata", "tvalid", "tready", "tlast", "tuser", "fields"},
+}
 TABLE_CTRL = ("tbl_we", "tbl_addr")
 
 
@@ -55,9 +57,18 @@ class Bind:
 
     def plan(self, top: str) -> dict[str, Any]:
         """What the cocotb testbench needs (JSON-able): names, offsets, polarity."""
-        return {"kind": self.kind, "top": top, "clock": self.clock, "reset": self.reset,
-                "reset_active_high": self.reset_active_high, "style": self.style, "input": self.input,
-                "output": self.output, "ports": self.ports, "tie": self.tie}
+        return {
+            "kind": self.kind,
+            "top": top,
+            "clock": self.clock,
+            "reset": self.reset,
+            "reset_active_high": self.reset_active_high,
+            "style": self.style,
+            "input": self.input,
+            "output": self.output,
+            "ports": self.ports,
+            "tie": self.tie,
+        }
 
 
 def _err(path: str, text: str) -> BindError:
@@ -131,8 +142,11 @@ def parse(data: Any, path: str = "bind") -> Bind:
         raise _err(path, f"{unknown[0]}: unknown key (keys: {', '.join(sorted(TOP_KEYS))})")
     kind = data.get("kind")
     if kind == "gemm":
-        raise _err(path, "kind gemm: the GEMM engine reads operand memories, not a stream; docs/rtl.md "
-                         "(gemm, operand-memory interface) describes the adapter to write")
+        raise _err(
+            path,
+            "kind gemm: the GEMM engine reads operand memories, not a stream; docs/rtl.md "
+            "(gemm, operand-memory interface) describes the adapter to write",
+        )
     if kind not in kinds.KINDS:
         raise _err(path, f"kind: {kind!r} is not one of {', '.join(kinds.KINDS)}")
     spec = kinds.KINDS[kind]
@@ -166,8 +180,10 @@ def parse(data: Any, path: str = "bind") -> Bind:
             missing = [p for p in table_ports if p not in ports][0]
             raise _err(path, f"ports.{missing} missing: the table port needs {', '.join(table_ports)}")
     if spec.row_len and "tlast" not in inp and not any(k in ports for k in ("row_len", "c")):
-        raise _err(path, f"{kind} rows need a row-length port (ports.{'c' if kind == 'layernorm' else 'row_len'}) "
-                         "or input.tlast")
+        raise _err(
+            path,
+            f"{kind} rows need a row-length port (ports.{'c' if kind == 'layernorm' else 'row_len'}) or input.tlast",
+        )
     params = {}
     for name, src in _mapping(path, "parameters", data.get("parameters"), False).items():
         _name(path, f"parameters.{name}", name)
@@ -176,16 +192,31 @@ def parse(data: Any, path: str = "bind") -> Bind:
         elif isinstance(src, dict) and set(src) == {"from"} and src["from"] in PARAMS[kind]:
             params[name] = {"from": src["from"]}
         else:
-            raise _err(path, f"parameters.{name} has no source: give an integer or `from: FIELD` with FIELD one "
-                             f"of {', '.join(PARAMS[kind])}")
+            raise _err(
+                path,
+                f"parameters.{name} has no source: give an integer or `from: FIELD` with FIELD one "
+                f"of {', '.join(PARAMS[kind])}",
+            )
     tie = {}
     for port, value in _mapping(path, "tie", data.get("tie"), False).items():
         _name(path, f"tie.{port}", port)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise _err(path, f"tie.{port}: expected an integer >= 0, got {value!r}")
         tie[port] = value
-    return Bind(path, kind, top, clock, _name(path, "reset.port", reset.get("port")), reset.get("active") == "high",
-                style, inp, out, ports, params, tie)
+    return Bind(
+        path,
+        kind,
+        top,
+        clock,
+        _name(path, "reset.port", reset.get("port")),
+        reset.get("active") == "high",
+        style,
+        inp,
+        out,
+        ports,
+        params,
+        tie,
+    )
 
 
 def load(path: str | Path) -> Bind:
@@ -205,6 +236,7 @@ def load(path: str | Path) -> Bind:
 
 # ---------------------------------------------------------------------------- against the RTL
 
+
 def _signals(bind: Bind, vset) -> list[tuple[str, str, str, int, str]]:
     """(where, port, direction, needed width, how: 'eq'|'ge') of every bound port for a set."""
     spec, p = bind.spec, vset.params
@@ -213,15 +245,20 @@ def _signals(bind: Bind, vset) -> list[tuple[str, str, str, int, str]]:
         back = "output" if into == "input" else "input"
         fields = spec.inputs if side == "input" else dict([spec.output])
         if bind.style == "valid_ready":
-            rows += [(f"{side}.valid", stream["valid"], into, 1, "eq"),
-                     (f"{side}.ready", stream["ready"], back, 1, "eq")]
+            rows += [
+                (f"{side}.valid", stream["valid"], into, 1, "eq"),
+                (f"{side}.ready", stream["ready"], back, 1, "eq"),
+            ]
             if "last" in stream:
                 rows.append((f"{side}.last", stream["last"], into, 1, "eq"))
-            rows += [(f"{side}.fields.{f}", port, into, fields[f].bits(p), "eq")
-                     for f, port in stream["fields"].items()]
+            rows += [
+                (f"{side}.fields.{f}", port, into, fields[f].bits(p), "eq") for f, port in stream["fields"].items()
+            ]
             continue
-        rows += [(f"{side}.tvalid", stream["tvalid"], into, 1, "eq"),
-                 (f"{side}.tready", stream["tready"], back, 1, "eq")]
+        rows += [
+            (f"{side}.tvalid", stream["tvalid"], into, 1, "eq"),
+            (f"{side}.tready", stream["tready"], back, 1, "eq"),
+        ]
         if "tlast" in stream:
             rows.append((f"{side}.tlast", stream["tlast"], into, 1, "eq"))
         for signal in ("tdata", "tuser"):
@@ -229,8 +266,9 @@ def _signals(bind: Bind, vset) -> list[tuple[str, str, str, int, str]]:
             placed.sort(key=lambda t: t[1])
             for (f1, o1, b1), (f2, o2, _) in zip(placed, placed[1:]):
                 if o1 + b1 > o2:
-                    raise BindError(f"{bind.path}: {side}.fields.{f1} (bits {o1}..{o1 + b1 - 1}) overlaps {f2} "
-                                    f"(from bit {o2})")
+                    raise BindError(
+                        f"{bind.path}: {side}.fields.{f1} (bits {o1}..{o1 + b1 - 1}) overlaps {f2} (from bit {o2})"
+                    )
             if signal in stream:
                 need = max((o + b for _, o, b in placed), default=1)
                 rows.append((f"{side}.{signal}", stream[signal], into, need, "ge"))
@@ -255,14 +293,18 @@ def check_ports(bind: Bind, top: str, ports: dict[str, tuple[str, int]], vset) -
             raise BindError(f"{bind.path}: {where}: {top} has no port {port!r} (ports: {', '.join(ports)})")
         have_dir, have = ports[port]
         if have_dir != direction:
-            raise BindError(f"{bind.path}: {where}: port {port} of {top} is an {have_dir}, "
-                            f"the bind needs an {direction}")
+            raise BindError(
+                f"{bind.path}: {where}: port {port} of {top} is an {have_dir}, the bind needs an {direction}"
+            )
         if (how == "eq" and have != width) or (how == "ge" and have < width):
             need = f"{width}" if how == "eq" else f"at least {width}"
-            raise BindError(f"{bind.path}: {where}: port {port} of {top} is {have} bits wide, {bind.kind} needs {need} "
-                            f"(set {vset.directory.name})")
+            raise BindError(
+                f"{bind.path}: {where}: port {port} of {top} is {have} bits wide, {bind.kind} needs {need} "
+                f"(set {vset.directory.name})"
+            )
         bound.add(port)
     for port, (direction, _) in ports.items():
         if direction == "input" and port not in bound:
-            raise BindError(f"{bind.path}: input {port} of {top} is not bound "
-                            "(bind it or give it a constant under tie:)")
+            raise BindError(
+                f"{bind.path}: input {port} of {top} is not bound (bind it or give it a constant under tie:)"
+            )

@@ -28,8 +28,10 @@ def ports(sources: list[Path], top: str, parameters: dict[str, Any]) -> dict[str
     with tempfile.TemporaryDirectory() as tmp:
         out_json = Path(tmp) / "design.json"
         # proc: the JSON backend refuses modules that still hold processes.
-        script = (f'read_verilog -defer -I"{toolchain.repo().rtl}" {files}; '
-                  f"hierarchy -top {top} {chparam}; proc; write_json {out_json}")
+        script = (
+            f'read_verilog -defer -I"{toolchain.repo().rtl}" {files}; '
+            f"hierarchy -top {top} {chparam}; proc; write_json {out_json}"
+        )
         out = subprocess.run([yosys, "-q", "-p", script], capture_output=True, text=True, timeout=300)
         if out.returncode != 0 or not out_json.exists():
             lines = [ln.strip() for ln in (out.stderr + out.stdout).splitlines() if "ERROR" in ln]

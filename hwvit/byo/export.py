@@ -54,12 +54,18 @@ def export(out: Path, force: bool = False) -> list[Path]:
 
 
 def _readme() -> str:
-    lines = ["# hwvit reference blocks", "",
-             "Plain Verilog-2005 (Icarus 11, Verilator 5, yosys). docs/rtl.md: ports, parameters, latency;",
-             "docs/arithmetic.md: the arithmetic every block must match bit for bit. bind/KIND.yaml binds",
-             "the reference block of KIND as it is: rename its ports to yours, then check your block with",
-             "", "    hwvit sim SETS --rtl your_block.v --bind bind/KIND.yaml --simulator both", "",
-             "| kind | files |", "|---|---|"]
+    lines = [
+        "# hwvit reference blocks",
+        "",
+        "Plain Verilog-2005 (Icarus 11, Verilator 5, yosys). docs/rtl.md: ports, parameters, latency;",
+        "docs/arithmetic.md: the arithmetic every block must match bit for bit. bind/KIND.yaml binds",
+        "the reference block of KIND as it is: rename its ports to yours, then check your block with",
+        "",
+        "    hwvit sim SETS --rtl your_block.v --bind bind/KIND.yaml --simulator both",
+        "",
+        "| kind | files |",
+        "|---|---|",
+    ]
     for kind in [*kinds.KINDS, "gemm"]:
         lines.append(f"| {kind} | {', '.join(f'`{s}`' for s in kind_sources(kind))} |")
     lines += ["", "gemm has no bind: it reads operand memories (docs/rtl.md, gemm, operand-memory interface).", ""]

@@ -57,19 +57,40 @@ def prepare(rtl: list[str | Path], bind_path: str | Path, top: str | None, set_d
     return Design(tuple(sources), top, bind)
 
 
-def run(design: Design, set_dir: str | Path, simulator: str, *, build_root: Path | None = None, waves: bool = False,
-        seed: int = 1, testcase: str = "run_vectors", extra_env: dict[str, str] | None = None) -> simulate.SimResult:
+def run(
+    design: Design,
+    set_dir: str | Path,
+    simulator: str,
+    *,
+    build_root: Path | None = None,
+    waves: bool = False,
+    seed: int = 1,
+    testcase: str = "run_vectors",
+    extra_env: dict[str, str] | None = None,
+) -> simulate.SimResult:
     """One set through the team's block on one simulator; never raises on a mismatch."""
     from hwvit import vectors
 
     set_dir = Path(set_dir).resolve()
     vset = vectors.read(set_dir)
     params = design.bind.hdl_parameters(vset.params)
-    build_dir = simulate.build_design(f"byo-{design.top}", simulator, list(design.sources), design.top, params,
-                                      build_root, waves)
+    build_dir = simulate.build_design(
+        f"byo-{design.top}", simulator, list(design.sources), design.top, params, build_root, waves
+    )
     env = {"HWVIT_BIND": json.dumps(design.bind.plan(design.top)), **(extra_env or {})}
-    result = simulate.run_test(build_dir, simulator, set_dir, vset.kind, design.top, "byotb", params,
-                               testcase=testcase, seed=seed, waves=waves, extra_env=env)
+    result = simulate.run_test(
+        build_dir,
+        simulator,
+        set_dir,
+        vset.kind,
+        design.top,
+        "byotb",
+        params,
+        testcase=testcase,
+        seed=seed,
+        waves=waves,
+        extra_env=env,
+    )
     result.extra.setdefault("top", design.top)
     return result
 
@@ -79,12 +100,20 @@ def _run_safely(design: Design, set_dir: str, simulator: str, waves: bool, build
         return run(design, set_dir, simulator, waves=waves, build_root=Path(build_root) if build_root else None)
     except Exception as exc:  # noqa: BLE001 - report, don't crash the whole run
         first = (str(exc).strip().splitlines() or [""])[0]
-        return simulate.SimResult(design.bind.kind, set_dir, simulator, False,
-                                  message=f"{exc.__class__.__name__}: {first}")
+        return simulate.SimResult(
+            design.bind.kind, set_dir, simulator, False, message=f"{exc.__class__.__name__}: {first}"
+        )
 
 
-def run_many(design: Design, jobs: list[tuple[str, str]], *, workers: int = 1, waves: bool = False,
-             build_root: str | Path | None = None, on_result=None) -> list[simulate.SimResult]:
+def run_many(
+    design: Design,
+    jobs: list[tuple[str, str]],
+    *,
+    workers: int = 1,
+    waves: bool = False,
+    build_root: str | Path | None = None,
+    on_result=None,
+) -> list[simulate.SimResult]:
     """(set_dir, simulator) pairs through the team's block, ``workers`` at a time, in order."""
     import concurrent.futures as cf
 

@@ -32,8 +32,13 @@ def template(kind: str) -> str:
     for name, f in spec.inputs.items():
         lines.append(f"    {name}: {ref['fields'][name]:<20}# {_width(f)}, {f.doc} (tensor {f.tensor})")
     out_name, out_field = spec.output
-    lines += ["output:", "  valid: out_valid_o", "  ready: out_ready_i", "  fields:",
-              f"    {out_name}: {ref['out']:<20}# {_width(out_field)}, {out_field.doc} (tensor {out_field.tensor})"]
+    lines += [
+        "output:",
+        "  valid: out_valid_o",
+        "  ready: out_ready_i",
+        "  fields:",
+        f"    {out_name}: {ref['out']:<20}# {_width(out_field)}, {out_field.doc} (tensor {out_field.tensor})",
+    ]
     if "last" in ref:
         lines.append(f"  last: {ref['last']:<23}# optional: high with the last element of each row (checked)")
     lines += [

@@ -45,14 +45,19 @@ def bench(preset, repeats, batch, device, as_json):
     if as_json:
         click.echo(json.dumps(res, indent=2))
         return
-    click.echo(f"{res['model']} batch {res['batch']} on {res['device']}, {res['threads']} threads, "
-               f"median of {res['repeats']}, load average {res['load_avg_1min']:.1f}:")
-    click.echo(f"  int_ms {res['int_ms']:.1f}  float_ms {res['float_ms']:.1f}  ratio {res['ratio']:.2f}"
-               f"  (target <= 0.5 with int8 dot products, <= 1.0 AVX2-only)")
+    click.echo(
+        f"{res['model']} batch {res['batch']} on {res['device']}, {res['threads']} threads, "
+        f"median of {res['repeats']}, load average {res['load_avg_1min']:.1f}:"
+    )
+    click.echo(
+        f"  int_ms {res['int_ms']:.1f}  float_ms {res['float_ms']:.1f}  ratio {res['ratio']:.2f}"
+        f"  (target <= 0.5 with int8 dot products, <= 1.0 AVX2-only)"
+    )
     click.echo(f"  images/s  int {res['int_images_per_s']:.1f}  float {res['float_images_per_s']:.1f}")
     if res["gemm_ms"] is not None:
-        click.echo(f"  gemm_ms {res['gemm_ms']:.1f}  outside GEMM {100 * res['outside_gemm_share']:.0f}%"
-                   f"  (target <= 50%)")
+        click.echo(
+            f"  gemm_ms {res['gemm_ms']:.1f}  outside GEMM {100 * res['outside_gemm_share']:.0f}%  (target <= 50%)"
+        )
     click.echo(f"  GEMM backend {res['gemm_backend']}")
     if res.get("gemm_probe_ms"):
         click.echo("  probe (197x768x768) ms: " + ", ".join(f"{k} {v:.1f}" for k, v in res["gemm_probe_ms"].items()))

@@ -32,6 +32,8 @@ def template_cmd(kind):
     from hwvit.byo.template import template
 
     if kind not in kinds.KINDS:
-        fail(f"{kind}: no bind; the GEMM engine reads operand memories, not a stream: docs/rtl.md "
-             "(gemm, operand-memory interface) describes the adapter to write")
+        fail(
+            f"{kind}: no bind; the GEMM engine reads operand memories, not a stream: docs/rtl.md "
+            "(gemm, operand-memory interface) describes the adapter to write"
+        )
     click.echo(template(kind), nl=False)

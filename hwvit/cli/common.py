@@ -27,8 +27,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -107,18 +108,32 @@ def model_options(func: F) -> F:
     """--model PRESET | --checkpoint PATH [--family F] [--config C] [--heads H]: where the float model
     comes from. Refuses the combinations in which an option would do nothing."""
 
-    @click.option("--model", "preset", metavar="PRESET",
-                  help="A shipped preset (see `hwvit info`); digits has trained weights, the others random.  "
-                       "[default: digits]")
-    @click.option("--checkpoint", type=click.Path(exists=True),
-                  help="A checkpoint file (.safetensors, .pt/.pth/.bin) or a model directory (save_pretrained).")
-    @click.option("--family", type=_LazyChoice(_model_families),
-                  help="Key names of --checkpoint.  [default: read from the key names]")
-    @click.option("--config", "config_path", metavar="PRESET|FILE",
-                  help="With --checkpoint: what the weights cannot say, as a preset or a YAML/JSON file in hwvit, "
-                       "HF (config.json), timm or lucidrains names, whole or partial; checked against the weights.")
-    @click.option("--heads", type=click.IntRange(1), help="With --checkpoint: attention heads (the one field "
-                  "weights never say).")
+    @click.option(
+        "--model",
+        "preset",
+        metavar="PRESET",
+        help="A shipped preset (see `hwvit info`); digits has trained weights, the others random.  [default: digits]",
+    )
+    @click.option(
+        "--checkpoint",
+        type=click.Path(exists=True),
+        help="A checkpoint file (.safetensors, .pt/.pth/.bin) or a model directory (save_pretrained).",
+    )
+    @click.option(
+        "--family",
+        type=_LazyChoice(_model_families),
+        help="Key names of --checkpoint.  [default: read from the key names]",
+    )
+    @click.option(
+        "--config",
+        "config_path",
+        metavar="PRESET|FILE",
+        help="With --checkpoint: what the weights cannot say, as a preset or a YAML/JSON file in hwvit, "
+        "HF (config.json), timm or lucidrains names, whole or partial; checked against the weights.",
+    )
+    @click.option(
+        "--heads", type=click.IntRange(1), help="With --checkpoint: attention heads (the one field weights never say)."
+    )
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         if kwargs["preset"] and kwargs["checkpoint"]:
@@ -135,19 +150,45 @@ def model_options(func: F) -> F:
 def qconfig_options(func: F) -> F:
     """The quantization knobs; the command receives them as one ``qconfig`` (a QuantConfig)."""
 
-    @click.option("--act-bits", type=click.IntRange(2, 8), default=8, show_default=True,
-                  help="Activation width (per tensor, symmetric).")
-    @click.option("--softmax-bits", type=click.IntRange(2, 8), default=8, show_default=True,
-                  help="Softmax probability width.")
-    @click.option("--exp", "exp_mode", type=click.Choice(["table", "shift"]), default="table", show_default=True,
-                  help="Softmax exp: table lookup (the RTL) or shift-and-add.")
-    @click.option("--exp-entries", type=click.IntRange(1, 256), default=256, show_default=True,
-                  help="Exp table entries (--exp table).")
-    @click.option("--calibration", type=click.Choice(["minmax", "percentile", "mse", "entropy"]),
-                  default="minmax", show_default=True,
-                  help="Activation range estimate: max |x|, a percentile, MSE-optimal or KL-optimal clip.")
-    @click.option("--percentile", type=click.FloatRange(50.0, 100.0), default=99.99, show_default=True,
-                  help="Percentile of |x| for --calibration percentile.")
+    @click.option(
+        "--act-bits",
+        type=click.IntRange(2, 8),
+        default=8,
+        show_default=True,
+        help="Activation width (per tensor, symmetric).",
+    )
+    @click.option(
+        "--softmax-bits", type=click.IntRange(2, 8), default=8, show_default=True, help="Softmax probability width."
+    )
+    @click.option(
+        "--exp",
+        "exp_mode",
+        type=click.Choice(["table", "shift"]),
+        default="table",
+        show_default=True,
+        help="Softmax exp: table lookup (the RTL) or shift-and-add.",
+    )
+    @click.option(
+        "--exp-entries",
+        type=click.IntRange(1, 256),
+        default=256,
+        show_default=True,
+        help="Exp table entries (--exp table).",
+    )
+    @click.option(
+        "--calibration",
+        type=click.Choice(["minmax", "percentile", "mse", "entropy"]),
+        default="minmax",
+        show_default=True,
+        help="Activation range estimate: max |x|, a percentile, MSE-optimal or KL-optimal clip.",
+    )
+    @click.option(
+        "--percentile",
+        type=click.FloatRange(50.0, 100.0),
+        default=99.99,
+        show_default=True,
+        help="Percentile of |x| for --calibration percentile.",
+    )
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         from hwvit.quant import QuantConfig
@@ -157,9 +198,13 @@ def qconfig_options(func: F) -> F:
         if kwargs["calibration"] != "percentile" and given("percentile"):
             refuse("--percentile applies to --calibration percentile only")
         kwargs["qconfig"] = QuantConfig(
-            act_bits=kwargs.pop("act_bits"), softmax_bits=kwargs.pop("softmax_bits"),
-            exp=kwargs.pop("exp_mode"), exp_entries=kwargs.pop("exp_entries"),
-            calibration=kwargs.pop("calibration"), percentile=kwargs.pop("percentile"))
+            act_bits=kwargs.pop("act_bits"),
+            softmax_bits=kwargs.pop("softmax_bits"),
+            exp=kwargs.pop("exp_mode"),
+            exp_entries=kwargs.pop("exp_entries"),
+            calibration=kwargs.pop("calibration"),
+            percentile=kwargs.pop("percentile"),
+        )
         return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -169,8 +214,13 @@ def recipe_option(func: F) -> F:
     """``--recipe FILE`` (hwvit.quant.recipe): per-layer precision. Goes right under ``qconfig_options``;
     the command receives ``recipe`` (a Recipe or None) and, with a recipe, ``qconfig`` = its default."""
 
-    @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False), metavar="FILE",
-                  help="Quantization recipe (YAML): model-wide knobs and per-layer overrides by glob.")
+    @click.option(
+        "--recipe",
+        "recipe_path",
+        type=click.Path(dir_okay=False),
+        metavar="FILE",
+        help="Quantization recipe (YAML): model-wide knobs and per-layer overrides by glob.",
+    )
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         from hwvit.quant.recipe import load
@@ -178,8 +228,11 @@ def recipe_option(func: F) -> F:
         path = kwargs.pop("recipe_path")
         kwargs["recipe"] = None
         if path is not None:
-            knobs = [f"--{k.replace('_', '-')}" for k in ("act_bits", "softmax_bits", "exp", "exp_entries",
-                                                          "calibration", "percentile") if given(k)]
+            knobs = [
+                f"--{k.replace('_', '-')}"
+                for k in ("act_bits", "softmax_bits", "exp", "exp_entries", "calibration", "percentile")
+                if given(k)
+            ]
             if knobs:
                 refuse(f"{knobs[0]} and --recipe: set it in the recipe's default section")
             try:
@@ -193,8 +246,12 @@ def recipe_option(func: F) -> F:
 
 
 calib_images_option = click.option(
-    "--calib-images", type=click.IntRange(1), default=256, show_default=True,
-    help="At most N calibration inputs (digits: its training images; --calib: a seeded choice; else random).")
+    "--calib-images",
+    type=click.IntRange(1),
+    default=256,
+    show_default=True,
+    help="At most N calibration inputs (digits: its training images; --calib: a seeded choice; else random).",
+)
 
 
 def refuse_seed_for_digits(preset: str | None, checkpoint: str | None) -> None:
@@ -207,8 +264,13 @@ def refuse_seed_for_digits(preset: str | None, checkpoint: str | None) -> None:
 # --- the user's data ----------------------------------------------------------------------------
 MODEL_KEYS = ("preset", "checkpoint", "family", "config_path", "heads")
 DATA_KEYS = ("images_path", "calib_path", "labels_csv", "limit", "resize", "crop", "rescale", "mean", "std")
-_PREPROCESS_FLAGS = (("resize", "--resize"), ("crop", "--crop"), ("rescale", "--rescale"), ("mean", "--mean"),
-                     ("std", "--std"))
+_PREPROCESS_FLAGS = (
+    ("resize", "--resize"),
+    ("crop", "--crop"),
+    ("rescale", "--rescale"),
+    ("mean", "--mean"),
+    ("std", "--std"),
+)
 
 
 def data_options(limit_help: str) -> Callable[[F], F]:
@@ -229,16 +291,35 @@ def data_options(limit_help: str) -> Callable[[F], F]:
             return func(*args, **kwargs)
 
         return options(
-            click.option("--images", "images_path", type=click.Path(exists=True), metavar="PATH",
-                         help="Evaluation data: a folder of PNG/JPEG (labels from class sub-folders or labels.csv), "
-                              "one image, or an .npy/.npz array.  [default: digits' held-out split; else random]"),
-            click.option("--calib", "calib_path", type=click.Path(exists=True), metavar="PATH",
-                         help="Calibration data, same forms.  [default: a disjoint part of --images]"),
-            click.option("--labels", "labels_csv", type=click.Path(exists=True, dir_okay=False), metavar="CSV",
-                         help="Labels of --images as file,label rows."),
+            click.option(
+                "--images",
+                "images_path",
+                type=click.Path(exists=True),
+                metavar="PATH",
+                help="Evaluation data: a folder of PNG/JPEG (labels from class sub-folders or labels.csv), "
+                "one image, or an .npy/.npz array.  [default: digits' held-out split; else random]",
+            ),
+            click.option(
+                "--calib",
+                "calib_path",
+                type=click.Path(exists=True),
+                metavar="PATH",
+                help="Calibration data, same forms.  [default: a disjoint part of --images]",
+            ),
+            click.option(
+                "--labels",
+                "labels_csv",
+                type=click.Path(exists=True, dir_okay=False),
+                metavar="CSV",
+                help="Labels of --images as file,label rows.",
+            ),
             click.option("--limit", type=click.IntRange(1), help=limit_help),
-            click.option("--resize", metavar="N|HxW", help="Resize: shortest edge to N, or to exactly HxW.  "
-                         "[default: the checkpoint's preprocessor_config.json, else the model's size]"),
+            click.option(
+                "--resize",
+                metavar="N|HxW",
+                help="Resize: shortest edge to N, or to exactly HxW.  "
+                "[default: the checkpoint's preprocessor_config.json, else the model's size]",
+            ),
             click.option("--crop", metavar="N|HxW", help="Center crop after resizing."),
             click.option("--rescale", type=float, help="Factor on raw pixel values.  [default: 1/255]"),
             click.option("--mean", metavar="M[,M,M]", help="Per-channel mean, subtracted after rescaling."),
@@ -255,11 +336,13 @@ def load_data(kwargs: dict, seed: int = 0, calib_images: int = 256):
     m = {k: kwargs.pop(k, None) for k in MODEL_KEYS}
     d = {k: kwargs.pop(k, None) for k in DATA_KEYS}
     try:
-        source = pipeline.load_source(m["preset"], m["checkpoint"], m["family"], m["config_path"], seed=seed,
-                                      heads=m["heads"])
+        source = pipeline.load_source(
+            m["preset"], m["checkpoint"], m["family"], m["config_path"], seed=seed, heads=m["heads"]
+        )
         pre = pipeline.preprocessing(source, d["resize"], d["crop"], d["mean"], d["std"], d["rescale"])
-        data = pipeline.plan_data(source, d["images_path"], d["calib_path"], d["labels_csv"], calib_images,
-                                  d["limit"], seed, pre=pre)
+        data = pipeline.plan_data(
+            source, d["images_path"], d["calib_path"], d["labels_csv"], calib_images, d["limit"], seed, pre=pre
+        )
     except (ValueError, OSError, KeyError) as exc:
         fail(first_line(exc))
     return source, data
@@ -304,24 +387,33 @@ def progress(data, quiet: bool, what: str = "evaluating"):
 
 # --- simulators ---------------------------------------------------------------------------------
 def simulator_option(help: str = "Simulator(s) to run.") -> Callable[[F], F]:
-    return click.option("--simulator", type=click.Choice([*toolchain.SIMULATORS, "both"]), default="verilator",
-                        show_default=True, help=help)
+    return click.option(
+        "--simulator",
+        type=click.Choice([*toolchain.SIMULATORS, "both"]),
+        default="verilator",
+        show_default=True,
+        help=help,
+    )
 
 
 def jobs_option(default: int = 1) -> Callable[[F], F]:
-    return click.option("-j", "--jobs", type=click.IntRange(1), default=default, show_default=True,
-                        help="Parallel simulations.")
+    return click.option(
+        "-j", "--jobs", type=click.IntRange(1), default=default, show_default=True, help="Parallel simulations."
+    )
 
 
-build_dir_option = click.option("--build-dir", type=click.Path(file_okay=False),
-                                help="Where simulator builds are cached  [default: $XDG_CACHE_HOME/hwvit/sim_build, "
-                                     "else ~/.cache/hwvit/sim_build]")
+build_dir_option = click.option(
+    "--build-dir",
+    type=click.Path(file_okay=False),
+    help="Where simulator builds are cached  [default: $XDG_CACHE_HOME/hwvit/sim_build, else ~/.cache/hwvit/sim_build]",
+)
 
 
 def block_kind_option(help: str, multiple: bool = False) -> Callable[[F], F]:
     """--block KIND: a block kind of the vector-set contract."""
-    return click.option("--block", "kinds" if multiple else "kind", type=click.Choice(KINDS), multiple=multiple,
-                        help=help)
+    return click.option(
+        "--block", "kinds" if multiple else "kind", type=click.Choice(KINDS), multiple=multiple, help=help
+    )
 
 
 def require_simulators(simulator: str) -> list[str]:
@@ -341,20 +433,31 @@ def require_simulators(simulator: str) -> list[str]:
 def byo_options(func: F) -> F:
     """--rtl FILE (repeatable) --top NAME --bind FILE: a team's own block instead of the reference one."""
     return options(
-        click.option("--rtl", "rtl_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
-                     help="Your block's Verilog (repeatable: every file it needs), checked through --bind."),
+        click.option(
+            "--rtl",
+            "rtl_files",
+            multiple=True,
+            type=click.Path(exists=True, dir_okay=False),
+            help="Your block's Verilog (repeatable: every file it needs), checked through --bind.",
+        ),
         click.option("--top", help="Your top module  [default: `top:` of the bind file]"),
-        click.option("--bind", "bind_path", type=click.Path(exists=True, dir_okay=False),
-                     help="Bind file mapping your ports and parameters onto the block kind "
-                          "(`hwvit bind template KIND` prints one)."),
+        click.option(
+            "--bind",
+            "bind_path",
+            type=click.Path(exists=True, dir_okay=False),
+            help="Bind file mapping your ports and parameters onto the block kind "
+            "(`hwvit bind template KIND` prints one).",
+        ),
     )(func)
 
 
 # --- output -------------------------------------------------------------------------------------
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-force_option = click.option("--force", is_flag=True,
-                            help="Replace a non-empty output directory holding a previous hwvit output of the "
-                                 "same kind.")
+force_option = click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a non-empty output directory holding a previous hwvit output of the same kind.",
+)
 
 
 def quiet_option(help: str = "No progress, only the summary line.") -> Callable[[F], F]:
@@ -365,17 +468,29 @@ def seed_option(help: str = "Seed of random weights, inputs and cases.") -> Call
     return click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help=help)
 
 
-def out_option(help: str, *, required: bool = False, default: str | None = None,
-               name: str = "--out", dest: str = "out_dir") -> Callable[[F], F]:
+def out_option(
+    help: str, *, required: bool = False, default: str | None = None, name: str = "--out", dest: str = "out_dir"
+) -> Callable[[F], F]:
     """An output directory option (checked with `check_out_dir` before the work starts)."""
-    return click.option(name, dest, type=click.Path(file_okay=False), required=required, default=default,
-                        show_default=default is not None, help=help)
+    return click.option(
+        name,
+        dest,
+        type=click.Path(file_okay=False),
+        required=required,
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
 
 
 def vector_output_options(out_help: str) -> Callable[[F], F]:
     """--out DIR --force --seed N -q: the options both vector commands share."""
-    return options(out_option(out_help, required=True), force_option,
-                   seed_option("Seed of the random inputs and cases."), quiet_option())
+    return options(
+        out_option(out_help, required=True),
+        force_option,
+        seed_option("Seed of the random inputs and cases."),
+        quiet_option(),
+    )
 
 
 OUTPUT_KINDS = ("vectors", "compare-report", "sweep")
@@ -387,8 +502,10 @@ def _check_previous(out: Path, kind: str) -> None:
         from hwvit.vectors import find_sets
 
         if not find_sets(out):
-            fail(f"{out}: --force replaces only vector sets, and it holds none (no manifest.yaml); "
-                 "choose another directory")
+            fail(
+                f"{out}: --force replaces only vector sets, and it holds none (no manifest.yaml); "
+                "choose another directory"
+            )
         return
     from hwvit.report import publish
 
@@ -429,10 +546,20 @@ def compute_options(func: F) -> F:
     --gemm is applied before the command runs (it overrides the per-machine probe, as HWVIT_GEMM
     does); --device cuda without a GPU is a one-line error. The command receives ``device``."""
 
-    @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-                  help="Where the integer forward runs (cuda: torch integer kernels on the GPU).")
-    @click.option("--gemm", "gemm_name", type=click.Choice(_GEMM_CHOICES), default=None,
-                  help="CPU GEMM backend (default: $HWVIT_GEMM, else the fastest exact one, probed once per machine).")
+    @click.option(
+        "--device",
+        type=click.Choice(["cpu", "cuda"]),
+        default="cpu",
+        show_default=True,
+        help="Where the integer forward runs (cuda: torch integer kernels on the GPU).",
+    )
+    @click.option(
+        "--gemm",
+        "gemm_name",
+        type=click.Choice(_GEMM_CHOICES),
+        default=None,
+        help="CPU GEMM backend (default: $HWVIT_GEMM, else the fastest exact one, probed once per machine).",
+    )
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         from hwvit.intvit.device import resolve_device
@@ -451,8 +578,7 @@ def compute_options(func: F) -> F:
 
 
 def batch_option(default: int | None, help: str) -> Callable[[F], F]:
-    return click.option("--batch", type=click.IntRange(1), default=default, show_default=default is not None,
-                        help=help)
+    return click.option("--batch", type=click.IntRange(1), default=default, show_default=default is not None, help=help)
 
 
 # --- where the work runs ------------------------------------------------------------------------
@@ -462,12 +588,21 @@ def cluster_options(func: F) -> F:
     The command receives ``cluster``: a parsed ``hwvit.cluster.ClusterSpec``, or None (run here,
     as without the option). Connect with ``cluster_client(spec)``."""
 
-    @click.option("--cluster", "cluster_spec", metavar="SPEC",
-                  help="Run on Dask: local[:N] (N worker processes here), tcp://HOST:PORT (a running "
-                       "`dask scheduler`), or slurm|lsf|pbs|sge (dask-jobqueue, see --cluster-opt).")
-    @click.option("--cluster-opt", "cluster_opts", multiple=True, metavar="KEY=VALUE",
-                  help="Option of the jobqueue cluster (cores=4 memory=8GB queue=Q walltime=01:00:00 jobs=N), "
-                       "or timeout=S to reach the scheduler (every kind, default 10).")
+    @click.option(
+        "--cluster",
+        "cluster_spec",
+        metavar="SPEC",
+        help="Run on Dask: local[:N] (N worker processes here), tcp://HOST:PORT (a running "
+        "`dask scheduler`), or slurm|lsf|pbs|sge (dask-jobqueue, see --cluster-opt).",
+    )
+    @click.option(
+        "--cluster-opt",
+        "cluster_opts",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Option of the jobqueue cluster (cores=4 memory=8GB queue=Q walltime=01:00:00 jobs=N), "
+        "or timeout=S to reach the scheduler (every kind, default 10).",
+    )
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         from hwvit import cluster

@@ -8,10 +8,30 @@ from contextlib import nullcontext
 
 import click
 
-from hwvit.cli.common import (batch_option, build_models, calib_images_option, check_out_dir, cluster_client,
-                              cluster_options, compute_options, data_options, describe_data, fail, first_line,
-                              force_option, json_option, model_options, out_option, progress, qconfig_options,
-                              quiet_option, recipe_option, refuse, refuse_seed_for_digits, seed_option)
+from hwvit.cli.common import (
+    batch_option,
+    build_models,
+    calib_images_option,
+    check_out_dir,
+    cluster_client,
+    cluster_options,
+    compute_options,
+    data_options,
+    describe_data,
+    fail,
+    first_line,
+    force_option,
+    json_option,
+    model_options,
+    out_option,
+    progress,
+    qconfig_options,
+    quiet_option,
+    recipe_option,
+    refuse,
+    refuse_seed_for_digits,
+    seed_option,
+)
 
 
 def _fmt(v: float) -> str:
@@ -23,8 +43,10 @@ def _fmt(v: float) -> str:
 @qconfig_options
 @recipe_option
 @calib_images_option
-@data_options("Evaluate on at most N inputs, the first ones (digits: its held-out split, all by default; "
-              "without --images: 8 seeded random).")
+@data_options(
+    "Evaluate on at most N inputs, the first ones (digits: its held-out split, all by default; "
+    "without --images: 8 seeded random)."
+)
 @seed_option()
 @json_option
 @out_option("Also write report.md, report.html, report.json and plots to this directory.")
@@ -61,9 +83,17 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
         batch = batch or pipeline.batch_size_for(source.model.cfg)
         if isinstance(data.inputs, pipeline.Stream):
             data.inputs.batch_size = batch
-        with progress(data, quiet or as_json), (cluster_client(cluster) if cluster else nullcontext()) as client:
-            result = run_compare(source.model, int_model, data.inputs, data.labels, name=source.name,
-                                 batch_size=batch, device=device, client=client)
+        with progress(data, quiet or as_json), cluster_client(cluster) if cluster else nullcontext() as client:
+            result = run_compare(
+                source.model,
+                int_model,
+                data.inputs,
+                data.labels,
+                name=source.name,
+                batch_size=batch,
+                device=device,
+                client=client,
+            )
     except ValueError as exc:
         fail(first_line(exc))
     random = pipeline.random_note(source, data)
@@ -75,14 +105,19 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
         except (ValueError, OSError) as exc:
             fail(first_line(exc))
     if as_json:
-        click.echo(json.dumps({**result.to_dict(), "notes": data.notes + ([random] if random else [])},
-                              indent=2, default=float))
+        click.echo(
+            json.dumps(
+                {**result.to_dict(), "notes": data.notes + ([random] if random else [])}, indent=2, default=float
+            )
+        )
         return
     if not quiet:
         click.echo(f"{'point':<28} {'SQNR dB':>8} {'cosine':>8} {'max LSB':>8} {'mean LSB':>9}")
         for row in result.layers:
-            click.echo(f"{row['path']:<28} {_fmt(row['sqnr_db']):>8} {row['cosine']:>8.5f} "
-                       f"{row['max_err_lsb']:>8.2f} {row['mean_err_lsb']:>9.3f}")
+            click.echo(
+                f"{row['path']:<28} {_fmt(row['sqnr_db']):>8} {row['cosine']:>8.5f} "
+                f"{row['max_err_lsb']:>8.2f} {row['mean_err_lsb']:>9.3f}"
+            )
     parts = [f"{result.model}: {result.images} images" + (f" ({random})" if random else "")]
     if result.top1_float is not None:
         parts.append(f"top-1 float {100 * result.top1_float:.2f}%, int {100 * result.top1_int:.2f}%")

@@ -50,8 +50,9 @@ def compile(qconfig, calib_images, seed, out_dir, force, **kw):  # noqa: A001 - 
     from hwvit.core.compile import CoreCompileError, compile_model
     from hwvit.core.coredir import write_core_dir
 
-    preset, checkpoint, family, config_path, heads = (kw.get(k) for k in ("preset", "checkpoint", "family",
-                                                                         "config_path", "heads"))
+    preset, checkpoint, family, config_path, heads = (
+        kw.get(k) for k in ("preset", "checkpoint", "family", "config_path", "heads")
+    )
     _, _, int_model = build_models(kw, qconfig, calib_images, seed)
     try:
         compiled = compile_model(int_model)
@@ -95,8 +96,13 @@ def _int_model(cdir):
     spec = cdir.manifest["model"]
     try:
         qconfig = QuantConfig(**spec["quant"])
-        model = {"preset": spec["preset"], "checkpoint": spec["checkpoint"], "family": spec["family"],
-                 "config_path": spec["config"], "heads": spec.get("heads")}
+        model = {
+            "preset": spec["preset"],
+            "checkpoint": spec["checkpoint"],
+            "family": spec["family"],
+            "config_path": spec["config"],
+            "heads": spec.get("heads"),
+        }
         source, _, m = build_models(model, qconfig, int(spec["calib_images"]), int(spec["seed"]))
     except (KeyError, TypeError, ValueError) as exc:
         fail(f"{cdir.path}: manifest model entry unusable ({exc})")
@@ -147,8 +153,10 @@ def run(core_dir, images, simulator, rows, cols, seed):
     except SystemExit as exc:  # the cocotb runner exits when the build fails
         from hwvit import simulate
 
-        fail(f"{simulator} build or run failed (exit {exc.code}); see the vit_core build.log under "
-             f"{simulate.default_build_root()}")
+        fail(
+            f"{simulator} build or run failed (exit {exc.code}); see the vit_core build.log under "
+            f"{simulate.default_build_root()}"
+        )
     pred_rtl, pred_int = res.got.argmax(axis=1), res.expected.argmax(axis=1)
     click.echo(f"predicted (RTL):   {' '.join(map(str, pred_rtl))}")
     click.echo(f"predicted (model): {' '.join(map(str, pred_int))}")

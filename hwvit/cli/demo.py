@@ -10,8 +10,16 @@ from pathlib import Path
 import click
 import numpy as np
 
-from hwvit.cli.common import (check_out_dir, fail, first_line, force_option, jobs_option, out_option,
-                              require_simulators, simulator_option)
+from hwvit.cli.common import (
+    check_out_dir,
+    fail,
+    first_line,
+    force_option,
+    jobs_option,
+    out_option,
+    require_simulators,
+    simulator_option,
+)
 
 
 def _step(n: int, total: int, text: str) -> None:
@@ -22,11 +30,21 @@ def _step(n: int, total: int, text: str) -> None:
 @out_option("Where the vector sets of one image go.", name="--vectors", dest="vectors_dir", default="vectors/digits")
 @out_option("Where the compare report goes.", default="out/report")
 @out_option("Where the model compiled for the RTL core goes.", name="--core", dest="core_dir", default="out/core")
-@click.option("--core-images", type=click.IntRange(1), default=10, show_default=True,
-              help="Held-out images run through the whole-model RTL core (rtl/vit_core.v).")
+@click.option(
+    "--core-images",
+    type=click.IntRange(1),
+    default=10,
+    show_default=True,
+    help="Held-out images run through the whole-model RTL core (rtl/vit_core.v).",
+)
 @force_option
-@click.option("--image", type=click.IntRange(0), default=0, show_default=True,
-              help="Index of the held-out test image traced into vector sets.")
+@click.option(
+    "--image",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Index of the held-out test image traced into vector sets.",
+)
 @simulator_option("Simulator for the RTL check.")
 @jobs_option(default=2)
 def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, jobs):
@@ -70,28 +88,37 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     if image >= len(x_test):
         fail(f"--image {image}: the test split has {len(x_test)} images")
     cfg = source.model.cfg
-    click.echo(f"      {cfg.depth} blocks, dim {cfg.dim}, {cfg.heads} heads, {cfg.num_tokens} tokens, "
-               f"{sum(p.numel() for p in source.model.parameters())} parameters")
+    click.echo(
+        f"      {cfg.depth} blocks, dim {cfg.dim}, {cfg.heads} heads, {cfg.num_tokens} tokens, "
+        f"{sum(p.numel() for p in source.model.parameters())} parameters"
+    )
 
     _step(2, total, "integer model: calibrate on 256 training images, compare on the held-out split")
     int_model = quantize_model(source.model, pipeline.calibration_inputs(source, 256), QuantConfig())
     result = compare(source.model, int_model, x_test, y_test, name="digits")
     worst = result.worst_layer()
-    click.echo(f"      top-1 float {100 * result.top1_float:.2f}%, int8 {100 * result.top1_int:.2f}% "
-               f"on {result.images} images; agreement {100 * result.agreement:.2f}%; "
-               f"logits SQNR {result.logits_sqnr_db:.1f} dB")
+    click.echo(
+        f"      top-1 float {100 * result.top1_float:.2f}%, int8 {100 * result.top1_int:.2f}% "
+        f"on {result.images} images; agreement {100 * result.agreement:.2f}%; "
+        f"logits SQNR {result.logits_sqnr_db:.1f} dB"
+    )
     if worst is not None:
         sq = "inf" if worst["sqnr_db"] == math.inf else f"{worst['sqnr_db']:.1f}"
         click.echo(f"      lowest SQNR: {worst['path']} {sq} dB")
 
     _step(3, total, f"vector sets: test image {image} traced through every block -> {vectors_dir}")
-    _, records, _ = trace_model(int_model, x_test[image:image + 1].numpy())
+    _, records, _ = trace_model(int_model, x_test[image : image + 1].numpy())
     elements = sum(int(t.data.size) for r in records for t in r.tensors.values())
     with tqdm(total=elements, unit="el", unit_scale=True, leave=False, desc="writing") as bar:
-        summary = vectors.write_sets(records, vectors_dir, seed=0, source_sha256=source.sha256,
-                                     model_config={"model": cfg.to_dict(), "quant": QuantConfig().to_dict(),
-                                                   "image": image},
-                                     force=force, progress=lambda _p, n: bar.update(n))
+        summary = vectors.write_sets(
+            records,
+            vectors_dir,
+            seed=0,
+            source_sha256=source.sha256,
+            model_config={"model": cfg.to_dict(), "quant": QuantConfig().to_dict(), "image": image},
+            force=force,
+            progress=lambda _p, n: bar.update(n),
+        )
     click.echo(f"      {summary.line()}")
 
     _step(4, total, f"RTL: every set through its Verilog block on {' and '.join(sims)} (bit-exact check)")
@@ -99,6 +126,7 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     jobs_list = [(str(d), s) for d in sets for s in sims]
     failures = []
     with tqdm(total=len(jobs_list), unit="set", leave=False, desc="simulating") as bar:
+
         def on_result(res):
             bar.update(1)
             if not res.passed:
@@ -109,8 +137,10 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     kinds = sorted({r.kind for r in results})
     cycles = sum(r.cycles or 0 for r in results)
     elems = sum(r.elements for r in results)
-    click.echo(f"      {len(results) - len(failures)} passed, {len(failures)} failed "
-               f"({', '.join(kinds)}; {elems} output elements compared, {cycles} cycles)")
+    click.echo(
+        f"      {len(results) - len(failures)} passed, {len(failures)} failed "
+        f"({', '.join(kinds)}; {elems} output elements compared, {cycles} cycles)"
+    )
 
     _step(5, total, f"report: float vs fixed per layer -> {out_dir}")
     try:
@@ -127,8 +157,10 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     click.echo("")
     click.echo(f"done in {time.perf_counter() - t0:.0f} s:")
     click.echo(f"  vector sets   {vectors_dir}/  ({len(sets)} sets; validate with `hwvit check {vectors_dir}`)")
-    click.echo(f"  RTL check     {len(results) - len(failures)} passed, {len(failures)} failed "
-               f"(rerun: `hwvit sim {vectors_dir} --simulator both`)")
+    click.echo(
+        f"  RTL check     {len(results) - len(failures)} passed, {len(failures)} failed "
+        f"(rerun: `hwvit sim {vectors_dir} --simulator both`)"
+    )
     click.echo(f"  report        {report}")
     click.echo(f"  RTL core      {core_line} (rerun: `hwvit core run {core_dir} --images {core_images}`)")
     sys.exit(1 if failures or "mismatch" in core_line else 0)
@@ -141,8 +173,16 @@ def _core_step(int_model, cfg, x, labels, core_dir: str, force: bool, simulator:
     from hwvit.core.run import run_images
     from hwvit.quant import QuantConfig
 
-    spec = {"preset": "digits", "checkpoint": None, "family": None, "config": None, "heads": None,
-            "quant": QuantConfig().to_dict(), "calib_images": 256, "seed": 0}
+    spec = {
+        "preset": "digits",
+        "checkpoint": None,
+        "family": None,
+        "config": None,
+        "heads": None,
+        "quant": QuantConfig().to_dict(),
+        "calib_images": 256,
+        "seed": 0,
+    }
     try:
         write_core_dir(compile_model(int_model), core_dir, spec, force=force)
         res = run_images(read_core_dir(core_dir), int_model, int_model.quantize_input(x.numpy()), simulator)
@@ -153,5 +193,7 @@ def _core_step(int_model, cfg, x, labels, core_dir: str, force: bool, simulator:
     pred = res.got.argmax(axis=1)
     state = "every logit bit-exact" if res.matched == n else f"{n - res.matched} mismatch(es)"
     top1 = int((pred == np.asarray(labels)).sum())
-    return (f"{res.matched}/{n} images matched ({state}); predicted {' '.join(map(str, pred))}, "
-            f"{top1}/{n} correct; {total:,} cycles/image on 8x8")
+    return (
+        f"{res.matched}/{n} images matched ({state}); predicted {' '.join(map(str, pred))}, "
+        f"{top1}/{n} correct; {total:,} cycles/image on 8x8"
+    )

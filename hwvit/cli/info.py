@@ -26,9 +26,11 @@ def _compute_rows() -> list[tuple[str, str]]:
     cpu = gemm_backends.cpu_info()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (--device cuda unavailable)"
     flags = " ".join(cpu["flags"]) or "none"
-    return [("cpu", f"{cpu['model']}, {cpu['cores']} cores, capability {cpu['capability']}, flags {flags}"),
-            ("gemm", gemm_backends.describe().split(";")[0]),
-            ("cuda", gpu)]
+    return [
+        ("cpu", f"{cpu['model']}, {cpu['cores']} cores, capability {cpu['capability']}, flags {flags}"),
+        ("gemm", gemm_backends.describe().split(";")[0]),
+        ("cuda", gpu),
+    ]
 
 
 @click.command()

@@ -15,15 +15,29 @@ from hwvit.cli.common import fail, jobs_option, seed_option
 
 
 @click.command()
-@click.option("--block", "blocks", multiple=True,
-              help="Block kind: rtl/<block>.v mutated, sim/test_<block>.py run (repeatable) [default: requant, divu].")
-@click.option("--simulator", type=click.Choice(list(toolchain.SIMULATORS)), default="icarus", show_default=True,
-              help="Simulator the suite runs on for each mutant.")
+@click.option(
+    "--block",
+    "blocks",
+    multiple=True,
+    help="Block kind: rtl/<block>.v mutated, sim/test_<block>.py run (repeatable) [default: requant, divu].",
+)
+@click.option(
+    "--simulator",
+    type=click.Choice(list(toolchain.SIMULATORS)),
+    default="icarus",
+    show_default=True,
+    help="Simulator the suite runs on for each mutant.",
+)
 @jobs_option()
 @click.option("--sample", type=click.IntRange(1), help="Run this many mutants, drawn at random [default: all].")
 @seed_option("Seed of the sample.")
-@click.option("--timeout", type=click.IntRange(10), default=900, show_default=True,
-              help="Seconds a suite may take on one mutant; longer counts as killed (a hang).")
+@click.option(
+    "--timeout",
+    type=click.IntRange(10),
+    default=900,
+    show_default=True,
+    help="Seconds a suite may take on one mutant; longer counts as killed (a hang).",
+)
 @click.option("--list", "list_only", is_flag=True, help="Only list the mutants, run nothing.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Write the report as JSON here.")
 @click.option("--force", is_flag=True, help="Replace an existing --out report.")
@@ -71,8 +85,9 @@ def mutate(blocks, simulator, jobs, sample, seed, timeout, list_only, out_path, 
     reports = []
     for name in names:
         try:
-            report = mut.run(name, simulator=simulator, jobs=jobs, sample=sample, seed=seed, timeout=timeout,
-                             on_outcome=show)
+            report = mut.run(
+                name, simulator=simulator, jobs=jobs, sample=sample, seed=seed, timeout=timeout, on_outcome=show
+            )
         except RuntimeError as exc:
             fail(str(exc))
         reports.append(report)

@@ -39,5 +39,7 @@ def export_cmd(directory, force):
     except OSError as exc:
         fail(f"{exc.filename or directory}: {exc.strerror or exc}")
     rtl_count = sum(1 for f in files if f.parts[0] == "rtl")
-    click.echo(f"{rtl_count} Verilog files, docs and {sum(1 for f in files if f.parts[0] == 'bind')} bind "
-               f"templates -> {directory}")
+    click.echo(
+        f"{rtl_count} Verilog files, docs and {sum(1 for f in files if f.parts[0] == 'bind')} bind "
+        f"templates -> {directory}"
+    )

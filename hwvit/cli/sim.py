@@ -8,9 +8,21 @@ from pathlib import Path
 
 import click
 
-from hwvit.cli.common import (block_kind_option, build_dir_option, byo_options, cluster_client, cluster_options,
-                              fail, given, jobs_option, json_option, quiet_option, refuse, require_simulators,
-                              simulator_option)
+from hwvit.cli.common import (
+    block_kind_option,
+    build_dir_option,
+    byo_options,
+    cluster_client,
+    cluster_options,
+    fail,
+    given,
+    jobs_option,
+    json_option,
+    quiet_option,
+    refuse,
+    require_simulators,
+    simulator_option,
+)
 
 
 @click.command()
@@ -23,11 +35,17 @@ from hwvit.cli.common import (block_kind_option, build_dir_option, byo_options, 
 @quiet_option("Only failures and the summary line.")
 @byo_options
 @cluster_options
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Also write the results as JUnit XML (one test case per set and simulator) for CI.")
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Also write the results as JUnit XML (one test case per set and simulator) for CI.",
+)
 @json_option
-def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, top, bind_path, cluster, junit_path,
-        as_json):
+def sim(
+    directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, top, bind_path, cluster, junit_path, as_json
+):
     """Run every vector set under DIRECTORY through its RTL block; exit 0 only if all are bit-exact.
 
     \b
@@ -72,6 +90,7 @@ def sim(directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, t
 
     started = time.monotonic()
     if cluster is None:
+
         def show(res):
             if not as_json and (not quiet or not res.passed):
                 click.echo(res.line())
@@ -102,14 +121,20 @@ def _on_cluster(cluster, jobs_list, waves, build_dir, quiet, as_json):
 
     from hwvit.simulate import run_on_cluster
 
-    with cluster_client(cluster) as client, tqdm(total=len(jobs_list), unit="run", desc="simulating",
-                                                 disable=quiet or as_json, leave=False, mininterval=0.5) as bar:
+    with (
+        cluster_client(cluster) as client,
+        tqdm(
+            total=len(jobs_list), unit="run", desc="simulating", disable=quiet or as_json, leave=False, mininterval=0.5
+        ) as bar,
+    ):
+
         def show(res):
             if not as_json and (not quiet or not res.passed):
                 bar.write(res.line())
             bar.update()
 
         return run_on_cluster(client, jobs_list, waves=waves, build_root=build_dir, on_result=show)
+
 
 def _sim_own_block(sets, sims, directory, rtl_files, top, bind_path, jobs, waves, build_dir, quiet) -> None:
     """Every set of the bind's kind through the team's block; the bind is checked before any run."""
@@ -131,12 +156,20 @@ def _sim_own_block(sets, sims, directory, rtl_files, top, bind_path, jobs, waves
         if not quiet or not res.passed:
             click.echo(res.line())
 
-    results = byo.run_many(design, [(str(d), s) for d in chosen for s in sims], workers=jobs, waves=waves,
-                           build_root=build_dir, on_result=show)
+    results = byo.run_many(
+        design,
+        [(str(d), s) for d in chosen for s in sims],
+        workers=jobs,
+        waves=waves,
+        build_root=build_dir,
+        on_result=show,
+    )
     failed = sum(not r.passed for r in results)
     skipped = len(sets) - len(chosen)
-    click.echo(f"{len(results) - failed} passed, {failed} failed" + (f" ({skipped} sets of other kinds skipped)"
-                                                                       if skipped else ""))
+    click.echo(
+        f"{len(results) - failed} passed, {failed} failed"
+        + (f" ({skipped} sets of other kinds skipped)" if skipped else "")
+    )
     sys.exit(0 if failed == 0 else 1)
 
 

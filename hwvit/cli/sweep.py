@@ -7,9 +7,22 @@ import time
 
 import click
 
-from hwvit.cli.common import (calib_images_option, check_out_dir, data_options, describe_data, fail, first_line,
-                              force_option, load_data, model_options, out_option, quiet_option, recipe_option,
-                              refuse_seed_for_digits, seed_option)
+from hwvit.cli.common import (
+    calib_images_option,
+    check_out_dir,
+    data_options,
+    describe_data,
+    fail,
+    first_line,
+    force_option,
+    load_data,
+    model_options,
+    out_option,
+    quiet_option,
+    recipe_option,
+    refuse_seed_for_digits,
+    seed_option,
+)
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
@@ -44,26 +57,47 @@ def _fmt_db(v: float) -> str:
 
 @click.command()
 @model_options
-@data_options("Evaluate on at most N inputs, the first ones (digits: its held-out split, all by default, 120 "
-              "with --quick; without --images: 8 seeded random).")
+@data_options(
+    "Evaluate on at most N inputs, the first ones (digits: its held-out split, all by default, 120 "
+    "with --quick; without --images: 8 seeded random)."
+)
 @calib_images_option
 @click.option("--quick", is_flag=True, help="One step per knob (6 points) on at most 120 images.")
 @click.option("--act-bits", "act_bits", metavar="LIST", help="Activation widths to try, e.g. 6,7 [default: 6].")
 @click.option("--softmax-bits", "softmax_bits", metavar="LIST", help="Probability widths, e.g. 4,6 [default: 4,6].")
-@click.option("--exp-entries", "exp_entries", metavar="LIST",
-              help="Exp table sizes, e.g. 16,64 [default: 16,32,64,128].")
-@click.option("--percentiles", metavar="LIST",
-              help="Percentile calibrations, e.g. 99.9 [default: 99.9,99.99].")
+@click.option(
+    "--exp-entries", "exp_entries", metavar="LIST", help="Exp table sizes, e.g. 16,64 [default: 16,32,64,128]."
+)
+@click.option("--percentiles", metavar="LIST", help="Percentile calibrations, e.g. 99.9 [default: 99.9,99.99].")
 @click.option("--no-shift", is_flag=True, help="Leave out the shift-and-add exp.")
-@click.option("--threads", type=click.IntRange(0), default=1, show_default=True,
-              help="torch threads (0: torch's default). 1 is fastest for small models such as digits.")
+@click.option(
+    "--threads",
+    type=click.IntRange(0),
+    default=1,
+    show_default=True,
+    help="torch threads (0: torch's default). 1 is fastest for small models such as digits.",
+)
 @recipe_option
 @seed_option()
 @out_option("Write sweep.csv, sweep.md, sweep.png, pareto.png and sweep.json here.", default="sweep")
 @force_option
 @quiet_option("Only the summary line.")
-def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles, no_shift, threads, recipe, seed,
-          out_dir, force, quiet, **kw):
+def sweep(
+    calib_images,
+    quick,
+    act_bits,
+    softmax_bits,
+    exp_entries,
+    percentiles,
+    no_shift,
+    threads,
+    recipe,
+    seed,
+    out_dir,
+    force,
+    quiet,
+    **kw,
+):
     """Vary one quantization knob at a time around the int8 design (or --recipe) and measure what it costs.
 
     Knobs: activation bits, softmax output bits, exp approximation (table or shift-and-add) and
@@ -82,14 +116,17 @@ def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles,
     import torch
 
     from hwvit import pipeline
-    from hwvit.report.sweep import DEFAULT_AXES, QUICK_AXES, one_factor_grid, sweep as run_sweep
+    from hwvit.report.sweep import DEFAULT_AXES, QUICK_AXES, one_factor_grid
+    from hwvit.report.sweep import sweep as run_sweep
     from hwvit.report.sweep_write import table, write_sweep
 
     axes = dict(QUICK_AXES if quick else DEFAULT_AXES)
-    given = {"act_bits": _int_list(act_bits, 2, 8, "--act-bits"),
-             "softmax_bits": _int_list(softmax_bits, 2, 8, "--softmax-bits"),
-             "exp_entries": _int_list(exp_entries, 1, 256, "--exp-entries"),
-             "percentile": _float_list(percentiles, 50.0, 100.0, "--percentiles")}
+    given = {
+        "act_bits": _int_list(act_bits, 2, 8, "--act-bits"),
+        "softmax_bits": _int_list(softmax_bits, 2, 8, "--softmax-bits"),
+        "exp_entries": _int_list(exp_entries, 1, 256, "--exp-entries"),
+        "percentile": _float_list(percentiles, 50.0, 100.0, "--percentiles"),
+    }
     axes.update({k: v for k, v in given.items() if v is not None})
     if no_shift:
         axes["exp"] = ()
@@ -112,16 +149,31 @@ def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles,
     def progress(i: int, n: int, row: dict) -> None:
         acc = row["top1_int"] if row["top1_int"] is not None else row["agreement"]
         what = "top-1" if row["top1_int"] is not None else "agreement"
-        click.echo(f"[{i}/{n}] {row['factor']:<12} {row['label']:<16} {what} {100 * acc:6.2f}%  "
-                   f"logits SQNR {_fmt_db(row['logits_sqnr_db']):>6} dB  ({row['seconds']:.1f} s)", err=True)
+        click.echo(
+            f"[{i}/{n}] {row['factor']:<12} {row['label']:<16} {what} {100 * acc:6.2f}%  "
+            f"logits SQNR {_fmt_db(row['logits_sqnr_db']):>6} dB  ({row['seconds']:.1f} s)",
+            err=True,
+        )
 
     t0 = time.perf_counter()
     try:
-        rows = run_sweep(source, grid, seed=seed, threads=threads or None, progress=None if quiet else progress,
-                         data=data, recipe=recipe)
-        meta = {"images": rows[0]["images"], "calib_images": calib_images, "seed": seed,
-                "checkpoint_sha256": source.sha256, "axes": {k: list(v) for k, v in axes.items()},
-                "recipe": recipe.to_dict() if recipe is not None else None}
+        rows = run_sweep(
+            source,
+            grid,
+            seed=seed,
+            threads=threads or None,
+            progress=None if quiet else progress,
+            data=data,
+            recipe=recipe,
+        )
+        meta = {
+            "images": rows[0]["images"],
+            "calib_images": calib_images,
+            "seed": seed,
+            "checkpoint_sha256": source.sha256,
+            "axes": {k: list(v) for k, v in axes.items()},
+            "recipe": recipe.to_dict() if recipe is not None else None,
+        }
         written = write_sweep(rows, out_dir, source.name, meta)
     except (ValueError, OSError) as exc:
         fail(first_line(exc))
@@ -143,6 +195,8 @@ def sweep(calib_images, quick, act_bits, softmax_bits, exp_entries, percentiles,
     summary += f", baseline {'top-1' if key == 'top1_int' else 'agreement'} {100 * base[key]:.2f}%"
     if others:  # ties in accuracy (common on few images) are broken by the logits SQNR
         worst = min(others, key=lambda r: (r[key], r["logits_sqnr_db"]))
-        summary += (f", largest loss {worst['factor']} {worst['label']} ({100 * (worst[key] - base[key]):+.2f} points, "
-                    f"logits SQNR {worst['logits_sqnr_db'] - base['logits_sqnr_db']:+.1f} dB)")
+        summary += (
+            f", largest loss {worst['factor']} {worst['label']} ({100 * (worst[key] - base[key]):+.2f} points, "
+            f"logits SQNR {worst['logits_sqnr_db'] - base['logits_sqnr_db']:+.1f} dB)"
+        )
     click.echo(f"{summary}; wrote {written}/")

@@ -14,8 +14,13 @@ from hwvit.synth import BLOCKS
 
 
 @click.command()
-@click.option("--block", "blocks", type=click.Choice(list(BLOCKS)), multiple=True,
-              help="Only this block (repeatable) [default: all].")
+@click.option(
+    "--block",
+    "blocks",
+    type=click.Choice(list(BLOCKS)),
+    multiple=True,
+    help="Only this block (repeatable) [default: all].",
+)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Write the markdown table here.")
 def synth(blocks, out_path):
     """Synthesize each block with yosys and print its cell count.
@@ -36,7 +41,7 @@ def synth(blocks, out_path):
     for name in names:
         res = synth_block(name)
         results.append(res)
-        click.echo(f"{name:<13} {'%8d cells' % res.cells if res.ok else 'FAILED: ' + res.message}")
+        click.echo(f"{name:<13} {f'{res.cells:8d} cells' if res.ok else 'FAILED: ' + res.message}")
     if out_path:
         text = report_markdown(results)
         out = Path(out_path)

@@ -6,14 +6,26 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import signal
+from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
-from typing import Any, Callable
+from typing import Any
 
 import click
 
-from hwvit.cli.common import (block_kind_option, build_models, calib_images_option, check_out_dir, data_options,
-                              describe_data, fail, first_line, model_options, qconfig_options, recipe_option,
-                              vector_output_options)
+from hwvit.cli.common import (
+    block_kind_option,
+    build_models,
+    calib_images_option,
+    check_out_dir,
+    data_options,
+    describe_data,
+    fail,
+    first_line,
+    model_options,
+    qconfig_options,
+    recipe_option,
+    vector_output_options,
+)
 
 
 @contextlib.contextmanager
@@ -67,8 +79,13 @@ def _model_records(kw, qconfig, calib_images, seed, quiet):
         _, records, _ = trace_model(int_model, data.first(limit).numpy())
     except (ValueError, OverflowError) as exc:
         fail(first_line(exc))
-    model_config = {"model": _plain_config(source.model.cfg), "quant": _plain_config(qconfig),
-                    "source": source.name, "inputs": str(images_path) if images_path else limit, "seed": seed}
+    model_config = {
+        "model": _plain_config(source.model.cfg),
+        "quant": _plain_config(qconfig),
+        "source": source.name,
+        "inputs": str(images_path) if images_path else limit,
+        "seed": seed,
+    }
     if recipe is not None:
         model_config["recipe"] = recipe.to_dict()
     return records, source.sha256, model_config
@@ -82,8 +99,10 @@ def _select(records: list, patterns: str | None, kind: str | None) -> list:
         chosen = [r for r in chosen if any(fnmatch.fnmatchcase(r.path, g) for g in globs)]
     if not chosen:
         known = ", ".join(sorted({r.path for r in records})[:8])
-        fail(f"no traced block matches --blocks {patterns!r}{f' of kind {kind}' if kind else ''} "
-             f"(paths look like: {known}, ...)")
+        fail(
+            f"no traced block matches --blocks {patterns!r}{f' of kind {kind}' if kind else ''} "
+            f"(paths look like: {known}, ...)"
+        )
     return chosen
 
 
@@ -92,10 +111,14 @@ def _select(records: list, patterns: str | None, kind: str | None) -> list:
 @qconfig_options
 @recipe_option
 @calib_images_option
-@data_options("Inputs traced, the first ones (digits: its held-out split; without --images: seeded random).  "
-              "[default: 1]")
-@click.option("--blocks", metavar="LIST", help="Only blocks whose path matches one of these comma-separated "
-              "globs, e.g. 'layers.0.*,head'.")
+@data_options(
+    "Inputs traced, the first ones (digits: its held-out split; without --images: seeded random).  [default: 1]"
+)
+@click.option(
+    "--blocks",
+    metavar="LIST",
+    help="Only blocks whose path matches one of these comma-separated globs, e.g. 'layers.0.*,head'.",
+)
 @block_kind_option("Only blocks of this kind.")
 @vector_output_options("Output directory: one set per traced block under it.")
 def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, quiet, **kw):
@@ -116,8 +139,9 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
     check_out_dir(out_dir, force, "vectors")
     records, source_sha, model_config = _model_records({**kw, "recipe": recipe}, qconfig, calib_images, seed, quiet)
     records = _select(records, blocks, kind)
-    summary = write_vectors(out_dir, lambda: _write_tree(vec, records, out_dir, seed, source_sha, model_config,
-                                                         force, quiet))
+    summary = write_vectors(
+        out_dir, lambda: _write_tree(vec, records, out_dir, seed, source_sha, model_config, force, quiet)
+    )
     click.echo(f"{summary.line()} -> {out_dir}")
 
 
@@ -125,10 +149,24 @@ def _write_tree(vec, records, out_dir, seed, source_sha, model_config, force, qu
     from tqdm import tqdm
 
     total = sum(int(t.data.size) for r in records for t in r.tensors.values())
-    with tqdm(total=total, unit="el", unit_scale=True, disable=quiet, leave=False, mininterval=0.5,
-              desc=f"writing {len(records)} sets") as bar:
-        return vec.write_sets(records, out_dir, seed=seed, source_sha256=source_sha, model_config=model_config,
-                              force=force, progress=lambda path, elements: bar.update(elements))
+    with tqdm(
+        total=total,
+        unit="el",
+        unit_scale=True,
+        disable=quiet,
+        leave=False,
+        mininterval=0.5,
+        desc=f"writing {len(records)} sets",
+    ) as bar:
+        return vec.write_sets(
+            records,
+            out_dir,
+            seed=seed,
+            source_sha256=source_sha,
+            model_config=model_config,
+            force=force,
+            progress=lambda path, elements: bar.update(elements),
+        )
 
 
 @click.command()

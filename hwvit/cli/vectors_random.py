@@ -12,8 +12,16 @@ from hwvit.cli.vectors import write_vectors
 from hwvit.record import KINDS
 
 # option -> block parameter; an option is refused for a kind whose contract has no such parameter.
-_PARAM_OPTIONS = {"row_len": "--row-len", "c": "--channels", "k": "--k", "n": "--n", "in_bits": "--in-bits",
-                  "out_bits": "--out-bits", "entries": "--entries", "a_signed": "--a-signed/--a-unsigned"}
+_PARAM_OPTIONS = {
+    "row_len": "--row-len",
+    "c": "--channels",
+    "k": "--k",
+    "n": "--n",
+    "in_bits": "--in-bits",
+    "out_bits": "--out-bits",
+    "entries": "--entries",
+    "a_signed": "--a-signed/--a-unsigned",
+}
 
 
 def _parse_set(values: tuple[str, ...]) -> dict[str, Any]:
@@ -102,8 +110,13 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
 
 @click.command()
 @click.argument("kind", type=click.Choice(KINDS))
-@click.option("--cases", type=click.IntRange(1, 1 << 24), default=64, show_default=True,
-              help="Elements (requant, gelu, residual_add), rows (softmax, layernorm) or m (gemm).")
+@click.option(
+    "--cases",
+    type=click.IntRange(1, 1 << 24),
+    default=64,
+    show_default=True,
+    help="Elements (requant, gelu, residual_add), rows (softmax, layernorm) or m (gemm).",
+)
 @click.option("--row-len", type=click.IntRange(1, 4096), help="softmax: row length.")
 @click.option("--channels", "c", type=click.IntRange(1, 4096), help="layernorm: channels C.")
 @click.option("--k", type=click.IntRange(1, 65535), help="gemm: inner dimension K.")
@@ -112,15 +125,43 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
 @click.option("--out-bits", type=click.IntRange(2, 16), help="Output width.")
 @click.option("--entries", type=click.IntRange(1, 1 << 16), help="softmax: exp table entries.")
 @click.option("--a-signed/--a-unsigned", default=None, help="gemm: signed or unsigned 8-bit A.")
-@click.option("--lut", type=click.Path(exists=True, dir_okay=False),
-              help="gelu, softmax: the table (.npy, or .hex one value a line) instead of a computed one.")
-@click.option("--set", "set_values", multiple=True, metavar="KEY=VALUE",
-              help="Any other block parameter (repeatable), e.g. --set scale_in=0.05.")
-@click.option("--block-config", type=click.Path(exists=True, dir_okay=False),
-              help="YAML mapping of block parameters (the options above override it).")
+@click.option(
+    "--lut",
+    type=click.Path(exists=True, dir_okay=False),
+    help="gelu, softmax: the table (.npy, or .hex one value a line) instead of a computed one.",
+)
+@click.option(
+    "--set",
+    "set_values",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Any other block parameter (repeatable), e.g. --set scale_in=0.05.",
+)
+@click.option(
+    "--block-config",
+    type=click.Path(exists=True, dir_okay=False),
+    help="YAML mapping of block parameters (the options above override it).",
+)
 @vector_output_options("Output directory: the set.")
-def vectors_random(kind, cases, row_len, c, k, n, in_bits, out_bits, entries, a_signed, lut, set_values,
-                   block_config, out_dir, force, seed, quiet):
+def vectors_random(
+    kind,
+    cases,
+    row_len,
+    c,
+    k,
+    n,
+    in_bits,
+    out_bits,
+    entries,
+    a_signed,
+    lut,
+    set_values,
+    block_config,
+    out_dir,
+    force,
+    seed,
+    quiet,
+):
     """Write one unit-test vector set of random cases for block KIND, edge cases first.
 
     KIND is one of the block kinds of the vector-set contract; the outputs are computed with
@@ -134,16 +175,25 @@ def vectors_random(kind, cases, row_len, c, k, n, in_bits, out_bits, entries, a_
     from hwvit import vectors as vec
     from hwvit.cli.common import check_out_dir
 
-    options = {"row_len": row_len, "c": c, "k": k, "n": n, "in_bits": in_bits, "out_bits": out_bits,
-               "entries": entries, "a_signed": a_signed}
+    options = {
+        "row_len": row_len,
+        "c": c,
+        "k": k,
+        "n": n,
+        "in_bits": in_bits,
+        "out_bits": out_bits,
+        "entries": entries,
+        "a_signed": a_signed,
+    }
     _refuse_unused(kind, options, lut)
     check_out_dir(out_dir, force, "vectors")
     record = _random_record(kind, cases, seed, options, block_config, set_values, lut)
 
     def write():
         path = vec.write_set(record, out_dir, seed=seed, force=force)
-        return vec.WriteSummary(1, len(record.tensors), _tree_bytes(path),
-                                sum(t.data.size for t in record.tensors.values()))
+        return vec.WriteSummary(
+            1, len(record.tensors), _tree_bytes(path), sum(t.data.size for t in record.tensors.values())
+        )
 
     summary = write_vectors(out_dir, write)
     click.echo(f"{summary.line()} -> {out_dir}")

@@ -21,15 +21,19 @@ def label_indices(raw: list[str], num_classes: int, class_names: list[str] | Non
         table = {n: int(n) for n in distinct}
     elif class_names is not None:
         unknown = [n for n in distinct if n not in class_names]
-        raise ValueError(f"{where}: labels do not match the head's classes: {', '.join(map(repr, unknown[:3]))} "
-                         f"{'is' if len(unknown) == 1 else 'are'} not among the model's {num_classes} class names")
+        raise ValueError(
+            f"{where}: labels do not match the head's classes: {', '.join(map(repr, unknown[:3]))} "
+            f"{'is' if len(unknown) == 1 else 'are'} not among the model's {num_classes} class names"
+        )
     else:
         table = {n: i for i, n in enumerate(distinct)}
     bad = sorted({(n, table[n]) for n in distinct if not 0 <= table[n] < num_classes}, key=lambda t: t[1])
     if bad:
         name, index = bad[-1]
-        raise ValueError(f"{where}: labels do not match the head's {num_classes} classes: label {name!r} would be "
-                         f"class {index} ({len(distinct)} distinct labels)")
+        raise ValueError(
+            f"{where}: labels do not match the head's {num_classes} classes: label {name!r} would be "
+            f"class {index} ({len(distinct)} distinct labels)"
+        )
     return np.asarray([table[n] for n in raw], dtype=np.int64)
 
 

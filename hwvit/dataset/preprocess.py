@@ -77,8 +77,16 @@ class Preprocess:
         """Without a resize or crop of its own, resize to the model's ``side`` x ``side``."""
         if self.size or self.shortest_edge or self.crop:
             return self
-        return Preprocess(size=(side, side), crop=None, rescale=self.rescale, mean=self.mean, std=self.std,
-                          resample=self.resample, convert_rgb=self.convert_rgb, origin=self.origin)
+        return Preprocess(
+            size=(side, side),
+            crop=None,
+            rescale=self.rescale,
+            mean=self.mean,
+            std=self.std,
+            resample=self.resample,
+            convert_rgb=self.convert_rgb,
+            origin=self.origin,
+        )
 
     # Applying ------------------------------------------------------------------------------------
     def image(self, img, in_chans: int, where: str) -> np.ndarray:
@@ -107,7 +115,7 @@ class Preprocess:
             if ch > h or cw > w:
                 raise ValueError(f"{where}: center crop {ch}x{cw} is larger than the {h}x{w} image")
             top, left = (h - ch) // 2, (w - cw) // 2
-            arr = arr[top:top + ch, left:left + cw]
+            arr = arr[top : top + ch, left : left + cw]
         x = arr.astype(np.float64) * self.rescale if self.rescale is not None else arr.astype(np.float64)
         x = x.astype(np.float32)
         if self.mean is not None:
@@ -132,8 +140,10 @@ def _channels(img, in_chans: int, convert_rgb: bool, where: str):
     if in_chans == 3 and gray and convert_rgb:
         return img.convert("RGB")
     if have != in_chans:
-        raise ValueError(f"{where}: {have}-channel image (mode {img.mode}); the model takes {in_chans} "
-                         f"channel{'s' if in_chans != 1 else ''}")
+        raise ValueError(
+            f"{where}: {have}-channel image (mode {img.mode}); the model takes {in_chans} "
+            f"channel{'s' if in_chans != 1 else ''}"
+        )
     if gray:
         return img if img.mode in ("L", "I", "I;16", "F") else img.convert("L")
     return img if img.mode == "RGB" else img.convert("RGB")
@@ -168,9 +178,17 @@ def from_hf(data: dict, where: str = "preprocessor_config.json") -> Preprocess:
         mean = tuple(float(v) for v in (mean if isinstance(mean, (list, tuple)) else [mean]))
         std = tuple(float(v) for v in (std if isinstance(std, (list, tuple)) else [std]))
     resample = data.get("resample", 2)
-    return Preprocess(size=size, shortest_edge=shortest, crop=crop, rescale=rescale, mean=mean, std=std,
-                      resample=int(resample) if resample is not None else 2,
-                      convert_rgb=bool(data.get("do_convert_rgb") or False), origin=where)
+    return Preprocess(
+        size=size,
+        shortest_edge=shortest,
+        crop=crop,
+        rescale=rescale,
+        mean=mean,
+        std=std,
+        resample=int(resample) if resample is not None else 2,
+        convert_rgb=bool(data.get("do_convert_rgb") or False),
+        origin=where,
+    )
 
 
 def parse_size(text: str | None, name: str) -> tuple[int, int] | int | None:
@@ -195,8 +213,14 @@ def parse_floats(text: str | None, name: str) -> tuple[float, ...] | None:
         raise ValueError(f"{name} {text!r}: expected comma-separated numbers") from None
 
 
-def from_flags(resize: str | None = None, crop: str | None = None, mean: str | None = None, std: str | None = None,
-               rescale: float | None = None, base: Preprocess | None = None) -> Preprocess:
+def from_flags(
+    resize: str | None = None,
+    crop: str | None = None,
+    mean: str | None = None,
+    std: str | None = None,
+    rescale: float | None = None,
+    base: Preprocess | None = None,
+) -> Preprocess:
     """Command-line values over ``base`` (a model's preprocessor_config.json) or the defaults.
 
     ``resize``: 'N' (shortest edge to N) or 'HxW' (exact); ``crop``: 'N' or 'HxW'; ``mean``/``std``:
@@ -216,11 +240,17 @@ def from_flags(resize: str | None = None, crop: str | None = None, mean: str | N
     if r is not None:
         size, shortest = (r, None) if isinstance(r, tuple) else (None, r)
     crop_hw = base.crop if c is None else (c if isinstance(c, tuple) else (c, c))
-    return Preprocess(size=size, shortest_edge=shortest, crop=crop_hw,
-                      rescale=base.rescale if rescale is None else float(rescale),
-                      mean=base.mean if m is None else m, std=base.std if s is None else s,
-                      resample=base.resample, convert_rgb=base.convert_rgb,
-                      origin="flags" if base.origin == "defaults" else f"{base.origin} + flags")
+    return Preprocess(
+        size=size,
+        shortest_edge=shortest,
+        crop=crop_hw,
+        rescale=base.rescale if rescale is None else float(rescale),
+        mean=base.mean if m is None else m,
+        std=base.std if s is None else s,
+        resample=base.resample,
+        convert_rgb=base.convert_rgb,
+        origin="flags" if base.origin == "defaults" else f"{base.origin} + flags",
+    )
 
 
 __all__ = ["Preprocess", "RESAMPLE_NAMES", "from_flags", "from_hf", "parse_floats", "parse_size"]
@@ -241,10 +271,15 @@ def from_timm(cfg: dict, where: str = "config.json pretrained_cfg") -> Preproces
         raise ValueError(f"{where}: crop_mode {cfg.get('crop_mode')!r} is not supported (only 'center')")
     crop_pct = float(cfg.get("crop_pct") or 0.875)
     mean, std = cfg.get("mean"), cfg.get("std")
-    return Preprocess(shortest_edge=int(h / crop_pct) if h == w else None,
-                      size=None if h == w else (int(h / crop_pct), int(w / crop_pct)), crop=(h, w),
-                      mean=tuple(map(float, mean)) if mean else None, std=tuple(map(float, std)) if std else None,
-                      resample=TIMM_INTERPOLATION.get(str(cfg.get("interpolation", "bicubic")), 3), origin=where)
+    return Preprocess(
+        shortest_edge=int(h / crop_pct) if h == w else None,
+        size=None if h == w else (int(h / crop_pct), int(w / crop_pct)),
+        crop=(h, w),
+        mean=tuple(map(float, mean)) if mean else None,
+        std=tuple(map(float, std)) if std else None,
+        resample=TIMM_INTERPOLATION.get(str(cfg.get("interpolation", "bicubic")), 3),
+        origin=where,
+    )
 
 
 __all__ += ["from_timm"]

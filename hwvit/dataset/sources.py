@@ -55,8 +55,11 @@ class ImageSet:
 
     def describe(self) -> str:
         n = len(self)
-        what = f"{n} image{'s' if n != 1 else ''}" if self.array is None or self.array.dtype.kind == "u" else \
-            f"{n} input{'s' if n != 1 else ''}"
+        what = (
+            f"{n} image{'s' if n != 1 else ''}"
+            if self.array is None or self.array.dtype.kind == "u"
+            else f"{n} input{'s' if n != 1 else ''}"
+        )
         if self.labels is not None:
             what += f" in {len(set(self.labels))} classes"
         return f"{self.origin}: {what}"
@@ -71,8 +74,10 @@ class ImageSet:
             raise ValueError(f"{path}: the model takes 1-D signals {input_shape}; give them as an .npy array")
         x = pre.image(_open(path), input_shape[0], str(path))
         if x.shape != input_shape:
-            raise ValueError(f"{path}: {x.shape[1]}x{x.shape[2]} after preprocessing ({pre.describe()}); the model "
-                             f"takes {input_shape[1]}x{input_shape[2]} (use --resize/--crop)")
+            raise ValueError(
+                f"{path}: {x.shape[1]}x{x.shape[2]} after preprocessing ({pre.describe()}); the model "
+                f"takes {input_shape[1]}x{input_shape[2]} (use --resize/--crop)"
+            )
         return x
 
     def batches(self, pre: Preprocess, input_shape: tuple[int, ...], batch_size: int = 64) -> Iterator[torch.Tensor]:
@@ -113,8 +118,9 @@ def _array_item(a: np.ndarray, pre: Preprocess, shape: tuple[int, ...], where: s
         img = Image.fromarray(np.ascontiguousarray(a))  # L, I;16, RGB or RGBA by shape and dtype
         x = pre.image(img, shape[0], where)
         if x.shape != shape:
-            raise ValueError(f"{where}: {x.shape[1]}x{x.shape[2]} after preprocessing; the model takes "
-                             f"{shape[1]}x{shape[2]}")
+            raise ValueError(
+                f"{where}: {x.shape[1]}x{x.shape[2]} after preprocessing; the model takes {shape[1]}x{shape[2]}"
+            )
         return x
     if a.dtype.kind not in "fi":
         raise ValueError(f"{where}: inputs must be numeric, got {a.dtype}")
@@ -180,8 +186,12 @@ def _csv_labels(csv_path: Path, paths: list[Path], root: Path) -> list[str]:
             rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise ValueError(f"{csv_path}: cannot read labels CSV ({type(exc).__name__})") from None
-    if rows and [c.strip().lower() for c in rows[0][:2]] in (["file", "label"], ["filename", "label"],
-                                                             ["path", "label"], ["image", "label"]):
+    if rows and [c.strip().lower() for c in rows[0][:2]] in (
+        ["file", "label"],
+        ["filename", "label"],
+        ["path", "label"],
+        ["image", "label"],
+    ):
         rows = rows[1:]
     table: dict[str, str] = {}
     for n, row in enumerate(rows, 1):

@@ -28,8 +28,9 @@ SEED_HEADS = {768: 12}
 class AttentionBlock(nn.Module):
     """``attn`` (an Attention) on (B, N, C), or on (N, B, C) when ``seq_first``."""
 
-    def __init__(self, dim: int, heads: int, head_dim: int, fused: bool, qkv_bias: bool, proj_bias: bool,
-                 seq_first: bool) -> None:
+    def __init__(
+        self, dim: int, heads: int, head_dim: int, fused: bool, qkv_bias: bool, proj_bias: bool, seq_first: bool
+    ) -> None:
         super().__init__()
         self.dim, self.seq_first = dim, seq_first
         self.attn = Attention(dim, heads, head_dim, fused, qkv_bias, proj_bias, "standard")
@@ -47,8 +48,7 @@ class AttentionBlock(nn.Module):
 def attention_rules(family: str) -> list[Rule]:
     if family == "sablock":
         return linear("qkv", "attn.qkv") + linear("out_proj", "attn.proj")
-    return (linear("query", "attn.q") + linear("key", "attn.k") + linear("value", "attn.v")
-            + linear("out", "attn.proj"))
+    return linear("query", "attn.q") + linear("key", "attn.k") + linear("value", "attn.v") + linear("out", "attn.proj")
 
 
 def _heads_hint(config: Any, heads: int | None) -> int | None:
@@ -63,8 +63,9 @@ def _heads_hint(config: Any, heads: int | None) -> int | None:
     return hint_fields(config).get("heads")
 
 
-def load_attention(sd: dict[str, torch.Tensor], family: str, config: Any = None,
-                   heads: int | None = None) -> AttentionBlock:
+def load_attention(
+    sd: dict[str, torch.Tensor], family: str, config: Any = None, heads: int | None = None
+) -> AttentionBlock:
     """An AttentionBlock (eval mode) from a ``sablock`` or ``cookbook_attention`` state dict."""
     rules = attention_rules(family)
     weights, origin, unexpected = rename(sd, rules)
@@ -73,14 +74,16 @@ def load_attention(sd: dict[str, torch.Tensor], family: str, config: Any = None,
     w = weights.get(first)
     if w is None or w.dim() != 2 or "attn.proj.weight" not in weights or weights["attn.proj.weight"].dim() != 2:
         names = ("qkv.weight", "out_proj.weight") if fused else ("query.weight", "out.weight")
-        raise ValueError(f"cannot load {family} checkpoint: needs 2-D {' and '.join(names)}; "
-                         f"keys found: {', '.join(sorted(sd)[:8])}")
+        raise ValueError(
+            f"cannot load {family} checkpoint: needs 2-D {' and '.join(names)}; keys found: {', '.join(sorted(sd)[:8])}"
+        )
     dim = w.shape[1]
     inner = w.shape[0] // 3 if fused else w.shape[0]
     h = _heads_hint(config, heads) or SEED_HEADS.get(dim)
     if h is None:
-        raise ValueError(f"{family} checkpoint: the number of heads cannot be read from the weights "
-                         f"(dim {dim}); pass heads=H")
+        raise ValueError(
+            f"{family} checkpoint: the number of heads cannot be read from the weights (dim {dim}); pass heads=H"
+        )
     if type(h) is not int or h <= 0 or inner % h:
         raise ValueError(f"{family} checkpoint: q/k/v width {inner} is not divisible by heads={h!r}")
     qkv_bias = ("attn.qkv.bias" if fused else "attn.q.bias") in weights

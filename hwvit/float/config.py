@@ -83,8 +83,9 @@ class ViTConfig:
         if self.ndim not in (1, 2):
             raise ValueError(f"config {self.name!r}: ndim must be 1 or 2, got {self.ndim}")
         if self.image_size % self.patch_size:
-            raise ValueError(f"config {self.name!r}: image_size {self.image_size} is not a multiple of "
-                             f"patch_size {self.patch_size}")
+            raise ValueError(
+                f"config {self.name!r}: image_size {self.image_size} is not a multiple of patch_size {self.patch_size}"
+            )
         if (self.embed == "linear1d") != (self.ndim == 1):
             raise ValueError(f"config {self.name!r}: embed 'linear1d' goes with ndim 1 and only with it")
         if self.pool == "cls" and not self.cls_token:
@@ -102,7 +103,7 @@ class ViTConfig:
 
     @property
     def num_patches(self) -> int:
-        return self.grid ** self.ndim
+        return self.grid**self.ndim
 
     @property
     def num_tokens(self) -> int:
@@ -112,7 +113,7 @@ class ViTConfig:
     @property
     def patch_dim(self) -> int:
         """Inputs per token (the embedding's fan-in)."""
-        return self.in_chans * self.patch_size ** self.ndim
+        return self.in_chans * self.patch_size**self.ndim
 
     @property
     def inner_dim(self) -> int:
@@ -130,7 +131,7 @@ class ViTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "config") -> "ViTConfig":
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> ViTConfig:
         """Build from a mapping; unknown or missing fields give one ValueError naming them."""
         if not isinstance(data, dict):
             raise ValueError(f"{source}: expected a mapping of config fields, got {type(data).__name__}")
@@ -154,7 +155,7 @@ class ViTConfig:
                 raise ValueError(f"{source}: norm_eps {eps!r} is not a number") from None
         return cls(**values)
 
-    def replace(self, **changes: Any) -> "ViTConfig":
+    def replace(self, **changes: Any) -> ViTConfig:
         data = self.to_dict()
         data.update(changes)
         return ViTConfig.from_dict(data, source=self.name)
@@ -203,7 +204,7 @@ def sincos2d_table(grid: int, dim: int, temperature: float = 10000.0):
     y, x = torch.meshgrid(torch.arange(grid), torch.arange(grid), indexing="ij")
     # quarter == 1 would divide by zero in the original; a single frequency of 1 is the limit.
     omega = torch.arange(quarter) / max(quarter - 1, 1)
-    omega = 1.0 / (temperature ** omega)
+    omega = 1.0 / (temperature**omega)
     y = y.flatten()[:, None] * omega[None, :]
     x = x.flatten()[:, None] * omega[None, :]
     return torch.cat((x.sin(), x.cos(), y.sin(), y.cos()), dim=1).float()

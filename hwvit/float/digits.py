@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -64,7 +64,7 @@ def load_digits_split(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     """Top-1 accuracy in [0, 1]."""
     model.eval()
-    pred = torch.cat([model(x[i:i + 256]).argmax(-1) for i in range(0, len(x), 256)])
+    pred = torch.cat([model(x[i : i + 256]).argmax(-1) for i in range(0, len(x), 256)])
     return float((pred == y).float().mean())
 
 
@@ -74,8 +74,9 @@ def _lr(step: int, total: int, warmup: int) -> float:
     return LR * 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
 
 
-def train(seed: int = 0, epochs: int = EPOCHS,
-          progress: Callable[[int, float], None] | None = None) -> tuple[ViT, float]:
+def train(
+    seed: int = 0, epochs: int = EPOCHS, progress: Callable[[int, float], None] | None = None
+) -> tuple[ViT, float]:
     """Train the digits preset from scratch; (model in eval mode, float test accuracy).
 
     Deterministic: one thread, deterministic kernels, every random draw from ``seed``. The
@@ -94,8 +95,9 @@ def train(seed: int = 0, epochs: int = EPOCHS,
         gen = torch.Generator().manual_seed(seed)
         decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "pos_embed" not in n]
         other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "pos_embed" not in n)]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                                 {"params": other, "weight_decay": 0.0}], lr=LR)
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": other, "weight_decay": 0.0}], lr=LR
+        )
         steps_per_epoch = math.ceil(len(x_train) / BATCH)
         total, step = epochs * steps_per_epoch, 0
         for epoch in range(epochs):
@@ -103,7 +105,7 @@ def train(seed: int = 0, epochs: int = EPOCHS,
             order = torch.randperm(len(x_train), generator=gen)
             running = 0.0
             for i in range(0, len(order), BATCH):
-                idx = order[i:i + BATCH]
+                idx = order[i : i + BATCH]
                 for group in opt.param_groups:
                     group["lr"] = _lr(step, total, WARMUP * steps_per_epoch)
                 logits = model(x_train[idx])
@@ -122,8 +124,12 @@ def train(seed: int = 0, epochs: int = EPOCHS,
         torch.use_deterministic_algorithms(deterministic)
 
 
-def train_demo(out_path: str | Path = DEMO_CHECKPOINT, seed: int = 0, epochs: int = EPOCHS,
-               progress: Callable[[int, float], None] | None = None) -> float:
+def train_demo(
+    out_path: str | Path = DEMO_CHECKPOINT,
+    seed: int = 0,
+    epochs: int = EPOCHS,
+    progress: Callable[[int, float], None] | None = None,
+) -> float:
     """Train, write ``out_path`` (.safetensors) and its ``.yaml`` record atomically; the test accuracy."""
     out_path = Path(out_path)
     if out_path.suffix != ".safetensors":
@@ -178,5 +184,14 @@ def demo_accuracy() -> float:
     return evaluate(load_demo_model(), x_test, y_test)
 
 
-__all__ = ["DEMO_CHECKPOINT", "DEMO_META", "demo_accuracy", "demo_meta", "evaluate", "load_demo_model",
-           "load_digits_split", "train", "train_demo"]
+__all__ = [
+    "DEMO_CHECKPOINT",
+    "DEMO_META",
+    "demo_accuracy",
+    "demo_meta",
+    "evaluate",
+    "load_demo_model",
+    "load_digits_split",
+    "train",
+    "train_demo",
+]

@@ -59,8 +59,10 @@ def _resolve_config(family: str, weights: dict[str, torch.Tensor], hint: dict[st
     if "heads" not in fields and "dim" in fields:
         heads = spec.heads_for(fields["dim"], inner)
         if heads is None:
-            raise ValueError(f"{family} checkpoint: the number of heads cannot be read from the weights "
-                             f"(dim {fields['dim']}); pass heads=H (CLI: --heads H), a preset or a config")
+            raise ValueError(
+                f"{family} checkpoint: the number of heads cannot be read from the weights "
+                f"(dim {fields['dim']}); pass heads=H (CLI: --heads H), a preset or a config"
+            )
         fields["heads"] = heads
     heads = fields.get("heads")
     if inner is not None and heads is not None:
@@ -68,18 +70,24 @@ def _resolve_config(family: str, weights: dict[str, torch.Tensor], hint: dict[st
             raise ValueError(f"{family} checkpoint: q/k/v width {inner} is not divisible by heads={heads!r}")
         head_dim = inner // heads
         if hint.get("head_dim") is not None and hint["head_dim"] != head_dim:
-            raise ValueError(f"{family} checkpoint does not match the given config: head_dim: checkpoint "
-                             f"{head_dim}, config {hint['head_dim']!r}")
+            raise ValueError(
+                f"{family} checkpoint does not match the given config: head_dim: checkpoint "
+                f"{head_dim}, config {hint['head_dim']!r}"
+            )
         fields["head_dim"] = head_dim
     if mlp_ratio is not None and "dim" in fields and "mlp_dim" in fields:
         if int(fields["dim"] * mlp_ratio) != fields["mlp_dim"]:
-            raise ValueError(f"{family} checkpoint does not match the given config: mlp_dim: checkpoint "
-                             f"{fields['mlp_dim']}, config {int(fields['dim'] * mlp_ratio)} (mlp_ratio {mlp_ratio:g})")
+            raise ValueError(
+                f"{family} checkpoint does not match the given config: mlp_dim: checkpoint "
+                f"{fields['mlp_dim']}, config {int(fields['dim'] * mlp_ratio)} (mlp_ratio {mlp_ratio:g})"
+            )
     fields.setdefault("name", hint.get("name", f"{family}-import"))
     needed = [f.name for f in dc_fields(ViTConfig) if f.default is MISSING and f.name not in fields]
     if needed:
-        raise ValueError(f"{family} checkpoint: cannot read {', '.join(needed)} from the weights; "
-                         f"pass config= (a preset, a YAML/JSON file or a dict with these fields)")
+        raise ValueError(
+            f"{family} checkpoint: cannot read {', '.join(needed)} from the weights; "
+            f"pass config= (a preset, a YAML/JSON file or a dict with these fields)"
+        )
     return ViTConfig.from_dict(fields, source=f"{family} checkpoint")
 
 
@@ -99,8 +107,10 @@ def check_family(keys, family: str | None) -> str:
     found = detect_family(keys)
     if family is None:
         if found is None:
-            raise ValueError(f"cannot tell the checkpoint family from its keys ({', '.join(sorted(keys)[:4])}, ...); "
-                             f"give the family ({', '.join(FAMILIES)})")
+            raise ValueError(
+                f"cannot tell the checkpoint family from its keys ({', '.join(sorted(keys)[:4])}, ...); "
+                f"give the family ({', '.join(FAMILIES)})"
+            )
         return found
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; families: {', '.join(FAMILIES)}")
@@ -109,8 +119,7 @@ def check_family(keys, family: str | None) -> str:
     return family
 
 
-def load_checkpoint(source: Any, family: str | None = None, config: Any = None,
-                    heads: int | None = None) -> Loaded:
+def load_checkpoint(source: Any, family: str | None = None, config: Any = None, heads: int | None = None) -> Loaded:
     """``load_float`` with what the checkpoint carried besides weights (family, files, class names)."""
     if family is not None and family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; families: {', '.join(FAMILIES)}")

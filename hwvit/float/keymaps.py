@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Callable
+from functools import cache
 
 import torch
 
@@ -39,7 +39,7 @@ ATTENTION_FAMILIES = ("sablock", "cookbook_attention")
 STANDARD_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pattern(template: str) -> re.Pattern:
     return re.compile(re.escape(template).replace(r"\{i\}", r"(?P<i>\d+)"))
 
@@ -76,42 +76,76 @@ def hf_rules(keys: set[str]) -> list[Rule]:
     p = "vit." if any(k.startswith("vit.") for k in keys) else ""
     v4 = any(k.startswith(p + "encoder.layer.") for k in keys)
     emb = p + "embeddings"
-    rules = [Rule(f"{emb}.cls_token", "cls_token"), Rule(f"{emb}.position_embeddings", "pos_embed"),
-             *linear(f"{emb}.patch_embeddings.projection", "patch_embed.proj")]
+    rules = [
+        Rule(f"{emb}.cls_token", "cls_token"),
+        Rule(f"{emb}.position_embeddings", "pos_embed"),
+        *linear(f"{emb}.patch_embeddings.projection", "patch_embed.proj"),
+    ]
     common = {"layernorm_before": "norm1", "layernorm_after": "norm2"}
     if v4:
-        names = {"attention.attention.query": "attn.q", "attention.attention.key": "attn.k",
-                 "attention.attention.value": "attn.v", "attention.output.dense": "attn.proj",
-                 "intermediate.dense": "mlp.fc1", "output.dense": "mlp.fc2", **common}
+        names = {
+            "attention.attention.query": "attn.q",
+            "attention.attention.key": "attn.k",
+            "attention.attention.value": "attn.v",
+            "attention.output.dense": "attn.proj",
+            "intermediate.dense": "mlp.fc1",
+            "output.dense": "mlp.fc2",
+            **common,
+        }
         rules += _block(p + "encoder.layer.{i}", names)
     else:
-        names = {"attention.q_proj": "attn.q", "attention.k_proj": "attn.k", "attention.v_proj": "attn.v",
-                 "attention.o_proj": "attn.proj", "mlp.fc1": "mlp.fc1", "mlp.fc2": "mlp.fc2", **common}
+        names = {
+            "attention.q_proj": "attn.q",
+            "attention.k_proj": "attn.k",
+            "attention.v_proj": "attn.v",
+            "attention.o_proj": "attn.proj",
+            "mlp.fc1": "mlp.fc1",
+            "mlp.fc2": "mlp.fc2",
+            **common,
+        }
         rules += _block(p + "layers.{i}", names)
     return rules + linear(p + "layernorm", "norm") + linear("classifier", "head")
 
 
 def timm_rules(keys: set[str]) -> list[Rule]:
     names = {n: n for n in ("norm1", "attn.qkv", "attn.proj", "norm2", "mlp.fc1", "mlp.fc2")}
-    return [Rule("cls_token", "cls_token"), Rule("pos_embed", "pos_embed"),
-            *linear("patch_embed.proj", "patch_embed.proj"), *_block("blocks.{i}", names),
-            *linear("norm", "norm"), *linear("fc_norm", "pre_head.norm"), *linear("head", "head")]
+    return [
+        Rule("cls_token", "cls_token"),
+        Rule("pos_embed", "pos_embed"),
+        *linear("patch_embed.proj", "patch_embed.proj"),
+        *_block("blocks.{i}", names),
+        *linear("norm", "norm"),
+        *linear("fc_norm", "pre_head.norm"),
+        *linear("head", "head"),
+    ]
 
 
 def timm_validate(keys: set[str]) -> None:
     if "cls_token" in keys and "fc_norm.weight" in keys:
-        raise ValueError("timm checkpoint: global_pool='avg' with a class token (mean over the patch "
-                         "tokens only, then fc_norm) is not supported; hwvit mean-pools all tokens")
+        raise ValueError(
+            "timm checkpoint: global_pool='avg' with a class token (mean over the patch "
+            "tokens only, then fc_norm) is not supported; hwvit mean-pools all tokens"
+        )
     if "reg_token" in keys:
         raise ValueError("timm checkpoint: register tokens (reg_token) are not supported")
 
 
 def simple_vit_rules(keys: set[str]) -> list[Rule]:
-    names = {"0.norm": "norm1", "0.to_qkv": "attn.qkv", "0.to_out": "attn.proj",
-             "1.net.0": "norm2", "1.net.1": "mlp.fc1", "1.net.3": "mlp.fc2"}
-    rules = [*linear("to_patch_embedding.1", "patch_embed.norm_in"), *linear("to_patch_embedding.2", "patch_embed.proj"),
-             *linear("to_patch_embedding.3", "patch_embed.norm_out"), *_block("transformer.layers.{i}", names),
-             *linear("transformer.norm", "norm")]
+    names = {
+        "0.norm": "norm1",
+        "0.to_qkv": "attn.qkv",
+        "0.to_out": "attn.proj",
+        "1.net.0": "norm2",
+        "1.net.1": "mlp.fc1",
+        "1.net.3": "mlp.fc2",
+    }
+    rules = [
+        *linear("to_patch_embedding.1", "patch_embed.norm_in"),
+        *linear("to_patch_embedding.2", "patch_embed.proj"),
+        *linear("to_patch_embedding.3", "patch_embed.norm_out"),
+        *_block("transformer.layers.{i}", names),
+        *linear("transformer.norm", "norm"),
+    ]
     if "linear_head.0.weight" in keys:  # older SimpleViT: head = LayerNorm -> Linear after the mean
         return rules + linear("linear_head.0", "pre_head.norm") + linear("linear_head.1", "head")
     return rules + linear("linear_head", "head")
@@ -123,14 +157,26 @@ def _rows_to_batch(t: torch.Tensor) -> torch.Tensor:
 
 
 def ecg1d_rules(keys: set[str]) -> list[Rule]:
-    attn = {"0.block.0": "norm1", "0.block.1.queries_projection": "attn.q", "0.block.1.keys_projection": "attn.k",
-            "0.block.1.values_projection": "attn.v", "0.block.1.final_projection": "attn.proj",
-            "1.block.0": "norm2", "1.block.1.0": "mlp.fc1", "1.block.1.2": "mlp.fc2"}
-    return [*linear("embedding.0", "patch_embed.proj"), *linear("embedding.1", "patch_embed.norm_out"),
-            Rule("embedding.cls_token", "cls_token", _rows_to_batch),
-            Rule("positional_encoding", "pos_embed", _rows_to_batch), *_block("encoder.{i}", attn),
-            *linear("classifier.1", "pre_head.fc"), *linear("classifier.2", "pre_head.norm"),
-            *linear("classifier.3", "head")]
+    attn = {
+        "0.block.0": "norm1",
+        "0.block.1.queries_projection": "attn.q",
+        "0.block.1.keys_projection": "attn.k",
+        "0.block.1.values_projection": "attn.v",
+        "0.block.1.final_projection": "attn.proj",
+        "1.block.0": "norm2",
+        "1.block.1.0": "mlp.fc1",
+        "1.block.1.2": "mlp.fc2",
+    }
+    return [
+        *linear("embedding.0", "patch_embed.proj"),
+        *linear("embedding.1", "patch_embed.norm_out"),
+        Rule("embedding.cls_token", "cls_token", _rows_to_batch),
+        Rule("positional_encoding", "pos_embed", _rows_to_batch),
+        *_block("encoder.{i}", attn),
+        *linear("classifier.1", "pre_head.fc"),
+        *linear("classifier.2", "pre_head.norm"),
+        *linear("classifier.3", "head"),
+    ]
 
 
 def _preset_heads(preset: str, dim: int) -> int | None:
@@ -153,27 +199,56 @@ class FamilySpec:
     extra: Callable[[dict[str, torch.Tensor]], dict] = field(default=lambda w: {})
 
 
-_VIT = {"embed": "conv", "pool": "cls", "pos": "learned", "attn_scale": "standard", "ndim": 2,
-        "head_pre": "none", "pos_every_layer": False}
+_VIT = {
+    "embed": "conv",
+    "pool": "cls",
+    "pos": "learned",
+    "attn_scale": "standard",
+    "ndim": 2,
+    "head_pre": "none",
+    "pos_every_layer": False,
+}
 
 SPECS: dict[str, FamilySpec] = {
-    "hf": FamilySpec("conv", hf_rules, {**_VIT, "qkv": "separate", "norm_eps": 1e-12},
-                     lambda dim, inner: STANDARD_HEADS.get(dim) or _preset_heads("vit-b16", dim),
-                     ignore=("pooler.", "vit.pooler.")),
-    "timm": FamilySpec("conv", timm_rules, {**_VIT, "qkv": "fused", "norm_eps": 1e-6},
-                       lambda dim, inner: STANDARD_HEADS.get(dim) or _preset_heads("vit-tiny", dim),
-                       validate=timm_validate,
-                       extra=lambda w: {"pool": "cls" if "cls_token" in w else "mean"}),
+    "hf": FamilySpec(
+        "conv",
+        hf_rules,
+        {**_VIT, "qkv": "separate", "norm_eps": 1e-12},
+        lambda dim, inner: STANDARD_HEADS.get(dim) or _preset_heads("vit-b16", dim),
+        ignore=("pooler.", "vit.pooler."),
+    ),
+    "timm": FamilySpec(
+        "conv",
+        timm_rules,
+        {**_VIT, "qkv": "fused", "norm_eps": 1e-6},
+        lambda dim, inner: STANDARD_HEADS.get(dim) or _preset_heads("vit-tiny", dim),
+        validate=timm_validate,
+        extra=lambda w: {"pool": "cls" if "cls_token" in w else "mean"},
+    ),
     # lucidrains' dim_head defaults to 64, so heads = (q width) / 64 when that divides.
-    "simple_vit": FamilySpec("simple", simple_vit_rules,
-                             {**_VIT, "embed": "simple", "pool": "mean", "pos": "sincos2d", "qkv": "fused",
-                              "norm_eps": 1e-5},
-                             lambda dim, inner: inner // 64 if inner and inner % 64 == 0 else None),
-    "ecg1d": FamilySpec("linear1d", ecg1d_rules,
-                        {**_VIT, "embed": "linear1d", "ndim": 1, "patch_size": 1, "pool": "mean", "cls_token": True,
-                         "pos_every_layer": True, "qkv": "separate", "norm_eps": 1e-5,
-                         "attn_scale": "post_softmax_sqrt_dim"},
-                        lambda dim, inner: _preset_heads("ecg1d", dim)),
+    "simple_vit": FamilySpec(
+        "simple",
+        simple_vit_rules,
+        {**_VIT, "embed": "simple", "pool": "mean", "pos": "sincos2d", "qkv": "fused", "norm_eps": 1e-5},
+        lambda dim, inner: inner // 64 if inner and inner % 64 == 0 else None,
+    ),
+    "ecg1d": FamilySpec(
+        "linear1d",
+        ecg1d_rules,
+        {
+            **_VIT,
+            "embed": "linear1d",
+            "ndim": 1,
+            "patch_size": 1,
+            "pool": "mean",
+            "cls_token": True,
+            "pos_every_layer": True,
+            "qkv": "separate",
+            "norm_eps": 1e-5,
+            "attn_scale": "post_softmax_sqrt_dim",
+        },
+        lambda dim, inner: _preset_heads("ecg1d", dim),
+    ),
 }
 
 
@@ -213,8 +288,7 @@ def infer_fields(w: dict[str, torch.Tensor], embed: str) -> tuple[dict, dict, in
     hard["final_norm"] = "norm.weight" in w
     s = shape("head.weight")
     hard["num_classes"] = s[0] if s else 0
-    hard["head_pre"] = ("linear_norm" if "pre_head.fc.weight" in w else
-                        "norm" if "pre_head.norm.weight" in w else "none")
+    hard["head_pre"] = "linear_norm" if "pre_head.fc.weight" in w else "norm" if "pre_head.norm.weight" in w else "none"
     hard["cls_token"] = "cls_token" in w
     if "pos_embed" in w:
         hard["pos"] = "learned"
@@ -227,8 +301,10 @@ def infer_fields(w: dict[str, torch.Tensor], embed: str) -> tuple[dict, dict, in
         if n_patches:
             grid = math.isqrt(n_patches)
             if grid * grid != n_patches:
-                raise ValueError(f"position table of {pos[-2]} tokens is not a square grid"
-                                 f"{' plus a cls slot' if hard['cls_token'] else ''}")
+                raise ValueError(
+                    f"position table of {pos[-2]} tokens is not a square grid"
+                    f"{' plus a cls slot' if hard['cls_token'] else ''}"
+                )
             hard["image_size"] = grid * proj[2]
     elif embed == "linear1d" and proj and len(proj) == 2:
         soft["in_chans"] = proj[1]  # one sample per token (patch_size 1), as the ECG model
@@ -237,5 +313,13 @@ def infer_fields(w: dict[str, torch.Tensor], embed: str) -> tuple[dict, dict, in
     return hard, soft, inner
 
 
-__all__ = ["ATTENTION_FAMILIES", "MODEL_FAMILIES", "SPECS", "STANDARD_HEADS", "FamilySpec", "Rule",
-           "infer_fields", "linear"]
+__all__ = [
+    "ATTENTION_FAMILIES",
+    "MODEL_FAMILIES",
+    "SPECS",
+    "STANDARD_HEADS",
+    "FamilySpec",
+    "Rule",
+    "infer_fields",
+    "linear",
+]

@@ -26,8 +26,7 @@ from hwvit.float.keymaps import Rule
 # Suffixes read through torch.load(weights_only=True) (a pickle restricted to tensors and containers).
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 # Weight files of a model directory, in the order transformers' from_pretrained looks for them.
-DIR_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-               "pytorch_model.bin.index.json")
+DIR_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 # Names shown per kind of problem before "... and N more".
 _SHOW = 8
 
@@ -86,10 +85,12 @@ def _read_file(path: Path) -> tuple[dict, dict[str, str]]:
         try:
             return torch.load(str(path), map_location="cpu", weights_only=True), {}
         except Exception as exc:  # noqa: BLE001
-            raise ValueError(f"{path}: not a PyTorch checkpoint loadable with weights_only=True "
-                             f"({first_line(exc)})") from None
-    raise ValueError(f"{path}: unknown checkpoint type {suffix or '(no suffix)'!r}; "
-                     f"use .safetensors or {', '.join(TORCH_SUFFIXES)}")
+            raise ValueError(
+                f"{path}: not a PyTorch checkpoint loadable with weights_only=True ({first_line(exc)})"
+            ) from None
+    raise ValueError(
+        f"{path}: unknown checkpoint type {suffix or '(no suffix)'!r}; use .safetensors or {', '.join(TORCH_SUFFIXES)}"
+    )
 
 
 def read_json(path: Path) -> dict:
@@ -166,7 +167,7 @@ def as_state_dict(obj: Any, where: str) -> dict[str, torch.Tensor]:
     if not obj:
         raise ValueError(f"{where}: the state dict is empty")
     if all(k.startswith("module.") for k in obj):  # saved from DataParallel
-        obj = {k[len("module."):]: v for k, v in obj.items()}
+        obj = {k[len("module.") :]: v for k, v in obj.items()}
     return dict(obj)
 
 
@@ -174,7 +175,7 @@ def as_state_dict(obj: Any, where: str) -> dict[str, torch.Tensor]:
 # One regular expression per family that only its key names match (checked with re.search).
 SIGNATURES = {
     "hf": r"(^|\.)(embeddings\.patch_embeddings\.projection|encoder\.layer\.\d+\.attention\.attention|"
-          r"layers\.\d+\.attention\.q_proj)\.",
+    r"layers\.\d+\.attention\.q_proj)\.",
     "timm": r"^blocks\.\d+\.(attn\.qkv|norm1)\.",
     "simple_vit": r"^(to_patch_embedding\.|transformer\.layers\.\d+\.0\.to_qkv\.)",
     "ecg1d": r"^encoder\.\d+\.0\.block\.",
@@ -221,18 +222,31 @@ def _source_name(dst: str, rules: list[Rule]) -> str:
     return dst
 
 
-def check_and_load(module: torch.nn.Module, weights: dict[str, torch.Tensor], origin: dict[str, str],
-                   unexpected: list[str], rules: list[Rule], what: str) -> None:
+def check_and_load(
+    module: torch.nn.Module,
+    weights: dict[str, torch.Tensor],
+    origin: dict[str, str],
+    unexpected: list[str],
+    rules: list[Rule],
+    what: str,
+) -> None:
     """Load ``weights`` into ``module`` strictly; every problem, named as in the source, in one ValueError."""
     expected = module.state_dict()
     missing = [_source_name(k, rules) for k in expected if k not in weights]
     unexpected = unexpected + [origin.get(k, k) for k in weights if k not in expected]
-    shaped = [f"{origin.get(k, k)} {tuple(weights[k].shape)} (expected {tuple(v.shape)})"
-              for k, v in expected.items() if k in weights and weights[k].shape != v.shape]
+    shaped = [
+        f"{origin.get(k, k)} {tuple(weights[k].shape)} (expected {tuple(v.shape)})"
+        for k, v in expected.items()
+        if k in weights and weights[k].shape != v.shape
+    ]
     bad_dtype = [origin.get(k, k) for k in expected if k in weights and not weights[k].is_floating_point()]
     problems = []
-    for label, items in (("missing keys", missing), ("unexpected keys", unexpected),
-                         ("mis-shaped keys", shaped), ("non-float tensors", bad_dtype)):
+    for label, items in (
+        ("missing keys", missing),
+        ("unexpected keys", unexpected),
+        ("mis-shaped keys", shaped),
+        ("non-float tensors", bad_dtype),
+    ):
         if items:
             problems.append(f"{label}: {names(items)}")
     if not problems:
@@ -244,8 +258,19 @@ def check_and_load(module: torch.nn.Module, weights: dict[str, torch.Tensor], or
     module.load_state_dict({k: weights[k].to(torch.float32) for k in expected}, strict=True)
 
 
-__all__ = ["DIR_WEIGHTS", "SIGNATURES", "TORCH_SUFFIXES", "Checkpoint", "as_state_dict", "check_and_load",
-           "detect_family", "names", "read_checkpoint", "read_json", "rename"]
+__all__ = [
+    "DIR_WEIGHTS",
+    "SIGNATURES",
+    "TORCH_SUFFIXES",
+    "Checkpoint",
+    "as_state_dict",
+    "check_and_load",
+    "detect_family",
+    "names",
+    "read_checkpoint",
+    "read_json",
+    "rename",
+]
 
 
 # Config hints ------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ without ``record`` the only cost is a few ``is None`` tests.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from einops import rearrange
@@ -34,11 +34,32 @@ Recorder = Callable[[str, torch.Tensor], None] | None
 # some configs: embed.norm_in (simple), embed.norm_out (simple, linear1d), layers.{i}.pos_add
 # (pos_every_layer, i >= 1), norm (final_norm), pre_head.fc / pre_head.norm (head_pre), logits.
 RECORD_POINTS = (
-    "input", "embed.proj", "embed.norm_in", "embed.norm_out", "embed", "tokens",
-    "layers.{i}.pos_add", "layers.{i}.norm1", "layers.{i}.attn.q", "layers.{i}.attn.k", "layers.{i}.attn.v",
-    "layers.{i}.attn.scores", "layers.{i}.attn.probs", "layers.{i}.attn.context", "layers.{i}.attn.proj",
-    "layers.{i}.add1", "layers.{i}.norm2", "layers.{i}.mlp.fc1", "layers.{i}.mlp.gelu", "layers.{i}.mlp.fc2",
-    "layers.{i}.add2", "norm", "pool", "pre_head.fc", "pre_head.norm", "logits",
+    "input",
+    "embed.proj",
+    "embed.norm_in",
+    "embed.norm_out",
+    "embed",
+    "tokens",
+    "layers.{i}.pos_add",
+    "layers.{i}.norm1",
+    "layers.{i}.attn.q",
+    "layers.{i}.attn.k",
+    "layers.{i}.attn.v",
+    "layers.{i}.attn.scores",
+    "layers.{i}.attn.probs",
+    "layers.{i}.attn.context",
+    "layers.{i}.attn.proj",
+    "layers.{i}.add1",
+    "layers.{i}.norm2",
+    "layers.{i}.mlp.fc1",
+    "layers.{i}.mlp.gelu",
+    "layers.{i}.mlp.fc2",
+    "layers.{i}.add2",
+    "norm",
+    "pool",
+    "pre_head.fc",
+    "pre_head.norm",
+    "logits",
 )
 
 
@@ -53,7 +74,7 @@ class PatchEmbed(nn.Module):
     def __init__(self, kind: str, in_chans: int, patch_size: int, dim: int, eps: float, ndim: int) -> None:
         super().__init__()
         self.kind, self.patch_size, self.in_chans, self.ndim = kind, patch_size, in_chans, ndim
-        patch_dim = in_chans * patch_size ** ndim
+        patch_dim = in_chans * patch_size**ndim
         self.norm_in = nn.LayerNorm(patch_dim, eps=eps) if kind == "simple" else None
         if kind == "conv":
             self.proj = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
@@ -89,12 +110,20 @@ class PatchEmbed(nn.Module):
 class Attention(nn.Module):
     """Multi-head self-attention with fused (``qkv``) or separate (``q``, ``k``, ``v``) projections."""
 
-    def __init__(self, dim: int, heads: int, head_dim: int, fused: bool, qkv_bias: bool, proj_bias: bool,
-                 scale_mode: str = "standard") -> None:
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        head_dim: int,
+        fused: bool,
+        qkv_bias: bool,
+        proj_bias: bool,
+        scale_mode: str = "standard",
+    ) -> None:
         super().__init__()
         inner = heads * head_dim
         self.heads, self.head_dim, self.scale_mode = heads, head_dim, scale_mode
-        self.scale = head_dim ** -0.5 if scale_mode == "standard" else 1.0
+        self.scale = head_dim**-0.5 if scale_mode == "standard" else 1.0
         # ECG model: softmax(q k^T) / sqrt(embed_size), the model width, not the head width.
         self.post_divisor = math.sqrt(dim) if scale_mode == "post_softmax_sqrt_dim" else 1.0
         if fused:
@@ -122,8 +151,15 @@ class Attention(nn.Module):
         context = (weights @ v).transpose(1, 2).reshape(b, n, h * hd)  # (B, N, H*hd)
         out = self.proj(context)
         if record is not None:
-            for name, t in (("q", q), ("k", k), ("v", v), ("scores", scores), ("probs", probs),
-                            ("context", context), ("proj", out)):
+            for name, t in (
+                ("q", q),
+                ("k", k),
+                ("v", v),
+                ("scores", scores),
+                ("probs", probs),
+                ("context", context),
+                ("proj", out),
+            ):
                 _rec(record, f"{prefix}.{name}", t)
         return out
 
@@ -152,8 +188,9 @@ class Block(nn.Module):
     def __init__(self, cfg: ViTConfig) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
-        self.attn = Attention(cfg.dim, cfg.heads, cfg.head_dim, cfg.qkv == "fused", cfg.qkv_bias, cfg.proj_bias,
-                              cfg.attn_scale)
+        self.attn = Attention(
+            cfg.dim, cfg.heads, cfg.head_dim, cfg.qkv == "fused", cfg.qkv_bias, cfg.proj_bias, cfg.attn_scale
+        )
         self.norm2 = nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
         self.mlp = MLP(cfg.dim, cfg.mlp_dim, cfg.mlp_bias)
 
@@ -229,8 +266,9 @@ class ViT(nn.Module):
         want = cfg.input_shape
         if x.dim() != len(want) + 1 or tuple(x.shape[1:]) != want:
             extra = " or (B, L)" if cfg.ndim == 1 and cfg.in_chans == 1 else ""
-            raise ValueError(f"model {cfg.name!r} takes input (B, {', '.join(map(str, want))}){extra}, "
-                             f"got {tuple(x.shape)}")
+            raise ValueError(
+                f"model {cfg.name!r} takes input (B, {', '.join(map(str, want))}){extra}, got {tuple(x.shape)}"
+            )
         return x
 
     def forward_tokens(self, x: torch.Tensor, record: Recorder = None) -> torch.Tensor:

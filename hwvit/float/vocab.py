@@ -28,18 +28,42 @@ from hwvit.float.config import ViTConfig
 
 OURS = {f.name for f in dc_fields(ViTConfig)}
 
-HF_NAMES = {"hidden_size": "dim", "num_hidden_layers": "depth", "num_attention_heads": "heads",
-            "intermediate_size": "mlp_dim", "image_size": "image_size", "patch_size": "patch_size",
-            "num_channels": "in_chans", "layer_norm_eps": "norm_eps", "qkv_bias": "qkv_bias"}
-TIMM_NAMES = {"embed_dim": "dim", "num_heads": "heads", "img_size": "image_size", "in_chans": "in_chans",
-              "class_token": "cls_token"}
+HF_NAMES = {
+    "hidden_size": "dim",
+    "num_hidden_layers": "depth",
+    "num_attention_heads": "heads",
+    "intermediate_size": "mlp_dim",
+    "image_size": "image_size",
+    "patch_size": "patch_size",
+    "num_channels": "in_chans",
+    "layer_norm_eps": "norm_eps",
+    "qkv_bias": "qkv_bias",
+}
+TIMM_NAMES = {
+    "embed_dim": "dim",
+    "num_heads": "heads",
+    "img_size": "image_size",
+    "in_chans": "in_chans",
+    "class_token": "cls_token",
+}
 LUCIDRAINS_NAMES = {"channels": "in_chans", "dim_head": "head_dim"}
 # Training-only or default-valued kwargs that change nothing in an eval-mode forward pass.
-IGNORED = {"drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
-           "dropout", "emb_dropout", "weight_init", "dynamic_img_size", "dynamic_img_pad", "model_name"}
+IGNORED = {
+    "drop_rate",
+    "pos_drop_rate",
+    "patch_drop_rate",
+    "proj_drop_rate",
+    "attn_drop_rate",
+    "drop_path_rate",
+    "dropout",
+    "emb_dropout",
+    "weight_init",
+    "dynamic_img_size",
+    "dynamic_img_pad",
+    "model_name",
+}
 # timm kwargs hwvit's model cannot follow when set: name -> the value that is fine.
-TIMM_UNSUPPORTED = {"pre_norm": False, "no_embed_class": False, "init_values": None, "reg_tokens": 0,
-                    "qk_norm": False}
+TIMM_UNSUPPORTED = {"pre_norm": False, "no_embed_class": False, "init_values": None, "reg_tokens": 0, "qk_norm": False}
 
 
 def is_hf(data: dict) -> bool:
@@ -114,8 +138,10 @@ def to_fields(data: dict, source: str = "config") -> dict[str, Any]:
         else:
             unknown.append(key)
     if unknown:
-        raise ValueError(f"{source}: unknown config fields {', '.join(sorted(unknown))} (hwvit, HuggingFace, "
-                         f"timm and lucidrains names are understood)")
+        raise ValueError(
+            f"{source}: unknown config fields {', '.join(sorted(unknown))} (hwvit, HuggingFace, "
+            f"timm and lucidrains names are understood)"
+        )
     if "mlp_ratio" in out and "dim" in out:
         # timm: mlp hidden width = int(embed_dim * mlp_ratio)
         put("mlp_dim", int(out["dim"] * out.pop("mlp_ratio")), "mlp_ratio")

@@ -26,9 +26,7 @@ def resolve_device(device) -> torch.device:
     """A torch device, refusing CUDA where there is none (ValueError, one line)."""
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            "device cuda: no CUDA GPU is available here (torch.cuda.is_available() is False)"
-        )
+        raise ValueError("device cuda: no CUDA GPU is available here (torch.cuda.is_available() is False)")
     return dev
 
 
@@ -43,9 +41,7 @@ class _Params:
     def __call__(self, arr, dtype=torch.int64) -> torch.Tensor:
         hit = self._cache.get(id(arr))
         if hit is None:
-            hit = torch.from_numpy(np.array(arr)).to(
-                self.device, dtype
-            )  # a copy: weights are read-only
+            hit = torch.from_numpy(np.array(arr)).to(self.device, dtype)  # a copy: weights are read-only
             self._cache[id(arr)] = hit
             self._keep.append(arr)
         return hit
@@ -66,9 +62,7 @@ class DeviceForward:
 
     def linear(self, lin: IntLinear, x: torch.Tensor) -> torch.Tensor:
         acc = tk.gemm(x, self.p(lin.w, torch.int8), self.p(lin.bias))
-        return tk.requant(
-            acc, self.p(lin.mult), self.p(lin.shift), lin.out_bits, self.checks
-        )
+        return tk.requant(acc, self.p(lin.mult), self.p(lin.shift), lin.out_bits, self.checks)
 
     def layernorm(self, ln: IntLayerNorm, x: torch.Tensor) -> torch.Tensor:
         return tk.layernorm(
@@ -85,9 +79,7 @@ class DeviceForward:
     def gelu(self, g: IntGelu, x: torch.Tensor) -> torch.Tensor:
         return tk.gelu(x, self.p(g.table), g.in_bits)
 
-    def residual(
-        self, r: IntResidual, a: torch.Tensor, b: torch.Tensor
-    ) -> torch.Tensor:
+    def residual(self, r: IntResidual, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return tk.residual_add(a, b, r.mult_a, r.mult_b, r.shift, r.out_bits)
 
     def softmax(self, s: IntSoftmax, x: torch.Tensor) -> torch.Tensor:
@@ -102,17 +94,14 @@ class DeviceForward:
             y = y.reshape(b, n, 3, h, hd)
             q, k, v = (y[:, :, i].transpose(1, 2) for i in range(3))  # (B, H, N, hd)
         else:
-            q, k, v = (
-                self.linear(lin, x).reshape(b, n, h, hd).transpose(1, 2)
-                for lin in (at.q, at.k, at.v)
-            )
+            q, k, v = (self.linear(lin, x).reshape(b, n, h, hd).transpose(1, 2) for lin in (at.q, at.k, at.v))
         self._value(tr, f"{path}.q", q, at.s_q)
         self._value(tr, f"{path}.k", k, at.s_k)
         self._value(tr, f"{path}.v", v, at.s_v)
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
-        scores = tk.requant(
-            tk.gemm(qs, ks), at.scores_mult, at.scores_shift, at.act_bits, self.checks
-        ).reshape(b, h, n, n)
+        scores = tk.requant(tk.gemm(qs, ks), at.scores_mult, at.scores_shift, at.act_bits, self.checks).reshape(
+            b, h, n, n
+        )
         self._value(tr, f"{path}.scores", scores, at.s_scores)
         probs = self.softmax(at.softmax, scores)
         self._value(tr, f"{path}.softmax", probs, at.softmax.s_out)
@@ -146,17 +135,11 @@ class DeviceForward:
     def patches(pe, x: torch.Tensor) -> torch.Tensor:
         """IntPatchEmbed.patches on a tensor: (B, C, H, W) -> (B, N, patch_dim), same feature order."""
         if pe.kind == "linear1d":
-            return x.reshape(
-                x.shape[0], -1, pe.patch_size * (x.shape[2] if x.ndim == 3 else 1)
-            )
+            return x.reshape(x.shape[0], -1, pe.patch_size * (x.shape[2] if x.ndim == 3 else 1))
         b, c, hh, ww = x.shape
         p = pe.patch_size
         g = x.reshape(b, c, hh // p, p, ww // p, p)
-        g = (
-            g.permute(0, 2, 4, 1, 3, 5)
-            if pe.kind == "conv"
-            else g.permute(0, 2, 4, 3, 5, 1)
-        )
+        g = g.permute(0, 2, 4, 1, 3, 5) if pe.kind == "conv" else g.permute(0, 2, 4, 3, 5, 1)
         return g.reshape(b, (hh // p) * (ww // p), -1)
 
     def patch_embed(self, pe, x: torch.Tensor, tr: Trace) -> torch.Tensor:
@@ -175,21 +158,15 @@ class DeviceForward:
         return h
 
     @torch.no_grad()
-    def __call__(
-        self, x, trace: Trace | None = None, quantized: bool = False
-    ) -> np.ndarray:
+    def __call__(self, x, trace: Trace | None = None, quantized: bool = False) -> np.ndarray:
         m, tr = self.model, trace or NO_TRACE
         m.check_input(x)
-        self.checks = (
-            tk.Checks()
-        )  # range checks stay on the device; read once, at the end
+        self.checks = tk.Checks()  # range checks stay on the device; read once, at the end
         if quantized:
             xq = torch.as_tensor(np.asarray(x, dtype=np.int64)).to(self.device)
         else:  # float -> int on the device: the same float64 operations as ops.quantize
             xf = torch.as_tensor(np.asarray(x)).to(self.device)
-            self.checks.add(
-                ~torch.isfinite(xf).all(), "quantize: input holds NaN or infinity"
-            )
+            self.checks.add(~torch.isfinite(xf).all(), "quantize: input holds NaN or infinity")
             xq = tk.quantize(xf, m.s_input, m.act_bits)
         self._value(tr, "input", xq, m.s_input)
         h = self.patch_embed(m.patch_embed, xq, tr)
@@ -215,9 +192,7 @@ class DeviceForward:
         pooled = (
             h[:, 0]
             if m.pool is None
-            else tk.mean_pool(
-                h, m.pool.mult, m.pool.shift, m.pool.out_bits, checks=self.checks
-            )
+            else tk.mean_pool(h, m.pool.mult, m.pool.shift, m.pool.out_bits, checks=self.checks)
         )
         self._value(tr, "pool", pooled, m.s_pool)
         if m.pre_head_fc is not None:

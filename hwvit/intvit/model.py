@@ -51,8 +51,10 @@ class IntAttention:
             y = self.qkv(x, tr, f"{path}.qkv").reshape(b, n, 3, h, hd)
             q, k, v = (y[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # (B, H, N, hd)
         else:
-            q, k, v = (lin(x, tr, f"{path}.{name}").reshape(b, n, h, hd).transpose(0, 2, 1, 3)
-                       for name, lin in (("q", self.q), ("k", self.k), ("v", self.v)))
+            q, k, v = (
+                lin(x, tr, f"{path}.{name}").reshape(b, n, h, hd).transpose(0, 2, 1, 3)
+                for name, lin in (("q", self.q), ("k", self.k), ("v", self.v))
+            )
         q = tr.value(f"{path}.q", q, self.s_q)
         k = tr.value(f"{path}.k", k, self.s_k)
         v = tr.value(f"{path}.v", v, self.s_v)
@@ -62,8 +64,20 @@ class IntAttention:
         scores = ops.requant(acc, self.scores_mult, self.scores_shift, self.act_bits)
         if tr.keep_records:
             for i in range(b * h):
-                record_gemm(tr, f"{self._tag(path, b, i)}.qk", qs[i], ks[i], None, self.scores_mult,
-                            self.scores_shift, acc[i], scores[i], self.act_bits, True, (self.s_q, self.s_scores))
+                record_gemm(
+                    tr,
+                    f"{self._tag(path, b, i)}.qk",
+                    qs[i],
+                    ks[i],
+                    None,
+                    self.scores_mult,
+                    self.scores_shift,
+                    acc[i],
+                    scores[i],
+                    self.act_bits,
+                    True,
+                    (self.s_q, self.s_scores),
+                )
         scores = scores.reshape(b, h, n, n)
         scores = tr.value(f"{path}.scores", scores, self.s_scores)
         probs = self.softmax(scores, tr, f"{path}.softmax")
@@ -74,8 +88,20 @@ class IntAttention:
         ctx = ops.requant(acc, self.ctx_mult, self.ctx_shift, self.act_bits)
         if tr.keep_records:
             for i in range(b * h):
-                record_gemm(tr, f"{self._tag(path, b, i)}.av", ps[i], vt[i], None, self.ctx_mult, self.ctx_shift,
-                            acc[i], ctx[i], self.act_bits, False, (self.softmax.s_out, self.s_ctx))
+                record_gemm(
+                    tr,
+                    f"{self._tag(path, b, i)}.av",
+                    ps[i],
+                    vt[i],
+                    None,
+                    self.ctx_mult,
+                    self.ctx_shift,
+                    acc[i],
+                    ctx[i],
+                    self.act_bits,
+                    False,
+                    (self.softmax.s_out, self.s_ctx),
+                )
         ctx = ctx.reshape(b, h, n, hd).transpose(0, 2, 1, 3)  # (B, N, H, hd)
         ctx = ctx.reshape(b, n, h * hd)
         ctx = tr.value(f"{path}.context", ctx, self.s_ctx)
@@ -190,8 +216,7 @@ class IntViT:
         if not ok and self.config.ndim == 1 and self.config.in_chans == 1:
             ok = len(shape) == 2 and shape[1] == want[0]  # (B, L) signals
         if not ok:
-            raise ValueError(f"model {self.config.name!r} takes input (B, {', '.join(map(str, want))}), "
-                             f"got {shape}")
+            raise ValueError(f"model {self.config.name!r} takes input (B, {', '.join(map(str, want))}), got {shape}")
 
     def forward(self, x, trace: Trace | None = None, quantized: bool = False) -> np.ndarray:
         """Integer logits (B, classes) at scale ``s_logits``; ``x`` float (or int if quantized)."""

@@ -3,7 +3,8 @@
 ``acc[m, n] = bias[n] + sum_k a[m, k] * w[n, k]``. The int8 x int8 product runs on the
 backend ``hwvit.ops.gemm_backends`` picks for this machine by measurement (``torch._int_mm``
 where the CPU has int8 dot products, exact float32 BLAS over K-blocks of <= 1024 on AVX2-only
-CPUs, int64 as the exact fallback); every backend is exact. Unsigned ``a`` (softmax probabilities in P.V) is offset into int8:
+CPUs, int64 as the exact fallback); every backend is exact.
+Unsigned ``a`` (softmax probabilities in P.V) is offset into int8:
 ``a*w = (a-128)*w + 128*w``.
 """
 
@@ -69,8 +70,7 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
         raise ValueError(f"w: expected shape (N, K) or (B, N, K), got {w8.shape}")
     n_out, k = w8.shape[-2:]
     if batched and (a8.ndim != 3 or a8.shape[0] != w8.shape[0] or a8.shape[-1] != k):
-        raise ValueError(f"a: expected shape ({w8.shape[0]}, M, {k}) to match batched w {w8.shape}, "
-                         f"got {a8.shape}")
+        raise ValueError(f"a: expected shape ({w8.shape[0]}, M, {k}) to match batched w {w8.shape}, got {a8.shape}")
     if a8.ndim < 2 or a8.shape[-1] != k:
         raise ValueError(f"a: expected shape (..., M, {k}) to match w {w8.shape}, got {a8.shape}")
     if k == 0:
@@ -86,6 +86,7 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
         raise OverflowError(
             f"gemm: K*255*128 + max|bias| = {bound} >= 2^31 (K={k}); the int32 accumulator could overflow"
         )
+
     def bias_for(w2: np.ndarray) -> np.ndarray:  # the unsigned offset's 128 * rowsum(w) joins the bias
         return b + offset * w2.sum(axis=1, dtype=np.int64) if offset else b
 

@@ -53,9 +53,7 @@ def _int_mm(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
 
     if a8.shape[-1] < 2:  # torch 2.13 CPU returns garbage for K = 1
         return _int64(a8, w8)
-    with (
-        warnings.catch_warnings()
-    ):  # read-only weights: torch warns, but _int_mm only reads them
+    with warnings.catch_warnings():  # read-only weights: torch warns, but _int_mm only reads them
         warnings.simplefilter("ignore", UserWarning)
         at, wt = (
             torch.from_numpy(np.ascontiguousarray(a8)),
@@ -63,9 +61,7 @@ def _int_mm(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
         )
     if at.ndim == 2:
         return torch._int_mm(at, wt.t()).numpy().astype(np.int64)
-    return np.stack(
-        [torch._int_mm(at[i], wt[i].t()).numpy() for i in range(at.shape[0])]
-    ).astype(np.int64)
+    return np.stack([torch._int_mm(at[i], wt[i].t()).numpy() for i in range(at.shape[0])]).astype(np.int64)
 
 
 # float copies of read-only weight matrices (a layer's weights are converted once, not per call)
@@ -102,9 +98,7 @@ def _float_blocks(a8: np.ndarray, w8: np.ndarray, dtype, block: int) -> np.ndarr
     """sum over K-blocks of float BLAS products, each converted to int64 (exact: see the bounds above)."""
     k = a8.shape[-1]
     af = a8.astype(dtype)
-    wt = _as_float(w8, dtype).swapaxes(
-        -1, -2
-    )  # (..., K, N) view: BLAS takes the transpose flag
+    wt = _as_float(w8, dtype).swapaxes(-1, -2)  # (..., K, N) view: BLAS takes the transpose flag
     if k <= block:
         return (af @ wt).astype(np.int64)
     out = None
@@ -126,18 +120,14 @@ def _float_blocked_torch(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
     """float32 K-blocks through torch's BLAS (MKL/oneDNN, torch's thread pool) instead of numpy's."""
     import torch
 
-    if (
-        torch.get_float32_matmul_precision() != "highest"
-    ):  # bf16/tf32 inner products would break the bound
+    if torch.get_float32_matmul_precision() != "highest":  # bf16/tf32 inner products would break the bound
         raise RuntimeError("torch float32 matmul precision is not 'highest'")
     k = a8.shape[-1]
     af = torch.from_numpy(a8.astype(np.float32))
     wt = torch.from_numpy(_as_float(w8, np.float32)).transpose(-1, -2)
     out = None
     for k0 in range(0, k, F32_BLOCK):
-        part = torch.matmul(
-            af[..., k0 : k0 + F32_BLOCK], wt[..., k0 : k0 + F32_BLOCK, :]
-        ).to(torch.int64)
+        part = torch.matmul(af[..., k0 : k0 + F32_BLOCK], wt[..., k0 : k0 + F32_BLOCK, :]).to(torch.int64)
         out = part if out is None else out + part
     return out.numpy()
 
@@ -156,9 +146,7 @@ _IMPL = {
 
 def check_name(name: str) -> str:
     if name not in BACKENDS and name != "auto":
-        raise ValueError(
-            f"unknown GEMM backend {name!r}; choose one of {', '.join(BACKENDS)} or auto"
-        )
+        raise ValueError(f"unknown GEMM backend {name!r}; choose one of {', '.join(BACKENDS)} or auto")
     return name
 
 
@@ -216,16 +204,12 @@ def cpu_info() -> dict:
         "flags": [f for f in wanted if f in flags],
         "capability": capability,
         "cores": os.cpu_count(),
-        "all_flags_sha": hashlib.sha1(" ".join(sorted(flags)).encode()).hexdigest()[
-            :12
-        ],
+        "all_flags_sha": hashlib.sha1(" ".join(sorted(flags)).encode()).hexdigest()[:12],
     }
 
 
 def _cache_file() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache"
-    )
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "hwvit" / "gemm-probe.json"
 
 
@@ -255,9 +239,7 @@ def _exact_cases() -> list[tuple[np.ndarray, np.ndarray]]:
         (np.full((3, k), 127), np.full((5, k), -128)),
     ]
     odd = np.full((2, k), -128)
-    odd[:, -1] = (
-        1  # 1024 * 2^14 + 1 = 2^24 + 1: not a float32; right only if the K-blocks split
-    )
+    odd[:, -1] = 1  # 1024 * 2^14 + 1 = 2^24 + 1: not a float32; right only if the K-blocks split
     cases.append((odd, odd))
     return [(a.astype(np.int8), w.astype(np.int8)) for a, w in cases]
 
@@ -278,21 +260,14 @@ def run_probe() -> dict:
     exact = {}
     for name in BACKENDS:
         try:
-            exact[name] = all(
-                np.array_equal(_IMPL[name](a, w), _int64(a, w))
-                for a, w in _exact_cases()
-            )
+            exact[name] = all(np.array_equal(_IMPL[name](a, w), _int64(a, w)) for a, w in _exact_cases())
         except (RuntimeError, AttributeError, NotImplementedError, TypeError):
             exact[name] = False
     rng = np.random.default_rng(1)
     a8 = rng.integers(-128, 128, (197, 768)).astype(np.int8)
     w8 = rng.integers(-128, 128, (768, 768)).astype(np.int8)
     w8.flags.writeable = False  # like a layer's weights
-    times = {
-        name: _measure(name, a8, w8)
-        for name in BACKENDS
-        if name != "int64" and exact[name]
-    }
+    times = {name: _measure(name, a8, w8) for name in BACKENDS if name != "int64" and exact[name]}
     best = min(times, key=times.get) if times else "int64"
     return {
         "backend": best,

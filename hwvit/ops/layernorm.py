@@ -56,8 +56,9 @@ def layernorm(
     # Ve = (V << 22) + eps_int < 2^62, sig = isqrt(Ve) < 2^31, inv <= 2^32 (0 when sig = 0: then
     # every d is 0), d = C*x - Sx signed 21, y = (d*inv + 2^21) >> 22 signed 17, acc = y*G + B
     # signed 32, then requant (|acc * M| < 2^62).
-    out, ve = _jit.layernorm_rows(as_rows(x), np.ascontiguousarray(g), np.ascontiguousarray(b), eps, m, s,
-                                  lo, hi, LN_T, LN_K, LN_F)
+    out, ve = _jit.layernorm_rows(
+        as_rows(x), np.ascontiguousarray(g), np.ascontiguousarray(b), eps, m, s, lo, hi, LN_T, LN_K, LN_F
+    )
     if ve.size and int(ve.max()) >= VE_LIMIT:
         raise OverflowError(f"layernorm: (V << 22) + eps_int = {int(ve.max())} >= 2^62")
     return out.reshape(x.shape)

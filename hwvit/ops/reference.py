@@ -135,8 +135,9 @@ def mean_pool_ref(tokens: list[list[int]], multiplier, shift, out_bits: int = 8)
     return requant_ref(sums, multiplier, shift, out_bits)
 
 
-def divu_ref(dividend: int, divisor: int, n_bits: int = 40, d_bits: int = 24, q_bits: int | None = None
-             ) -> tuple[int, int]:
+def divu_ref(
+    dividend: int, divisor: int, n_bits: int = 40, d_bits: int = 24, q_bits: int | None = None
+) -> tuple[int, int]:
     """rtl/divu.v step by step: the top ``n_bits - q_bits`` dividend bits seed the remainder, then
     ``q_bits`` restoring steps each bring down one bit and subtract the divisor if it fits."""
     q_bits = n_bits if q_bits is None else q_bits

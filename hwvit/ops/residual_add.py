@@ -36,6 +36,5 @@ def residual_add(a: Any, b: Any, mult_a: Any, mult_b: Any, shift: Any, out_bits:
     a_rows = as_rows(np.broadcast_to(a, shape))
     b_rows = as_rows(np.broadcast_to(b, shape))
     ref = a_rows.reshape(shape) if shape else a_rows
-    out = _jit.residual_rows(a_rows, b_rows, per_channel(ma, ref), per_channel(mb, ref), per_channel(s, ref),
-                             lo, hi)
+    out = _jit.residual_rows(a_rows, b_rows, per_channel(ma, ref), per_channel(mb, ref), per_channel(s, ref), lo, hi)
     return out.reshape(shape)

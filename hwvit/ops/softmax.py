@@ -63,6 +63,14 @@ def softmax(
     q = (1 << out_bits) - 1
     # Per row: S in [2^23, N * 2^23] (d = 0 at the max gives 2^23), R <= Q * 2^17, the prefix sums
     # C_i <= S, so C_i * R <= Q * 2^40 + 2^34 < 2^57: exact in int64.
-    out = _jit.softmax_rows(as_rows(x), np.ascontiguousarray(table, dtype=np.int64), q, RECIP_SHIFT,
-                            exp == "shift", mult, EXP_FRAC, SHIFT_FRAC)
+    out = _jit.softmax_rows(
+        as_rows(x),
+        np.ascontiguousarray(table, dtype=np.int64),
+        q,
+        RECIP_SHIFT,
+        exp == "shift",
+        mult,
+        EXP_FRAC,
+        SHIFT_FRAC,
+    )
     return out.reshape(x.shape)

@@ -28,8 +28,9 @@ COMPILE_ENV = "HWVIT_TORCH_COMPILE"
 
 
 def _fused(fn):
-    """``fn`` as is; on CUDA with HWVIT_TORCH_COMPILE=1 through torch.compile (its chain of int64 elementwise ops becomes
-    one or two kernels instead of one memory pass each). Integer ops compile to the same integer ops;
+    """``fn`` as is; on CUDA with HWVIT_TORCH_COMPILE=1 through torch.compile (its chain of int64
+    elementwise ops becomes one or two kernels instead of one memory pass each).
+    Integer ops compile to the same integer ops;
     the gpu tests hold the compiled kernels equal to the numba path."""
     compiled = None
 
@@ -47,18 +48,14 @@ def _fused(fn):
 
 def _scalar(v, like: torch.Tensor) -> torch.Tensor:
     """A per-tensor parameter as a tensor on ``like``'s device (compiled kernels then serve every layer)."""
-    return (
-        v if torch.is_tensor(v) else torch.tensor(int(v), dtype=I64, device=like.device)
-    )
+    return v if torch.is_tensor(v) else torch.tensor(int(v), dtype=I64, device=like.device)
 
 
 def _round_shift(v: torch.Tensor, s) -> torch.Tensor:
     """(v + 2^(s-1)) >> s, or v where s = 0 (round half up); s a scalar or a broadcastable tensor."""
     if not torch.is_tensor(s):
         return (v + (1 << (s - 1))) >> s if s > 0 else v
-    half = torch.where(
-        s > 0, torch.ones_like(s) << (s - 1).clamp(min=0), torch.zeros_like(s)
-    )
+    half = torch.where(s > 0, torch.ones_like(s) << (s - 1).clamp(min=0), torch.zeros_like(s))
     return (v + half) >> s
 
 
@@ -123,9 +120,7 @@ class Checks:
         flags, self.flags = self.flags, []
         if not flags:
             return
-        for hit, (_, message) in zip(
-            torch.stack([f for f, _ in flags]).cpu().tolist(), flags, strict=True
-        ):
+        for hit, (_, message) in zip(torch.stack([f for f, _ in flags]).cpu().tolist(), flags, strict=True):
             if hit:
                 raise _error(message)
 
@@ -139,11 +134,7 @@ def _check(checks, bad: torch.Tensor, message: str) -> None:
 
 
 def _error(message: str) -> Exception:
-    return (
-        OverflowError(message)
-        if message.startswith("layernorm")
-        else ValueError(message)
-    )
+    return OverflowError(message) if message.startswith("layernorm") else ValueError(message)
 
 
 @_fused
@@ -152,9 +143,7 @@ def _requant(acc, mult, shift, lo: int, hi: int):
     return _round_shift(acc * mult, shift).clamp(lo, hi), bad
 
 
-def requant(
-    acc: torch.Tensor, mult, shift, out_bits: int = 8, checks: Checks | None = None
-) -> torch.Tensor:
+def requant(acc: torch.Tensor, mult, shift, out_bits: int = 8, checks: Checks | None = None) -> torch.Tensor:
     """``sat_out(rshift_round(acc * M, s))``, M and s scalars or per last-axis channel tensors."""
     lo, hi = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
     if acc.numel() == 0:
@@ -169,13 +158,9 @@ def _residual(a, b, mult_a, mult_b, shift, lo: int, hi: int):
     return _round_shift(a * mult_a + b * mult_b, shift).clamp(lo, hi)
 
 
-def residual_add(
-    a: torch.Tensor, b: torch.Tensor, mult_a, mult_b, shift, out_bits: int = 8
-) -> torch.Tensor:
+def residual_add(a: torch.Tensor, b: torch.Tensor, mult_a, mult_b, shift, out_bits: int = 8) -> torch.Tensor:
     lo, hi = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
-    return _residual(
-        a, b, _scalar(mult_a, a), _scalar(mult_b, a), _scalar(shift, a), lo, hi
-    )
+    return _residual(a, b, _scalar(mult_a, a), _scalar(mult_b, a), _scalar(shift, a), lo, hi)
 
 
 def gelu(x: torch.Tensor, table: torch.Tensor, in_bits: int = 8) -> torch.Tensor:
@@ -183,9 +168,7 @@ def gelu(x: torch.Tensor, table: torch.Tensor, in_bits: int = 8) -> torch.Tensor
 
 
 @_fused
-def _softmax(
-    x, table, out_bits: int, exp: str, exp_mult, exp_frac: int, shift_frac: int
-):
+def _softmax(x, table, out_bits: int, exp: str, exp_mult, exp_frac: int, shift_frac: int):
     recip_shift = exp_frac + 17
     q = (1 << out_bits) - 1
     d = x.max(dim=-1, keepdim=True).values - x
@@ -193,9 +176,7 @@ def _softmax(
         t = d * exp_mult
         qq = t >> shift_frac
         r = t & ((1 << shift_frac) - 1)
-        e = ((1 << exp_frac) - (r << (exp_frac - shift_frac - 1))) >> qq.clamp(
-            max=exp_frac + 1
-        )
+        e = ((1 << exp_frac) - (r << (exp_frac - shift_frac - 1))) >> qq.clamp(max=exp_frac + 1)
         e = torch.where(qq >= exp_frac + 1, torch.zeros_like(e), e)
     else:
         length = table.shape[0]
@@ -313,7 +294,5 @@ def quantize(x: torch.Tensor, scale: float, bits: int = 8) -> torch.Tensor:
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     v = (x.double() / float(scale)).clamp(lo - 1, hi + 1)
     whole = torch.trunc(v)
-    q = whole + torch.where(
-        (v - whole).abs() >= 0.5, torch.sign(v), torch.zeros_like(v)
-    )
+    q = whole + torch.where((v - whole).abs() >= 0.5, torch.sign(v), torch.zeros_like(v))
     return q.clamp(lo, hi).to(I64)

@@ -21,8 +21,7 @@ class Calibration(StrEnum):
         try:
             return cls(name.lower())
         except ValueError:
-            raise ValueError(f"unknown calibration {name!r}; choose from "
-                             f"{', '.join(c.value for c in cls)}") from None
+            raise ValueError(f"unknown calibration {name!r}; choose from {', '.join(c.value for c in cls)}") from None
 
 
 # Percentile calibration keeps at most this many |x| samples per tensor (random subset), so
@@ -30,9 +29,16 @@ class Calibration(StrEnum):
 _SAMPLES_PER_TENSOR = 1 << 20
 
 
-def calibrate(model: torch.nn.Module, inputs: torch.Tensor, method: str | Calibration = "minmax",
-              percentile: float = 99.99, batch_size: int = 64, seed: int = 0,
-              hooks: dict[str, torch.nn.Module] | None = None, bits: int = 8) -> dict[str, float]:
+def calibrate(
+    model: torch.nn.Module,
+    inputs: torch.Tensor,
+    method: str | Calibration = "minmax",
+    percentile: float = 99.99,
+    batch_size: int = 64,
+    seed: int = 0,
+    hooks: dict[str, torch.nn.Module] | None = None,
+    bits: int = 8,
+) -> dict[str, float]:
     """Absolute range (max |x|, a percentile of |x|, or a clip search at ``bits``) of every recorded tensor.
 
     percentile, mse and entropy work on a random sample of at most 2^20 |x| values per tensor.
@@ -61,13 +67,15 @@ def calibrate(model: torch.nn.Module, inputs: torch.Tensor, method: str | Calibr
                 v = rng.choice(v, _SAMPLES_PER_TENSOR // 4, replace=False)
             samples.setdefault(path, []).append(v)
 
-    handles = [module.register_forward_hook(lambda _m, _i, out, path=path: record(path, out))
-               for path, module in (hooks or {}).items()]
+    handles = [
+        module.register_forward_hook(lambda _m, _i, out, path=path: record(path, out))
+        for path, module in (hooks or {}).items()
+    ]
     model.eval()
     try:
         with torch.no_grad():
             for start in range(0, len(inputs), batch_size):
-                model(inputs[start:start + batch_size], record=record)
+                model(inputs[start : start + batch_size], record=record)
     finally:
         for handle in handles:
             handle.remove()

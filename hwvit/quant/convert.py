@@ -140,8 +140,10 @@ def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, 
     else:
         qkv = None
         s_q, s_k, s_v = (scale(f"{p}.{n}") for n in "qkv")
-        lin_q, lin_k, lin_v = (_linear(m, s_in, s, bits, scale, f"{p}.{n}")
-                               for n, m, s in (("q", attn.q, s_q), ("k", attn.k, s_k), ("v", attn.v, s_v)))
+        lin_q, lin_k, lin_v = (
+            _linear(m, s_in, s, bits, scale, f"{p}.{n}")
+            for n, m, s in (("q", attn.q, s_q), ("k", attn.k, s_k), ("v", attn.v, s_v))
+        )
     post = attn.scale_mode == "post_softmax_sqrt_dim"  # the ECG model divides the probabilities instead
     alpha = 1.0 if post else 1.0 / math.sqrt(hd)
     beta = 1.0 / math.sqrt(dim) if post else 1.0
@@ -222,8 +224,9 @@ def build_head(model, s_x: float, scale: _Scales) -> Head:
     return Head(norm=norm, pool=pool, pre_head_fc=pre_fc, pre_head_norm=pre_norm, head=head)
 
 
-def _calibrate(model, calib_inputs, recipe: Recipe, runs: dict | None = None
-               ) -> tuple[dict[str, float], dict[str, str], set[str]]:
+def _calibrate(
+    model, calib_inputs, recipe: Recipe, runs: dict | None = None
+) -> tuple[dict[str, float], dict[str, str], set[str]]:
     """Ranges per point by the recipe's method for it: one calibration pass per method used.
 
     ``runs`` (method, percentile, act_bits) -> ranges: a cache the caller may keep across models of
@@ -248,8 +251,13 @@ def _calibrate(model, calib_inputs, recipe: Recipe, runs: dict | None = None
     return ranges, methods, used
 
 
-def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None, recipe: Recipe | None = None,
-                   calibration_cache: dict | None = None) -> IntViT:
+def quantize_model(
+    model,
+    calib_inputs,
+    qconfig: QuantConfig | None = None,
+    recipe: Recipe | None = None,
+    calibration_cache: dict | None = None,
+) -> IntViT:
     """Calibrate ``model`` (hwvit.float.model.ViT) on ``calib_inputs`` and build its IntViT.
 
     ``recipe`` (hwvit.quant.recipe) replaces ``qconfig``: its default plus per-layer overrides.
@@ -278,8 +286,10 @@ def quantize_model(model, calib_inputs, qconfig: QuantConfig | None = None, reci
     head = build_head(model, s_x, scale)
     unmatched = [g for g, _ in recipe.layers if g not in scale.used | used]
     if unmatched:
-        raise ValueError(f"recipe: layers glob {unmatched[0]!r} matches no layer of this model "
-                         f"(paths look like layers.0.mlp.fc1, layers.0.attn.softmax, head)")
+        raise ValueError(
+            f"recipe: layers glob {unmatched[0]!r} matches no layer of this model "
+            f"(paths look like layers.0.mlp.fc1, layers.0.attn.softmax, head)"
+        )
     meta = {"quant": qc.to_dict(), "calibration": methods}
     if not recipe.is_plain():
         meta["recipe"] = recipe.to_dict()

@@ -32,8 +32,9 @@ def multiplier(real: float) -> tuple[int, int]:
     return int(m), int(s)
 
 
-def int_linear(weight, bias, s_in: float, s_out: float, out_bits: int, weight_bits: int = 8,
-               per_tensor: bool = False) -> IntLinear:
+def int_linear(
+    weight, bias, s_in: float, s_out: float, out_bits: int, weight_bits: int = 8, per_tensor: bool = False
+) -> IntLinear:
     """Weights per output channel (or one scale for all: ``per_tensor``) in ``weight_bits`` bits,
     stored int8; bias int32 at scale ``s_in * s_w``."""
     if hasattr(weight, "detach"):  # a torch parameter

@@ -55,7 +55,7 @@ class _Acc:
             self.int_max = max(self.int_max, int(np.abs(np.asarray(q)).max()) if lsb.size else 0)
         kept = 0 if self.worst_errors is None else self.worst_errors.size
         if kept < HIST_SAMPLES:
-            part = (diff / self.scale)[:HIST_SAMPLES - kept]
+            part = (diff / self.scale)[: HIST_SAMPLES - kept]
             self.worst_errors = part if self.worst_errors is None else np.concatenate([self.worst_errors, part])
 
     def merge(self, other: _Acc) -> None:
@@ -73,7 +73,7 @@ class _Acc:
         self.int_max = max(self.int_max, other.int_max)
         kept = 0 if self.worst_errors is None else self.worst_errors.size
         if other.worst_errors is not None and kept < HIST_SAMPLES:
-            part = other.worst_errors[:HIST_SAMPLES - kept]
+            part = other.worst_errors[: HIST_SAMPLES - kept]
             self.worst_errors = part if self.worst_errors is None else np.concatenate([self.worst_errors, part])
 
     def result(self) -> dict[str, float]:
@@ -85,12 +85,22 @@ class _Acc:
             sq = 10.0 * math.log10(self.signal / self.noise)
         den = math.sqrt(self.nref * self.ntest)
         cos = self.dot / den if den > 0 else (1.0 if self.nref == self.ntest else 0.0)
-        out = {"sqnr_db": sq, "cosine": cos, "max_err_lsb": self.err_max,
-               "mean_err_lsb": self.err_sum / max(self.count, 1), "elements": self.count}
+        out = {
+            "sqnr_db": sq,
+            "cosine": cos,
+            "max_err_lsb": self.err_max,
+            "mean_err_lsb": self.err_sum / max(self.count, 1),
+            "elements": self.count,
+        }
         if self.rng is not None:
             lo, hi = self.rng
-            out.update(scale=self.scale, int_lo=lo, int_hi=hi, clip_rate=self.clipped / max(self.count, 1),
-                       range_used=self.int_max / max(hi, -lo))
+            out.update(
+                scale=self.scale,
+                int_lo=lo,
+                int_hi=hi,
+                clip_rate=self.clipped / max(self.count, 1),
+                range_used=self.int_max / max(hi, -lo),
+            )
         return out
 
 
@@ -122,9 +132,17 @@ class CompareResult:
         return min(finite, key=lambda row: row["sqnr_db"]) if finite else None
 
 
-def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, labels=None, name: str = "",
-            batch_size: int | None = None, device: str = "cpu", isolated: bool = True,
-            client=None) -> CompareResult:
+def compare(
+    model: torch.nn.Module,
+    int_model: IntViT,
+    inputs: torch.Tensor,
+    labels=None,
+    name: str = "",
+    batch_size: int | None = None,
+    device: str = "cpu",
+    isolated: bool = True,
+    client=None,
+) -> CompareResult:
     """Float forward on ``inputs`` vs integer forward on the same inputs, point by point.
 
     ``inputs``: one tensor (cut into ``batch_size`` images at a time, default
@@ -145,7 +163,7 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
         from hwvit.pipeline import batch_size_for
 
         whole, step = inputs, batch_size or batch_size_for(model.cfg)
-        inputs = (whole[start:start + step] for start in range(0, len(whole), step))
+        inputs = (whole[start : start + step] for start in range(0, len(whole), step))
     accs: dict[str, _Acc] = {}
     iso: dict[str, _Acc] = {}
     order: list[str] = []
@@ -193,11 +211,22 @@ def compare(model: torch.nn.Module, int_model: IntViT, inputs: torch.Tensor, lab
             row.update({f"isolated_{k}": r[k] for k in ("sqnr_db", "max_err_lsb", "mean_err_lsb")})
         layers.append(row)
     errors = {p: a.worst_errors for p, a in accs.items() if a.worst_errors is not None}
-    return CompareResult(model=name, images=len(lf), top1_float=top1_f, top1_int=top1_i,
-                         agreement=float((pf == pi).mean()), logits_sqnr_db=sqnr_db(lf, li), layers=layers,
-                         quant=quant, pool_select=int_model.pool is None, recipe=int_model.meta.get("recipe"),
-                         calibration=dict(int_model.meta.get("calibration", {})),
-                         logits_float=lf, logits_int=li, errors=errors)
+    return CompareResult(
+        model=name,
+        images=len(lf),
+        top1_float=top1_f,
+        top1_int=top1_i,
+        agreement=float((pf == pi).mean()),
+        logits_sqnr_db=sqnr_db(lf, li),
+        layers=layers,
+        quant=quant,
+        pool_select=int_model.pool is None,
+        recipe=int_model.meta.get("recipe"),
+        calibration=dict(int_model.meta.get("calibration", {})),
+        logits_float=lf,
+        logits_int=li,
+        errors=errors,
+    )
 
 
 def _int_forward(int_model: IntViT, device: str):
@@ -239,8 +268,9 @@ def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, 
     return lf.double().numpy(), int_model.dequantize_logits(li), accs, iso
 
 
-def _batch_task(model: torch.nn.Module, int_model: IntViT, x: torch.Tensor, device: str, threads: int,
-                isolated: bool = True):
+def _batch_task(
+    model: torch.nn.Module, int_model: IntViT, x: torch.Tensor, device: str, threads: int, isolated: bool = True
+):
     """`_batch` on a Dask worker, with the driver's torch thread count."""
     torch.set_num_threads(threads)
     return _batch(model, int_model, _int_forward(int_model, device), x, isolated)

@@ -11,7 +11,7 @@ def sqnr_db(ref: np.ndarray, test: np.ndarray) -> float:
     """10 log10(sum ref^2 / sum (ref - test)^2); +inf when equal."""
     ref = np.asarray(ref, dtype=np.float64)
     noise = float(np.sum((ref - np.asarray(test, dtype=np.float64)) ** 2))
-    signal = float(np.sum(ref ** 2))
+    signal = float(np.sum(ref**2))
     if noise == 0.0:
         return math.inf
     if signal == 0.0:
@@ -32,6 +32,9 @@ def layer_metrics(ref: np.ndarray, q: np.ndarray, scale: float) -> dict[str, flo
     """SQNR, cosine, max and mean |error| in output LSB of the integer tensor ``q`` (scale ``scale``)."""
     test = np.asarray(q, dtype=np.float64) * scale
     err = np.abs(np.asarray(ref, dtype=np.float64) - test) / scale
-    return {"sqnr_db": sqnr_db(ref, test), "cosine": cosine(ref, test),
-            "max_err_lsb": float(err.max()) if err.size else 0.0,
-            "mean_err_lsb": float(err.mean()) if err.size else 0.0}
+    return {
+        "sqnr_db": sqnr_db(ref, test),
+        "cosine": cosine(ref, test),
+        "max_err_lsb": float(err.max()) if err.size else 0.0,
+        "mean_err_lsb": float(err.mean()) if err.size else 0.0,
+    }

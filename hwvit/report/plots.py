@@ -83,14 +83,20 @@ def sqnr_bars(layers: list[dict], path: Path, title: str = "") -> Path:
         if g not in seen:
             seen.append(g)
     # Below the axes, not inside: inside, it hides the bars of the last points.
-    fig.legend(handles=[Patch(color=c, label=n) for n, c in seen], loc="outside lower center",
-               ncols=min(len(seen), 6), fontsize=7, frameon=False)
+    fig.legend(
+        handles=[Patch(color=c, label=n) for n, c in seen],
+        loc="outside lower center",
+        ncols=min(len(seen), 6),
+        fontsize=7,
+        frameon=False,
+    )
     ax.set_title(title or "SQNR per traced point (worst in red)", fontsize=10)
     return _save(fig, path)
 
 
-def error_histogram(errors: np.ndarray | None, path: Path, point: str, sqnr_db: float | None = None,
-                    total: int | None = None) -> Path:
+def error_histogram(
+    errors: np.ndarray | None, path: Path, point: str, sqnr_db: float | None = None, total: int | None = None
+) -> Path:
     """Histogram of the signed error (float - int) at one traced point, in LSB of its output scale.
 
     The count axis is logarithmic so the rare large errors (the tails that matter for a block's
@@ -100,8 +106,7 @@ def error_histogram(errors: np.ndarray | None, path: Path, point: str, sqnr_db: 
     ax = fig.add_subplot()
     err = np.asarray(errors if errors is not None else [], dtype=np.float64).reshape(-1)
     if err.size == 0:
-        ax.text(0.5, 0.5, f"no error samples recorded for {point}", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(0.5, 0.5, f"no error samples recorded for {point}", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return _save(fig, path)
     span = max(float(np.abs(err).max()), 0.5)
@@ -114,18 +119,33 @@ def error_histogram(errors: np.ndarray | None, path: Path, point: str, sqnr_db: 
     ax.set_xlabel("error: float - int (LSB of the point's output scale)")
     ax.set_ylabel("elements (log)")
     shown = f"first {err.size} of {total} elements" if total and total > err.size else f"all {err.size} elements"
-    stats = (f"{shown}\nmean {err.mean():+.3f} LSB\nstd {err.std():.3f} LSB\n"
-             f"max |err| {np.abs(err).max():.2f} LSB (of these)\n"
-             f"within +-0.5 LSB: {100.0 * float(np.mean(np.abs(err) <= 0.5)):.1f}%")
-    ax.text(0.98, 0.97, stats, transform=ax.transAxes, ha="right", va="top", fontsize=8,
-            bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#999999"})
+    stats = (
+        f"{shown}\nmean {err.mean():+.3f} LSB\nstd {err.std():.3f} LSB\n"
+        f"max |err| {np.abs(err).max():.2f} LSB (of these)\n"
+        f"within +-0.5 LSB: {100.0 * float(np.mean(np.abs(err) <= 0.5)):.1f}%"
+    )
+    ax.text(
+        0.98,
+        0.97,
+        stats,
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize=8,
+        bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#999999"},
+    )
     sq = "" if sqnr_db is None else f", SQNR {sqnr_db:.1f} dB"
     ax.set_title(f"Error at the worst point: {point}{sq}", fontsize=10)
     return _save(fig, path)
 
 
-def logits_scatter(logits_float: np.ndarray, logits_int: np.ndarray, path: Path, sqnr_db: float | None = None,
-                   agreement: float | None = None) -> Path:
+def logits_scatter(
+    logits_float: np.ndarray,
+    logits_int: np.ndarray,
+    path: Path,
+    sqnr_db: float | None = None,
+    agreement: float | None = None,
+) -> Path:
     """Every logit of every image: float (x) vs dequantized integer (y), with the line y = x.
 
     For each image whose top-1 class differs between the two models, the logits of both contested
@@ -145,8 +165,15 @@ def logits_scatter(logits_float: np.ndarray, logits_int: np.ndarray, path: Path,
         rows = np.concatenate([differ, differ])
         cols = np.concatenate([top_f[differ], top_i[differ]])
         n = differ.size
-        ax.scatter(lf[rows, cols], li[rows, cols], s=28, marker="x", color="#C44E52", lw=1.2,
-                   label=f"contested top-1 logits ({n} image{'s differ' if n != 1 else ' differs'})")
+        ax.scatter(
+            lf[rows, cols],
+            li[rows, cols],
+            s=28,
+            marker="x",
+            color="#C44E52",
+            lw=1.2,
+            label=f"contested top-1 logits ({n} image{'s differ' if n != 1 else ' differs'})",
+        )
     lo = float(min(lf.min(), li.min()))
     hi = float(max(lf.max(), li.max()))
     pad = 0.04 * (hi - lo if hi > lo else 1.0)
@@ -167,8 +194,11 @@ def logits_scatter(logits_float: np.ndarray, logits_int: np.ndarray, path: Path,
     return _save(fig, path)
 
 
-def sweep_plot(rows: list[dict], columns: list[tuple[str, tuple[str, ...], str, str, Callable[[dict], str],
-                                                Callable[[dict], bool] | None]], path: Path) -> Path:
+def sweep_plot(
+    rows: list[dict],
+    columns: list[tuple[str, tuple[str, ...], str, str, Callable[[dict], str], Callable[[dict], bool] | None]],
+    path: Path,
+) -> Path:
     """Accuracy and logits SQNR against each knob's hardware cost: one column per knob.
 
     ``rows`` are sweep rows (hwvit.report.sweep). ``columns`` is
@@ -194,30 +224,45 @@ def sweep_plot(rows: list[dict], columns: list[tuple[str, tuple[str, ...], str, 
         top, bottom = axes[0][c], axes[1][c]
         alone = [apart is not None and apart(r) for r in pts]
         for ax, ys, colour, marker in ((top, acc, "#4C72B0", "o"), (bottom, sq, "#DD8452", "s")):
-            ax.plot([x for x, a in zip(xs, alone) if not a], [y for y, a in zip(ys, alone) if not a],
-                    marker + "-", color=colour)
+            ax.plot(
+                [x for x, a in zip(xs, alone) if not a],
+                [y for y, a in zip(ys, alone) if not a],
+                marker + "-",
+                color=colour,
+            )
             if any(alone):
-                ax.plot([x for x, a in zip(xs, alone) if a], [y for y, a in zip(ys, alone) if a], "D",
-                        color=colour, ms=7)
+                ax.plot(
+                    [x for x, a in zip(xs, alone) if a], [y for y, a in zip(ys, alone) if a], "D", color=colour, ms=7
+                )
         if labelled and pts[0].get("top1_float") is not None:
             top.axhline(100.0 * pts[0]["top1_float"], color="black", ls="--", lw=0.8, label="float")
             top.legend(fontsize=7, loc="lower right")
         for ax, ys, fmt in ((top, acc, "{:.1f}"), (bottom, sq, "{:.1f}")):
             for x, yv in zip(xs, ys):
                 if not math.isnan(yv):
-                    ax.annotate(fmt.format(yv), (x, yv), textcoords="offset points", xytext=(0, 6),
-                                ha="center", fontsize=7, bbox={"facecolor": "white", "edgecolor": "none",
-                                                               "alpha": 0.8, "pad": 0.5})
+                    ax.annotate(
+                        fmt.format(yv),
+                        (x, yv),
+                        textcoords="offset points",
+                        xytext=(0, 6),
+                        ha="center",
+                        fontsize=7,
+                        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 0.5},
+                    )
             ax.grid(alpha=0.3)
             ax.margins(x=0.15, y=0.2)
-            ax.set_xticks(xs, [tick(r) + ("*" if r["factor"] == "baseline" else "") for r in pts],
-                          fontsize=7, rotation=30 if len(pts) > 3 else 0, ha="right" if len(pts) > 3 else "center")
+            ax.set_xticks(
+                xs,
+                [tick(r) + ("*" if r["factor"] == "baseline" else "") for r in pts],
+                fontsize=7,
+                rotation=30 if len(pts) > 3 else 0,
+                ha="right" if len(pts) > 3 else "center",
+            )
         bottom.set_xlabel(xlabel, fontsize=8)
         top.set_title(title, fontsize=9)
     lo, hi = axes[0][0].get_ylim()  # shared by the row; a percentage above 100 is meaningless
     axes[0][0].set_ylim(lo, min(hi, 101.5))
     axes[0][0].set_ylabel("top-1 int (%)" if labelled else "top-1 agreement with float (%)")
     axes[1][0].set_ylabel("logits SQNR (dB)")
-    fig.suptitle("What each choice costs: accuracy vs hardware cost, cheapest left (* = int8 baseline)",
-                 fontsize=10)
+    fig.suptitle("What each choice costs: accuracy vs hardware cost, cheapest left (* = int8 baseline)", fontsize=10)
     return _save(fig, path)

@@ -64,8 +64,9 @@ def check_out_dir(out_dir: str | Path, kind: str, files: tuple[str, ...]) -> Pat
         if any(out.iterdir()):
             why = _is_previous(out, kind, files)
             if why is not None:
-                raise ValueError(f"{out}: not empty and not a previous hwvit {kind} ({why}); "
-                                 "choose another directory or remove it")
+                raise ValueError(
+                    f"{out}: not empty and not a previous hwvit {kind} ({why}); choose another directory or remove it"
+                )
     return out
 
 

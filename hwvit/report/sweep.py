@@ -25,16 +25,40 @@ BASE = QuantConfig()  # the int8 design
 EXP_ENTRY_BITS = EXP_FRAC + 1  # each exp table entry is unsigned 24 bit, T[0] = 2^23 (docs/arithmetic.md)
 
 # The default one-factor-at-a-time grid (the baseline value of each knob is the baseline point).
-DEFAULT_AXES = {"act_bits": (6,), "softmax_bits": (4, 6), "exp": ("shift",), "exp_entries": (16, 32, 64, 128),
-                "percentile": (99.9, 99.99)}
+DEFAULT_AXES = {
+    "act_bits": (6,),
+    "softmax_bits": (4, 6),
+    "exp": ("shift",),
+    "exp_entries": (16, 32, 64, 128),
+    "percentile": (99.9, 99.99),
+}
 # --quick: one step away from the baseline per knob (6 points instead of 11).
-QUICK_AXES = {"act_bits": (6,), "softmax_bits": (4,), "exp": ("shift",), "exp_entries": (32,),
-              "percentile": (99.9,)}
+QUICK_AXES = {"act_bits": (6,), "softmax_bits": (4,), "exp": ("shift",), "exp_entries": (32,), "percentile": (99.9,)}
 
 # CSV / table columns, in order.
-COLUMNS = ("factor", "label", "act_bits", "softmax_bits", "exp", "exp_entries", "table_bits", "calibration",
-           "percentile", "images", "top1_float", "top1_int", "agreement", "logits_sqnr_db", "worst_point",
-           "worst_sqnr_db", "probs_sqnr_db", "cost_bits", "pareto", "seconds", "cost_note")
+COLUMNS = (
+    "factor",
+    "label",
+    "act_bits",
+    "softmax_bits",
+    "exp",
+    "exp_entries",
+    "table_bits",
+    "calibration",
+    "percentile",
+    "images",
+    "top1_float",
+    "top1_int",
+    "agreement",
+    "logits_sqnr_db",
+    "worst_point",
+    "worst_sqnr_db",
+    "probs_sqnr_db",
+    "cost_bits",
+    "pareto",
+    "seconds",
+    "cost_note",
+)
 
 
 @dataclass(frozen=True)
@@ -66,8 +90,11 @@ def one_factor_grid(axes: dict[str, tuple] | None = None, base: QuantConfig = BA
             elif knob == "exp_entries":
                 qc, factor, label = _with(base, exp_entries=int(v)), "exp_entries", f"{int(v)} entries"
             elif knob == "percentile":
-                qc, factor, label = (_with(base, calibration="percentile", percentile=float(v)), "calibration",
-                                     f"percentile {float(v):g}")
+                qc, factor, label = (
+                    _with(base, calibration="percentile", percentile=float(v)),
+                    "calibration",
+                    f"percentile {float(v):g}",
+                )
             else:
                 raise ValueError(f"unknown sweep knob {knob!r}; choose from {', '.join(DEFAULT_AXES)}")
             if _key(qc) not in seen:
@@ -109,31 +136,55 @@ def cost(qc: QuantConfig) -> dict:
     notes = []
     if qc.act_bits != BASE.act_bits:
         # An a x w array multiplier grows with a*w; weights stay int8.
-        notes.append(f"GEMM multipliers {qc.act_bits}x8 bit = {qc.act_bits / BASE.act_bits:.2f}x area of 8x8, "
-                     f"activation buffers {qc.act_bits / BASE.act_bits:.2f}x")
+        notes.append(
+            f"GEMM multipliers {qc.act_bits}x8 bit = {qc.act_bits / BASE.act_bits:.2f}x area of 8x8, "
+            f"activation buffers {qc.act_bits / BASE.act_bits:.2f}x"
+        )
         if qc.exp == "table" and effective_entries(qc) < entries:
-            notes.append(f"exp ROM unchanged ({entries} entries; only the first {effective_entries(qc)} are "
-                         "reachable at this width)")
+            notes.append(
+                f"exp ROM unchanged ({entries} entries; only the first {effective_entries(qc)} are "
+                "reachable at this width)"
+            )
     if qc.softmax_bits != BASE.softmax_bits:
-        notes.append(f"P.V multipliers {qc.softmax_bits}x{qc.act_bits} bit and probability buffer "
-                     f"= {qc.softmax_bits / BASE.softmax_bits:.2f}x of 8 bit")
+        notes.append(
+            f"P.V multipliers {qc.softmax_bits}x{qc.act_bits} bit and probability buffer "
+            f"= {qc.softmax_bits / BASE.softmax_bits:.2f}x of 8 bit"
+        )
     if qc.exp == "shift":
-        notes.append(f"no exp ROM (0 of {base_bits} bit): per element one multiply by a constant "
-                     f"(d x s_in log2(e) 2^16), a subtract and a 0-{EXP_ENTRY_BITS} position right shift")
+        notes.append(
+            f"no exp ROM (0 of {base_bits} bit): per element one multiply by a constant "
+            f"(d x s_in log2(e) 2^16), a subtract and a 0-{EXP_ENTRY_BITS} position right shift"
+        )
     elif bits != base_bits:
         notes.append(f"exp ROM {entries}x{EXP_ENTRY_BITS} = {bits} bit = {bits / base_bits:.3f}x of {base_bits} bit")
     if qc.calibration != BASE.calibration:
         notes.append("calibration is offline: no hardware cost")
     if not notes:
         notes.append(f"int8 baseline: 8x8 multipliers, exp ROM {entries}x{EXP_ENTRY_BITS} = {bits} bit")
-    return {"act_bits": qc.act_bits, "softmax_bits": qc.softmax_bits, "exp": qc.exp, "exp_entries": entries,
-            "table_bits": bits, "calibration": qc.calibration,
-            "percentile": qc.percentile if qc.calibration == "percentile" else None, "cost_note": "; ".join(notes)}
+    return {
+        "act_bits": qc.act_bits,
+        "softmax_bits": qc.softmax_bits,
+        "exp": qc.exp,
+        "exp_entries": entries,
+        "table_bits": bits,
+        "calibration": qc.calibration,
+        "percentile": qc.percentile if qc.calibration == "percentile" else None,
+        "cost_note": "; ".join(notes),
+    }
 
 
-def sweep(source, grid: list[GridPoint] | None = None, *, images: int | None = None, calib_images: int = 256,
-          seed: int = 0, threads: int | None = 1,
-          progress: Callable[[int, int, dict], None] | None = None, data=None, recipe=None) -> list[dict]:
+def sweep(
+    source,
+    grid: list[GridPoint] | None = None,
+    *,
+    images: int | None = None,
+    calib_images: int = 256,
+    seed: int = 0,
+    threads: int | None = 1,
+    progress: Callable[[int, int, dict], None] | None = None,
+    data=None,
+    recipe=None,
+) -> list[dict]:
     """Quantize ``source.model`` (a hwvit.pipeline.Source) with each grid point and compare it with the float model.
 
     Every point is calibrated on the same ``calib_images`` inputs and evaluated on the same
@@ -162,8 +213,14 @@ def sweep(source, grid: list[GridPoint] | None = None, *, images: int | None = N
             torch.set_num_threads(threads)
         if data is not None:
             return _run(source, grid, data.calib, data.inputs, data.labels, progress, recipe)
-        return _run(source, grid, pipeline.calibration_inputs(source, calib_images, seed=seed),
-                    *pipeline.eval_inputs(source, images, seed), progress, recipe)
+        return _run(
+            source,
+            grid,
+            pipeline.calibration_inputs(source, calib_images, seed=seed),
+            *pipeline.eval_inputs(source, images, seed),
+            progress,
+            recipe,
+        )
     finally:
         torch.set_num_threads(saved)
 
@@ -183,9 +240,15 @@ def pareto(rows: list[dict], acc_key: str) -> list[bool]:
     """Whether each row is on the Pareto front of accuracy (higher better) against cost_bits (lower better)."""
     out = []
     for r in rows:
-        dominated = any(o is not r and o[acc_key] is not None and r[acc_key] is not None
-                        and o["cost_bits"] <= r["cost_bits"] and o[acc_key] >= r[acc_key]
-                        and (o["cost_bits"] < r["cost_bits"] or o[acc_key] > r[acc_key]) for o in rows)
+        dominated = any(
+            o is not r
+            and o[acc_key] is not None
+            and r[acc_key] is not None
+            and o["cost_bits"] <= r["cost_bits"]
+            and o[acc_key] >= r[acc_key]
+            and (o["cost_bits"] < r["cost_bits"] or o[acc_key] > r[acc_key])
+            for o in rows
+        )
         out.append(not dominated)
     return out
 
@@ -201,18 +264,34 @@ def _run(source, grid, calib, inputs, labels, progress, recipe=None) -> list[dic
     for i, point in enumerate(grid):
         t0 = time.perf_counter()
         int_model = quantize_model(source.model, calib, recipe=replace(base_recipe, base=point.qconfig))
-        res = compare(source.model, int_model, inputs, labels, name=source.name, isolated=False,
-                      batch_size=batch_size_for(source.model.cfg))  # traces of a batch stay within 1 GB
+        res = compare(
+            source.model,
+            int_model,
+            inputs,
+            labels,
+            name=source.name,
+            isolated=False,
+            batch_size=batch_size_for(source.model.cfg),
+        )  # traces of a batch stay within 1 GB
         worst = res.worst_layer()
         probs = [r["sqnr_db"] for r in res.layers if r["path"].endswith(".attn.probs")]
-        row = {"factor": point.factor, "label": point.label, **cost(point.qconfig), "images": res.images,
-               "top1_float": res.top1_float, "top1_int": res.top1_int, "agreement": res.agreement,
-               "logits_sqnr_db": res.logits_sqnr_db, "worst_point": worst["path"] if worst else None,
-               "worst_sqnr_db": worst["sqnr_db"] if worst else None,
-               "probs_sqnr_db": min(probs) if probs else None,  # the worst softmax output of all layers
-               "cost_bits": storage_bits(res.layers, res.images, point.qconfig.act_bits, point.qconfig.softmax_bits)
-               + cost(point.qconfig)["table_bits"], "pareto": None,
-               "seconds": time.perf_counter() - t0}
+        row = {
+            "factor": point.factor,
+            "label": point.label,
+            **cost(point.qconfig),
+            "images": res.images,
+            "top1_float": res.top1_float,
+            "top1_int": res.top1_int,
+            "agreement": res.agreement,
+            "logits_sqnr_db": res.logits_sqnr_db,
+            "worst_point": worst["path"] if worst else None,
+            "worst_sqnr_db": worst["sqnr_db"] if worst else None,
+            "probs_sqnr_db": min(probs) if probs else None,  # the worst softmax output of all layers
+            "cost_bits": storage_bits(res.layers, res.images, point.qconfig.act_bits, point.qconfig.softmax_bits)
+            + cost(point.qconfig)["table_bits"],
+            "pareto": None,
+            "seconds": time.perf_counter() - t0,
+        }
         rows.append({k: row[k] for k in COLUMNS})
         if progress is not None:
             progress(i + 1, len(grid), rows[-1])
@@ -229,15 +308,38 @@ def baseline_row(rows: list[dict]) -> dict | None:
 # Plot columns (hwvit.report.plots.sweep_plot): title, factors, x label, cost key, tick label,
 # drawn apart (not on the same cost axis as the others).
 PLOT_COLUMNS = [
-    ("activation bits", ("act_bits",), "activation bits (GEMM a x 8 multipliers)", "act_bits",
-     lambda r: f"{r['act_bits']}", None),
-    ("softmax output bits", ("softmax_bits",), "probability bits", "softmax_bits",
-     lambda r: f"{r['softmax_bits']}", None),
-    ("exp approximation", ("exp", "exp_entries"), f"exp ROM entries (x{EXP_ENTRY_BITS} bit; shift: no ROM)",
-     "table_bits", lambda r: "shift" if r["exp"] == "shift" else f"{r['exp_entries']}",
-     lambda r: r["exp"] == "shift"),
-    ("calibration", ("calibration",), "activation range (offline, no hardware cost)", "calibration_rank",
-     lambda r: "min/max" if r["calibration"] == "minmax" else f"p{r['percentile']:g}", None),
+    (
+        "activation bits",
+        ("act_bits",),
+        "activation bits (GEMM a x 8 multipliers)",
+        "act_bits",
+        lambda r: f"{r['act_bits']}",
+        None,
+    ),
+    (
+        "softmax output bits",
+        ("softmax_bits",),
+        "probability bits",
+        "softmax_bits",
+        lambda r: f"{r['softmax_bits']}",
+        None,
+    ),
+    (
+        "exp approximation",
+        ("exp", "exp_entries"),
+        f"exp ROM entries (x{EXP_ENTRY_BITS} bit; shift: no ROM)",
+        "table_bits",
+        lambda r: "shift" if r["exp"] == "shift" else f"{r['exp_entries']}",
+        lambda r: r["exp"] == "shift",
+    ),
+    (
+        "calibration",
+        ("calibration",),
+        "activation range (offline, no hardware cost)",
+        "calibration_rank",
+        lambda r: "min/max" if r["calibration"] == "minmax" else f"p{r['percentile']:g}",
+        None,
+    ),
 ]
 
 

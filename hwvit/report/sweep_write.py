@@ -58,18 +58,43 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     base = baseline_row(rows) or rows[0]
     labelled = base["top1_int"] is not None
     acc_key = "top1_int" if labelled else "agreement"
-    head = ["factor", "setting", "act bits", "softmax bits", "exp", "table entries", "table bits", "calibration",
-            "top-1 int" if labelled else "agreement", "change (points)", "logits SQNR (dB)", "change (dB)",
-            "worst point (SQNR dB)", "cost vs int8 baseline"]
+    head = [
+        "factor",
+        "setting",
+        "act bits",
+        "softmax bits",
+        "exp",
+        "table entries",
+        "table bits",
+        "calibration",
+        "top-1 int" if labelled else "agreement",
+        "change (points)",
+        "logits SQNR (dB)",
+        "change (dB)",
+        "worst point (SQNR dB)",
+        "cost vs int8 baseline",
+    ]
     if labelled:
         head.insert(10, "agreement")
     out = []
     for r in rows:
         calib = "min/max" if r["calibration"] == "minmax" else f"percentile {r['percentile']:g}"
-        line = [r["factor"], r["label"], str(r["act_bits"]), str(r["softmax_bits"]), r["exp"], str(r["exp_entries"]),
-                str(r["table_bits"]), calib, _pct(r[acc_key]), _delta_pts(r[acc_key], base[acc_key]),
-                _num(r["logits_sqnr_db"], 2), _delta_db(r["logits_sqnr_db"], base["logits_sqnr_db"]),
-                f"{r['worst_point']} ({_num(r['worst_sqnr_db'], 1)})", r["cost_note"]]
+        line = [
+            r["factor"],
+            r["label"],
+            str(r["act_bits"]),
+            str(r["softmax_bits"]),
+            r["exp"],
+            str(r["exp_entries"]),
+            str(r["table_bits"]),
+            calib,
+            _pct(r[acc_key]),
+            _delta_pts(r[acc_key], base[acc_key]),
+            _num(r["logits_sqnr_db"], 2),
+            _delta_db(r["logits_sqnr_db"], base["logits_sqnr_db"]),
+            f"{r['worst_point']} ({_num(r['worst_sqnr_db'], 1)})",
+            r["cost_note"],
+        ]
         if labelled:
             line.insert(10, _pct(r["agreement"]))
         out.append(line)
@@ -90,13 +115,25 @@ def pareto_plot(rows: list[dict], path: Path) -> None:
     pts = [r for r in rows if r[key] is not None]
     for r in pts:
         x, y = r["cost_bits"] / base["cost_bits"], 100.0 * r[key]
-        ax.scatter([x], [y], s=60 if r["pareto"] else 30, color="#C44E52" if r["pareto"] else "#4C72B0",
-                   marker="*" if r is base else "o", zorder=3)
+        ax.scatter(
+            [x],
+            [y],
+            s=60 if r["pareto"] else 30,
+            color="#C44E52" if r["pareto"] else "#4C72B0",
+            marker="*" if r is base else "o",
+            zorder=3,
+        )
         ax.annotate(f"{r['factor']}: {r['label']}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7)
     front = sorted((r["cost_bits"] / base["cost_bits"], 100.0 * r[key]) for r in pts if r["pareto"])
     if front:
-        ax.step([f[0] for f in front], [f[1] for f in front], where="post", color="#C44E52", lw=1,
-                label="Pareto front (no point is both cheaper and more accurate)")
+        ax.step(
+            [f[0] for f in front],
+            [f[1] for f in front],
+            where="post",
+            color="#C44E52",
+            lw=1,
+            label="Pareto front (no point is both cheaper and more accurate)",
+        )
         ax.legend(loc="lower right", fontsize=8)
     ax.set_xlabel("cost relative to the int8 baseline: activation bits x elements per input + exp ROM bits")
     ax.set_ylabel(f"{'top-1' if labelled else 'agreement with float'} (%)")
@@ -109,20 +146,29 @@ def render_md(rows: list[dict], model: str) -> str:
     base = baseline_row(rows) or rows[0]
     labelled = base["top1_int"] is not None
     head, body = table(rows)
-    lines = [f"# hwvit sweep: {model}", "",
-             f"{len(rows)} configurations, each calibrated and evaluated on the same {base['images']} images "
-             f"(hwvit {__version__}). One knob changes per row; the difference to the int8 baseline is that "
-             f"knob's price. Baseline: {base['act_bits']}-bit activations, {base['softmax_bits']}-bit "
-             f"probabilities, exp {base['exp']} with {base['exp_entries']} entries, {base['calibration']} "
-             "calibration. A narrower activation leaves the exp ROM as it is (entries beyond 2^bits are "
-             "just never read).", ""]
+    lines = [
+        f"# hwvit sweep: {model}",
+        "",
+        f"{len(rows)} configurations, each calibrated and evaluated on the same {base['images']} images "
+        f"(hwvit {__version__}). One knob changes per row; the difference to the int8 baseline is that "
+        f"knob's price. Baseline: {base['act_bits']}-bit activations, {base['softmax_bits']}-bit "
+        f"probabilities, exp {base['exp']} with {base['exp_entries']} entries, {base['calibration']} "
+        "calibration. A narrower activation leaves the exp ROM as it is (entries beyond 2^bits are "
+        "just never read).",
+        "",
+    ]
     if labelled:
-        lines += [f"Float model top-1: {_pct(base['top1_float'])}. Baseline integer top-1: {_pct(base['top1_int'])}, "
-                  f"agreement with float {_pct(base['agreement'])}, logits SQNR {_num(base['logits_sqnr_db'], 2)} dB.",
-                  ""]
+        lines += [
+            f"Float model top-1: {_pct(base['top1_float'])}. Baseline integer top-1: {_pct(base['top1_int'])}, "
+            f"agreement with float {_pct(base['agreement'])}, logits SQNR {_num(base['logits_sqnr_db'], 2)} dB.",
+            "",
+        ]
     else:
-        lines += [f"No labels: accuracy is top-1 agreement with the float model. Baseline agreement "
-                  f"{_pct(base['agreement'])}, logits SQNR {_num(base['logits_sqnr_db'], 2)} dB.", ""]
+        lines += [
+            f"No labels: accuracy is top-1 agreement with the float model. Baseline agreement "
+            f"{_pct(base['agreement'])}, logits SQNR {_num(base['logits_sqnr_db'], 2)} dB.",
+            "",
+        ]
     lines += ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in body]
     lines += ["", "## What each choice costs", ""]
@@ -131,12 +177,23 @@ def render_md(rows: list[dict], model: str) -> str:
     for r in rows:
         if r is base:
             continue
-        lines.append(f"- {r['factor']} = {r['label']}: {what} {_delta_pts(r[acc_key], base[acc_key])} points, "
-                     f"logits SQNR {_delta_db(r['logits_sqnr_db'], base['logits_sqnr_db'])} dB; {r['cost_note']}.")
+        lines.append(
+            f"- {r['factor']} = {r['label']}: {what} {_delta_pts(r[acc_key], base[acc_key])} points, "
+            f"logits SQNR {_delta_db(r['logits_sqnr_db'], base['logits_sqnr_db'])} dB; {r['cost_note']}."
+        )
     front = [f"{r['factor']} {r['label']}" for r in rows if r.get("pareto")]
-    lines += ["", "Accuracy and logits SQNR against cost, one panel per knob:", "", "![sweep](sweep.png)", "",
-              f"Pareto front of accuracy against cost (activation bits x elements per input + exp ROM bits): "
-              f"{', '.join(front) or 'none'}.", "", "![pareto](pareto.png)", ""]
+    lines += [
+        "",
+        "Accuracy and logits SQNR against cost, one panel per knob:",
+        "",
+        "![sweep](sweep.png)",
+        "",
+        f"Pareto front of accuracy against cost (activation bits x elements per input + exp ROM bits): "
+        f"{', '.join(front) or 'none'}.",
+        "",
+        "![pareto](pareto.png)",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -22,8 +22,11 @@ from hwvit.report.plots import error_histogram, logits_scatter, sqnr_bars
 from hwvit.report.publish import json_safe, staged_dir
 
 KIND = "compare-report"
-PLOTS = {"sqnr.png": "SQNR per traced point", "worst_error.png": "Error histogram of the worst point",
-         "logits.png": "Float vs integer logits"}
+PLOTS = {
+    "sqnr.png": "SQNR per traced point",
+    "worst_error.png": "Error histogram of the worst point",
+    "logits.png": "Float vs integer logits",
+}
 FILES = ("report.md", "report.html", "report.json", *PLOTS)
 
 
@@ -47,16 +50,39 @@ def _iso(r: dict, key: str, fmt) -> str:
 
 def layer_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the per-point table, one row per traced point in model order."""
-    head = ["point", "shape", "SQNR (dB)", "cosine", "max err (LSB)", "mean err (LSB)", "isolated SQNR (dB)",
-            "isolated max err (LSB)", "clip rate", "range used", "scale", "calibration", "elements"]
-    rows = [[r["path"], "x".join(map(str, r["shape"])), fmt_db(r["sqnr_db"]), f"{r['cosine']:.6f}",
-             f"{r['max_err_lsb']:.3f}", f"{r['mean_err_lsb']:.4f}", _iso(r, "sqnr_db", fmt_db),
-             _iso(r, "max_err_lsb", lambda v: f"{v:.3f}"),
-             f"{100.0 * r['clip_rate']:.3f}%" if "clip_rate" in r else "n/a",
-             f"{100.0 * r['range_used']:.1f}%" if "range_used" in r else "n/a",
-             f"{r['scale']:.4g}" if "scale" in r else "n/a", result.calibration.get(r["path"], "n/a"),
-             str(r.get("elements", "n/a"))]
-            for r in result.layers]
+    head = [
+        "point",
+        "shape",
+        "SQNR (dB)",
+        "cosine",
+        "max err (LSB)",
+        "mean err (LSB)",
+        "isolated SQNR (dB)",
+        "isolated max err (LSB)",
+        "clip rate",
+        "range used",
+        "scale",
+        "calibration",
+        "elements",
+    ]
+    rows = [
+        [
+            r["path"],
+            "x".join(map(str, r["shape"])),
+            fmt_db(r["sqnr_db"]),
+            f"{r['cosine']:.6f}",
+            f"{r['max_err_lsb']:.3f}",
+            f"{r['mean_err_lsb']:.4f}",
+            _iso(r, "sqnr_db", fmt_db),
+            _iso(r, "max_err_lsb", lambda v: f"{v:.3f}"),
+            f"{100.0 * r['clip_rate']:.3f}%" if "clip_rate" in r else "n/a",
+            f"{100.0 * r['range_used']:.1f}%" if "range_used" in r else "n/a",
+            f"{r['scale']:.4g}" if "scale" in r else "n/a",
+            result.calibration.get(r["path"], "n/a"),
+            str(r.get("elements", "n/a")),
+        ]
+        for r in result.layers
+    ]
     return head, rows
 
 
@@ -66,8 +92,10 @@ def suggestion(r: dict) -> str:
     if r.get("clip_rate", 0.0) > 1e-3:
         return "clips more than 0.1% of its elements: widen its range (mse calibration, or a higher percentile)"
     if iso - r["sqnr_db"] < 3.0:
-        return ("its own error dominates (isolated within 3 dB of accumulated): give it more bits "
-                "(its weights or the activation width)")
+        return (
+            "its own error dominates (isolated within 3 dB of accumulated): give it more bits "
+            "(its weights or the activation width)"
+        )
     if r.get("range_used", 1.0) < 0.5:
         return "uses less than half its integer range: tighten its scale (percentile or mse calibration)"
     return "most of its error comes from earlier points: fix those first (lower isolated SQNR upstream)"
@@ -83,12 +111,17 @@ def loss_summary(result: CompareResult) -> list[str]:
     """'What loses accuracy': one line per worst point."""
     lines = []
     for r in worst_points(result):
-        iso_txt = (f"isolated {fmt_db(r['isolated_sqnr_db'])} dB, max {r['isolated_max_err_lsb']:.2f} LSB (the "
-                   "error it adds by itself)" if "isolated_sqnr_db" in r else "isolated error not measured")
+        iso_txt = (
+            f"isolated {fmt_db(r['isolated_sqnr_db'])} dB, max {r['isolated_max_err_lsb']:.2f} LSB (the "
+            "error it adds by itself)"
+            if "isolated_sqnr_db" in r
+            else "isolated error not measured"
+        )
         clip = f"clips {100.0 * r['clip_rate']:.3f}%" if "clip_rate" in r else "clip rate n/a"
         used = f"uses {100.0 * r['range_used']:.0f}% of its range" if "range_used" in r else ""
-        lines.append(f"{r['path']}: {fmt_db(r['sqnr_db'])} dB accumulated, {iso_txt}, {clip}, {used}; "
-                     f"suggested: {suggestion(r)}")
+        lines.append(
+            f"{r['path']}: {fmt_db(r['sqnr_db'])} dB accumulated, {iso_txt}, {clip}, {used}; suggested: {suggestion(r)}"
+        )
     return lines
 
 
@@ -107,33 +140,50 @@ def block_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     stages: dict[str, list[dict]] = {}
     for row in result.layers:
         stages.setdefault(_stage(row["path"]), []).append(row)
-    head = ["block", "points", "output point", "output SQNR (dB)", "worst point", "worst SQNR (dB)",
-            "worst point max err (LSB)"]
+    head = [
+        "block",
+        "points",
+        "output point",
+        "output SQNR (dB)",
+        "worst point",
+        "worst SQNR (dB)",
+        "worst point max err (LSB)",
+    ]
     rows = []
     for name, pts in stages.items():
         measured = [p for p in pts if p["path"] != "input"] or pts
         worst = min(measured, key=lambda p: p["sqnr_db"])
         out = pts[-1]
-        rows.append([name, str(len(pts)), out["path"], fmt_db(out["sqnr_db"]), worst["path"],
-                     fmt_db(worst["sqnr_db"]), f"{worst['max_err_lsb']:.3f}"])
+        rows.append(
+            [
+                name,
+                str(len(pts)),
+                out["path"],
+                fmt_db(out["sqnr_db"]),
+                worst["path"],
+                fmt_db(worst["sqnr_db"]),
+                f"{worst['max_err_lsb']:.3f}",
+            ]
+        )
     return head, rows
 
 
 def summary_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     n = result.images
     disagree = round((1.0 - result.agreement) * n)
-    rows = [["images", str(n)],
-            ["top-1 float", fmt_pct(result.top1_float)],
-            ["top-1 int", fmt_pct(result.top1_int)]]
+    rows = [["images", str(n)], ["top-1 float", fmt_pct(result.top1_float)], ["top-1 int", fmt_pct(result.top1_int)]]
     if result.top1_float is not None and result.top1_int is not None:
         delta = 100.0 * (result.top1_int - result.top1_float)
         rows.append(["top-1 change (int - float)", f"{delta:+.2f} percentage points"])
-    rows += [["top-1 agreement float vs int", f"{fmt_pct(result.agreement)} ({disagree} of {n} images differ)"],
-             ["logits SQNR", f"{fmt_db(result.logits_sqnr_db)} dB"]]
+    rows += [
+        ["top-1 agreement float vs int", f"{fmt_pct(result.agreement)} ({disagree} of {n} images differ)"],
+        ["logits SQNR", f"{fmt_db(result.logits_sqnr_db)} dB"],
+    ]
     worst = result.worst_layer()
     if worst is not None:
-        rows.append(["worst point", f"{worst['path']}: {fmt_db(worst['sqnr_db'])} dB, "
-                                    f"max err {worst['max_err_lsb']:.2f} LSB"])
+        rows.append(
+            ["worst point", f"{worst['path']}: {fmt_db(worst['sqnr_db'])} dB, max err {worst['max_err_lsb']:.2f} LSB"]
+        )
     return ["quantity", "value"], rows
 
 
@@ -150,8 +200,9 @@ def recipe_line(recipe: dict | None) -> str:
         return ""
     d = recipe["default"]
     over = "; ".join(f"{g}: " + ", ".join(f"{k} = {v}" for k, v in o.items()) for g, o in recipe["layers"].items())
-    return (f". Recipe {recipe.get('source') or '(given in code)'}: weights {d['weight_bits']} bit {d['weights']}"
-            + (f"; per layer: {over}" if over else ""))
+    return f". Recipe {recipe.get('source') or '(given in code)'}: weights {d['weight_bits']} bit {d['weights']}" + (
+        f"; per layer: {over}" if over else ""
+    )
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> str:
@@ -208,21 +259,25 @@ document.querySelectorAll('table.sortable').forEach(function (t) {
 """
 
 
-_UNITS = ("Every figure is over all elements of the point on all evaluated images (the 'elements' column). "
-          "SQNR = 10 log10(sum float^2 / sum (float - int*scale)^2), in dB: accumulated along the model. "
-          "Isolated: the same with each layer's inputs replaced by the float model's activations quantized "
-          "at their calibrated scales, i.e. the error this layer adds by itself. "
-          "Errors are |float - int*scale| / scale: in LSB of that point's own output scale, so 0.5 LSB is "
-          "the error of ideal rounding. cosine is the cosine similarity of the flattened tensors. "
-          "Clip rate: share of elements whose float value at this scale rounds outside the integer range. "
-          "Range used: largest |int| reached / largest |int| representable. Calibration: how the point's "
-          "range was estimated (minmax, percentile, mse = MSE-optimal clip, entropy = KL-optimal clip); "
-          "embed with a class token and a shared qkv projection widen it to cover the cls token or q, k, v.")
+_UNITS = (
+    "Every figure is over all elements of the point on all evaluated images (the 'elements' column). "
+    "SQNR = 10 log10(sum float^2 / sum (float - int*scale)^2), in dB: accumulated along the model. "
+    "Isolated: the same with each layer's inputs replaced by the float model's activations quantized "
+    "at their calibrated scales, i.e. the error this layer adds by itself. "
+    "Errors are |float - int*scale| / scale: in LSB of that point's own output scale, so 0.5 LSB is "
+    "the error of ideal rounding. cosine is the cosine similarity of the flattened tensors. "
+    "Clip rate: share of elements whose float value at this scale rounds outside the integer range. "
+    "Range used: largest |int| reached / largest |int| representable. Calibration: how the point's "
+    "range was estimated (minmax, percentile, mse = MSE-optimal clip, entropy = KL-optimal clip); "
+    "embed with a class token and a shared qkv projection widen it to cover the cls token or q, k, v."
+)
 
-_POOL_CLS = ("pool selects token 0 (the class token) without arithmetic: its SQNR is that token's own SQNR "
-             "in the point before it, while that point's SQNR is over all tokens. A class token whose "
-             "values are small next to the other tokens' (which set the shared per-tensor scale) spans few "
-             "LSB, so its relative error is larger: pool's SQNR can be far below its input's.")
+_POOL_CLS = (
+    "pool selects token 0 (the class token) without arithmetic: its SQNR is that token's own SQNR "
+    "in the point before it, while that point's SQNR is over all tokens. A class token whose "
+    "values are small next to the other tokens' (which set the shared per-tensor scale) spans few "
+    "LSB, so its relative error is larger: pool's SQNR can be far below its input's."
+)
 
 
 def _sections(result: CompareResult) -> list[tuple[str, str, tuple[list[str], list[list[str]]] | None]]:
@@ -233,20 +288,35 @@ def _sections(result: CompareResult) -> list[tuple[str, str, tuple[list[str], li
     sample = f"all {total} elements" if n_hist >= total else f"the first {n_hist} of its {total} elements"
     units = _UNITS + (" " + _POOL_CLS if result.pool_select else "")
     return [
-        ("What loses accuracy", "The three points that add the most error by themselves (lowest isolated "
-                                "SQNR):\n" + "\n".join("- " + line for line in loss_summary(result)), None),
+        (
+            "What loses accuracy",
+            "The three points that add the most error by themselves (lowest isolated "
+            "SQNR):\n" + "\n".join("- " + line for line in loss_summary(result)),
+            None,
+        ),
         ("End to end", quant_line(result.quant) + recipe_line(result.recipe), summary_table(result)),
-        ("Per block", "One row per stage: the embedding, each transformer block (output: its second "
-                      "residual add) and the head.", block_table(result)),
+        (
+            "Per block",
+            "One row per stage: the embedding, each transformer block (output: its second residual add) and the head.",
+            block_table(result),
+        ),
         ("Per traced point", "In model order. " + units, layer_table(result)),
-        ("Plots", f"SQNR per point; signed error histogram of the worst point ({worst_name}) over {sample} "
-                  "(its max |err| in the table is over all of them); float vs integer logits.", None),
+        (
+            "Plots",
+            f"SQNR per point; signed error histogram of the worst point ({worst_name}) over {sample} "
+            "(its max |err| in the table is over all of them); float vs integer logits.",
+            None,
+        ),
     ]
 
 
 def render_md(result: CompareResult) -> str:
-    out = [f"# hwvit compare: {result.model}", "",
-           f"Float model vs its integer model on {result.images} images (hwvit {__version__}).", ""]
+    out = [
+        f"# hwvit compare: {result.model}",
+        "",
+        f"Float model vs its integer model on {result.images} images (hwvit {__version__}).",
+        "",
+    ]
     for title, text, table in _sections(result):
         out += [f"## {title}", "", text, ""]
         if table is not None:
@@ -256,28 +326,35 @@ def render_md(result: CompareResult) -> str:
     return "\n".join(out)
 
 
-_CSS = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
-        "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-        "td:first-child,th:first-child{text-align:left;font-family:monospace}"
-        "th{background:#f3f3f3}img{max-width:100%;border:1px solid #eee;margin:0.5em 0}")
+_CSS = (
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    "td:first-child,th:first-child{text-align:left;font-family:monospace}"
+    "th{background:#f3f3f3}img{max-width:100%;border:1px solid #eee;margin:0.5em 0}"
+)
 
 
 def render_html(result: CompareResult, images: dict[str, bytes]) -> str:
     """Self-contained HTML: the PNGs are embedded as base64 data URIs."""
     esc = html.escape
-    out = ["<!DOCTYPE html>", "<html><head><meta charset=\"utf-8\">",
-           f"<title>hwvit compare: {esc(result.model)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>hwvit compare: {esc(result.model)}</h1>",
-           f"<p>Float model vs its integer model on {result.images} images (hwvit {esc(__version__)}).</p>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html><head><meta charset="utf-8">',
+        f"<title>hwvit compare: {esc(result.model)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>hwvit compare: {esc(result.model)}</h1>",
+        f"<p>Float model vs its integer model on {result.images} images (hwvit {esc(__version__)}).</p>",
+    ]
     for title, text, table in _sections(result):
         out += [f"<h2>{esc(title)}</h2>", _html_text(text)]
         if table is not None:
             out.append(_html_table(*table, sortable=title == "Per traced point"))
     for name, caption in PLOTS.items():
         data = base64.b64encode(images[name]).decode("ascii")
-        out.append(f"<figure><img alt=\"{esc(caption)}\" src=\"data:image/png;base64,{data}\">"
-                   f"<figcaption>{esc(caption)} ({esc(name)})</figcaption></figure>")
+        out.append(
+            f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{esc(caption)} ({esc(name)})</figcaption></figure>"
+        )
     out.append(f"<script>{_SORT_JS}</script></body></html>")
     return "\n".join(out)
 
@@ -287,13 +364,19 @@ def write_plots(result: CompareResult, out: Path) -> dict[str, bytes]:
     worst = result.worst_layer()
     sqnr_bars(result.layers, out / "sqnr.png", title=f"{result.model}: SQNR per traced point (worst in red)")
     if worst is not None:
-        error_histogram(result.errors.get(worst["path"]), out / "worst_error.png", worst["path"], worst["sqnr_db"],
-                        total=worst.get("elements"))
+        error_histogram(
+            result.errors.get(worst["path"]),
+            out / "worst_error.png",
+            worst["path"],
+            worst["sqnr_db"],
+            total=worst.get("elements"),
+        )
     else:
         error_histogram(None, out / "worst_error.png", "no traced point")
     if result.logits_float is not None and result.logits_int is not None:
-        logits_scatter(result.logits_float, result.logits_int, out / "logits.png", result.logits_sqnr_db,
-                       result.agreement)
+        logits_scatter(
+            result.logits_float, result.logits_int, out / "logits.png", result.logits_sqnr_db, result.agreement
+        )
     return {name: (out / name).read_bytes() for name in PLOTS}
 
 
