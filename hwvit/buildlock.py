@@ -4,8 +4,10 @@
 mounts use ``nolock``), so the lock is the creation of a file with ``O_CREAT | O_EXCL``, which NFSv3+
 performs atomically on the server. The file holds ``host pid``; a waiter polls every
 ``POLL_S`` and breaks a stale lock: one whose owner ran on this host and is gone (a killed
-simulation worker), or one older than ``HWVIT_LOCK_STALE_S`` seconds (default 3600: a Verilator
-build of the largest block takes under a minute on this 2-core machine) whatever its host.
+simulation worker), one older than ``HWVIT_LOCK_STALE_S`` seconds (default 3600: a Verilator
+build of the largest block takes under a minute on this 2-core machine) whatever its host, or one
+that names no owner ``EMPTY_STALE_S`` after it was made (its owner died between creating and
+writing it; a live owner writes its name at once).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 POLL_S = 0.1
+EMPTY_STALE_S = 10.0
 
 
 def _stale(path: Path, max_age: float) -> bool:
@@ -29,7 +32,9 @@ def _stale(path: Path, max_age: float) -> bool:
     if age > max_age:
         return True
     host, _, pid = text.partition(" ")
-    if host != socket.gethostname() or not pid.strip().isdigit():
+    if not host or not pid.strip().isdigit():
+        return age > EMPTY_STALE_S  # no owner written: a crash between create and write
+    if host != socket.gethostname():
         return False  # another machine's lock: only its age can tell
     try:
         os.kill(int(pid), 0)

@@ -138,7 +138,8 @@ def build_design(
     tag = hashlib.sha1(key.encode()).hexdigest()[:10]
     root = (build_root or default_build_root()).resolve()
     build_dir = root / f"{name}-{simulator}-{tag}"
-    with _locked(root / f".{name}-{simulator}-{tag}.lock"):
+    # ".buildlock", not ".lock": earlier releases left empty flock files of that name behind
+    with _locked(root / f".{name}-{simulator}-{tag}.buildlock"):
         runner = get_runner(simulator)
         # The runner warns "Skipping compilation" on every cached build: noise for `hwvit sim`.
         logging.getLogger(type(runner).__qualname__).setLevel(logging.ERROR)

@@ -43,3 +43,18 @@ def test_fresh_lock_of_another_host_is_not_broken(tmp_path, monkeypatch):
     with locked(lock):  # waits until the lock is older than 2 s, then breaks it
         waited = time.monotonic() - start
     assert 1.0 < waited < 30
+
+
+def test_empty_lock_file_is_broken_only_once_it_is_old(tmp_path, monkeypatch):
+    """An empty file (an owner that died between creating and writing it, or a plain flock file of
+    an earlier release) must not block builds forever, nor be broken while an owner may still write."""
+    import hwvit.buildlock as bl
+
+    lock = tmp_path / "b.lock"
+    lock.write_text("")
+    assert not bl._stale(lock, 3600.0)  # fresh: its owner may be about to write its name
+    old = time.time() - bl.EMPTY_STALE_S - 5
+    os.utime(lock, (old, old))
+    assert bl._stale(lock, 3600.0)
+    with locked(lock):
+        assert lock.read_text().endswith(f" {os.getpid()}")
