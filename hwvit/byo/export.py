@@ -4,10 +4,10 @@ team to start from. Written to a temporary directory beside DIR and renamed into
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 from hwvit import toolchain
+from hwvit.atomic import atomic_dir
 from hwvit.byo import kinds
 from hwvit.byo.template import template
 
@@ -24,15 +24,18 @@ def kind_sources(kind: str) -> list[str]:
 def export(out: Path, force: bool = False) -> list[Path]:
     """Write the export to ``out``; return the files written (relative to ``out``)."""
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not force:
-            raise FileExistsError(f"{out} already exists (use --force to replace a previous export)")
-        if not (out / MARKER).is_file():
-            raise FileExistsError(f"{out}: --force replaces only a previous `hwvit rtl export`, and this is not one")
+
+    def check(dest: Path) -> None:
+        if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+            if not force:
+                raise FileExistsError(f"{dest} already exists (use --force to replace a previous export)")
+            if not (dest / MARKER).is_file():
+                raise FileExistsError(
+                    f"{dest}: --force replaces only a previous `hwvit rtl export`, and this is not one"
+                )
+
     repo = toolchain.repo()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out, check) as tmp:
         (tmp / "rtl").mkdir()
         for src in sorted(repo.rtl.glob("*.v")):
             shutil.copy2(src, tmp / "rtl" / src.name)
@@ -44,12 +47,6 @@ def export(out: Path, force: bool = False) -> list[Path]:
             (tmp / "bind" / f"{kind}.yaml").write_text(template(kind))
         (tmp / "README.md").write_text(_readme())
         (tmp / MARKER).write_text("written by hwvit rtl export\n")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
 from hwvit import toolchain
+from hwvit.atomic import write_atomic
 from hwvit.cli.common import fail, jobs_option, seed_option
 
 
@@ -100,9 +99,6 @@ def mutate(blocks, simulator, jobs, sample, seed, timeout, list_only, out_path, 
         click.echo(report.summary())
     if out_path:
         out = Path(out_path)
-        fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", prefix=f".{out.name}.")
-        with os.fdopen(fd, "w") as fh:
-            json.dump([r.to_dict() for r in reports], fh, indent=1)
-        os.replace(tmp, out)
+        write_atomic(out, json.dumps([r.to_dict() for r in reports], indent=1))
         click.echo(f"wrote {out}")
     sys.exit(1 if survivors else 0)

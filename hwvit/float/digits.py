@@ -15,8 +15,6 @@ its record digits.yaml (config, seed, epochs, accuracy, command) come from ``hwv
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -26,6 +24,7 @@ import torch
 import yaml
 from torch.nn import functional as F
 
+from hwvit.atomic import write_atomic
 from hwvit.float.config import load_preset
 from hwvit.float.importers import load_float, save_float
 from hwvit.float.model import ViT
@@ -152,15 +151,7 @@ def train_demo(
     text = "# The shipped digits demo model; reproduce with the command below.\n"
     text += yaml.safe_dump(meta, sort_keys=False)
     meta_path = out_path.with_suffix(".yaml")
-    fd, tmp = tempfile.mkstemp(dir=meta_path.parent, prefix=f".{meta_path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the record ships with the package
-        os.replace(tmp, meta_path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(meta_path, text)
     return accuracy
 
 

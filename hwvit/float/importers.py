@@ -19,8 +19,6 @@ ours (``hwvit.float.model.ViT``). Loading is the same for all of them (``hwvit.f
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import MISSING, dataclass
 from dataclasses import fields as dc_fields
 from pathlib import Path
@@ -29,6 +27,7 @@ from typing import Any
 import torch
 import yaml
 
+from hwvit.atomic import atomic_file
 from hwvit.float import keymaps, vocab
 from hwvit.float.config import ViTConfig
 from hwvit.float.keymaps import ATTENTION_FAMILIES, MODEL_FAMILIES, Rule
@@ -200,15 +199,8 @@ def save_float(model: torch.nn.Module, path: str | Path, notes: dict[str, Any] |
     meta = {METADATA_KEY: yaml.safe_dump({"config": model.cfg.to_dict(), **(notes or {})}, sort_keys=False)}
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_file(path) as tmp:
         save_file(tensors, tmp, metadata=meta)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; checkpoints are shared files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

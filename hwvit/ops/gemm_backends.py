@@ -295,10 +295,10 @@ def probe(refresh: bool = False) -> dict:
         entry = run_probe()
         cached[key] = entry
         try:  # temp + rename: a concurrent reader never sees half a file
+            from hwvit.atomic import write_atomic
+
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(cached, indent=1))
-            os.replace(tmp, path)
+            write_atomic(path, json.dumps(cached, indent=1))
         except OSError:
             pass  # an unwritable cache only costs a probe per process
     _probe_result = entry
