@@ -36,8 +36,8 @@ module gemm_pe #(
 
   // acc + a*w. Two's-complement addition modulo 2^ACC_BITS: partial sums may wrap, the final
   // sum is exact because the true result fits ACC_BITS (the contract's bound). A function called
-  // from the clocked block rather than continuous assigns: Icarus then evaluates it once per
-  // clock as word arithmetic (4x faster on an 8 x 8 array; same netlist in yosys).
+  // from the next-state block rather than continuous assigns: Icarus then evaluates it as word
+  // arithmetic (4x faster on an 8 x 8 array; same netlist in yosys).
   function [ACC_BITS-1:0] mac;
     input [ACC_BITS-1:0] acc;
     input [A_BITS-1:0]   a;
@@ -51,22 +51,33 @@ module gemm_pe #(
     end
   endfunction
 
-  reg [ACC_BITS-1:0] acc_q;
-  reg [ACC_BITS-1:0] res_q;
+  reg [ACC_BITS-1:0] acc_q, acc_d;
+  reg [ACC_BITS-1:0] res_q, res_d;
 
   assign res_o = res_q;
 
+  // ---------------------------------------------------------------- next state
+  always @* begin
+    acc_d = acc_q;
+    res_d = res_q;
+    if (valid_i) begin
+      if (last_i) begin
+        res_d = mac(acc_q, a_i, w_i);
+        acc_d = {ACC_BITS{1'b0}};
+      end else begin
+        acc_d = mac(acc_q, a_i, w_i);
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------- registers
   always @(posedge clk_i) begin
     if (!rst_ni) begin
       acc_q <= {ACC_BITS{1'b0}};
       res_q <= {ACC_BITS{1'b0}};
-    end else if (valid_i) begin
-      if (last_i) begin
-        res_q <= mac(acc_q, a_i, w_i);
-        acc_q <= {ACC_BITS{1'b0}};
-      end else begin
-        acc_q <= mac(acc_q, a_i, w_i);
-      end
+    end else begin
+      acc_q <= acc_d;
+      res_q <= res_d;
     end
   end
 
