@@ -35,9 +35,10 @@ module gemm_pe #(
   localparam integer P_BITS = A_BITS + W_BITS;
 
   // acc + a*w. Two's-complement addition modulo 2^ACC_BITS: partial sums may wrap, the final
-  // sum is exact because the true result fits ACC_BITS (the contract's bound). A function called
-  // from the next-state block rather than continuous assigns: Icarus then evaluates it as word
-  // arithmetic (4x faster on an 8 x 8 array; same netlist in yosys).
+  // sum is exact because the true result fits ACC_BITS (the contract's bound). A function rather
+  // than continuous assigns: Icarus then evaluates it as word arithmetic (4x faster on an 8 x 8
+  // array; same netlist in yosys). From always @* it runs on each input event (a, w, acc change
+  // separately), so Icarus is 1.6x slower than with the call in the clocked block (docs/rtl.md).
   function [ACC_BITS-1:0] mac;
     input [ACC_BITS-1:0] acc;
     input [A_BITS-1:0]   a;
