@@ -149,20 +149,20 @@ module gemm #(
   reg               s1_valid_q, s1_last_q;
   reg  [ROWS-1:0]   s1_rmask_q;              // lane i is a row < M
   reg  [COLS-1:0]   s1_cmask_q;              // lane j is a column < N
-  wire [ROWS-1:0]   rmask_d;
-  wire [COLS-1:0]   cmask_d;
+  wire [ROWS-1:0]   rmask;
+  wire [COLS-1:0]   cmask;
   wire [ROWS*A_BITS-1:0] arr_a;
   wire [COLS*8-1:0]      arr_w;
 
   genvar gi;
   generate
     for (gi = 0; gi < ROWS; gi = gi + 1) begin : g_a_lane
-      assign rmask_d[gi] = (m_rem32 > gi);
+      assign rmask[gi] = (m_rem32 > gi);
       assign arr_a[gi*A_BITS +: A_BITS] = s1_rmask_q[gi] ? {sgn_q & rd_a_i[gi*8 + 7], rd_a_i[gi*8 +: 8]}
                                                          : {A_BITS{1'b0}};
     end
     for (gi = 0; gi < COLS; gi = gi + 1) begin : g_w_lane
-      assign cmask_d[gi] = (n_rem32 > gi);
+      assign cmask[gi] = (n_rem32 > gi);
       assign arr_w[gi*8 +: 8] = s1_cmask_q[gi] ? rd_w_i[gi*8 +: 8] : 8'd0;
     end
   endgenerate
@@ -244,6 +244,122 @@ module gemm #(
   // ---------------------------------------------------------------- registers
   wire idle = ~iss_q & ~sh_busy_q & ~out_busy;  // every issued tile has left the engine
 
+  // Next values of the registers above (docs/rtl.md "Next state").
+  reg                 busy_d;
+  reg                 done_d;
+  reg                 iss_d;
+  reg                 sgn_d;
+  reg [M_BITS-1:0]    m_d;
+  reg [N_BITS-1:0]    n_d;
+  reg [K_BITS-1:0]    kmax_d;
+  reg [CNT_BITS-1:0]  cycles_d;
+  reg [CNT_BITS-1:0]  beats_d;
+  reg [M_BITS-1:0]    m0_d;
+  reg [N_BITS-1:0]    n0_d;
+  reg [K_BITS-1:0]    k_d;
+  reg                 sh_busy_d;
+  reg [M_BITS-1:0]    sh_m0_d;
+  reg [M_BITS-1:0]    sh_mrem_d;
+  reg [N_BITS-1:0]    sh_n0_d;
+  reg [N_BITS-1:0]    sh_nrem_d;
+  reg                 s1_valid_d;
+  reg                 s1_last_d;
+  reg [ROWS-1:0]      s1_rmask_d;
+  reg [COLS-1:0]      s1_cmask_d;
+  reg                 dr_act_d;
+  reg [ROW_BITS-1:0]  dr_row_d;
+
+  // ---------------------------------------------------------------- next state
+  always @* begin
+    busy_d     = busy_q;
+    done_d     = done_q;
+    iss_d      = iss_q;
+    sgn_d      = sgn_q;
+    m_d        = m_q;
+    n_d        = n_q;
+    kmax_d     = kmax_q;
+    cycles_d   = cycles_q;
+    beats_d    = beats_q;
+    m0_d       = m0_q;
+    n0_d       = n0_q;
+    k_d        = k_q;
+    sh_busy_d  = sh_busy_q;
+    sh_m0_d    = sh_m0_q;
+    sh_mrem_d  = sh_mrem_q;
+    sh_n0_d    = sh_n0_q;
+    sh_nrem_d  = sh_nrem_q;
+    s1_valid_d = s1_valid_q;
+    s1_last_d  = s1_last_q;
+    s1_rmask_d = s1_rmask_q;
+    s1_cmask_d = s1_cmask_q;
+    dr_act_d   = dr_act_q;
+    dr_row_d   = dr_row_q;
+
+    // -- control
+    done_d = 1'b0;
+    if (start_i & ~busy_q) begin
+      busy_d   = 1'b1;
+      // A job with a zero dimension has no tiles: it ends at once.
+      iss_d    = (m_i != {M_BITS{1'b0}}) & (k_i != {K_BITS{1'b0}}) & (n_i != {N_BITS{1'b0}});
+      sgn_d    = a_signed_i;
+      m_d      = m_i;
+      n_d      = n_i;
+      kmax_d   = k_i - {{(K_BITS-1){1'b0}}, 1'b1};
+      cycles_d = {CNT_BITS{1'b0}};
+      beats_d  = {CNT_BITS{1'b0}};
+      m0_d     = {M_BITS{1'b0}};
+      n0_d     = {N_BITS{1'b0}};
+      k_d      = {K_BITS{1'b0}};
+    end else if (busy_q) begin
+      cycles_d = cycles_q + {{(CNT_BITS-1){1'b0}}, 1'b1};
+      if (idle) begin
+        busy_d = 1'b0;
+        done_d = 1'b1;
+      end
+    end
+
+    // -- issue one beat: a k-slice of tile (m0, n0)
+    if (issue) begin
+      beats_d = beats_q + {{(CNT_BITS-1){1'b0}}, 1'b1};
+      if (last_k) begin
+        k_d = {K_BITS{1'b0}};
+        if (last_nt) begin
+          n0_d = {N_BITS{1'b0}};
+          if (last_mt) iss_d = 1'b0;
+          else         m0_d  = m0_q + ROWS_M;
+        end else begin
+          n0_d = n0_q + COLS_N;
+        end
+      end else begin
+        k_d = k_q + {{(K_BITS-1){1'b0}}, 1'b1};
+      end
+    end
+    s1_valid_d = issue;
+    s1_last_d  = issue & last_k;
+    s1_rmask_d = rmask;
+    s1_cmask_d = cmask;
+
+    // -- drain: read the shadow row by row after the array reports the tile complete
+    if (fin) begin
+      dr_act_d = 1'b1;
+      dr_row_d = {ROW_BITS{1'b0}};
+    end else if (dr_go) begin
+      dr_row_d = dr_row_q + {{(ROW_BITS-1){1'b0}}, 1'b1};
+      if (dr_last_row) dr_act_d = 1'b0;
+    end
+
+    // -- shadow ownership: released by the drain's last read, taken by a tile's last beat
+    if (dr_done) sh_busy_d = 1'b0;
+    if (issue & last_k) begin
+      sh_busy_d = 1'b1;
+      sh_m0_d   = m0_q;
+      sh_mrem_d = m_rem;
+      sh_n0_d   = n0_q;
+      sh_nrem_d = n_rem;
+    end
+  end
+
+  // ---------------------------------------------------------------- registers
   always @(posedge clk_i) begin
     if (!rst_ni) begin
       busy_q     <= 1'b0;
@@ -270,68 +386,29 @@ module gemm #(
       dr_act_q   <= 1'b0;
       dr_row_q   <= {ROW_BITS{1'b0}};
     end else begin
-      // -- control
-      done_q <= 1'b0;
-      if (start_i & ~busy_q) begin
-        busy_q   <= 1'b1;
-        // A job with a zero dimension has no tiles: it ends at once.
-        iss_q    <= (m_i != {M_BITS{1'b0}}) & (k_i != {K_BITS{1'b0}}) & (n_i != {N_BITS{1'b0}});
-        sgn_q    <= a_signed_i;
-        m_q      <= m_i;
-        n_q      <= n_i;
-        kmax_q   <= k_i - {{(K_BITS-1){1'b0}}, 1'b1};
-        cycles_q <= {CNT_BITS{1'b0}};
-        beats_q  <= {CNT_BITS{1'b0}};
-        m0_q     <= {M_BITS{1'b0}};
-        n0_q     <= {N_BITS{1'b0}};
-        k_q      <= {K_BITS{1'b0}};
-      end else if (busy_q) begin
-        cycles_q <= cycles_q + {{(CNT_BITS-1){1'b0}}, 1'b1};
-        if (idle) begin
-          busy_q <= 1'b0;
-          done_q <= 1'b1;
-        end
-      end
-
-      // -- issue one beat: a k-slice of tile (m0, n0)
-      if (issue) begin
-        beats_q <= beats_q + {{(CNT_BITS-1){1'b0}}, 1'b1};
-        if (last_k) begin
-          k_q <= {K_BITS{1'b0}};
-          if (last_nt) begin
-            n0_q <= {N_BITS{1'b0}};
-            if (last_mt) iss_q <= 1'b0;
-            else         m0_q  <= m0_q + ROWS_M;
-          end else begin
-            n0_q <= n0_q + COLS_N;
-          end
-        end else begin
-          k_q <= k_q + {{(K_BITS-1){1'b0}}, 1'b1};
-        end
-      end
-      s1_valid_q <= issue;
-      s1_last_q  <= issue & last_k;
-      s1_rmask_q <= rmask_d;
-      s1_cmask_q <= cmask_d;
-
-      // -- drain: read the shadow row by row after the array reports the tile complete
-      if (fin) begin
-        dr_act_q <= 1'b1;
-        dr_row_q <= {ROW_BITS{1'b0}};
-      end else if (dr_go) begin
-        dr_row_q <= dr_row_q + {{(ROW_BITS-1){1'b0}}, 1'b1};
-        if (dr_last_row) dr_act_q <= 1'b0;
-      end
-
-      // -- shadow ownership: released by the drain's last read, taken by a tile's last beat
-      if (dr_done) sh_busy_q <= 1'b0;
-      if (issue & last_k) begin
-        sh_busy_q <= 1'b1;
-        sh_m0_q   <= m0_q;
-        sh_mrem_q <= m_rem;
-        sh_n0_q   <= n0_q;
-        sh_nrem_q <= n_rem;
-      end
+      busy_q     <= busy_d;
+      done_q     <= done_d;
+      iss_q      <= iss_d;
+      sgn_q      <= sgn_d;
+      m_q        <= m_d;
+      n_q        <= n_d;
+      kmax_q     <= kmax_d;
+      cycles_q   <= cycles_d;
+      beats_q    <= beats_d;
+      m0_q       <= m0_d;
+      n0_q       <= n0_d;
+      k_q        <= k_d;
+      sh_busy_q  <= sh_busy_d;
+      sh_m0_q    <= sh_m0_d;
+      sh_mrem_q  <= sh_mrem_d;
+      sh_n0_q    <= sh_n0_d;
+      sh_nrem_q  <= sh_nrem_d;
+      s1_valid_q <= s1_valid_d;
+      s1_last_q  <= s1_last_d;
+      s1_rmask_q <= s1_rmask_d;
+      s1_cmask_q <= s1_cmask_d;
+      dr_act_q   <= dr_act_d;
+      dr_row_q   <= dr_row_d;
     end
   end
 

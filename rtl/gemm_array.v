@@ -99,7 +99,8 @@ module gemm_array #(
         wire [AW-1:0]     a_word = a_net[P];
         wire [W_BITS-1:0] w_word = w_net[P];
 
-        // Pass the activation word to the right neighbour, the weight to the one below.
+        // Pass the activation word to the right neighbour, the weight to the one below
+        // (plain delays: a_word and w_word are the next values of a_q and w_q).
         if (j < COLS - 1) begin : g_right
           reg [AW-1:0] a_q;
           always @(posedge clk_i) begin
@@ -137,10 +138,13 @@ module gemm_array #(
   // ---------------------------------------------------------------- completion token
   // The bottom-right PE is the last to see a tile's last beat; one cycle later every res holds.
   wire [AW-1:0] corner = a_net[ROWS*COLS-1];
-  reg           fin_q;
+  reg           fin_q, fin_d;
+  always @* begin
+    fin_d = corner[AW-1] & corner[AW-2];  // valid & last
+  end
   always @(posedge clk_i) begin
     if (!rst_ni) fin_q <= 1'b0;
-    else         fin_q <= corner[AW-1] & corner[AW-2];  // valid & last
+    else         fin_q <= fin_d;
   end
   assign fin_o = fin_q;
 

@@ -89,6 +89,46 @@ module gemm_out #(
     end
   endgenerate
 
+  // ---------------------------------------------------------------- sideband FIFO
+  reg [EW-1:0] fifo_q [0:DEPTH-1];
+  reg [1:0]    wp_q, rp_q;
+  reg [1:0]    wp_d, rp_d;
+  reg [2:0]    cnt_d;
+  reg          st_valid_d;
+  reg [COLS*ACC_BITS-1:0] st_acc_d;
+  reg [COLS*31-1:0]       st_mult_d;
+  reg [COLS*6-1:0]        st_shift_d;
+  reg [M_BITS-1:0]        st_m_d;
+  reg [N_BITS-1:0]        st_n_d;
+
+  // ---------------------------------------------------------------- next state
+  always @* begin
+    st_valid_d = st_valid_q;
+    st_acc_d   = st_acc_q;
+    st_mult_d  = st_mult_q;
+    st_shift_d = st_shift_q;
+    st_m_d     = st_m_q;
+    st_n_d     = st_n_q;
+    wp_d       = wp_q;
+    rp_d       = rp_q;
+    cnt_d      = cnt_q;
+    if (load) begin
+      st_valid_d = in_valid_i;
+      if (in_valid_i) begin
+        st_acc_d   = acc_d;
+        st_mult_d  = in_mult_i;
+        st_shift_d = in_shift_i;
+        st_m_d     = in_m_i;
+        st_n_d     = in_n_i;
+      end
+    end
+    if (go)             wp_d  = wp_q + 2'd1;
+    if (pop)            rp_d  = rp_q + 2'd1;
+    if (go & ~pop)      cnt_d = cnt_q + 3'd1;
+    else if (pop & ~go) cnt_d = cnt_q - 3'd1;
+  end
+
+  // ---------------------------------------------------------------- registers
   always @(posedge clk_i) begin
     if (!rst_ni) begin
       st_valid_q <= 1'b0;
@@ -97,36 +137,30 @@ module gemm_out #(
       st_shift_q <= {(COLS*6){1'b0}};
       st_m_q     <= {M_BITS{1'b0}};
       st_n_q     <= {N_BITS{1'b0}};
-    end else if (load) begin
-      st_valid_q <= in_valid_i;
-      if (in_valid_i) begin
-        st_acc_q   <= acc_d;
-        st_mult_q  <= in_mult_i;
-        st_shift_q <= in_shift_i;
-        st_m_q     <= in_m_i;
-        st_n_q     <= in_n_i;
-      end
+      wp_q       <= 2'd0;
+      rp_q       <= 2'd0;
+      cnt_q      <= 3'd0;
+    end else begin
+      st_valid_q <= st_valid_d;
+      st_acc_q   <= st_acc_d;
+      st_mult_q  <= st_mult_d;
+      st_shift_q <= st_shift_d;
+      st_m_q     <= st_m_d;
+      st_n_q     <= st_n_d;
+      wp_q       <= wp_d;
+      rp_q       <= rp_d;
+      cnt_q      <= cnt_d;
     end
   end
 
-  // ---------------------------------------------------------------- sideband FIFO
-  reg [EW-1:0] fifo_q [0:DEPTH-1];
-  reg [1:0]    wp_q, rp_q;
-  integer      e;
+  // FIFO storage: the write port stays in its own clocked block (the RAM exception of
+  // docs/rtl.md), so yosys keeps it a memory ($mem_v2).
+  integer e;
   always @(posedge clk_i) begin
     if (!rst_ni) begin
-      wp_q  <= 2'd0;
-      rp_q  <= 2'd0;
-      cnt_q <= 3'd0;
       for (e = 0; e < DEPTH; e = e + 1) fifo_q[e] <= {EW{1'b0}};
-    end else begin
-      if (go) begin
-        fifo_q[wp_q] <= {st_acc_q, st_m_q, st_n_q};
-        wp_q         <= wp_q + 2'd1;
-      end
-      if (pop) rp_q <= rp_q + 2'd1;
-      if (go & ~pop)      cnt_q <= cnt_q + 3'd1;
-      else if (pop & ~go) cnt_q <= cnt_q - 3'd1;
+    end else if (go) begin
+      fifo_q[wp_q] <= {st_acc_q, st_m_q, st_n_q};
     end
   end
 
