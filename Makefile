@@ -40,7 +40,7 @@ demo: setup
 	$(VENV)/bin/hwvit demo --force
 
 test: setup
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=25
 
 # Figures, not pass/fail: integer vs float forward, vector writing, GEMM utilization and
 # simulator speed; then the opt-in large simulations (pytest -m slow).

@@ -27,7 +27,7 @@ from hwvit.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 # command -> commands whose examples write what its examples read
-NEEDS = {"check": ("vectors", "vectors-random"), "sim": ("vectors", "vectors-random")}
+NEEDS = {"check": ("vectors", "vectors-random"), "sim": ("vectors", "vectors-random"), "core": ("compile",)}
 USER_FILES = ("vit.safetensors", "vit.yaml", "vit/", "photos/")
 
 

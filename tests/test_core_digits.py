@@ -33,7 +33,7 @@ def digits(tmp_path_factory):
     out = tmp_path_factory.mktemp("core") / "digits"
     res = CliRunner().invoke(main, ["compile", "--model", "digits", "--out", str(out)])
     assert res.exit_code == 0, res.output
-    source, model = build_models("digits", None, None, None, QuantConfig(), 256, 0)
+    source, _, model = build_models({"preset": "digits"}, QuantConfig(), 256, 0)
     x, labels = pipeline.eval_inputs(source, 10)
     return model, read_core_dir(out), model.quantize_input(x.numpy()), labels
 
@@ -52,6 +52,7 @@ def test_compile_is_deterministic(digits, tmp_path):
         "checkpoint": None,
         "family": None,
         "config": None,
+        "heads": None,
         "quant": asdict(QuantConfig()),
         "calib_images": 256,
         "seed": 0,

@@ -44,7 +44,6 @@ def compile(qconfig, calib_images, seed, out_dir, force, **kw):  # noqa: A001 - 
     \b
     Example:
       hwvit compile --model digits --out core/
-      hwvit core run core/ --images 10
     """
     from hwvit.cli.common import build_models
     from hwvit.core.compile import CoreCompileError, compile_model
@@ -84,7 +83,13 @@ def compile(qconfig, calib_images, seed, out_dir, force, **kw):  # noqa: A001 - 
 
 @click.group()
 def core():
-    """Run or estimate the RTL accelerator core (rtl/vit_core.v)."""
+    """Run or estimate the RTL accelerator core (rtl/vit_core.v).
+
+    \b
+    Example:
+      hwvit core run core/ --images 10 --simulator verilator
+      hwvit core estimate --model vit-b16 --rows 16 --cols 16 --clock-mhz 500
+    """
 
 
 def _int_model(cdir):
