@@ -135,7 +135,11 @@ def test_readme_quotes_help_examples_of_every_command():
     assert set(_commands()) <= {shlex.split(line)[1] for line in quoted}
 
 
-@pytest.mark.parametrize("name", sorted(_commands()))
+# `hwvit demo` is `make demo` itself (~5 min: every traced set on Verilator, which
+# sim/test_traced.py already runs, plus the RTL core): opt-in with -m slow to keep make test short.
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "demo" else n for n in sorted(_commands())]
+)
 def test_help_examples_run(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     commands = _commands()
