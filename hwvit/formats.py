@@ -31,6 +31,23 @@ class Rounding(enum.Enum):
         raise ValueError(f"unknown rounding mode {name!r}; known: {', '.join(m.value for m in cls)}")
 
 
+class Calibration(enum.StrEnum):
+    """How an activation's range is estimated (hwvit.quant.calibrate); here, torch-free, so the
+    command line takes its choices from it without importing the models."""
+
+    MINMAX = "minmax"
+    PERCENTILE = "percentile"
+    MSE = "mse"  # MSE-optimal clip search (hwvit.quant.clipsearch)
+    ENTROPY = "entropy"  # KL-optimal clip (TensorRT's entropy calibration)
+
+    @classmethod
+    def from_string(cls, name: str) -> Calibration:
+        try:
+            return cls(name.lower())
+        except ValueError:
+            raise ValueError(f"unknown calibration {name!r}; choose from {', '.join(c.value for c in cls)}") from None
+
+
 @dataclass(frozen=True)
 class IntFormat:
     """``bits``-wide integer, two's complement when ``signed``; 1..64 bits (63 when unsigned)."""

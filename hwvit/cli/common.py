@@ -35,6 +35,7 @@ import click
 from click.core import ParameterSource
 
 from hwvit import toolchain
+from hwvit.formats import Calibration
 from hwvit.record import KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -177,7 +178,7 @@ def qconfig_options(func: F) -> F:
     )
     @click.option(
         "--calibration",
-        type=click.Choice(["minmax", "percentile", "mse", "entropy"]),
+        type=click.Choice([c.value for c in Calibration]),
         default="minmax",
         show_default=True,
         help="Activation range estimate: max |x|, a percentile, MSE-optimal or KL-optimal clip.",

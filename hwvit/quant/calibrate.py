@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 import numpy as np
 import torch
 
+from hwvit.formats import Calibration
 from hwvit.quant.clipsearch import entropy_clip, mse_clip
-
-
-class Calibration(StrEnum):
-    MINMAX = "minmax"
-    PERCENTILE = "percentile"
-    MSE = "mse"  # MSE-optimal clip search (hwvit.quant.clipsearch)
-    ENTROPY = "entropy"  # KL-optimal clip (TensorRT's entropy calibration)
-
-    @classmethod
-    def from_string(cls, name: str) -> Calibration:
-        try:
-            return cls(name.lower())
-        except ValueError:
-            raise ValueError(f"unknown calibration {name!r}; choose from {', '.join(c.value for c in cls)}") from None
-
 
 # Percentile calibration keeps at most this many |x| samples per tensor (random subset), so
 # calibrating ViT-B/16 on a few images stays within a few hundred MB.
