@@ -67,8 +67,11 @@ def test_recipe_changes_that_layer_only(vector_trees):
 def test_recipe_refusals(tmp_path):
     with pytest.raises(ValueError, match=r"weight_bits 9 unsupported; the RTL GEMM takes \[2, 8\]"):
         from_dict({"layers": {"head": {"weight_bits": 9}}})
-    with pytest.raises(ValueError, match="unknown key 'act_bits'"):
-        from_dict({"layers": {"head": {"act_bits": 6}}})
+    for bits in (1, 9, "6", True):
+        with pytest.raises(ValueError, match=rf"act_bits {bits!r} unsupported; the RTL requant and GEMM take \[2, 8\]"):
+            from_dict({"layers": {"head": {"act_bits": bits}}})
+    with pytest.raises(ValueError, match="unknown key 'act_bit'"):
+        from_dict({"layers": {"head": {"act_bit": 6}}})
     with pytest.raises(ValueError, match="softmax_bits 12 unsupported"):
         from_dict({"layers": {"layers.0.attn.softmax": {"softmax_bits": 12}}})
     bad = tmp_path / "bad.yaml"

@@ -240,8 +240,6 @@ def _int_forward(int_model: IntViT, device: str):
 def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, isolated: bool = True):
     """Float and integer forward of one batch: (float logits, dequantized int logits, {path: _Acc},
     {path: isolated _Acc})."""
-    act_bits = int_model.act_bits
-    sm_bits = int(dict(int_model.meta.get("quant", {})).get("softmax_bits", 8))
     floats: dict[str, np.ndarray] = {}
 
     def record(path: str, tensor: torch.Tensor) -> None:
@@ -255,12 +253,12 @@ def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, 
     for path, (q, scale) in tr.values.items():
         if path not in floats:
             continue
-        acc = accs[path] = _Acc(scale, point_range(path, act_bits, sm_bits))
+        acc = accs[path] = _Acc(scale, point_range(path, int_model.bits_at(path)))
         acc.shape = tuple(q.shape[1:])
         acc.add(floats[path], q)
     iso: dict[str, _Acc] = {}
     if isolated:
-        forced = Trace(values=True, force=Forcer(floats, act_bits, sm_bits))
+        forced = Trace(values=True, force=Forcer(floats, int_model.bits_at))
         int_model.forward(x.numpy(), trace=forced)
         for path, (q, scale) in forced.values.items():
             if path in accs and floats[path].size == q.size:
