@@ -178,7 +178,9 @@ def test_isolated_error_grows_when_act_bits_drop():
 def test_compile_refuses_narrow_activations_and_records_a_recipe(tmp_path):
     narrow = tmp_path / "n.yaml"
     narrow.write_text(f"layers:\n  '{TARGET}': {{act_bits: 6}}\n")
-    res = CliRunner().invoke(main, ["compile", "--model", "digits", "--recipe", str(narrow), "--out", str(tmp_path / "c")])
+    res = CliRunner().invoke(
+        main, ["compile", "--model", "digits", "--recipe", str(narrow), "--out", str(tmp_path / "c")]
+    )
     assert res.exit_code == 1 and "Traceback" not in res.output and not (tmp_path / "c").exists()
     assert res.output.strip().splitlines() == [
         f"Error: model 'digits' uses 6-bit activations at {TARGET} (recipe act_bits); the core runs "
