@@ -152,7 +152,8 @@ def compare(
     Dask client) runs the batches on its workers; the driver merges their sums in batch order, so the
     result equals the local one to the last digit.
 
-    Each point's row also holds ``clip_rate``, ``range_used``, ``scale`` and, with ``isolated``
+    Each point's row also holds its integer width ``bits`` (``IntViT.bits_at``: a recipe may set it
+    per layer), ``clip_rate``, ``range_used``, ``scale`` and, with ``isolated``
     (a second, forced integer forward on the CPU: hwvit.report.isolate), ``isolated_sqnr_db``,
     ``isolated_max_err_lsb``, ``isolated_mean_err_lsb``: the error that point's layer adds by itself.
     """
@@ -205,7 +206,7 @@ def compare(
         top1_f, top1_i = float((pf == labels).mean()), float((pi == labels).mean())
     layers = []
     for path in order:
-        row = {"path": path, "shape": list(accs[path].shape), **accs[path].result()}
+        row = {"path": path, "shape": list(accs[path].shape), "bits": int_model.bits_at(path), **accs[path].result()}
         if path in iso:
             r = iso[path].result()
             row.update({f"isolated_{k}": r[k] for k in ("sqnr_db", "max_err_lsb", "mean_err_lsb")})
