@@ -235,15 +235,17 @@ class Head:
     head: IntLinear | None
 
 
-def build_head(model, s_x: float, scale: _Scales) -> Head:
+def build_head(model, s_x: float, scale: _Scales, x_bits: int) -> Head:
     """Final norm, pooling (cls token or mean over all T tokens), ECG's pre-head, classifier."""
     cfg = model.cfg
     norm = None
     if model.norm is not None:
         norm = int_layernorm(model.norm, s_x, *scale.point("norm"))
-        s_x = norm.s_out
+        s_x, x_bits = norm.s_out, norm.out_bits
     pool = None
-    if cfg.pool != "cls":  # mean over all T tokens (the cls slot included, as the float model does)
+    if cfg.pool == "cls":  # a selection, no arithmetic: the cls token keeps its width
+        scale.widths["pool"] = x_bits
+    else:  # mean over all T tokens (the cls slot included, as the float model does)
         s_pool, b_pool = scale.point("pool")
         pool = int_pool(s_x, s_pool, cfg.num_tokens, b_pool)
         s_x = pool.s_out
@@ -311,6 +313,7 @@ def quantize_model(
     embed = build_embed(model, s_input, scale)
     blocks, layer_pos_adds = [], []
     s_x = embed.s_tokens
+    x_bits = embed.pos_add.out_bits if embed.pos_add is not None else scale.widths["embed"]
     for i, blk in enumerate(model.layers):
         pos_add = None
         if cfg.pos_every_layer and i > 0:  # ECG: the position table is added before every block
@@ -318,8 +321,8 @@ def quantize_model(
             s_x = pos_add.s_out
         layer_pos_adds.append(pos_add)
         blocks.append(build_block(blk, i, s_x, scale, qc, cfg.dim))
-        s_x = blocks[-1].add2.s_out
-    head = build_head(model, s_x, scale)
+        s_x, x_bits = blocks[-1].add2.s_out, blocks[-1].add2.out_bits
+    head = build_head(model, s_x, scale, x_bits)
     unmatched = [g for g, _ in recipe.layers if g not in scale.used | used]
     if unmatched:
         raise ValueError(

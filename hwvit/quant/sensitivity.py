@@ -53,10 +53,11 @@ class Score:
 def act_paths(model, int_model) -> list[str]:
     """The integer model's activation points with a recipe width, in forward order, one name per
     tensor (``logits``, not also ``head``; a fused ``qkv``, not also its ``q``/``k``/``v``); softmax
-    probabilities are left out (their width is ``softmax_bits``)."""
+    probabilities are left out (their width is ``softmax_bits``), and so is ``pool`` when it
+    selects the cls token (no arithmetic, no width of its own)."""
     out, seen = [], set()
     for p in int_model.point_bits:
-        if p in seen or p.endswith((".probs", ".softmax")):
+        if p in seen or p.endswith((".probs", ".softmax")) or (p == "pool" and int_model.pool is None):
             continue
         names = act_names(model, p)
         seen |= {p, *names}
