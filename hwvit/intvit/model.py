@@ -1,8 +1,9 @@
 """The integer ViT: a bit-accurate forward built only from hwvit.ops kernels.
 
 Shapes: B images, N tokens, D = dim, H heads of hd, F = mlp_dim. Activations are int64 arrays
-holding ACT_BITS-bit values; each carries one real scale, kept beside it in the layer. Every
-layer records its own block records and output value; paths are the float model's record points
+holding values of their point's width (``act_bits``, or a recipe's per-layer width:
+``IntViT.point_bits``); each carries one real scale, kept beside it in the layer. Every layer
+records its own block records and output value; paths are the float model's record points
 (``embed.proj``, ``layers.3.mlp.fc1``, ...). ``hwvit.quant.quantize_model`` builds an IntViT.
 """
 
