@@ -195,3 +195,21 @@ def test_compile_refuses_narrow_activations_and_records_a_recipe(tmp_path):
 
     _, m = _int_model(read_core_dir(tmp_path / "w"))  # `core run` rebuilds the recipe's model
     assert np.abs(m.blocks[1].fc1.w).max() <= 7
+
+
+def test_clip_search_runs_at_the_points_width():
+    # MSE calibration picks a range for the width it quantizes to: a 4-bit point gets the 4-bit
+    # optimum, every other point keeps its 8-bit one
+    from hwvit import pipeline
+    from hwvit.quant import quantize_model
+    from hwvit.quant.calibrate import calibrate
+
+    source = pipeline.load_source("digits")
+    calib = pipeline.calibration_inputs(source, 16)
+    m8 = quantize_model(source.model, calib, recipe=from_dict({"default": {"calibration": "mse"}}))
+    m4 = quantize_model(
+        source.model, calib, recipe=from_dict({"default": {"calibration": "mse"}, "layers": {TARGET: {"act_bits": 4}}})
+    )
+    assert m4.ranges[TARGET] == calibrate(source.model, calib, "mse", bits=4)[TARGET] != m8.ranges[TARGET]
+    assert all(m4.ranges[p] == m8.ranges[p] for p in m8.ranges if p != TARGET)
+    assert m4.blocks[1].fc1.s_out == pytest.approx(m4.ranges[TARGET] / 7)  # 4 bits: range -> 2^3 - 1
