@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_intvit import SMALL, inputs_for, small_model
+from test_intvit import MIXED, SMALL, inputs_for, small_model
 
 from hwvit.intvit import Trace
 from hwvit.intvit.device import DeviceForward, resolve_device
 from hwvit.quant import QuantConfig, quantize_model
+from hwvit.quant.recipe import from_dict
 
 DEVICES = [
     pytest.param("cpu", id="cpu"),
@@ -22,7 +23,9 @@ DEVICES = [
 def test_device_forward_equals_cpu_forward_on_every_value(preset, device):
     model = small_model(preset)
     qc = QuantConfig(exp="shift") if preset == "vit-tiny" else QuantConfig()
-    int_model = quantize_model(model, inputs_for(model, 16, 1), qc)
+    # simple-vit with per-layer activation widths: the device forward follows each layer's width
+    recipe = from_dict(MIXED) if preset == "simple-vit" else None
+    int_model = quantize_model(model, inputs_for(model, 16, 1), qc, recipe=recipe)
     x = inputs_for(model, 3, 2).numpy()
     cpu, dev = Trace(values=True), Trace(values=True)
     want = int_model.forward(x, trace=cpu)

@@ -90,15 +90,39 @@ def _check_record(rec) -> None:
         raise AssertionError(f"unexpected kind {rec.kind}")
 
 
+# A recipe with per-layer activation widths (hwvit.quant.recipe): every producer kind narrows.
+MIXED = {
+    "layers": {
+        "input": {"act_bits": 7},
+        "embed*": {"act_bits": 5},
+        "layers.0.*": {"act_bits": 6},
+        "layers.*.mlp.fc1": {"act_bits": 4},
+        "head": {"act_bits": 7},
+    }
+}
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["plain", "mixed_act_bits"])
 @pytest.mark.parametrize("preset", ["vit-b16", "ecg1d", "simple-vit"])
-def test_trace_obeys_reference_kernels_and_chains(preset):
+def test_trace_obeys_reference_kernels_and_chains(preset, mixed):
+    from hwvit.quant.recipe import from_dict
+    from hwvit.report.isolate import point_range
+
     model = small_model(preset)
-    int_model = quantize_model(model, inputs_for(model, 8, 1))
+    int_model = quantize_model(model, inputs_for(model, 8, 1), recipe=from_dict(MIXED) if mixed else None)
     logits, records, values = trace_model(int_model, inputs_for(model, 1, 3).numpy())
     kinds = {r.kind for r in records}
     assert {"gemm", "layernorm", "softmax", "gelu", "residual_add"} <= kinds
     for rec in records:
         _check_record(rec)
+    widths = {r.path: r.params["out_bits"] for r in records if "out_bits" in r.params}
+    for path, (q, _scale) in values.items():  # every traced value lies in its point's width
+        lo, hi = point_range(path, int_model.bits_at(path))
+        assert lo <= q.min() and q.max() <= hi, path
+    if mixed:
+        assert widths["layers.0.mlp.fc1"] == 4 and widths["layers.0.norm1"] == 6 and widths["head"] == 7
+        assert widths["layers.0.mlp.gelu"] == 6 and widths.get("layers.1.norm1", 8) == 8
+        assert int_model.input_bits == 7 and int_model.blocks[0].gelu.in_bits == 4
     by_path = {r.path: r for r in records}
     # The blocks chain: what one block writes is what the next one reads.
     assert np.array_equal(

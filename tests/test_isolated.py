@@ -39,7 +39,7 @@ def test_only_one_layer_quantized(setup):
     floats = {}
     with __import__("torch").no_grad():
         source.model(x, record=lambda p, t: floats.__setitem__(p, t.detach().double().numpy()))
-    forcer = Forcer(floats, int_model.act_bits, 8)
+    forcer = Forcer(floats, int_model.bits_at)
     tr = Trace(values=True, force=lambda p, q, s: q if p == target else forcer(p, q, s))
     int_model.forward(x.numpy(), trace=tr)
     q, scale = tr.values[target]
@@ -60,5 +60,5 @@ def test_clip_rate_and_range_used(setup):
 
 
 def test_quantize_at_counts_clips():
-    q, clipped = quantize_at(np.array([-3.0, -0.26, 0.25, 0.74, 2.0]), 0.5, *point_range("x", 3, 8))
+    q, clipped = quantize_at(np.array([-3.0, -0.26, 0.25, 0.74, 2.0]), 0.5, *point_range("x", 3))
     assert q.tolist() == [-4, -1, 1, 1, 3] and clipped == 2  # -3/0.5 = -6 < -4 and 2/0.5 = 4 > 3

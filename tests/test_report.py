@@ -96,6 +96,7 @@ def test_md_point_table_matches_result(report, result):
         assert abs(float(cells[3]) - layer["cosine"]) <= 5e-7
         assert abs(float(cells[4]) - layer["max_err_lsb"]) <= 5e-4
         assert abs(float(cells[5]) - layer["mean_err_lsb"]) <= 5e-5
+        assert cells[-1] == str(layer["bits"]) and rows[0][-1] == "bits"
 
 
 def test_md_end_to_end_recomputed(report, result):

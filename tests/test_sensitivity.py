@@ -64,3 +64,30 @@ def test_proposed_recipe_meets_target_through_compare(sens):
     top1_8 = json.loads(res.output)["top1_int"]
     assert top1_8 == pytest.approx(doc["meta"]["baseline_acc"])
     assert 100 * (top1_8 - top1) <= TARGET + 1e-9
+
+
+def test_act_bits_knob(tmp_path):
+    # --knob act_bits: each row narrows only its group's activation points (recipe act_bits)
+    from hwvit import pipeline
+    from hwvit.quant import quantize_model
+    from hwvit.quant.sensitivity import Evaluator
+
+    source = pipeline.load_source("digits")
+    calib = pipeline.calibration_inputs(source, 16)
+    ev = Evaluator(source.model, calib, None, None, knob="act_bits")
+    paths = ev.paths()
+    assert paths[:3] == ["input", "embed", "tokens"] and "logits" in paths and "head" not in paths
+    assert not any(p.endswith((".probs", ".softmax")) for p in paths) and len(paths) == len(set(paths))
+    m = quantize_model(source.model, calib, recipe=ev.recipe(8, {"layers.0.mlp.fc1": 4}))
+    assert {p: b for p, b in m.point_bits.items() if b != 8} == {"layers.0.mlp.fc1": 4}
+    rise = quantize_model(source.model, calib, recipe=ev.recipe(4, {"layers.0.mlp.fc1": 8}))
+    assert rise.bits_at("layers.0.mlp.fc1") == 8 and rise.bits_at("layers.1.add2") == 4
+    out = tmp_path / "s"
+    args = ["sensitivity", "--model", "digits", "--limit", "20", "--calib-images", "16", "--knob", "act_bits"]
+    res = CliRunner().invoke(main, [*args, "--bits", "3", "--groups", "layers.0.*,logits", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "sensitivity.json").read_text())
+    assert doc["meta"]["knob"] == "act_bits" and doc["meta"]["description"].startswith("Activations")
+    rows = {r["group"]: r for r in doc["rows"]}
+    assert rows["logits"]["layers"] == ["logits"] and "layers.0.mlp.fc1" in rows["layers.0.*"]["layers"]
+    assert all(r["d_sqnr_db"] < 0 for r in rows.values())  # 3-bit activations lose logits SQNR

@@ -14,12 +14,13 @@ from hwvit.cli.common import (
     model_options,
     out_option,
     qconfig_options,
+    recipe_option,
     seed_option,
 )
 
 
-def _spec(preset, checkpoint, family, config_path, heads, qconfig, calib_images, seed) -> dict:
-    return {
+def _spec(preset, checkpoint, family, config_path, heads, qconfig, calib_images, seed, recipe=None) -> dict:
+    spec = {
         "preset": preset,
         "checkpoint": checkpoint,
         "family": family,
@@ -29,17 +30,24 @@ def _spec(preset, checkpoint, family, config_path, heads, qconfig, calib_images,
         "calib_images": calib_images,
         "seed": seed,
     }
+    if recipe is not None:  # `core run` rebuilds the model from it
+        spec["recipe"] = {k: v for k, v in recipe.to_dict().items() if k != "source"}
+    return spec
 
 
 @click.command()
 @model_options
 @qconfig_options
+@recipe_option
 @calib_images_option
 @seed_option("Seed of random weights and calibration inputs.")
 @out_option("Output core directory.", required=True)
 @force_option
-def compile(qconfig, calib_images, seed, out_dir, force, **kw):  # noqa: A001 - the command's name
+def compile(qconfig, recipe, calib_images, seed, out_dir, force, **kw):  # noqa: A001 - the command's name
     """Compile the integer model for the RTL core (rtl/vit_core.v): program, memory images, manifest.
+
+    The core's requant saturates every activation to int8: a recipe may set weight widths,
+    per-tensor weights and calibration per layer, but not narrower per-layer activations.
 
     \b
     Example:
@@ -52,7 +60,7 @@ def compile(qconfig, calib_images, seed, out_dir, force, **kw):  # noqa: A001 - 
     preset, checkpoint, family, config_path, heads = (
         kw.get(k) for k in ("preset", "checkpoint", "family", "config_path", "heads")
     )
-    _, _, int_model = build_models(kw, qconfig, calib_images, seed)
+    _, _, int_model = build_models(kw, qconfig, calib_images, seed, recipe=recipe)
     try:
         compiled = compile_model(int_model)
         write_core_dir(
@@ -67,6 +75,7 @@ def compile(qconfig, calib_images, seed, out_dir, force, **kw):  # noqa: A001 - 
                 qconfig,
                 calib_images,
                 seed,
+                recipe,
             ),
             force=force,
         )
@@ -97,10 +106,12 @@ def _int_model(cdir):
     from hwvit.cli.common import build_models
     from hwvit.core.compile import compile_model
     from hwvit.quant import QuantConfig
+    from hwvit.quant.recipe import from_dict
 
     spec = cdir.manifest["model"]
     try:
         qconfig = QuantConfig(**spec["quant"])
+        recipe = from_dict(spec["recipe"]) if spec.get("recipe") is not None else None
         model = {
             "preset": spec["preset"],
             "checkpoint": spec["checkpoint"],
@@ -108,7 +119,7 @@ def _int_model(cdir):
             "config_path": spec["config"],
             "heads": spec.get("heads"),
         }
-        source, _, m = build_models(model, qconfig, int(spec["calib_images"]), int(spec["seed"]))
+        source, _, m = build_models(model, qconfig, int(spec["calib_images"]), int(spec["seed"]), recipe=recipe)
     except (KeyError, TypeError, ValueError) as exc:
         fail(f"{cdir.path}: manifest model entry unusable ({exc})")
     again = compile_model(m)

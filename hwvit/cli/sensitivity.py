@@ -33,14 +33,22 @@ from hwvit.cli.common import (
     type=click.IntRange(2, 8),
     default=4,
     show_default=True,
-    help="The narrow weight width a layer drops to (or rises from, with --rise).",
+    help="The narrow width a unit drops to (or rises from, with --rise).",
+)
+@click.option(
+    "--knob",
+    type=click.Choice(["weight_bits", "act_bits"]),
+    default="weight_bits",
+    show_default=True,
+    help="What narrows: each linear layer's weights, or each activation point's tensor (the "
+    "output of the layer there).",
 )
 @click.option("--rise", is_flag=True, help="Baseline: every layer at --bits; each row raises one group to 8.")
 @click.option(
     "--groups",
     metavar="LIST",
-    help="Comma-separated globs, one row each (default: one row per "
-    "linear layer), e.g. 'layers.*.attn.*,layers.*.mlp.*'.",
+    help="Comma-separated globs, one row each (default: one row per linear layer, or per "
+    "activation point with --knob act_bits), e.g. 'layers.*.attn.*,layers.*.mlp.*'.",
 )
 @click.option(
     "--target-top1-drop",
@@ -54,20 +62,22 @@ from hwvit.cli.common import (
 @seed_option()
 @out_option("Write sensitivity.md, sensitivity.png, sensitivity.json (and recipe.yaml) here.", default="sensitivity")
 @quiet_option("Only the summary line.")
-def sensitivity(calib_images, bits, rise, groups, target, seed, out_dir, quiet, recipe, **kw):
-    """Per layer (or glob group): what top-1 and logits SQNR lose when only it drops to --bits weights.
+def sensitivity(calib_images, bits, knob, rise, groups, target, seed, out_dir, quiet, recipe, **kw):
+    """Per layer (or glob group): what top-1 and logits SQNR lose when only it drops to --bits.
 
     With --rise, what they gain when only it rises to 8 from an all --bits baseline. The knob is
-    each linear layer's weight width (2-8 bits, stored int8: the GEMM and the RTL are unchanged).
+    each linear layer's weight width (2-8 bits, stored int8: the GEMM and the RTL are unchanged)
+    or, with --knob act_bits, each activation point's width (the recipe's act_bits).
 
     \b
     Example:
       hwvit sensitivity --model digits --bits 2 --limit 60 --calib-images 32 \\
         --groups 'embed.*,layers.*.attn.*,layers.*.mlp.*,head' --target-top1-drop 1 --out sens/
       hwvit compare --model digits --recipe sens/recipe.yaml --limit 60 --calib-images 32 -q
+      hwvit sensitivity --model digits --knob act_bits --bits 4 --limit 20 --calib-images 16 \\
+        --groups 'layers.0.*,layers.1.*' --out sens-act/ -q
     """
     from hwvit.quant import sensitivity as sens
-    from hwvit.quant.convert import quantize_model
     from hwvit.report import sensitivity_write
 
     kw.pop("qconfig", None)
@@ -77,8 +87,8 @@ def sensitivity(calib_images, bits, rise, groups, target, seed, out_dir, quiet, 
     source, data = load_data(kw, seed, calib_images)
     describe_data(data, quiet)
     try:
-        ev = sens.Evaluator(source.model, data.calib, data.inputs, data.labels, base=recipe)
-        paths = sens.linear_paths(quantize_model(source.model, data.calib, recipe=recipe, calibration_cache=ev.cache))
+        ev = sens.Evaluator(source.model, data.calib, data.inputs, data.labels, base=recipe, knob=knob)
+        paths = ev.paths()
         units = sens.groups_of(paths, [g.strip() for g in groups.split(",") if g.strip()] if groups else None)
 
         def progress(i: int, n: int, name: str) -> None:
@@ -88,14 +98,16 @@ def sensitivity(calib_images, bits, rise, groups, target, seed, out_dir, quiet, 
         mode = "rise" if rise else "drop"
         base, rows = sens.analyse(ev, units, bits, mode, progress)
         metric = "top-1" if base.top1 is not None else "agreement"
+        noun = "Activations" if knob == "act_bits" else "Weights"
         what = (
-            f"Weights: every group at {bits} bits, one at a time raised to 8."
+            f"{noun}: every group at {bits} bits, one at a time raised to 8."
             if rise
-            else f"Weights: every group at 8 bits, one at a time dropped to {bits}."
+            else f"{noun}: every group at 8 bits, one at a time dropped to {bits}."
         )
         meta = {
             "model": source.name,
             "mode": mode,
+            "knob": knob,
             "bits": bits,
             "metric": metric,
             "description": what,

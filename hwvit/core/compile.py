@@ -175,6 +175,11 @@ def _check_model(m) -> None:
     problems = []
     if m.act_bits != 8:
         problems.append(f"act_bits={m.act_bits}")
+    # the core's requant saturates every result to int8 (no per-instruction clamp): a recipe's
+    # narrower per-layer activations (IntViT.point_bits) cannot run on it
+    narrow = [(p, b) for p, b in getattr(m, "point_bits", {}).items() if b != 8]
+    if narrow:
+        problems.append(f"{narrow[0][1]}-bit activations at {narrow[0][0]} (recipe act_bits)")
     if m.patch_embed.kind != "conv" or cfg.ndim != 2:
         problems.append(f"patch embedding {m.patch_embed.kind!r}")
     if m.pre_head_fc is not None or m.pre_head_norm is not None:

@@ -99,7 +99,7 @@ class DeviceForward:
         self._value(tr, f"{path}.k", k, at.s_k)
         self._value(tr, f"{path}.v", v, at.s_v)
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
-        scores = tk.requant(tk.gemm(qs, ks), at.scores_mult, at.scores_shift, at.act_bits, self.checks).reshape(
+        scores = tk.requant(tk.gemm(qs, ks), at.scores_mult, at.scores_shift, at.scores_bits, self.checks).reshape(
             b, h, n, n
         )
         self._value(tr, f"{path}.scores", scores, at.s_scores)
@@ -107,7 +107,7 @@ class DeviceForward:
         self._value(tr, f"{path}.softmax", probs, at.softmax.s_out)
         self._value(tr, f"{path}.probs", probs, at.softmax.s_out)
         acc = tk.gemm(probs.reshape(b * h, n, n), vs.transpose(1, 2), a_signed=False)
-        ctx = tk.requant(acc, at.ctx_mult, at.ctx_shift, at.act_bits, self.checks)
+        ctx = tk.requant(acc, at.ctx_mult, at.ctx_shift, at.ctx_bits, self.checks)
         ctx = ctx.reshape(b, h, n, hd).transpose(1, 2).reshape(b, n, h * hd)
         self._value(tr, f"{path}.context", ctx, at.s_ctx)
         out = self.linear(at.proj, ctx)
@@ -167,7 +167,7 @@ class DeviceForward:
         else:  # float -> int on the device: the same float64 operations as ops.quantize
             xf = torch.as_tensor(np.asarray(x)).to(self.device)
             self.checks.add(~torch.isfinite(xf).all(), "quantize: input holds NaN or infinity")
-            xq = tk.quantize(xf, m.s_input, m.act_bits)
+            xq = tk.quantize(xf, m.s_input, m.input_bits)
         self._value(tr, "input", xq, m.s_input)
         h = self.patch_embed(m.patch_embed, xq, tr)
         self._value(tr, "embed", h, m.s_embed)

@@ -1,8 +1,9 @@
 """The integer ViT: a bit-accurate forward built only from hwvit.ops kernels.
 
 Shapes: B images, N tokens, D = dim, H heads of hd, F = mlp_dim. Activations are int64 arrays
-holding ACT_BITS-bit values; each carries one real scale, kept beside it in the layer. Every
-layer records its own block records and output value; paths are the float model's record points
+holding values of their point's width (``act_bits``, or a recipe's per-layer width:
+``IntViT.point_bits``); each carries one real scale, kept beside it in the layer. Every layer
+records its own block records and output value; paths are the float model's record points
 (``embed.proj``, ``layers.3.mlp.fc1``, ...). ``hwvit.quant.quantize_model`` builds an IntViT.
 """
 
@@ -37,7 +38,8 @@ class IntAttention:
     ctx_shift: int
     s_ctx: float
     proj: IntLinear
-    act_bits: int
+    scores_bits: int  # width of the Q.K^T requant (the softmax input)
+    ctx_bits: int  # width of the P.V requant (the context)
 
     def _tag(self, path: str, b: int, i: int) -> str:
         """Record path of batch-head index i: layers.0.attn.h3 (one image) or ...img1.h3."""
@@ -61,7 +63,7 @@ class IntAttention:
         # All heads (and images) in one batched GEMM call each; one record per head for the RTL.
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
         acc = ops.gemm(qs, ks, None, a_signed=True)  # (B*H, N, N)
-        scores = ops.requant(acc, self.scores_mult, self.scores_shift, self.act_bits)
+        scores = ops.requant(acc, self.scores_mult, self.scores_shift, self.scores_bits)
         if tr.keep_records:
             for i in range(b * h):
                 record_gemm(
@@ -74,7 +76,7 @@ class IntAttention:
                     self.scores_shift,
                     acc[i],
                     scores[i],
-                    self.act_bits,
+                    self.scores_bits,
                     True,
                     (self.s_q, self.s_scores),
                 )
@@ -85,7 +87,7 @@ class IntAttention:
         ps = probs.reshape(b * h, n, n)
         vt = vs.transpose(0, 2, 1)  # (B*H, hd, N): V^T, the GEMM's weight rows
         acc = ops.gemm(ps, vt, None, a_signed=False)  # (B*H, N, hd)
-        ctx = ops.requant(acc, self.ctx_mult, self.ctx_shift, self.act_bits)
+        ctx = ops.requant(acc, self.ctx_mult, self.ctx_shift, self.ctx_bits)
         if tr.keep_records:
             for i in range(b * h):
                 record_gemm(
@@ -98,7 +100,7 @@ class IntAttention:
                     self.ctx_shift,
                     acc[i],
                     ctx[i],
-                    self.act_bits,
+                    self.ctx_bits,
                     False,
                     (self.softmax.s_out, self.s_ctx),
                 )
@@ -167,7 +169,7 @@ class IntViT:
     """Integer-only ViT. ``forward`` takes float inputs (quantized at the boundary) or int inputs."""
 
     config: object  # hwvit.float.config.ViTConfig
-    act_bits: int
+    act_bits: int  # the default activation width (a recipe may set others: point_bits)
     s_input: float
     patch_embed: IntPatchEmbed
     s_embed: float  # scale of the patch embedding output and of the cls token
@@ -182,7 +184,16 @@ class IntViT:
     pre_head_norm: IntLayerNorm | None
     head: IntLinear | None
     ranges: dict[str, float] = field(default_factory=dict)
+    point_bits: dict[str, int] = field(default_factory=dict)  # point path -> width (recipe act_bits)
     meta: dict = field(default_factory=dict)
+
+    def bits_at(self, path: str) -> int:
+        """Width of the integer tensor at a traced point (unsigned for probabilities)."""
+        return self.point_bits.get(path, self.act_bits)
+
+    @property
+    def input_bits(self) -> int:
+        return self.bits_at("input")
 
     @property
     def s_tokens(self) -> float:
@@ -198,7 +209,7 @@ class IntViT:
         return self.pool.s_out if self.pool is not None else self.s_tokens
 
     def quantize_input(self, x) -> np.ndarray:
-        return ops.quantize(x, self.s_input, self.act_bits)
+        return ops.quantize(x, self.s_input, self.input_bits)
 
     @property
     def s_features(self) -> float:

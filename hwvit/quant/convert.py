@@ -35,13 +35,31 @@ def _np(t) -> np.ndarray | None:
     return None if t is None else t.detach().double().numpy()
 
 
-class _Scales:
-    """``r[path]`` calibration ranges -> per-tensor scales at ``bits``; the recipe's per-layer choices."""
+def act_names(model, point: str) -> tuple[str, ...]:
+    """The names an ``act_bits`` glob may use for the activation at ``point``: the point itself and
+    the path of the layer producing it where that differs (docs/recipes.md)."""
+    if point == "logits":
+        return ("logits", "head")
+    if point == "tokens":
+        return ("tokens", "pos_add")
+    if point == "embed" and model.cfg.embed == "conv":
+        return ("embed", "embed.proj")
+    parts = point.split(".")
+    if len(parts) == 4 and parts[0] == "layers" and parts[2] == "attn" and parts[3] in ("q", "k", "v", "qkv"):
+        attn = model.layers[int(parts[1])].attn
+        if getattr(attn, "qkv", None) is not None:  # one fused output tensor, one width
+            return tuple(f"layers.{parts[1]}.attn.{n}" for n in ("qkv", "q", "k", "v"))
+    return (point,)
 
-    def __init__(self, ranges: dict[str, float], bits: int, recipe: Recipe | None = None):
-        self.ranges, self.bits = ranges, bits
+
+class _Scales:
+    """``r[path]`` calibration ranges -> per-tensor scales at each point's width; the recipe's per-layer choices."""
+
+    def __init__(self, model, ranges: dict[str, float], bits: int, recipe: Recipe | None = None):
+        self.model, self.ranges, self.bits = model, ranges, bits
         self.recipe = recipe or plain()
         self.used: set[str] = set()  # recipe globs that matched a layer
+        self.widths: dict[str, int] = {}  # point (and alias) -> activation width, for IntViT.point_bits
 
     def weight(self, path: str) -> tuple[int, bool]:
         self.used |= self.recipe.matches(path, ("weight_bits", "weights"))
@@ -51,8 +69,19 @@ class _Scales:
         self.used |= self.recipe.matches(path, ("softmax_bits", "exp_entries"))
         return self.recipe.softmax(path)
 
-    def __call__(self, path: str) -> float:
-        return scale_of(self.ranges[path], self.bits)
+    def act(self, point: str) -> int:
+        """Width of the activation at ``point`` (recipe ``act_bits``), remembered for the model."""
+        names = act_names(self.model, point)
+        bits, used = self.recipe.act(names)
+        self.used |= used
+        for n in names:
+            self.widths[n] = bits
+        return bits
+
+    def point(self, path: str, absmax: float | None = None) -> tuple[float, int]:
+        """(scale, width) of the activation at ``path``; ``absmax`` replaces its calibrated range."""
+        bits = self.act(path)
+        return scale_of(self.ranges[path] if absmax is None else absmax, bits), bits
 
 
 @dataclass(kw_only=True)
@@ -75,34 +104,35 @@ def _linear(module, s_in: float, s_out: float, bits: int, scale: _Scales, path: 
 
 def build_embed(model, s_input: float, scale: _Scales) -> Embed:
     """Patch embedding, cls token and position table (added once, or before every block: ECG)."""
-    cfg, bits, pe = model.cfg, scale.bits, model.patch_embed
+    cfg, pe = model.cfg, model.patch_embed
     cls_abs = float(model.cls_token.detach().abs().max()) if model.cls_token is not None else 0.0
-    s_embed = scale_of(max(scale.ranges["embed"], cls_abs), bits)
+    s_embed, b_embed = scale.point("embed", max(scale.ranges["embed"], cls_abs))
     kind = cfg.embed
     if kind == "conv":
-        proj = _linear(pe.proj, s_input, s_embed, bits, scale, "embed.proj")
+        proj = _linear(pe.proj, s_input, s_embed, b_embed, scale, "embed.proj")
         patch_embed = IntPatchEmbed(kind=kind, patch_size=cfg.patch_size, proj=proj)
     elif kind == "simple":
-        s_ni, s_pr = scale("embed.norm_in"), scale("embed.proj")
+        (s_ni, b_ni), (s_pr, b_pr) = scale.point("embed.norm_in"), scale.point("embed.proj")
         patch_embed = IntPatchEmbed(
             kind=kind,
             patch_size=cfg.patch_size,
-            proj=_linear(pe.proj, s_ni, s_pr, bits, scale, "embed.proj"),
-            norm_in=int_layernorm(pe.norm_in, s_input, s_ni, bits),
-            norm_out=int_layernorm(pe.norm_out, s_pr, s_embed, bits),
+            proj=_linear(pe.proj, s_ni, s_pr, b_pr, scale, "embed.proj"),
+            norm_in=int_layernorm(pe.norm_in, s_input, s_ni, b_ni),
+            norm_out=int_layernorm(pe.norm_out, s_pr, s_embed, b_embed),
         )
     elif kind == "linear1d":
-        s_pr, s_no = scale("embed.proj"), scale("embed.norm_out")
+        (s_pr, b_pr), (s_no, b_no) = scale.point("embed.proj"), scale.point("embed.norm_out")
         patch_embed = IntPatchEmbed(
             kind=kind,
             patch_size=cfg.patch_size,
-            proj=_linear(pe.proj, s_input, s_pr, bits, scale, "embed.proj"),
-            norm_out=int_layernorm(pe.norm_out, s_pr, s_no, bits),
-            gelu=int_gelu(s_no, s_embed, bits),
+            proj=_linear(pe.proj, s_input, s_pr, b_pr, scale, "embed.proj"),
+            norm_out=int_layernorm(pe.norm_out, s_pr, s_no, b_no),
+            gelu=int_gelu(s_no, s_embed, b_embed, in_bits=b_no),
         )
     else:
         raise ValueError(f"unknown patch embedding {kind!r}")
-    cls_q = ops.quantize(_np(model.cls_token).reshape(-1), s_embed, bits) if model.cls_token is not None else None
+    # the cls token is concatenated with the patch tokens: one tensor, one scale and width
+    cls_q = ops.quantize(_np(model.cls_token).reshape(-1), s_embed, b_embed) if model.cls_token is not None else None
     if model.pos_embed is None:
         return Embed(
             patch_embed=patch_embed,
@@ -114,46 +144,48 @@ def build_embed(model, s_input: float, scale: _Scales) -> Embed:
             s_tokens=s_embed,
         )
     pos = _np(model.pos_embed)[0]
-    s_pos = scale_of(np.abs(pos).max(), bits)
-    s_tokens = scale("tokens")
+    s_pos = scale_of(np.abs(pos).max(), scale.bits)  # a parameter table: the default width
+    s_tokens, b_tokens = scale.point("tokens")
     return Embed(
         patch_embed=patch_embed,
         s_embed=s_embed,
         cls_q=cls_q,
-        pos_q=ops.quantize(pos, s_pos, bits),
+        pos_q=ops.quantize(pos, s_pos, scale.bits),
         s_pos=s_pos,
-        pos_add=int_residual(s_embed, s_pos, s_tokens, bits),
+        pos_add=int_residual(s_embed, s_pos, s_tokens, b_tokens),
         s_tokens=s_tokens,
     )
 
 
 def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, dim: int) -> IntAttention:
     """Attention at path ``p``: projections, Q.K^T and P.V requants, softmax."""
-    bits = qc.act_bits
     h, hd = attn.heads, attn.head_dim
     if getattr(attn, "qkv", None) is not None:
         r = scale.ranges
-        s_qkv = scale_of(max(r[f"{p}.q"], r[f"{p}.k"], r[f"{p}.v"]), bits)
-        qkv = _linear(attn.qkv, s_in, s_qkv, bits, scale, f"{p}.qkv")
+        s_qkv, b_qkv = scale.point(f"{p}.qkv", max(r[f"{p}.q"], r[f"{p}.k"], r[f"{p}.v"]))
+        qkv = _linear(attn.qkv, s_in, s_qkv, b_qkv, scale, f"{p}.qkv")
         lin_q = lin_k = lin_v = None
         s_q = s_k = s_v = s_qkv
     else:
         qkv = None
-        s_q, s_k, s_v = (scale(f"{p}.{n}") for n in "qkv")
+        (s_q, b_q), (s_k, b_k), (s_v, b_v) = (scale.point(f"{p}.{n}") for n in "qkv")
         lin_q, lin_k, lin_v = (
-            _linear(m, s_in, s, bits, scale, f"{p}.{n}")
-            for n, m, s in (("q", attn.q, s_q), ("k", attn.k, s_k), ("v", attn.v, s_v))
+            _linear(m, s_in, s, b, scale, f"{p}.{n}")
+            for n, m, s, b in (("q", attn.q, s_q, b_q), ("k", attn.k, s_k, b_k), ("v", attn.v, s_v, b_v))
         )
     post = attn.scale_mode == "post_softmax_sqrt_dim"  # the ECG model divides the probabilities instead
     alpha = 1.0 if post else 1.0 / math.sqrt(hd)
     beta = 1.0 / math.sqrt(dim) if post else 1.0
-    s_scores = scale(f"{p}.scores")
+    s_scores, b_scores = scale.point(f"{p}.scores")
     sm, ss = multiplier(s_q * s_k * alpha / s_scores)
     sm_bits, entries = scale.softmax(f"{p}.softmax")
-    softmax = int_softmax(s_scores, bits, sm_bits, qc.exp, entries)
-    s_ctx = scale(f"{p}.context")
+    for name in ("softmax", "probs"):  # unsigned probabilities: their width is softmax_bits
+        scale.widths[f"{p}.{name}"] = sm_bits
+    softmax = int_softmax(s_scores, b_scores, sm_bits, qc.exp, entries)
+    s_ctx, b_ctx = scale.point(f"{p}.context")
     cm, cs = multiplier(softmax.s_out * s_v * beta / s_ctx)
-    proj = _linear(attn.proj, s_ctx, scale(f"{p}.proj"), bits, scale, f"{p}.proj")
+    s_proj, b_proj = scale.point(f"{p}.proj")
+    proj = _linear(attn.proj, s_ctx, s_proj, b_proj, scale, f"{p}.proj")
     return IntAttention(
         heads=h,
         head_dim=hd,
@@ -172,21 +204,23 @@ def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, 
         ctx_shift=cs,
         s_ctx=s_ctx,
         proj=proj,
-        act_bits=bits,
+        scores_bits=b_scores,
+        ctx_bits=b_ctx,
     )
 
 
 def build_block(blk, i: int, s_x: float, scale: _Scales, qc: QuantConfig, dim: int) -> IntBlock:
     """Block ``layers.i`` with input scale ``s_x``: x + attn(norm1(x)), then + mlp(norm2(x))."""
-    bits, p = qc.act_bits, f"layers.{i}"
-    norm1 = int_layernorm(blk.norm1, s_x, scale(f"{p}.norm1"), bits)
+    p = f"layers.{i}"
+    norm1 = int_layernorm(blk.norm1, s_x, *scale.point(f"{p}.norm1"))
     attn = build_attention(blk.attn, f"{p}.attn", norm1.s_out, scale, qc, dim)
-    add1 = int_residual(s_x, attn.proj.s_out, scale(f"{p}.add1"), bits)
-    norm2 = int_layernorm(blk.norm2, add1.s_out, scale(f"{p}.norm2"), bits)
-    fc1 = _linear(blk.mlp.fc1, norm2.s_out, scale(f"{p}.mlp.fc1"), bits, scale, f"{p}.mlp.fc1")
-    gelu = int_gelu(fc1.s_out, scale(f"{p}.mlp.gelu"), bits)
-    fc2 = _linear(blk.mlp.fc2, gelu.s_out, scale(f"{p}.mlp.fc2"), bits, scale, f"{p}.mlp.fc2")
-    add2 = int_residual(add1.s_out, fc2.s_out, scale(f"{p}.add2"), bits)
+    add1 = int_residual(s_x, attn.proj.s_out, *scale.point(f"{p}.add1"))
+    norm2 = int_layernorm(blk.norm2, add1.s_out, *scale.point(f"{p}.norm2"))
+    fc1 = _linear(blk.mlp.fc1, norm2.s_out, *scale.point(f"{p}.mlp.fc1"), scale, f"{p}.mlp.fc1")
+    # the GELU table is indexed by fc1's output: its domain is fc1's width (2^bits entries)
+    gelu = int_gelu(fc1.s_out, *scale.point(f"{p}.mlp.gelu"), in_bits=fc1.out_bits)
+    fc2 = _linear(blk.mlp.fc2, gelu.s_out, *scale.point(f"{p}.mlp.fc2"), scale, f"{p}.mlp.fc2")
+    add2 = int_residual(add1.s_out, fc2.s_out, *scale.point(f"{p}.add2"))
     return IntBlock(norm1=norm1, attn=attn, add1=add1, norm2=norm2, fc1=fc1, gelu=gelu, fc2=fc2, add2=add2)
 
 
@@ -201,26 +235,29 @@ class Head:
     head: IntLinear | None
 
 
-def build_head(model, s_x: float, scale: _Scales) -> Head:
+def build_head(model, s_x: float, scale: _Scales, x_bits: int) -> Head:
     """Final norm, pooling (cls token or mean over all T tokens), ECG's pre-head, classifier."""
-    cfg, bits = model.cfg, scale.bits
+    cfg = model.cfg
     norm = None
     if model.norm is not None:
-        norm = int_layernorm(model.norm, s_x, scale("norm"), bits)
-        s_x = norm.s_out
+        norm = int_layernorm(model.norm, s_x, *scale.point("norm"))
+        s_x, x_bits = norm.s_out, norm.out_bits
     pool = None
-    if cfg.pool != "cls":  # mean over all T tokens (the cls slot included, as the float model does)
-        pool = int_pool(s_x, scale("pool"), cfg.num_tokens, bits)
+    if cfg.pool == "cls":  # a selection, no arithmetic: the cls token keeps its width
+        scale.widths["pool"] = x_bits
+    else:  # mean over all T tokens (the cls slot included, as the float model does)
+        s_pool, b_pool = scale.point("pool")
+        pool = int_pool(s_x, s_pool, cfg.num_tokens, b_pool)
         s_x = pool.s_out
     pre_fc = pre_norm = None
     ph = model.pre_head
     if ph is not None:
         if ph.fc is not None:
-            pre_fc = _linear(ph.fc, s_x, scale("pre_head.fc"), bits, scale, "pre_head.fc")
+            pre_fc = _linear(ph.fc, s_x, *scale.point("pre_head.fc"), scale, "pre_head.fc")
             s_x = pre_fc.s_out
-        pre_norm = int_layernorm(ph.norm, s_x, scale("pre_head.norm"), bits)
+        pre_norm = int_layernorm(ph.norm, s_x, *scale.point("pre_head.norm"))
         s_x = pre_norm.s_out
-    head = _linear(model.head, s_x, scale("logits"), bits, scale, "head") if model.head is not None else None
+    head = _linear(model.head, s_x, *scale.point("logits"), scale, "head") if model.head is not None else None
     return Head(norm=norm, pool=pool, pre_head_fc=pre_fc, pre_head_norm=pre_norm, head=head)
 
 
@@ -229,24 +266,25 @@ def _calibrate(
 ) -> tuple[dict[str, float], dict[str, str], set[str]]:
     """Ranges per point by the recipe's method for it: one calibration pass per method used.
 
-    ``runs`` (method, percentile, act_bits) -> ranges: a cache the caller may keep across models of
-    the same float model and calibration data (hwvit.quant.sensitivity builds dozens).
+    ``runs`` (method, percentile, bits) -> ranges: a cache the caller may keep across models of
+    the same float model and calibration data (hwvit.quant.sensitivity builds dozens). The MSE and
+    entropy searches depend on the point's width (recipe ``act_bits``); min/max and percentile do not.
     """
     qc = recipe.base
     runs = {} if runs is None else runs
 
-    def ranges_for(how: tuple[str, float]) -> dict[str, float]:
-        key = (*how, qc.act_bits)
+    def ranges_for(how: tuple[str, float], bits: int) -> dict[str, float]:
+        key = (*how, bits if how[0] in ("mse", "entropy") else None)
         if key not in runs:
-            runs[key] = calibrate(model, calib_inputs, how[0], how[1], bits=qc.act_bits)
+            runs[key] = calibrate(model, calib_inputs, how[0], how[1], bits=bits)
         return runs[key]
 
     default = (qc.calibration, qc.percentile)
     ranges, methods, used = {}, {}, set()
-    for path in ranges_for(default):
+    for path in ranges_for(default, qc.act_bits):
         how = recipe.calibration(path)
         used |= recipe.matches(path, ("calibration", "percentile"))
-        ranges[path] = ranges_for(how)[path]
+        ranges[path] = ranges_for(how, recipe.act(act_names(model, path))[0])[path]
         methods[path] = how[0] if how[0] != "percentile" else f"percentile {how[1]:g}"
     return ranges, methods, used
 
@@ -270,25 +308,26 @@ def quantize_model(
             raise ValueError(f"weight {name} contains NaN or Inf")
     r, methods, used = _calibrate(model, calib_inputs, recipe, calibration_cache)
     cfg, bits = model.cfg, qc.act_bits
-    scale = _Scales(r, bits, recipe)
-    s_input = scale("input")
+    scale = _Scales(model, r, bits, recipe)
+    s_input, _ = scale.point("input")
     embed = build_embed(model, s_input, scale)
     blocks, layer_pos_adds = [], []
     s_x = embed.s_tokens
+    x_bits = embed.pos_add.out_bits if embed.pos_add is not None else scale.widths["embed"]
     for i, blk in enumerate(model.layers):
         pos_add = None
         if cfg.pos_every_layer and i > 0:  # ECG: the position table is added before every block
-            pos_add = int_residual(s_x, embed.s_pos, scale(f"layers.{i}.pos_add"), bits)
+            pos_add = int_residual(s_x, embed.s_pos, *scale.point(f"layers.{i}.pos_add"))
             s_x = pos_add.s_out
         layer_pos_adds.append(pos_add)
         blocks.append(build_block(blk, i, s_x, scale, qc, cfg.dim))
-        s_x = blocks[-1].add2.s_out
-    head = build_head(model, s_x, scale)
+        s_x, x_bits = blocks[-1].add2.s_out, blocks[-1].add2.out_bits
+    head = build_head(model, s_x, scale, x_bits)
     unmatched = [g for g, _ in recipe.layers if g not in scale.used | used]
     if unmatched:
         raise ValueError(
             f"recipe: layers glob {unmatched[0]!r} matches no layer of this model "
-            f"(paths look like layers.0.mlp.fc1, layers.0.attn.softmax, head)"
+            f"(paths look like layers.0.mlp.fc1, layers.0.attn.softmax, head; act_bits: layers.0.attn.scores)"
         )
     meta = {"quant": qc.to_dict(), "calibration": methods}
     if not recipe.is_plain():
@@ -310,5 +349,6 @@ def quantize_model(
         pre_head_norm=head.pre_head_norm,
         head=head.head,
         ranges=r,
+        point_bits=dict(scale.widths),
         meta=meta,
     )

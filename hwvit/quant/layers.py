@@ -87,11 +87,13 @@ def int_layernorm(ln, s_in: float, s_out: float, out_bits: int) -> IntLayerNorm:
     )
 
 
-def int_gelu(s_in: float, s_out: float, bits: int) -> IntGelu:
+def int_gelu(s_in: float, s_out: float, out_bits: int, in_bits: int | None = None) -> IntGelu:
+    """``in_bits`` (default ``out_bits``): the width of the producer's output, which indexes the table."""
+    in_bits = out_bits if in_bits is None else in_bits
     return IntGelu(
-        table=np.asarray(qp.gelu_table(s_in, s_out, bits, bits), np.int64),
-        in_bits=bits,
-        out_bits=bits,
+        table=np.asarray(qp.gelu_table(s_in, s_out, in_bits, out_bits), np.int64),
+        in_bits=in_bits,
+        out_bits=out_bits,
         s_in=s_in,
         s_out=s_out,
     )

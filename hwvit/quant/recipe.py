@@ -9,15 +9,18 @@ A recipe is a YAML file::
       calibration: minmax        # minmax, percentile, mse, entropy
     layers:                      # glob over layer paths; later entries win
       "layers.*.mlp.fc1": {weight_bits: 4}
+      "layers.3.mlp.gelu": {act_bits: 6}   # that layer's output activations: 6 bits in int8
       "layers.0.attn.softmax": {softmax_bits: 6, exp_entries: 128}
       "layers.2.*": {calibration: mse}
 
 Paths: weight keys match a linear layer's path (``embed.proj``, ``layers.0.attn.qkv`` or
 ``.q``/``.k``/``.v``, ``layers.0.attn.proj``, ``layers.0.mlp.fc1``, ``pre_head.fc``, ``head``);
 ``calibration``/``percentile`` match an activation point (``layers.0.attn.scores``, ``logits``,
-...); ``softmax_bits``/``exp_entries`` match ``layers.<i>.attn.softmax``. The activation width is
-one for the whole model (only in ``default``). Every glob must match something, so a typo is an
-error rather than a silent no-op.
+...); ``softmax_bits``/``exp_entries`` match ``layers.<i>.attn.softmax``. ``act_bits`` matches an
+activation point and sets the width of the tensor the layer there produces (its requant saturates
+to that width; the tensor stays int8 for its consumers); a linear layer's path names its output
+too (``head`` = ``logits``; a fused ``qkv`` = its ``q``, ``k``, ``v``). docs/recipes.md states
+every rule. Every glob must match something, so a typo is an error rather than a silent no-op.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from hwvit.quant.config import QuantConfig
 
 WEIGHT_BITS = (2, INT8.bits)  # weights are stored int8: narrower widths use part of that range
 WEIGHT_MODES = ("per_channel", "per_tensor")
-LAYER_KEYS = ("weight_bits", "weights", "calibration", "percentile", "softmax_bits", "exp_entries")
+ACT_BITS = (OUT_BITS[0], INT8.bits)  # the requant saturates to >= 2 bits; GEMM operands are int8
+LAYER_KEYS = ("act_bits", "weight_bits", "weights", "calibration", "percentile", "softmax_bits", "exp_entries")
 DEFAULT_KEYS = tuple(f.name for f in fields(QuantConfig)) + ("weight_bits", "weights")
 
 
@@ -48,20 +52,13 @@ class Recipe:
 
     def __post_init__(self) -> None:
         _check_weight(self.weight_bits, self.weights, "default")
-        if not OUT_BITS[0] <= self.base.act_bits <= min(OUT_BITS[1], INT8.bits):
-            raise ValueError(
-                f"default: act_bits {self.base.act_bits} unsupported; the RTL GEMM takes "
-                f"[{OUT_BITS[0]}, {INT8.bits}]-bit activations"
-            )
+        _check_act(self.base.act_bits, "default")
         for glob, over in self.layers:
             unknown = sorted(set(over) - set(LAYER_KEYS))
             if unknown:
-                extra = (
-                    " (the activation width is one for the whole model: set it in default)"
-                    if "act_bits" in unknown
-                    else ""
-                )
-                raise ValueError(f"layers.{glob!r}: unknown key {unknown[0]!r}; known: {', '.join(LAYER_KEYS)}{extra}")
+                raise ValueError(f"layers.{glob!r}: unknown key {unknown[0]!r}; known: {', '.join(LAYER_KEYS)}")
+            if "act_bits" in over:
+                _check_act(over["act_bits"], f"layers.{glob!r}")
             _check_weight(
                 over.get("weight_bits", self.weight_bits), over.get("weights", self.weights), f"layers.{glob!r}"
             )
@@ -75,6 +72,17 @@ class Recipe:
 
     def matches(self, path: str, keys: tuple[str, ...]) -> set[str]:
         return {g for g, over in self.layers if set(over) & set(keys) and fnmatch.fnmatchcase(path, g)}
+
+    def act(self, names: tuple[str, ...]) -> tuple[int, set[str]]:
+        """Width of the activation known by ``names`` (a point and its layer's path): the last
+        ``act_bits`` entry in file order whose glob matches any of them, else the default; and the
+        globs that matched."""
+        bits, used = self.base.act_bits, set()
+        for glob, over in self.layers:
+            if "act_bits" in over and any(fnmatch.fnmatchcase(n, glob) for n in names):
+                bits = over["act_bits"]
+                used.add(glob)
+        return bits, used
 
     def weight(self, path: str) -> tuple[int, bool]:
         """(weight bits, per_tensor) of the linear layer at ``path``."""
@@ -99,6 +107,14 @@ class Recipe:
     def is_plain(self) -> bool:
         """True when the recipe is the plain int8 design with no overrides."""
         return not self.layers and self.weight_bits == 8 and self.weights == "per_channel"
+
+
+def _check_act(bits: Any, where: str) -> None:
+    lo, hi = ACT_BITS
+    if isinstance(bits, bool) or not isinstance(bits, int) or not lo <= bits <= hi:
+        raise ValueError(
+            f"{where}: act_bits {bits!r} unsupported; the RTL requant and GEMM take [{lo}, {hi}]-bit activations"
+        )
 
 
 def _check_weight(bits: Any, mode: Any, where: str) -> None:

@@ -1,10 +1,11 @@
 """Per-layer precision sensitivity and a mixed-precision proposal (``hwvit sensitivity``).
 
-The per-layer knob is the weight width of each linear layer (the activation width is one for the
-whole model; see hwvit.quant.recipe). ``drop`` mode: every layer at 8 bits except one at ``bits``;
-``rise`` mode: every layer at ``bits`` except one at 8. Each configuration is quantized (the
-calibration is shared: activation ranges come from the float model and do not depend on weights)
-and compared with the float model on the same images.
+The per-layer knob (``Evaluator.knob``) is the weight width of each linear layer (``weight_bits``)
+or the width of each activation point's tensor (``act_bits``: the output of the layer there; see
+hwvit.quant.recipe). ``drop`` mode: every unit at 8 bits except one at ``bits``; ``rise`` mode:
+every unit at ``bits`` except one at 8. Each configuration is quantized (the calibration is
+shared: min/max and percentile ranges come from the float model alone; MSE and entropy searches
+are cached per width) and compared with the float model on the same images.
 
 ``propose`` widens layers in order of their drop-mode sensitivity (largest top-1 loss, then
 largest SQNR loss, first) until the top-1 drop against the all-8-bit model is within the target:
@@ -17,8 +18,10 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from hwvit.quant.convert import quantize_model
+from hwvit.quant.convert import act_names, quantize_model
 from hwvit.quant.recipe import Recipe, plain
+
+KNOBS = ("weight_bits", "act_bits")
 
 
 def linear_paths(int_model) -> list[str]:
@@ -47,20 +50,54 @@ class Score:
         return self.top1 if self.top1 is not None else self.agreement
 
 
+def act_paths(model, int_model) -> list[str]:
+    """The integer model's activation points with a recipe width, in forward order, one name per
+    tensor (``logits``, not also ``head``; a fused ``qkv``, not also its ``q``/``k``/``v``); softmax
+    probabilities are left out (their width is ``softmax_bits``), and so is ``pool`` when it
+    selects the cls token (no arithmetic, no width of its own)."""
+    out, seen = [], set()
+    for p in int_model.point_bits:
+        if p in seen or p.endswith((".probs", ".softmax")) or (p == "pool" and int_model.pool is None):
+            continue
+        names = act_names(model, p)
+        seen |= {p, *names}
+        out.append(names[0])
+    return out
+
+
 class Evaluator:
     """Quantize with a recipe and compare on fixed data; calibration shared across recipes."""
 
-    def __init__(self, model, calib, inputs, labels, base: Recipe | None = None, batch_size: int | None = None):
+    def __init__(
+        self,
+        model,
+        calib,
+        inputs,
+        labels,
+        base: Recipe | None = None,
+        batch_size: int | None = None,
+        knob: str = "weight_bits",
+    ):
+        if knob not in KNOBS:
+            raise ValueError(f"knob must be one of {', '.join(KNOBS)}, got {knob!r}")
         self.model, self.calib, self.inputs, self.labels = model, calib, inputs, labels
         self.base = base or plain()
         self.batch_size = batch_size
+        self.knob = knob
         self.cache: dict = {}
         self.runs = 0
 
     def recipe(self, default_bits: int, wide: dict[str, int]) -> Recipe:
-        """The base recipe with every linear layer at ``default_bits`` and ``wide`` (glob -> bits) on top."""
-        layers = tuple((g, {"weight_bits": b}) for g, b in wide.items())
-        return replace(self.base, weight_bits=default_bits, layers=self.base.layers + layers)
+        """The base recipe with every unit of the knob at ``default_bits`` and ``wide`` (glob -> bits) on top."""
+        layers = self.base.layers + tuple((g, {self.knob: b}) for g, b in wide.items())
+        if self.knob == "act_bits":
+            return replace(self.base, base=replace(self.base.base, act_bits=default_bits), layers=layers)
+        return replace(self.base, weight_bits=default_bits, layers=layers)
+
+    def paths(self) -> list[str]:
+        """The knob's units: linear layers (weight_bits) or activation points (act_bits)."""
+        int_model = quantize_model(self.model, self.calib, recipe=self.base, calibration_cache=self.cache)
+        return act_paths(self.model, int_model) if self.knob == "act_bits" else linear_paths(int_model)
 
     def __call__(self, recipe: Recipe) -> Score:
         from hwvit.report.compare import compare
@@ -79,7 +116,7 @@ def groups_of(paths: list[str], globs: list[str] | None) -> dict[str, list[str]]
     for g in globs:
         members = [p for p in paths if fnmatch.fnmatchcase(p, g)]
         if not members:
-            raise ValueError(f"group {g!r} matches no linear layer (they are: {', '.join(paths[:6])}, ...)")
+            raise ValueError(f"group {g!r} matches no unit of the knob (they are: {', '.join(paths[:6])}, ...)")
         out[g] = members
     return out
 

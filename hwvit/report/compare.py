@@ -152,7 +152,8 @@ def compare(
     Dask client) runs the batches on its workers; the driver merges their sums in batch order, so the
     result equals the local one to the last digit.
 
-    Each point's row also holds ``clip_rate``, ``range_used``, ``scale`` and, with ``isolated``
+    Each point's row also holds its integer width ``bits`` (``IntViT.bits_at``: a recipe may set it
+    per layer), ``clip_rate``, ``range_used``, ``scale`` and, with ``isolated``
     (a second, forced integer forward on the CPU: hwvit.report.isolate), ``isolated_sqnr_db``,
     ``isolated_max_err_lsb``, ``isolated_mean_err_lsb``: the error that point's layer adds by itself.
     """
@@ -205,7 +206,7 @@ def compare(
         top1_f, top1_i = float((pf == labels).mean()), float((pi == labels).mean())
     layers = []
     for path in order:
-        row = {"path": path, "shape": list(accs[path].shape), **accs[path].result()}
+        row = {"path": path, "shape": list(accs[path].shape), "bits": int_model.bits_at(path), **accs[path].result()}
         if path in iso:
             r = iso[path].result()
             row.update({f"isolated_{k}": r[k] for k in ("sqnr_db", "max_err_lsb", "mean_err_lsb")})
@@ -240,8 +241,6 @@ def _int_forward(int_model: IntViT, device: str):
 def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, isolated: bool = True):
     """Float and integer forward of one batch: (float logits, dequantized int logits, {path: _Acc},
     {path: isolated _Acc})."""
-    act_bits = int_model.act_bits
-    sm_bits = int(dict(int_model.meta.get("quant", {})).get("softmax_bits", 8))
     floats: dict[str, np.ndarray] = {}
 
     def record(path: str, tensor: torch.Tensor) -> None:
@@ -255,12 +254,12 @@ def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, 
     for path, (q, scale) in tr.values.items():
         if path not in floats:
             continue
-        acc = accs[path] = _Acc(scale, point_range(path, act_bits, sm_bits))
+        acc = accs[path] = _Acc(scale, point_range(path, int_model.bits_at(path)))
         acc.shape = tuple(q.shape[1:])
         acc.add(floats[path], q)
     iso: dict[str, _Acc] = {}
     if isolated:
-        forced = Trace(values=True, force=Forcer(floats, act_bits, sm_bits))
+        forced = Trace(values=True, force=Forcer(floats, int_model.bits_at))
         int_model.forward(x.numpy(), trace=forced)
         for path, (q, scale) in forced.values.items():
             if path in accs and floats[path].size == q.size:

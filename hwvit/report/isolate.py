@@ -8,14 +8,17 @@ scale (``Forcer``), so each layer's inputs carry only their own rounding and cli
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
-def point_range(path: str, act_bits: int, softmax_bits: int) -> tuple[int, int]:
-    """Integer range ``(lo, hi)`` of a traced point: softmax probabilities are unsigned."""
+def point_range(path: str, bits: int) -> tuple[int, int]:
+    """Integer range ``(lo, hi)`` of a traced point ``bits`` wide (``IntViT.bits_at``): softmax
+    probabilities are unsigned, every other point is two's complement."""
     if path.endswith(".probs") or path.endswith(".softmax"):
-        return 0, (1 << softmax_bits) - 1
-    half = 1 << (act_bits - 1)
+        return 0, (1 << bits) - 1
+    half = 1 << (bits - 1)
     return -half, half - 1
 
 
@@ -28,14 +31,15 @@ def quantize_at(x: np.ndarray, scale: float, lo: int, hi: int) -> tuple[np.ndarr
 
 
 class Forcer:
-    """``Trace(force=...)`` callback: the float value of ``floats[path]``, quantized, replaces ``q``."""
+    """``Trace(force=...)`` callback: the float value of ``floats[path]``, quantized at the point's
+    scale and width (``bits_at``: path -> bits, e.g. ``IntViT.bits_at``), replaces ``q``."""
 
-    def __init__(self, floats: dict[str, np.ndarray], act_bits: int, softmax_bits: int):
-        self.floats, self.act_bits, self.softmax_bits = floats, act_bits, softmax_bits
+    def __init__(self, floats: dict[str, np.ndarray], bits_at: Callable[[str], int]):
+        self.floats, self.bits_at = floats, bits_at
 
     def __call__(self, path: str, q: np.ndarray, scale: float) -> np.ndarray:
         ref = self.floats.get(path)
         if ref is None or ref.size != q.size:
             return q  # no float counterpart (e.g. a fused qkv split differently): keep the int value
-        lo, hi = point_range(path, self.act_bits, self.softmax_bits)
+        lo, hi = point_range(path, self.bits_at(path))
         return quantize_at(ref.reshape(q.shape), scale, lo, hi)[0]

@@ -226,12 +226,13 @@ def sweep(
 
 
 def storage_bits(layers: list[dict], images: int, act_bits: int, softmax_bits: int) -> int:
-    """Bits x elements of every traced activation of one input (probabilities at softmax_bits)."""
+    """Bits x elements of every traced activation of one input (probabilities at softmax_bits; a
+    row's own ``bits``, which compare records per point, where a recipe set it)."""
     total = 0
     for r in layers:
         if r["path"] == "input":
             continue
-        width = softmax_bits if r["path"].endswith(".probs") else act_bits
+        width = r.get("bits") or (softmax_bits if r["path"].endswith(".probs") else act_bits)
         total += width * (r["elements"] // max(images, 1))
     return total
 

@@ -64,6 +64,7 @@ def layer_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
         "scale",
         "calibration",
         "elements",
+        "bits",  # the point's integer width (a recipe's act_bits; probabilities: softmax_bits, unsigned)
     ]
     rows = [
         [
@@ -80,6 +81,7 @@ def layer_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
             f"{r['scale']:.4g}" if "scale" in r else "n/a",
             result.calibration.get(r["path"], "n/a"),
             str(r.get("elements", "n/a")),
+            str(r.get("bits", "n/a")),
         ]
         for r in result.layers
     ]
