@@ -200,9 +200,7 @@ def write_report(results: list[Any], dest: str | Path, root: Path | None = None)
     points = merge(dats)
     report = {
         "runs": len(dats),
-        "files": [
-            {**asdict(f), "line_pct": f.line_pct, "toggle_pct": f.toggle_pct} for f in summarize(points, root)
-        ],
+        "files": [{**asdict(f), "line_pct": f.line_pct, "toggle_pct": f.toggle_pct} for f in summarize(points, root)],
         "bins": merge_bins(results),
     }
     with atomic_dir(Path(dest), _replaceable) as tmp:

@@ -313,9 +313,7 @@ def run_test(
     return result
 
 
-def _run_safely(
-    set_dir: str, simulator: str, waves: bool, build_root: str | None, coverage: bool = False
-) -> SimResult:
+def _run_safely(set_dir: str, simulator: str, waves: bool, build_root: str | None, coverage: bool = False) -> SimResult:
     """One set on one simulator; every failure becomes a FAIL result, never an exception."""
     from hwvit import vectors
 
