@@ -174,7 +174,11 @@ def finish(
             f"expected {first['expected']} "
             f"got {first['got']}; waveform: {waveform or 'rerun with --waves'}"
         )
-    extra = {**(extra or {}), "bins": coverage_bins(vset, checks, extra or {})}
+    extra = dict(extra or {})
+    try:
+        extra["bins"] = coverage_bins(vset, checks, extra)
+    except Exception as exc:  # noqa: BLE001 - a bin bug must not hide the comparison's verdict
+        extra["bins_error"] = f"{exc.__class__.__name__}: {exc}"
     write_result(
         first is None,
         elements=elements,
@@ -195,6 +199,8 @@ def coverage_bins(vset, checks: dict[str, tuple[np.ndarray, np.ndarray]], extra:
 
     from hwvit import covbins
 
+    if vset.kind not in covbins.NAMES:
+        return {}
     inputs = {name: t.data for name, t in vset.tensors.items() if t.role != "output"}
     outputs = {}
     for name, (expected, got) in checks.items():
