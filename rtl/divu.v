@@ -118,7 +118,10 @@ module divu #(
           state_d = ST_IDLE;
         end
       end
+      // verilator coverage_off
+      // (reached only from a state value that no transition produces)
       default: state_d = ST_IDLE;
+      // verilator coverage_on
     endcase
   end
 

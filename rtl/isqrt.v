@@ -107,7 +107,10 @@ module isqrt #(
           state_d = S_IDLE;
         end
       end
+      // verilator coverage_off
+      // (reached only from a state value that no transition produces)
       default: state_d = S_IDLE;
+      // verilator coverage_on
     endcase
   end
 
