@@ -71,7 +71,7 @@ mutate: setup
 
 # Opt-in (not in make test): Verilator line/toggle coverage and functional bins on the default
 # sets (vectors-random of every kind at its defaults, the traced sets of one digits image) plus
-# the shape sets that the shape bins need (rows of length 1 and MAX_N, K = 1 and K = 65535,
+# the shape sets that the shape bins need (rows of length 1 and MAX_N, C = 4096, K = 1 and 65535,
 # partial tiles, residual ties, requant's 1000-case set of sim/test_requant.py: every shift). Report under $(COVERAGE_OUT); docs/verification.md has the table.
 COVERAGE_OUT ?= coverage
 COVERAGE_SETS ?= build/coverage-sets
@@ -83,6 +83,7 @@ coverage: setup
 	$(VENV)/bin/hwvit vectors-random softmax --cases 4 --row-len 1 --out $(COVERAGE_SETS)/shapes/softmax-n1 -q
 	$(VENV)/bin/hwvit vectors-random softmax --cases 10 --row-len 256 --out $(COVERAGE_SETS)/shapes/softmax-n256 -q
 	$(VENV)/bin/hwvit vectors-random layernorm --cases 9 --channels 1 --out $(COVERAGE_SETS)/shapes/layernorm-c1 -q
+	$(VENV)/bin/hwvit vectors-random layernorm --cases 9 --channels 4096 --out $(COVERAGE_SETS)/shapes/layernorm-c4096 -q
 	$(VENV)/bin/hwvit vectors-random gemm --cases 13 --k 1 --n 11 --out $(COVERAGE_SETS)/shapes/gemm-k1 -q
 	$(VENV)/bin/hwvit vectors-random gemm --cases 1 --k 65535 --n 1 --out $(COVERAGE_SETS)/shapes/gemm-kmax -q
 	$(VENV)/bin/hwvit vectors-random requant --cases 1000 --out $(COVERAGE_SETS)/shapes/requant-1000 -q
