@@ -35,4 +35,6 @@ def test_vit_b16_shaped_image_on_verilator(tmp_path):
     np.testing.assert_array_equal(run.got, run.expected)
     total = run.cycles[0]["total"]
     assert total == cycles.program_cycles(core.program, 8, 8)["total"]
-    print(f"\nViT-B/16-shaped, 12 blocks, 8x8: {total:,} cycles, {total / run.cpu_s:,.0f} cycles/s (Verilator CPU time)")
+    print(
+        f"\nViT-B/16-shaped, 12 blocks, 8x8: {total:,} cycles, {total / run.cpu_s:,.0f} cycles/s (Verilator CPU time)"
+    )
