@@ -77,7 +77,8 @@ mutate: setup
 # one-configuration `hwvit sim` runs cannot reach (divu/isqrt backpressure, mid-stream resets,
 # configuration changed between jobs, row-length clamps). Toggle % raw and after the reviewed
 # waivers of sim/coverage_waivers.yaml. Report under $(COVERAGE_OUT); docs/verification.md has the table.
-COVERAGE_OUT ?= coverage
+# Not ./coverage: a directory of that name in the repository root shadows coverage.py (numba imports it under pytest).
+COVERAGE_OUT ?= build/coverage
 COVERAGE_SETS ?= build/coverage-sets
 COVERAGE_TB_DIR ?= build/coverage-tb
 COVERAGE_TB ?= sim/test_divu.py sim/test_isqrt.py sim/test_layernorm.py sim/test_layernorm_reconfig.py \

@@ -266,10 +266,14 @@ def _relative(file: str, root: Path | None) -> str:
         return file
 
 
-def annotate(points: dict[str, int], dest: Path, root: Path | None = None) -> None:
+def annotate(
+    points: dict[str, int], dest: Path, root: Path | None = None, waived: set[tuple[str, ...]] | None = None
+) -> None:
     """Each source with its lines' counts in front (``%000000`` marks a line never run, as
-    verilator_coverage does), and ``untoggled.txt``: every toggle point never hit."""
+    verilator_coverage does), and ``untoggled.txt``: every toggle point never hit (``waived``
+    after those a waiver covers)."""
     module_points = per_module(points)
+    waived = waived or set()
     dest.mkdir(parents=True, exist_ok=True)
     for file, per_line in line_counts(module_points).items():
         src = Path(file)
@@ -284,9 +288,10 @@ def annotate(points: dict[str, int], dest: Path, root: Path | None = None) -> No
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("".join(out))
     missed = sorted(
-        f"{_relative(file, root)}:{line} {point}"
-        for (file, kind, line, _, point), count in module_points.items()
-        if kind == "toggle" and count == 0
+        f"{_relative(file, root)}:{line} {point}{'  waived' if key in waived else ''}"
+        for key, count in module_points.items()
+        if key[1] == "toggle" and count == 0
+        for file, _, line, _, point in [key]
     )
     (dest / "untoggled.txt").write_text("".join(m + "\n" for m in missed))
 
@@ -340,7 +345,7 @@ def write_report(
     }
     with atomic_dir(Path(dest), _replaceable) as tmp:
         (tmp / "merged.dat").write_text(dat_text(points))
-        annotate(points, tmp / "annotated", root)
+        annotate(points, tmp / "annotated", root, apply_waivers(per_module(points), waivers or [], root))
         (tmp / "annotated" / "untoggled.txt").rename(tmp / "untoggled.txt")
         (tmp / REPORT).write_text(json.dumps(report, indent=1) + "\n")
     return report
@@ -363,8 +368,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
                 else ""
             )
         )
-    for w in report.get("waivers", []):
-        out.append(f"waiver {w['waiver']}: {w['reason']}")
+    if report.get("waivers"):  # the reasons are long: in report.json and the waiver file
+        out.append(f"waived (reasons in {REPORT} and {WAIVERS}): " + "; ".join(w["waiver"] for w in report["waivers"]))
     for kind, bins in sorted(report["bins"].items()):
         missed = [name for name, count in bins.items() if count == 0]
         hit = len(bins) - len(missed)

@@ -3,6 +3,8 @@ raw and after-waiver toggle % side by side. Expected counts are worked out by ha
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -100,3 +102,27 @@ def test_coverage_merge_needs_coverage(tmp_path):
     res = CliRunner().invoke(main, ["sim", str(tmp_path), "--coverage-merge", str(tmp_path)])
     assert res.exit_code == 2 and "--coverage-merge applies with --coverage" in res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.xdist_group("requant")
+def test_sim_coverage_merges_testbench_runs(tmp_path):
+    from hwvit import vectors
+
+    vectors.write_set(vectors.random_record("requant", cases=8, seed=2), tmp_path / "sets" / "requant")
+    tb = tmp_path / "tb"
+    tb.mkdir()
+    line = "\x01" + "\x01".join(f"{k}\x02{v}" for k, v in [("f", "/x/extra.v"), ("l", "3"), ("t", "line"), ("o", "b")])
+    (tb / "unit.dat").write_text(coverage.dat_text({line: 2}))
+    out = tmp_path / "cov"
+    args = ["sim", str(tmp_path / "sets"), "--coverage", "--coverage-merge", str(tb), "--coverage-out", str(out)]
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["runs"] == 1 and report["merged_runs"] == 1
+    extra = [f for f in report["files"] if f["file"] == "/x/extra.v"]
+    assert extra and (extra[0]["lines_hit"], extra[0]["lines_total"]) == (1, 1)
+    assert "+ 1 testbench runs merged" in res.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(main, [*args[:4], str(empty), *args[5:]])
+    assert res.exit_code != 0 and "no .dat files there" in res.output and "Traceback" not in res.output
