@@ -55,9 +55,10 @@ def _coverage_run(original):
     """simulate.run under HWVIT_COVERAGE_DIR: Verilator runs are coverage builds, their .dat kept."""
 
     def run(set_dir, simulator, **kwargs):
+        # A caller that asks for coverage itself (hwvit sim --coverage) keeps its own report.
         if simulator != "verilator" or kwargs.get("coverage"):
             return original(set_dir, simulator, **kwargs)
-        result = original(set_dir, simulator, coverage=True, **kwargs)
+        result = original(set_dir, simulator, **{**kwargs, "coverage": True})
         if "coverage_dat" in result.extra:
             keep_coverage(Path(result.extra["coverage_dat"]), f"{result.kind}-{kwargs.get('testcase', 'run')}")
         return result
