@@ -126,3 +126,20 @@ def test_sim_coverage_merges_testbench_runs(tmp_path):
     empty.mkdir()
     res = CliRunner().invoke(main, [*args[:4], str(empty), *args[5:]])
     assert res.exit_code != 0 and "no .dat files there" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.xdist_group("isqrt")
+def test_testbench_runs_keep_coverage_under_env(tmp_path):
+    """HWVIT_COVERAGE_DIR makes a pytest testbench's Verilator run a coverage build and keeps its .dat."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HWVIT_COVERAGE_DIR": str(tmp_path / "dats")}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "sim/test_isqrt.py", "-k", "verilator-8"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    dats = list((tmp_path / "dats").glob("*.dat"))
+    assert len(dats) == 1, dats
+    files = {f.file: f for f in coverage.summarize(coverage.read_dat(dats[0]), ROOT)}
+    assert files["rtl/isqrt.v"].lines_hit > 0 and files["rtl/isqrt.v"].toggles_hit > 0
