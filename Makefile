@@ -82,7 +82,7 @@ COVERAGE_OUT ?= build/coverage
 COVERAGE_SETS ?= build/coverage-sets
 COVERAGE_TB_DIR ?= build/coverage-tb
 COVERAGE_TB ?= sim/test_divu.py sim/test_isqrt.py sim/test_layernorm.py sim/test_layernorm_reconfig.py \
-  sim/test_softmax.py sim/test_gemm.py sim/test_residual_add.py sim/test_requant.py sim/test_gelu.py
+  sim/test_softmax.py sim/test_gemm.py sim/test_gemm_reshape.py sim/test_residual_add.py sim/test_requant.py sim/test_gelu.py
 coverage: setup
 	rm -rf $(COVERAGE_SETS) $(COVERAGE_TB_DIR)
 	HWVIT_COVERAGE_DIR=$(COVERAGE_TB_DIR) $(PY) -m pytest -q -p no:cacheprovider $(COVERAGE_TB) \
