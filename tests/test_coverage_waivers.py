@@ -128,6 +128,7 @@ def test_sim_coverage_merges_testbench_runs(tmp_path):
     assert res.exit_code != 0 and "no .dat files there" in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.slow  # a coverage build of its own (~20 s cold): make test builds coverage only for requant
 @pytest.mark.xdist_group("isqrt")
 def test_testbench_runs_keep_coverage_under_env(tmp_path):
     """HWVIT_COVERAGE_DIR makes a pytest testbench's Verilator run a coverage build and keeps its .dat."""
