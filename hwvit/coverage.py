@@ -13,12 +13,17 @@ reads the files itself:
   line is covered when every point naming it has a count > 0 (the minimum, as
   ``verilator_coverage --annotate`` marks a line); percent = covered lines / named lines;
 - toggle coverage: toggle points (one per bit and direction, 0->1 and 1->0) with a count > 0
-  over all toggle points.
+  over all toggle points;
+- waivers (``sim/coverage_waivers.yaml``, reviewed): toggle points shown to be unreachable (file,
+  signal, bit range, reason). Both percentages are reported, raw and after waivers; a waiver
+  naming a signal or bits the data does not have (stale), or covering a point some run hit (it
+  was reachable after all), is an error.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,6 +31,110 @@ from typing import Any
 
 HEADER = "# SystemC::Coverage-3\n"
 REPORT = "report.json"
+WAIVERS = "sim/coverage_waivers.yaml"
+
+
+class WaiverError(ValueError):
+    """A waiver file that is malformed, stale or contradicted by the data."""
+
+
+@dataclass(frozen=True)
+class Waiver:
+    """Toggle points of ``signal[lo..hi]`` in ``file`` (both directions, or ``direction`` only)."""
+
+    file: str
+    signal: str
+    lo: int | None
+    hi: int | None
+    reason: str
+    direction: str | None = None
+
+    def label(self) -> str:
+        bits = "" if self.lo is None else f"[{self.hi}:{self.lo}]"
+        return f"{self.file} {self.signal}{bits}{' ' + self.direction if self.direction else ''}"
+
+    def matches(self, signal: str, bit: int | None, direction: str) -> bool:
+        if signal != self.signal or (self.direction and direction != self.direction):
+            return False
+        if self.lo is None:
+            return bit is None
+        return bit is not None and self.lo <= bit <= self.hi
+
+
+_TOGGLE = re.compile(r"^(?P<sig>.*?)(?:\[(?P<bit>\d+)\])?:(?P<dir>0->1|1->0)$")
+
+
+def toggle_name(point: str) -> tuple[str, int | None, str] | None:
+    """``'beats_q[33]:0->1'`` -> ("beats_q", 33, "0->1"); None when not a toggle point name."""
+    m = _TOGGLE.match(point)
+    if not m:
+        return None
+    return m["sig"], None if m["bit"] is None else int(m["bit"]), m["dir"]
+
+
+def load_waivers(path: str | Path, root: Path) -> list[Waiver]:
+    """Read and check a waiver file: each entry names an existing source inside ``root``, a
+    signal that file declares, a bit range lo <= hi and a reason."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise WaiverError(f"{path}: cannot read the waivers: {exc}") from None
+    if not isinstance(data, list):
+        raise WaiverError(f"{path}: expected a list of waivers")
+    out = []
+    for i, entry in enumerate(data):
+        where = f"{path}: waiver {i + 1}"
+        if not isinstance(entry, dict) or set(entry) - {"file", "signal", "bits", "direction", "reason"}:
+            raise WaiverError(f"{where}: expected file, signal, bits, direction, reason")
+        file, signal, reason = entry.get("file"), entry.get("signal"), entry.get("reason")
+        if not all(isinstance(v, str) and v.strip() for v in (file, signal, reason)):
+            raise WaiverError(f"{where}: file, signal and reason are required")
+        src = (root / file).resolve()
+        if root.resolve() not in src.parents or not src.is_file():
+            raise WaiverError(f"{where}: no source {file} in {root}")
+        if not re.search(rf"\b{re.escape(signal.split('.')[-1])}\b", src.read_text()):
+            raise WaiverError(f"{where}: stale: {file} has no signal {signal}")
+        lo = hi = None
+        if "bits" in entry:
+            m = re.fullmatch(r"(\d+)(?:-(\d+))?", str(entry["bits"]).strip())
+            if not m or (m[2] is not None and int(m[2]) < int(m[1])):
+                raise WaiverError(f"{where}: bits must be N or LO-HI (LO <= HI), not {entry['bits']!r}")
+            lo, hi = int(m[1]), int(m[2] or m[1])
+        direction = entry.get("direction")
+        if direction not in (None, "0->1", "1->0"):
+            raise WaiverError(f"{where}: direction must be 0->1 or 1->0")
+        out.append(Waiver(file, signal, lo, hi, " ".join(reason.split()), direction))
+    return out
+
+
+def apply_waivers(
+    module_points: dict[tuple[str, ...], int], waivers: list[Waiver], root: Path | None = None
+) -> set[tuple[str, ...]]:
+    """The toggle points the waivers cover. For a file the data has, each waiver must match every
+    bit and direction it names (else it is stale) and only points no run hit."""
+    toggles: dict[str, list[tuple[tuple[str, ...], tuple[str, int | None, str]]]] = defaultdict(list)
+    for key in module_points:
+        if key[1] == "toggle" and (name := toggle_name(key[4])):
+            toggles[_relative(key[0], root)].append((key, name))
+    waived: set[tuple[str, ...]] = set()
+    for w in waivers:
+        if w.file not in toggles:
+            continue  # this run did not build that file: nothing to check or waive
+        # A signal may be instrumented on several lines (a port and its wire): count distinct bits.
+        hits = [(key, name) for key, name in toggles[w.file] if w.matches(*name)]
+        seen = {(name[1], name[2]) for _, name in hits}
+        bits = [None] if w.lo is None else range(w.lo, w.hi + 1)
+        dirs = [w.direction] if w.direction else ["0->1", "1->0"]
+        missing = [(b, d) for b in bits for d in dirs if (b, d) not in seen]
+        if missing:
+            raise WaiverError(f"stale waiver {w.label()}: no toggle point for {len(missing)} of its bits/directions")
+        reached = [key[4] for key, _ in hits if module_points[key] > 0]
+        if reached:
+            raise WaiverError(f"waiver {w.label()} covers points a run hit: {', '.join(sorted(set(reached))[:4])}")
+        waived.update(key for key, _ in hits)
+    return waived
 
 
 def build_args(simulator: str) -> list[str]:
@@ -86,6 +195,7 @@ class FileCoverage:
     lines_total: int = 0
     toggles_hit: int = 0
     toggles_total: int = 0
+    toggles_waived: int = 0
 
     @property
     def line_pct(self) -> float | None:
@@ -94,6 +204,12 @@ class FileCoverage:
     @property
     def toggle_pct(self) -> float | None:
         return 100.0 * self.toggles_hit / self.toggles_total if self.toggles_total else None
+
+    @property
+    def toggle_pct_waived(self) -> float | None:
+        """Toggle % over the points no waiver covers (waived points are never hit: see apply_waivers)."""
+        total = self.toggles_total - self.toggles_waived
+        return 100.0 * self.toggles_hit / total if total else None
 
 
 def per_module(points: dict[str, int]) -> dict[tuple[str, ...], int]:
@@ -116,9 +232,12 @@ def line_counts(module_points: dict[tuple[str, ...], int]) -> dict[str, dict[int
     return dict(out)
 
 
-def summarize(points: dict[str, int], root: Path | None = None) -> list[FileCoverage]:
+def summarize(
+    points: dict[str, int], root: Path | None = None, waivers: list[Waiver] | None = None
+) -> list[FileCoverage]:
     """Per source file (paths relative to ``root`` where inside it), sorted by path."""
     module_points = per_module(points)
+    waived = apply_waivers(module_points, waivers or [], root)
     files: dict[str, FileCoverage] = {}
 
     def entry(file: str) -> FileCoverage:
@@ -134,6 +253,7 @@ def summarize(points: dict[str, int], root: Path | None = None) -> list[FileCove
             e = entry(file)
             e.toggles_total += 1
             e.toggles_hit += count > 0
+            e.toggles_waived += (file, kind, *_) in waived
     return [files[k] for k in sorted(files)]
 
 
@@ -146,10 +266,14 @@ def _relative(file: str, root: Path | None) -> str:
         return file
 
 
-def annotate(points: dict[str, int], dest: Path, root: Path | None = None) -> None:
+def annotate(
+    points: dict[str, int], dest: Path, root: Path | None = None, waived: set[tuple[str, ...]] | None = None
+) -> None:
     """Each source with its lines' counts in front (``%000000`` marks a line never run, as
-    verilator_coverage does), and ``untoggled.txt``: every toggle point never hit."""
+    verilator_coverage does), and ``untoggled.txt``: every toggle point never hit (``waived``
+    after those a waiver covers)."""
     module_points = per_module(points)
+    waived = waived or set()
     dest.mkdir(parents=True, exist_ok=True)
     for file, per_line in line_counts(module_points).items():
         src = Path(file)
@@ -164,9 +288,10 @@ def annotate(points: dict[str, int], dest: Path, root: Path | None = None) -> No
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("".join(out))
     missed = sorted(
-        f"{_relative(file, root)}:{line} {point}"
-        for (file, kind, line, _, point), count in module_points.items()
-        if kind == "toggle" and count == 0
+        f"{_relative(file, root)}:{line} {point}{'  waived' if key in waived else ''}"
+        for key, count in module_points.items()
+        if key[1] == "toggle" and count == 0
+        for file, _, line, _, point in [key]
     )
     (dest / "untoggled.txt").write_text("".join(m + "\n" for m in missed))
 
@@ -192,20 +317,35 @@ def _replaceable(dest: Path) -> None:
         raise FileExistsError(f"{dest} exists and is not a coverage report (no {REPORT}); not replacing it")
 
 
-def write_report(results: list[Any], dest: str | Path, root: Path | None = None) -> dict[str, Any]:
-    """merged.dat, annotated/ sources, untoggled.txt and report.json under ``dest`` (atomically)."""
+def write_report(
+    results: list[Any],
+    dest: str | Path,
+    root: Path | None = None,
+    extra_dats: list[Path] | None = None,
+    waivers: list[Waiver] | None = None,
+) -> dict[str, Any]:
+    """merged.dat, annotated/ sources, untoggled.txt and report.json under ``dest`` (atomically).
+
+    ``extra_dats``: coverage files of other runs (the pytest testbenches') merged in;
+    ``waivers``: reviewed unreachable toggle points, reported beside the raw figures."""
     from hwvit.atomic import atomic_dir
 
     dats = [r.extra["coverage_dat"] for r in results if "coverage_dat" in r.extra]
-    points = merge(dats)
+    points = merge([*dats, *(extra_dats or [])])
+    files = summarize(points, root, waivers)
     report = {
         "runs": len(dats),
-        "files": [{**asdict(f), "line_pct": f.line_pct, "toggle_pct": f.toggle_pct} for f in summarize(points, root)],
+        "merged_runs": len(extra_dats or []),
+        "files": [
+            {**asdict(f), "line_pct": f.line_pct, "toggle_pct": f.toggle_pct, "toggle_pct_waived": f.toggle_pct_waived}
+            for f in files
+        ],
         "bins": merge_bins(results),
+        "waivers": [{"waiver": w.label(), "reason": w.reason} for w in waivers or []],
     }
     with atomic_dir(Path(dest), _replaceable) as tmp:
         (tmp / "merged.dat").write_text(dat_text(points))
-        annotate(points, tmp / "annotated", root)
+        annotate(points, tmp / "annotated", root, apply_waivers(per_module(points), waivers or [], root))
         (tmp / "annotated" / "untoggled.txt").rename(tmp / "untoggled.txt")
         (tmp / REPORT).write_text(json.dumps(report, indent=1) + "\n")
     return report
@@ -222,7 +362,14 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         out.append(
             f"{f['file']:<24} line {pct(f['line_pct'])} ({f['lines_hit']}/{f['lines_total']})"
             f"  toggle {pct(f['toggle_pct'])} ({f['toggles_hit']}/{f['toggles_total']})"
+            + (
+                f"  after waivers {pct(f['toggle_pct_waived'])} ({f['toggles_waived']} waived)"
+                if f.get("toggles_waived")
+                else ""
+            )
         )
+    if report.get("waivers"):  # the reasons are long: in report.json and the waiver file
+        out.append(f"waived (reasons in {REPORT} and {WAIVERS}): " + "; ".join(w["waiver"] for w in report["waivers"]))
     for kind, bins in sorted(report["bins"].items()):
         missed = [name for name, count in bins.items() if count == 0]
         hit = len(bins) - len(missed)

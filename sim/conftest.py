@@ -4,6 +4,12 @@
 - ``run_unit``: a cocotb test of a block without vector sets (divu, isqrt), built and run with
   the same runner options; both return a ``SimResult`` read from the result the test wrote
   with ``tbutil.write_result``.
+
+Coverage of the testbenches (``make coverage``): when ``HWVIT_COVERAGE_DIR`` names a directory,
+every Verilator run of these testbenches is a coverage build (``--coverage-line
+--coverage-toggle``; its own build directory and cache key, so plain builds are untouched) and
+each run's ``coverage.dat`` is copied there under a unique name, for ``hwvit sim --coverage
+--coverage-merge DIR`` to merge with the vector sets' runs. Unset (``make test``), nothing changes.
 """
 
 from __future__ import annotations
@@ -12,13 +18,59 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
+import uuid
 from pathlib import Path
 
 import pytest
 
-from hwvit import simulate, toolchain
+from hwvit import coverage, simulate, toolchain
 
 SIMULATORS = list(toolchain.SIMULATORS)
+COVERAGE_ENV = "HWVIT_COVERAGE_DIR"
+
+
+def coverage_dir() -> Path | None:
+    """The directory named by HWVIT_COVERAGE_DIR (created), or None when coverage is off."""
+    name = os.environ.get(COVERAGE_ENV)
+    if not name:
+        return None
+    path = Path(name).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def keep_coverage(dat: Path, label: str) -> None:
+    """Copy one run's coverage.dat into the coverage directory (unique name: runs never overwrite)."""
+    dest = coverage_dir()
+    if dest is None or not dat.exists():  # a run that died early writes none; its test says why
+        return
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)[:60]
+    tmp = dest / f".{safe}-{uuid.uuid4().hex[:12]}.tmp"
+    shutil.copyfile(dat, tmp)
+    tmp.rename(tmp.with_name(tmp.name[1:-4] + ".dat"))
+
+
+def _coverage_run(original):
+    """simulate.run under HWVIT_COVERAGE_DIR: Verilator runs are coverage builds, their .dat kept."""
+
+    def run(set_dir, simulator, **kwargs):
+        # A caller that asks for coverage itself (hwvit sim --coverage) keeps its own report.
+        if simulator != "verilator" or kwargs.get("coverage"):
+            return original(set_dir, simulator, **kwargs)
+        result = original(set_dir, simulator, **{**kwargs, "coverage": True})
+        if "coverage_dat" in result.extra:
+            keep_coverage(Path(result.extra["coverage_dat"]), f"{result.kind}-{kwargs.get('testcase', 'run')}")
+        return result
+
+    return run
+
+
+def pytest_configure(config) -> None:
+    # The testbench modules call simulate.run (directly or through run_set): wrapping it here
+    # covers every one of them, including the reset and stall tests, without touching them.
+    if coverage_dir() is not None:
+        simulate.run = _coverage_run(simulate.run)
 
 
 @pytest.fixture(params=SIMULATORS)
@@ -54,11 +106,15 @@ def _run_unit(
 
     toolchain.apply_sim_env()
     repo = toolchain.repo()
-    tag = hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:10]
-    build_dir = repo.root / "sim_build" / f"{toplevel}-{simulator}-{tag}"
-    build_dir.mkdir(parents=True, exist_ok=True)
     # Same X handling as hwvit.simulate: X bugs become visible on Verilator too.
     build_args = ["--x-assign", "unique", "--x-initial", "unique"] if simulator == "verilator" else []
+    covered = simulator == "verilator" and coverage_dir() is not None
+    if covered:
+        build_args += coverage.build_args(simulator)
+    key = {"p": params, "a": build_args} if covered else params  # plain builds keep their key
+    tag = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
+    build_dir = repo.root / "sim_build" / f"{toplevel}-{simulator}-{tag}"
+    build_dir.mkdir(parents=True, exist_ok=True)
     runner = get_runner(simulator)
     with open(build_dir.parent / f".{toplevel}-{simulator}-{tag}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -74,6 +130,7 @@ def _run_unit(
         )
         result_file = build_dir / f"{testcase}.json"
         result_file.unlink(missing_ok=True)
+        (build_dir / "coverage.dat").unlink(missing_ok=True)  # a coverage build writes it at the end
         try:
             runner.test(
                 test_module=module,
@@ -93,12 +150,26 @@ def _run_unit(
             )
         except SystemExit:  # the runner exits on a failed test under pytest: the result says why
             pass
+        if covered:
+            keep_coverage(build_dir / "coverage.dat", f"{toplevel}-{testcase}")
     name = f"{toplevel} {params}"
     if not result_file.exists():
         return simulate.SimResult(
             toplevel, name, simulator, False, message=f"{testcase} wrote no result; see {build_dir / 'sim.log'}"
         )
     return simulate.SimResult(kind=toplevel, set_dir=name, simulator=simulator, **json.loads(result_file.read_text()))
+
+
+@pytest.fixture
+def coverage_on() -> bool:
+    """True under HWVIT_COVERAGE_DIR: a test that builds by itself makes a coverage build."""
+    return coverage_dir() is not None
+
+
+@pytest.fixture(name="keep_coverage")
+def keep_coverage_fixture():
+    """``keep_coverage(dat, label)``: keep a run's coverage.dat in HWVIT_COVERAGE_DIR."""
+    return keep_coverage
 
 
 @pytest.fixture
