@@ -12,7 +12,9 @@ from hwvit.cli.common import fail, refuse
 
 F = TypeVar("F", bound=Callable)
 
-DEFAULT_OUT = "coverage"
+# Not "coverage": a directory of that name in the working directory shadows coverage.py on sys.path
+# (numba imports it), so tests run from there would break.
+DEFAULT_OUT = "coverage-report"
 MERGE_KEY = "hwvit.coverage_merge"  # click context meta: keeps sim.py's signature as it is
 
 
