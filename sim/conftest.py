@@ -57,8 +57,9 @@ def _run_unit(
     tag = hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:10]
     build_dir = repo.root / "sim_build" / f"{toplevel}-{simulator}-{tag}"
     build_dir.mkdir(parents=True, exist_ok=True)
-    # Same X handling as hwvit.simulate: X bugs become visible on Verilator too.
-    build_args = ["--x-assign", "unique", "--x-initial", "unique"] if simulator == "verilator" else []
+    # Same build as hwvit.simulate: X bugs become visible on Verilator too; warnings are the lint
+    # tests' job (a width warning must not fail a simulation, e.g. of a mutant in hwvit mutate).
+    build_args = ["-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique"] if simulator == "verilator" else []
     runner = get_runner(simulator)
     with open(build_dir.parent / f".{toplevel}-{simulator}-{tag}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
