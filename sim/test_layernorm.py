@@ -8,7 +8,8 @@ cocotb side:
   reset, then stream the whole set and compare; gamma/beta are loaded once (they survive reset).
 
 pytest side: random and hand-made sets (constant rows, one-LSB spreads, extreme values) on both
-simulators and two parameter sets, reset, a corrupted expected output, unstalled throughput.
+simulators and two parameter sets, reset, row lengths 0 and above MAX_C (clamped), a corrupted
+expected output, unstalled throughput.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ SOURCES = ["rtl/layernorm.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v", "rtl
 # handshakes and the 6-deep output pipeline (docs/rtl.md). Used for time limits and the
 # throughput test.
 ROW_OVERHEAD = 90
+C_ENV = "HWVIT_LN_C"
 
 
 def max_c_for(c: int) -> int:
@@ -66,7 +68,8 @@ def check_no_x(dut) -> None:
 
 def configure(dut, vset) -> None:
     p = vset.params
-    dut.cfg_c_i.value = int(p["c"])
+    # HWVIT_LN_C drives cfg_c_i with another value than the set's C (0, above MAX_C: clamping)
+    dut.cfg_c_i.value = int(os.environ.get(C_ENV, p["c"]))
     dut.cfg_eps_i.value = int(p["eps_int"])
     dut.cfg_mult_i.value = int(p["multiplier"])
     dut.cfg_shift_i.value = int(p["shift"])
@@ -231,6 +234,23 @@ def test_mismatch_reported(ln_sets, tmp_path):
         f"got {good['y'][r, i]}",
     ):
         assert text in result.message, f"{text!r} missing from: {result.message}"
+
+
+@pytest.mark.parametrize("c, drive", [(1, 0), (16, 17), (16, 31)], ids=["0->1", "17->16", "31->16"])
+def test_row_len_clamped(simulator, c, drive, tmp_path):
+    """rtl/layernorm.v documents cfg_c_i = 0 as C = 1 and cfg_c_i > MAX_C as MAX_C.
+
+    Both sets build with MAX_C = 16 (max_c_for), whose 5-bit cfg_c_i reaches 31: rows of the
+    clamped length, driven with the out-of-range value, must come out as ops.layernorm's rows of
+    that length (a C = 1 row normalizes to beta alone, V = 0).
+    """
+    from hwvit import simulate, vectors
+
+    assert max_c_for(c) == 16 and drive < 32
+    set_dir = vectors.write_set(vectors.random_record("layernorm", cases=6, seed=9, c=c), tmp_path / "set")
+    result = simulate.run(set_dir, simulator, extra_env={C_ENV: str(drive)})
+    assert result.passed, result.message
+    assert result.elements == 6 * c
 
 
 def test_throughput_unstalled(ln_sets):
