@@ -3,10 +3,11 @@
 ``mutants(text)`` makes single-point source mutants of one Verilog file: operators swapped,
 comparisons flipped, constants moved by one, conditions inverted, ready/valid stuck.
 ``run(block, ...)`` applies each (a sample of them) to a copy of the tree in a temporary
-directory, rejects those Icarus cannot compile, runs the block's pytest suite
-(``sim/test_<block>.py`` on one simulator, cheap tests first, stopping at the first failure) and sorts the mutant into killed (a test failed or
-timed out), survived, equivalent (listed with a reason in ``sim/mutants_equivalent.yaml``) or
-did-not-compile. The score is killed / (killed + survived).
+directory, rejects those Icarus (or Verilator) cannot compile, runs the block's pytest suite
+(``sim/test_<block>.py`` on one simulator, cheap tests first, stopping at the first failure) and
+sorts the mutant into killed (a test failed or timed out), survived, equivalent (listed with a
+reason in ``sim/mutants_equivalent.yaml``) or did-not-compile. The score is killed / (killed +
+survived).
 """
 
 from __future__ import annotations

@@ -31,6 +31,11 @@ from hwvit.cli.common import (
 @block_kind_option("Only sets of this block kind (repeatable).", multiple=True)
 @jobs_option()
 @click.option("--waves", is_flag=True, help="Dump a waveform per run (VCD on Verilator, FST on Icarus).")
+@click.option(
+    "--stress",
+    is_flag=True,
+    help="Also run each set with a mid-stream reset and unstalled against the timing model (as pytest does).",
+)
 @build_dir_option
 @quiet_option("Only failures and the summary line.")
 @byo_options
@@ -44,7 +49,20 @@ from hwvit.cli.common import (
 )
 @json_option
 def sim(
-    directory, simulator, kinds, jobs, waves, build_dir, quiet, rtl_files, top, bind_path, cluster, junit_path, as_json
+    directory,
+    simulator,
+    kinds,
+    jobs,
+    waves,
+    stress,
+    build_dir,
+    quiet,
+    rtl_files,
+    top,
+    bind_path,
+    cluster,
+    junit_path,
+    as_json,
 ):
     """Run every vector set under DIRECTORY through its RTL block; exit 0 only if all are bit-exact.
 
@@ -53,6 +71,7 @@ def sim(
       hwvit sim vec/ --simulator both -j 2
     hwvit sim vec/ --simulator icarus --cluster local:2 --junit results.xml
       hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
+      hwvit sim vec/ --stress --simulator icarus
       hwvit rtl export team/
       hwvit sim vec/softmax --rtl team/rtl/softmax.v --rtl team/rtl/divu.v \\
           --bind team/bind/softmax.yaml --simulator icarus
@@ -63,6 +82,8 @@ def sim(
         refuse("--json prints only the JSON; -q/--quiet has nothing to silence")
     if cluster is not None and given("jobs"):
         refuse("-j/--jobs applies without --cluster (the cluster's workers set the parallelism)")
+    if stress and (cluster is not None or rtl_files or bind_path):
+        refuse("--stress runs the reference testbenches locally: not with --cluster or --rtl/--bind")
     sims = require_simulators(simulator)
     sets = vectors.find_sets(Path(directory))
     if not sets:
@@ -96,7 +117,7 @@ def sim(
             if not as_json and (not quiet or not res.passed):
                 click.echo(res.line())
 
-        results = run_many(jobs_list, workers=jobs, waves=waves, build_root=build_dir, on_result=show)
+        results = run_many(jobs_list, workers=jobs, waves=waves, build_root=build_dir, on_result=show, stress=stress)
     else:
         results = _on_cluster(cluster, jobs_list, waves, build_dir, quiet, as_json)
     failed = sum(not r.passed for r in results)
