@@ -17,6 +17,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -314,10 +315,18 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
         )
         env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(tree / ".cache"), "CCACHE_DIR": ccache}
         env = toolchain.sim_env({**env, ORDER_ENV: ",".join(FIRST.get(block, []))})
+        # Own session: on a timeout the whole group goes, the simulator pytest started included
+        # (killing pytest alone left a hung simulator running on the shared cores).
+        proc = subprocess.Popen(
+            cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         try:
-            out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             return Outcome(mutant, "killed", f"suite timed out after {timeout} s", time.monotonic() - t0)
+        out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
         tail = (out.stdout.strip().splitlines() or [""])[-1]
         if out.returncode == 0:
             return Outcome(mutant, "survived", tail, time.monotonic() - t0)
@@ -334,7 +343,7 @@ def run(
     jobs: int = 1,
     sample: int | None = None,
     seed: int = 1,
-    timeout: int = 900,
+    timeout: int | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
 ) -> Report:
     """Generate the mutants of rtl/<block>.v, run a sample of them, and report."""
@@ -349,9 +358,12 @@ def run(
     chosen = sorted(chosen, key=lambda mu: (mu.line, mu.col))
     equivalent = load_equivalent(root)
     report = Report(block, simulator, len(every))
-    base = run_one(None, block, simulator, root, timeout)  # a failing suite would "kill" every mutant
+    base = run_one(None, block, simulator, root, timeout or 1800)  # a failing suite would "kill" every mutant
     if base.status != "survived":
         raise RuntimeError(f"sim/test_{block}.py fails on the unmutated RTL: {base.detail}")
+    # A mutant that hangs a testbench without a time limit of its own would cost the suite's
+    # whole timeout: by default 4x the unmutated suite's time (a loaded machine slows both alike).
+    timeout = timeout or max(120, int(4 * base.seconds))
     todo = []
     for mutant in chosen:
         reason = equivalent.get((mutant.file, mutant.before, mutant.after))

@@ -33,9 +33,8 @@ from hwvit.cli.common import fail, jobs_option, seed_option
 @click.option(
     "--timeout",
     type=click.IntRange(10),
-    default=900,
-    show_default=True,
-    help="Seconds a suite may take on one mutant; longer counts as killed (a hang).",
+    help="Seconds a suite may take on one mutant; longer counts as killed (a hang) "
+    "[default: 4x the unmutated suite's time, at least 120].",
 )
 @click.option("--list", "list_only", is_flag=True, help="Only list the mutants, run nothing.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Write the report as JSON here.")
