@@ -345,8 +345,9 @@ def run(
     seed: int = 1,
     timeout: int | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    lines: set[int] | None = None,
 ) -> Report:
-    """Generate the mutants of rtl/<block>.v, run a sample of them, and report."""
+    """Generate the mutants of rtl/<block>.v, run a sample of them (of those on ``lines``), and report."""
     root = toolchain.repo().root
     path = root / "rtl" / f"{block}.v"
     if not path.exists() or not (root / "sim" / f"test_{block}.py").exists():
@@ -354,6 +355,8 @@ def run(
     toolchain.require(simulator)
     toolchain.require("icarus")  # the compile check
     every = mutants(path.read_text(), f"rtl/{block}.v")
+    if lines:  # re-running the mutants of a few lines, e.g. after a test was added to kill them
+        every = [mu for mu in every if mu.line in lines]
     chosen = every if sample is None or sample >= len(every) else random.Random(seed).sample(every, sample)
     chosen = sorted(chosen, key=lambda mu: (mu.line, mu.col))
     equivalent = load_equivalent(root)
