@@ -320,16 +320,29 @@ def test_inv_rounding_rows_flip():
     assert np.array_equal(base, t["y"].data)
     assert (base != rr.layernorm_out(t["x"].data, *args, drop_half=True)).any(axis=-1)[:4].all()
     assert (base != rr.layernorm_out(t["x"].data, *args, inv_delta=1)).any(axis=-1)[4:].all()
+    # The largest eps_int: sig >= 2^30 (the top bit of the 31-bit root is used) and the rows still
+    # flip with sig/2 dropped or inv one higher.
+    record = inv_rounding_record(4096, 8, 8, seed=7, eps_int=EPS_TOP)
+    t, p = record.tensors, record.params
+    args = (t["gamma"].data, t["beta"].data, p["eps_int"], p["multiplier"], p["shift"], 8)
+    assert np.array_equal(rr.layernorm_out(t["x"].data, *args), t["y"].data)
+    assert rr._isqrt(np.array([EPS_TOP])).item() >= 1 << 30
+    assert (t["y"].data != rr.layernorm_out(t["x"].data, *args, drop_half=True)).any(axis=-1)[:4].all()
 
 
-@pytest.mark.parametrize("c", [64, 4096])
-def test_inv_rounding_rows(simulator, tmp_path, c, run_set):
+# eps_int at its largest (ops.layernorm's EPS_MAX): sig >= 2^30.5, so the square root's top bit
+# reaches inv's dividend 2^43 + sig/2 (with eps_int = 0 and V < 2^38, sig < 2^30 always).
+EPS_TOP = (1 << 61) - 1
+
+
+@pytest.mark.parametrize("c, eps_int", [(64, 0), (4096, 0), (4096, EPS_TOP)], ids=["64", "4096", "4096-eps"])
+def test_inv_rounding_rows(simulator, tmp_path, c, eps_int, run_set):
     """Directed rows near inv's rounding boundaries, at C = 64 and at the block's maximum 4096
-    with the largest variance (half the rows all -128/127)."""
+    with the largest variance (half the rows all -128/127), and with the largest eps_int."""
     from hwvit import vectors
 
     from layernorm_sets import inv_rounding_record
 
-    record = inv_rounding_record(c, 8, 8, seed=7)
+    record = inv_rounding_record(c, 8, 8, seed=7, eps_int=eps_int)
     set_dir = vectors.write_set(record, tmp_path / "set")
     assert run_set(set_dir, simulator).elements == 8 * c
