@@ -259,6 +259,18 @@ def test_row_len_clamped(simulator, c, drive, tmp_path):
     assert result.elements == 6 * c
 
 
+def test_max_c_not_a_power_of_two(simulator, tmp_path):
+    """MAX_C = 40: the row counters get as many bits as the buffer address (clog2(41) = clog2(40)),
+    unlike every power-of-two build; full rows of 40 and rows of 33 stay exact."""
+    from hwvit import simulate, vectors
+
+    for c in (40, 33):
+        set_dir = vectors.write_set(vectors.random_record("layernorm", cases=6, seed=c, c=c), tmp_path / f"c{c}")
+        result = simulate.run(set_dir, simulator, hdl_overrides={"MAX_C": 40})
+        assert result.passed, result.message
+        assert result.elements == 6 * c
+
+
 def test_throughput_unstalled(ln_sets):
     """Without stalls the next row fills behind the read-out: one row per C + ROW_OVERHEAD clocks."""
     from hwvit import simulate, vectors
