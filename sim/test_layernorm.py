@@ -283,6 +283,36 @@ def test_throughput_unstalled(ln_sets):
     assert result.cycles <= unstalled_cycles(vset, {}), f"{result.cycles} cycles for {rows} rows of {c}"
 
 
+def test_row_period_unstalled(tmp_path):
+    """docs/rtl.md: unstalled rows of C elements (V > 0) follow each other every C + 82 clocks.
+
+    The same rows with two more: the run takes exactly 2 * (C + 82) clocks longer. The bound of
+    test_throughput_unstalled (C + 90) would not see a row one clock slower.
+    """
+    import dataclasses
+
+    from hwvit import ops, simulate, vectors
+
+    c = 16
+    base = vectors.random_record("layernorm", cases=6, seed=31, c=c)
+    t, prm = base.tensors, base.params
+    x = np.random.default_rng(31).integers(-128, 127, (6, c), endpoint=True)
+    x[:, 0], x[:, 1] = -100, 100  # V > 0 in every row: each takes the square root and divider
+    cycles = []
+    for rows in (4, 6):
+        y = ops.layernorm(
+            x[:rows], t["gamma"].data, t["beta"].data, prm["eps_int"], prm["multiplier"], prm["shift"], prm["out_bits"]
+        )
+        tensors = {**t, "x": dataclasses.replace(t["x"], data=x[:rows]), "y": dataclasses.replace(t["y"], data=y)}
+        record = dataclasses.replace(base, params={**prm, "rows": rows}, tensors=tensors)
+        result = simulate.run(
+            vectors.write_set(record, tmp_path / f"r{rows}"), "icarus", extra_env={"HWVIT_STALL": "0"}
+        )
+        assert result.passed, result.message
+        cycles.append(result.cycles)
+    assert cycles[1] - cycles[0] == 2 * (c + 82), cycles
+
+
 # Static checks share no build with the simulations: their own group, so xdist may run them
 # on the other worker.
 static_group = pytest.mark.xdist_group("layernorm_static")
