@@ -3,10 +3,11 @@
 ``mutants(text)`` makes single-point source mutants of one Verilog file: operators swapped,
 comparisons flipped, constants moved by one, conditions inverted, ready/valid stuck.
 ``run(block, ...)`` applies each (a sample of them) to a copy of the tree in a temporary
-directory, rejects those Icarus cannot compile, runs the block's pytest suite
-(``sim/test_<block>.py`` on one simulator) and sorts the mutant into killed (a test failed or
-timed out), survived, equivalent (listed with a reason in ``sim/mutants_equivalent.yaml``) or
-did-not-compile. The score is killed / (killed + survived).
+directory, rejects those Icarus (or Verilator) cannot compile, runs the block's pytest suite
+(``sim/test_<block>.py`` on one simulator, cheap tests first, stopping at the first failure) and
+sorts the mutant into killed (a test failed or timed out), survived, equivalent (listed with a
+reason in ``sim/mutants_equivalent.yaml``) or did-not-compile. The score is killed / (killed +
+survived).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,9 +30,34 @@ from hwvit import toolchain
 
 EQUIVALENT_FILE = "sim/mutants_equivalent.yaml"
 
-# Blocks with a suite of their own, and the tests of that suite a mutant run skips: the other
-# simulator, the static checks (they read rtl/ but test no behaviour) and Verilator-only timing.
-SUITE_SKIP = "verilator or lint or synth or back_to_back"
+# The tests of a block's suite a mutant run skips: the other simulator's copies and the static
+# checks (they read rtl/ but test no behaviour: a width warning is not a wrong block). On Icarus
+# also the Verilator-only timing tests.
+SUITE_SKIP = "lint or synth"
+ICARUS_SKIP = "back_to_back"
+
+# Tests a mutant runs first, by name prefix (the rest follow in file order): pytest -x stops at
+# the first failure, so a killed mutant costs one cheap test that pushes real data through the
+# block (a mid-stream reset runs the set twice) instead of the whole suite. Survivors still run
+# every test. Seconds are Verilator's on the 2-core EPYC, build included.
+FIRST = {
+    "gemm": ["test_gemm_reset_midrun", "test_gemm_back_to_back", "test_gemm_small_shapes"],  # 1.6, 1.5, 7
+    "softmax": ["test_reciprocal_rounding_rows", "test_reset_midstream", "test_row_len_clamped"],  # 1.7, 3, 3
+    "layernorm": ["test_reset_midstream", "test_inv_rounding_rows", "test_throughput_unstalled"],  # 1.5, 1.3, 1.6
+    "isqrt": ["test_isqrt"],
+}
+ORDER_ENV = "HWVIT_MUTATE_FIRST"
+
+
+def pytest_collection_modifyitems(config, items):  # pytest hook: `pytest -p hwvit.mutate`
+    """Run the tests named (by prefix) in $HWVIT_MUTATE_FIRST first, in that order."""
+    first = [p for p in os.environ.get(ORDER_ENV, "").split(",") if p]
+
+    def rank(item) -> int:
+        name = item.name.split("[")[0]
+        return next((i for i, p in enumerate(first) if name.startswith(p)), len(first))
+
+    items.sort(key=rank)  # stable: file order within a rank
 
 
 @dataclass(frozen=True)
@@ -248,12 +275,18 @@ def _tree_copy(root: Path, dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-def _compiles(tree: Path, block: str) -> str | None:
-    """None if Icarus compiles the mutated block at its default parameters, else the first error."""
+def _compiles(tree: Path, block: str, simulator: str) -> str | None:
+    """None if Icarus (and Verilator, warnings aside, when it runs the suite) compiles the mutated
+    block at its default parameters, else the first error: a build failure is no kill."""
     from hwvit import synth
 
     lines = synth.iverilog([tree / "rtl" / f"{block}.v"], block, rtl=tree / "rtl")
     errors = [ln for ln in lines if "error" in ln.lower() or "ERROR" in ln]
+    if not errors and simulator == "verilator":
+        cmd = [toolchain.require("verilator"), "--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style"]
+        cmd += [f"-I{tree / 'rtl'}", "--top-module", block, str(tree / "rtl" / f"{block}.v")]
+        out = subprocess.run(cmd, capture_output=True, text=True, env=toolchain.sim_env())
+        errors = [ln for ln in out.stderr.splitlines() if ln.startswith("%Error")]
     return errors[0] if errors else None
 
 
@@ -266,30 +299,34 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
         if mutant is not None:
             target = tree / mutant.file
             target.write_text(mutant.apply(target.read_text()))
-        error = _compiles(tree, block)
+        error = _compiles(tree, block, simulator)
         if error is not None:
             return Outcome(mutant, "did-not-compile", error, time.monotonic() - t0)
-        other = [s for s in toolchain.SIMULATORS if s != simulator]
-        skip = SUITE_SKIP.replace("verilator", other[0]) if other else SUITE_SKIP
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-x",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            "-k",
-            f"not ({skip})",
-            f"sim/test_{block}.py",
-        ]
-        env = toolchain.sim_env({**os.environ, "PYTHONPATH": str(tree)})
+        skip = " or ".join([SUITE_SKIP, *(s for s in toolchain.SIMULATORS if s != simulator)])
+        if simulator == "icarus":
+            skip += f" or {ICARUS_SKIP}"
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]  # no -n: one process
+        cmd += ["-p", "hwvit.mutate", "-k", f"not ({skip})", f"sim/test_{block}.py"]
+        # Builds go to the copy's own cache (hwvit keys them by source path, so a mutant's builds
+        # are never reused and would pile up in ~/.cache): nothing mutable is shared between
+        # mutants but ccache, whose entries are keyed by content.
+        ccache = os.environ.get("CCACHE_DIR") or str(
+            Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ccache"
+        )
+        env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(tree / ".cache"), "CCACHE_DIR": ccache}
+        env = toolchain.sim_env({**env, ORDER_ENV: ",".join(FIRST.get(block, []))})
+        # Own session: on a timeout the whole group goes, the simulator pytest started included
+        # (killing pytest alone left a hung simulator running on the shared cores).
+        proc = subprocess.Popen(
+            cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         try:
-            out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             return Outcome(mutant, "killed", f"suite timed out after {timeout} s", time.monotonic() - t0)
+        out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
         tail = (out.stdout.strip().splitlines() or [""])[-1]
         if out.returncode == 0:
             return Outcome(mutant, "survived", tail, time.monotonic() - t0)
@@ -302,14 +339,15 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
 def run(
     block: str,
     *,
-    simulator: str = "icarus",
+    simulator: str = "verilator",
     jobs: int = 1,
     sample: int | None = None,
     seed: int = 1,
-    timeout: int = 900,
+    timeout: int | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    lines: set[int] | None = None,
 ) -> Report:
-    """Generate the mutants of rtl/<block>.v, run a sample of them, and report."""
+    """Generate the mutants of rtl/<block>.v, run a sample of them (of those on ``lines``), and report."""
     root = toolchain.repo().root
     path = root / "rtl" / f"{block}.v"
     if not path.exists() or not (root / "sim" / f"test_{block}.py").exists():
@@ -317,13 +355,18 @@ def run(
     toolchain.require(simulator)
     toolchain.require("icarus")  # the compile check
     every = mutants(path.read_text(), f"rtl/{block}.v")
+    if lines:  # re-running the mutants of a few lines, e.g. after a test was added to kill them
+        every = [mu for mu in every if mu.line in lines]
     chosen = every if sample is None or sample >= len(every) else random.Random(seed).sample(every, sample)
     chosen = sorted(chosen, key=lambda mu: (mu.line, mu.col))
     equivalent = load_equivalent(root)
     report = Report(block, simulator, len(every))
-    base = run_one(None, block, simulator, root, timeout)  # a failing suite would "kill" every mutant
+    base = run_one(None, block, simulator, root, timeout or 1800)  # a failing suite would "kill" every mutant
     if base.status != "survived":
         raise RuntimeError(f"sim/test_{block}.py fails on the unmutated RTL: {base.detail}")
+    # A mutant that hangs a testbench without a time limit of its own would cost the suite's
+    # whole timeout: by default 4x the unmutated suite's time (a loaded machine slows both alike).
+    timeout = timeout or max(120, int(4 * base.seconds))
     todo = []
     for mutant in chosen:
         reason = equivalent.get((mutant.file, mutant.before, mutant.after))

@@ -53,6 +53,8 @@ class SimResult:
         text = f"{status} {self.kind:<12} {self.simulator:<9} {self.set_dir}: {self.elements} elements"
         if self.cycles is not None:
             text += f", {self.cycles} cycles"
+        if "variants" in self.extra:  # run_stress
+            text += f" [{', '.join(self.extra['variants'])}]"
         if not self.passed:
             text += f" -- {self.message}"
         return text
@@ -313,14 +315,58 @@ def run_test(
     return result
 
 
-def _run_safely(set_dir: str, simulator: str, waves: bool, build_root: str | None, coverage: bool = False) -> SimResult:
+RESET_TESTCASES = ("reset_midstream", "reset_midrun")  # a testbench module's mid-stream reset test
+
+
+def run_stress(set_dir: str | Path, simulator: str, **kwargs) -> SimResult:
+    """The set under every stress variant its testbench module has, as pytest runs them.
+
+    - ``stalls``: ``run_vectors`` with random input stalls and output backpressure (HWVIT_STALL);
+    - ``reset``: its reset test (``reset_midstream`` / ``reset_midrun``): rst_ni cut while beats
+      are in flight, no output X or pending after it, then the whole set again, bit-exact;
+    - ``cycles``: no stalls, bit-exact, and at most ``unstalled_cycles(vset, params)`` clocks (the
+      module's timing model, where it has one).
+
+    One result: the first failing variant's (its message names the variant), else the stalled
+    run's with ``extra["variants"]`` listing the variants that ran.
+    """
+    from hwvit import vectors
+
+    vset = vectors.read(Path(set_dir))
+    tb = tb_module(kwargs.get("kind") or vset.kind)
+    variants: list[tuple[str, dict]] = [("stalls", {})]
+    variants += [("reset", {"testcase": name}) for name in RESET_TESTCASES if hasattr(tb, name)][:1]
+    limit = getattr(tb, "unstalled_cycles", None)
+    if limit is not None:
+        variants.append(("cycles", {"extra_env": {"HWVIT_STALL": "0"}}))
+    first = None
+    for name, options in variants:
+        res = run(set_dir, simulator, **kwargs, **options)
+        if res.passed and name == "cycles":
+            most = limit(vset, {**tb.hdl_parameters(vset), **(kwargs.get("hdl_overrides") or {})})
+            if res.cycles is None or res.cycles > most:
+                res.passed = False
+                res.message = f"{res.cycles} cycles unstalled, the timing model allows {most}"
+        if not res.passed:
+            res.message = f"{name}: {res.message}"
+            return res
+        first = first or res
+    assert first is not None
+    first.extra["variants"] = [name for name, _ in variants]
+    return first
+
+
+def _run_safely(
+    set_dir: str, simulator: str, waves: bool, build_root: str | None, coverage: bool = False, stress: bool = False
+) -> SimResult:
     """One set on one simulator; every failure becomes a FAIL result, never an exception."""
     from hwvit import vectors
 
     try:
-        return run(
-            set_dir, simulator, waves=waves, build_root=Path(build_root) if build_root else None, coverage=coverage
-        )
+        root = Path(build_root) if build_root else None
+        if stress:
+            return run_stress(set_dir, simulator, waves=waves, build_root=root, coverage=coverage)
+        return run(set_dir, simulator, waves=waves, build_root=root, coverage=coverage)
     except vectors.VectorSetError as exc:
         return SimResult("?", set_dir, simulator, False, message=f"bad vector set: {exc}")
     except Exception as exc:  # noqa: BLE001 - report, don't crash the whole run
@@ -337,8 +383,9 @@ def run_many(
     build_root: str | Path | None = None,
     on_result=None,
     coverage: bool = False,
+    stress: bool = False,
 ) -> list[SimResult]:
-    """Run (set_dir, simulator) pairs, ``workers`` at a time; results in the order given.
+    """Run (set_dir, simulator) pairs, ``workers`` at a time (``stress``: ``run_stress``); results in order.
 
     Builds are shared through the per-build lock, so the first run of each (kind, simulator,
     parameters) builds while the others wait for it. ``on_result(result)`` is called as each
@@ -349,7 +396,7 @@ def run_many(
     root = str(build_root) if build_root else None
     results: list[SimResult] = []
     with cf.ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(_run_safely, d, s, waves, root, coverage) for d, s in jobs]
+        futures = [pool.submit(_run_safely, d, s, waves, root, coverage, stress) for d, s in jobs]
         for fut in futures:
             res = fut.result()
             results.append(res)

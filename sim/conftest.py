@@ -106,8 +106,9 @@ def _run_unit(
 
     toolchain.apply_sim_env()
     repo = toolchain.repo()
-    # Same X handling as hwvit.simulate: X bugs become visible on Verilator too.
-    build_args = ["--x-assign", "unique", "--x-initial", "unique"] if simulator == "verilator" else []
+    # Same build as hwvit.simulate: X bugs become visible on Verilator too; warnings are the lint
+    # tests' job (a width warning must not fail a simulation, e.g. of a mutant in hwvit mutate).
+    build_args = ["-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique"] if simulator == "verilator" else []
     covered = simulator == "verilator" and coverage_dir() is not None
     if covered:
         build_args += coverage.build_args(simulator)

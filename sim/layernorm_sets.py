@@ -112,9 +112,10 @@ def make_sets(root: Path) -> dict[str, list[Path]]:
     return out
 
 
-def inv_rounding_record(c: int, out_bits: int, rows: int, seed: int):
+def inv_rounding_record(c: int, out_bits: int, rows: int, seed: int, eps_int: int = 0):
     """Rows near rounding boundaries of inv (sim/reciprocal_rows.py), wide spreads: the outputs
-    change when inv moves by one, so the RTL's inv must be exactly round(2^43 / sig)."""
+    change when inv moves by one, so the RTL's inv must be exactly round(2^43 / sig). With
+    eps_int >= 2^60, sig >= 2^30 uses the top bit of the square root's 31."""
     import reciprocal_rows
 
     from hwvit import ops
@@ -126,9 +127,10 @@ def inv_rounding_record(c: int, out_bits: int, rows: int, seed: int):
     b = rng.integers(-(1 << 20), 1 << 20, c, endpoint=True)
     mult = int(rng.integers(1 << 30, (1 << 31) - 1))
     shift = 24 + 31 - (out_bits - 1)  # |y*G| ~ 2^24 maps to about the output range
-    x = reciprocal_rows.layernorm_flip_rows(c, rows, seed, g, b, 0, mult, shift, out_bits)
-    y = ops.layernorm(x, g, b, 0, mult, shift, out_bits)
-    params = {"rows": int(x.shape[0]), "c": c, "out_bits": out_bits, "eps_int": 0, "multiplier": mult, "shift": shift}
+    x = reciprocal_rows.layernorm_flip_rows(c, rows, seed, g, b, eps_int, mult, shift, out_bits)
+    y = ops.layernorm(x, g, b, eps_int, mult, shift, out_bits)
+    params = {"rows": int(x.shape[0]), "c": c, "out_bits": out_bits, "eps_int": eps_int, "multiplier": mult}
+    params["shift"] = shift
     return BlockRecord(
         "layernorm",
         "inv_rounding",

@@ -171,7 +171,15 @@ def corrupt(record, name: str, index: int):
 # The checks every single-stream block shares; each test file passes its own set maker.
 
 
-def check_full_throughput(run_set, set_dir, simulator: str, beats: int, latency: int = 4) -> None:
+LATENCY = 4  # clocks a beat spends in the block, at most (requant's two stages, the handshakes)
+
+
+def unstalled_cycles(vset, params: dict) -> int:
+    """Most clocks an unstalled run of the set may take: one beat per cycle plus the latency."""
+    return int(vset["y"].size) + LATENCY
+
+
+def check_full_throughput(run_set, set_dir, simulator: str, beats: int, latency: int = LATENCY) -> None:
     """No stalls on either side: one beat per cycle, plus the pipeline latency."""
     result = run_set(set_dir, simulator, extra_env={"HWVIT_STALL": "0"})
     assert result.elements == beats

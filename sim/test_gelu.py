@@ -21,6 +21,7 @@ from cocotb.triggers import RisingEdge
 import streamtb
 import tbutil
 
+unstalled_cycles = streamtb.unstalled_cycles  # the cycle check of hwvit sim --stress
 TOPLEVEL = "gelu"
 SOURCES = ["rtl/gelu.v"]
 KIND = "gelu"

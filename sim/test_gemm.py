@@ -376,6 +376,12 @@ def no_stall_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:
     return (tiles(m, n, rows, cols) - 1) * period + k + rows + cols + 4 + last_rows
 
 
+def unstalled_cycles(vset, params: dict) -> int:
+    """The timing model for a set on the built array (hwvit sim --stress checks at most this many)."""
+    p = vset.params
+    return no_stall_cycles(int(p["m"]), int(p["k"]), int(p["n"]), int(params["ROWS"]), int(params["COLS"]))
+
+
 @pytest.mark.parametrize("k", [11, 12, 64])
 def test_gemm_back_to_back(gemm_sets, tmp_path, k, run_set):
     """No stalls: cycles follow the timing model exactly (no_stall_cycles).

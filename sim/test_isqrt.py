@@ -68,25 +68,35 @@ if cocotb is not None:
         rand = random.Random(3)
         cases = isqrt_cases(width)
         checked, mismatches, first, fault = 0, 0, None, None
+        # A root takes IN_BITS/2 steps plus the handshakes; a block that takes no operand or gives
+        # no result within twice that (or holds a result past 200 ready draws) fails here, not in
+        # a hang.
+        limit = width + 16
         for index, n in enumerate(cases):
             while rand.random() < 0.3:
                 await RisingEdge(dut.clk_i)
             dut.in_valid_i.value = 1
             dut.in_data_i.value = n
             await RisingEdge(dut.clk_i)
-            while not dut.in_ready_o.value:
+            waited = 0
+            while not dut.in_ready_o.value and waited < limit:
                 await RisingEdge(dut.clk_i)
+                waited += 1
             dut.in_valid_i.value = 0
-            while True:  # wait for the result with out_ready_i low, then backpressure or random ready
+            while waited < 2 * limit:  # wait for the result with out_ready_i low
                 await ReadOnly()
                 if dut.out_valid_o.value:
                     break
                 await RisingEdge(dut.clk_i)
+                waited += 1
+            else:
+                fault = f"no result for isqrt({n}) within {2 * limit} cycles"
+                break
             got = dut.out_data_o.value.to_unsigned()
             await RisingEdge(dut.clk_i)
             if index % 7 == 0 and fault is None:
                 fault = await _hold(dut, rand.randint(20, 60), got)
-            while True:
+            for _ in range(200):  # then random ready until the result is taken
                 dut.out_ready_i.value = int(rand.random() >= 0.3)
                 await ReadOnly()
                 if dut.out_valid_o.value and dut.out_ready_i.value:
@@ -94,6 +104,9 @@ if cocotb is not None:
                     await RisingEdge(dut.clk_i)
                     break
                 await RisingEdge(dut.clk_i)
+            else:
+                fault = f"the result of isqrt({n}) was never taken (out_valid_o dropped)"
+                break
             dut.out_ready_i.value = 0
             checked += 1
             if got != math.isqrt(n):

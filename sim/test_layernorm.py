@@ -8,7 +8,8 @@ cocotb side:
   reset, then stream the whole set and compare; gamma/beta are loaded once (they survive reset).
 
 pytest side: random and hand-made sets (constant rows, one-LSB spreads, extreme values) on both
-simulators and two parameter sets, reset, a corrupted expected output, unstalled throughput.
+simulators and two parameter sets, reset, row lengths 0 and above MAX_C (clamped), a corrupted
+expected output, unstalled throughput.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ SOURCES = ["rtl/layernorm.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v", "rtl
 # handshakes and the 6-deep output pipeline (docs/rtl.md). Used for time limits and the
 # throughput test.
 ROW_OVERHEAD = 90
+C_ENV = "HWVIT_LN_C"
 
 
 def max_c_for(c: int) -> int:
@@ -42,6 +44,12 @@ def max_c_for(c: int) -> int:
     the buffer, which exercises the runtime row-length port.
     """
     return max(16, 1 << (c - 1).bit_length())
+
+
+def unstalled_cycles(vset, params: dict) -> int:
+    """Most clocks an unstalled run may take: the next row fills behind the read-out."""
+    rows, c = vset["x"].shape
+    return rows * (c + ROW_OVERHEAD)
 
 
 def hdl_parameters(vset) -> dict:
@@ -66,7 +74,8 @@ def check_no_x(dut) -> None:
 
 def configure(dut, vset) -> None:
     p = vset.params
-    dut.cfg_c_i.value = int(p["c"])
+    # HWVIT_LN_C drives cfg_c_i with another value than the set's C (0, above MAX_C: clamping)
+    dut.cfg_c_i.value = int(os.environ.get(C_ENV, p["c"]))
     dut.cfg_eps_i.value = int(p["eps_int"])
     dut.cfg_mult_i.value = int(p["multiplier"])
     dut.cfg_shift_i.value = int(p["shift"])
@@ -233,15 +242,75 @@ def test_mismatch_reported(ln_sets, tmp_path):
         assert text in result.message, f"{text!r} missing from: {result.message}"
 
 
+@pytest.mark.parametrize("c, drive", [(1, 0), (16, 17), (16, 31)], ids=["0->1", "17->16", "31->16"])
+def test_row_len_clamped(simulator, c, drive, tmp_path):
+    """rtl/layernorm.v documents cfg_c_i = 0 as C = 1 and cfg_c_i > MAX_C as MAX_C.
+
+    Both sets build with MAX_C = 16 (max_c_for), whose 5-bit cfg_c_i reaches 31: rows of the
+    clamped length, driven with the out-of-range value, must come out as ops.layernorm's rows of
+    that length (a C = 1 row normalizes to beta alone, V = 0).
+    """
+    from hwvit import simulate, vectors
+
+    assert max_c_for(c) == 16 and drive < 32
+    set_dir = vectors.write_set(vectors.random_record("layernorm", cases=6, seed=9, c=c), tmp_path / "set")
+    result = simulate.run(set_dir, simulator, extra_env={C_ENV: str(drive)})
+    assert result.passed, result.message
+    assert result.elements == 6 * c
+
+
+def test_max_c_not_a_power_of_two(simulator, tmp_path):
+    """MAX_C = 40: the row counters get as many bits as the buffer address (clog2(41) = clog2(40)),
+    unlike every power-of-two build; full rows of 40 and rows of 33 stay exact."""
+    from hwvit import simulate, vectors
+
+    for c in (40, 33):
+        set_dir = vectors.write_set(vectors.random_record("layernorm", cases=6, seed=c, c=c), tmp_path / f"c{c}")
+        result = simulate.run(set_dir, simulator, hdl_overrides={"MAX_C": 40})
+        assert result.passed, result.message
+        assert result.elements == 6 * c
+
+
 def test_throughput_unstalled(ln_sets):
     """Without stalls the next row fills behind the read-out: one row per C + ROW_OVERHEAD clocks."""
     from hwvit import simulate, vectors
 
     set_dir = ln_sets["out8_c64"][0]
-    rows, c = vectors.read(set_dir)["x"].shape
+    vset = vectors.read(set_dir)
+    rows, c = vset["x"].shape
     result = simulate.run(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
     assert result.passed, result.message
-    assert result.cycles <= rows * (c + ROW_OVERHEAD), f"{result.cycles} cycles for {rows} rows of {c}"
+    assert result.cycles <= unstalled_cycles(vset, {}), f"{result.cycles} cycles for {rows} rows of {c}"
+
+
+def test_row_period_unstalled(tmp_path):
+    """docs/rtl.md: unstalled rows of C elements (V > 0) follow each other every C + 82 clocks.
+
+    The same rows with two more: the run takes exactly 2 * (C + 82) clocks longer. The bound of
+    test_throughput_unstalled (C + 90) would not see a row one clock slower.
+    """
+    import dataclasses
+
+    from hwvit import ops, simulate, vectors
+
+    c = 16
+    base = vectors.random_record("layernorm", cases=6, seed=31, c=c)
+    t, prm = base.tensors, base.params
+    x = np.random.default_rng(31).integers(-128, 127, (6, c), endpoint=True)
+    x[:, 0], x[:, 1] = -100, 100  # V > 0 in every row: each takes the square root and divider
+    cycles = []
+    for rows in (4, 6):
+        y = ops.layernorm(
+            x[:rows], t["gamma"].data, t["beta"].data, prm["eps_int"], prm["multiplier"], prm["shift"], prm["out_bits"]
+        )
+        tensors = {**t, "x": dataclasses.replace(t["x"], data=x[:rows]), "y": dataclasses.replace(t["y"], data=y)}
+        record = dataclasses.replace(base, params={**prm, "rows": rows}, tensors=tensors)
+        result = simulate.run(
+            vectors.write_set(record, tmp_path / f"r{rows}"), "icarus", extra_env={"HWVIT_STALL": "0"}
+        )
+        assert result.passed, result.message
+        cycles.append(result.cycles)
+    assert cycles[1] - cycles[0] == 2 * (c + 82), cycles
 
 
 # Static checks share no build with the simulations: their own group, so xdist may run them
@@ -293,16 +362,29 @@ def test_inv_rounding_rows_flip():
     assert np.array_equal(base, t["y"].data)
     assert (base != rr.layernorm_out(t["x"].data, *args, drop_half=True)).any(axis=-1)[:4].all()
     assert (base != rr.layernorm_out(t["x"].data, *args, inv_delta=1)).any(axis=-1)[4:].all()
+    # The largest eps_int: sig >= 2^30 (the top bit of the 31-bit root is used) and the rows still
+    # flip with sig/2 dropped or inv one higher.
+    record = inv_rounding_record(4096, 8, 8, seed=7, eps_int=EPS_TOP)
+    t, p = record.tensors, record.params
+    args = (t["gamma"].data, t["beta"].data, p["eps_int"], p["multiplier"], p["shift"], 8)
+    assert np.array_equal(rr.layernorm_out(t["x"].data, *args), t["y"].data)
+    assert rr._isqrt(np.array([EPS_TOP])).item() >= 1 << 30
+    assert (t["y"].data != rr.layernorm_out(t["x"].data, *args, drop_half=True)).any(axis=-1)[:4].all()
 
 
-@pytest.mark.parametrize("c", [64, 4096])
-def test_inv_rounding_rows(simulator, tmp_path, c, run_set):
+# eps_int at its largest (ops.layernorm's EPS_MAX): sig >= 2^30.5, so the square root's top bit
+# reaches inv's dividend 2^43 + sig/2 (with eps_int = 0 and V < 2^38, sig < 2^30 always).
+EPS_TOP = (1 << 61) - 1
+
+
+@pytest.mark.parametrize("c, eps_int", [(64, 0), (4096, 0), (4096, EPS_TOP)], ids=["64", "4096", "4096-eps"])
+def test_inv_rounding_rows(simulator, tmp_path, c, eps_int, run_set):
     """Directed rows near inv's rounding boundaries, at C = 64 and at the block's maximum 4096
-    with the largest variance (half the rows all -128/127)."""
+    with the largest variance (half the rows all -128/127), and with the largest eps_int."""
     from hwvit import vectors
 
     from layernorm_sets import inv_rounding_record
 
-    record = inv_rounding_record(c, 8, 8, seed=7)
+    record = inv_rounding_record(c, 8, 8, seed=7, eps_int=eps_int)
     set_dir = vectors.write_set(record, tmp_path / "set")
     assert run_set(set_dir, simulator).elements == 8 * c

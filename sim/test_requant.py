@@ -17,6 +17,7 @@ import pytest
 import streamtb
 import tbutil
 
+unstalled_cycles = streamtb.unstalled_cycles  # the cycle check of hwvit sim --stress
 TOPLEVEL = "requant"
 SOURCES = ["rtl/requant.v", "rtl/round_sat.v"]
 KIND = "requant"

@@ -19,6 +19,7 @@ import pytest
 import streamtb
 import tbutil
 
+unstalled_cycles = streamtb.unstalled_cycles  # the cycle check of hwvit sim --stress
 TOPLEVEL = "residual_add"
 SOURCES = ["rtl/residual_add.v", "rtl/round_sat.v"]
 KIND = "residual_add"

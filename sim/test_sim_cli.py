@@ -39,3 +39,51 @@ def test_sim_reports_good_bad_and_mismatching_sets(tmp_path):
 def test_sim_on_a_directory_without_sets(tmp_path):
     res = CliRunner().invoke(main, ["sim", str(tmp_path)])
     assert res.exit_code != 0 and "no vector sets" in res.output
+
+
+# One short set per testbench family: the one-stream blocks (requant), softmax, LayerNorm, GEMM.
+STRESS_SETS = {
+    "requant": {"cases": 64},
+    "softmax": {"cases": 4, "row_len": 12},
+    "layernorm": {"cases": 4, "c": 16},
+    "gemm": {"cases": 6, "k": 12, "n": 8},
+}
+
+
+@pytest.mark.xdist_group("stress")
+def test_sim_stress_runs_every_variant(tmp_path):
+    """--stress: the stalled run, the mid-stream reset and the unstalled cycle check, per set."""
+    for i, (kind, params) in enumerate(STRESS_SETS.items()):
+        record = vectors.random_record(kind, seed=20 + i, **params)
+        vectors.write_set(record, tmp_path / "tree" / f"{i}_{kind}")
+    res = CliRunner().invoke(
+        main, ["sim", str(tmp_path / "tree"), "--stress", "--simulator", "icarus"], catch_exceptions=False
+    )
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 0, res.output
+    assert lines[-1] == f"{len(STRESS_SETS)} passed, 0 failed"
+    for line, kind in zip(lines, STRESS_SETS):
+        assert line.startswith(f"PASS {kind}") and line.endswith("[stalls, reset, cycles]"), line
+
+
+@pytest.mark.xdist_group("stress")
+def test_stress_on_verilator_and_its_failures(tmp_path, monkeypatch):
+    """Verilator too; a timing model that allows one clock fewer, and a wrong expected value, fail."""
+    from hwvit import simulate
+
+    set_dir = vectors.write_set(vectors.random_record("softmax", cases=4, seed=3, row_len=12), tmp_path / "s")
+    good = simulate.run_stress(set_dir, "verilator")
+    assert good.passed and good.extra["variants"] == ["stalls", "reset", "cycles"], good.message
+    tb = simulate.tb_module("softmax")
+    exact = tb.unstalled_cycles(vectors.read(set_dir), {})
+    monkeypatch.setattr(tb, "unstalled_cycles", lambda vset, params: exact - 1)
+    slow = simulate.run_stress(set_dir, "verilator")
+    assert not slow.passed and slow.message.startswith("cycles: ") and f"allows {exact - 1}" in slow.message
+
+    record = vectors.random_record("requant", cases=64, seed=4)
+    y = record.tensors["y"]
+    data = y.data.copy()
+    data[9] = data[9] - 1 if data[9] > y.fmt.lo else data[9] + 1
+    record.tensors["y"] = Tensor(data, y.bits, y.signed, y.role, y.scale)
+    bad = simulate.run_stress(vectors.write_set(record, tmp_path / "bad"), "verilator")
+    assert not bad.passed and bad.message.startswith("stalls: ") and "y[9]" in bad.message

@@ -53,6 +53,12 @@ def stream_cycles(rows: int, row_len: int, out_bits: int) -> int:
     return row_len + 1 + rows * cycles_per_row(row_len, out_bits)
 
 
+def unstalled_cycles(vset, params: dict) -> int:
+    """Clocks of an unstalled run of the set (hwvit sim --stress checks at most this many)."""
+    rows, row_len = vset["x"].shape
+    return stream_cycles(rows, row_len, int(vset.params["out_bits"]))
+
+
 # ---------------------------------------------------------------------------- cocotb side
 try:
     import cocotb

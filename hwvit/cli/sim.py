@@ -32,6 +32,11 @@ from hwvit.cli.sim_coverage import coverage_options
 @block_kind_option("Only sets of this block kind (repeatable).", multiple=True)
 @jobs_option()
 @click.option("--waves", is_flag=True, help="Dump a waveform per run (VCD on Verilator, FST on Icarus).")
+@click.option(
+    "--stress",
+    is_flag=True,
+    help="Also run each set with a mid-stream reset and unstalled against the timing model (as pytest does).",
+)
 @build_dir_option
 @quiet_option("Only failures and the summary line.")
 @byo_options
@@ -51,6 +56,7 @@ def sim(
     kinds,
     jobs,
     waves,
+    stress,
     build_dir,
     quiet,
     rtl_files,
@@ -85,6 +91,8 @@ def sim(
     sim_coverage.check(
         coverage, coverage_out, simulator, cluster=cluster, byo=bool(rtl_files or top or bind_path), as_json=as_json
     )
+    if stress and (cluster is not None or rtl_files or bind_path):
+        refuse("--stress runs the reference testbenches locally: not with --cluster or --rtl/--bind")
     sims = require_simulators(simulator)
     sets = vectors.find_sets(Path(directory))
     if not sets:
@@ -119,7 +127,7 @@ def sim(
                 click.echo(res.line())
 
         results = run_many(
-            jobs_list, workers=jobs, waves=waves, build_root=build_dir, on_result=show, coverage=coverage
+            jobs_list, workers=jobs, waves=waves, build_root=build_dir, on_result=show, coverage=coverage, stress=stress
         )
     else:
         results = _on_cluster(cluster, jobs_list, waves, build_dir, quiet, as_json)
