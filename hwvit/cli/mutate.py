@@ -45,7 +45,7 @@ from hwvit.cli.common import fail, jobs_option, seed_option
 def mutate(blocks, simulator, jobs, sample, seed, timeout, lines, list_only, out_path, force):
     """Mutate a block's RTL one point at a time and report which mutants its testbench kills.
 
-    Each mutant is a copy of the tree in a temporary directory; Icarus must compile it, then
+    Each mutant is a copy of the tree in a temporary directory; the simulator must build it, then
     sim/test_<block>.py runs on it, cheap tests first, stopping at the first failure. Mutants
     listed with a reason in sim/mutants_equivalent.yaml count as equivalent. Exit 1 when a mutant
     survives. A mutant takes ~5-40 s on Verilator (make mutate: the blocks of MUTATE_BLOCKS,
