@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from hwvit import coverage, simulate, toolchain
+from hwvit.atomic import atomic_file
 
 SIMULATORS = list(toolchain.SIMULATORS)
 COVERAGE_ENV = "HWVIT_COVERAGE_DIR"
@@ -46,9 +47,8 @@ def keep_coverage(dat: Path, label: str) -> None:
     if dest is None or not dat.exists():  # a run that died early writes none; its test says why
         return
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)[:60]
-    tmp = dest / f".{safe}-{uuid.uuid4().hex[:12]}.tmp"
-    shutil.copyfile(dat, tmp)
-    tmp.rename(tmp.with_name(tmp.name[1:-4] + ".dat"))
+    with atomic_file(dest / f"{safe}-{uuid.uuid4().hex[:12]}.dat") as tmp:
+        shutil.copyfile(dat, tmp)
 
 
 def _coverage_run(original):
