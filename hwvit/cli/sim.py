@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from hwvit.cli import sim_coverage
 from hwvit.cli.common import (
     block_kind_option,
     build_dir_option,
@@ -23,7 +24,6 @@ from hwvit.cli.common import (
     require_simulators,
     simulator_option,
 )
-from hwvit.cli.sim_coverage import coverage_options
 
 
 @click.command()
@@ -49,7 +49,7 @@ from hwvit.cli.sim_coverage import coverage_options
     help="Also write the results as JUnit XML (one test case per set and simulator) for CI.",
 )
 @json_option
-@coverage_options
+@sim_coverage.coverage_options
 def sim(
     directory,
     simulator,
@@ -86,8 +86,6 @@ def sim(
         refuse("--json prints only the JSON; -q/--quiet has nothing to silence")
     if cluster is not None and given("jobs"):
         refuse("-j/--jobs applies without --cluster (the cluster's workers set the parallelism)")
-    from hwvit.cli import sim_coverage
-
     sim_coverage.check(
         coverage, coverage_out, simulator, cluster=cluster, byo=bool(rtl_files or top or bind_path), as_json=as_json
     )
