@@ -45,6 +45,7 @@ module tb_gemm #(
   // ---- output stream and status checks (since load_i; the test asserts each) ----
   output reg  [31:0] bad_beats_o   /*verilator public_flat_rw*/,  // beats with m >= M, n >= N or n not a tile start
   output reg  [31:0] dup_beats_o   /*verilator public_flat_rw*/,  // beats to a (row, column tile) already written
+  output reg  [31:0] dirty_lanes_o /*verilator public_flat_rw*/,  // beats with a lane past N not 0 (acc or y)
   output reg  [31:0] done_pulses_o /*verilator public_flat_rw*/,  // cycles with done_o high
   output reg  [31:0] busy_gaps_o   /*verilator public_flat_rw*/,  // cycles between start_i and done_o with busy_o low
   output wire [15:0] rows_o      /*verilator public_flat_rw*/,  // ROWS, COLS for the test's bookkeeping
@@ -152,6 +153,7 @@ module tb_gemm #(
   assign out_ready = (lfsr_q[7:0] >= stall_i);
 
   integer j, oaddr;
+  reg     dirty;
   always @(posedge clk_i) begin
     // 16-bit maximal-length Galois LFSR (x^16 + x^14 + x^13 + x^11 + 1).
     lfsr_q <= {1'b0, lfsr_q[15:1]} ^ (lfsr_q[0] ? 16'hB400 : 16'h0000);
@@ -160,8 +162,16 @@ module tb_gemm #(
       out_beats_o <= 32'd0;
       bad_beats_o <= 32'd0;
       dup_beats_o <= 32'd0;
+      dirty_lanes_o <= 32'd0;
     end else if (out_valid && out_ready) begin
       out_beats_o <= out_beats_o + 32'd1;
+      dirty = 1'b0;
+      for (j = 0; j < COLS; j = j + 1) begin
+        if (out_n + j >= n_i && (out_acc[j*32 +: 32] != 32'd0 || out_data[j*OUT_BITS +: OUT_BITS] != {OUT_BITS{1'b0}})) begin
+          dirty = 1'b1;  // the port contract: lanes past N are 0
+        end
+      end
+      if (dirty) dirty_lanes_o <= dirty_lanes_o + 32'd1;
       if (out_m >= m_i || out_n >= n_i || (out_n % COLS) != 0) begin
         bad_beats_o <= bad_beats_o + 32'd1;  // written nowhere: the memories hold rows < M only
       end else begin
@@ -183,6 +193,7 @@ module tb_gemm #(
       out_beats_o <= 32'd0;
       bad_beats_o <= 32'd0;
       dup_beats_o <= 32'd0;
+      dirty_lanes_o <= 32'd0;
       $readmemh("gemm_a.hex", a_mem, 0, m_i * k_i - 1);
       $readmemh("gemm_w.hex", w_mem, 0, n_i * k_i - 1);
       $readmemh("gemm_bias.hex", bias_mem, 0, n_i - 1);

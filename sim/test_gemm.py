@@ -169,7 +169,7 @@ class _Job:
     def stream_checks(self, cycles: int, done_seen: bool) -> dict[str, tuple[list[int], list[int]]]:
         """The output stream and status outputs as (expected, got) pairs, checked like tensors:
         every output row exactly once (the count, none past M, none twice, each at a tile's
-        column start), one done_o pulse, busy_o high until it, beats_o = tiles * K, and
+        column start), lanes past N all 0 (acc and y), one done_o pulse, busy_o high until it, beats_o = tiles * K, and
         cycles_o from the timing model (exact without stalls, a lower bound with them)."""
         dut = self.dut
         checks = {
@@ -180,6 +180,7 @@ class _Job:
             "out_beats": ([self.out_rows], [int(dut.out_beats_o.value)]),
             "bad_beats": ([0], [int(dut.bad_beats_o.value)]),
             "dup_beats": ([0], [int(dut.dup_beats_o.value)]),
+            "dirty_lanes": ([0], [int(dut.dirty_lanes_o.value)]),
             "beats_o": ([self.tiles * self.k], [int(dut.beats_o.value)]),
         }
         if self.m >= self.rows:  # the model's partial-tile period is exact only from one full tile of rows
@@ -300,6 +301,40 @@ if cocotb is not None:
         cycles, timing = await job.run()
         await job.finish(cycles, timing, {"reset_after_out_rows": out_beats})
 
+    @cocotb.test()
+    async def zero_dim_jobs(dut):
+        """Jobs with M, K or N = 0 have no tiles: done_o one cycle after start, nothing read,
+        nothing out, beats_o = 0, cycles_o = 1. Then the set's job runs and is compared."""
+        vset = tbutil.load_set()
+        _idle_inputs(dut)
+        await _start(dut)
+        job = _Job(dut, vset)
+        for shape in ZERO_DIM_SHAPES:
+            dut.m_i.value, dut.k_i.value, dut.n_i.value = shape
+            dut.a_signed_i.value = 1
+            await job.pulse(dut.start_i)  # start_i sampled at this edge: busy_o from now on
+            reads = outs = 0
+            done_at = None
+            for cycle in range(1, 9):
+                await ReadOnly()
+                reads += int(dut.rd_en.value)
+                outs += int(dut.out_valid.value)
+                if done_at is None and int(dut.done_o.value):
+                    done_at = cycle
+                await RisingEdge(dut.clk_i)
+            got = (done_at, reads, outs, int(dut.beats_o.value), int(dut.cycles_o.value), int(dut.busy_o.value))
+            assert got == (2, 0, 0, 0, 1, 0), (
+                f"zero-dimension job (M, K, N) = {shape}: (done_o at cycle, reads, output beats, "
+                f"beats_o, cycles_o, busy_o) = {got}, expected (2, 0, 0, 0, 1, 0)"
+            )
+        job.link_inputs()
+        await job.load()
+        cycles, timing = await job.run()
+        await job.finish(cycles, timing, {"zero_dim_jobs": len(ZERO_DIM_SHAPES)})
+
+
+# (M, K, N) with a zero: each alone, and K = 0 with M and N at the wrapper's memory sizes.
+ZERO_DIM_SHAPES = [(0, 5, 6), (7, 0, 6), (7, 5, 0), (0, 0, 0), (40, 0, 32)]
 
 # ---------------------------------------------------------------------------- pytest side
 
@@ -362,6 +397,14 @@ def test_gemm_small_shapes(tmp_path, simulator, run_set):
         set_dir = vectors.write_set(record, tmp_path / f"s{i}")
         result = run_set(set_dir, simulator, hdl_overrides=_overrides(ARRAYS[0]), seed=i)
         assert result.extra["outputs"] == 2 * m * n and result.extra["beats"] == tiles(m, n, *ARRAYS[0]) * k
+
+
+def test_gemm_zero_dim_jobs(gemm_sets, simulator, run_set):
+    """Jobs with a zero dimension end at once without reading or writing; the engine then runs a
+    normal job bit-exact (a partial-tile array: lanes past N checked)."""
+    result = run_set(gemm_sets[SETS[0]], simulator, hdl_overrides=_overrides(ARRAYS[1]), testcase="zero_dim_jobs")
+    assert result.extra["zero_dim_jobs"] == len(ZERO_DIM_SHAPES)
+    assert "dirty_lanes" in result.extra["stream_checks"]
 
 
 def no_stall_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:
