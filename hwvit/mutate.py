@@ -275,18 +275,26 @@ def _tree_copy(root: Path, dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
+# Seconds the compile check of one mutant may take: an unmutated block elaborates in ~1 s.
+COMPILE_TIMEOUT = 60
+
+
 def _compiles(tree: Path, block: str, simulator: str) -> str | None:
     """None if Icarus (and Verilator, warnings aside, when it runs the suite) compiles the mutated
     block at its default parameters, else the first error: a build failure is no kill."""
     from hwvit import synth
 
-    lines = synth.iverilog([tree / "rtl" / f"{block}.v"], block, rtl=tree / "rtl")
-    errors = [ln for ln in lines if "error" in ln.lower() or "ERROR" in ln]
-    if not errors and simulator == "verilator":
-        cmd = [toolchain.require("verilator"), "--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style"]
-        cmd += [f"-I{tree / 'rtl'}", "--top-module", block, str(tree / "rtl" / f"{block}.v")]
-        out = subprocess.run(cmd, capture_output=True, text=True, env=toolchain.sim_env())
-        errors = [ln for ln in out.stderr.splitlines() if ln.startswith("%Error")]
+    try:
+        lines = synth.iverilog([tree / "rtl" / f"{block}.v"], block, rtl=tree / "rtl", timeout=COMPILE_TIMEOUT)
+        errors = [ln for ln in lines if "error" in ln.lower() or "ERROR" in ln]
+        if not errors and simulator == "verilator":
+            cmd = [toolchain.require("verilator"), "--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style"]
+            cmd += [f"-I{tree / 'rtl'}", "--top-module", block, str(tree / "rtl" / f"{block}.v")]
+            out = subprocess.run(cmd, capture_output=True, text=True, env=toolchain.sim_env(), timeout=COMPILE_TIMEOUT)
+            errors = [ln for ln in out.stderr.splitlines() if ln.startswith("%Error")]
+    except subprocess.TimeoutExpired as exc:
+        # An endless generate loop (`gi = gi - 1`) hangs elaboration instead of failing it.
+        return f"{Path(str(exc.cmd[0])).name} did not finish elaborating in {COMPILE_TIMEOUT} s (an endless generate loop?)"
     return errors[0] if errors else None
 
 

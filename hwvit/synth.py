@@ -57,7 +57,9 @@ def lint(sources, params: dict[str, int] | None = None, rtl: Path | None = None)
     return bad or ([f"verilator exit {out.returncode}: {text[-500:]}"] if out.returncode else [])
 
 
-def iverilog(sources, top: str, params: dict[str, int] | None = None, rtl: Path | None = None) -> list[str]:
+def iverilog(
+    sources, top: str, params: dict[str, int] | None = None, rtl: Path | None = None, timeout: float = 120
+) -> list[str]:
     """Plain Verilog-2005: ``iverilog -g2005 -Wall``; the lines it printed (timescale notes aside).
 
     Icarus evaluates the blocks' parameter checks (``initial`` + ``$finish``) only at run time,
@@ -82,7 +84,7 @@ def iverilog(sources, top: str, params: dict[str, int] | None = None, rtl: Path 
             ],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=timeout,
         )
         lines = [
             ln

@@ -112,3 +112,23 @@ def test_cli_lists_mutants():
     res = CliRunner().invoke(main, ["mutate", "--block", "gelu", "--list"])
     assert res.exit_code == 0, res.output
     assert "rtl/gelu.v:" in res.output and "stuck-1" in res.output
+
+
+def test_endless_generate_loop_is_a_compile_failure(tmp_path, monkeypatch):
+    """A mutant whose generate loop never ends (`gi = gi - 1`) hangs elaboration: the compile check
+    gives up after COMPILE_TIMEOUT and reports it as a build failure, with no traceback."""
+    rtl = tmp_path / "rtl"
+    rtl.mkdir()
+    (rtl / "loopy.v").write_text(
+        "module loopy (input wire [3:0] a_i, output wire [3:0] y_o);\n"
+        "  genvar gi;\n"
+        "  generate\n"
+        "    for (gi = 0; gi < 4; gi = gi - 1) begin : g_bit\n"
+        "      assign y_o[gi] = ~a_i[gi];\n"
+        "    end\n"
+        "  endgenerate\n"
+        "endmodule\n"
+    )
+    monkeypatch.setattr(mutate, "COMPILE_TIMEOUT", 5)
+    error = mutate._compiles(tmp_path, "loopy", "verilator")
+    assert error == "iverilog did not finish elaborating in 5 s (an endless generate loop?)", error
