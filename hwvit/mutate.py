@@ -294,7 +294,8 @@ def _compiles(tree: Path, block: str, simulator: str) -> str | None:
             errors = [ln for ln in out.stderr.splitlines() if ln.startswith("%Error")]
     except subprocess.TimeoutExpired as exc:
         # An endless generate loop (`gi = gi - 1`) hangs elaboration instead of failing it.
-        return f"{Path(str(exc.cmd[0])).name} did not finish elaborating in {COMPILE_TIMEOUT} s (an endless generate loop?)"
+        tool = Path(str(exc.cmd[0])).name
+        return f"{tool} did not finish elaborating in {COMPILE_TIMEOUT} s (an endless generate loop?)"
     return errors[0] if errors else None
 
 
