@@ -275,8 +275,9 @@ def _tree_copy(root: Path, dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-# Seconds the compile check of one mutant may take: an unmutated block elaborates in ~1 s.
-COMPILE_TIMEOUT = 60
+# Seconds the compile check of one mutant may take: an unmutated block elaborates in ~1 s (one
+# check took over 60 s on the 2-core machine at load 6, so the margin is wide).
+COMPILE_TIMEOUT = 120
 
 
 def _compiles(tree: Path, block: str, simulator: str) -> str | None:
