@@ -27,7 +27,7 @@ def test_device_forward_equals_cpu_forward_on_every_value(preset, device):
     recipe = from_dict(MIXED) if preset == "simple-vit" else None
     int_model = quantize_model(model, inputs_for(model, 16, 1), qc, recipe=recipe)
     x = inputs_for(model, 3, 2).numpy()
-    cpu, dev = Trace(values=True), Trace(values=True)
+    cpu, dev = Trace(records=True, values=True), Trace(records=True, values=True)
     want = int_model.forward(x, trace=cpu)
     got = DeviceForward(int_model, device)(x, trace=dev)
     assert np.array_equal(got, want)
@@ -36,6 +36,41 @@ def test_device_forward_equals_cpu_forward_on_every_value(preset, device):
         q2, scale2 = dev.values[path]
         assert q2.shape == q.shape and np.array_equal(q2, q), path
         assert scale2 == scale, path
+    assert_same_records(dev.records, cpu.records)
+
+
+def assert_same_records(got, want):
+    """Block records (what `hwvit vectors` writes) equal: kind, path, params, every tensor's
+    format, scale, shape and values, in the same order."""
+    assert [(r.kind, r.path) for r in got] == [(r.kind, r.path) for r in want]
+    assert {r.kind for r in want} >= {"gemm", "layernorm", "gelu", "residual_add"}
+    for g, w in zip(got, want, strict=True):
+        assert g.params == w.params, w.path
+        assert list(g.tensors) == list(w.tensors), w.path
+        for name, t in w.tensors.items():
+            u = g.tensors[name]
+            assert (u.bits, u.signed, u.role, u.scale, u.layout) == (t.bits, t.signed, t.role, t.scale, t.layout)
+            assert u.data.shape == t.data.shape and np.array_equal(u.data, t.data), f"{w.path}.{name}"
+
+
+def test_device_forward_records_of_a_pooled_model():
+    """A mean-pooled model: the pool's requant record comes from the device path too."""
+    model = small_model("simple-vit")
+    int_model = quantize_model(model, inputs_for(model, 8, 1))
+    assert int_model.pool is not None
+    x = inputs_for(model, 2, 2).numpy()
+    cpu, dev = Trace(records=True), Trace(records=True)
+    int_model.forward(x, trace=cpu)
+    DeviceForward(int_model, "cpu")(x, trace=dev)
+    assert "requant" in {r.kind for r in cpu.records}
+    assert_same_records(dev.records, cpu.records)
+
+
+def test_device_forward_refuses_forced_values():
+    model = small_model("vit-tiny")
+    int_model = quantize_model(model, inputs_for(model, 8, 1))
+    with pytest.raises(ValueError, match="CPU forward only"):
+        DeviceForward(int_model, "cpu")(inputs_for(model, 1, 2).numpy(), trace=Trace(force=lambda p, q, s: q))
 
 
 def test_cuda_without_a_gpu_is_one_clear_error(monkeypatch):

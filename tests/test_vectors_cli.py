@@ -157,9 +157,10 @@ def _fake_trace(monkeypatch, seen: dict | None = None):
         rec.path = path
         records.append(rec)
 
-    def fake(kw, qconfig, calib_images, seed, quiet):
+    def fake(kw, qconfig, calib_images, seed, quiet, device):
         if seen is not None:
             seen.update(preset=kw["preset"], limit=kw["limit"], seed=seed)
+            assert device == "cpu"
         return records, "cd" * 32, {"model": "fake"}
 
     monkeypatch.setattr(cli_vectors, "_model_records", fake)
@@ -277,3 +278,27 @@ def test_bench_vectors_writes_one_vit_b_layer(tmp_path):
     assert res["elements"] == _vit_b_layer_elements()
     assert res["elements_per_s"] == pytest.approx(res["elements"] / res["seconds"])
     assert list(tmp_path.iterdir()) == []  # cleaned up
+
+
+def test_vectors_on_a_torch_device_writes_the_same_sets(tmp_path):
+    """`--device cpu` runs the torch forward of hwvit.intvit.device (the one --device cuda runs on
+    the GPU): its sets are byte-identical to the numpy forward's."""
+    args = ["vectors", "--model", "digits", "--calib-images", "16", "--blocks", "layers.0.*,head", "--quiet"]
+    a, b = tmp_path / "numpy", tmp_path / "torch"
+    r = run(*args, "--out", str(a))
+    assert r.exit_code == 0, r.output
+    r = run(*args, "--out", str(b), "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    tree = _tree(a)
+    assert any(name.endswith("softmax/manifest.yaml") for name in tree)
+    assert tree == _tree(b)
+
+
+def test_vectors_device_cuda_without_a_gpu_is_one_line(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    r = run("vectors", "--model", "digits", "--device", "cuda", "--out", str(tmp_path / "v"))
+    assert r.exit_code == 1
+    assert r.output == "Error: device cuda: no CUDA GPU is available here (torch.cuda.is_available() is False)\n"
+    assert not (tmp_path / "v").exists()

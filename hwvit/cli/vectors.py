@@ -17,6 +17,7 @@ from hwvit.cli.common import (
     build_models,
     calib_images_option,
     check_out_dir,
+    compute_options,
     data_options,
     describe_data,
     fail,
@@ -66,8 +67,9 @@ def _plain_config(value: Any) -> Any:
     return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
-def _model_records(kw, qconfig, calib_images, seed, quiet):
-    """(records, source_sha256, model_config) of one traced run of the integer model (``kw['recipe']``: --recipe)."""
+def _model_records(kw, qconfig, calib_images, seed, quiet, device="cpu"):
+    """(records, source_sha256, model_config) of one traced run of the integer model (``kw['recipe']``: --recipe;
+    ``device`` cuda: the torch forward on the GPU, bit-identical to the CPU's)."""
     recipe = kw.pop("recipe", None)
     from hwvit.intvit import trace_model
 
@@ -76,7 +78,7 @@ def _model_records(kw, qconfig, calib_images, seed, quiet):
     source, data, int_model = build_models(kw, qconfig, calib_images, seed, recipe)
     describe_data(data, quiet)
     try:
-        _, records, _ = trace_model(int_model, data.first(limit).numpy())
+        _, records, _ = trace_model(int_model, data.first(limit).numpy(), device=None if device == "cpu" else device)
     except (ValueError, OverflowError) as exc:
         fail(first_line(exc))
     model_config = {
@@ -121,7 +123,8 @@ def _select(records: list, patterns: str | None, kind: str | None) -> list:
 )
 @block_kind_option("Only blocks of this kind.")
 @vector_output_options("Output directory: one set per traced block under it.")
-def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, quiet, **kw):
+@compute_options
+def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, quiet, device, **kw):
     """Trace the integer model and write one golden vector set per block instance.
 
     Each set is a directory (OUT/layers.3.attn.softmax/, ...) holding manifest.yaml plus .hex
@@ -133,11 +136,14 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
       hwvit vectors --model digits --limit 1 --calib-images 64 --out vectors/
       hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vectors/ --force
       hwvit vectors --checkpoint vit/ --images photos/ --limit 1 --blocks 'layers.0.*' --out vit-vectors/
+      hwvit vectors --checkpoint vit/ --images photos/ --limit 32 --device cuda --out vit-vectors/
     """
     from hwvit import vectors as vec
 
     check_out_dir(out_dir, force, "vectors")
-    records, source_sha, model_config = _model_records({**kw, "recipe": recipe}, qconfig, calib_images, seed, quiet)
+    records, source_sha, model_config = _model_records(
+        {**kw, "recipe": recipe}, qconfig, calib_images, seed, quiet, device
+    )
     records = _select(records, blocks, kind)
     summary = write_vectors(
         out_dir, lambda: _write_tree(vec, records, out_dir, seed, source_sha, model_config, force, quiet)

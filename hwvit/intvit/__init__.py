@@ -4,10 +4,18 @@ from hwvit.intvit.model import IntViT
 from hwvit.intvit.trace import Trace
 
 
-def trace_model(int_model: IntViT, inputs, quantized: bool = False):
-    """Run ``inputs`` through the integer model; return (int logits, block records, int values)."""
+def trace_model(int_model: IntViT, inputs, quantized: bool = False, device: str | None = None):
+    """Run ``inputs`` through the integer model; return (int logits, block records, int values).
+
+    ``device`` (``"cuda"``, ``"cpu"``): the torch forward of hwvit.intvit.device on that device,
+    bit-identical to the numpy forward (the default, ``None``), records included."""
     tr = Trace(records=True, values=True)
-    logits = int_model.forward(inputs, trace=tr, quantized=quantized)
+    if device is None:
+        logits = int_model.forward(inputs, trace=tr, quantized=quantized)
+    else:
+        from hwvit.intvit.device import DeviceForward
+
+        logits = DeviceForward(int_model, device)(inputs, trace=tr, quantized=quantized)
     return logits, tr.records, tr.values
 
 

@@ -2,8 +2,9 @@
 
 It walks the same IntViT layers as ``IntViT.forward`` in the same order with the same integer
 formulas, on int64 tensors that stay on the device; tests hold every traced value equal to the
-numpy/numba forward. Block records (vector sets) are the CPU path's job: this path records only
-values (``Trace(values=True)``), copied back to numpy.
+numpy/numba forward. With ``Trace(records=True)`` it also keeps the block records (vector sets),
+made by the same layer methods as the CPU path's from the device tensors copied back; values
+(``Trace(values=True)``) are copied back too. Forcing values (``Trace(force=...)``) is CPU only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from hwvit.intvit.layers import (
 )
 from hwvit.intvit.trace import NO_TRACE, Trace
 from hwvit.ops import torch_kernels as tk
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    """A device tensor as a numpy array on the host (what records and values keep)."""
+    return t.cpu().numpy()
 
 
 def resolve_device(device) -> torch.device:
@@ -58,14 +64,19 @@ class DeviceForward:
 
     def _value(self, tr: Trace, path: str, t: torch.Tensor, scale: float) -> None:
         if tr.keep_values:
-            tr.value(path, t.cpu().numpy(), scale)
+            tr.value(path, _np(t), scale)
 
-    def linear(self, lin: IntLinear, x: torch.Tensor) -> torch.Tensor:
+    def linear(self, lin: IntLinear, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
         acc = tk.gemm(x, self.p(lin.w, torch.int8), self.p(lin.bias))
-        return tk.requant(acc, self.p(lin.mult), self.p(lin.shift), lin.out_bits, self.checks)
+        y = tk.requant(acc, self.p(lin.mult), self.p(lin.shift), lin.out_bits, self.checks)
+        if tr.keep_records:
+            n = acc.shape[-1]
+            lin.record(tr, path, _np(x).reshape(-1, x.shape[-1]), _np(acc).reshape(-1, n), _np(y).reshape(-1, n))
+        self._value(tr, path, y, lin.s_out)
+        return y
 
-    def layernorm(self, ln: IntLayerNorm, x: torch.Tensor) -> torch.Tensor:
-        return tk.layernorm(
+    def layernorm(self, ln: IntLayerNorm, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
+        y = tk.layernorm(
             x,
             self.p(ln.gamma),
             self.p(ln.beta),
@@ -75,61 +86,74 @@ class DeviceForward:
             ln.out_bits,
             checks=self.checks,
         )
+        if tr.keep_records:
+            c = x.shape[-1]
+            ln.record(tr, path, _np(x).reshape(-1, c), _np(y).reshape(-1, c))
+        self._value(tr, path, y, ln.s_out)
+        return y
 
-    def gelu(self, g: IntGelu, x: torch.Tensor) -> torch.Tensor:
-        return tk.gelu(x, self.p(g.table), g.in_bits)
+    def gelu(self, g: IntGelu, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
+        y = tk.gelu(x, self.p(g.table), g.in_bits)
+        if tr.keep_records:
+            g.record(tr, path, _np(x), _np(y))
+        self._value(tr, path, y, g.s_out)
+        return y
 
-    def residual(self, r: IntResidual, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return tk.residual_add(a, b, r.mult_a, r.mult_b, r.shift, r.out_bits)
+    def residual(self, r: IntResidual, a: torch.Tensor, b: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
+        y = tk.residual_add(a, b, r.mult_a, r.mult_b, r.shift, r.out_bits)
+        if tr.keep_records:
+            r.record(tr, path, _np(a), _np(b), _np(y))
+        self._value(tr, path, y, r.s_out)
+        return y
 
-    def softmax(self, s: IntSoftmax, x: torch.Tensor) -> torch.Tensor:
-        return tk.softmax(x, self.p(s.exp_table), s.out_bits, s.exp, s.exp_mult)
+    def softmax(self, s: IntSoftmax, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
+        p = tk.softmax(x, self.p(s.exp_table), s.out_bits, s.exp, s.exp_mult)
+        if tr.keep_records:
+            n = x.shape[-1]
+            s.record(tr, path, _np(x).reshape(-1, n), _np(p).reshape(-1, n))
+        self._value(tr, path, p, s.s_out)
+        return p
 
     def attention(self, at, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
         b, n, _ = x.shape
         h, hd = at.heads, at.head_dim
         if at.qkv is not None:
-            y = self.linear(at.qkv, x)
-            self._value(tr, f"{path}.qkv", y, at.qkv.s_out)
-            y = y.reshape(b, n, 3, h, hd)
+            y = self.linear(at.qkv, x, tr, f"{path}.qkv").reshape(b, n, 3, h, hd)
             q, k, v = (y[:, :, i].transpose(1, 2) for i in range(3))  # (B, H, N, hd)
         else:
-            q, k, v = (self.linear(lin, x).reshape(b, n, h, hd).transpose(1, 2) for lin in (at.q, at.k, at.v))
+            q, k, v = (
+                self.linear(lin, x, tr, f"{path}.{name}").reshape(b, n, h, hd).transpose(1, 2)
+                for name, lin in (("q", at.q), ("k", at.k), ("v", at.v))
+            )
         self._value(tr, f"{path}.q", q, at.s_q)
         self._value(tr, f"{path}.k", k, at.s_k)
         self._value(tr, f"{path}.v", v, at.s_v)
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
-        scores = tk.requant(tk.gemm(qs, ks), at.scores_mult, at.scores_shift, at.scores_bits, self.checks).reshape(
-            b, h, n, n
-        )
+        acc = tk.gemm(qs, ks)
+        scores = tk.requant(acc, at.scores_mult, at.scores_shift, at.scores_bits, self.checks)
+        if tr.keep_records:
+            at.record_heads(tr, path, b, "qk", _np(qs), _np(ks), _np(acc), _np(scores))
+        scores = scores.reshape(b, h, n, n)
         self._value(tr, f"{path}.scores", scores, at.s_scores)
-        probs = self.softmax(at.softmax, scores)
-        self._value(tr, f"{path}.softmax", probs, at.softmax.s_out)
+        probs = self.softmax(at.softmax, scores, tr, f"{path}.softmax")
         self._value(tr, f"{path}.probs", probs, at.softmax.s_out)
-        acc = tk.gemm(probs.reshape(b * h, n, n), vs.transpose(1, 2), a_signed=False)
+        ps, vt = probs.reshape(b * h, n, n), vs.transpose(1, 2)
+        acc = tk.gemm(ps, vt, a_signed=False)
         ctx = tk.requant(acc, at.ctx_mult, at.ctx_shift, at.ctx_bits, self.checks)
+        if tr.keep_records:
+            at.record_heads(tr, path, b, "av", _np(ps), _np(vt), _np(acc), _np(ctx))
         ctx = ctx.reshape(b, h, n, hd).transpose(1, 2).reshape(b, n, h * hd)
         self._value(tr, f"{path}.context", ctx, at.s_ctx)
-        out = self.linear(at.proj, ctx)
-        self._value(tr, f"{path}.proj", out, at.proj.s_out)
-        return out
+        return self.linear(at.proj, ctx, tr, f"{path}.proj")
 
     def block(self, blk, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
-        h = self.layernorm(blk.norm1, x)
-        self._value(tr, f"{path}.norm1", h, blk.norm1.s_out)
-        x = self.residual(blk.add1, x, self.attention(blk.attn, h, tr, f"{path}.attn"))
-        self._value(tr, f"{path}.add1", x, blk.add1.s_out)
-        h = self.layernorm(blk.norm2, x)
-        self._value(tr, f"{path}.norm2", h, blk.norm2.s_out)
-        h = self.linear(blk.fc1, h)
-        self._value(tr, f"{path}.mlp.fc1", h, blk.fc1.s_out)
-        h = self.gelu(blk.gelu, h)
-        self._value(tr, f"{path}.mlp.gelu", h, blk.gelu.s_out)
-        h = self.linear(blk.fc2, h)
-        self._value(tr, f"{path}.mlp.fc2", h, blk.fc2.s_out)
-        x = self.residual(blk.add2, x, h)
-        self._value(tr, f"{path}.add2", x, blk.add2.s_out)
-        return x
+        h = self.layernorm(blk.norm1, x, tr, f"{path}.norm1")
+        x = self.residual(blk.add1, x, self.attention(blk.attn, h, tr, f"{path}.attn"), tr, f"{path}.add1")
+        h = self.layernorm(blk.norm2, x, tr, f"{path}.norm2")
+        h = self.linear(blk.fc1, h, tr, f"{path}.mlp.fc1")
+        h = self.gelu(blk.gelu, h, tr, f"{path}.mlp.gelu")
+        h = self.linear(blk.fc2, h, tr, f"{path}.mlp.fc2")
+        return self.residual(blk.add2, x, h, tr, f"{path}.add2")
 
     @staticmethod
     def patches(pe, x: torch.Tensor) -> torch.Tensor:
@@ -145,21 +169,19 @@ class DeviceForward:
     def patch_embed(self, pe, x: torch.Tensor, tr: Trace) -> torch.Tensor:
         h = self.patches(pe, x)
         if pe.norm_in is not None:
-            h = self.layernorm(pe.norm_in, h)
-            self._value(tr, "embed.norm_in", h, pe.norm_in.s_out)
-        h = self.linear(pe.proj, h)
-        self._value(tr, "embed.proj", h, pe.proj.s_out)
+            h = self.layernorm(pe.norm_in, h, tr, "embed.norm_in")
+        h = self.linear(pe.proj, h, tr, "embed.proj")
         if pe.norm_out is not None:
-            h = self.layernorm(pe.norm_out, h)
-            self._value(tr, "embed.norm_out", h, pe.norm_out.s_out)
+            h = self.layernorm(pe.norm_out, h, tr, "embed.norm_out")
         if pe.gelu is not None:
-            h = self.gelu(pe.gelu, h)
-            self._value(tr, "embed.gelu", h, pe.gelu.s_out)
+            h = self.gelu(pe.gelu, h, tr, "embed.gelu")
         return h
 
     @torch.no_grad()
     def __call__(self, x, trace: Trace | None = None, quantized: bool = False) -> np.ndarray:
         m, tr = self.model, trace or NO_TRACE
+        if tr.force is not None:
+            raise ValueError("forcing traced values (Trace(force=...)) runs on the CPU forward only")
         m.check_input(x)
         self.checks = tk.Checks()  # range checks stay on the device; read once, at the end
         if quantized:
@@ -176,34 +198,29 @@ class DeviceForward:
             h = torch.cat([self.p(m.cls_q).expand(b, 1, h.shape[-1]), h], dim=1)
         s_tokens = m.s_embed
         if m.pos_add is not None:
-            h = self.residual(m.pos_add, h, self.p(m.pos_q).expand(h.shape))
+            h = self.residual(m.pos_add, h, self.p(m.pos_q).expand(h.shape), tr, "pos_add")
             s_tokens = m.pos_add.s_out
-            self._value(tr, "pos_add", h, s_tokens)
         self._value(tr, "tokens", h, s_tokens)
         for i, blk in enumerate(m.blocks):
             pos_add = m.layer_pos_adds[i] if m.layer_pos_adds else None
             if pos_add is not None:
-                h = self.residual(pos_add, h, self.p(m.pos_q).expand(h.shape))
-                self._value(tr, f"layers.{i}.pos_add", h, pos_add.s_out)
+                h = self.residual(pos_add, h, self.p(m.pos_q).expand(h.shape), tr, f"layers.{i}.pos_add")
             h = self.block(blk, h, tr, f"layers.{i}")
         if m.norm is not None:
-            h = self.layernorm(m.norm, h)
-            self._value(tr, "norm", h, m.norm.s_out)
-        pooled = (
-            h[:, 0]
-            if m.pool is None
-            else tk.mean_pool(h, m.pool.mult, m.pool.shift, m.pool.out_bits, checks=self.checks)
-        )
+            h = self.layernorm(m.norm, h, tr, "norm")
+        if m.pool is None:
+            pooled = h[:, 0]
+        else:
+            pooled = tk.mean_pool(h, m.pool.mult, m.pool.shift, m.pool.out_bits, checks=self.checks)
+            if tr.keep_records:
+                m.pool.record(tr, "pool", _np(h), _np(pooled))
         self._value(tr, "pool", pooled, m.s_pool)
         if m.pre_head_fc is not None:
-            pooled = self.linear(m.pre_head_fc, pooled)
-            self._value(tr, "pre_head.fc", pooled, m.pre_head_fc.s_out)
+            pooled = self.linear(m.pre_head_fc, pooled, tr, "pre_head.fc")
         if m.pre_head_norm is not None:
-            pooled = self.layernorm(m.pre_head_norm, pooled)
-            self._value(tr, "pre_head.norm", pooled, m.pre_head_norm.s_out)
+            pooled = self.layernorm(m.pre_head_norm, pooled, tr, "pre_head.norm")
         if m.head is not None:
-            pooled = self.linear(m.head, pooled)
-            self._value(tr, "head", pooled, m.head.s_out)
+            pooled = self.linear(m.head, pooled, tr, "head")
             self._value(tr, "logits", pooled, m.head.s_out)
         self.checks.raise_if_any()
         return pooled.cpu().numpy()

@@ -85,6 +85,23 @@ class IntLinear:
         y = y.reshape(*lead, self.w.shape[0])
         return tr.value(path, y, self.s_out)
 
+    def record(self, tr: Trace, path: str, x2d: np.ndarray, acc: np.ndarray, y2d: np.ndarray) -> None:
+        """The `gemm` record of one call (2-D x, acc, y): for forwards that compute elsewhere (device.py)."""
+        record_gemm(
+            tr,
+            path,
+            x2d,
+            self.w,
+            self.bias,
+            self.mult,
+            self.shift,
+            acc,
+            y2d,
+            self.out_bits,
+            True,
+            (self.s_in, self.s_out),
+        )
+
 
 @dataclass(kw_only=True)
 class IntLayerNorm:
@@ -100,6 +117,12 @@ class IntLayerNorm:
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         rows = x.reshape(-1, x.shape[-1])
         y = ops.layernorm(rows, self.gamma, self.beta, self.eps_int, self.mult, self.shift, self.out_bits)
+        self.record(tr, path, rows, y)
+        y = y.reshape(x.shape)
+        return tr.value(path, y, self.s_out)
+
+    def record(self, tr: Trace, path: str, rows: np.ndarray, y: np.ndarray) -> None:
+        """The `layernorm` record of one call (2-D rows in and out)."""
         tr.record(
             "layernorm",
             path,
@@ -117,8 +140,6 @@ class IntLayerNorm:
             beta=self.beta,
             y=y,
         )
-        y = y.reshape(x.shape)
-        return tr.value(path, y, self.s_out)
 
 
 @dataclass(kw_only=True)
@@ -131,6 +152,11 @@ class IntGelu:
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         y = ops.gelu(x, self.table, self.in_bits)
+        self.record(tr, path, x, y)
+        return tr.value(path, y, self.s_out)
+
+    def record(self, tr: Trace, path: str, x: np.ndarray, y: np.ndarray) -> None:
+        """The `gelu` record of one call (flattened)."""
         tr.record(
             "gelu",
             path,
@@ -140,7 +166,6 @@ class IntGelu:
             table=self.table,
             y=y.reshape(-1),
         )
-        return tr.value(path, y, self.s_out)
 
 
 @dataclass(kw_only=True)
@@ -161,6 +186,12 @@ class IntSoftmax:
         p = ops.softmax(
             rows, self.exp_table, out_bits=self.out_bits, in_bits=self.in_bits, exp=self.exp, exp_mult=self.exp_mult
         )
+        self.record(tr, path, rows, p)
+        p = p.reshape(x.shape)
+        return tr.value(path, p, self.s_out)
+
+    def record(self, tr: Trace, path: str, rows: np.ndarray, p: np.ndarray) -> None:
+        """The `softmax` record of one call (2-D rows in and out); none for the shift form."""
         if self.exp == "table":  # only the table form has a Verilog twin
             tr.record(
                 "softmax",
@@ -177,8 +208,6 @@ class IntSoftmax:
                 exp_table=self.exp_table,
                 p=p,
             )
-        p = p.reshape(x.shape)
-        return tr.value(path, p, self.s_out)
 
 
 @dataclass(kw_only=True)
@@ -195,6 +224,11 @@ class IntResidual:
 
     def __call__(self, a: np.ndarray, b: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         y = ops.residual_add(a, b, self.mult_a, self.mult_b, self.shift, self.out_bits)
+        self.record(tr, path, a, b, y)
+        return tr.value(path, y, self.s_out)
+
+    def record(self, tr: Trace, path: str, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> None:
+        """The `residual_add` record of one call (flattened)."""
         tr.record(
             "residual_add",
             path,
@@ -204,7 +238,6 @@ class IntResidual:
             b=b.reshape(-1),
             y=y.reshape(-1),
         )
-        return tr.value(path, y, self.s_out)
 
 
 @dataclass(kw_only=True)
@@ -223,6 +256,11 @@ class IntPool:
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         y = ops.mean_pool(x, self.mult, self.shift, self.out_bits, axis=1)
+        self.record(tr, path, x, y)
+        return tr.value(path, y, self.s_out)
+
+    def record(self, tr: Trace, path: str, x: np.ndarray, y: np.ndarray) -> None:
+        """The `requant` record of one pooling (x: the tokens, (B, N, D))."""
         if tr.keep_records:
             acc = x.sum(axis=1).reshape(-1)
             tr.record(
@@ -235,4 +273,3 @@ class IntPool:
                 shift=np.full(acc.size, self.shift),
                 y=y.reshape(-1),
             )
-        return tr.value(path, y, self.s_out)

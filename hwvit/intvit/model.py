@@ -46,6 +46,21 @@ class IntAttention:
         img, head = divmod(i, self.heads)
         return f"{path}.h{head}" if b == 1 else f"{path}.img{img}.h{head}"
 
+    def record_heads(self, tr: Trace, path: str, b: int, which: str, a, w, acc, y) -> None:
+        """One `gemm` record per image and head of Q.K^T (``which`` = "qk": a = Q, w = K) or P.V
+        ("av": a = P, w = V^T); every array (B*H, rows, cols)."""
+        if not tr.keep_records:
+            return
+        if which == "qk":
+            mult, shift, bits, signed = self.scores_mult, self.scores_shift, self.scores_bits, True
+            scales = (self.s_q, self.s_scores)
+        else:
+            mult, shift, bits, signed = self.ctx_mult, self.ctx_shift, self.ctx_bits, False
+            scales = (self.softmax.s_out, self.s_ctx)
+        for i in range(a.shape[0]):
+            tag = f"{self._tag(path, b, i)}.{which}"
+            record_gemm(tr, tag, a[i], w[i], None, mult, shift, acc[i], y[i], bits, signed, scales)
+
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         b, n, _ = x.shape
         h, hd = self.heads, self.head_dim
@@ -64,22 +79,7 @@ class IntAttention:
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
         acc = ops.gemm(qs, ks, None, a_signed=True)  # (B*H, N, N)
         scores = ops.requant(acc, self.scores_mult, self.scores_shift, self.scores_bits)
-        if tr.keep_records:
-            for i in range(b * h):
-                record_gemm(
-                    tr,
-                    f"{self._tag(path, b, i)}.qk",
-                    qs[i],
-                    ks[i],
-                    None,
-                    self.scores_mult,
-                    self.scores_shift,
-                    acc[i],
-                    scores[i],
-                    self.scores_bits,
-                    True,
-                    (self.s_q, self.s_scores),
-                )
+        self.record_heads(tr, path, b, "qk", qs, ks, acc, scores)
         scores = scores.reshape(b, h, n, n)
         scores = tr.value(f"{path}.scores", scores, self.s_scores)
         probs = self.softmax(scores, tr, f"{path}.softmax")
@@ -88,22 +88,7 @@ class IntAttention:
         vt = vs.transpose(0, 2, 1)  # (B*H, hd, N): V^T, the GEMM's weight rows
         acc = ops.gemm(ps, vt, None, a_signed=False)  # (B*H, N, hd)
         ctx = ops.requant(acc, self.ctx_mult, self.ctx_shift, self.ctx_bits)
-        if tr.keep_records:
-            for i in range(b * h):
-                record_gemm(
-                    tr,
-                    f"{self._tag(path, b, i)}.av",
-                    ps[i],
-                    vt[i],
-                    None,
-                    self.ctx_mult,
-                    self.ctx_shift,
-                    acc[i],
-                    ctx[i],
-                    self.ctx_bits,
-                    False,
-                    (self.softmax.s_out, self.s_ctx),
-                )
+        self.record_heads(tr, path, b, "av", ps, vt, acc, ctx)
         ctx = ctx.reshape(b, h, n, hd).transpose(0, 2, 1, 3)  # (B, N, H, hd)
         ctx = ctx.reshape(b, n, h * hd)
         ctx = tr.value(f"{path}.context", ctx, self.s_ctx)
