@@ -336,18 +336,6 @@ def test_lint(params):
     assert synth.iverilog(SOURCES, TOPLEVEL, params) == []
 
 
-@static_group
-def test_synth():
-    """yosys infers the row buffer, gamma and beta as memories (sync read ports) and synthesizes."""
-    from hwvit import synth
-
-    res = synth.synth_block("layernorm")
-    assert res.ok and res.warnings == [], res.message or res.warnings
-    assert res.coarse.get("$mem_v2") == 3, res.coarse
-    for mem in ("x_mem", "g_mem", "b_mem"):
-        assert f"Checking read port `\\{mem}'[0] in module `\\layernorm': merging output FF to cell." in res.log
-
-
 def test_inv_rounding_rows_flip():
     """hwvit.ops agrees with the plain-integer formula on the directed rows, and each row's
     outputs change with inv one lower (sig/2 dropped) or one higher."""

@@ -519,17 +519,6 @@ def test_lint(params):
     assert synth.iverilog(SOURCES, TOPLEVEL, params) == []
 
 
-def test_synth():
-    """yosys infers the row buffer and the exp table as memories (sync read ports) and synthesizes."""
-    from hwvit import synth
-
-    res = synth.synth_block("softmax")
-    assert res.ok and res.warnings == [], res.message or res.warnings
-    assert res.coarse.get("$mem_v2") == 2, res.coarse
-    for mem in ("row_mem", "tbl_mem"):
-        assert f"Checking read port `\\{mem}'[0] in module `\\softmax': merging output FF to cell." in res.log
-
-
 def test_reciprocal_rows_flip():
     """The directed rows do what they are for: hwvit.ops agrees with the plain-integer formula,
     and every row's probabilities change with R one lower (S/2 dropped) or one higher."""

@@ -136,7 +136,9 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
       hwvit vectors --model digits --limit 1 --calib-images 64 --out vectors/
       hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vectors/ --force
       hwvit vectors --checkpoint vit/ --images photos/ --limit 1 --blocks 'layers.0.*' --out vit-vectors/
-      hwvit vectors --checkpoint vit/ --images photos/ --limit 32 --device cuda --out vit-vectors/
+
+    With --device cuda the trace runs on the GPU (the same sets, byte for byte; worth it when
+    --limit is large).
     """
     from hwvit import vectors as vec
 
