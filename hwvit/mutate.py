@@ -48,6 +48,26 @@ FIRST = {
 }
 ORDER_ENV = "HWVIT_MUTATE_FIRST"
 
+# Source files a block instantiates, which its suite exercises too: `--source` mutates one of
+# them instead of rtl/<block>.v (round_sat's rounding is requant's and residual_add's).
+PARTS = {
+    "gemm": ("gemm_array.v", "gemm_out.v", "gemm_pe.v"),
+    "requant": ("round_sat.v",),
+    "residual_add": ("round_sat.v",),
+}
+
+
+def source_of(block: str, source: str | None) -> str:
+    """The file a run mutates, as ``rtl/<name>``: rtl/<block>.v, or ``source`` if it is one of the
+    block's PARTS (ValueError otherwise, naming the choices)."""
+    if source is None or source in (f"{block}.v", f"rtl/{block}.v"):
+        return f"rtl/{block}.v"
+    name = source.removeprefix("rtl/")
+    if name not in PARTS.get(block, ()):
+        choices = ", ".join((f"{block}.v", *PARTS.get(block, ())))
+        raise ValueError(f"--source {source}: block {block} is built from {choices}")
+    return f"rtl/{name}"
+
 
 def pytest_collection_modifyitems(config, items):  # pytest hook: `pytest -p hwvit.mutate`
     """Run the tests named (by prefix) in $HWVIT_MUTATE_FIRST first, in that order."""
@@ -356,15 +376,17 @@ def run(
     timeout: int | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     lines: set[int] | None = None,
+    source: str | None = None,
 ) -> Report:
-    """Generate the mutants of rtl/<block>.v, run a sample of them (of those on ``lines``), and report."""
+    """Generate the mutants of rtl/<block>.v (or of ``source``, one of the block's PARTS), run a
+    sample of them (of those on ``lines``) through the block's suite, and report."""
     root = toolchain.repo().root
-    path = root / "rtl" / f"{block}.v"
-    if not path.exists() or not (root / "sim" / f"test_{block}.py").exists():
+    if not (root / "rtl" / f"{block}.v").exists() or not (root / "sim" / f"test_{block}.py").exists():
         raise ValueError(f"no rtl/{block}.v with a sim/test_{block}.py")
+    rel = source_of(block, source)
     toolchain.require(simulator)
     toolchain.require("icarus")  # the compile check
-    every = mutants(path.read_text(), f"rtl/{block}.v")
+    every = mutants((root / rel).read_text(), rel)
     if lines:  # re-running the mutants of a few lines, e.g. after a test was added to kill them
         every = [mu for mu in every if mu.line in lines]
     chosen = every if sample is None or sample >= len(every) else random.Random(seed).sample(every, sample)

@@ -132,3 +132,27 @@ def test_endless_generate_loop_is_a_compile_failure(tmp_path, monkeypatch):
     monkeypatch.setattr(mutate, "COMPILE_TIMEOUT", 5)
     error = mutate._compiles(tmp_path, "loopy", "verilator")
     assert error == "iverilog did not finish elaborating in 5 s (an endless generate loop?)", error
+
+
+def test_cli_source_lists_a_part_of_the_block():
+    res = CliRunner().invoke(main, ["mutate", "--block", "gemm", "--source", "gemm_pe.v", "--list"])
+    assert res.exit_code == 0, res.output
+    files = {line.split(":", 1)[0] for line in res.output.splitlines()}
+    assert files == {"rtl/gemm_pe.v"}, files
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--block", "gelu", "--source", "gemm_pe.v"], "--source gemm_pe.v: block gelu is built from gelu.v"),
+        (
+            ["--block", "gemm", "--source", "../conftest.py"],
+            "--source ../conftest.py: block gemm is built from gemm.v,",
+        ),
+        (["--block", "gemm", "--block", "requant", "--source", "round_sat.v"], "give exactly one --block"),
+    ],
+)
+def test_cli_source_refusals(args, message):
+    res = CliRunner().invoke(main, ["mutate", *args, "--list"])
+    assert res.exit_code == 1 and message in res.output and "Traceback" not in res.output, res.output
+    assert len(res.output.strip().splitlines()) == 1

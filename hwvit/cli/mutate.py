@@ -39,10 +39,16 @@ from hwvit.cli.common import fail, jobs_option, seed_option
 @click.option(
     "--line", "lines", type=click.IntRange(1), multiple=True, help="Only mutants of this source line (repeatable)."
 )
+@click.option(
+    "--source",
+    metavar="FILE",
+    help="Mutate this part of the block instead of rtl/<block>.v (gemm: gemm_array.v, gemm_out.v, "
+    "gemm_pe.v; requant, residual_add: round_sat.v); the block's suite runs on it.",
+)
 @click.option("--list", "list_only", is_flag=True, help="Only list the mutants, run nothing.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Write the report as JSON here.")
 @click.option("--force", is_flag=True, help="Replace an existing --out report.")
-def mutate(blocks, simulator, jobs, sample, seed, timeout, lines, list_only, out_path, force):
+def mutate(blocks, simulator, jobs, sample, seed, timeout, lines, source, list_only, out_path, force):
     """Mutate a block's RTL one point at a time and report which mutants its testbench kills.
 
     Each mutant is a copy of the tree in a temporary directory; the simulator must build it, then
@@ -55,6 +61,7 @@ def mutate(blocks, simulator, jobs, sample, seed, timeout, lines, list_only, out
     Example:
       hwvit mutate --block requant --list
       hwvit mutate --block divu --list
+      hwvit mutate --block gemm --source gemm_pe.v --list
     """
     from hwvit import mutate as mut
 
@@ -66,9 +73,15 @@ def mutate(blocks, simulator, jobs, sample, seed, timeout, lines, list_only, out
     for name in names:
         if not (root / "rtl" / f"{name}.v").exists() or not (root / "sim" / f"test_{name}.py").exists():
             fail(f"block {name!r} has no rtl/{name}.v with a sim/test_{name}.py")
+    if source is not None and len(names) != 1:
+        fail("--source names a part of one block: give exactly one --block")
+    try:
+        files = {name: mut.source_of(name, source) for name in names}
+    except ValueError as exc:
+        fail(str(exc))
     if list_only:
         for name in names:
-            for m in mut.mutants((root / "rtl" / f"{name}.v").read_text(), f"rtl/{name}.v"):
+            for m in mut.mutants((root / files[name]).read_text(), files[name]):
                 if lines and m.line not in lines:
                     continue
                 click.echo(f"{m.file}:{m.line}: {m.operator:<12} {m.before}  ->  {m.after}")
@@ -98,6 +111,7 @@ def mutate(blocks, simulator, jobs, sample, seed, timeout, lines, list_only, out
                 timeout=timeout,
                 on_outcome=show,
                 lines=set(lines),
+                source=source,
             )
         except RuntimeError as exc:
             fail(str(exc))
