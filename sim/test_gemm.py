@@ -209,6 +209,7 @@ class _Job:
             **extra,
         }
         checks = {"acc": (vset["acc"], acc), "y": (vset["y"], y)}
+        tbutil.SEEN["out_stall"] += int(dut.out_stalls_o.value)  # the out_stall bin: stalls during the drain
         stream = self.stream_checks(cycles, timing["done_seen"])
         extra["stream_checks"] = sorted(stream)
         checks.update({name: (np.array(e), np.array(g)) for name, (e, g) in stream.items()})
