@@ -36,6 +36,7 @@ NAMES: dict[str, tuple[str, ...]] = {
         "k_max",
         "partial_tile_rows",
         "partial_tile_cols",
+        "out_stall",
     ),
 }
 

@@ -46,6 +46,7 @@ module tb_gemm #(
   output reg  [31:0] bad_beats_o   /*verilator public_flat_rw*/,  // beats with m >= M, n >= N or n not a tile start
   output reg  [31:0] dup_beats_o   /*verilator public_flat_rw*/,  // beats to a (row, column tile) already written
   output reg  [31:0] dirty_lanes_o /*verilator public_flat_rw*/,  // beats with a lane past N not 0 (acc or y)
+  output reg  [31:0] out_stalls_o  /*verilator public_flat_rw*/,  // cycles with an output row offered and refused
   output reg  [31:0] done_pulses_o /*verilator public_flat_rw*/,  // cycles with done_o high
   output reg  [31:0] busy_gaps_o   /*verilator public_flat_rw*/,  // cycles between start_i and done_o with busy_o low
   output wire [15:0] rows_o      /*verilator public_flat_rw*/,  // ROWS, COLS for the test's bookkeeping
@@ -163,6 +164,7 @@ module tb_gemm #(
       bad_beats_o <= 32'd0;
       dup_beats_o <= 32'd0;
       dirty_lanes_o <= 32'd0;
+      out_stalls_o  <= 32'd0;
     end else if (out_valid && out_ready) begin
       out_beats_o <= out_beats_o + 32'd1;
       dirty = 1'b0;
@@ -188,12 +190,16 @@ module tb_gemm #(
         end
       end
     end
+    if (rst_ni && out_valid && !out_ready) begin
+      out_stalls_o <= out_stalls_o + 32'd1;  // the drain held up by the sink (functional bin out_stall)
+    end
     if (load_i) begin
       lfsr_q      <= (seed_i == 16'd0) ? 16'd1 : seed_i;
       out_beats_o <= 32'd0;
       bad_beats_o <= 32'd0;
       dup_beats_o <= 32'd0;
       dirty_lanes_o <= 32'd0;
+      out_stalls_o  <= 32'd0;
       $readmemh("gemm_a.hex", a_mem, 0, m_i * k_i - 1);
       $readmemh("gemm_w.hex", w_mem, 0, n_i * k_i - 1);
       $readmemh("gemm_bias.hex", bias_mem, 0, n_i - 1);

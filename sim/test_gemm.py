@@ -209,6 +209,7 @@ class _Job:
             **extra,
         }
         checks = {"acc": (vset["acc"], acc), "y": (vset["y"], y)}
+        tbutil.SEEN["out_stall"] += int(dut.out_stalls_o.value)  # the out_stall bin: stalls during the drain
         stream = self.stream_checks(cycles, timing["done_seen"])
         extra["stream_checks"] = sorted(stream)
         checks.update({name: (np.array(e), np.array(g)) for name, (e, g) in stream.items()})
@@ -405,6 +406,20 @@ def test_gemm_zero_dim_jobs(gemm_sets, simulator, run_set):
     result = run_set(gemm_sets[SETS[0]], simulator, hdl_overrides=_overrides(ARRAYS[1]), testcase="zero_dim_jobs")
     assert result.extra["zero_dim_jobs"] == len(ZERO_DIM_SHAPES)
     assert "dirty_lanes" in result.extra["stream_checks"]
+
+
+def test_gemm_top_index_bits(tmp_path, simulator, run_set):
+    """Memory sizes that are not powers of two (MAX_M = MAX_N = 40: 6-bit m and n) with M = N = 40:
+    output rows 32..39 and column tiles 32 and 36 set the top bit of out_m_o and out_n_o, which
+    power-of-two sizes never do (the largest index is then below half the range)."""
+    from hwvit import vectors
+
+    record = vectors.random_record("gemm", cases=40, seed=61, k=9, n=40, a_signed=True)
+    set_dir = vectors.write_set(record, tmp_path / "s")
+    overrides = {**_overrides(ARRAYS[0]), "MAX_M": 40, "MAX_N": 40}
+    result = run_set(set_dir, simulator, hdl_overrides=overrides, seed=3)
+    assert result.extra["outputs"] == 2 * 40 * 40
+    assert result.extra["out_beats"] == result.extra["expected_out_beats"] == 40 * 10
 
 
 def no_stall_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:

@@ -67,6 +67,10 @@ def test_gemm_bins_shapes_and_partial_tiles():
     assert bins["k_1"] == 1 and bins["k_max"] == 0
     assert bins["partial_tile_rows"] == 1 and bins["partial_tile_cols"] == 1  # 13 % 4 and 11 % 4
     assert bins["sat_low"] == 143 and bins["shift_0"] == 10 and bins["shift_62"] == 1
+    assert bins["out_stall"] == 0  # only what the testbench saw counts (seen)
+    y = {"y": np.full((13, 11), -128)}
+    seen = covbins.count("gemm", params, inputs, y, {"ROWS": 4, "COLS": 4}, {"out_stall": 7})
+    assert seen["out_stall"] == 7
 
 
 # ---------------------------------------------------------------------------- coverage.dat
