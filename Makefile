@@ -65,7 +65,7 @@ synth: setup
 # Opt-in (not in make test): mutation score of the testbenches, one temp copy of the tree per
 # mutant, the block's suite on MUTATE_SIM (Verilator: ~3 s builds with ccache). MUTATE_BLOCKS /
 # MUTATE_SAMPLE choose what runs; the score table in docs/verification.md used these defaults.
-MUTATE_BLOCKS ?= gemm softmax layernorm isqrt requant divu gelu
+MUTATE_BLOCKS ?= gemm softmax layernorm isqrt requant divu gelu residual_add
 MUTATE_SAMPLE ?= 60
 MUTATE_SIM    ?= verilator
 mutate: setup
