@@ -280,15 +280,26 @@ def test_bench_vectors_writes_one_vit_b_layer(tmp_path):
     assert list(tmp_path.iterdir()) == []  # cleaned up
 
 
-def test_vectors_on_a_torch_device_writes_the_same_sets(tmp_path):
-    """`--device cpu` runs the torch forward of hwvit.intvit.device (the one --device cuda runs on
-    the GPU): its sets are byte-identical to the numpy forward's."""
+def test_vectors_on_a_torch_device_writes_the_same_sets(tmp_path, monkeypatch):
+    """The torch forward of hwvit.intvit.device (what --device cuda runs on the GPU), here run on
+    the CPU in its place: the sets it writes are byte-identical to the numpy forward's."""
+    import hwvit.intvit
+    from hwvit.intvit.device import DeviceForward
+
     args = ["vectors", "--model", "digits", "--calib-images", "16", "--blocks", "layers.0.*,head", "--quiet"]
     a, b = tmp_path / "numpy", tmp_path / "torch"
     r = run(*args, "--out", str(a))
     assert r.exit_code == 0, r.output
+    asked = []
+
+    def torch_on_cpu(int_model, device="cpu"):
+        asked.append(device)
+        return DeviceForward(int_model, "cpu")
+
+    monkeypatch.setattr(hwvit.intvit, "int_forward", torch_on_cpu)
     r = run(*args, "--out", str(b), "--device", "cpu")
     assert r.exit_code == 0, r.output
+    assert asked == ["cpu"]  # --device reached the trace, which ran the torch forward
     tree = _tree(a)
     assert any(name.endswith("softmax/manifest.yaml") for name in tree)
     assert tree == _tree(b)

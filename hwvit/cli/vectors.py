@@ -69,7 +69,7 @@ def _plain_config(value: Any) -> Any:
 
 def _model_records(kw, qconfig, calib_images, seed, quiet, device="cpu"):
     """(records, source_sha256, model_config) of one traced run of the integer model (``kw['recipe']``: --recipe;
-    ``device`` cuda: the torch forward on the GPU, bit-identical to the CPU's)."""
+    ``device``: hwvit.intvit.int_forward's, e.g. cuda for the torch forward on the GPU)."""
     recipe = kw.pop("recipe", None)
     from hwvit.intvit import trace_model
 
@@ -78,7 +78,7 @@ def _model_records(kw, qconfig, calib_images, seed, quiet, device="cpu"):
     source, data, int_model = build_models(kw, qconfig, calib_images, seed, recipe)
     describe_data(data, quiet)
     try:
-        _, records, _ = trace_model(int_model, data.first(limit).numpy(), device=None if device == "cpu" else device)
+        _, records, _ = trace_model(int_model, data.first(limit).numpy(), device=device)
     except (ValueError, OverflowError) as exc:
         fail(first_line(exc))
     model_config = {

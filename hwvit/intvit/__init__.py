@@ -4,19 +4,22 @@ from hwvit.intvit.model import IntViT
 from hwvit.intvit.trace import Trace
 
 
-def trace_model(int_model: IntViT, inputs, quantized: bool = False, device: str | None = None):
-    """Run ``inputs`` through the integer model; return (int logits, block records, int values).
+def int_forward(int_model: IntViT, device="cpu"):
+    """The integer forward to call for ``device``: ``cpu`` the numpy/numba forward, any other
+    torch device hwvit.intvit.device's (bit-identical; one-line ValueError without CUDA)."""
+    if str(device) == "cpu":
+        return int_model.forward
+    from hwvit.intvit.device import DeviceForward
 
-    ``device`` (``"cuda"``, ``"cpu"``): the torch forward of hwvit.intvit.device on that device,
-    bit-identical to the numpy forward (the default, ``None``), records included."""
+    return DeviceForward(int_model, device)
+
+
+def trace_model(int_model: IntViT, inputs, quantized: bool = False, device="cpu"):
+    """Run ``inputs`` through the integer model (on ``device``: ``int_forward``); return
+    (int logits, block records, int values)."""
     tr = Trace(records=True, values=True)
-    if device is None:
-        logits = int_model.forward(inputs, trace=tr, quantized=quantized)
-    else:
-        from hwvit.intvit.device import DeviceForward
-
-        logits = DeviceForward(int_model, device)(inputs, trace=tr, quantized=quantized)
+    logits = int_forward(int_model, device)(inputs, trace=tr, quantized=quantized)
     return logits, tr.records, tr.values
 
 
-__all__ = ["IntViT", "Trace", "trace_model"]
+__all__ = ["IntViT", "Trace", "int_forward", "trace_model"]

@@ -223,4 +223,4 @@ class DeviceForward:
             pooled = self.linear(m.head, pooled, tr, "head")
             self._value(tr, "logits", pooled, m.head.s_out)
         self.checks.raise_if_any()
-        return pooled.cpu().numpy()
+        return _np(pooled)

@@ -15,25 +15,6 @@ from hwvit import ops
 from hwvit.intvit.trace import Trace
 
 
-def matmul(
-    a: np.ndarray,
-    w: np.ndarray,
-    bias: np.ndarray | None,
-    mult,
-    shift,
-    out_bits: int,
-    a_signed: bool,
-    scales: tuple[float, float],
-    tr: Trace,
-    path: str,
-) -> np.ndarray:
-    """requant(gemm(a, w) + bias): one GEMM-engine pass, recorded as a `gemm` block."""
-    acc = ops.gemm(a, w, bias, a_signed=a_signed)
-    y = ops.requant(acc, mult, shift, out_bits)
-    record_gemm(tr, path, a, w, bias, mult, shift, acc, y, out_bits, a_signed, scales)
-    return y
-
-
 def record_gemm(
     tr: Trace, path: str, a, w, bias, mult, shift, acc, y, out_bits: int, a_signed: bool, scales: tuple[float, float]
 ) -> None:
@@ -69,24 +50,15 @@ class IntLinear:
     out_bits: int
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
-        lead = x.shape[:-1]
-        y = matmul(
-            x.reshape(-1, x.shape[-1]),
-            self.w,
-            self.bias,
-            self.mult,
-            self.shift,
-            self.out_bits,
-            True,
-            (self.s_in, self.s_out),
-            tr,
-            path,
-        )
-        y = y.reshape(*lead, self.w.shape[0])
-        return tr.value(path, y, self.s_out)
+        """requant(gemm(x, w) + bias): one GEMM-engine pass, recorded as a `gemm` block."""
+        x2d = x.reshape(-1, x.shape[-1])
+        acc = ops.gemm(x2d, self.w, self.bias, a_signed=True)
+        y = ops.requant(acc, self.mult, self.shift, self.out_bits)
+        self.record(tr, path, x2d, acc, y)
+        return tr.value(path, y.reshape(*x.shape[:-1], self.w.shape[0]), self.s_out)
 
     def record(self, tr: Trace, path: str, x2d: np.ndarray, acc: np.ndarray, y2d: np.ndarray) -> None:
-        """The `gemm` record of one call (2-D x, acc, y): for forwards that compute elsewhere (device.py)."""
+        """The `gemm` record of one call (2-D x, acc, y); device.py calls it with its tensors copied back."""
         record_gemm(
             tr,
             path,

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from hwvit.intvit import IntViT, Trace
+from hwvit.intvit import IntViT, Trace, int_forward
 from hwvit.report.isolate import Forcer, point_range, quantize_at
 from hwvit.report.metrics import sqnr_db
 
@@ -184,7 +184,7 @@ def compare(
             iso.setdefault(path, _Acc(acc.scale)).merge(acc)
 
     if client is None:
-        run_int = _int_forward(int_model, device)
+        run_int = int_forward(int_model, device)
         for x in inputs:
             merge(_batch(model, int_model, run_int, x, isolated))
     else:
@@ -230,14 +230,6 @@ def compare(
     )
 
 
-def _int_forward(int_model: IntViT, device: str):
-    if str(device) == "cpu":
-        return int_model.forward
-    from hwvit.intvit.device import DeviceForward
-
-    return DeviceForward(int_model, device)
-
-
 def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, isolated: bool = True):
     """Float and integer forward of one batch: (float logits, dequantized int logits, {path: _Acc},
     {path: isolated _Acc})."""
@@ -272,4 +264,4 @@ def _batch_task(
 ):
     """`_batch` on a Dask worker, with the driver's torch thread count."""
     torch.set_num_threads(threads)
-    return _batch(model, int_model, _int_forward(int_model, device), x, isolated)
+    return _batch(model, int_model, int_forward(int_model, device), x, isolated)
