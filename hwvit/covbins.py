@@ -6,8 +6,14 @@ received, never the expected ones) and what it saw of the handshakes (``seen``: 
 Every bin of a kind is always present, so a count of 0 is a bin never hit.
 
 Rows of length 1 and of the maximum compare with the built block's limit (``limits``: softmax
-MAX_N, layernorm MAX_C, gemm ROWS/COLS). Reset in every state and back-to-back GEMM jobs are not
-counted here: `hwvit sim` runs neither (the pytest reset tests and the --stress variants do).
+MAX_N, layernorm MAX_C, gemm ROWS/COLS).
+
+Bins of what the testbench did rather than what the set holds come from ``seen`` (the
+testbench's counters, sim/tbutil.SEEN): ``out_stall`` (an output offered and refused),
+``reset_<state>`` (a reset sampled while the block was in that state: the block's reset test,
+which `hwvit sim --stress` runs) and gemm's ``back_to_back`` (a job started in the cycle the
+previous one ended: the stress variant of that name). A plain `hwvit sim` run leaves them at 0,
+and the report says so.
 """
 
 from __future__ import annotations
@@ -39,6 +45,27 @@ NAMES: dict[str, tuple[str, ...]] = {
         "out_stall",
     ),
 }
+
+# The states each block's reset test resets in (sim/test_<kind>.py RESET_STATES, same order): a
+# bin reset_<state> each. Stream blocks: which pipeline stages hold a beat; the others: FSM states
+# (with "a row filling" where loading overlaps them).
+RESET_STATES: dict[str, tuple[str, ...]] = {
+    "requant": ("empty", "stage1", "output", "full"),
+    "residual_add": ("empty", "stage1", "output", "full"),
+    "gelu": ("empty", "output", "stalled"),
+    "softmax": ("load", "sum", "div", "out", "out_load"),
+    "layernorm": ("fill", "mul1", "mul2", "sqrt", "div", "out", "out_fill"),
+    "gemm": ("idle", "issue", "issue_drain", "drain", "drain_stall", "done"),
+}
+# Bins counted only from ``seen``, beyond out_stall and the reset states.
+SEEN_BINS: dict[str, tuple[str, ...]] = {"gemm": ("back_to_back",)}
+
+
+def names(kind: str) -> tuple[str, ...]:
+    """Every bin of ``kind`` in report order: the data bins, then the reset states and the
+    testbench-only bins."""
+    resets = tuple(f"reset_{state}" for state in RESET_STATES.get(kind, ()))
+    return NAMES[kind] + resets + SEEN_BINS.get(kind, ())
 
 
 def _rails(y: np.ndarray | None, out_bits: int) -> tuple[int, int]:
@@ -159,7 +186,9 @@ def count(
         counts = globals()[kind](params, inputs, outputs, limits)
     else:
         counts = globals()[kind](params, inputs, outputs)
-    if "out_stall" in NAMES[kind]:
-        counts["out_stall"] = int(seen.get("out_stall", 0))
-    assert set(counts) == set(NAMES[kind]), sorted(set(counts) ^ set(NAMES[kind]))
-    return {name: int(counts[name]) for name in NAMES[kind]}
+    every = names(kind)
+    for name in every:
+        if name == "out_stall" or name.startswith("reset_") or name in SEEN_BINS.get(kind, ()):
+            counts[name] = int(seen.get(name, 0))
+    assert set(counts) == set(every), sorted(set(counts) ^ set(every))
+    return {name: int(counts[name]) for name in every}

@@ -298,14 +298,14 @@ def annotate(
 
 def merge_bins(results: list[Any]) -> dict[str, dict[str, int]]:
     """Functional bins summed per block kind over the runs' results (``extra["bins"]``)."""
-    from hwvit.covbins import NAMES
+    from hwvit.covbins import NAMES, names
 
     out: dict[str, dict[str, int]] = {}
     for res in results:
         bins = res.extra.get("bins") if isinstance(res.extra, dict) else None
         if not bins:
             continue
-        kind_bins = out.setdefault(res.kind, dict.fromkeys(NAMES.get(res.kind, ()), 0))
+        kind_bins = out.setdefault(res.kind, dict.fromkeys(names(res.kind) if res.kind in NAMES else (), 0))
         for name, count in bins.items():
             kind_bins[name] = kind_bins.get(name, 0) + int(count)
     return out

@@ -315,20 +315,25 @@ def run_test(
     return result
 
 
-RESET_TESTCASES = ("reset_midstream", "reset_midrun")  # a testbench module's mid-stream reset test
+# A testbench module's reset test: a reset in every state of the block (covbins.RESET_STATES).
+RESET_TESTCASES = ("reset_midstream", "reset_midrun")
 
 
 def run_stress(set_dir: str | Path, simulator: str, **kwargs) -> SimResult:
     """The set under every stress variant its testbench module has, as pytest runs them.
 
     - ``stalls``: ``run_vectors`` with random input stalls and output backpressure (HWVIT_STALL);
-    - ``reset``: its reset test (``reset_midstream`` / ``reset_midrun``): rst_ni cut while beats
-      are in flight, no output X or pending after it, then the whole set again, bit-exact;
+    - ``reset``: its reset test (``reset_midstream`` / ``reset_midrun``): rst_ni taken in every
+      state of the block while the set runs, no output X or pending after each, then the whole
+      set again, bit-exact;
+    - ``back_to_back``: where the module has a ``back_to_back_jobs`` test (gemm), the set's job
+      twice, the second started in the cycle the first ends, the second compared;
     - ``cycles``: no stalls, bit-exact, and at most ``unstalled_cycles(vset, params)`` clocks (the
       module's timing model, where it has one).
 
     One result: the first failing variant's (its message names the variant), else the stalled
-    run's with ``extra["variants"]`` listing the variants that ran.
+    run's with ``extra["variants"]`` listing the variants that ran and ``extra["bins"]`` the
+    functional bins of all of them summed.
     """
     from hwvit import vectors
 
@@ -336,12 +341,17 @@ def run_stress(set_dir: str | Path, simulator: str, **kwargs) -> SimResult:
     tb = tb_module(kwargs.get("kind") or vset.kind)
     variants: list[tuple[str, dict]] = [("stalls", {})]
     variants += [("reset", {"testcase": name}) for name in RESET_TESTCASES if hasattr(tb, name)][:1]
+    if hasattr(tb, "back_to_back_jobs"):
+        variants.append(("back_to_back", {"testcase": "back_to_back_jobs"}))
     limit = getattr(tb, "unstalled_cycles", None)
     if limit is not None:
         variants.append(("cycles", {"extra_env": {"HWVIT_STALL": "0"}}))
     first = None
+    bins: dict[str, int] = {}
     for name, options in variants:
         res = run(set_dir, simulator, **kwargs, **options)
+        for bin_name, count in (res.extra.get("bins") or {}).items():
+            bins[bin_name] = bins.get(bin_name, 0) + int(count)
         if res.passed and name == "cycles":
             most = limit(vset, {**tb.hdl_parameters(vset), **(kwargs.get("hdl_overrides") or {})})
             if res.cycles is None or res.cycles > most:
@@ -353,6 +363,8 @@ def run_stress(set_dir: str | Path, simulator: str, **kwargs) -> SimResult:
         first = first or res
     assert first is not None
     first.extra["variants"] = [name for name, _ in variants]
+    if bins:
+        first.extra["bins"] = bins  # every variant's bins summed: the resets count in reset_<state>
     return first
 
 

@@ -2,16 +2,17 @@
 
 Such a block takes one beat of several input signals per valid/ready handshake and returns one
 signed output word per beat, in order. ``run_stream`` drives a vector set through it with random
-stalls on both sides and checks every word; ``run_reset_midstream`` resets the block while beats
-are in flight, checks that no output is X and that nothing survives the reset, then streams the
-whole set again and checks it. Both end in ``tbutil.finish``, which writes the JSON result.
+stalls on both sides and checks every word; ``run_reset_midstream`` resets the block in each of
+its states (which pipeline stages hold a beat) while the set streams, checks that no output is X
+and that nothing survives the reset, then streams the whole set again and checks it. Both end in
+``tbutil.finish``, which writes the JSON result.
 """
 
 from __future__ import annotations
 
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,53 +108,53 @@ def _fail(vset, message: str) -> None:
 
 
 async def run_reset_midstream(
-    stream: Stream, vset, words: Sequence[Sequence[int]], expected: np.ndarray, name: str = "y"
+    stream: Stream,
+    vset,
+    words: Sequence[Sequence[int]],
+    expected: np.ndarray,
+    states: dict[str, Callable[[Any], bool]],
+    name: str = "y",
 ) -> None:
-    """Reset while a beat sits stalled in the block, then stream everything again and check it."""
-    dut, stall = stream.dut, max(tbutil.stall_probability(), 0.3)  # stalls fill the pipeline
+    """Reset in each of ``states`` in turn (name -> predicate on the dut, in the ReadOnly phase),
+    each time with the set streaming through at random stalls; after each reset no output is X,
+    nothing comes out of the emptied pipeline, and the words that came out before it are the
+    set's first ones. Then the whole set again, checked.
+    """
+    dut, stall = stream.dut, max(tbutil.stall_probability(), 0.5)  # stalls fill the pipeline
     assert len(words) >= 8, "reset_midstream needs at least 8 beats"
     await _check_idle(stream, vset, "after reset")
-    src = tbutil.Source(stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, _rand(2))
-    snk = tbutil.Sink(
-        stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed], stall, _rand(3)
-    )
-    send = cocotb.start_soon(src.send(words))
-    recv = cocotb.start_soon(snk.collect(len(words)))
-    # Wait for a quarter of the stream, then for a cycle in which the output register holds a beat
-    # the sink refuses while the source offers another: the reset must drop both.
-    for _ in range(len(words) // 4):
+    checks: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    resets = []
+    for k, (state, in_state) in enumerate(states.items()):
+        src = tbutil.Source(stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, _rand(2 + 2 * k))
+        snk = tbutil.Sink(
+            stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed], stall, _rand(3 + 2 * k)
+        )
+        send = cocotb.start_soon(src.send(words))
+        recv = cocotb.start_soon(snk.collect(len(words)))
+        for _ in range(k):  # a few beats in before the state is sought: resets at various depths
+            await RisingEdge(stream.clk)
+        waited = await tbutil.reset_when(dut, state, lambda held=in_state: held(dut), 20 * len(words))
+        await RisingEdge(stream.clk)  # the reset is taken here, in `state` (unless not reached)
+        send.cancel()
+        recv.cancel()
+        dut.in_valid_i.value = 0
+        before = [w[0] for w in snk.words]
+        resets.append({"state": state, "reached": waited is not None, "words_before": len(before)})
         await RisingEdge(stream.clk)
-    for _ in range(10 * len(words)):
-        await ReadOnly()
-        if dut.out_valid_o.value and not dut.out_ready_i.value and dut.in_valid_i.value:
-            break
-        await RisingEdge(stream.clk)
-    else:
-        _fail(vset, "no cycle with a stalled output beat: cannot test a reset mid-stream")
-    await RisingEdge(stream.clk)
-    send.cancel()
-    recv.cancel()
-    before = [w[0] for w in snk.words]
-    if len(before) >= len(words):
-        _fail(vset, "the stream ended before the reset")
-    dut.rst_ni.value = 0  # in_valid_i stays as the source left it: reset wins over a valid beat
-    for _ in range(2):
-        await RisingEdge(stream.clk)
-    await _check_idle(stream, vset, "after 2 reset cycles (a beat survived the reset)")
-    dut.rst_ni.value = 1
-    dut.in_valid_i.value = 0
-    dut.out_ready_i.value = 1
-    for cycle in range(4):  # nothing may come out of an emptied pipeline
-        await _check_idle(stream, vset, f"{cycle + 1} cycles after reset with no input")
+        await _check_idle(stream, vset, f"after a reset in state {state} (a beat survived the reset)")
+        dut.rst_ni.value = 1
+        dut.out_ready_i.value = 1
+        for cycle in range(4):  # nothing may come out of an emptied pipeline
+            await _check_idle(stream, vset, f"{cycle + 1} cycles after a reset in state {state}, no input")
+        checks[f"{name}_before_reset_{state}"] = (expected[: len(before)], np.array(before, dtype=np.int64))
     try:
         got, cycles = await transfer(stream, words)
     except AssertionError as exc:
         _fail(vset, f"after reset: {exc}")
-    checks = {
-        f"{name}_before_reset": (expected[: len(before)], np.array(before, dtype=np.int64)),
-        name: (expected, np.array(got, dtype=np.int64)),
-    }
-    tbutil.finish(dut, vset, checks, cycles=cycles, extra={"before_reset": len(before)})
+    checks[name] = (expected, np.array(got, dtype=np.int64))
+    before_total = sum(r["words_before"] for r in resets)
+    tbutil.finish(dut, vset, checks, cycles=cycles, extra={"resets": resets, "before_reset": before_total})
 
 
 def corrupt(record, name: str, index: int):
@@ -186,10 +187,13 @@ def check_full_throughput(run_set, set_dir, simulator: str, beats: int, latency:
     assert result.cycles <= beats + latency, result.cycles
 
 
-def check_reset_midstream(run_set, set_dir, simulator: str, beats: int) -> None:
-    """Reset with beats in flight, then the whole set again: counts add up, nothing leaks."""
+def check_reset_midstream(run_set, set_dir, simulator: str, beats: int, states) -> None:
+    """A reset in every state of ``states``, then the whole set again: each reset counted in its
+    bin, the words before each reset right, counts add up, nothing leaks."""
     result = run_set(set_dir, simulator, testcase="reset_midstream")
-    assert 0 < result.extra["before_reset"] < beats
+    assert [r["state"] for r in result.extra["resets"] if r["reached"]] == list(states)
+    assert all(result.extra["bins"][f"reset_{state}"] == 1 for state in states), result.extra["bins"]
+    assert 0 < result.extra["before_reset"] < len(states) * beats
     assert result.elements == beats + result.extra["before_reset"]
 
 

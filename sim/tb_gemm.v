@@ -83,7 +83,7 @@ module tb_gemm #(
   reg  [COLS*31-1:0]       prm_mult_q;
   reg  [COLS*6-1:0]        prm_shift_q;
   wire                     out_valid /*verilator public_flat_rd*/;
-  wire                     out_ready;
+  wire                     out_ready /*verilator public_flat_rd*/;
   wire [M_BITS-1:0]        out_m /*verilator public_flat_rd*/;
   wire [N_BITS-1:0]        out_n /*verilator public_flat_rd*/;
   wire [COLS*32-1:0]       out_acc /*verilator public_flat_rd*/;
@@ -218,22 +218,28 @@ module tb_gemm #(
   end
 
   // ---------------------------------------------------------------- status checks
+  // load_i clears the counts but not running_q: a job started in the cycle the previous one
+  // ends (done_o high) is loaded one cycle later and still watched from its start.
   reg running_q;  // from start_i to done_o
   always @(posedge clk_i) begin
-    if (!rst_ni || load_i) begin
+    if (!rst_ni) begin
       running_q     <= 1'b0;
       done_pulses_o <= 32'd0;
       busy_gaps_o   <= 32'd0;
     end else begin
-      if (start_i) begin
-        running_q <= 1'b1;
-      end
       if (done_o) begin
         running_q     <= 1'b0;
         done_pulses_o <= done_pulses_o + 32'd1;
       end
+      if (start_i) begin
+        running_q <= 1'b1;  // after done_o: a start in the done cycle begins the next job
+      end
       if (running_q && !busy_o && !done_o) begin
         busy_gaps_o <= busy_gaps_o + 32'd1;
+      end
+      if (load_i) begin
+        done_pulses_o <= 32'd0;
+        busy_gaps_o   <= 32'd0;
       end
     end
   end

@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 CLK_NS = 10
 
 # What the drivers saw of the handshakes in this simulation (one cocotb test per run), for the
-# functional coverage bins: cycles in which the block offered an output word the sink refused.
+# functional coverage bins: cycles in which the block offered an output word the sink refused
+# (out_stall), resets sampled while the block was in state S (reset_S, counted by reset_when),
+# jobs started in the cycle the previous one ended (back_to_back).
 SEEN: dict[str, int] = {"out_stall": 0}
 
 
@@ -51,6 +53,31 @@ async def start(dut, cycles: int = 3) -> None:
         await RisingEdge(dut.clk_i)
     dut.rst_ni.value = 1
     await RisingEdge(dut.clk_i)
+
+
+async def reset_when(dut, state: str, in_state: Callable[[], bool], limit: int) -> int | None:
+    """Drive rst_ni low so that the next rising edge samples the reset while ``in_state()`` holds.
+
+    Checks ``in_state()`` once per clock in the ReadOnly phase (the registers as they are until
+    the next edge); when it holds, rst_ni goes low at the falling edge, so the synchronous reset
+    is taken at the following rising edge, in that state, and ``SEEN["reset_<state>"]`` counts
+    it. Returns the clocks waited, or None when the state did not come within ``limit`` clocks
+    (a set whose traffic never gets there, e.g. a one-tile GEMM has no tile issuing while another
+    drains): rst_ni goes low all the same, so the caller's sequence is unchanged, but nothing is
+    counted and the bin stays 0. Directed tests assert the bins. The caller holds reset as long
+    as it likes and raises rst_ni again.
+    """
+    for waited in range(limit):
+        await ReadOnly()
+        if in_state():
+            await FallingEdge(dut.clk_i)
+            dut.rst_ni.value = 0
+            SEEN[f"reset_{state}"] = SEEN.get(f"reset_{state}", 0) + 1
+            return waited
+        await RisingEdge(dut.clk_i)
+    await FallingEdge(dut.clk_i)
+    dut.rst_ni.value = 0
+    return None
 
 
 def to_int(handle, signed: bool) -> int:

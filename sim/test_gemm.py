@@ -5,8 +5,10 @@ cocotb side (hwvit.simulate runs it on a vector set named by HWVIT_SET):
   wrapper's memories, run one job (M x K x N from the set) with no Python in the loop, random
   out_ready stalls from the wrapper's LFSR (HWVIT_STALL), $writememh the results and compare acc
   AND y bit for bit. The JSON result carries cycles, beats and utilization.
-- ``reset_midrun``: reset the engine while it computes and drains (a third of the output rows
-  out), check every output is defined and idle, then rerun the whole job and compare.
+- ``reset_midrun``: reset the engine in every state of RESET_STATES (idle with a start offered,
+  issuing, issuing while draining, draining, a refused output row, done), check every output is
+  defined and idle after each, then rerun the whole job and compare.
+- ``back_to_back_jobs``: the job twice, the second started in the cycle the first ends.
 
 pytest side: random sets (hwvit.vectors.random_record, expected values from hwvit.ops) on both
 simulators and two array sizes (one with partial edge tiles), the mid-run reset, a no-stall
@@ -84,11 +86,24 @@ def parse_memh(path: Path, count: int, bits: int) -> np.ndarray:
     return np.array(values, dtype=np.int64)
 
 
+# The states reset_midrun resets in (hwvit.covbins.RESET_STATES), from the engine's ports as the
+# wrapper sees them: idle with a start_i offered, operands read with no output row offered, reads
+# and output rows overlapping (the next tile issues while the last drains), only output rows
+# (the last tile draining), an output row refused, the done_o cycle.
+RESET_STATES = {
+    "idle": lambda dut: not dut.busy_o.value and dut.start_i.value,
+    "issue": lambda dut: dut.rd_en.value and not dut.out_valid.value,
+    "issue_drain": lambda dut: dut.rd_en.value and dut.out_valid.value,
+    "drain": lambda dut: dut.busy_o.value and not dut.rd_en.value and dut.out_valid.value and dut.out_ready.value,
+    "drain_stall": lambda dut: dut.out_valid.value and not dut.out_ready.value,
+    "done": lambda dut: dut.done_o.value,
+}
+
 # ---------------------------------------------------------------------------- cocotb side
 try:
     import cocotb
     from cocotb.clock import Clock
-    from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, SimTimeoutError, with_timeout
+    from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 
     import tbutil
 except ImportError:  # pragma: no cover - cocotb is a dependency; keep pytest collection clear
@@ -191,7 +206,7 @@ class _Job:
                 checks["cycles_o_at_least_model"] = ([1], [int(cycles >= model)])
         return checks
 
-    async def finish(self, cycles: int, timing: dict, extra: dict) -> None:
+    async def finish(self, cycles: int, timing: dict, extra: dict, more_checks: dict | None = None) -> None:
         dut, vset = self.dut, self.vset
         acc, y = await self.results()
         beats = int(dut.beats_o.value)
@@ -211,6 +226,7 @@ class _Job:
         checks = {"acc": (vset["acc"], acc), "y": (vset["y"], y)}
         tbutil.SEEN["out_stall"] += int(dut.out_stalls_o.value)  # the out_stall bin: stalls during the drain
         stream = self.stream_checks(cycles, timing["done_seen"])
+        stream.update(more_checks or {})
         extra["stream_checks"] = sorted(stream)
         checks.update({name: (np.array(e), np.array(g)) for name, (e, g) in stream.items()})
         tbutil.finish(dut, vset, checks, cycles=cycles, extra=extra)
@@ -252,7 +268,7 @@ async def _check_reset_state(dut, when: str) -> None:
             "prm_n",
         )
     }
-    assert values["busy_o"] == 0 and values["out_valid"] == 0 and values["rd_en"] == 0, (
+    assert values["busy_o"] == 0 and values["done_o"] == 0 and values["out_valid"] == 0 and values["rd_en"] == 0, (
         f"{when}: engine not idle: {values}"
     )
     await RisingEdge(dut.clk_i)
@@ -275,32 +291,76 @@ if cocotb is not None:
 
     @cocotb.test()
     async def reset_midrun(dut):
-        """Reset while a third of the output rows are out, check the outputs, rerun, compare."""
+        """Reset the engine in every state of RESET_STATES (a job started afresh for each; idle:
+        a start_i the reset must drop), check its outputs after each, rerun the job, compare."""
         vset = tbutil.load_set()
         _idle_inputs(dut)
         await _start(dut)
         await _check_reset_state(dut, "after reset")
         job = _Job(dut, vset)
         job.link_inputs()
-        await job.load()
-        await job.pulse(dut.start_i)
-        target = max(1, job.out_rows // 3)
-        for _ in range(job.timeout_cycles()):
+        resets = []
+        for state, in_state in RESET_STATES.items():
+            await job.load()
+            dut.start_i.value = 1
+            if state != "idle":
+                await RisingEdge(dut.clk_i)  # start_i taken
+                dut.start_i.value = 0
+            waited = await tbutil.reset_when(dut, state, lambda s=in_state: s(dut), job.timeout_cycles())
+            await RisingEdge(dut.clk_i)  # the reset is taken here, in `state` (unless not reached)
+            dut.start_i.value = 0
+            resets.append({"state": state, "reached": waited is not None, "out_rows": int(dut.out_beats_o.value)})
             await RisingEdge(dut.clk_i)
-            if int(dut.out_beats_o.value) >= target:
-                break
-        out_beats = int(dut.out_beats_o.value)
-        assert out_beats >= target and int(dut.busy_o.value) == 1, (
-            f"job did not reach {target} output rows while busy (got {out_beats}): nothing to interrupt"
-        )
-        dut.rst_ni.value = 0
-        await ClockCycles(dut.clk_i, 2)
-        dut.rst_ni.value = 1
-        await RisingEdge(dut.clk_i)
-        await _check_reset_state(dut, f"after a reset {out_beats} output rows into a job")
+            dut.rst_ni.value = 1
+            await RisingEdge(dut.clk_i)
+            await _check_reset_state(dut, f"after a reset in state {state}")
         await job.load()  # clears the result memory: the rerun must produce every element
         cycles, timing = await job.run()
-        await job.finish(cycles, timing, {"reset_after_out_rows": out_beats})
+        await job.finish(cycles, timing, {"resets": resets})
+
+    @cocotb.test()
+    async def back_to_back_jobs(dut):
+        """The set's job twice, the second started in the cycle the first ends (done_o high) and
+        its operands reloaded (results cleared) the cycle after: the first job's output stream
+        is checked by its counts, the second completely."""
+        vset = tbutil.load_set()
+        _idle_inputs(dut)
+        await _start(dut)
+        job = _Job(dut, vset)
+        job.link_inputs()
+        await job.load()
+        await job.pulse(dut.start_i)
+        for _ in range(job.timeout_cycles()):
+            await ReadOnly()
+            if int(dut.done_o.value):
+                break
+            await RisingEdge(dut.clk_i)
+        first = {
+            "first_done_o_seen": ([1], [int(dut.done_o.value)]),
+            "first_out_beats": ([job.out_rows], [int(dut.out_beats_o.value)]),
+            "first_bad_beats": ([0], [int(dut.bad_beats_o.value)]),
+            "first_dup_beats": ([0], [int(dut.dup_beats_o.value)]),
+            "first_dirty_lanes": ([0], [int(dut.dirty_lanes_o.value)]),
+        }
+        await FallingEdge(dut.clk_i)
+        dut.start_i.value = 1  # sampled with done_o high: the next job begins at once
+        await RisingEdge(dut.clk_i)
+        dut.start_i.value = 0
+        await job.pulse(dut.load_i)  # operands again, results cleared: before the first output beat
+        await ReadOnly()
+        started = int(dut.busy_o.value)
+        first["second_started_back_to_back"] = ([1], [started])
+        tbutil.SEEN["back_to_back"] = tbutil.SEEN.get("back_to_back", 0) + started
+        await RisingEdge(dut.clk_i)
+        t0, c0 = time.perf_counter(), time.process_time()
+        done_seen = True
+        try:
+            await with_timeout(RisingEdge(dut.done_o), job.timeout_cycles() * tbutil.CLK_NS, "ns")
+        except SimTimeoutError:
+            done_seen = False
+        timing = {"done_seen": done_seen, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
+        await RisingEdge(dut.clk_i)
+        await job.finish(int(dut.cycles_o.value), timing, {"jobs": 2}, first)
 
     @cocotb.test()
     async def zero_dim_jobs(dut):
@@ -383,8 +443,18 @@ def test_gemm_random_sets(gemm_sets, simulator, arr, run_set):
 
 
 def test_gemm_reset_midrun(gemm_sets, simulator, run_set):
+    """A reset in every state of RESET_STATES (each counted in its bin), then the job bit-exact."""
     result = run_set(gemm_sets[SETS[1]], simulator, hdl_overrides=_overrides(ARRAYS[1]), testcase="reset_midrun")
-    assert result.extra["reset_after_out_rows"] > 0
+    assert [r["state"] for r in result.extra["resets"] if r["reached"]] == list(RESET_STATES)
+    assert all(result.extra["bins"][f"reset_{state}"] == 1 for state in RESET_STATES), result.extra["bins"]
+    assert max(r["out_rows"] for r in result.extra["resets"]) > 0  # resets with output rows already out
+
+
+def test_gemm_back_to_back_jobs(gemm_sets, simulator, run_set):
+    """A second job started in the done_o cycle of the first: both streams right, the second bit-exact."""
+    result = run_set(gemm_sets[SETS[0]], simulator, hdl_overrides=_overrides(ARRAYS[1]), testcase="back_to_back_jobs")
+    assert result.extra["jobs"] == 2 and result.extra["bins"]["back_to_back"] == 1
+    assert {"first_out_beats", "second_started_back_to_back", "busy_gaps"} <= set(result.extra["stream_checks"])
 
 
 def test_gemm_small_shapes(tmp_path, simulator, run_set):

@@ -3,9 +3,10 @@
 cocotb side:
 - ``run_vectors``: configure C, eps_int, M, s; load gamma/beta through the write port; stream every
   row of the set with random stalls on both sides; compare every output with the set's ``y``.
-- ``reset_midstream``: cut a streaming run by rst_ni at several points (filling, computing,
-  reading out with the next row filling), check nothing is X and no output is pending after each
-  reset, then stream the whole set and compare; gamma/beta are loaded once (they survive reset).
+- ``reset_midstream``: reset a streaming run in every state (a row filling, each FSM state,
+  reading out with and without the next row filling: RESET_STATES), check nothing is X and no
+  output is pending after each reset, then stream the whole set and compare; gamma/beta are
+  loaded once (they survive reset).
 
 pytest side: random and hand-made sets (constant rows, one-LSB spreads, extreme values) on both
 simulators and two parameter sets, reset, row lengths 0 and above MAX_C (clamped), a corrupted
@@ -150,8 +151,23 @@ async def run_vectors(dut):
     tbutil.finish(dut, vset, {"y": (vset["y"], got)}, cycles=cycles, extra={"cycles_per_row": cycles / rows})
 
 
+# The states reset_midstream resets in (hwvit.covbins.RESET_STATES), from state_q and wr_cnt_q
+# (inputs of the filling row taken): each FSM state, and OUT with and without a row filling behind.
+RESET_STATES = {
+    "fill": lambda state, wr_cnt: state == 0 and wr_cnt > 0,
+    "mul1": lambda state, wr_cnt: state == 1,
+    "mul2": lambda state, wr_cnt: state == 2,
+    "sqrt": lambda state, wr_cnt: state == 3,
+    "div": lambda state, wr_cnt: state == 4,
+    "out": lambda state, wr_cnt: state == 5 and wr_cnt == 0,
+    "out_fill": lambda state, wr_cnt: state == 5 and wr_cnt > 0,
+}
+
+
 @cocotb.test()
 async def reset_midstream(dut):
+    """Reset in every state of RESET_STATES while the set streams (the depth-th clock in it, 1-7),
+    check no output is X and the block idles, then stream the whole set and compare."""
     vset = tbutil.load_set()
     rows, c = vset["x"].shape
     configure(dut, vset)
@@ -159,30 +175,34 @@ async def reset_midstream(dut):
     await load_params(dut, vset)
     rand_in, rand_out = rngs()
     stall = tbutil.stall_probability()
-    # Cut points in clocks after the stream starts: while the first row fills, while it is in
-    # the square root / divider, while it is read out (the second row filling behind it).
-    cuts = [max(2, c // 2), c + 30, int(c / (1 - stall)) + ROW_OVERHEAD + c // 2]
-    for cut in cuts:
+    resets = []
+    for k, state in enumerate(RESET_STATES):
         src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i], stall, rand_in)
         sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [True], stall, rand_out)
         sender = cocotb.start_soon(src.send(input_words(vset)))
         receiver = cocotb.start_soon(sink.collect(rows * c))
-        for _ in range(cut):
-            await RisingEdge(dut.clk_i)
+        seen, depth = [0], 1 + (k * 3) % 7
+
+        def in_state(state=state, seen=seen, depth=depth) -> bool:
+            seen[0] += RESET_STATES[state](int(dut.state_q.value), int(dut.wr_cnt_q.value))
+            return seen[0] >= depth
+
+        limit = 4 * rows * (int(c / (1 - min(stall, 0.9))) + ROW_OVERHEAD)
+        waited = await tbutil.reset_when(dut, state, in_state, limit)
+        await RisingEdge(dut.clk_i)  # the reset is taken here, in `state` (unless not reached)
         sender.cancel()
         receiver.cancel()
+        resets.append({"state": state, "reached": waited is not None})
         dut.in_valid_i.value = 0
         dut.out_ready_i.value = 0
-        dut.rst_ni.value = 0
-        for _ in range(2):
-            await RisingEdge(dut.clk_i)
+        await RisingEdge(dut.clk_i)
         dut.rst_ni.value = 1
         await RisingEdge(dut.clk_i)
         await ReadOnly()
         check_no_x(dut)
         await RisingEdge(dut.clk_i)
     got, cycles = await stream(dut, vset, rand_in, rand_out, stall)
-    tbutil.finish(dut, vset, {"y": (vset["y"], got)}, cycles=cycles, extra={"cuts": cuts})
+    tbutil.finish(dut, vset, {"y": (vset["y"], got)}, cycles=cycles, extra={"resets": resets})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,6 +230,8 @@ def test_reset_midstream(simulator, ln_sets):
     result = simulate.run(set_dir, simulator, testcase="reset_midstream")
     assert result.passed, result.message
     assert result.elements > 0
+    assert [r["state"] for r in result.extra["resets"] if r["reached"]] == list(RESET_STATES)
+    assert all(result.extra["bins"][f"reset_{state}"] == 1 for state in RESET_STATES), result.extra["bins"]
 
 
 def test_mismatch_reported(ln_sets, tmp_path):

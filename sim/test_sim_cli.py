@@ -50,6 +50,12 @@ STRESS_SETS = {
 }
 
 
+def tb_states(kind: str) -> tuple[str, ...]:
+    from hwvit import covbins
+
+    return covbins.RESET_STATES[kind]
+
+
 @pytest.mark.xdist_group("stress")
 def test_sim_stress_runs_every_variant(tmp_path):
     """--stress: the stalled run, the mid-stream reset and the unstalled cycle check, per set."""
@@ -63,7 +69,8 @@ def test_sim_stress_runs_every_variant(tmp_path):
     assert res.exit_code == 0, res.output
     assert lines[-1] == f"{len(STRESS_SETS)} passed, 0 failed"
     for line, kind in zip(lines, STRESS_SETS):
-        assert line.startswith(f"PASS {kind}") and line.endswith("[stalls, reset, cycles]"), line
+        variants = "stalls, reset, back_to_back, cycles" if kind == "gemm" else "stalls, reset, cycles"
+        assert line.startswith(f"PASS {kind}") and line.endswith(f"[{variants}]"), line
 
 
 @pytest.mark.xdist_group("stress")
@@ -74,6 +81,8 @@ def test_stress_on_verilator_and_its_failures(tmp_path, monkeypatch):
     set_dir = vectors.write_set(vectors.random_record("softmax", cases=4, seed=3, row_len=12), tmp_path / "s")
     good = simulate.run_stress(set_dir, "verilator")
     assert good.passed and good.extra["variants"] == ["stalls", "reset", "cycles"], good.message
+    # The bins of every variant summed: the reset test's two resets in each state count.
+    assert all(good.extra["bins"][f"reset_{state}"] == 2 for state in tb_states("softmax")), good.extra["bins"]
     tb = simulate.tb_module("softmax")
     exact = tb.unstalled_cycles(vectors.read(set_dir), {})
     monkeypatch.setattr(tb, "unstalled_cycles", lambda vset, params: exact - 1)

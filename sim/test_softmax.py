@@ -85,13 +85,13 @@ def _sets() -> list:
     return sets
 
 
-# Phases of the block a reset must be tried in: (state_q, ld_cnt_q) -> in that phase.
-RESET_PHASES = {
+# The states reset_midstream resets in (hwvit.covbins.RESET_STATES), from state_q and ld_cnt_q.
+RESET_STATES = {
     "load": lambda state, ld_cnt: state == 0 and ld_cnt > 0,  # filling the buffer, nothing processed
     "sum": lambda state, ld_cnt: state == 1,
     "div": lambda state, ld_cnt: state == 2,
     "out": lambda state, ld_cnt: state == 3 and ld_cnt == 0,
-    "out+load": lambda state, ld_cnt: state == 3 and ld_cnt > 0,  # next row filling behind OUT
+    "out_load": lambda state, ld_cnt: state == 3 and ld_cnt > 0,  # next row filling behind OUT
 }
 
 
@@ -219,7 +219,7 @@ if cocotb is not None:
         rows, n = x.shape
         words = [(int(v), n) for v in x.reshape(-1)]
         resets = []
-        for phase in list(RESET_PHASES) * 2:
+        for phase in list(RESET_STATES) * 2:
             src = tbutil.Source(
                 dut.clk_i,
                 dut.in_valid_i,
@@ -239,19 +239,20 @@ if cocotb is not None:
             )
             sender = cocotb.start_soon(src.send(words))
             receiver = cocotb.start_soon(sink.collect(x.size))
-            depth, seen, waited = rand.randrange(1, 8), 0, 0
-            while seen < depth:  # the depth-th clock spent in this phase
-                await RisingEdge(dut.clk_i)
-                waited += 1
-                seen += RESET_PHASES[phase](int(dut.state_q.value), int(dut.ld_cnt_q.value))
-                assert waited < 50 * cycles_per_row(n, 16), f"phase {phase} never reached"
+            seen, depth = [0], rand.randrange(1, 8)
+
+            def in_phase(phase=phase, seen=seen, depth=depth) -> bool:  # its depth-th clock in the phase
+                seen[0] += RESET_STATES[phase](int(dut.state_q.value), int(dut.ld_cnt_q.value))
+                return seen[0] >= depth
+
+            waited = await tbutil.reset_when(dut, phase, in_phase, 50 * cycles_per_row(n, 16))
+            await RisingEdge(dut.clk_i)  # the reset is taken here, in the phase (unless not reached)
             sender.cancel()
             receiver.cancel()
-            resets.append(f"{phase}@{depth}")
+            resets.append({"state": phase, "reached": waited is not None})
             dut.in_valid_i.value = 0
             dut.out_ready_i.value = rand.getrandbits(1)  # ready must not matter during reset
-            dut.rst_ni.value = 0
-            await ClockCycles(dut.clk_i, rand.randrange(1, 4))
+            await ClockCycles(dut.clk_i, rand.randrange(0, 3))
             dut.rst_ni.value = 1
             dut.out_ready_i.value = 0
             await RisingEdge(dut.clk_i)
@@ -425,7 +426,8 @@ def test_reset_midstream(simulator, tmp_path):
     result = simulate.run(set_dir, simulator, testcase="reset_midstream")
     assert result.passed, result.message
     assert result.elements == 24 * 16
-    assert sorted({r.split("@")[0] for r in result.extra["resets"]}) == sorted(RESET_PHASES)
+    assert [r["state"] for r in result.extra["resets"] if r["reached"]] == list(RESET_STATES) * 2
+    assert all(result.extra["bins"][f"reset_{phase}"] == 2 for phase in RESET_STATES), result.extra["bins"]
 
 
 @pytest.mark.parametrize("row_len, drive", [(1, 0), (MIN_MAX_N, 2 * MIN_MAX_N - 1)], ids=["0->1", "511->256"])

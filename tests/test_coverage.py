@@ -27,7 +27,9 @@ def test_softmax_bins_count_one_hot_and_all_equal_rows():
     )
     p = np.array([[0, 0, 255, 0], [64, 64, 64, 64], [100, 100, 40, 15], [255, 0, 0, 0]])
     bins = covbins.count("softmax", {"out_bits": 8}, {"x": x}, {"p": p}, {"MAX_N": 256}, {"out_stall": 3})
-    assert bins == {"all_equal": 1, "one_hot": 1, "p_full": 2, "row_len_1": 0, "row_len_max": 0, "out_stall": 3}
+    data = {name: bins[name] for name in covbins.NAMES["softmax"]}
+    assert data == {"all_equal": 1, "one_hot": 1, "p_full": 2, "row_len_1": 0, "row_len_max": 0, "out_stall": 3}
+    assert all(bins[f"reset_{state}"] == 0 for state in covbins.RESET_STATES["softmax"])  # no reset test ran
 
 
 def test_softmax_bins_row_lengths():
@@ -57,7 +59,29 @@ def test_requant_bins_ties_shifts_and_rails():
     inputs = {"acc": acc, "multiplier": mult, "shift": shift}
     bins = covbins.count("requant", {"out_bits": 8}, inputs, {"y": y})
     # -3 * 2^30 = -3221225472: its low 31 bits are 2^30 (two's complement), a tie too.
-    assert bins == {"sat_high": 1, "sat_low": 0, "round_tie": 2, "shift_0": 1, "shift_62": 1, "out_stall": 0}
+    data = {name: bins[name] for name in covbins.NAMES["requant"]}
+    assert data == {"sat_high": 1, "sat_low": 0, "round_tie": 2, "shift_0": 1, "shift_62": 1, "out_stall": 0}
+
+
+def test_reset_and_back_to_back_bins_come_from_the_testbench():
+    """reset_<state> and back_to_back count only what the testbench did (seen), never the data."""
+    inputs = {"acc": np.array([1]), "multiplier": np.array([1]), "shift": np.array([0])}
+    bins = covbins.count("requant", {"out_bits": 8}, inputs, {"y": np.array([1])}, None, {"reset_full": 2})
+    assert list(bins) == list(covbins.names("requant"))
+    assert bins["reset_full"] == 2 and bins["reset_empty"] == bins["reset_stage1"] == 0
+    params = {"m": 4, "k": 3, "n": 4, "out_bits": 8}
+    gemm = covbins.count("gemm", params, {"shift": np.array([1])}, {"y": None}, {"ROWS": 4, "COLS": 4}, {})
+    assert gemm["back_to_back"] == 0
+    gemm = covbins.count("gemm", params, {"shift": np.array([1])}, {"y": None}, {}, {"back_to_back": 1})
+    assert gemm["back_to_back"] == 1
+
+
+@pytest.mark.parametrize("kind", sorted(covbins.RESET_STATES))
+def test_reset_bins_match_the_testbench_states(kind):
+    """The states a block's reset test resets in are its bins, in order (one list, two places)."""
+    from hwvit import simulate
+
+    assert tuple(simulate.tb_module(kind).RESET_STATES) == covbins.RESET_STATES[kind]
 
 
 def test_gemm_bins_shapes_and_partial_tiles():
@@ -136,5 +160,5 @@ def test_sim_coverage_writes_report(tmp_path):
     assert {"rtl/requant.v", "rtl/round_sat.v"} <= set(printed), res.output
     for line_pct, toggle_pct in printed.values():
         assert 0 < line_pct <= 100 and 0 < toggle_pct <= 100
-    assert set(report["bins"]["requant"]) == set(covbins.NAMES["requant"])
+    assert set(report["bins"]["requant"]) == set(covbins.names("requant"))
     assert "bins requant:" in res.output and "shift_62=" in res.output
