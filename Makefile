@@ -72,7 +72,8 @@ mutate: setup
 	$(VENV)/bin/hwvit mutate $(foreach b,$(MUTATE_BLOCKS),--block $(b)) --sample $(MUTATE_SAMPLE) --simulator $(MUTATE_SIM) -j $(JOBS)
 
 # Opt-in (not in make test): Verilator line/toggle coverage and functional bins on the default
-# sets (vectors-random of every kind at its defaults, the traced sets of one digits image) plus
+# sets, each under every --stress variant (stalls, a reset in every state, back-to-back jobs,
+# unstalled) (vectors-random of every kind at its defaults, the traced sets of one digits image) plus
 # the shape sets that the shape bins need (rows of length 1 and MAX_N, C = 4096, K = 1 and 65535,
 # partial tiles, residual ties, requant's 1000-case set of sim/test_requant.py: every shift),
 # merged with the block testbenches' Verilator runs (HWVIT_COVERAGE_DIR, sim/conftest.py): what
@@ -101,7 +102,7 @@ coverage: setup
 	$(VENV)/bin/hwvit vectors-random requant --cases 1000 --out $(COVERAGE_SETS)/shapes/requant-1000 -q
 	$(VENV)/bin/hwvit vectors-random residual_add --set mult_a=1073741824 --set mult_b=1073741824 --set shift=31 \
 	  --out $(COVERAGE_SETS)/shapes/residual-ties -q
-	$(VENV)/bin/hwvit sim $(COVERAGE_SETS) --coverage --coverage-merge $(COVERAGE_TB_DIR) \
+	$(VENV)/bin/hwvit sim $(COVERAGE_SETS) --stress --coverage --coverage-merge $(COVERAGE_TB_DIR) \
 	  --coverage-out $(COVERAGE_OUT) -j $(JOBS) -q
 
 clean:
