@@ -310,7 +310,7 @@ if cocotb is not None:
             await RisingEdge(dut.clk_i)  # the reset is taken here, in `state` (unless not reached)
             dut.start_i.value = 0
             resets.append({"state": state, "reached": waited is not None, "out_rows": int(dut.out_beats_o.value)})
-            await RisingEdge(dut.clk_i)
+            await _check_reset_state(dut, f"in reset (taken in state {state})")  # then the second reset edge
             dut.rst_ni.value = 1
             await RisingEdge(dut.clk_i)
             await _check_reset_state(dut, f"after a reset in state {state}")
