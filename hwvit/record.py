@@ -22,6 +22,8 @@ from hwvit.formats import ACC, BETA, EXP, GAMMA, INT8, MULT, MULT_MAX, OUT_BITS,
 # the serial units inside softmax and layernorm, tested as blocks of their own; traced models
 # record only the first six. New kinds go at the end: random sets seed from a kind's index.
 KINDS = ("requant", "gemm", "gelu", "softmax", "layernorm", "residual_add", "divu", "isqrt")
+# Kinds a traced model never records on their own (they live inside softmax and layernorm).
+UNIT_KINDS = ("divu", "isqrt")
 
 ROLES = ("input", "output", "parameter")
 

@@ -93,6 +93,7 @@ def test_existing_output_needs_force(tmp_path):
         (["vectors-random", "conv"], 2, "'conv' is not one of"),
         (["vectors-random", "softmax", "--in-bits", "4", "--entries", "100"], 1, "entries must be an integer"),
         (["vectors-random", "isqrt", "--in-bits", "7"], 1, "in_bits must be even"),
+        (["vectors", "--block", "isqrt"], 2, "a traced model has no isqrt blocks of its own"),
         (["vectors-random", "gelu", "--in-bits", "20"], 1, "in_bits must be an integer in [2, 16]"),
         (["vectors-random", "divu", "--in-bits", "8"], 2, "--in-bits applies to gelu and softmax and isqrt, not divu"),
         (["vectors-random", "divu", "--set", "q_bits=41"], 1, "q_bits must be an integer in [2, 40]"),
