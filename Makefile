@@ -77,7 +77,7 @@ mutate: setup
 # the shape sets that the shape bins need (rows of length 1 and MAX_N, C = 4096, K = 1 and 65535,
 # partial tiles, residual ties, requant's 1000-case set of sim/test_requant.py: every shift),
 # merged with the block testbenches' Verilator runs (HWVIT_COVERAGE_DIR, sim/conftest.py): what
-# one-configuration `hwvit sim` runs cannot reach (divu/isqrt backpressure, mid-stream resets,
+# one-configuration `hwvit sim` runs cannot reach (isqrt at 64 bits, mid-stream resets,
 # configuration changed between jobs, row-length clamps). Toggle % raw and after the reviewed
 # waivers of sim/coverage_waivers.yaml. Report under $(COVERAGE_OUT); docs/verification.md has the table.
 # Not ./coverage: a directory of that name in the repository root shadows coverage.py (numba imports it under pytest).
@@ -90,7 +90,7 @@ coverage: setup
 	rm -rf $(COVERAGE_SETS) $(COVERAGE_TB_DIR)
 	HWVIT_COVERAGE_DIR=$(COVERAGE_TB_DIR) $(PY) -m pytest -q -p no:cacheprovider $(COVERAGE_TB) \
 	  -k "(verilator or back_to_back) and not mismatch"
-	for k in requant gemm gelu softmax layernorm residual_add; do \
+	for k in requant gemm gelu softmax layernorm residual_add divu isqrt; do \
 	  $(VENV)/bin/hwvit vectors-random $$k --out $(COVERAGE_SETS)/default/$$k -q || exit 1; done
 	$(VENV)/bin/hwvit vectors --out $(COVERAGE_SETS)/traced -q
 	$(VENV)/bin/hwvit vectors-random softmax --cases 4 --row-len 1 --out $(COVERAGE_SETS)/shapes/softmax-n1 -q

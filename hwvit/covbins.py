@@ -44,6 +44,8 @@ NAMES: dict[str, tuple[str, ...]] = {
         "partial_tile_cols",
         "out_stall",
     ),
+    "divu": ("exact_division", "quotient_0", "quotient_max", "divisor_1", "divisor_max", "out_stall"),
+    "isqrt": ("radicand_0", "radicand_max", "perfect_square", "max_remainder", "out_stall"),
 }
 
 # The states each block's reset test resets in (sim/test_<kind>.py RESET_STATES, same order): a
@@ -56,6 +58,8 @@ RESET_STATES: dict[str, tuple[str, ...]] = {
     "softmax": ("load", "sum", "div", "out", "out_load"),
     "layernorm": ("fill", "mul1", "mul2", "sqrt", "div", "out", "out_fill"),
     "gemm": ("idle", "issue", "issue_drain", "drain", "drain_stall", "done"),
+    "divu": ("idle", "run", "done"),
+    "isqrt": ("idle", "run", "done"),
 }
 # Bins counted only from ``seen``, beyond out_stall and the reset states.
 SEEN_BINS: dict[str, tuple[str, ...]] = {"gemm": ("back_to_back",)}
@@ -168,6 +172,41 @@ def gemm(params, inputs, outputs, limits) -> dict[str, int]:
         "k_max": int(k == K_MAX),
         "partial_tile_rows": int(rows > 0 and m % rows != 0),
         "partial_tile_cols": int(cols > 0 and n % cols != 0),
+    }
+
+
+def divu(params, inputs, outputs) -> dict[str, int]:
+    divisor = inputs["divisor"].reshape(-1)
+    q, r = outputs.get("quotient"), outputs.get("remainder")
+    exact = quotient_0 = quotient_max = 0
+    if q is not None:
+        q = q.reshape(-1)
+        quotient_0 = int(np.count_nonzero(q == 0))
+        quotient_max = int(np.count_nonzero(q == (1 << int(params["q_bits"])) - 1))
+        if r is not None:  # remainder 0 with a quotient: the dividend a multiple of the divisor
+            exact = int(np.count_nonzero((r.reshape(-1) == 0) & (q >= 1)))
+    return {
+        "exact_division": exact,
+        "quotient_0": quotient_0,
+        "quotient_max": quotient_max,
+        "divisor_1": int(np.count_nonzero(divisor == 1)),
+        "divisor_max": int(np.count_nonzero(divisor == (1 << int(params["d_bits"])) - 1)),
+    }
+
+
+def isqrt(params, inputs, outputs) -> dict[str, int]:
+    x = [int(v) for v in inputs["radicand"].reshape(-1)]  # Python ints: r^2 + 2r of a 31-bit r
+    root = outputs.get("root")
+    square = largest = 0
+    if root is not None:
+        roots = [int(v) for v in root.reshape(-1)]
+        square = sum(1 for v, r in zip(x, roots) if r >= 1 and v == r * r)
+        largest = sum(1 for v, r in zip(x, roots) if r >= 1 and v == r * r + 2 * r)
+    return {
+        "radicand_0": sum(v == 0 for v in x),
+        "radicand_max": sum(v == (1 << int(params["in_bits"])) - 1 for v in x),
+        "perfect_square": square,
+        "max_remainder": largest,
     }
 
 

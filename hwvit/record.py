@@ -18,8 +18,12 @@ import numpy as np
 
 from hwvit.formats import ACC, BETA, EXP, GAMMA, INT8, MULT, MULT_MAX, OUT_BITS, SHIFT, SHIFT_MAX, IntFormat, Rounding
 
-# The block kinds that have a Verilog twin in rtl/ (and a testbench in sim/).
-KINDS = ("requant", "gemm", "gelu", "softmax", "layernorm", "residual_add")
+# The block kinds that have a Verilog twin in rtl/ (and a testbench in sim/). divu and isqrt are
+# the serial units inside softmax and layernorm, tested as blocks of their own; traced models
+# record only the first six. New kinds go at the end: random sets seed from a kind's index.
+KINDS = ("requant", "gemm", "gelu", "softmax", "layernorm", "residual_add", "divu", "isqrt")
+# Kinds a traced model never records on their own (they live inside softmax and layernorm).
+UNIT_KINDS = ("divu", "isqrt")
 
 ROLES = ("input", "output", "parameter")
 
@@ -65,11 +69,14 @@ class Spec(NamedTuple):
 
     role: str
     shape: tuple[Dim, ...]  # a parameter name, a free symbol ("n"), an int, or f(params)
-    bits: int | str
+    bits: int | str | Callable[[dict[str, Any]], int]  # fixed, a parameter name, or f(params)
     signed: bool | str
 
     def fmt(self, params: dict[str, Any]) -> IntFormat:
-        bits = params[self.bits] if isinstance(self.bits, str) else self.bits
+        if callable(self.bits):
+            bits = self.bits(params)
+        else:
+            bits = params[self.bits] if isinstance(self.bits, str) else self.bits
         signed = params[self.signed] if isinstance(self.signed, str) else self.signed
         return IntFormat(int(bits), bool(signed))
 
@@ -80,6 +87,11 @@ def _spec(role: str, shape: tuple[Dim, ...], fmt: IntFormat) -> Spec:
 
 def _pow2_in_bits(params: dict[str, Any]) -> int:
     return 1 << params["in_bits"]
+
+
+def _half_in_bits(params: dict[str, Any]) -> int:
+    """isqrt's root width: IN_BITS / 2 (the RTL's ROOT_BITS)."""
+    return params["in_bits"] // 2
 
 
 # Parameter ranges (inclusive); output widths 2..16 as the requantizer saturates to them.
@@ -116,6 +128,12 @@ PARAMS: dict[str, dict[str, tuple[type, tuple[int, int] | None]]] = {
         "mult_b": (int, _U31),
         "shift": (int, (1, SHIFT_MAX)),
     },
+    # rtl/divu.v's N_BITS, D_BITS, Q_BITS; int64 storage bounds them at 63 (an unsigned 63-bit
+    # tensor is the widest a set holds). Cross-checks (q_bits <= n_bits, d_bits >= n_bits - q_bits)
+    # are in hwvit.vectors.schema.check_params.
+    "divu": {"n_bits": (int, (2, 63)), "d_bits": (int, (1, 63)), "q_bits": (int, (2, 63))},
+    # rtl/isqrt.v's IN_BITS: even (checked in schema.check_params), at most 62 (hwvit.ops.isqrt).
+    "isqrt": {"in_bits": (int, (4, 62))},
 }
 
 # Requant multipliers are declared 32-bit unsigned (values in [0, MULT_MAX]); shifts 6-bit.
@@ -155,6 +173,19 @@ CONTRACT: dict[str, dict[str, Spec]] = {
         "a": _spec("input", ("n",), INT8),
         "b": _spec("input", ("n",), INT8),
         "y": Spec("output", ("n",), "out_bits", True),
+    },
+    # One division per element: quotient = floor(dividend / divisor), remainder = the rest
+    # (divisor >= 1, dividend < divisor * 2^q_bits: the RTL's preconditions, hwvit.ops.divu's checks).
+    "divu": {
+        "dividend": Spec("input", ("n",), "n_bits", False),
+        "divisor": Spec("input", ("n",), "d_bits", False),
+        "quotient": Spec("output", ("n",), "q_bits", False),
+        "remainder": Spec("output", ("n",), "d_bits", False),
+    },
+    # One root per element: root = floor(sqrt(radicand)), in_bits / 2 bits.
+    "isqrt": {
+        "radicand": Spec("input", ("n",), "in_bits", False),
+        "root": Spec("output", ("n",), _half_in_bits, False),
     },
 }
 # The tensor whose `.hex` file is the block's loadable LUT (recorded as `lut_file`).

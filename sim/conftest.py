@@ -1,7 +1,7 @@
 """pytest side of the testbenches: simulators as a parameter, fixtures that run a testbench.
 
 - ``run_set``: one vector set through its block's testbench (hwvit.simulate), bit-exact;
-- ``run_unit``: a cocotb test of a block without vector sets (divu, isqrt), built and run with
+- ``run_unit``: a cocotb test of a block without vector sets (isqrt at 64 bits), built and run with
   the same runner options; both return a ``SimResult`` read from the result the test wrote
   with ``tbutil.write_result``.
 

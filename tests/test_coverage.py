@@ -97,6 +97,56 @@ def test_gemm_bins_shapes_and_partial_tiles():
     assert seen["out_stall"] == 7
 
 
+def test_divu_bins_exact_divisions_and_extremes():
+    params = {"n_bits": 8, "d_bits": 4, "q_bits": 8}
+    dividend = np.array([0, 255, 45, 44, 15, 30, 7])
+    divisor = np.array([3, 1, 15, 15, 15, 1, 7])
+    quotient, remainder = np.divmod(dividend, divisor)  # as the block returned them
+    inputs = {"dividend": dividend, "divisor": divisor}
+    bins = covbins.count("divu", params, inputs, {"quotient": quotient, "remainder": remainder}, {}, {"out_stall": 2})
+    bins = {name: bins[name] for name in covbins.NAMES["divu"]}  # the data bins and out_stall
+    # exact: 255/1, 45/15, 15/15, 30/1, 7/7 (0/3 leaves remainder 0 too, but with quotient 0)
+    assert bins == {
+        "exact_division": 5,
+        "quotient_0": 1,
+        "quotient_max": 1,
+        "divisor_1": 2,
+        "divisor_max": 3,
+        "out_stall": 2,
+    }
+    wrong = covbins.count("divu", params, inputs, {"quotient": quotient + 1, "remainder": remainder + 1})
+    assert wrong["exact_division"] == 0 and wrong["quotient_0"] == 0  # outputs are what came back
+    cut = covbins.count("divu", params, inputs, {"quotient": None, "remainder": None})
+    assert cut["exact_division"] == cut["quotient_max"] == 0 and cut["divisor_1"] == 2
+
+
+def test_isqrt_bins_squares_and_largest_remainders():
+    x = np.array([0, 255, 1, 3, 16, 24, 15, 17, 224])
+    root = np.array([0, 15, 1, 1, 4, 4, 3, 4, 14])
+    bins = covbins.count("isqrt", {"in_bits": 8}, {"radicand": x}, {"root": root}, {}, {"out_stall": 1})
+    bins = {name: bins[name] for name in covbins.NAMES["isqrt"]}  # the data bins and out_stall
+    # squares 1, 16 (0 has root 0: not counted); r^2 + 2r: 255 = 15^2 + 30, 3, 24, 15, 224 = 14^2 + 28
+    assert bins == {"radicand_0": 1, "radicand_max": 1, "perfect_square": 2, "max_remainder": 5, "out_stall": 1}
+    none = covbins.count("isqrt", {"in_bits": 8}, {"radicand": x}, {"root": None})
+    assert none["perfect_square"] == none["max_remainder"] == 0 and none["radicand_max"] == 1
+
+
+@pytest.mark.parametrize("kind", ["divu", "isqrt"])
+def test_default_sets_hit_every_bin(kind):
+    """`hwvit vectors-random divu` / `isqrt` at their defaults: every bin but out_stall (a stall the
+    testbench makes; sim/test_divu.py and sim/test_isqrt.py check it on the same sets) is hit by
+    the set's own inputs and outputs."""
+    from hwvit.vectors.random_sets import default_cases
+
+    rec = vectors.random_record(kind, default_cases(kind), 0)
+    inputs = {n: t.data for n, t in rec.tensors.items() if t.role != "output"}
+    outputs = {n: t.data for n, t in rec.tensors.items() if t.role == "output"}
+    bins = covbins.count(kind, rec.params, inputs, outputs)
+    assert list(bins) == list(covbins.names(kind))
+    testbench_only = ["out_stall"] + [f"reset_{state}" for state in covbins.RESET_STATES[kind]]
+    assert [name for name, n in bins.items() if n == 0] == testbench_only, bins
+
+
 # ---------------------------------------------------------------------------- coverage.dat
 
 

@@ -166,6 +166,45 @@ def test_manifest_schema_faults(gelu_set, edit, message):
     assert message in _error(gelu_set)
 
 
+@pytest.mark.parametrize(
+    "kind,edit,message",
+    [
+        ("divu", lambda m: m["params"].pop("q_bits"), "manifest: divu params lack 'q_bits'"),
+        ("divu", lambda m: m["params"].update(n_bits=64), "manifest: param n_bits=64 outside [2, 63]"),
+        ("divu", lambda m: m["params"].update(q_bits=41), "manifest: divu q_bits=41 > n_bits=40"),
+        ("divu", lambda m: m["params"].update(q_bits=8), "manifest: divu d_bits=24 < n_bits - q_bits = 32"),
+        ("divu", lambda m: m["params"].update(d_bits=True), "manifest: param d_bits=True is not int"),
+        (
+            "divu",
+            lambda m: m["tensors"][2].update(signed=True, dtype="int64"),
+            "manifest: divu tensor quotient: role/shape/bits/signed ('output', [6], 40, True), "
+            "contract says ('output', [6], 40, False)",
+        ),
+        ("divu", lambda m: m["tensors"].pop(3), "manifest: divu: missing tensor 'remainder'"),
+        ("isqrt", lambda m: m["params"].update(in_bits=61), "manifest: isqrt in_bits=61 is odd"),
+        ("isqrt", lambda m: m["params"].update(in_bits=64), "manifest: param in_bits=64 outside [4, 62]"),
+        (
+            "isqrt",
+            lambda m: m["tensors"][1].update(bits=62, dtype="uint64"),
+            "manifest: isqrt tensor root: role/shape/bits/signed ('output', [6], 62, False), "
+            "contract says ('output', [6], 31, False)",
+        ),
+        ("isqrt", lambda m: m["tensors"][0].update(name="x"), "manifest: isqrt: unexpected tensor 'x'"),
+    ],
+)
+def test_divu_and_isqrt_manifest_faults(tmp_path, kind, edit, message):
+    """The serial units' parameters (ranges and the RTL's cross-checks) and tensors are checked too,
+    and `hwvit check` reports each fault in one line with a non-zero exit."""
+    set_dir = vectors.write_set(vectors.random_record(kind, 6, 1), tmp_path / kind)
+    man = _manifest(set_dir)
+    edit(man)
+    _save_manifest(set_dir, man)
+    assert message in _error(set_dir)
+    result = CliRunner().invoke(main, ["check", str(set_dir)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and message in lines[0], result.output
+
+
 def test_unreadable_manifests(gelu_set):
     (gelu_set / "manifest.yaml").write_text("kind: [unclosed\n")
     assert _error(gelu_set).endswith("manifest.yaml: not valid YAML at line 2")

@@ -37,6 +37,27 @@ def test_random_mode_writes_one_set(tmp_path):
     assert again.exit_code == 0 and _tree(out) == _tree(tmp_path / "sm2")
 
 
+@pytest.mark.parametrize("kind,cases", [("divu", 400), ("isqrt", 400), ("requant", 64)])
+def test_default_cases_hold_every_edge(tmp_path, kind, cases):
+    """Without --cases, divu and isqrt sets are large enough for all their edge cases."""
+    out = tmp_path / kind
+    r = run("vectors-random", kind, "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert next(iter(vectors.read(out).tensors.values())).data.size == cases
+
+
+def test_divu_and_isqrt_parameters_from_options(tmp_path):
+    args = ["--set", "n_bits=48", "--set", "d_bits=32", "--set", "q_bits=25", "--cases", "9"]
+    r = run("vectors-random", "divu", *args, "--out", str(tmp_path / "d"))
+    assert r.exit_code == 0, r.output
+    vset = vectors.read(tmp_path / "d")
+    assert (vset.params["n_bits"], vset.params["d_bits"], vset.params["q_bits"]) == (48, 32, 25)
+    assert [vset.tensors[n].bits for n in ("dividend", "divisor", "quotient", "remainder")] == [48, 32, 25, 32]
+    r = run("vectors-random", "isqrt", "--in-bits", "20", "--cases", "9", "--out", str(tmp_path / "i"))
+    assert r.exit_code == 0, r.output
+    assert vectors.read(tmp_path / "i").tensors["root"].bits == 10
+
+
 def test_existing_output_needs_force(tmp_path):
     out = str(tmp_path / "g")
     assert run("vectors-random", "gelu", "--out", out).exit_code == 0
@@ -71,6 +92,12 @@ def test_existing_output_needs_force(tmp_path):
         (["vectors-random", "gemm", "--k", "0"], 2, "0 is not in the range"),
         (["vectors-random", "conv"], 2, "'conv' is not one of"),
         (["vectors-random", "softmax", "--in-bits", "4", "--entries", "100"], 1, "entries must be an integer"),
+        (["vectors-random", "isqrt", "--in-bits", "7"], 1, "in_bits must be even"),
+        (["vectors", "--block", "isqrt"], 2, "a traced model has no isqrt blocks of its own"),
+        (["vectors-random", "gelu", "--in-bits", "20"], 1, "in_bits must be an integer in [2, 16]"),
+        (["vectors-random", "divu", "--in-bits", "8"], 2, "--in-bits applies to gelu and softmax and isqrt, not divu"),
+        (["vectors-random", "divu", "--set", "q_bits=41"], 1, "q_bits must be an integer in [2, 40]"),
+        (["vectors-random", "divu", "--out-bits", "8"], 2, "--out-bits applies to"),
     ],
 )
 def test_bad_invocations(tmp_path, args, code, message):

@@ -37,6 +37,14 @@ def _expected(rec) -> dict[str, list]:
                 for row in _l(t["x"])
             ]
         }
+    if rec.kind == "divu":
+        pairs = [
+            ref.divu_ref(a, b, p["n_bits"], p["d_bits"], p["q_bits"])
+            for a, b in zip(_l(t["dividend"]), _l(t["divisor"]))
+        ]
+        return {"quotient": [q for q, _ in pairs], "remainder": [r for _, r in pairs]}
+    if rec.kind == "isqrt":
+        return {"root": [ref.isqrt_ref(v) for v in _l(t["radicand"])]}
     assert rec.kind == "residual_add"
     return {"y": ref.residual_add_ref(_l(t["a"]), _l(t["b"]), p["mult_a"], p["mult_b"], p["shift"], p["out_bits"])}
 
@@ -60,12 +68,20 @@ CASES = [
     ("layernorm", {"c": 97, "out_bits": 10}),
     ("residual_add", {}),
     ("residual_add", {"out_bits": 5}),
+    ("divu", {}),
+    ("divu", {"n_bits": 48, "d_bits": 32, "q_bits": 25}),
+    ("divu", {"n_bits": 44, "d_bits": 31}),
+    ("divu", {"n_bits": 63, "d_bits": 63, "q_bits": 2}),
+    ("divu", {"n_bits": 2, "d_bits": 1}),
+    ("isqrt", {}),
+    ("isqrt", {"in_bits": 8}),
+    ("isqrt", {"in_bits": 4}),
 ]
 
 
 @pytest.mark.parametrize("kind,params", CASES)
 def test_outputs_equal_the_reference(kind, params):
-    cases = 120 if kind in ("requant", "gelu", "residual_add") else 23
+    cases = 120 if kind in ("requant", "gelu", "residual_add", "divu", "isqrt") else 23
     rec = vectors.random_record(kind, cases, 5, **params)
     assert rec.kind == kind and rec.path == "random" and rec.params["rounding"] == "half_up"
     assert set(rec.tensors) == set(CONTRACT[kind])
@@ -138,6 +154,35 @@ def test_layernorm_rows_vary():
     assert (y == 127).any() or (y == -128).any()
 
 
+def test_divu_edges_and_exact_divisions():
+    """The default set holds every edge of divu_edges (quotients 0 and all ones, divisors 1 and all
+    ones, dividend 0) and at least a tenth exact divisions beyond a = b; q_bits follows n_bits."""
+    from hwvit.vectors.random_sets import default_cases, divu_edges
+
+    rec = vectors.random_record("divu", default_cases("divu"), 0)
+    assert rec.params == {"n_bits": 40, "d_bits": 24, "q_bits": 40, "rounding": "half_up"}  # rtl/divu.v's
+    a, b, q, r = (rec.tensors[n].data for n in ("dividend", "divisor", "quotient", "remainder"))
+    assert set(divu_edges(40, 24, 40)) <= set(zip(a.tolist(), b.tolist()))
+    assert {0, (1 << 40) - 1} <= set(q.tolist()) and {1, (1 << 24) - 1} <= set(b.tolist()) and 0 in a
+    assert ((r == 0) & (a > b)).sum() >= len(a) // 10
+    assert vectors.random_record("divu", 4, 0, n_bits=48).params["q_bits"] == 48  # Q_BITS = N_BITS
+
+
+def test_isqrt_edges_squares_and_wide_values():
+    """0, 2^in_bits - 1, every isqrt_edges radicand, squares m^2 and m^2 + 2m; int64-exact near 2^62."""
+    from hwvit.vectors.random_sets import default_cases, isqrt_edges
+
+    rec = vectors.random_record("isqrt", default_cases("isqrt"), 0)
+    assert rec.params["in_bits"] == 62 and rec.tensors["root"].bits == 31  # rtl/isqrt.v's default
+    x, root = rec.tensors["radicand"].data.tolist(), rec.tensors["root"].data.tolist()
+    assert x[:4] == [0, (1 << 62) - 1, 1, 3] and set(isqrt_edges(62)) <= set(x)
+    m = (1 << 31) - 1
+    assert {m * m - 1, m * m, m * m + 1, m * m + 2 * m} <= set(x)
+    assert all(r * r <= v < (r + 1) ** 2 for v, r in zip(x, root))
+    assert sum(v == r * r and r > 0 for v, r in zip(x, root)) >= 40
+    assert sum(v == r * r + 2 * r and r > 0 for v, r in zip(x, root)) >= 40
+
+
 def test_overrides_and_tables():
     rec = vectors.random_record("residual_add", 8, 0, mult_a=1 << 30, mult_b=3, shift=31)
     assert (rec.params["mult_a"], rec.params["mult_b"], rec.params["shift"]) == (1 << 30, 3, 31)
@@ -159,6 +204,12 @@ def test_overrides_and_tables():
         ("gemm", 4, 0, {"k": 0}, "k must be an integer in [1, 65535]"),
         ("gemm", 4, 0, {"a_signed": "yes"}, "a_signed must be a bool"),
         ("gelu", 4, 0, {"table": np.zeros(10, np.int64)}, "table"),
+        ("divu", 4, 0, {"n_bits": 64}, "n_bits must be an integer in [2, 63]"),
+        ("divu", 4, 0, {"n_bits": 40, "q_bits": 41}, "q_bits must be an integer in [2, 40]"),
+        ("divu", 4, 0, {"q_bits": 8}, "d_bits must be an integer in [32, 63]"),
+        ("divu", 4, 0, {"in_bits": 8}, "divu: unknown parameter 'in_bits'"),
+        ("isqrt", 4, 0, {"in_bits": 7}, "in_bits must be even"),
+        ("isqrt", 4, 0, {"in_bits": 64}, "in_bits must be an integer in [4, 62]"),
     ],
 )
 def test_bad_parameters(kind, cases, seed, params, message):

@@ -25,6 +25,7 @@ from hwvit.cli.common import (
     model_options,
     qconfig_options,
     recipe_option,
+    refuse,
     vector_output_options,
 )
 
@@ -141,7 +142,10 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
     --limit is large).
     """
     from hwvit import vectors as vec
+    from hwvit.record import UNIT_KINDS
 
+    if kind in UNIT_KINDS:
+        refuse(f"--block {kind}: a traced model has no {kind} blocks of its own; use `hwvit vectors-random {kind}`")
     check_out_dir(out_dir, force, "vectors")
     records, source_sha, model_config = _model_records(
         {**kw, "recipe": recipe}, qconfig, calib_images, seed, quiet, device

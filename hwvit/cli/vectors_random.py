@@ -113,15 +113,14 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
 @click.option(
     "--cases",
     type=click.IntRange(1, 1 << 24),
-    default=64,
-    show_default=True,
-    help="Elements (requant, gelu, residual_add), rows (softmax, layernorm) or m (gemm).",
+    help="Elements (requant, gelu, residual_add, divu, isqrt), rows (softmax, layernorm) or m (gemm)  "
+    "[default: 64; divu, isqrt: 400, so that every edge case fits]",
 )
 @click.option("--row-len", type=click.IntRange(1, 4096), help="softmax: row length.")
 @click.option("--channels", "c", type=click.IntRange(1, 4096), help="layernorm: channels C.")
 @click.option("--k", type=click.IntRange(1, 65535), help="gemm: inner dimension K.")
 @click.option("--n", type=click.IntRange(1, 1 << 16), help="gemm: output channels N.")
-@click.option("--in-bits", type=click.IntRange(2, 16), help="gelu, softmax: input width.")
+@click.option("--in-bits", type=click.IntRange(2, 62), help="gelu, softmax (2..16), isqrt (4..62, even): input width.")
 @click.option("--out-bits", type=click.IntRange(2, 16), help="Output width.")
 @click.option("--entries", type=click.IntRange(1, 1 << 16), help="softmax: exp table entries.")
 @click.option("--a-signed/--a-unsigned", default=None, help="gemm: signed or unsigned 8-bit A.")
@@ -171,6 +170,7 @@ def vectors_random(
     Example:
       hwvit vectors-random softmax --cases 16 --row-len 197 --seed 1 --out vec/softmax
       hwvit vectors-random gemm --cases 8 --k 64 --n 16 --a-unsigned --out vec/gemm
+      hwvit vectors-random divu --cases 40 --set n_bits=48 --set d_bits=32 --set q_bits=25 --out vec/divu
     """
     from hwvit import vectors as vec
     from hwvit.cli.common import check_out_dir
@@ -187,6 +187,10 @@ def vectors_random(
     }
     _refuse_unused(kind, options, lut)
     check_out_dir(out_dir, force, "vectors")
+    if cases is None:
+        from hwvit.vectors.random_sets import default_cases
+
+        cases = default_cases(kind)
     record = _random_record(kind, cases, seed, options, block_config, set_values, lut)
 
     def write():

@@ -4,8 +4,10 @@
 arguments give the same record), computes the outputs with ``hwvit.ops`` (the specification)
 and returns a ``BlockRecord`` with path ``"random"``. Every set opens with fixed edge cases
 (extreme values, saturation, ties, shifts 0 and 62, per-channel multipliers, degenerate rows)
-followed by random ones; ``cases`` counts elements (requant, gelu, residual_add), rows
-(softmax, layernorm) or output rows m (gemm). Floats appear only in choosing test inputs and
+followed by random ones; ``cases`` counts elements (requant, gelu, residual_add, divu, isqrt),
+rows (softmax, layernorm) or output rows m (gemm). divu sets hold exact divisions (a step whose
+partial remainder equals the divisor) and the precondition's edges; isqrt sets the radicands
+around squares (``divu_edges``, ``isqrt_edges``: Python ints, any width). Floats appear only in choosing test inputs and
 scales; every tensor is an integer array.
 """
 
@@ -32,7 +34,16 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "layernorm": {"c": 64, "out_bits": 8, "eps": 1e-6, "scale_in": 0.05, "scale_out": 0.05,
                   "eps_int": None, "multiplier": None, "shift": None},
     "residual_add": {"out_bits": 8, "mult_a": None, "mult_b": None, "shift": None},
+    "divu": {"n_bits": 40, "d_bits": 24, "q_bits": None},  # rtl/divu.v's defaults (q_bits None: n_bits)
+    "isqrt": {"in_bits": 62},  # rtl/isqrt.v's default (LayerNorm's Ve)
 }
+# Cases of a set when none are asked for (`hwvit vectors-random`): every kind's fixed edge cases
+# fit its default, divu's and isqrt's (about 60 and 230 at the defaults) with random ones after.
+DEFAULT_CASES = {"divu": 400, "isqrt": 400}
+
+
+def default_cases(kind: str) -> int:
+    return DEFAULT_CASES.get(kind, 64)
 
 
 def _options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -266,15 +277,114 @@ def _residual_add(rng: np.random.Generator, cases: int, opts: dict[str, Any]) ->
                        y=y)
 
 
+def _unique(values: list) -> list:
+    return list(dict.fromkeys(values))
+
+
+def divu_edges(n_bits: int, d_bits: int, q_bits: int) -> list[tuple[int, int]]:
+    """(dividend, divisor) pairs at the edges of rtl/divu.v's precondition, divisor 1 first.
+
+    Divisors 1, 2, 3, all ones, all ones - 1, the top bit alone and below it; for each the
+    dividends 0, 1, b - 1, b, b + 1 (quotients 0 and 1, exact), the largest one allowed
+    ``min(2^n_bits - 1, b * 2^q_bits - 1)`` (quotient 2^q_bits - 1 where the dividend reaches
+    it), one below it, half of it and ``(2^q_bits - 1) * b`` (the largest quotient, exact).
+    """
+    n_max, d_max, q_max = (1 << n_bits) - 1, (1 << d_bits) - 1, (1 << q_bits) - 1
+    divisors = _unique(b for b in (1, 2, 3, d_max, d_max - 1, 1 << (d_bits - 1), (1 << (d_bits - 1)) - 1)
+                       if 1 <= b <= d_max)
+    pairs = []
+    for b in divisors:
+        top = min(n_max, b * (q_max + 1) - 1)
+        pairs += [(a, b) for a in (0, 1, b - 1, b, b + 1, top, top - 1, top // 2, q_max * b) if 0 <= a <= top]
+    return _unique(pairs)
+
+
+def _divu(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
+    from hwvit import ops
+
+    n_bits = _int(opts, "n_bits", 2, 63)
+    q_bits = n_bits if opts["q_bits"] is None else _int(opts, "q_bits", 2, n_bits)
+    d_bits = _int(opts, "d_bits", max(1, n_bits - q_bits), 63)
+    n_max, d_max = (1 << n_bits) - 1, (1 << d_bits) - 1
+    wide = 1 << (n_bits - q_bits)  # divisors from here on allow every n_bits dividend
+
+    def bound(b: np.ndarray) -> np.ndarray:  # the largest dividend allowed with divisor b
+        return np.where(b >= wide, n_max, (np.minimum(b, wide - 1) << q_bits) - 1)
+
+    def draw(k: int) -> np.ndarray:
+        # Divisors uniform over the width or over a random power of two (small ones are common).
+        b = rng.integers(1, d_max, k, endpoint=True)
+        small = rng.random(k) < 0.5
+        top_bit = rng.integers(0, d_bits, k)
+        b[small] = rng.integers(1, (1 << top_bit[small]), endpoint=True)
+        top = bound(b)
+        a = rng.integers(0, top, endpoint=True)
+        near = rng.random(k) < 0.3  # near the largest dividend: quotients at the top
+        a[near] = np.maximum(top[near] - rng.integers(0, b[near], endpoint=True), 0)
+        # A quarter exact, a = q * b: the last restoring step sees a partial remainder == divisor.
+        exact = rng.random(k) < 0.25
+        q = rng.integers(1, np.maximum(top[exact] // b[exact], 1), endpoint=True)
+        a[exact] = q * b[exact]
+        return np.stack([a, b], axis=1)
+
+    pairs = _fill(np.array(divu_edges(n_bits, d_bits, q_bits), dtype=np.int64), cases, draw)
+    dividend, divisor = pairs[:, 0], pairs[:, 1]
+    quotient, remainder = ops.divu(dividend, divisor, n_bits, d_bits, q_bits)
+    params = {"n_bits": n_bits, "d_bits": d_bits, "q_bits": q_bits}
+    return make_record("divu", "random", params, dividend=dividend, divisor=divisor, quotient=quotient,
+                       remainder=remainder)
+
+
+def isqrt_edges(width: int) -> list[int]:
+    """Radicands of a ``width``-bit square root at its edges, the four that hit every bin first.
+
+    0, 2^width - 1 (the largest root's largest remainder), 1 and 3 (root 1, remainders 0 and 2),
+    then 2^width - 2, 2^(width-1) and 2^(width-1) - 1, then m^2 - 1, m^2, m^2 + 1 and m^2 + 2m
+    (the largest remainder root m leaves, ROOT_BITS + 1 bits) for small m, powers of two +-1 and
+    the largest roots of the width.
+    """
+    half, top = width // 2, (1 << width) - 1
+    fixed = [0, top, 1, 3, top - 1, 1 << (width - 1), (1 << (width - 1)) - 1]
+    ms = [0, 1, 2, 3, 4, 5, 15, 16, 255, 256, 4095, 4096, 65535, 65536, (1 << half) - 1, (1 << half) - 2]
+    ms += [(1 << k) + d for k in range(17, half) for d in (-1, 0, 1)]
+    around = [v for m in ms for v in (m * m - 1, m * m, m * m + 1, m * m + 2 * m) if 0 <= v <= top]
+    return _unique(fixed + around)
+
+
+def _isqrt(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
+    from hwvit import ops
+
+    in_bits = _int(opts, "in_bits", 4, 62)  # hwvit.ops.isqrt takes radicands < 2^62
+    if in_bits % 2:
+        raise ValueError(f"in_bits must be even (the root has in_bits / 2 bits), got {in_bits}")
+    half = in_bits // 2
+    edges = isqrt_edges(in_bits)
+    # The four bin edges lead; the rest in a random order (the existing test shuffled them too).
+    edges = edges[:4] + [edges[4 + i] for i in rng.permutation(len(edges) - 4)]
+
+    def draw(k: int) -> np.ndarray:
+        m = rng.integers(0, 1 << half, k)
+        wide = rng.random(k) < 0.4  # roots with the top bit set
+        m[wide] = rng.integers(1 << (half - 1), 1 << half, int(wide.sum()))
+        pattern = rng.integers(0, 5, k)
+        x = np.select([pattern == 0, pattern == 1, pattern == 2, pattern == 3],
+                      [np.maximum(m * m - 1, 0), m * m, m * m + 1, m * m + 2 * m],
+                      rng.integers(0, (1 << in_bits) - 1, k, endpoint=True))
+        return x
+
+    x = _fill(np.array(edges, dtype=np.int64), cases, draw)
+    return make_record("isqrt", "random", {"in_bits": in_bits}, radicand=x, root=ops.isqrt(x))
+
+
 _MAKERS = {"requant": _requant, "gemm": _gemm, "gelu": _gelu, "softmax": _softmax, "layernorm": _layernorm,
-           "residual_add": _residual_add}
+           "residual_add": _residual_add, "divu": _divu, "isqrt": _isqrt}
 
 
 def random_record(kind: str, cases: int, seed: int, **params: Any) -> BlockRecord:
     """``cases`` random unit-test cases of ``kind`` (edge cases first); outputs from hwvit.ops.
 
     ``params`` override ``DEFAULTS[kind]`` (row_len, c, k, n, in_bits, out_bits, entries,
-    a_signed, table / exp_table, scales, ...). ValueError on an unknown kind or parameter.
+    a_signed, table / exp_table, scales, n_bits / d_bits / q_bits, ...). ValueError on an unknown kind or parameter.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown block kind {kind!r}; choose from {', '.join(KINDS)}")

@@ -50,6 +50,14 @@ def check_params(kind: str, params: Any) -> None:
             raise VectorSetError(f"manifest: param {key!r} is not a scalar int, bool or string")
     if kind == "softmax" and params["entries"] > 1 << params["in_bits"]:
         raise VectorSetError(f"manifest: softmax entries={params['entries']} > 2^in_bits")
+    if kind == "divu":  # rtl/divu.v's parameter checks
+        n_bits, d_bits, q_bits = params["n_bits"], params["d_bits"], params["q_bits"]
+        if q_bits > n_bits:
+            raise VectorSetError(f"manifest: divu q_bits={q_bits} > n_bits={n_bits}")
+        if d_bits < n_bits - q_bits:
+            raise VectorSetError(f"manifest: divu d_bits={d_bits} < n_bits - q_bits = {n_bits - q_bits}")
+    if kind == "isqrt" and params["in_bits"] % 2:
+        raise VectorSetError(f"manifest: isqrt in_bits={params['in_bits']} is odd (the root has in_bits/2 bits)")
 
 
 def expected_tensors(kind: str, params: dict[str, Any], shapes: dict[str, list[int]]
