@@ -198,12 +198,14 @@ class _Job:
             "dirty_lanes": ([0], [int(dut.dirty_lanes_o.value)]),
             "beats_o": ([self.tiles * self.k], [int(dut.beats_o.value)]),
         }
-        if self.m >= self.rows:  # the model's partial-tile period is exact only from one full tile of rows
-            model = no_stall_cycles(self.m, self.k, self.n, self.rows, self.cols)
+        model = no_stall_cycles(self.m, self.k, self.n, self.rows, self.cols)
+        if model_is_exact(self.m, self.k, self.rows, self.cols):
             if self.stall == 0:
                 checks["cycles_o"] = ([model], [cycles])
             else:
                 checks["cycles_o_at_least_model"] = ([1], [int(cycles >= model)])
+        elif self.stall == 0:  # a partial tile of rows drains sooner: the model is an upper bound
+            checks["cycles_o_at_most_model"] = ([1], [int(cycles <= model)])
         return checks
 
     async def finish(self, cycles: int, timing: dict, extra: dict, more_checks: dict | None = None) -> None:
@@ -502,6 +504,15 @@ def no_stall_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:
     period = max(k, 2 * rows + cols) if m >= rows else k  # partial tile rows: assumed K-bound
     last_rows = m - (math.ceil(m / rows) - 1) * rows
     return (tiles(m, n, rows, cols) - 1) * period + k + rows + cols + 4 + last_rows
+
+
+def model_is_exact(m: int, k: int, rows: int, cols: int) -> bool:
+    """no_stall_cycles is exact when every tile has ROWS rows (M a multiple of ROWS) or tiles are
+    K-bound (K >= 2*ROWS + COLS: the drain never holds the next tile's last beat). Otherwise a
+    partial tile of rows drains in fewer cycles than the model's period and the model is an
+    upper bound only: a traced attention GEMM (M = K = 17, N = 16 on 8 x 8) takes 151 cycles
+    against the model's 158, and with stalls can end below it."""
+    return m % rows == 0 or k >= 2 * rows + cols
 
 
 def unstalled_cycles(vset, params: dict) -> int:
