@@ -35,7 +35,8 @@ from hwvit.cli.common import (
 @click.option(
     "--stress",
     is_flag=True,
-    help="Also run each set with a mid-stream reset and unstalled against the timing model (as pytest does).",
+    help="Also run each set through a reset in every state of the block, back-to-back jobs (gemm) and "
+    "unstalled against the timing model (as pytest does); their bins count in --coverage.",
 )
 @build_dir_option
 @quiet_option("Only failures and the summary line.")
