@@ -4,9 +4,9 @@
 mounts use ``nolock``), so the lock is the creation of a file with ``O_CREAT | O_EXCL``, which NFSv3+
 performs atomically on the server. The file holds ``host pid``; a waiter polls every
 ``POLL_S`` and breaks a stale lock: one whose owner ran on this host and is gone (a killed
-simulation worker), one older than ``HWVIT_LOCK_STALE_S`` seconds (default 3600: a Verilator
-build of the largest block takes under a minute on this 2-core machine) whatever its host, or one
-that names no owner ``EMPTY_STALE_S`` after it was made (its owner died between creating and
+simulation worker, a zombie included: its parent may reap it only minutes later), one older
+than ``HWVIT_LOCK_STALE_S`` seconds (default 3600: a Verilator build of the largest block
+takes under a minute on this 2-core machine) whatever its host, or one that names no owner ``EMPTY_STALE_S`` after it was made (its owner died between creating and
 writing it; a live owner writes its name at once).
 """
 
@@ -23,6 +23,16 @@ POLL_S = 0.1
 EMPTY_STALE_S = 10.0
 
 
+def _zombie(pid: int) -> bool:
+    """The process has exited and waits to be reaped (Linux /proc state Z): signal 0 still
+    reaches it, but it holds nothing and never will again."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc (not Linux) or no such process: os.kill decides
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
+
+
 def _stale(path: Path, max_age: float) -> bool:
     try:
         text = path.read_text()
@@ -36,6 +46,8 @@ def _stale(path: Path, max_age: float) -> bool:
         return age > EMPTY_STALE_S  # no owner written: a crash between create and write
     if host != socket.gethostname():
         return False  # another machine's lock: only its age can tell
+    if _zombie(int(pid)):
+        return True  # killed, not yet reaped by its parent (a SIGKILLed Dask worker): gone
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:

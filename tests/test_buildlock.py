@@ -58,3 +58,22 @@ def test_empty_lock_file_is_broken_only_once_it_is_old(tmp_path, monkeypatch):
     assert bl._stale(lock, 3600.0)
     with locked(lock):
         assert lock.read_text().endswith(f" {os.getpid()}")
+
+
+def test_lock_of_a_zombie_on_this_host_is_broken(tmp_path):
+    """An owner that exited but is not reaped yet (signal 0 still reaches it) holds nothing."""
+    from hwvit import buildlock
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        for _ in range(200):  # until it has exited; not waited for, so it stays a zombie
+            if buildlock._zombie(child.pid):
+                break
+            time.sleep(0.05)
+        assert buildlock._zombie(child.pid)
+        lock = tmp_path / "z.buildlock"
+        lock.write_text(f"{socket.gethostname()} {child.pid}")
+        assert buildlock._stale(lock, 3600.0)
+    finally:
+        child.wait()
+    assert not buildlock._zombie(os.getpid())
