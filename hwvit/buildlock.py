@@ -1,13 +1,14 @@
 """A build lock that also works on NFS and other shared storage.
 
 ``flock``/``fcntl`` locks are not reliable across NFS clients (older servers ignore them, some
-mounts use ``nolock``), so the lock is the creation of a file with ``O_CREAT | O_EXCL``, which NFSv3+
-performs atomically on the server. The file holds ``host pid``; a waiter polls every
+mounts use ``nolock``), so the lock is the creation of a file with ``O_CREAT | O_EXCL``, which
+NFSv3+ performs atomically on the server. The file holds ``host pid``; a waiter polls every
 ``POLL_S`` and breaks a stale lock: one whose owner ran on this host and is gone (a killed
 simulation worker, a zombie included: its parent may reap it only minutes later), one older
 than ``HWVIT_LOCK_STALE_S`` seconds (default 3600: a Verilator build of the largest block
-takes under a minute on this 2-core machine) whatever its host, or one that names no owner ``EMPTY_STALE_S`` after it was made (its owner died between creating and
-writing it; a live owner writes its name at once).
+takes under a minute on this 2-core machine) whatever its host, or one that names no owner
+``EMPTY_STALE_S`` after it was made (its owner died between creating and writing it; a live
+owner writes its name at once).
 """
 
 from __future__ import annotations
