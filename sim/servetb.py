@@ -19,7 +19,6 @@ in ``tbutil.finish`` (one check per output tensor), which writes the JSON result
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,11 +52,6 @@ class Unit:
 
 class Fault(Exception):
     """A handshake rule broken (the message says which)."""
-
-
-def _rand(stream_id: int) -> random.Random:
-    # Source and sink get different streams of stalls: the same seed would correlate them.
-    return random.Random(int(os.environ.get("HWVIT_TB_SEED", "1")) * 2 + stream_id)
 
 
 class Sink:
@@ -128,8 +122,8 @@ def _timeout_ns(unit: Unit, requests: int) -> int:
 async def transfer(unit: Unit, words: Sequence[Sequence[int]], stall: float, seeds: tuple[int, int] = (0, 1)):
     """Send ``words``, collect as many results; (results, clocks, fault or None). Stops at a timeout."""
     dut = unit.dut
-    src = tbutil.Source(unit.clk, dut.in_valid_i, dut.in_ready_o, unit.in_data, stall, _rand(seeds[0]))
-    snk = Sink(unit, stall, _rand(seeds[1]))
+    src = tbutil.Source(unit.clk, dut.in_valid_i, dut.in_ready_o, unit.in_data, stall, tbutil.stream_rng(seeds[0]))
+    snk = Sink(unit, stall, tbutil.stream_rng(seeds[1]))
     t0 = get_sim_time("ns")
     send = cocotb.start_soon(src.send(words))
     recv = cocotb.start_soon(snk.collect(len(words)))
@@ -151,13 +145,6 @@ def _columns(unit: Unit, results: list[tuple[int, ...]]) -> dict[str, np.ndarray
     return {name: np.array(col, dtype=np.int64) for name, col in zip(unit.out_names, cols)}
 
 
-def _fail(vset, message: str) -> None:
-    """Write a failed result for a protocol fault, then raise."""
-    message = f"{vset.kind} {vset.path} ({vset.directory}): {message}"
-    tbutil.write_result(False, message=message)
-    raise AssertionError(message)
-
-
 async def check_idle(unit: Unit, vset, when: str) -> None:
     """In this clock's ReadOnly phase: no output is X/Z and out_valid_o is low; then the next edge."""
     dut = unit.dut
@@ -166,9 +153,9 @@ async def check_idle(unit: Unit, vset, when: str) -> None:
         for handle in (dut.out_valid_o, dut.in_ready_o, *unit.out_data):
             tbutil.to_int(handle, signed=False)
     except AssertionError as exc:
-        _fail(vset, f"{when}: {exc}")
+        tbutil.fail(vset, f"{when}: {exc}")
     if dut.out_valid_o.value:
-        _fail(vset, f"out_valid_o high {when}")
+        tbutil.fail(vset, f"out_valid_o high {when}")
     await RisingEdge(unit.clk)
 
 
@@ -177,7 +164,7 @@ async def run_requests(unit: Unit, vset, words: Sequence[Sequence[int]]) -> None
     await check_idle(unit, vset, "after reset")
     got, cycles, fault = await transfer(unit, words, tbutil.stall_probability())
     if fault is not None:
-        _fail(vset, fault)
+        tbutil.fail(vset, fault)
     cols = _columns(unit, got)
     checks = {name: (vset[name].reshape(-1), cols[name]) for name in unit.out_names}
     tbutil.finish(unit.dut, vset, checks, cycles=cycles)
@@ -198,8 +185,8 @@ async def _reset_in(unit: Unit, vset, words, state: str, seeds: tuple[int, int])
     there for 2 clocks (tbutil.reset_when), check it comes back idle; return the results received
     before the reset and whether the state was reached."""
     dut, stall = unit.dut, max(tbutil.stall_probability(), 0.3)  # stalls make results wait
-    src = tbutil.Source(unit.clk, dut.in_valid_i, dut.in_ready_o, unit.in_data, stall, _rand(seeds[0]))
-    snk = Sink(unit, stall, _rand(seeds[1]))
+    src = tbutil.Source(unit.clk, dut.in_valid_i, dut.in_ready_o, unit.in_data, stall, tbutil.stream_rng(seeds[0]))
+    snk = Sink(unit, stall, tbutil.stream_rng(seeds[1]))
     send = cocotb.start_soon(src.send(words))
     recv = cocotb.start_soon(snk.collect(len(words)))
     for _ in range(len(words) // 4 * (unit.latency + 2)):
@@ -212,7 +199,7 @@ async def _reset_in(unit: Unit, vset, words, state: str, seeds: tuple[int, int])
     send.cancel()
     recv.cancel()
     if snk.fault:
-        _fail(vset, f"before the reset in state {state}: {snk.fault}")
+        tbutil.fail(vset, f"before the reset in state {state}: {snk.fault}")
     dut.out_ready_i.value = 0  # a waiting result stays unread through the reset
     await RisingEdge(unit.clk)
     await check_idle(unit, vset, f"after 2 reset clocks in state {state} (a result survived the reset)")
@@ -237,7 +224,7 @@ async def run_reset_midrequest(unit: Unit, vset, words: Sequence[Sequence[int]])
             checks[f"{name}_before_reset_{state}"] = (vset[name].reshape(-1)[: len(results)], cols[name])
     got, cycles, fault = await transfer(unit, words, tbutil.stall_probability())
     if fault is not None:
-        _fail(vset, f"after the resets: {fault}")
+        tbutil.fail(vset, f"after the resets: {fault}")
     cols = _columns(unit, got)
     checks.update({name: (vset[name].reshape(-1), cols[name]) for name in unit.out_names})
     before = sum(r["results_before"] for r in resets)

@@ -10,8 +10,6 @@ and that nothing survives the reset, then streams the whole set again and checks
 
 from __future__ import annotations
 
-import os
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,11 +35,6 @@ class Stream:
         return self.dut.clk_i
 
 
-def _rand(stream_id: int) -> random.Random:
-    # Source and sink get different streams of stalls: the same seed would correlate them.
-    return random.Random(int(os.environ.get("HWVIT_TB_SEED", "1")) * 2 + stream_id)
-
-
 def _timeout_ns(beats: int) -> int:
     # With stall probability p on both sides a beat needs ~1/(1-p) cycles on average; allow 8x
     # that plus the pipeline's fill: a design that drops or holds beats ends here, not in a hang.
@@ -52,9 +45,9 @@ def _timeout_ns(beats: int) -> int:
 async def transfer(stream: Stream, words: Sequence[Sequence[int]]) -> tuple[list[int], int]:
     """Send ``words`` and collect as many outputs; return (outputs, cycles). Stops at a timeout."""
     dut, stall = stream.dut, tbutil.stall_probability()
-    src = tbutil.Source(stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, _rand(0))
+    src = tbutil.Source(stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, tbutil.stream_rng(0))
     snk = tbutil.Sink(
-        stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed], stall, _rand(1)
+        stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed], stall, tbutil.stream_rng(1)
     )
     t0 = get_sim_time("ns")
     send = cocotb.start_soon(src.send(words))
@@ -78,7 +71,7 @@ async def run_stream(
     try:
         got, cycles = await transfer(stream, words)
     except AssertionError as exc:  # an X on out_data_o while out_valid_o is high
-        _fail(vset, str(exc))
+        tbutil.fail(vset, str(exc))
     tbutil.finish(stream.dut, vset, {name: (expected, np.array(got, dtype=np.int64))}, cycles=cycles)
 
 
@@ -94,17 +87,10 @@ async def _check_idle(stream: Stream, vset, when: str) -> None:
     try:
         _outputs_resolvable(dut)
     except AssertionError as exc:
-        _fail(vset, f"{when}: {exc}")
+        tbutil.fail(vset, f"{when}: {exc}")
     if dut.out_valid_o.value:
-        _fail(vset, f"out_valid_o high {when}")
+        tbutil.fail(vset, f"out_valid_o high {when}")
     await RisingEdge(stream.clk)
-
-
-def _fail(vset, message: str) -> None:
-    """Write a failed result for a protocol fault, then raise."""
-    message = f"{vset.kind} {vset.path} ({vset.directory}): {message}"
-    tbutil.write_result(False, message=message)
-    raise AssertionError(message)
 
 
 async def run_reset_midstream(
@@ -126,9 +112,17 @@ async def run_reset_midstream(
     checks: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     resets = []
     for k, (state, in_state) in enumerate(states.items()):
-        src = tbutil.Source(stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, _rand(2 + 2 * k))
+        src = tbutil.Source(
+            stream.clk, dut.in_valid_i, dut.in_ready_o, stream.in_data, stall, tbutil.stream_rng(2 + 2 * k)
+        )
         snk = tbutil.Sink(
-            stream.clk, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [stream.out_signed], stall, _rand(3 + 2 * k)
+            stream.clk,
+            dut.out_valid_o,
+            dut.out_ready_i,
+            [dut.out_data_o],
+            [stream.out_signed],
+            stall,
+            tbutil.stream_rng(3 + 2 * k),
         )
         send = cocotb.start_soon(src.send(words))
         recv = cocotb.start_soon(snk.collect(len(words)))
@@ -151,7 +145,7 @@ async def run_reset_midstream(
     try:
         got, cycles = await transfer(stream, words)
     except AssertionError as exc:
-        _fail(vset, f"after reset: {exc}")
+        tbutil.fail(vset, f"after reset: {exc}")
     checks[name] = (expected, np.array(got, dtype=np.int64))
     before_total = sum(r["words_before"] for r in resets)
     tbutil.finish(dut, vset, checks, cycles=cycles, extra={"resets": resets, "before_reset": before_total})

@@ -44,6 +44,12 @@ def rng() -> random.Random:
     return random.Random(int(os.environ.get("HWVIT_TB_SEED", "1")))
 
 
+def stream_rng(stream_id: int) -> random.Random:
+    """The stalls of one driver (source, sink) of a run: each its own stream, since one seed
+    shared by a source and its sink would correlate their stalls."""
+    return random.Random(int(os.environ.get("HWVIT_TB_SEED", "1")) * 2 + stream_id)
+
+
 async def start(dut, cycles: int = 3) -> None:
     """Start the clock and hold reset (rst_ni low) for ``cycles`` rising edges."""
     # impl="gpi": the clock toggles in the simulator, not in a Python coroutine (~0.5 ms per cycle saved)
@@ -168,6 +174,14 @@ def write_result(passed: bool, **fields: Any) -> None:
     out = os.environ.get("HWVIT_RESULT")
     if out:
         Path(out).write_text(json.dumps(result))
+
+
+def fail(vset, message: str) -> None:
+    """Write a failed result for a fault found outside the comparison (a handshake rule, a hang),
+    naming the set, then raise."""
+    message = f"{vset.kind} {vset.path} ({vset.directory}): {message}"
+    write_result(False, message=message)
+    raise AssertionError(message)
 
 
 def finish(

@@ -149,13 +149,17 @@ class _Job:
         await self.pulse(dut.load_i)
 
     async def run(self) -> tuple[int, dict]:
-        """Start the job and wait for done_o; (busy cycles, timing figures).
+        """Start the job and wait for done_o; (busy cycles, timing figures)."""
+        await self.pulse(self.dut.start_i)
+        return await self.wait_done()
+
+    async def wait_done(self) -> tuple[int, dict]:
+        """Wait for done_o of the job under way; (busy cycles, timing figures).
 
         cocotb runs inside the simulator process, so process CPU time is the simulator's own
         time: the cycles/s figure that does not depend on the machine's other load.
         """
         dut = self.dut
-        await self.pulse(dut.start_i)
         t0, c0 = time.perf_counter(), time.process_time()
         done_seen = True
         try:
@@ -354,15 +358,8 @@ if cocotb is not None:
         first["second_started_back_to_back"] = ([1], [started])
         tbutil.SEEN["back_to_back"] = tbutil.SEEN.get("back_to_back", 0) + started
         await RisingEdge(dut.clk_i)
-        t0, c0 = time.perf_counter(), time.process_time()
-        done_seen = True
-        try:
-            await with_timeout(RisingEdge(dut.done_o), job.timeout_cycles() * tbutil.CLK_NS, "ns")
-        except SimTimeoutError:
-            done_seen = False
-        timing = {"done_seen": done_seen, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
-        await RisingEdge(dut.clk_i)
-        await job.finish(int(dut.cycles_o.value), timing, {"jobs": 2}, first)
+        cycles, timing = await job.wait_done()
+        await job.finish(cycles, timing, {"jobs": 2}, first)
 
     @cocotb.test()
     async def zero_dim_jobs(dut):
