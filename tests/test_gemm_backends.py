@@ -146,6 +146,7 @@ def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
     monkeypatch.setitem(gb._IMPL, "float_blocked", off_by_one)
     monkeypatch.setitem(gb._IMPL, "float64", off_by_one)
     monkeypatch.setitem(gb._IMPL, "float_blocked_torch", off_by_one)
+    monkeypatch.setitem(gb._IMPL, "int16_avx2", off_by_one)
 
     def broken(*_args):
         raise RuntimeError("no int8 kernel")
@@ -154,6 +155,7 @@ def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
     res = gb.probe(refresh=True)
     assert res["exact"] == {
         "int_mm": False,
+        "int16_avx2": False,
         "float_blocked": False,
         "float_blocked_torch": False,
         "float64": False,
@@ -196,3 +198,96 @@ def test_cli_choices_name_every_backend():
     from hwvit.cli.common import _GEMM_CHOICES
 
     assert _GEMM_CHOICES == ("auto", *gb.BACKENDS)
+
+
+# ---------------------------------------------------------------- the AVX2 int16 kernel
+
+
+@pytest.fixture
+def fresh_native(tmp_path, monkeypatch):
+    """The native module as in a new process, building into an empty cache."""
+    from hwvit.ops import native
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_why", None)
+    return native
+
+
+def test_int16_kernel_builds_here():
+    """This project's machines are x86-64 with AVX2 and gcc (Verilator needs it): the kernel must build."""
+    from hwvit.ops import native
+
+    assert native.unavailable() is None
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_int16_kernel_tiles_tails_and_threads(bias):
+    """Row counts off the 4-row tile, columns off the 24-column panel, odd K, one thread and several."""
+    from hwvit.ops import native
+
+    rng = np.random.default_rng(30)
+    for m, k, n in [(1, 1, 1), (5, 3, 25), (4, 2, 24), (7, 33, 49), (197, 65, 200), (130, 385, 100)]:
+        a = _i8(rng.integers(-128, 128, (m, k)))
+        w = _i8(rng.integers(-128, 128, (n, k)))
+        b = rng.integers(-(2**30), 2**30, n) if bias else None
+        got = native.matmul_packed(a, w, bias=b)
+        want = gb._int64(a, w) + (0 if b is None else b)
+        assert got.dtype == np.int64 and np.array_equal(got, want), (m, k, n)
+    assert 130 * 385 * 100 >= native._SMALL  # the last shape is split over the threads
+
+
+def test_int16_kernel_batched_split_over_threads():
+    from hwvit.ops import native
+
+    rng = np.random.default_rng(31)
+    a = _i8(rng.integers(-128, 128, (24, 197, 64)))
+    w = _i8(rng.integers(-128, 128, (24, 197, 64)))
+    assert 197 * 197 * 64 >= native._SMALL
+    assert np.array_equal(native.matmul_packed(a, w), gb._int64(a, w))
+    with pytest.raises(ValueError, match="no bias"):
+        native.matmul_packed(a, w, bias=np.zeros(197, np.int64))
+
+
+def test_int16_kernel_int32_sums_at_their_limit():
+    """K * 2^14 < 2^31 is the int32 accumulator's limit: K = 2^17 - 1 of (-128)^2 runs in one pass
+    (2^31 - 2^14), K = 2^17 (2^31 exactly, past int32) only in K-blocks added in int64."""
+    from hwvit.ops import native
+
+    top = 2 * native.K_MAX - 1
+    a = np.full((1, top), -128, np.int8)
+    assert int(native.matmul_packed(a, a)[0, 0]) == top << 14 == 2**31 - 2**14
+    a = np.full((2, 2 * native.K_MAX), -128, np.int8)
+    with pytest.raises(ValueError, match="2\\^17"):
+        native.matmul_packed(a, a)
+    assert np.array_equal(gb.matmul(a, a, "int16_avx2"), np.full((2, 2), 2**31))
+    b = np.array([5, -7], np.int64)
+    assert np.array_equal(gb.matmul(a, a, "int16_avx2", bias=b), 2**31 + b[None, :].repeat(2, 0))
+
+
+def test_int16_kernel_is_built_once_into_the_cache(fresh_native, tmp_path):
+    assert fresh_native.unavailable() is None
+    libs = list((tmp_path / "hwvit" / "native").glob("*/libhwvit_gemm_int16.so"))
+    assert len(libs) == 1
+    stamp = libs[0].stat().st_mtime_ns
+    assert fresh_native._build(fresh_native._compiler()) == libs[0]
+    assert libs[0].stat().st_mtime_ns == stamp  # reused, not rebuilt
+    assert not list(libs[0].parent.glob(".build.*"))  # no temporary left behind
+
+
+def test_int16_kernel_says_why_it_cannot_run(fresh_native, monkeypatch, cache_dir):
+    monkeypatch.setattr(fresh_native, "_has_avx2", lambda: False)
+    assert fresh_native.unavailable() == "the CPU has no AVX2"
+    a = np.ones((2, 3), np.int8)
+    with pytest.raises(RuntimeError, match="int16_avx2 GEMM unavailable: the CPU has no AVX2"):
+        gb.matmul(a, a, "int16_avx2")
+    assert gb.run_probe()["exact"]["int16_avx2"] is False  # the probe passes it over
+
+    monkeypatch.setattr(fresh_native, "_has_avx2", lambda: True)
+    monkeypatch.setattr(fresh_native, "_why", None)
+    monkeypatch.setenv("CC", "no-such-compiler-hwvit")
+    assert fresh_native.unavailable().startswith("no C compiler (set CC, or install gcc")
+
+    monkeypatch.setattr(fresh_native, "_why", None)
+    monkeypatch.setenv("CC", "false")  # a "compiler" that fails
+    assert fresh_native.unavailable() == "could not build or load the kernel: false failed on gemm_int16.c: no message"

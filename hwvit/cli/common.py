@@ -538,7 +538,15 @@ def check_out_dir(out_dir: str | os.PathLike | None, force: bool, kind: str) -> 
         fail(f"{out}: cannot create it ({parent} is not a writable directory)")
 
 
-_GEMM_CHOICES = ("auto", "int_mm", "float_blocked", "float_blocked_torch", "float64", "int64")  # gemm_backends
+_GEMM_CHOICES = (
+    "auto",
+    "int_mm",
+    "int16_avx2",
+    "float_blocked",
+    "float_blocked_torch",
+    "float64",
+    "int64",
+)  # gemm_backends
 
 
 def compute_options(func: F) -> F:

@@ -25,11 +25,10 @@ W_MAX_ABS = 128
 
 def _int8_matmul(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     """bias + (M, K) int8 @ (N, K)^T int8 -> (M, N) int64, exact (|sum| < 2^31 is checked by callers)."""
-    if bias is None:
-        bias = np.zeros(w8.shape[0], dtype=np.int64)
     if a8.shape[0] == 0 or w8.shape[0] == 0:
-        return np.zeros((a8.shape[0], w8.shape[0]), dtype=np.int64)
-    return gemm_backends.matmul(a8, w8) + bias
+        out = np.zeros((a8.shape[0], w8.shape[0]), dtype=np.int64)
+        return out if bias is None else out + bias
+    return gemm_backends.matmul(a8, w8, bias=bias)
 
 
 def int8_operand(x: Any, name: str, lo: int, hi: int, offset: int = 0) -> np.ndarray:

@@ -12,6 +12,9 @@ construction (docs/arithmetic.md, "GEMM backends") and tests hold it equal to pl
 - ``float_blocked_torch``: the same K-blocks through torch's float32 matmul (its BLAS and thread
   pool, the ones the float model uses), refused unless torch's float32 precision is "highest".
 - ``float64``: the same in float64 BLAS, bound 2^53: K up to 2^39 in one block (never splits).
+- ``int16_avx2``: hwvit's own AVX2 kernel (``csrc/gemm_int16.c``, built on first use by
+  ``hwvit.ops.native``): operands widened to int16, ``vpmaddwd`` pairs summed in int32, all integer.
+  On an AVX2-only CPU it is faster than fp32 BLAS (16 multiply-adds per instruction, not 8).
 - ``int64``: numpy int64 matmul, no BLAS: exact and slow, the reference the probe checks against.
 
 ``matmul``/``batched`` use the backend that ``HWVIT_GEMM`` names, else the one ``set_backend``
@@ -34,7 +37,7 @@ import numpy as np
 
 F32_BLOCK = 1024  # 1024 * 2^14 = 2^24: every partial sum of int8 products fits float32's 24-bit significand
 F64_BLOCK = 1 << 39  # 2^39 * 2^14 = 2^53
-BACKENDS = ("int_mm", "float_blocked", "float_blocked_torch", "float64", "int64")
+BACKENDS = ("int_mm", "int16_avx2", "float_blocked", "float_blocked_torch", "float64", "int64")
 ENV = "HWVIT_GEMM"
 
 _chosen: str | None = None  # set_backend() or the probe's pick, for this process
@@ -77,21 +80,26 @@ def _frozen(x) -> bool:
     return x is None or isinstance(x, bytes)
 
 
-def _as_float(x: np.ndarray, dtype) -> np.ndarray:
-    """``x`` as ``dtype``; a read-only array's copy is kept while the array lives (it cannot change)."""
+def _derived(x: np.ndarray, tag: str, make) -> np.ndarray:
+    """``make(x)``; for a read-only array it is made once and kept while the array lives (it cannot change)."""
     if not _frozen(x):
-        return x.astype(dtype)
-    key = (id(x), np.dtype(dtype).str, x.shape)
+        return make(x)
+    key = (id(x), tag, x.shape)
     hit = _float_cache.get(key)
     if hit is not None and hit[0]() is x:
         return hit[1]
-    out = x.astype(dtype)
+    out = make(x)
     try:
         ref = weakref.ref(x, lambda _r, k=key: _float_cache.pop(k, None))
     except TypeError:
         return out
     _float_cache[key] = (ref, out)
     return out
+
+
+def _as_float(x: np.ndarray, dtype) -> np.ndarray:
+    """``x`` as ``dtype``, converted once for a read-only array."""
+    return _derived(x, np.dtype(dtype).str, lambda v: v.astype(dtype))
 
 
 def _float_blocks(a8: np.ndarray, w8: np.ndarray, dtype, block: int) -> np.ndarray:
@@ -106,6 +114,19 @@ def _float_blocks(a8: np.ndarray, w8: np.ndarray, dtype, block: int) -> np.ndarr
         part = (af[..., k0 : k0 + block] @ wt[..., k0 : k0 + block, :]).astype(np.int64)
         out = part if out is None else out + part
     return out
+
+
+def _int16_avx2(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    from hwvit.ops import native
+
+    k = a8.shape[-1]
+    if k < 2 * native.K_MAX:
+        return native.matmul_packed(a8, w8, _derived(w8, "int16_avx2", native.pack_w), bias)
+    out = None  # int32 sums hold K < 2^17 terms: longer K in blocks of 2^16, added in int64
+    for k0 in range(0, k, native.K_MAX):
+        part = native.matmul_packed(a8[..., k0 : k0 + native.K_MAX], w8[..., k0 : k0 + native.K_MAX])
+        out = part if out is None else out + part
+    return out if bias is None else out + bias
 
 
 def _float_blocked(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
@@ -134,6 +155,7 @@ def _float_blocked_torch(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
 
 _IMPL = {
     "int_mm": _int_mm,
+    "int16_avx2": _int16_avx2,
     "float_blocked": _float_blocked,
     "float_blocked_torch": _float_blocked_torch,
     "float64": _float64,
@@ -166,9 +188,17 @@ def backend() -> str:
     return probe()["backend"]
 
 
-def matmul(a8: np.ndarray, w8: np.ndarray, name: str | None = None) -> np.ndarray:
-    """Exact ``a8 @ w8^T`` (int8 (M, K), (N, K)) as int64 (M, N), or per entry of (B, M, K), (B, N, K)."""
-    return _IMPL[name or backend()](a8, w8)
+_FUSED_BIAS = {"int16_avx2"}  # backends that add the bias while writing their output
+
+
+def matmul(a8: np.ndarray, w8: np.ndarray, name: str | None = None, bias: np.ndarray | None = None) -> np.ndarray:
+    """Exact ``bias + a8 @ w8^T`` (int8 (M, K), (N, K), int64 (N,) or None) as int64 (M, N), or
+    ``a8 @ w8^T`` per entry of (B, M, K), (B, N, K)."""
+    name = name or backend()
+    if name in _FUSED_BIAS:
+        return _IMPL[name](a8, w8, bias)
+    out = _IMPL[name](a8, w8)
+    return out if bias is None else out + bias
 
 
 def cpu_info() -> dict:
@@ -224,7 +254,7 @@ def _machine_key() -> str:
         torch.__version__,
         np.__version__,
         ",".join(BACKENDS),
-        "probe-v1",
+        "probe-v2",
     ]
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
 
@@ -244,19 +274,32 @@ def _exact_cases() -> list[tuple[np.ndarray, np.ndarray]]:
     return [(a.astype(np.int8), w.astype(np.int8)) for a, w in cases]
 
 
-def _measure(name: str, a8: np.ndarray, w8: np.ndarray, repeats: int = 3) -> float:
+def _measure(name: str, a8: np.ndarray, w8: np.ndarray, repeats: int = 5) -> float:
+    """Best time of the product followed by a requant of its result, the way a layer runs them.
+
+    Timing the product alone misses what a backend does to the numba kernels after it: OpenBLAS's
+    threads spin for a while after each call, and on 2 cores that made the requant after
+    ``float_blocked`` 20x slower and the whole ViT-B/16 forward 3x slower than its GEMM time said.
+    """
+    from hwvit.ops.requant import requant
+
     fn = _IMPL[name]
-    fn(a8, w8)
+
+    def step() -> None:
+        requant(fn(a8, w8), 1 << 16, 24)  # |acc| <= 768 * 2^14 < 2^24: |acc * 2^16| < 2^62
+
+    step()
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        fn(a8, w8)
+        step()
         best = min(best, time.perf_counter() - t0)
     return 1e3 * best
 
 
 def run_probe() -> dict:
-    """Exactness (against int64) and speed on (197, 768) x (768, 768) of every backend but int64."""
+    """Exactness (against int64) and speed on (197, 768) x (768, 768), with the requant after it, of every
+    backend but int64."""
     exact = {}
     for name in BACKENDS:
         try:

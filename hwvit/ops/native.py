@@ -1,0 +1,219 @@
+"""The AVX2 int16 GEMM kernel (``csrc/gemm_int16.c``): built on first use, loaded with ctypes.
+
+The C source ships with the package; the first call compiles it with the system C compiler
+(``$CC``, else ``cc``, ``gcc`` or ``clang``: the one Verilator already needs) into
+``$XDG_CACHE_HOME/hwvit/native/<hash>/``, keyed by the source, the flags and the compiler, written to
+a temporary name and renamed (a concurrent process sees the whole library or none). Where the CPU
+has no AVX2, or no compiler is found, or it fails, ``unavailable()`` says why in one line and the
+backend ``int16_avx2`` refuses to run (the GEMM probe then picks another).
+
+``matmul_packed(a8, w8)`` splits the output panels (2-D) or the batch entries (3-D) over numba's
+threads: a ``prange`` loop (``_jit``'s pool, the one every other integer kernel runs on) calls the C
+function once per share. Its own Python threads were slower here: numba's OpenMP workers spin for
+a while after each kernel, and two pools on two cores took turns (docs/arithmetic.md).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import llvmlite.binding
+import numba
+import numpy as np
+from numba import njit, prange, types
+
+SOURCE = Path(__file__).with_name("csrc") / "gemm_int16.c"
+FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
+K_MAX = 1 << 16  # int32 sums: K * 2^14 < 2^31 needs K < 2^17; longer K runs in blocks added in int64
+_SMALL = 1 << 21  # multiply-adds below which one thread does the whole product
+
+_lib: ctypes.CDLL | None = None
+_why: str | None = None  # why the kernel cannot be used here, once known
+
+# The two C entry points as numba sees them: symbols resolved once _load() has loaded the library
+# into the process (so the compiled callers can be cached on disk like _jit's kernels).
+_SIG = types.void(types.voidptr, types.voidptr, *[types.int64] * 5, types.voidptr, types.voidptr)
+_hw_gemm_panels = types.ExternalFunction("hw_gemm_panels", _SIG)
+_hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", _SIG)
+
+
+def _compiler() -> str | None:
+    cc = os.environ.get("CC", "").strip()
+    if cc:
+        return shutil.which(cc)
+    return next((p for p in map(shutil.which, ("cc", "gcc", "clang")) if p), None)
+
+
+def _has_avx2() -> bool:
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return "avx2" in line.split()
+    except OSError:
+        return False
+    return False
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "hwvit" / "native"
+
+
+def _build(cc: str) -> Path:
+    """The compiled library for this source, flags and compiler: from the cache, else built now."""
+    src = SOURCE.read_bytes()
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
+    key = hashlib.sha1(src + repr(FLAGS).encode() + version.encode()).hexdigest()[:16]
+    out = _cache_dir() / key / "libhwvit_gemm_int16.so"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".build.", suffix=".so")
+    os.close(fd)
+    try:
+        res = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            first = (res.stderr.strip().splitlines() or ["no message"])[0]
+            raise OSError(f"{Path(cc).name} failed on {SOURCE.name}: {first}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def _load() -> ctypes.CDLL:
+    global _lib, _why
+    if _lib is not None:
+        return _lib
+    if _why is None:
+        cc = _compiler()
+        if not _has_avx2():
+            _why = "the CPU has no AVX2"
+        elif cc is None:
+            _why = "no C compiler (set CC, or install gcc: sudo apt-get install -y gcc)"
+        else:
+            try:
+                lib = ctypes.CDLL(str(_build(cc)))
+            except OSError as exc:
+                _why = f"could not build or load the kernel: {exc}"
+            else:
+                i64, ptr = ctypes.c_int64, ctypes.c_void_p
+                for name in ("hw_pack_a", "hw_pack_w"):
+                    getattr(lib, name).argtypes = [ptr, i64, i64, i64, ptr]
+                    getattr(lib, name).restype = None
+                for name in ("hw_gemm_panels", "hw_gemm_batch"):
+                    getattr(lib, name).argtypes = [ptr, ptr, i64, i64, i64, i64, i64, ptr, ptr]
+                    getattr(lib, name).restype = None
+                for name in ("hw_packed_a_size", "hw_packed_w_size"):
+                    getattr(lib, name).argtypes = [i64, i64]
+                    getattr(lib, name).restype = i64
+                lib.hw_nr.restype = ctypes.c_int
+                llvmlite.binding.load_library_permanently(lib._name)  # for the numba callers below
+                _lib = lib
+                return lib
+    raise RuntimeError(f"int16_avx2 GEMM unavailable: {_why}")
+
+
+def unavailable() -> str | None:
+    """Why the kernel cannot run on this machine, or None when it can (builds it if needed)."""
+    try:
+        _load()
+    except RuntimeError:
+        return _why
+    return None
+
+
+@njit(parallel=True, cache=True)
+def _panels_parallel(pa, pw, m, k, n, total, parts, bias, c):
+    """hw_gemm_panels over ``parts`` equal shares of the ``total`` panels, one per numba thread."""
+    for t in prange(parts):
+        _hw_gemm_panels(
+            pa.ctypes.data,
+            pw.ctypes.data,
+            m,
+            k,
+            n,
+            total * t // parts,
+            total * (t + 1) // parts,
+            bias.ctypes.data,
+            c.ctypes.data,
+        )
+
+
+@njit(parallel=True, cache=True)
+def _batch_parallel(pa, pw, m, k, n, total, parts, bias, c):
+    """hw_gemm_batch over ``parts`` equal shares of the ``total`` entries."""
+    for t in prange(parts):
+        _hw_gemm_batch(
+            pa.ctypes.data,
+            pw.ctypes.data,
+            m,
+            k,
+            n,
+            total * t // parts,
+            total * (t + 1) // parts,
+            bias.ctypes.data,
+            c.ctypes.data,
+        )
+
+
+def pack_w(w8: np.ndarray) -> np.ndarray:
+    """(N, K) or (B, N, K) int8 -> the kernel's int16 panels (one per entry, one after another)."""
+    lib = _load()
+    w8 = np.ascontiguousarray(w8)
+    n, k = w8.shape[-2:]
+    count = w8.shape[0] if w8.ndim == 3 else 1
+    out = np.empty(count * lib.hw_packed_w_size(n, k), np.int16)
+    lib.hw_pack_w(w8.ctypes.data, count, n, k, out.ctypes.data)
+    return out
+
+
+def _pack_a(a8: np.ndarray) -> np.ndarray:
+    lib = _load()
+    m, k = a8.shape[-2:]
+    count = a8.shape[0] if a8.ndim == 3 else 1
+    out = np.empty(count * lib.hw_packed_a_size(m, k), np.int16)
+    lib.hw_pack_a(a8.ctypes.data, count, m, k, out.ctypes.data)
+    return out
+
+
+def matmul_packed(
+    a8: np.ndarray, w8: np.ndarray, packed_w: np.ndarray | None = None, bias: np.ndarray | None = None
+) -> np.ndarray:
+    """Exact ``bias + a8 @ w8^T`` as int64: (M, K) x (N, K) -> (M, N), or per entry of (B, M, K) x (B, N, K)
+    (no bias there).
+
+    K must be < 2^17 (``gemm_backends`` splits longer K). ``packed_w``: ``pack_w(w8)`` made earlier;
+    ``bias``: (N,) int64 or None.
+    """
+    lib = _load()
+    a8, w8 = np.ascontiguousarray(a8, np.int8), np.ascontiguousarray(w8, np.int8)
+    m, k = a8.shape[-2:]
+    n = w8.shape[-2]
+    if k >= 2 * K_MAX:
+        raise ValueError(f"K = {k} >= 2^17: int32 sums could overflow")
+    pa = _pack_a(a8)
+    pw = pack_w(w8) if packed_w is None else packed_w
+    if a8.ndim == 2:
+        c = np.empty((m, n), np.int64)
+        total, run = -(-n // lib.hw_nr()), _panels_parallel
+        bias = np.zeros(n, np.int64) if bias is None else np.ascontiguousarray(bias, np.int64)
+    else:
+        if bias is not None:
+            raise ValueError("a batched product takes no bias")
+        c = np.empty((a8.shape[0], m, n), np.int64)
+        total, run = a8.shape[0], _batch_parallel
+        bias = np.zeros(1, np.int64)  # unused
+    parts = min(total, numba.get_num_threads()) if m * n * k >= _SMALL else 1
+    run(pa, pw, m, k, n, total, max(parts, 1), bias, c)
+    return c
