@@ -161,3 +161,28 @@ def test_force_replaces_only_a_previous_output_of_the_same_kind(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ClickException, match="exists and is not a directory"):
         check_out_dir(tmp_path / "file", True, "vectors")
+
+
+def test_bench_with_the_int16_kernel_names_it(monkeypatch):
+    from hwvit.ops import gemm_backends
+
+    monkeypatch.setattr(gemm_backends, "_chosen", None)  # --gemm sets it for the process: restored after
+    res = run("bench", "--model", "digits", "--repeats", "1", "--gemm", "int16_avx2", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["gemm_backend"] == "int16_avx2"
+
+
+def test_a_named_backend_that_cannot_run_here_is_a_one_line_error(monkeypatch):
+    from hwvit.ops import gemm_backends, native
+
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_why", None)
+    monkeypatch.setattr(native, "_has_avx2", lambda: False)
+    monkeypatch.setattr(gemm_backends, "_chosen", None)
+    want = "Error: int16_avx2 GEMM unavailable: the CPU has no AVX2\n"
+    res = CliRunner().invoke(main, ["bench", "--model", "digits", "--repeats", "1", "--gemm", "int16_avx2"])
+    assert (res.exit_code, res.output) == (1, want)
+    monkeypatch.setattr(gemm_backends, "_chosen", None)
+    monkeypatch.setenv(gemm_backends.ENV, "int16_avx2")
+    res = CliRunner().invoke(main, ["bench", "--model", "digits", "--repeats", "1"])
+    assert (res.exit_code, res.output) == (1, want)

@@ -191,6 +191,17 @@ def backend() -> str:
 _FUSED_BIAS = {"int16_avx2"}  # backends that add the bias while writing their output
 
 
+def why_unavailable(name: str) -> str | None:
+    """One line saying why backend ``name`` cannot run on this machine, or None (int16_avx2 needs AVX2
+    and a C compiler; the others fail, if at all, on their first call)."""
+    if name == "int16_avx2":
+        from hwvit.ops import native
+
+        why = native.unavailable()
+        return f"int16_avx2 GEMM unavailable: {why}" if why else None
+    return None
+
+
 def matmul(a8: np.ndarray, w8: np.ndarray, name: str | None = None, bias: np.ndarray | None = None) -> np.ndarray:
     """Exact ``bias + a8 @ w8^T`` (int8 (M, K), (N, K), int64 (N,) or None) as int64 (M, N), or
     ``a8 @ w8^T`` per entry of (B, M, K), (B, N, K)."""
