@@ -7,10 +7,12 @@ a temporary name and renamed (a concurrent process sees the whole library or non
 has no AVX2, or no compiler is found, or it fails, ``unavailable()`` says why in one line and the
 backend ``int16_avx2`` refuses to run (the GEMM probe then picks another).
 
-``matmul_packed(a8, w8)`` splits the output panels (2-D) or the batch entries (3-D) over numba's
-threads: a ``prange`` loop (``_jit``'s pool, the one every other integer kernel runs on) calls the C
-function once per share. Its own Python threads were slower here: numba's OpenMP workers spin for
-a while after each kernel, and two pools on two cores took turns (docs/arithmetic.md).
+``matmul_packed(a8, w8)`` runs on numba's threads: a ``prange`` loop (``_jit``'s pool, the one every
+other integer kernel runs on) calls the C function once per job, handed out one at a time to the
+thread that is free: a 2-D product is a grid of row blocks (about 256 KiB of A each, so A stays in
+L2 while the job's panels pass over it) by groups of 24-column panels, about 4 jobs per thread; a
+batch (attention's heads) is one job per entry. Python threads of its own were slower here:
+numba's OpenMP workers spin for a while after each kernel, and two pools on two cores took turns.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from numba import njit, prange, types
 
 SOURCE = Path(__file__).with_name("csrc") / "gemm_int16.c"
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
+_NR = 24  # output columns per panel of the C kernel (its NR; _load checks)
+_JOBS_PER_THREAD = 4  # jobs per thread of a 2-D product: a thread slowed by another process holds up less
 K_MAX = 1 << 16  # int32 sums: K * 2^14 < 2^31 needs K < 2^17; longer K runs in blocks added in int64
 _SMALL = 1 << 21  # multiply-adds below which one thread does the whole product
 
@@ -39,9 +43,9 @@ _why: str | None = None  # why the kernel cannot be used here, once known
 
 # The two C entry points as numba sees them: symbols resolved once _load() has loaded the library
 # into the process (so the compiled callers can be cached on disk like _jit's kernels).
-_SIG = types.void(types.voidptr, types.voidptr, *[types.int64] * 5, types.voidptr, types.voidptr)
-_hw_gemm_panels = types.ExternalFunction("hw_gemm_panels", _SIG)
-_hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", _SIG)
+_P, _I = types.voidptr, types.int64
+_hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_P, _P, *[_I] * 7, _P, _P))
+_hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_P, _P, *[_I] * 5, _P))
 
 
 def _compiler() -> str | None:
@@ -111,13 +115,13 @@ def _load() -> ctypes.CDLL:
                 for name in ("hw_pack_a", "hw_pack_w"):
                     getattr(lib, name).argtypes = [ptr, i64, i64, i64, ptr]
                     getattr(lib, name).restype = None
-                for name in ("hw_gemm_panels", "hw_gemm_batch"):
-                    getattr(lib, name).argtypes = [ptr, ptr, i64, i64, i64, i64, i64, ptr, ptr]
-                    getattr(lib, name).restype = None
                 for name in ("hw_packed_a_size", "hw_packed_w_size"):
                     getattr(lib, name).argtypes = [i64, i64]
                     getattr(lib, name).restype = i64
-                lib.hw_nr.restype = ctypes.c_int
+                lib.hw_row_block.argtypes, lib.hw_row_block.restype = [i64], i64
+                lib.hw_nr.restype = lib.hw_mr.restype = ctypes.c_int
+                if lib.hw_nr() != _NR:
+                    raise OSError(f"kernel panels are {lib.hw_nr()} columns, native.py expects {_NR}")
                 llvmlite.binding.load_library_permanently(lib._name)  # for the numba callers below
                 _lib = lib
                 return lib
@@ -134,37 +138,21 @@ def unavailable() -> str | None:
 
 
 @njit(parallel=True, cache=True)
-def _panels_parallel(pa, pw, m, k, n, total, parts, bias, c):
-    """hw_gemm_panels over ``parts`` equal shares of the ``total`` panels, one per numba thread."""
-    for t in prange(parts):
-        _hw_gemm_panels(
-            pa.ctypes.data,
-            pw.ctypes.data,
-            m,
-            k,
-            n,
-            total * t // parts,
-            total * (t + 1) // parts,
-            bias.ctypes.data,
-            c.ctypes.data,
-        )
+def _tiles_parallel(pa, pw, m, k, n, rows, row_jobs, panels, panel_jobs, bias, c):
+    """hw_gemm_tiles on a grid of jobs: ``row_jobs`` blocks of ``rows`` rows x ``panel_jobs`` groups of
+    ``panels`` panels; with a chunk size of 1 an idle thread takes the next job (dynamic)."""
+    n_panels = (n + _NR - 1) // _NR
+    for j in prange(row_jobs * panel_jobs):
+        r0, p0 = (j // panel_jobs) * rows, (j % panel_jobs) * panels
+        r1, p1 = min(r0 + rows, m), min(p0 + panels, n_panels)
+        _hw_gemm_tiles(pa.ctypes.data, pw.ctypes.data, m, k, n, r0, r1, p0, p1, bias.ctypes.data, c.ctypes.data)
 
 
 @njit(parallel=True, cache=True)
-def _batch_parallel(pa, pw, m, k, n, total, parts, bias, c):
-    """hw_gemm_batch over ``parts`` equal shares of the ``total`` entries."""
-    for t in prange(parts):
-        _hw_gemm_batch(
-            pa.ctypes.data,
-            pw.ctypes.data,
-            m,
-            k,
-            n,
-            total * t // parts,
-            total * (t + 1) // parts,
-            bias.ctypes.data,
-            c.ctypes.data,
-        )
+def _batch_parallel(pa, pw, m, k, n, entries, c):
+    """hw_gemm_batch, one job per entry."""
+    for b in prange(entries):
+        _hw_gemm_batch(pa.ctypes.data, pw.ctypes.data, m, k, n, b, b + 1, c.ctypes.data)
 
 
 def pack_w(w8: np.ndarray) -> np.ndarray:
@@ -204,16 +192,22 @@ def matmul_packed(
         raise ValueError(f"K = {k} >= 2^17: int32 sums could overflow")
     pa = _pack_a(a8)
     pw = pack_w(w8) if packed_w is None else packed_w
-    if a8.ndim == 2:
+    threads = numba.get_num_threads() if m * n * k >= _SMALL else 1
+    old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
+    try:
+        if a8.ndim == 3:
+            if bias is not None:
+                raise ValueError("a batched product takes no bias")
+            c = np.empty((a8.shape[0], m, n), np.int64)
+            _batch_parallel(pa, pw, m, k, n, a8.shape[0], c)
+            return c
         c = np.empty((m, n), np.int64)
-        total, run = -(-n // lib.hw_nr()), _panels_parallel
         bias = np.zeros(n, np.int64) if bias is None else np.ascontiguousarray(bias, np.int64)
-    else:
-        if bias is not None:
-            raise ValueError("a batched product takes no bias")
-        c = np.empty((a8.shape[0], m, n), np.int64)
-        total, run = a8.shape[0], _batch_parallel
-        bias = np.zeros(1, np.int64)  # unused
-    parts = min(total, numba.get_num_threads()) if m * n * k >= _SMALL else 1
-    run(pa, pw, m, k, n, total, max(parts, 1), bias, c)
-    return c
+        rows = lib.hw_row_block(k)
+        row_jobs, n_panels = -(-m // rows), -(-n // _NR)
+        panel_jobs = min(n_panels, max(1, -(-threads * _JOBS_PER_THREAD // row_jobs))) if threads > 1 else 1
+        panels = -(-n_panels // panel_jobs)
+        _tiles_parallel(pa, pw, m, k, n, rows, row_jobs, panels, -(-n_panels // panels), bias, c)
+        return c
+    finally:
+        numba.set_parallel_chunksize(old)

@@ -99,43 +99,43 @@ static void tile(const int32_t *arow, int64_t kp, const int32_t *wq, int32_t out
     _mm256_storeu_si256((__m256i *)(out[3] + 16), c32);
 }
 
-/* c[m, n] = bias[n] + sum_k a[m, k] * w[n, k] (int64; bias may be NULL) for the output columns of
- * panels p0..p1-1 (c: M x N) */
-static void panels(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t p0, int64_t p1,
-                   const int64_t *bias, int64_t *c) {
-    const int64_t kp = pairs_of(k), mp = rows_padded(m);
-    /* rows per block of A: about 256 KiB of it (half of a Zen 3 core's L2) stays in cache while
-       every panel of this share passes over it; without it, at batch 64 A (12608 x 768) was read
-       from memory once per panel and the kernel ran at half speed */
-    int64_t mc = (A_BLOCK_BYTES / (kp * 4)) / MR * MR;
+/* rows of A per block: about 256 KiB of it (half of a Zen 3 core's L2) stays in cache while the
+ * panels of a job pass over it; without blocking, at batch 64 A (12608 x 768) was read from memory
+ * once per panel and the kernel ran at half speed */
+int64_t hw_row_block(int64_t k) {
+    const int64_t mc = (A_BLOCK_BYTES / (pairs_of(k) * 4)) / MR * MR;
+    return mc < MR ? MR : mc;
+}
+
+/* c[m, n] = bias[n] + sum_k a[m, k] * w[n, k] (int64; bias may be NULL) for rows r0..r1-1 (r0 a
+ * multiple of MR) and the columns of panels p0..p1-1 (c: M x N). Rows past M are computed on the
+ * zero padding and not written. */
+static void tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
+                  int64_t p0, int64_t p1, const int64_t *bias, int64_t *c) {
+    const int64_t kp = pairs_of(k);
     int32_t out[MR][NR];
-    if (mc < MR) mc = MR;
-    for (int64_t r0 = 0; r0 < mp; r0 += mc) {
-        const int64_t r1 = r0 + mc < mp ? r0 + mc : mp;
-        for (int64_t p = p0; p < p1; p++) {
-            const int32_t *wpan = (const int32_t *)(pw + p * kp * NR * 2);
-            const int64_t cols = n - p * NR < NR ? n - p * NR : NR;
-            for (int64_t r = r0; r < r1; r += MR) {
-                tile((const int32_t *)(pa + r * kp * 2), kp, wpan, out); /* an int32 = one int16 pair */
-                for (int64_t i = 0; i < MR && r + i < m; i++) {
-                    int64_t *row = c + (r + i) * n + p * NR;
-                    for (int64_t j = 0; j < cols; j++) row[j] = (int64_t)out[i][j] + (bias ? bias[p * NR + j] : 0);
-                }
+    for (int64_t p = p0; p < p1; p++) {
+        const int32_t *wpan = (const int32_t *)(pw + p * kp * NR * 2);
+        const int64_t cols = n - p * NR < NR ? n - p * NR : NR;
+        for (int64_t r = r0; r < r1 && r < m; r += MR) {
+            tile((const int32_t *)(pa + r * kp * 2), kp, wpan, out); /* an int32 = one int16 pair */
+            for (int64_t i = 0; i < MR && r + i < m; i++) {
+                int64_t *row = c + (r + i) * n + p * NR;
+                for (int64_t j = 0; j < cols; j++) row[j] = (int64_t)out[i][j] + (bias ? bias[p * NR + j] : 0);
             }
         }
     }
 }
 
-/* one product, panels p0..p1-1 of it (threads split the panels) */
-void hw_gemm_panels(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t p0, int64_t p1,
-                    const int64_t *bias, int64_t *c) {
-    panels(pa, pw, m, k, n, p0, p1, bias, c);
+/* one job of a product: rows r0..r1-1, panels p0..p1-1 (numba's threads take the jobs) */
+void hw_gemm_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
+                   int64_t p0, int64_t p1, const int64_t *bias, int64_t *c) {
+    tiles(pa, pw, m, k, n, r0, r1, p0, p1, bias, c);
 }
 
-/* entries b0..b1-1 of a batch of products, no bias (threads split the entries) */
+/* entries b0..b1-1 of a batch of products, no bias (threads take the entries) */
 void hw_gemm_batch(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t b0, int64_t b1,
-                   const int64_t *bias, int64_t *c) {
+                   int64_t *c) {
     const int64_t sa = hw_packed_a_size(m, k), sw = hw_packed_w_size(n, k);
-    (void)bias;
-    for (int64_t b = b0; b < b1; b++) panels(pa + b * sa, pw + b * sw, m, k, n, 0, panels_of(n), NULL, c + b * m * n);
+    for (int64_t b = b0; b < b1; b++) tiles(pa + b * sa, pw + b * sw, m, k, n, 0, m, 0, panels_of(n), NULL, c + b * m * n);
 }
