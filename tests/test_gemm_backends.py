@@ -227,14 +227,29 @@ def test_int16_kernel_tiles_tails_and_threads(bias):
     from hwvit.ops import native
 
     rng = np.random.default_rng(30)
-    for m, k, n in [(1, 1, 1), (5, 3, 25), (4, 2, 24), (7, 33, 49), (197, 65, 200), (130, 385, 100)]:
+    shapes = [(1, 1, 1), (5, 3, 25), (4, 2, 24), (7, 33, 49), (197, 65, 200), (130, 385, 100), (601, 2001, 50)]
+    for m, k, n in shapes:
         a = _i8(rng.integers(-128, 128, (m, k)))
         w = _i8(rng.integers(-128, 128, (n, k)))
         b = rng.integers(-(2**30), 2**30, n) if bias else None
         got = native.matmul_packed(a, w, bias=b)
         want = gb._int64(a, w) + (0 if b is None else b)
         assert got.dtype == np.int64 and np.array_equal(got, want), (m, k, n)
-    assert 130 * 385 * 100 >= native._SMALL  # the last shape is split over the threads
+    assert 130 * 385 * 100 >= native._SMALL  # the last two shapes are split over the threads
+    assert native._load().hw_row_block(601, 2001) < 601  # and the last into several row blocks
+
+
+def test_int16_kernel_row_blocks_are_equal_tiles_within_the_cache_budget():
+    from hwvit.ops import native
+
+    lib = native._load()
+    for m, k in [(1, 1), (197, 768), (197, 3072), (12608, 768), (12608, 3072), (5, 200000)]:
+        rows = lib.hw_row_block(m, k)
+        blocks = -(-m // rows)
+        assert rows % lib.hw_mr() == 0 and rows >= lib.hw_mr()
+        assert rows * ((k + 1) // 2) * 4 <= 384 * 1024 or rows == lib.hw_mr()
+        assert (blocks - 1) * rows < m <= blocks * rows and blocks * rows - m < blocks * lib.hw_mr()  # equal
+    assert lib.hw_row_block(197, 768) >= 197  # 197 x 768 fits one block: W is read once
 
 
 def test_int16_kernel_batched_split_over_threads():

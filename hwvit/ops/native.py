@@ -9,7 +9,7 @@ backend ``int16_avx2`` refuses to run (the GEMM probe then picks another).
 
 ``matmul_packed(a8, w8)`` runs on numba's threads: a ``prange`` loop (``_jit``'s pool, the one every
 other integer kernel runs on) calls the C function once per job, handed out one at a time to the
-thread that is free: a 2-D product is a grid of row blocks (about 256 KiB of A each, so A stays in
+thread that is free: a 2-D product is a grid of equal row blocks (at most 384 KiB of packed A each, so A stays in
 L2 while the job's panels pass over it) by groups of 24-column panels, about 4 jobs per thread; a
 batch (attention's heads) is one job per entry. Python threads of its own were slower here:
 numba's OpenMP workers spin for a while after each kernel, and two pools on two cores took turns.
@@ -118,7 +118,7 @@ def _load() -> ctypes.CDLL:
                 for name in ("hw_packed_a_size", "hw_packed_w_size"):
                     getattr(lib, name).argtypes = [i64, i64]
                     getattr(lib, name).restype = i64
-                lib.hw_row_block.argtypes, lib.hw_row_block.restype = [i64], i64
+                lib.hw_row_block.argtypes, lib.hw_row_block.restype = [i64, i64], i64
                 lib.hw_nr.restype = lib.hw_mr.restype = ctypes.c_int
                 if lib.hw_nr() != _NR:
                     raise OSError(f"kernel panels are {lib.hw_nr()} columns, native.py expects {_NR}")
@@ -203,7 +203,7 @@ def matmul_packed(
             return c
         c = np.empty((m, n), np.int64)
         bias = np.zeros(n, np.int64) if bias is None else np.ascontiguousarray(bias, np.int64)
-        rows = lib.hw_row_block(k)
+        rows = lib.hw_row_block(m, k)
         row_jobs, n_panels = -(-m // rows), -(-n // _NR)
         panel_jobs = min(n_panels, max(1, -(-threads * _JOBS_PER_THREAD // row_jobs))) if threads > 1 else 1
         panels = -(-n_panels // panel_jobs)
