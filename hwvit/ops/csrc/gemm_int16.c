@@ -58,8 +58,25 @@ void hw_pack_w(const int8_t *w, int64_t count, int64_t n, int64_t k, int16_t *ou
     }
 }
 
-/* One MR x NR tile: acc[i][j] = sum over pairs q of the int16 pair products (12 named registers,
- * so the compiler keeps every sum in a ymm register rather than on the stack). */
+/* One row of the tile: pair q of row ``ap`` times the three weight vectors, into its three sums */
+#define TILE_ROW(ap, s0, s1, s2)                                   \
+    do {                                                           \
+        const __m256i av = _mm256_set1_epi32((ap)[q]);             \
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(av, w0));      \
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(av, w1));      \
+        s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(av, w2));      \
+    } while (0)
+
+/* Store one row's three sums */
+#define STORE_ROW(dst, s0, s1, s2)                                 \
+    do {                                                           \
+        _mm256_storeu_si256((__m256i *)(dst), s0);                 \
+        _mm256_storeu_si256((__m256i *)((dst) + 8), s1);           \
+        _mm256_storeu_si256((__m256i *)((dst) + 16), s2);          \
+    } while (0)
+
+/* One MR x NR tile: out[i][j] = sum over pairs q of the int16 pair products (12 named registers,
+ * so the compiler keeps every sum in a ymm register; an array of them was spilled to the stack). */
 static void tile(const int32_t *arow, int64_t kp, const int32_t *wq, int32_t out[MR][NR]) {
     __m256i c00 = _mm256_setzero_si256(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
     __m256i c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
@@ -68,35 +85,15 @@ static void tile(const int32_t *arow, int64_t kp, const int32_t *wq, int32_t out
         const __m256i w0 = _mm256_loadu_si256((const __m256i *)wq);
         const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wq + 8));
         const __m256i w2 = _mm256_loadu_si256((const __m256i *)(wq + 16));
-        __m256i a = _mm256_set1_epi32(a0[q]);
-        c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(a, w0));
-        c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(a, w1));
-        c02 = _mm256_add_epi32(c02, _mm256_madd_epi16(a, w2));
-        a = _mm256_set1_epi32(a1[q]);
-        c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(a, w0));
-        c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(a, w1));
-        c12 = _mm256_add_epi32(c12, _mm256_madd_epi16(a, w2));
-        a = _mm256_set1_epi32(a2[q]);
-        c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(a, w0));
-        c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(a, w1));
-        c22 = _mm256_add_epi32(c22, _mm256_madd_epi16(a, w2));
-        a = _mm256_set1_epi32(a3[q]);
-        c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(a, w0));
-        c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(a, w1));
-        c32 = _mm256_add_epi32(c32, _mm256_madd_epi16(a, w2));
+        TILE_ROW(a0, c00, c01, c02);
+        TILE_ROW(a1, c10, c11, c12);
+        TILE_ROW(a2, c20, c21, c22);
+        TILE_ROW(a3, c30, c31, c32);
     }
-    _mm256_storeu_si256((__m256i *)out[0], c00);
-    _mm256_storeu_si256((__m256i *)(out[0] + 8), c01);
-    _mm256_storeu_si256((__m256i *)(out[0] + 16), c02);
-    _mm256_storeu_si256((__m256i *)out[1], c10);
-    _mm256_storeu_si256((__m256i *)(out[1] + 8), c11);
-    _mm256_storeu_si256((__m256i *)(out[1] + 16), c12);
-    _mm256_storeu_si256((__m256i *)out[2], c20);
-    _mm256_storeu_si256((__m256i *)(out[2] + 8), c21);
-    _mm256_storeu_si256((__m256i *)(out[2] + 16), c22);
-    _mm256_storeu_si256((__m256i *)out[3], c30);
-    _mm256_storeu_si256((__m256i *)(out[3] + 8), c31);
-    _mm256_storeu_si256((__m256i *)(out[3] + 16), c32);
+    STORE_ROW(out[0], c00, c01, c02);
+    STORE_ROW(out[1], c10, c11, c12);
+    STORE_ROW(out[2], c20, c21, c22);
+    STORE_ROW(out[3], c30, c31, c32);
 }
 
 /* rows of A per job for an M x K product: blocks of at most A_BLOCK_BYTES of packed A (3/4 of a
