@@ -14,28 +14,21 @@ from hwvit import ops
 
 @contextlib.contextmanager
 def _gemm_timer(box: list[float]):
-    """Time every ops.gemm and ops.linear call (the integer layers call them through the module
-    attributes). ops.linear is a GEMM with its requant fused in where the backend can do that
-    (int16_avx2), so that requant counts as GEMM time; elsewhere linear's requant is in it too."""
-    real = {name: getattr(ops, name) for name in ("gemm", "linear")}
+    """Time every ops.gemm call (the integer layers call it through the module attribute)."""
+    real = ops.gemm
 
-    def timed(fn):
-        def run(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                box[0] += time.perf_counter() - t0
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            box[0] += time.perf_counter() - t0
 
-        return run
-
-    for name, fn in real.items():
-        setattr(ops, name, timed(fn))
+    ops.gemm = timed
     try:
         yield
     finally:
-        for name, fn in real.items():
-            setattr(ops, name, fn)
+        ops.gemm = real
 
 
 def bench_forward(

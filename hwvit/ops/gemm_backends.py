@@ -191,29 +191,6 @@ def backend() -> str:
 _FUSED_BIAS = {"int16_avx2"}  # backends that add the bias while writing their output
 
 
-def matmul_requant(
-    a8: np.ndarray,
-    w8: np.ndarray,
-    bias: np.ndarray,
-    mult: np.ndarray,
-    shift: np.ndarray,
-    lo: int,
-    hi: int,
-    name: str | None = None,
-) -> np.ndarray | None:
-    """``requant(bias + a8 @ w8^T)`` in one pass where the backend can (int16_avx2, 2-D, K < 2^17),
-    else None (the caller requantizes). Arguments checked by ``hwvit.ops.gemm.linear``."""
-    name = name or backend()
-    if name != "int16_avx2" or a8.ndim != 2:
-        return None
-    from hwvit.ops import native
-
-    if a8.shape[-1] >= 2 * native.K_MAX:
-        return None
-    packed = _derived(w8, "int16_avx2", native.pack_w)
-    return native.matmul_packed(a8, w8, packed, bias, (mult, shift, lo, hi))
-
-
 def why_unavailable(name: str) -> str | None:
     """One line saying why backend ``name`` cannot run on this machine, or None (int16_avx2 needs AVX2
     and a C compiler; the others fail, if at all, on their first call)."""

@@ -44,7 +44,7 @@ _why: str | None = None  # why the kernel cannot be used here, once known
 # The two C entry points as numba sees them: symbols resolved once _load() has loaded the library
 # into the process (so the compiled callers can be cached on disk like _jit's kernels).
 _P, _I = types.voidptr, types.int64
-_hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_P, _P, *[_I] * 7, _P, _P, _P, _I, _I, _I, _P))
+_hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_P, _P, *[_I] * 7, _P, _P))
 _hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_P, _P, *[_I] * 5, _P))
 
 
@@ -138,32 +138,14 @@ def unavailable() -> str | None:
 
 
 @njit(parallel=True, cache=True)
-def _tiles_parallel(pa, pw, m, k, n, rows, row_jobs, panels, panel_jobs, bias, mult, shift, rq, lo, hi, c):
+def _tiles_parallel(pa, pw, m, k, n, rows, row_jobs, panels, panel_jobs, bias, c):
     """hw_gemm_tiles on a grid of jobs: ``row_jobs`` blocks of ``rows`` rows x ``panel_jobs`` groups of
-    ``panels`` panels; with a chunk size of 1 an idle thread takes the next job (dynamic). ``rq``:
-    requantize (mult, shift, lo, hi) as the results are stored."""
+    ``panels`` panels; with a chunk size of 1 an idle thread takes the next job (dynamic)."""
     n_panels = (n + _NR - 1) // _NR
     for j in prange(row_jobs * panel_jobs):
         r0, p0 = (j // panel_jobs) * rows, (j % panel_jobs) * panels
         r1, p1 = min(r0 + rows, m), min(p0 + panels, n_panels)
-        _hw_gemm_tiles(
-            pa.ctypes.data,
-            pw.ctypes.data,
-            m,
-            k,
-            n,
-            r0,
-            r1,
-            p0,
-            p1,
-            bias.ctypes.data,
-            mult.ctypes.data,
-            shift.ctypes.data,
-            rq,
-            lo,
-            hi,
-            c.ctypes.data,
-        )
+        _hw_gemm_tiles(pa.ctypes.data, pw.ctypes.data, m, k, n, r0, r1, p0, p1, bias.ctypes.data, c.ctypes.data)
 
 
 @njit(parallel=True, cache=True)
@@ -194,19 +176,13 @@ def _pack_a(a8: np.ndarray) -> np.ndarray:
 
 
 def matmul_packed(
-    a8: np.ndarray,
-    w8: np.ndarray,
-    packed_w: np.ndarray | None = None,
-    bias: np.ndarray | None = None,
-    requant: tuple[np.ndarray, np.ndarray, int, int] | None = None,
+    a8: np.ndarray, w8: np.ndarray, packed_w: np.ndarray | None = None, bias: np.ndarray | None = None
 ) -> np.ndarray:
     """Exact ``bias + a8 @ w8^T`` as int64: (M, K) x (N, K) -> (M, N), or per entry of (B, M, K) x (B, N, K)
     (no bias there).
 
     K must be < 2^17 (``gemm_backends`` splits longer K). ``packed_w``: ``pack_w(w8)`` made earlier;
-    ``bias``: (N,) int64 or None. ``requant``: (mult, shift, lo, hi), (N,) int64 each and the output
-    range, checked by the caller (``hwvit.ops.gemm.linear``): the result is then ``ops.requant``'s of
-    the product, computed as it is stored (2-D only).
+    ``bias``: (N,) int64 or None.
     """
     lib = _load()
     a8, w8 = np.ascontiguousarray(a8, np.int8), np.ascontiguousarray(w8, np.int8)
@@ -220,8 +196,8 @@ def matmul_packed(
     old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
     try:
         if a8.ndim == 3:
-            if bias is not None or requant is not None:
-                raise ValueError("a batched product takes no bias or requant")
+            if bias is not None:
+                raise ValueError("a batched product takes no bias")
             c = np.empty((a8.shape[0], m, n), np.int64)
             _batch_parallel(pa, pw, m, k, n, a8.shape[0], c)
             return c
@@ -231,12 +207,7 @@ def matmul_packed(
         row_jobs, n_panels = -(-m // rows), -(-n // _NR)
         panel_jobs = min(n_panels, max(1, -(-threads * _JOBS_PER_THREAD // row_jobs))) if threads > 1 else 1
         panels = -(-n_panels // panel_jobs)
-        mult, shift, lo, hi = (bias, bias, 0, 0) if requant is None else requant  # unused without requant
-        mult, shift = np.ascontiguousarray(mult, np.int64), np.ascontiguousarray(shift, np.int64)
-        rq = int(requant is not None)
-        _tiles_parallel(
-            pa, pw, m, k, n, rows, row_jobs, panels, -(-n_panels // panels), bias, mult, shift, rq, lo, hi, c
-        )
+        _tiles_parallel(pa, pw, m, k, n, rows, row_jobs, panels, -(-n_panels // panels), bias, c)
         return c
     finally:
         numba.set_parallel_chunksize(old)

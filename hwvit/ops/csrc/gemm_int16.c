@@ -110,52 +110,35 @@ int64_t hw_row_block(int64_t m, int64_t k) {
     return (rows + MR - 1) / MR * MR;
 }
 
-/* The requantizer of hwvit.ops.requant on one accumulator (docs/arithmetic.md, "requant"):
- * clamp(round_half_up(acc * mult / 2^shift), lo, hi). |acc| < 2^31 (the caller's bound) and
- * mult < 2^31 make |acc * mult| < 2^62; with shift <= 62 the rounding term is <= 2^61, so nothing
- * leaves int64. The shift of a negative value is arithmetic (gcc and clang define it so; the
- * tests hold the result to the Python reference on both signs, ties included). */
-static int64_t requant_one(int64_t acc, int64_t mult, int64_t shift, int64_t lo, int64_t hi) {
-    int64_t v = acc * mult;
-    if (shift > 0) v = (v + ((int64_t)1 << (shift - 1))) >> shift;
-    return v < lo ? lo : (v > hi ? hi : v);
-}
-
-/* c[m, n] = bias[n] + sum_k a[m, k] * w[n, k] (int64; bias may be NULL), requantized per column
- * when mult is not NULL, for rows r0..r1-1 (r0 a multiple of MR) and the columns of panels
- * p0..p1-1 (c: M x N). Rows past M are computed on the zero padding and not written. */
+/* c[m, n] = bias[n] + sum_k a[m, k] * w[n, k] (int64; bias may be NULL) for rows r0..r1-1 (r0 a
+ * multiple of MR) and the columns of panels p0..p1-1 (c: M x N). Rows past M are computed on the
+ * zero padding and not written. */
 static void tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
-                  int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift, int64_t lo,
-                  int64_t hi, int64_t *c) {
+                  int64_t p0, int64_t p1, const int64_t *bias, int64_t *c) {
     const int64_t kp = pairs_of(k);
     int32_t out[MR][NR];
     for (int64_t p = p0; p < p1; p++) {
         const int32_t *wpan = (const int32_t *)(pw + p * kp * NR * 2);
-        const int64_t cols = n - p * NR < NR ? n - p * NR : NR, c0 = p * NR;
+        const int64_t cols = n - p * NR < NR ? n - p * NR : NR;
         for (int64_t r = r0; r < r1 && r < m; r += MR) {
             tile((const int32_t *)(pa + r * kp * 2), kp, wpan, out); /* an int32 = one int16 pair */
             for (int64_t i = 0; i < MR && r + i < m; i++) {
-                int64_t *row = c + (r + i) * n + c0;
-                for (int64_t j = 0; j < cols; j++) {
-                    const int64_t acc = (int64_t)out[i][j] + (bias ? bias[c0 + j] : 0);
-                    row[j] = mult ? requant_one(acc, mult[c0 + j], shift[c0 + j], lo, hi) : acc;
-                }
+                int64_t *row = c + (r + i) * n + p * NR;
+                for (int64_t j = 0; j < cols; j++) row[j] = (int64_t)out[i][j] + (bias ? bias[p * NR + j] : 0);
             }
         }
     }
 }
 
-/* one job of a product: rows r0..r1-1, panels p0..p1-1 (numba's threads take the jobs); with
- * requant != 0 each result goes through requant_one with its column's mult and shift */
+/* one job of a product: rows r0..r1-1, panels p0..p1-1 (numba's threads take the jobs) */
 void hw_gemm_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
-                   int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift,
-                   int64_t requant, int64_t lo, int64_t hi, int64_t *c) {
-    tiles(pa, pw, m, k, n, r0, r1, p0, p1, bias, requant ? mult : NULL, shift, lo, hi, c);
+                   int64_t p0, int64_t p1, const int64_t *bias, int64_t *c) {
+    tiles(pa, pw, m, k, n, r0, r1, p0, p1, bias, c);
 }
 
 /* entries b0..b1-1 of a batch of products, no bias (threads take the entries) */
 void hw_gemm_batch(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t b0, int64_t b1,
                    int64_t *c) {
     const int64_t sa = hw_packed_a_size(m, k), sw = hw_packed_w_size(n, k);
-    for (int64_t b = b0; b < b1; b++) tiles(pa + b * sa, pw + b * sw, m, k, n, 0, m, 0, panels_of(n), NULL, NULL, NULL, 0, 0, c + b * m * n);
+    for (int64_t b = b0; b < b1; b++) tiles(pa + b * sa, pw + b * sw, m, k, n, 0, m, 0, panels_of(n), NULL, c + b * m * n);
 }
