@@ -42,11 +42,31 @@ def test_digits_trace_covers_every_block_kind(traced_root):
     assert signs == {True, False}  # int8 activations and uint8 probabilities (P.V)
 
 
+def _run_bit_exact(sets: list[Path], simulator: str) -> None:
+    results = simulate.run_many([(str(d), simulator) for d in sets], workers=1)
+    failed = [r.line() for r in results if not r.passed]
+    assert not failed, "\n".join(failed)
+    assert len(results) == len(sets) and all(r.elements > 0 for r in results)
+
+
+def _later_layer(d: Path) -> bool:
+    return d.name.startswith("layers.") and not d.name.startswith("layers.0.")
+
+
+def test_traced_sets_of_the_first_layer_and_the_ends_bit_exact(traced_root, simulator):
+    """Embedding, the whole first encoder layer, final norm and head (22 of the 58 sets: every kind,
+    both GEMM signednesses); the later layers repeat the same blocks on other data (the slow test
+    below runs all 58, `make bench` / -m slow)."""
+    every = vectors.find_sets(traced_root)
+    sets = [d for d in every if not _later_layer(d)]
+    assert {vectors.read_manifest(d)["kind"] for d in sets} == {vectors.read_manifest(d)["kind"] for d in every}
+    assert len(sets) == 22 and any(d.name == "head" for d in sets)
+    _run_bit_exact(sets, simulator)
+
+
+@pytest.mark.slow
 def test_every_traced_set_bit_exact(traced_root, simulator):
     """All sets of the image through their blocks; the failure lists every set that mismatched."""
     sets = vectors.find_sets(traced_root)
     assert len(sets) >= 50
-    results = simulate.run_many([(str(d), simulator) for d in sets], workers=1)
-    failed = [r.line() for r in results if not r.passed]
-    assert not failed, "\n".join(failed)
-    assert all(r.elements > 0 for r in results)
+    _run_bit_exact(sets, simulator)
