@@ -311,7 +311,7 @@ def _compiles(tree: Path, block: str, simulator: str) -> str | None:
         if not errors and simulator == "verilator":
             cmd = [toolchain.require("verilator"), "--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style"]
             cmd += [f"-I{tree / 'rtl'}", "--top-module", block, str(tree / "rtl" / f"{block}.v")]
-            out = subprocess.run(cmd, capture_output=True, text=True, env=toolchain.sim_env(), timeout=COMPILE_TIMEOUT)
+            out = toolchain.run_tool(cmd, env=toolchain.sim_env(), timeout=COMPILE_TIMEOUT)
             errors = [ln for ln in out.stderr.splitlines() if ln.startswith("%Error")]
     except subprocess.TimeoutExpired as exc:
         # An endless generate loop (`gi = gi - 1`) hangs elaboration instead of failing it.

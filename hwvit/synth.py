@@ -45,10 +45,8 @@ def lint(sources, params: dict[str, int] | None = None, rtl: Path | None = None)
     """``verilator --lint-only -Wall`` with nothing switched off; the warning and error lines."""
     rtl = rtl or toolchain.repo().rtl
     args = [f"-G{k}={v}" for k, v in (params or {}).items()]
-    out = subprocess.run(
+    out = toolchain.run_tool(
         [toolchain.require("verilator"), "--lint-only", "-Wall", f"-I{rtl}", *args, *_paths(sources, rtl)],
-        capture_output=True,
-        text=True,
         env=toolchain.sim_env(),
         timeout=120,
     )
@@ -68,7 +66,7 @@ def iverilog(
     rtl = rtl or toolchain.repo().rtl
     args = [f"-P{top}.{k}={v}" for k, v in (params or {}).items()]
     with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run(
+        out = toolchain.run_tool(
             [
                 toolchain.require("icarus"),
                 "-g2005",
@@ -82,8 +80,6 @@ def iverilog(
                 *args,
                 *_paths(sources, rtl),
             ],
-            capture_output=True,
-            text=True,
             timeout=timeout,
         )
         lines = [
@@ -93,7 +89,7 @@ def iverilog(
         ]
         if out.returncode:
             return lines or [f"iverilog exit {out.returncode}"]
-        run = subprocess.run(["vvp", "-n", f"{tmp}/a.vvp"], capture_output=True, text=True, timeout=60)
+        run = toolchain.run_tool(["vvp", "-n", f"{tmp}/a.vvp"], timeout=60)
         return lines + [ln for ln in (run.stdout + run.stderr).splitlines() if "ERROR" in ln or "error" in ln]
 
 
@@ -147,7 +143,7 @@ def synth_block(
         fh.write(script)
         path = fh.name
     try:
-        out = subprocess.run([exe, "-s", path], capture_output=True, text=True, timeout=timeout)
+        out = toolchain.run_tool([exe, "-s", path], timeout=timeout)
     except subprocess.TimeoutExpired:
         return SynthResult(block, False, message=f"yosys timed out after {timeout} s")
     finally:

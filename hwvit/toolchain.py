@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,30 @@ SIMULATORS = ("icarus", "verilator")
 
 class ToolMissing(RuntimeError):
     """A simulator or tool is not installed; the message carries the install command."""
+
+
+def run_tool(cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True, timeout=...)``, but the tool runs in a
+    session of its own and on a timeout (or Ctrl-C) its whole process group is killed.
+
+    ``iverilog`` is a driver: it starts ``sh -c "ivlpp | ivl"``, and killing the driver alone (what
+    ``subprocess.run`` does on a timeout) left ``ivl`` elaborating an endless generate loop, orphaned,
+    on one of the two cores and growing past 5 GB: make test's GEMM tests beside it ran 200-270 s
+    instead of 6. Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``.
+    """
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
 def verilator_root() -> Path | None:
@@ -66,7 +91,7 @@ def version(tool: str) -> str:
     except ToolMissing:
         return "not found"
     flag = {"icarus": "-V", "verilator": "--version", "yosys": "-V"}[tool]
-    out = subprocess.run([exe, flag], capture_output=True, text=True, env=sim_env(), timeout=30)
+    out = run_tool([exe, flag], env=sim_env(), timeout=30)
     line = (out.stdout or out.stderr).strip().splitlines()
     text = line[0] if line else "unknown"
     if tool == "verilator":

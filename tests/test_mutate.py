@@ -132,6 +132,23 @@ def test_endless_generate_loop_is_a_compile_failure(tmp_path, monkeypatch):
     monkeypatch.setattr(mutate, "COMPILE_TIMEOUT", 5)
     error = mutate._compiles(tmp_path, "loopy", "verilator")
     assert error == "iverilog did not finish elaborating in 5 s (an endless generate loop?)", error
+    assert not _elaborating(tmp_path), "ivl left running after the timeout"
+
+
+def _elaborating(tree) -> list[int]:
+    """Pids of Icarus's ivl still elaborating something under ``tree`` (its -C file names the -y dir)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            if not args[0].endswith(b"/ivl"):
+                continue
+            confs = [Path(a[2:].decode()) for a in args if a.startswith(b"-C")]
+            if any(str(tree) in c.read_text(errors="replace") for c in confs if c.exists()):
+                pids.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return pids
 
 
 def test_cli_source_lists_a_part_of_the_block():

@@ -8,7 +8,6 @@ will build it; no regular expression reads the Verilog.
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ def ports(sources: list[Path], top: str, parameters: dict[str, Any]) -> dict[str
             f'read_verilog -defer -I"{toolchain.repo().rtl}" {files}; '
             f"hierarchy -top {top} {chparam}; proc; write_json {out_json}"
         )
-        out = subprocess.run([yosys, "-q", "-p", script], capture_output=True, text=True, timeout=300)
+        out = toolchain.run_tool([yosys, "-q", "-p", script], timeout=300)
         if out.returncode != 0 or not out_json.exists():
             lines = [ln.strip() for ln in (out.stderr + out.stdout).splitlines() if "ERROR" in ln]
             why = lines[0] if lines else f"exit {out.returncode}"
