@@ -17,7 +17,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -347,16 +346,10 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
         env = toolchain.sim_env({**env, ORDER_ENV: ",".join(FIRST.get(block, []))})
         # Own session: on a timeout the whole group goes, the simulator pytest started included
         # (killing pytest alone left a hung simulator running on the shared cores).
-        proc = subprocess.Popen(
-            cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-        )
         try:
-            stdout, stderr = proc.communicate(timeout=timeout)
+            out = toolchain.run_tool(cmd, timeout=timeout, cwd=tree, env=env)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
             return Outcome(mutant, "killed", f"suite timed out after {timeout} s", time.monotonic() - t0)
-        out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
         tail = (out.stdout.strip().splitlines() or [""])[-1]
         if out.returncode == 0:
             return Outcome(mutant, "survived", tail, time.monotonic() - t0)
