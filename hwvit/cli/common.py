@@ -578,10 +578,10 @@ def compute_options(func: F) -> F:
         try:
             if gemm_name:
                 gemm_backends.set_backend(gemm_name)
-            if gemm_name or os.environ.get(gemm_backends.ENV, "").strip() not in ("", "auto"):
-                why = gemm_backends.why_unavailable(gemm_backends.backend())  # a named backend must run here
-                if why:
-                    fail(why)
+            name = gemm_backends.named()  # one named by --gemm or HWVIT_GEMM must run here
+            why = gemm_backends.why_unavailable(name) if name else None
+            if why:
+                fail(why)
             resolve_device(kwargs["device"])
         except ValueError as exc:
             fail(first_line(exc))

@@ -178,14 +178,17 @@ def set_backend(name: str | None) -> None:
     _chosen = None if name in (None, "auto") else check_name(name)
 
 
-def backend() -> str:
-    """The backend in use: ``HWVIT_GEMM`` if set (and not ``auto``), else set_backend's, else the probe's."""
+def named() -> str | None:
+    """The backend named by ``HWVIT_GEMM`` (if set and not ``auto``) or ``set_backend``, else None."""
     env = os.environ.get(ENV, "").strip()
     if env and env != "auto":
         return check_name(env)
-    if _chosen is not None:
-        return _chosen
-    return probe()["backend"]
+    return _chosen
+
+
+def backend() -> str:
+    """The backend in use: ``HWVIT_GEMM`` if set (and not ``auto``), else set_backend's, else the probe's."""
+    return named() or probe()["backend"]
 
 
 _FUSED_BIAS = {"int16_avx2"}  # backends that add the bias while writing their output
@@ -250,8 +253,9 @@ def cpu_info() -> dict:
 
 
 def _cache_file() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "hwvit" / "gemm-probe.json"
+    from hwvit import toolchain
+
+    return toolchain.cache_dir() / "gemm-probe.json"
 
 
 def _machine_key() -> str:

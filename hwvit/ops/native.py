@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import platform
 import shutil
 import subprocess
 import tempfile
@@ -31,9 +30,10 @@ import numba
 import numpy as np
 from numba import njit, prange, types
 
+from hwvit import toolchain
+
 SOURCE = Path(__file__).with_name("csrc") / "gemm_int16.c"
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
-_NR = 24  # output columns per panel of the C kernel (its NR; _load checks)
 _JOBS_PER_THREAD = 4  # jobs per thread of a 2-D product: a thread slowed by another process holds up less
 K_MAX = 1 << 16  # int32 sums: K * 2^14 < 2^31 needs K < 2^17; longer K runs in blocks added in int64
 _SMALL = 1 << 21  # multiply-adds below which one thread does the whole product
@@ -56,20 +56,9 @@ def _compiler() -> str | None:
 
 
 def _has_avx2() -> bool:
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return "avx2" in line.split()
-    except OSError:
-        return False
-    return False
+    from hwvit.ops.gemm_backends import cpu_info
 
-
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "hwvit" / "native"
+    return "avx2" in cpu_info()["flags"]
 
 
 def _build(cc: str) -> Path:
@@ -77,7 +66,7 @@ def _build(cc: str) -> Path:
     src = SOURCE.read_bytes()
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
     key = hashlib.sha1(src + repr(FLAGS).encode() + version.encode()).hexdigest()[:16]
-    out = _cache_dir() / key / "libhwvit_gemm_int16.so"
+    out = toolchain.cache_dir() / "native" / key / "libhwvit_gemm_int16.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -120,8 +109,6 @@ def _load() -> ctypes.CDLL:
                     getattr(lib, name).restype = i64
                 lib.hw_row_block.argtypes, lib.hw_row_block.restype = [i64, i64], i64
                 lib.hw_nr.restype = lib.hw_mr.restype = ctypes.c_int
-                if lib.hw_nr() != _NR:
-                    raise OSError(f"kernel panels are {lib.hw_nr()} columns, native.py expects {_NR}")
                 llvmlite.binding.load_library_permanently(lib._name)  # for the numba callers below
                 _lib = lib
                 return lib
@@ -138,10 +125,9 @@ def unavailable() -> str | None:
 
 
 @njit(parallel=True, cache=True)
-def _tiles_parallel(pa, pw, m, k, n, rows, row_jobs, panels, panel_jobs, bias, c):
+def _tiles_parallel(pa, pw, m, k, n, n_panels, rows, row_jobs, panels, panel_jobs, bias, c):
     """hw_gemm_tiles on a grid of jobs: ``row_jobs`` blocks of ``rows`` rows x ``panel_jobs`` groups of
-    ``panels`` panels; with a chunk size of 1 an idle thread takes the next job (dynamic)."""
-    n_panels = (n + _NR - 1) // _NR
+    ``panels`` of the ``n_panels`` panels; with a chunk size of 1 an idle thread takes the next job."""
     for j in prange(row_jobs * panel_jobs):
         r0, p0 = (j // panel_jobs) * rows, (j % panel_jobs) * panels
         r1, p1 = min(r0 + rows, m), min(p0 + panels, n_panels)
@@ -204,10 +190,10 @@ def matmul_packed(
         c = np.empty((m, n), np.int64)
         bias = np.zeros(n, np.int64) if bias is None else np.ascontiguousarray(bias, np.int64)
         rows = lib.hw_row_block(m, k)
-        row_jobs, n_panels = -(-m // rows), -(-n // _NR)
+        row_jobs, n_panels = -(-m // rows), -(-n // lib.hw_nr())
         panel_jobs = min(n_panels, max(1, -(-threads * _JOBS_PER_THREAD // row_jobs))) if threads > 1 else 1
         panels = -(-n_panels // panel_jobs)
-        _tiles_parallel(pa, pw, m, k, n, rows, row_jobs, panels, -(-n_panels // panels), bias, c)
+        _tiles_parallel(pa, pw, m, k, n, n_panels, rows, row_jobs, panels, -(-n_panels // panels), bias, c)
         return c
     finally:
         numba.set_parallel_chunksize(old)
