@@ -36,12 +36,13 @@ def bench_forward(
 ) -> dict:
     """Median int and float forward times on ``batch`` inputs (random weights), their ratio, images/s,
     the share of int time outside GEMM (CPU only), the GEMM backend and the CPU (or GPU)."""
-    from hwvit import pipeline
+    from hwvit import heap, pipeline
     from hwvit.intvit.device import DeviceForward, resolve_device
     from hwvit.ops import gemm_backends
     from hwvit.quant import quantize_model
 
     dev = resolve_device(device)
+    heap.keep()  # as every hwvit command does: the figures are the CLI's
     source = pipeline.load_source(preset, seed=seed)
     model = source.model
     int_model = quantize_model(model, pipeline.calibration_inputs(source, calib_images, seed))
@@ -99,6 +100,7 @@ def bench_forward(
         "cpu": cpu["model"],
         "cpu_capability": cpu["capability"],
         "cpu_flags": cpu["flags"],
+        "heap": heap.state(),
     }
     if not on_cpu:
         res["gpu"] = torch.cuda.get_device_name(dev)

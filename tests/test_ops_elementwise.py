@@ -32,6 +32,18 @@ def test_gelu_matches_reference():
     assert cases >= 10_000
     x = np.arange(-128, 128).reshape(16, 16)  # any shape
     assert ops.gelu(x, table=gelu_table(0.05, 0.02)).shape == (16, 16)
+    t = gelu_table(0.05, 0.02)
+    for view in (x.T, x[:, ::3].astype(np.int8), x[::-2]):  # strided, narrow dtype: same lookups
+        assert ops.gelu(view, t).tolist() == [gelu_ref(r, t.tolist()) for r in view.tolist()]
+    assert ops.gelu(np.zeros((0, 4), dtype=np.int64), t).shape == (0, 4)
+
+
+@pytest.mark.parametrize("bad", [-129, 128, -(2**40), 2**40])
+def test_gelu_refuses_inputs_outside_the_table(bad):
+    x = np.zeros(1000, dtype=np.int64)
+    x[777] = bad
+    with pytest.raises(ValueError, match=rf"x: values must lie in \[-128, 127\], got \[{min(bad, 0)}, {max(bad, 0)}\]"):
+        ops.gelu(x, gelu_table(0.05, 0.02))
 
 
 @pytest.mark.parametrize(

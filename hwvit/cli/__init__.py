@@ -61,3 +61,9 @@ def main() -> None:
     Output directories: a non-empty one is replaced only with --force, and only if it holds a
     previous hwvit output of the same kind.
     """
+    from hwvit import heap
+
+    try:
+        heap.keep()  # large arrays reused between kernels instead of mapped afresh (hwvit/heap.py)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None

@@ -61,6 +61,7 @@ def bench(preset, repeats, batch, device, as_json):
     click.echo(f"  GEMM backend {res['gemm_backend']}")
     if res.get("gemm_probe_ms"):
         click.echo("  probe (197x768x768) ms: " + ", ".join(f"{k} {v:.1f}" for k, v in res["gemm_probe_ms"].items()))
+    click.echo(f"  heap: {res['heap']}")
     click.echo(f"  CPU {res['cpu']}, capability {res['cpu_capability']}, flags {' '.join(res['cpu_flags']) or 'none'}")
     if res.get("gpu"):
         click.echo(f"  GPU {res['gpu']}")

@@ -46,6 +46,23 @@ def requant_rows(acc, mult, shift, lo, hi, acc_lo, acc_hi):
 
 
 @njit(parallel=True, cache=True)
+def lookup_flat(x, table, offset):
+    """out[i] = table[x[i] + offset] for a flat array x; also whether every x[i] + offset indexes
+    the table (the caller refuses the result otherwise)."""
+    n = x.shape[0]
+    length = table.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    bad = 0
+    for i in prange(n):
+        j = np.int64(x[i]) + offset
+        if j < 0 or j >= length:
+            bad += 1
+            j = 0
+        out[i] = table[j]
+    return out, bad == 0
+
+
+@njit(parallel=True, cache=True)
 def residual_rows(a, b, mult_a, mult_b, shift, lo, hi):
     """out[i, j] = clamp(round_shift(a*Ma[j] + b*Mb[j], s[j])) for (R, N) a and b."""
     rows, n = a.shape

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import signed
+from hwvit.ops import _jit
 from hwvit.ops.checks import as_int_array, check_bits
 
 
@@ -20,5 +21,9 @@ def gelu(x: Any, table: Any, in_bits: int = 8) -> np.ndarray:
     table = as_int_array(table, "table", *signed(16).range)
     if table.shape != (1 << in_bits,):
         raise ValueError(f"table: expected {1 << in_bits} entries for in_bits={in_bits}, got shape {table.shape}")
-    x = as_int_array(x, "x", *signed(in_bits).range)
-    return table[x + (1 << (in_bits - 1))]
+    x = as_int_array(x, "x")  # its range is checked by the lookup, in the same pass
+    out, ok = _jit.lookup_flat(np.ascontiguousarray(x).reshape(-1), table, 1 << (in_bits - 1))
+    if not ok:
+        lo, hi = signed(in_bits).range
+        raise ValueError(f"x: values must lie in [{lo}, {hi}], got [{int(x.min())}, {int(x.max())}]")
+    return out.reshape(x.shape)

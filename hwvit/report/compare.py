@@ -262,6 +262,9 @@ def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, 
 def _batch_task(
     model: torch.nn.Module, int_model: IntViT, x: torch.Tensor, device: str, threads: int, isolated: bool = True
 ):
-    """`_batch` on a Dask worker, with the driver's torch thread count."""
+    """`_batch` on a Dask worker, with the driver's torch thread count and hwvit's heap setting."""
+    from hwvit import heap
+
+    heap.keep()
     torch.set_num_threads(threads)
     return _batch(model, int_model, int_forward(int_model, device), x, isolated)
