@@ -119,6 +119,7 @@ def test_trace_obeys_reference_kernels_and_chains(preset, mixed):
     for path, (q, _scale) in values.items():  # every traced value lies in its point's width
         lo, hi = point_range(path, int_model.bits_at(path))
         assert lo <= q.min() and q.max() <= hi, path
+        assert q.dtype == np.int64, path  # the forward's narrow arrays are kept as int64
     if mixed:
         assert widths["layers.0.mlp.fc1"] == 4 and widths["layers.0.norm1"] == 6 and widths["head"] == 7
         assert widths["layers.0.mlp.gelu"] == 6 and widths.get("layers.1.norm1", 8) == 8
@@ -182,6 +183,7 @@ def test_input_quantization_is_the_only_float_step():
     xq = int_model.quantize_input(x)
     assert xq.dtype == np.int64 and np.abs(xq).max() <= 127
     assert np.array_equal(int_model.forward(xq, quantized=True), int_model.forward(x))
+    assert np.array_equal(int_model.forward(xq.astype(np.int8), quantized=True), int_model.forward(x))
     assert np.array_equal(xq, ops.quantize(x, int_model.s_input, 8))
 
 

@@ -1,8 +1,10 @@
 """Integer layers: quantized parameters plus a forward made of hwvit.ops kernels only.
 
-Every layer takes and returns int64 numpy arrays; each knows its input and output scales
-(real value = int * scale), adds one BlockRecord per block it runs to the trace and records its
-output value under its own path. ``hwvit.quant`` builds these from a float model.
+Every layer takes integer numpy arrays and returns its output in the narrowest integer dtype that
+holds its width (int8 for 8 bits: the kernels' ``narrow=True``, an eighth of int64's memory
+traffic); the trace keeps int64 copies. Each layer knows its input and output scales (real value =
+int * scale), adds one BlockRecord per block it runs to the trace and records its output value
+under its own path. ``hwvit.quant`` builds these from a float model.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class IntLinear:
         """requant(gemm(x, w) + bias): one GEMM-engine pass, recorded as a `gemm` block."""
         x2d = x.reshape(-1, x.shape[-1])
         acc = ops.gemm(x2d, self.w, self.bias, a_signed=True)
-        y = ops.requant(acc, self.mult, self.shift, self.out_bits)
+        y = ops.requant(acc, self.mult, self.shift, self.out_bits, narrow=True)
         self.record(tr, path, x2d, acc, y)
         return tr.value(path, y.reshape(*x.shape[:-1], self.w.shape[0]), self.s_out)
 
@@ -88,7 +90,7 @@ class IntLayerNorm:
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         rows = x.reshape(-1, x.shape[-1])
-        y = ops.layernorm(rows, self.gamma, self.beta, self.eps_int, self.mult, self.shift, self.out_bits)
+        y = ops.layernorm(rows, self.gamma, self.beta, self.eps_int, self.mult, self.shift, self.out_bits, narrow=True)
         self.record(tr, path, rows, y)
         y = y.reshape(x.shape)
         return tr.value(path, y, self.s_out)
@@ -123,7 +125,7 @@ class IntGelu:
     s_out: float
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
-        y = ops.gelu(x, self.table, self.in_bits)
+        y = ops.gelu(x, self.table, self.in_bits, narrow=True)
         self.record(tr, path, x, y)
         return tr.value(path, y, self.s_out)
 
@@ -156,7 +158,13 @@ class IntSoftmax:
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         rows = x.reshape(-1, x.shape[-1])
         p = ops.softmax(
-            rows, self.exp_table, out_bits=self.out_bits, in_bits=self.in_bits, exp=self.exp, exp_mult=self.exp_mult
+            rows,
+            self.exp_table,
+            out_bits=self.out_bits,
+            in_bits=self.in_bits,
+            exp=self.exp,
+            exp_mult=self.exp_mult,
+            narrow=True,
         )
         self.record(tr, path, rows, p)
         p = p.reshape(x.shape)
@@ -195,7 +203,7 @@ class IntResidual:
     out_bits: int
 
     def __call__(self, a: np.ndarray, b: np.ndarray, tr: Trace, path: str) -> np.ndarray:
-        y = ops.residual_add(a, b, self.mult_a, self.mult_b, self.shift, self.out_bits)
+        y = ops.residual_add(a, b, self.mult_a, self.mult_b, self.shift, self.out_bits, narrow=True)
         self.record(tr, path, a, b, y)
         return tr.value(path, y, self.s_out)
 

@@ -1,7 +1,8 @@
 """The integer ViT: a bit-accurate forward built only from hwvit.ops kernels.
 
-Shapes: B images, N tokens, D = dim, H heads of hd, F = mlp_dim. Activations are int64 arrays
-holding values of their point's width (``act_bits``, or a recipe's per-layer width:
+Shapes: B images, N tokens, D = dim, H heads of hd, F = mlp_dim. Activations are integer arrays in
+the narrowest dtype for their point's width (int8 for 8 bits; traces and logits are int64),
+holding values of that width (``act_bits``, or a recipe's per-layer width:
 ``IntViT.point_bits``); each carries one real scale, kept beside it in the layer. Every layer
 records its own block records and output value; paths are the float model's record points
 (``embed.proj``, ``layers.3.mlp.fc1``, ...). ``hwvit.quant.quantize_model`` builds an IntViT.
@@ -17,6 +18,13 @@ from einops import rearrange
 from hwvit import ops
 from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax, record_gemm
 from hwvit.intvit.trace import NO_TRACE, Trace
+from hwvit.ops.checks import narrow_dtype
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """A small parameter (cls token, position table) in the narrowest dtype holding its values,
+    so the kernel it joins takes it without a range scan."""
+    return a.astype(narrow_dtype(int(a.min()), int(a.max()))) if a.size else a
 
 
 @dataclass(kw_only=True)
@@ -78,7 +86,7 @@ class IntAttention:
         # All heads (and images) in one batched GEMM call each; one record per head for the RTL.
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
         acc = ops.gemm(qs, ks, None, a_signed=True)  # (B*H, N, N)
-        scores = ops.requant(acc, self.scores_mult, self.scores_shift, self.scores_bits)
+        scores = ops.requant(acc, self.scores_mult, self.scores_shift, self.scores_bits, narrow=True)
         self.record_heads(tr, path, b, "qk", qs, ks, acc, scores)
         scores = scores.reshape(b, h, n, n)
         scores = tr.value(f"{path}.scores", scores, self.s_scores)
@@ -87,7 +95,7 @@ class IntAttention:
         ps = probs.reshape(b * h, n, n)
         vt = vs.transpose(0, 2, 1)  # (B*H, hd, N): V^T, the GEMM's weight rows
         acc = ops.gemm(ps, vt, None, a_signed=False)  # (B*H, N, hd)
-        ctx = ops.requant(acc, self.ctx_mult, self.ctx_shift, self.ctx_bits)
+        ctx = ops.requant(acc, self.ctx_mult, self.ctx_shift, self.ctx_bits, narrow=True)
         self.record_heads(tr, path, b, "av", ps, vt, acc, ctx)
         ctx = ctx.reshape(b, h, n, hd).transpose(0, 2, 1, 3)  # (B, N, H, hd)
         ctx = ctx.reshape(b, n, h * hd)
@@ -215,23 +223,29 @@ class IntViT:
             raise ValueError(f"model {self.config.name!r} takes input (B, {', '.join(map(str, want))}), got {shape}")
 
     def forward(self, x, trace: Trace | None = None, quantized: bool = False) -> np.ndarray:
-        """Integer logits (B, classes) at scale ``s_logits``; ``x`` float (or int if quantized)."""
+        """Integer logits (B, classes), int64, at scale ``s_logits``; ``x`` float (or int if quantized).
+
+        Between layers the activations travel in their narrowest dtype (``hwvit.intvit.layers``)."""
         tr = trace or NO_TRACE
         self.check_input(x)
-        xq = np.asarray(x, dtype=np.int64) if quantized else self.quantize_input(x)
+        if quantized:
+            xq = np.asarray(x)
+            xq = xq if xq.dtype.kind in "iu" else xq.astype(np.int64)
+        else:
+            xq = ops.quantize(x, self.s_input, self.input_bits, narrow=True)
         xq = tr.value("input", xq, self.s_input)
         h = self.patch_embed(xq, tr, "embed")
         h = tr.value("embed", h, self.s_embed)
         b = h.shape[0]
         if self.cls_q is not None:
-            h = np.concatenate([np.broadcast_to(self.cls_q, (b, 1, h.shape[-1])), h], axis=1)
+            h = np.concatenate([np.broadcast_to(_narrow(self.cls_q), (b, 1, h.shape[-1])), h], axis=1)
         if self.pos_add is not None:
-            h = self.pos_add(h, np.broadcast_to(self.pos_q, h.shape), tr, "pos_add")
+            h = self.pos_add(h, np.broadcast_to(_narrow(self.pos_q), h.shape), tr, "pos_add")
         h = tr.value("tokens", h, self.pos_add.s_out if self.pos_add is not None else self.s_embed)
         for i, block in enumerate(self.blocks):
             pos_add = self.layer_pos_adds[i] if self.layer_pos_adds else None
             if pos_add is not None:
-                h = pos_add(h, np.broadcast_to(self.pos_q, h.shape), tr, f"layers.{i}.pos_add")
+                h = pos_add(h, np.broadcast_to(_narrow(self.pos_q), h.shape), tr, f"layers.{i}.pos_add")
             h = block(h, tr, f"layers.{i}")
         if self.norm is not None:
             h = self.norm(h, tr, "norm")
@@ -245,9 +259,9 @@ class IntViT:
         if self.pre_head_norm is not None:
             pooled = self.pre_head_norm(pooled, tr, "pre_head.norm")
         if self.head is None:
-            return pooled
+            return pooled.astype(np.int64)
         logits = self.head(pooled, tr, "head")
-        return tr.value("logits", logits, self.head.s_out)
+        return tr.value("logits", logits, self.head.s_out).astype(np.int64)
 
     __call__ = forward
 

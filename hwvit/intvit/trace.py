@@ -29,8 +29,8 @@ class Trace:
 
     def value(self, path: str, q: np.ndarray, scale: float) -> np.ndarray:
         """Keep ``q`` (if asked); return what the forward continues with (``q`` unless forced)."""
-        if self.keep_values:
-            self.values[path] = (q, float(scale))
+        if self.keep_values:  # int64, whatever the forward's dtype (consumers do arithmetic on it)
+            self.values[path] = (np.asarray(q, dtype=np.int64), float(scale))
         return q if self.force is None else self.force(path, q, scale)
 
     def record(

@@ -1,7 +1,9 @@
 """hwvit.ops: the integer kernels, THE specification of every RTL block's arithmetic.
 
 Every function takes integer arrays (numpy or torch), checks dtypes, shapes and value ranges,
-computes exactly on int64 and returns numpy int64 arrays. docs/arithmetic.md states each
+computes exactly on int64 and returns numpy int64 arrays (with ``narrow=True`` the activation
+kernels return the narrowest dtype holding their output width instead, as the integer forward
+uses them; an int8 operand needs no range scan). docs/arithmetic.md states each
 kernel's widths, rounding and saturation; ``hwvit.ops.reference`` holds slow plain-Python twins
 used by the tests. Kernels share names with their Verilog twins: ``ops.<kind>`` <-> ``rtl/<kind>.v``
 (requant, gemm, gelu, softmax, layernorm, residual_add, round_sat, divu, isqrt).

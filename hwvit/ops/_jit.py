@@ -2,8 +2,10 @@
 
 Each function computes exactly what docs/arithmetic.md writes down, on int64 scalars in a loop
 (numba compiles the loops; ``prange`` spreads rows over the cores). The public functions in
-hwvit.ops check every input first, so these trust theirs: 2-D C-contiguous int64 arrays, widths
-already in range. ``hwvit.ops.reference`` holds the slow plain-Python twins the tests compare with.
+hwvit.ops check every input first, so these trust theirs: 2-D C-contiguous integer arrays (int64,
+or the narrow dtypes of ``checks.NARROW_DTYPES``: each element is widened to int64 as it is read),
+widths already in range. Outputs go into arrays the caller allocates in the dtype it wants (values
+are clamped to its range first, so the store is exact). ``hwvit.ops.reference`` holds the slow plain-Python twins the tests compare with.
 Numbers that matter for overflow: every product below stays under 2^62 (docs/arithmetic.md).
 """
 
@@ -29,11 +31,11 @@ def _clamp(v, lo, hi):
 
 
 @njit(parallel=True, cache=True)
-def requant_rows(acc, mult, shift, lo, hi, acc_lo, acc_hi):
-    """out[i, j] = clamp(round_shift(acc[i, j] * mult[j], shift[j])) for (R, N) acc; also whether
-    every acc lies in [acc_lo, acc_hi] (the caller refuses the result otherwise)."""
+def requant_rows(acc, mult, shift, lo, hi, acc_lo, acc_hi, out):
+    """out[i, j] = clamp(round_shift(acc[i, j] * mult[j], shift[j])) for (R, N) acc, into the
+    caller's (R, N) ``out`` (any integer dtype holding [lo, hi]); returns whether every acc lies in
+    [acc_lo, acc_hi] (the caller refuses the result otherwise)."""
     rows, n = acc.shape
-    out = np.empty((rows, n), dtype=np.int64)
     bad = 0
     for i in prange(rows):
         for j in range(n):
@@ -42,16 +44,15 @@ def requant_rows(acc, mult, shift, lo, hi, acc_lo, acc_hi):
                 bad += 1
                 a = 0
             out[i, j] = _clamp(_round_shift(a * mult[j], shift[j]), lo, hi)
-    return out, bad == 0
+    return bad == 0
 
 
 @njit(parallel=True, cache=True)
-def lookup_flat(x, table, offset):
-    """out[i] = table[x[i] + offset] for a flat array x; also whether every x[i] + offset indexes
-    the table (the caller refuses the result otherwise)."""
+def lookup_flat(x, table, offset, out):
+    """out[i] = table[x[i] + offset] for a flat array x, into the caller's ``out``; returns whether
+    every x[i] + offset indexes the table (the caller refuses the result otherwise)."""
     n = x.shape[0]
     length = table.shape[0]
-    out = np.empty(n, dtype=np.int64)
     bad = 0
     for i in prange(n):
         j = np.int64(x[i]) + offset
@@ -59,39 +60,37 @@ def lookup_flat(x, table, offset):
             bad += 1
             j = 0
         out[i] = table[j]
-    return out, bad == 0
+    return bad == 0
 
 
 @njit(parallel=True, cache=True)
-def residual_rows(a, b, mult_a, mult_b, shift, lo, hi):
-    """out[i, j] = clamp(round_shift(a*Ma[j] + b*Mb[j], s[j])) for (R, N) a and b."""
+def residual_rows(a, b, mult_a, mult_b, shift, lo, hi, out):
+    """out[i, j] = clamp(round_shift(a*Ma[j] + b*Mb[j], s[j])) for (R, N) a and b, into ``out``."""
     rows, n = a.shape
-    out = np.empty((rows, n), dtype=np.int64)
     for i in prange(rows):
         for j in range(n):
-            out[i, j] = _clamp(_round_shift(a[i, j] * mult_a[j] + b[i, j] * mult_b[j], shift[j]), lo, hi)
-    return out
+            v = np.int64(a[i, j]) * mult_a[j] + np.int64(b[i, j]) * mult_b[j]
+            out[i, j] = _clamp(_round_shift(v, shift[j]), lo, hi)
 
 
 @njit(parallel=True, cache=True)
-def softmax_rows(x, table, q, recip_shift, use_shift, shift_mult, exp_frac, shift_frac):
-    """Rows of (R, N): E = T[max - x] (or shift-and-add when shift_mult > 0), one reciprocal per
-    row, probabilities as differences of the rounded cumulative sums (every row sums to q).
-    use_shift selects the shift-and-add exp (multiplier shift_mult) instead of the table."""
+def softmax_rows(x, table, q, recip_shift, use_shift, shift_mult, exp_frac, shift_frac, out):
+    """Rows of (R, N) into ``out``: E = T[max - x] (or shift-and-add when shift_mult > 0), one
+    reciprocal per row, probabilities as differences of the rounded cumulative sums (every row
+    sums to q). use_shift selects the shift-and-add exp (multiplier shift_mult) instead of the table."""
     rows, n = x.shape
     length = table.shape[0]
     one = _ONE << exp_frac
     frac_mask = (_ONE << shift_frac) - 1
-    out = np.empty((rows, n), dtype=np.int64)
     for i in prange(rows):
         e = np.empty(n, dtype=np.int64)
-        mx = x[i, 0]
+        mx = np.int64(x[i, 0])
         for j in range(1, n):
             if x[i, j] > mx:
-                mx = x[i, j]
+                mx = np.int64(x[i, j])
         total = np.int64(0)
         for j in range(n):
-            d = mx - x[i, j]
+            d = mx - np.int64(x[i, j])
             if use_shift:  # I-ViT shift-and-add: 2^23 * (1 - f/2) >> q
                 t = d * shift_mult
                 qq = t >> shift_frac
@@ -110,7 +109,6 @@ def softmax_rows(x, table, q, recip_shift, use_shift, shift_mult, exp_frac, shif
             cum = (running * recip + half) >> recip_shift
             out[i, j] = cum - prev
             prev = cum
-    return out
 
 
 @njit(inline="always")
@@ -125,13 +123,11 @@ def _isqrt(n):
 
 
 @njit(parallel=True, cache=True)
-def layernorm_rows(x, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits):
-    """Rows of (R, C): sums, one isqrt and one division per row, then y*G + B and requant.
-
-    Returns the outputs and, per row, Ve = (V << 2T) + eps, which the caller checks is < 2^62.
+def layernorm_rows(x, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, out):
+    """Rows of (R, C) into ``out``: sums, one isqrt and one division per row, then y*G + B and
+    requant. Returns, per row, Ve = (V << 2T) + eps, which the caller checks is < 2^62.
     """
     rows, c = x.shape
-    out = np.empty((rows, c), dtype=np.int64)
     ves = np.empty(rows, dtype=np.int64)
     sh = k_bits - t_bits - f_bits
     half = _ONE << (sh - 1)
@@ -139,16 +135,17 @@ def layernorm_rows(x, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_b
         sx = np.int64(0)
         sxx = np.int64(0)
         for j in range(c):
-            sx += x[i, j]
-            sxx += x[i, j] * x[i, j]
+            xv = np.int64(x[i, j])
+            sx += xv
+            sxx += xv * xv
         v = c * sxx - sx * sx
         ves[i] = (v << (2 * t_bits)) + eps
         sig = _isqrt(ves[i])
         inv = ((_ONE << k_bits) + (sig >> 1)) // sig if sig > 0 else np.int64(0)
         for j in range(c):
-            y = ((c * x[i, j] - sx) * inv + half) >> sh
+            y = ((c * np.int64(x[i, j]) - sx) * inv + half) >> sh
             out[i, j] = _clamp(_round_shift((y * gamma[j] + beta[j]) * mult, shift), lo, hi)
-    return out, ves
+    return ves
 
 
 @njit(parallel=True, cache=True)

@@ -11,6 +11,40 @@ from typing import Any
 
 import numpy as np
 
+# The integer dtypes a kernel may take as they are, and give back (``narrow_dtype``), narrowest first.
+NARROW_DTYPES = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "int64"))
+
+
+def narrow_dtype(lo: int, hi: int) -> np.dtype:
+    """The narrowest of ``NARROW_DTYPES`` that holds every integer in ``[lo, hi]``."""
+    for dt in NARROW_DTYPES:
+        info = np.iinfo(dt)
+        if info.min <= lo and hi <= info.max:
+            return dt
+    raise ValueError(f"no integer dtype holds [{lo}, {hi}]")
+
+
+def out_dtype(lo: int, hi: int, narrow: bool) -> np.dtype:
+    """A kernel's output dtype: int64, or with ``narrow`` the narrowest one for ``[lo, hi]``."""
+    return narrow_dtype(lo, hi) if narrow else np.dtype(np.int64)
+
+
+def as_int_operand(x: Any, name: str, lo: int, hi: int) -> np.ndarray:
+    """``x`` with its values checked in ``[lo, hi]``, kept in its own dtype when that is one of
+    ``NARROW_DTYPES`` (the kernels compile for each), else as int64.
+
+    A dtype whose whole range lies in ``[lo, hi]`` (int8 for a signed 8-bit operand) needs no scan:
+    the integer forward passes such arrays from kernel to kernel."""
+    if type(x).__module__.split(".")[0] == "torch":
+        x = x.detach().cpu().numpy()
+    arr = np.asarray(x)
+    if arr.dtype not in NARROW_DTYPES:
+        return as_int_array(arr, name, lo, hi)
+    info = np.iinfo(arr.dtype)
+    if lo <= info.min and info.max <= hi:
+        return arr
+    return _check_range(arr, name, lo, hi)
+
 
 def as_int_array(x: Any, name: str, lo: int | None = None, hi: int | None = None) -> np.ndarray:
     """``x`` as an int64 array, refusing non-integer dtypes and values outside ``[lo, hi]``."""
@@ -21,7 +55,10 @@ def as_int_array(x: Any, name: str, lo: int | None = None, hi: int | None = None
         raise ValueError(f"{name}: expected an integer array, got dtype {arr.dtype}")
     if arr.dtype == np.uint64 and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
         raise OverflowError(f"{name}: values exceed int64")
-    arr = arr.astype(np.int64, copy=False)
+    return _check_range(arr.astype(np.int64, copy=False), name, lo, hi)
+
+
+def _check_range(arr: np.ndarray, name: str, lo: int | None, hi: int | None) -> np.ndarray:
     if arr.size and ((lo is not None and int(arr.min()) < lo) or (hi is not None and int(arr.max()) > hi)):
         raise ValueError(f"{name}: values must lie in [{lo}, {hi}], got [{int(arr.min())}, {int(arr.max())}]")
     return arr
@@ -44,9 +81,10 @@ def channel_param(value: Any, name: str, lo: int, hi: int, shape: tuple[int, ...
     return arr
 
 
-def as_rows(x: np.ndarray) -> np.ndarray:
-    """(..., N) -> contiguous (R, N) int64 (a scalar becomes one row of one element)."""
-    return np.ascontiguousarray(x.reshape(-1, x.shape[-1] if x.ndim else 1), dtype=np.int64)
+def as_rows(x: np.ndarray, keep_dtype: bool = False) -> np.ndarray:
+    """(..., N) -> contiguous (R, N) int64, or in x's own dtype with ``keep_dtype`` (a scalar
+    becomes one row of one element)."""
+    return np.ascontiguousarray(x.reshape(-1, x.shape[-1] if x.ndim else 1), dtype=None if keep_dtype else np.int64)
 
 
 def per_channel(param: np.ndarray, data: np.ndarray) -> np.ndarray:

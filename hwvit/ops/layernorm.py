@@ -14,7 +14,7 @@ import numpy as np
 
 from hwvit.formats import BETA, GAMMA, INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
 from hwvit.ops import _jit
-from hwvit.ops.checks import as_int_array, as_rows, check_bits
+from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, out_dtype
 
 LN_T = 11  # extra bits of sig: V is scaled by 2^(2T), so floor(sqrt) costs <= 2^-11 relative
 LN_K = 43  # inv = round(2^K / sig) <= 2^32
@@ -34,11 +34,13 @@ def layernorm(
     multiplier: Any,
     shift: Any,
     out_bits: int = 8,
+    narrow: bool = False,
 ) -> np.ndarray:
     """LayerNorm of signed 8-bit rows; gamma/beta are the integer ``G``, ``B`` of
     ``hwvit.quant.layernorm_params`` (shape (C,)), ``eps_int`` in units of ``2^-22 * C^2 * LSB^2``
-    (``V << 22``'s units: 22 fractional bits, so a small eps is not rounded away)."""
-    x = as_int_array(x, "x", *INT8.range)
+    (``V << 22``'s units: 22 fractional bits, so a small eps is not rounded away). ``narrow``: the
+    result in the narrowest dtype holding ``out_bits`` instead of int64 (``requant``'s)."""
+    x = as_int_operand(x, "x", *INT8.range)
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_C:
         raise ValueError(f"layernorm: rows must hold 1..{MAX_C} elements, got shape {x.shape}")
     c = x.shape[-1]
@@ -56,8 +58,10 @@ def layernorm(
     # Ve = (V << 22) + eps_int < 2^62, sig = isqrt(Ve) < 2^31, inv <= 2^32 (0 when sig = 0: then
     # every d is 0), d = C*x - Sx signed 21, y = (d*inv + 2^21) >> 22 signed 17, acc = y*G + B
     # signed 32, then requant (|acc * M| < 2^62).
-    out, ve = _jit.layernorm_rows(
-        as_rows(x), np.ascontiguousarray(g), np.ascontiguousarray(b), eps, m, s, lo, hi, LN_T, LN_K, LN_F
+    rows = as_rows(x, keep_dtype=True)
+    out = np.empty(rows.shape, dtype=out_dtype(lo, hi, narrow))
+    ve = _jit.layernorm_rows(
+        rows, np.ascontiguousarray(g), np.ascontiguousarray(b), eps, m, s, lo, hi, LN_T, LN_K, LN_F, out
     )
     if ve.size and int(ve.max()) >= VE_LIMIT:
         raise OverflowError(f"layernorm: (V << 22) + eps_int = {int(ve.max())} >= 2^62")

@@ -13,13 +13,15 @@ import numpy as np
 
 from hwvit.formats import ACC, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
 from hwvit.ops import _jit
-from hwvit.ops.checks import as_int_array, as_rows, channel_param, check_bits, per_channel
+from hwvit.ops.checks import as_int_array, as_rows, channel_param, check_bits, out_dtype, per_channel
 
 
-def requant(acc: Any, multiplier: Any, shift: Any, out_bits: int = 8) -> np.ndarray:
+def requant(acc: Any, multiplier: Any, shift: Any, out_bits: int = 8, narrow: bool = False) -> np.ndarray:
     """``sat_out_bits(rshift_round(acc * M, s))`` with M, s per tensor or per last-axis channel.
 
     acc is signed 32, M unsigned 31, s in [0, 62]: ``|acc * M| < 2^62`` (exact in int64).
+    ``narrow``: the result in the narrowest integer dtype holding ``out_bits`` (int8 for 8)
+    instead of int64; the integer forward passes such arrays from kernel to kernel.
     """
     out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
     acc = as_int_array(acc, "acc")  # its range is checked by the kernel, in the same pass
@@ -27,17 +29,19 @@ def requant(acc: Any, multiplier: Any, shift: Any, out_bits: int = 8) -> np.ndar
     s = channel_param(shift, "shift", 0, SHIFT_MAX, acc.shape)
     lo, hi = signed(out_bits).range
     acc_lo, acc_hi = ACC.range
-    out, ok = _jit.requant_rows(as_rows(acc), per_channel(m, acc), per_channel(s, acc), lo, hi, acc_lo, acc_hi)
+    rows = as_rows(acc)
+    out = np.empty(rows.shape, dtype=out_dtype(lo, hi, narrow))
+    ok = _jit.requant_rows(rows, per_channel(m, acc), per_channel(s, acc), lo, hi, acc_lo, acc_hi, out)
     if not ok:
         raise ValueError(f"acc: values must lie in [{acc_lo}, {acc_hi}], got [{int(acc.min())}, {int(acc.max())}]")
     return out.reshape(acc.shape)
 
 
-def quantize(x_float: Any, scale: Any, bits: int = 8) -> np.ndarray:
+def quantize(x_float: Any, scale: Any, bits: int = 8, narrow: bool = False) -> np.ndarray:
     """``sat_bits(round_half_away(x / scale))``: the model-input boundary, the only float->int op.
 
     ``x_float`` is a float numpy array or torch tensor (computed in float64); ``scale`` a
-    positive scalar or an array broadcastable against it.
+    positive scalar or an array broadcastable against it. ``narrow``: as in ``requant``.
     """
     bits = check_bits(bits, "bits", 2, 32)
     if type(x_float).__module__.split(".")[0] == "torch":
@@ -57,4 +61,4 @@ def quantize(x_float: Any, scale: Any, bits: int = 8) -> np.ndarray:
     whole = np.trunc(v)
     frac = v - whole  # exact in binary floating point
     q = whole + np.where(np.abs(frac) >= 0.5, np.sign(v), 0.0)  # half away from zero
-    return np.clip(q, lo, hi).astype(np.int64)
+    return np.clip(q, lo, hi).astype(out_dtype(lo, hi, narrow))

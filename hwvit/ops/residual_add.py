@@ -13,18 +13,21 @@ import numpy as np
 
 from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
 from hwvit.ops import _jit
-from hwvit.ops.checks import as_int_array, as_rows, channel_param, check_bits, per_channel
+from hwvit.ops.checks import as_int_operand, as_rows, channel_param, check_bits, out_dtype, per_channel
 
 
-def residual_add(a: Any, b: Any, mult_a: Any, mult_b: Any, shift: Any, out_bits: int = 8) -> np.ndarray:
+def residual_add(
+    a: Any, b: Any, mult_a: Any, mult_b: Any, shift: Any, out_bits: int = 8, narrow: bool = False
+) -> np.ndarray:
     """``sat_out_bits(rshift_round(a*Ma + b*Mb, s))``; a, b signed 8 (broadcastable shapes).
 
     Ma, Mb unsigned 31 and s in [1, 62], per tensor or per last-axis channel. The sum is signed
-    40 (``|a*Ma| < 2^38``).
+    40 (``|a*Ma| < 2^38``). ``narrow``: the result in the narrowest dtype holding ``out_bits``
+    instead of int64 (``requant``'s).
     """
     out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
-    a = as_int_array(a, "a", *INT8.range)
-    b = as_int_array(b, "b", *INT8.range)
+    a = as_int_operand(a, "a", *INT8.range)  # int8 arrays as they are, no scan
+    b = as_int_operand(b, "b", *INT8.range)
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
@@ -33,8 +36,9 @@ def residual_add(a: Any, b: Any, mult_a: Any, mult_b: Any, shift: Any, out_bits:
     mb = channel_param(mult_b, "mult_b", 0, MULT_MAX, shape)
     s = channel_param(shift, "shift", 1, SHIFT_MAX, shape)
     lo, hi = signed(out_bits).range
-    a_rows = as_rows(np.broadcast_to(a, shape))
-    b_rows = as_rows(np.broadcast_to(b, shape))
+    a_rows = as_rows(np.broadcast_to(a, shape), keep_dtype=True)
+    b_rows = as_rows(np.broadcast_to(b, shape), keep_dtype=True)
     ref = a_rows.reshape(shape) if shape else a_rows
-    out = _jit.residual_rows(a_rows, b_rows, per_channel(ma, ref), per_channel(mb, ref), per_channel(s, ref), lo, hi)
+    out = np.empty(a_rows.shape, dtype=out_dtype(lo, hi, narrow))
+    _jit.residual_rows(a_rows, b_rows, per_channel(ma, ref), per_channel(mb, ref), per_channel(s, ref), lo, hi, out)
     return out.reshape(shape)

@@ -17,7 +17,7 @@ import numpy as np
 
 from hwvit.formats import EXP, MULT_MAX, signed
 from hwvit.ops import _jit
-from hwvit.ops.checks import as_int_array, as_rows, check_bits
+from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, out_dtype
 
 EXP_FRAC = 23  # T[0] = 2^23: entries off by <= 1/2 move p by <= Q * N * 2^-24 (0.004 LSB at N = 256)
 EXP_ONE = 1 << EXP_FRAC
@@ -33,17 +33,19 @@ def softmax(
     in_bits: int = 8,
     exp: str = "table",
     exp_mult: int | None = None,
+    narrow: bool = False,
 ) -> np.ndarray:
     """Integer softmax of signed ``in_bits`` inputs along the last axis (rows of 1..4096).
 
     exp="table": ``exp_table`` has L <= 2^in_bits unsigned 24-bit entries, ``T[0] = 2^23``;
     ``d >= L`` gives 0. exp="shift": the shift-and-add exp above (Python only), ``exp_table``
     ignored, ``exp_mult = round(s_in * log2(e) * 2^16)`` (``hwvit.quant.exp_shift_mult``).
-    Returns unsigned ``out_bits`` probabilities, real value ``p / (2^out_bits - 1)``.
+    Returns unsigned ``out_bits`` probabilities, real value ``p / (2^out_bits - 1)``; ``narrow``:
+    in the narrowest dtype holding them (uint8 for 8 bits) instead of int64.
     """
     out_bits = check_bits(out_bits, "out_bits", 1, 16)
     in_bits = check_bits(in_bits, "in_bits", 2, 16)
-    x = as_int_array(x, "x", *signed(in_bits).range)
+    x = as_int_operand(x, "x", *signed(in_bits).range)
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_ROW:
         raise ValueError(f"softmax: rows must hold 1..{MAX_ROW} elements, got shape {x.shape}")
     if exp == "table":
@@ -63,8 +65,10 @@ def softmax(
     q = (1 << out_bits) - 1
     # Per row: S in [2^23, N * 2^23] (d = 0 at the max gives 2^23), R <= Q * 2^17, the prefix sums
     # C_i <= S, so C_i * R <= Q * 2^40 + 2^34 < 2^57: exact in int64.
-    out = _jit.softmax_rows(
-        as_rows(x),
+    rows = as_rows(x, keep_dtype=True)
+    out = np.empty(rows.shape, dtype=out_dtype(0, q, narrow))
+    _jit.softmax_rows(
+        rows,
         np.ascontiguousarray(table, dtype=np.int64),
         q,
         RECIP_SHIFT,
@@ -72,5 +76,6 @@ def softmax(
         mult,
         EXP_FRAC,
         SHIFT_FRAC,
+        out,
     )
     return out.reshape(x.shape)
