@@ -14,21 +14,28 @@ from hwvit import ops
 
 @contextlib.contextmanager
 def _gemm_timer(box: list[float]):
-    """Time every ops.gemm call (the integer layers call it through the module attribute)."""
-    real = ops.gemm
+    """Time every ops.gemm and ops.linear call (the integer layers call them through the module
+    attributes). ops.linear's time counts as GEMM time whole: where the backend requantizes inside
+    the GEMM the two cannot be told apart."""
+    real = {name: getattr(ops, name) for name in ("gemm", "linear")}
 
-    def timed(*args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return real(*args, **kwargs)
-        finally:
-            box[0] += time.perf_counter() - t0
+    def timer(fn):
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                box[0] += time.perf_counter() - t0
 
-    ops.gemm = timed
+        return timed
+
+    for name, fn in real.items():
+        setattr(ops, name, timer(fn))
     try:
         yield
     finally:
-        ops.gemm = real
+        for name, fn in real.items():
+            setattr(ops, name, fn)
 
 
 def bench_forward(

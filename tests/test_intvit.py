@@ -9,7 +9,7 @@ import torch
 from hwvit import ops
 from hwvit.float.config import load_preset
 from hwvit.float.model import ViT
-from hwvit.intvit import trace_model
+from hwvit.intvit import Trace, trace_model
 from hwvit.ops import reference as ref
 from hwvit.quant import QuantConfig, quantize_model
 from hwvit.report.compare import compare
@@ -135,7 +135,8 @@ def test_trace_obeys_reference_kernels_and_chains(preset, mixed):
     assert np.array_equal(by_path["head"].tensors["y"].data.reshape(-1), logits.reshape(-1))
 
 
-def test_integer_forward_is_deterministic_and_integer():
+def test_integer_forward_is_deterministic_and_integer(monkeypatch):
+    monkeypatch.setenv("HWVIT_GEMM", "int16_avx2")  # the backend that requantizes inside the GEMM
     model = small_model("vit-tiny")
     int_model = quantize_model(model, inputs_for(model, 8, 1))
     x = inputs_for(model, 3, 4).numpy()
@@ -144,6 +145,14 @@ def test_integer_forward_is_deterministic_and_integer():
     # Batched and one-by-one runs agree (no cross-talk between images).
     one = np.concatenate([int_model.forward(x[i : i + 1]) for i in range(3)])
     assert np.array_equal(a, one)
+    # With records the linear layers keep their accumulators (gemm, then requant); without, the
+    # int16_avx2 backend requantizes inside the GEMM: the same logits and traced values.
+    traced, _records, values = trace_model(int_model, x)
+    plain = Trace(values=True)
+    assert np.array_equal(int_model.forward(x, trace=plain), traced)
+    assert values.keys() == plain.values.keys()
+    for path, (q, scale) in values.items():
+        assert np.array_equal(q, plain.values[path][0]) and scale == plain.values[path][1], path
 
 
 def test_quant_knobs_change_the_arithmetic():

@@ -5,8 +5,9 @@ Each function computes exactly what docs/arithmetic.md writes down, on int64 sca
 hwvit.ops check every input first, so these trust theirs: 2-D C-contiguous integer arrays (int64,
 or the narrow dtypes of ``checks.NARROW_DTYPES``: each element is widened to int64 as it is read),
 widths already in range. Outputs go into arrays the caller allocates in the dtype it wants (values
-are clamped to its range first, so the store is exact). ``hwvit.ops.reference`` holds the slow plain-Python twins the tests compare with.
-Numbers that matter for overflow: every product below stays under 2^62 (docs/arithmetic.md).
+are clamped to its range first, so the store is exact). ``hwvit.ops.reference`` holds the slow
+plain-Python twins the tests compare with. Numbers that matter for overflow: every product below
+stays under 2^62 (docs/arithmetic.md).
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.formats import ACC
+from hwvit.formats import ACC, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
 from hwvit.ops import _jit, gemm_backends
-from hwvit.ops.checks import as_int_array
+from hwvit.ops.checks import as_int_array, channel_param, check_bits, per_channel
 from hwvit.ops.requant import requant
 
 A_MAX_ABS = 255  # worst-case |a| (unsigned a); the bound below uses it for both signednesses
@@ -52,14 +52,9 @@ def int8_operand(x: Any, name: str, lo: int, hi: int, offset: int = 0) -> np.nda
     return out.reshape(arr.shape)
 
 
-def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
-    """Exact ``bias + a @ w^T`` as int64 values in int32 range.
-
-    a: (..., M, K) signed 8 ``[-128, 127]`` (or unsigned 8 ``[0, 255]`` when ``a_signed=False``);
-    w: (N, K) int8, or (B, N, K) with a (B, M, K): one product per batch entry; bias: (N,) int32
-    or None. Returns (..., M, N). Raises OverflowError unless
-    ``K * 255 * 128 + max|bias| < 2^31`` (the RTL's 32-bit accumulator can then never overflow).
-    """
+def _operands(a: Any, w: Any, bias: Any, a_signed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Checked int8 ``a8`` (unsigned a offset by -128), ``w8``, the int64 bias and the offset;
+    ValueError on bad input, OverflowError unless the int32 accumulator bound holds."""
     # Both operands become int8 (unsigned a is offset by -128: a*w = (a-128)*w + 128*w).
     offset = 0 if a_signed else 128
     a8 = int8_operand(a, "a", *((-128, 127) if a_signed else (0, 255)), offset=offset)
@@ -85,12 +80,18 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
         raise OverflowError(
             f"gemm: K*255*128 + max|bias| = {bound} >= 2^31 (K={k}); the int32 accumulator could overflow"
         )
+    return a8, w8, b, offset
 
-    def bias_for(w2: np.ndarray) -> np.ndarray:  # the unsigned offset's 128 * rowsum(w) joins the bias
-        return b + offset * w2.sum(axis=1, dtype=np.int64) if offset else b
 
-    if not batched:
-        acc = _int8_matmul(a8.reshape(-1, k), w8, bias_for(w8))
+def _bias_for(b: np.ndarray, offset: int, w2: np.ndarray) -> np.ndarray:
+    """The bias of the offset product: the unsigned offset's ``128 * rowsum(w)`` joins it."""
+    return b + offset * w2.sum(axis=1, dtype=np.int64) if offset else b
+
+
+def _product(a8: np.ndarray, w8: np.ndarray, b: np.ndarray, offset: int) -> np.ndarray:
+    n_out, k = w8.shape[-2:]
+    if w8.ndim == 2:
+        acc = _int8_matmul(a8.reshape(-1, k), w8, _bias_for(b, offset, w8))
         return acc.reshape(*a8.shape[:-1], n_out)
     if a8.shape[1] == 0 or n_out == 0 or a8.shape[0] == 0:
         return np.zeros((*a8.shape[:-1], n_out), dtype=np.int64)
@@ -98,6 +99,17 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
     if offset:
         acc += offset * w8.sum(axis=2, dtype=np.int64)[:, None, :]
     return acc
+
+
+def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
+    """Exact ``bias + a @ w^T`` as int64 values in int32 range.
+
+    a: (..., M, K) signed 8 ``[-128, 127]`` (or unsigned 8 ``[0, 255]`` when ``a_signed=False``);
+    w: (N, K) int8, or (B, N, K) with a (B, M, K): one product per batch entry; bias: (N,) int32
+    or None. Returns (..., M, N). Raises OverflowError unless
+    ``K * 255 * 128 + max|bias| < 2^31`` (the RTL's 32-bit accumulator can then never overflow).
+    """
+    return _product(*_operands(a, w, bias, a_signed))
 
 
 def linear(
@@ -108,6 +120,26 @@ def linear(
     shift: Any,
     out_bits: int = 8,
     a_signed: bool = True,
+    narrow: bool = False,
 ) -> np.ndarray:
-    """``requant(gemm(a, w, bias), M, s, out_bits)``; M, s per tensor or per output channel."""
-    return requant(gemm(a, w, bias, a_signed=a_signed), multiplier, shift, out_bits)
+    """``requant(gemm(a, w, bias), M, s, out_bits)``; M, s per tensor or per output channel.
+
+    With a 2-D ``w`` on a backend that can (``int16_avx2``: ``gemm_backends.matmul_requant``), the
+    requant runs inside the GEMM tile as the sums are stored, vectorized, and the accumulators are
+    never written out. The same integers either way; ``narrow`` as in ``requant``.
+    """
+    a8, w8, b, offset = _operands(a, w, bias, a_signed)
+    if w8.ndim == 2 and a8.size and w8.shape[0]:
+        n_out, k = w8.shape
+        out_shape = (*a8.shape[:-1], n_out)
+        bits = check_bits(out_bits, "out_bits", *OUT_BITS)
+        m = channel_param(multiplier, "multiplier", 0, MULT_MAX, out_shape)
+        s = channel_param(shift, "shift", 0, SHIFT_MAX, out_shape)
+        lo, hi = signed(bits).range
+        ref = np.empty((0, n_out))  # per_channel only reads the channel count
+        y = gemm_backends.matmul_requant(
+            a8.reshape(-1, k), w8, _bias_for(b, offset, w8), per_channel(m, ref), per_channel(s, ref), lo, hi
+        )
+        if y is not None:
+            return (y if narrow else y.astype(np.int64)).reshape(out_shape)
+    return requant(_product(a8, w8, b, offset), multiplier, shift, out_bits, narrow=narrow)

@@ -215,6 +215,29 @@ def matmul(a8: np.ndarray, w8: np.ndarray, name: str | None = None, bias: np.nda
     return out if bias is None else out + bias
 
 
+def matmul_requant(
+    a8: np.ndarray,
+    w8: np.ndarray,
+    bias: np.ndarray,
+    mult: np.ndarray,
+    shift: np.ndarray,
+    lo: int,
+    hi: int,
+    name: str | None = None,
+) -> np.ndarray | None:
+    """``requant(bias + a8 @ w8^T)`` in one pass where the backend can (int16_avx2, 2-D, K < 2^17):
+    int8 or int16 (M, N); else None and the caller requantizes. Arguments checked by
+    ``hwvit.ops.gemm.linear``."""
+    name = name or backend()
+    if name != "int16_avx2" or a8.ndim != 2:
+        return None
+    from hwvit.ops import native
+
+    if a8.shape[-1] >= 2 * native.K_MAX:
+        return None
+    return native.linear_packed(a8, w8, _derived(w8, "int16_avx2", native.pack_w), bias, mult, shift, lo, hi)
+
+
 def cpu_info() -> dict:
     """CPU model, SIMD flags that matter for GEMM, torch's capability, core count."""
     model, flags = platform.processor() or platform.machine(), []

@@ -46,6 +46,7 @@ _why: str | None = None  # why the kernel cannot be used here, once known
 _P, _I = types.voidptr, types.int64
 _hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_P, _P, *[_I] * 7, _P, _P))
 _hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_P, _P, *[_I] * 5, _P))
+_hw_linear_tiles = types.ExternalFunction("hw_linear_tiles", types.void(_P, _P, *[_I] * 7, _P, _P, _P, *[_I] * 3, _P))
 
 
 def _compiler() -> str | None:
@@ -135,6 +136,32 @@ def _tiles_parallel(pa, pw, m, k, n, n_panels, rows, row_jobs, panels, panel_job
 
 
 @njit(parallel=True, cache=True)
+def _linear_parallel(pa, pw, m, k, n, n_panels, rows, row_jobs, panels, panel_jobs, bias, mult, shift, lo, hi, y):
+    """hw_linear_tiles on the same grid of jobs as ``_tiles_parallel``; ``y``: int8 or int16 (M, N)."""
+    for j in prange(row_jobs * panel_jobs):
+        r0, p0 = (j // panel_jobs) * rows, (j % panel_jobs) * panels
+        r1, p1 = min(r0 + rows, m), min(p0 + panels, n_panels)
+        _hw_linear_tiles(
+            pa.ctypes.data,
+            pw.ctypes.data,
+            m,
+            k,
+            n,
+            r0,
+            r1,
+            p0,
+            p1,
+            bias.ctypes.data,
+            mult.ctypes.data,
+            shift.ctypes.data,
+            lo,
+            hi,
+            y.itemsize,
+            y.ctypes.data,
+        )
+
+
+@njit(parallel=True, cache=True)
 def _batch_parallel(pa, pw, m, k, n, entries, c):
     """hw_gemm_batch, one job per entry."""
     for b in prange(entries):
@@ -189,11 +216,64 @@ def matmul_packed(
             return c
         c = np.empty((m, n), np.int64)
         bias = np.zeros(n, np.int64) if bias is None else np.ascontiguousarray(bias, np.int64)
-        rows = lib.hw_row_block(m, k)
-        row_jobs, n_panels = -(-m // rows), -(-n // lib.hw_nr())
-        panel_jobs = min(n_panels, max(1, -(-threads * _JOBS_PER_THREAD // row_jobs))) if threads > 1 else 1
-        panels = -(-n_panels // panel_jobs)
-        _tiles_parallel(pa, pw, m, k, n, n_panels, rows, row_jobs, panels, -(-n_panels // panels), bias, c)
+        _tiles_parallel(pa, pw, m, k, n, *_grid(lib, m, k, n, threads), bias, c)
         return c
     finally:
         numba.set_parallel_chunksize(old)
+
+
+def _grid(lib: ctypes.CDLL, m: int, k: int, n: int, threads: int) -> tuple[int, int, int, int, int]:
+    """(panels in all, rows per job, row jobs, panels per job, panel jobs) of a 2-D product: row
+    blocks that fit L2 (``hw_row_block``) by groups of panels, about _JOBS_PER_THREAD jobs a thread."""
+    rows = lib.hw_row_block(m, k)
+    row_jobs, n_panels = -(-m // rows), -(-n // lib.hw_nr())
+    panel_jobs = min(n_panels, max(1, -(-threads * _JOBS_PER_THREAD // row_jobs))) if threads > 1 else 1
+    panels = -(-n_panels // panel_jobs)
+    return n_panels, rows, row_jobs, panels, -(-n_panels // panels)
+
+
+def linear_packed(
+    a8: np.ndarray,
+    w8: np.ndarray,
+    packed_w: np.ndarray,
+    bias: np.ndarray,
+    mult: np.ndarray,
+    shift: np.ndarray,
+    lo: int,
+    hi: int,
+) -> np.ndarray:
+    """``ops.requant(bias + a8 @ w8^T, mult, shift)`` clamped to [lo, hi], computed in the tile as
+    the sums are stored (the int32 sums are never written out): (M, K) x (N, K) -> (M, N) int8 when
+    [lo, hi] fits it, else int16.
+
+    The caller (``hwvit.ops.gemm.linear``) has checked everything the kernel trusts: |bias + sum|
+    < 2^31, mult (N,) in [0, 2^31 - 1], shift (N,) in [0, 62], [lo, hi] within 16 bits, K < 2^17.
+    """
+    lib = _load()
+    a8 = np.ascontiguousarray(a8, np.int8)
+    m, k = a8.shape
+    n = w8.shape[0]
+    if k >= 2 * K_MAX or not -(1 << 15) <= lo <= hi < 1 << 15:
+        raise ValueError(f"linear_packed: K = {k} must be < 2^17 and [{lo}, {hi}] within 16 bits")
+    y = np.empty((m, n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
+    pa = _pack_a(a8)
+    threads = numba.get_num_threads() if m * n * k >= _SMALL else 1
+    old = numba.set_parallel_chunksize(1)
+    try:
+        _linear_parallel(
+            pa,
+            packed_w,
+            m,
+            k,
+            n,
+            *_grid(lib, m, k, n, threads),
+            np.ascontiguousarray(bias, np.int64),
+            np.ascontiguousarray(mult, np.int64),
+            np.ascontiguousarray(shift, np.int64),
+            lo,
+            hi,
+            y,
+        )
+    finally:
+        numba.set_parallel_chunksize(old)
+    return y

@@ -4,7 +4,8 @@
  * a[2p]*w[2p] + a[2p+1]*w[2p+1] in each int32 lane, exactly (|pair| <= 2 * 2^14 = 2^15), and
  * vpaddd adds the pairs into int32 accumulators. Every operation is on integers; the sum over K
  * stays exact while K * 2^14 < 2^31, i.e. K < 2^17 (the Python wrapper splits longer K). Results are
- * written as int64, with an int64 bias per output column added on the way out.
+ * written as int64, with an int64 bias per output column added on the way out, or (hw_linear_tiles)
+ * requantized in the tile and written as int8/int16.
  *
  * Layouts (odd K is padded with one zero column, which adds nothing):
  *   packed A: rows padded with zeros to a multiple of MR; row m holds int16 a[m, 0..2*KP-1].
@@ -134,6 +135,80 @@ static void tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, in
 void hw_gemm_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
                    int64_t p0, int64_t p1, const int64_t *bias, int64_t *c) {
     tiles(pa, pw, m, k, n, r0, r1, p0, p1, bias, c);
+}
+
+/* The requantizer of hwvit.ops.requant on four accumulators (int64 lanes holding int32 values):
+ * clamp(round_half_up(acc * mult / 2^shift), lo, hi) per lane, vectorized. vpmuldq multiplies the
+ * low signed 32 bits of each lane: acc is int32 and mult in [0, 2^31 - 1], so the 64-bit product is
+ * exact and |acc * mult| < 2^62; adding the rounding term 2^(shift-1) (<= 2^61) keeps v inside
+ * (-2^63, 2^63). AVX2 has no arithmetic 64-bit shift, so v is moved to unsigned (v + 2^63, an XOR
+ * of the top bit), shifted logically, and 2^(63 - shift) taken off again: floor((v + 2^63) / 2^s)
+ * = floor(v / 2^s) + 2^(63-s) because 2^s divides 2^63 (shift <= 62). Then the clamp. */
+typedef struct {
+    int64_t mult[NR], round[NR], shift[NR], back[NR]; /* per column of a panel */
+    int32_t bias[NR];
+} panel_rq;
+
+static __m256i requant4(__m256i acc, const panel_rq *q, int64_t j, __m256i lo, __m256i hi) {
+    const __m256i top = _mm256_set1_epi64x(INT64_MIN);
+    __m256i v = _mm256_mul_epi32(acc, _mm256_loadu_si256((const __m256i *)(q->mult + j)));
+    v = _mm256_add_epi64(v, _mm256_loadu_si256((const __m256i *)(q->round + j)));
+    v = _mm256_srlv_epi64(_mm256_xor_si256(v, top), _mm256_loadu_si256((const __m256i *)(q->shift + j)));
+    v = _mm256_sub_epi64(v, _mm256_loadu_si256((const __m256i *)(q->back + j)));
+    v = _mm256_blendv_epi8(v, lo, _mm256_cmpgt_epi64(lo, v));
+    return _mm256_blendv_epi8(v, hi, _mm256_cmpgt_epi64(v, hi));
+}
+
+/* eight int32 sums of one row (columns j..j+7 of the panel) + bias, requantized, back into sums */
+static void requant8(int32_t *sums, const panel_rq *q, int64_t j, __m256i lo, __m256i hi) {
+    const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256i s = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)sums),
+                                       _mm256_loadu_si256((const __m256i *)(q->bias + j)));
+    const __m256i r0 = requant4(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(s)), q, j, lo, hi);
+    const __m256i r1 = requant4(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(s, 1)), q, j + 4, lo, hi);
+    /* each result lies in [lo, hi], so its low 32 bits are the value: gather them, four and four */
+    const __m256i low0 = _mm256_permutevar8x32_epi32(r0, evens), low1 = _mm256_permutevar8x32_epi32(r1, evens);
+    _mm256_storeu_si256((__m256i *)sums, _mm256_permute2x128_si256(low0, low1, 0x20));
+}
+
+/* y[m, n] = requant(bias[n] + sum_k a[m, k] * w[n, k]) with column n's mult and shift, clamped to
+ * [lo, hi] and stored as int8 (out_bytes 1) or int16 (2), for rows r0..r1-1 and panels p0..p1-1:
+ * the int32 sums never leave the tile. The caller guarantees |bias + sum| < 2^31 (hwvit.ops.gemm's
+ * bound), mult in [0, 2^31 - 1], shift in [0, 62] and [lo, hi] inside the output type. */
+void hw_linear_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
+                     int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift,
+                     int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
+    const int64_t kp = pairs_of(k);
+    const __m256i vlo = _mm256_set1_epi64x(lo), vhi = _mm256_set1_epi64x(hi);
+    int32_t out[MR][NR];
+    panel_rq q;
+    for (int64_t p = p0; p < p1; p++) {
+        const int32_t *wpan = (const int32_t *)(pw + p * kp * NR * 2);
+        const int64_t c0 = p * NR, cols = n - c0 < NR ? n - c0 : NR;
+        memset(&q, 0, sizeof q); /* columns past N: mult 0, shift 0, so their lanes are 0 */
+        for (int64_t j = 0; j < cols; j++) {
+            const int64_t s = shift[c0 + j];
+            q.mult[j] = mult[c0 + j];
+            q.round[j] = s > 0 ? (int64_t)1 << (s - 1) : 0;
+            q.shift[j] = s;
+            q.back[j] = (int64_t)((uint64_t)1 << (63 - s));
+            q.bias[j] = (int32_t)bias[c0 + j];
+        }
+        for (int64_t j = cols; j < NR; j++) q.back[j] = INT64_MIN; /* 2^63 for shift 0 */
+        for (int64_t r = r0; r < r1 && r < m; r += MR) {
+            tile((const int32_t *)(pa + r * kp * 2), kp, wpan, out);
+            for (int64_t i = 0; i < MR && r + i < m; i++) {
+                for (int64_t j = 0; j < NR; j += 8) requant8(out[i] + j, &q, j, vlo, vhi);
+                if (out_bytes == 1) {
+                    int8_t *row = (int8_t *)y + (r + i) * n + c0;
+                    for (int64_t j = 0; j < cols; j++) row[j] = (int8_t)out[i][j];
+                } else {
+                    int16_t *row = (int16_t *)y + (r + i) * n + c0;
+                    for (int64_t j = 0; j < cols; j++) row[j] = (int16_t)out[i][j];
+                }
+            }
+        }
+    }
 }
 
 /* entries b0..b1-1 of a batch of products, no bias (threads take the entries) */

@@ -1,0 +1,130 @@
+"""ops.linear: the requant inside the int16_avx2 GEMM tile (vectorized, hw_linear_tiles) equals
+requant(gemm) and the plain-Python reference: ties on both signs, shifts 0 and 62, multipliers 0
+and 2^31 - 1, accumulators at the int32 bound, widths 2 to 16, tails off the 4 x 24 tile, threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hwvit import ops
+from hwvit.formats import MULT_MAX, SHIFT_MAX
+from hwvit.ops import gemm_backends as gb
+from hwvit.ops.reference import gemm_ref, requant_ref
+
+
+@pytest.fixture
+def backend(monkeypatch):
+    """Run with HWVIT_GEMM naming a backend (int16_avx2 fuses the requant, float64 does not)."""
+
+    def use(name: str) -> None:
+        monkeypatch.setenv(gb.ENV, name)
+
+    return use
+
+
+def _reference(a, w, bias, mult, shift, bits):
+    acc = gemm_ref(a.tolist(), w.tolist(), bias.tolist())
+    return [requant_ref(row, mult.tolist(), shift.tolist(), bits) for row in acc]
+
+
+def _fused(a, w, bias, mult, shift, bits, a_signed=True):
+    """ops.linear's fused path itself (gemm_backends.matmul_requant must not decline)."""
+    y = ops.linear(a, w, bias, mult, shift, bits, a_signed=a_signed, narrow=True)
+    assert y.dtype == (np.int8 if bits <= 8 else np.int16)
+    return y
+
+
+def test_the_fused_path_is_taken(backend):
+    backend("int16_avx2")
+    a8, w8 = np.ones((2, 3), np.int8), np.ones((4, 3), np.int8)
+    one = np.ones(4, np.int64)
+    assert gb.matmul_requant(a8, w8, np.zeros(4, np.int64), one, one, -128, 127) is not None
+    backend("float64")
+    assert gb.matmul_requant(a8, w8, np.zeros(4, np.int64), one, one, -128, 127) is None
+
+
+def test_ties_both_signs_every_shift(backend):
+    """K = 1, a = 1, w = 1: acc = bias + 1 set exactly. acc * M = (2t + 1) 2^(s-1) are the ties of
+    round half up (toward +inf on both signs), for every shift 1..62 and M = 1."""
+    backend("int16_avx2")
+    accs, shifts = [], []
+    for s in range(0, SHIFT_MAX + 1):
+        for t in (0, 1, 2, 5, -1, -2, -3, -6):
+            v = (2 * t + 1) << (s - 1) if s else t
+            if abs(v) < (1 << 31) - 40_000:
+                accs.append(v)
+                shifts.append(s)
+        for v in ((1 << 31) - 40_000, -(1 << 31) + 40_000):  # the accumulator bound, both ends
+            accs.append(v)
+            shifts.append(s)
+    n = len(accs)
+    bias = np.array(accs, np.int64) - 1
+    a, w = np.ones((1, 1), np.int64), np.ones((n, 1), np.int64)
+    for mult in (np.ones(n, np.int64), np.full(n, MULT_MAX), np.zeros(n, np.int64)):
+        for bits in (2, 8, 16):
+            got = _fused(a, w, bias, mult, np.array(shifts), bits)
+            assert got.tolist() == _reference(a, w, bias, mult, np.array(shifts), bits), (bits, int(mult[0]))
+
+
+@pytest.mark.parametrize("bits", [2, 8, 9, 16])
+@pytest.mark.parametrize("a_signed", [True, False])
+def test_random_against_reference(backend, bits, a_signed):
+    backend("int16_avx2")
+    rng = np.random.default_rng(bits + 100 * a_signed)
+    lo, hi = (-128, 127) if a_signed else (0, 255)
+    for m, k, n in [(1, 1, 1), (5, 3, 25), (4, 2, 24), (7, 33, 49), (3, 200, 8), (9, 17, 23)]:
+        a = rng.integers(lo, hi + 1, (m, k))
+        a[0] = hi
+        w = rng.integers(-128, 128, (n, k))
+        w[0] = -128
+        bias = rng.integers(-(2**24), 2**24, n)
+        mult = rng.integers(0, MULT_MAX + 1, n)
+        mult[0] = MULT_MAX
+        shift = rng.integers(0, SHIFT_MAX + 1, n)
+        got = _fused(a, w, bias, mult, shift, bits, a_signed)
+        assert got.tolist() == _reference(a, w, bias, mult, shift, bits), (m, k, n)
+
+
+def test_large_threaded_equals_requant_of_gemm(backend):
+    """Several row blocks and panel groups over the threads; per-tensor and per-channel parameters."""
+    backend("int16_avx2")
+    rng = np.random.default_rng(5)
+    for m, k, n in [(601, 2001, 50), (1576, 768, 100), (197, 3072, 77)]:
+        a = rng.integers(-128, 128, (m, k))
+        w = rng.integers(-128, 128, (n, k)).astype(np.int8)
+        bias = rng.integers(-(2**20), 2**20, n)
+        for mult, shift in ((rng.integers(2**30, 2**31, n), rng.integers(20, 40, n)), (1 << 30, 33)):
+            want = ops.requant(ops.gemm(a, w, bias), mult, shift, 8)
+            got = ops.linear(a, w, bias, mult, shift, 8, narrow=True)
+            assert got.dtype == np.int8 and np.array_equal(got, want), (m, k, n)
+            wide = ops.linear(a, w, bias, mult, shift, 8)
+            assert wide.dtype == np.int64 and np.array_equal(wide, want)
+
+
+def test_every_backend_gives_the_same_integers(backend):
+    rng = np.random.default_rng(8)
+    a = rng.integers(-128, 128, (2, 37, 300))  # leading batch axes are kept
+    w = rng.integers(-128, 128, (45, 300))
+    bias = rng.integers(-(2**20), 2**20, 45)
+    mult, shift = rng.integers(2**30, 2**31, 45), rng.integers(25, 35, 45)
+    results = {}
+    for name in ("int16_avx2", "float64", "int64"):
+        backend(name)
+        results[name] = ops.linear(a, w, bias, mult, shift, 8, narrow=True)
+        assert results[name].shape == (2, 37, 45)
+    assert np.array_equal(results["int16_avx2"], results["float64"])
+    assert np.array_equal(results["int16_avx2"], results["int64"])
+
+
+def test_bad_parameters_are_refused_before_the_kernel(backend):
+    backend("int16_avx2")
+    a, w = np.ones((2, 3), np.int64), np.ones((4, 3), np.int64)
+    with pytest.raises(ValueError, match="shift"):
+        ops.linear(a, w, None, 1, SHIFT_MAX + 1)
+    with pytest.raises(ValueError, match="multiplier"):
+        ops.linear(a, w, None, MULT_MAX + 1, 1)
+    with pytest.raises(ValueError, match="out_bits"):
+        ops.linear(a, w, None, 1, 1, out_bits=17)
+    with pytest.raises(OverflowError, match="int32 accumulator could overflow"):
+        ops.linear(a, w, np.full(4, (1 << 31) - 1000), 1, 1)
