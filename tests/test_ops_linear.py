@@ -40,6 +40,8 @@ def test_the_fused_path_is_taken(backend):
     a8, w8 = np.ones((2, 3), np.int8), np.ones((4, 3), np.int8)
     one = np.ones(4, np.int64)
     assert gb.matmul_requant(a8, w8, np.zeros(4, np.int64), one, one, -128, 127) is not None
+    batched = gb.matmul_requant(a8[None], w8[None], np.zeros((1, 4), np.int64), one, one, -128, 127)
+    assert batched is not None and batched.shape == (1, 2, 4)
     backend("float64")
     assert gb.matmul_requant(a8, w8, np.zeros(4, np.int64), one, one, -128, 127) is None
 
@@ -128,3 +130,26 @@ def test_bad_parameters_are_refused_before_the_kernel(backend):
         ops.linear(a, w, None, 1, 1, out_bits=17)
     with pytest.raises(OverflowError, match="int32 accumulator could overflow"):
         ops.linear(a, w, np.full(4, (1 << 31) - 1000), 1, 1)
+
+
+@pytest.mark.parametrize("a_signed", [True, False])
+@pytest.mark.parametrize("bits", [8, 12])
+def test_batched_entries(backend, a_signed, bits):
+    """One product per entry (attention's Q.K^T and P.V): hw_linear_batch with each entry's offset
+    term; the bias, when given, applies to every entry (in ops.gemm as in ops.linear)."""
+    rng = np.random.default_rng(40 + bits)
+    lo, hi = (-128, 127) if a_signed else (0, 255)
+    for entries, m, k, n in [(1, 1, 1, 1), (3, 5, 7, 25), (24, 197, 64, 197), (24, 197, 197, 64)]:
+        a = rng.integers(lo, hi + 1, (entries, m, k))
+        w = rng.integers(-128, 128, (entries, n, k))
+        bias = rng.integers(-(2**20), 2**20, n)
+        mult, shift = int(rng.integers(2**30, 2**31)), int(rng.integers(20, 30))
+        for b in (None, bias):
+            backend("int16_avx2")
+            got = _fused(a, w, b, mult, shift, bits, a_signed)
+            backend("int64")
+            acc = ops.gemm(a, w, b, a_signed=a_signed)
+            assert np.array_equal(got, ops.requant(acc, mult, shift, bits)), (entries, m, k, n)
+            for e in (0, entries - 1):
+                want = gemm_ref(a[e].tolist(), w[e].tolist(), None if b is None else b.tolist())
+                assert acc[e].tolist() == want

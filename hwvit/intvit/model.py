@@ -54,20 +54,34 @@ class IntAttention:
         img, head = divmod(i, self.heads)
         return f"{path}.h{head}" if b == 1 else f"{path}.img{img}.h{head}"
 
+    def _requant_of(self, which: str) -> tuple[int, int, int, bool]:
+        """(M, s, out_bits, a signed) of Q.K^T ("qk": signed Q) or P.V ("av": unsigned P)."""
+        if which == "qk":
+            return self.scores_mult, self.scores_shift, self.scores_bits, True
+        return self.ctx_mult, self.ctx_shift, self.ctx_bits, False
+
     def record_heads(self, tr: Trace, path: str, b: int, which: str, a, w, acc, y) -> None:
         """One `gemm` record per image and head of Q.K^T (``which`` = "qk": a = Q, w = K) or P.V
         ("av": a = P, w = V^T); every array (B*H, rows, cols)."""
         if not tr.keep_records:
             return
-        if which == "qk":
-            mult, shift, bits, signed = self.scores_mult, self.scores_shift, self.scores_bits, True
-            scales = (self.s_q, self.s_scores)
-        else:
-            mult, shift, bits, signed = self.ctx_mult, self.ctx_shift, self.ctx_bits, False
-            scales = (self.softmax.s_out, self.s_ctx)
+        mult, shift, bits, signed = self._requant_of(which)
+        scales = (self.s_q, self.s_scores) if which == "qk" else (self.softmax.s_out, self.s_ctx)
         for i in range(a.shape[0]):
             tag = f"{self._tag(path, b, i)}.{which}"
             record_gemm(tr, tag, a[i], w[i], None, mult, shift, acc[i], y[i], bits, signed, scales)
+
+    def _product(self, tr: Trace, path: str, b: int, which: str, a, w) -> np.ndarray:
+        """Requantized Q.K^T (``which`` = "qk") or P.V ("av") of every head of every image in one
+        batched call; with records, the accumulators are kept for them (gemm, then requant), else
+        the GEMM may requantize in its tile (``ops.linear``): the same integers."""
+        mult, shift, bits, signed = self._requant_of(which)
+        if not tr.keep_records:
+            return ops.linear(a, w, None, mult, shift, bits, a_signed=signed, narrow=True)
+        acc = ops.gemm(a, w, None, a_signed=signed)
+        y = ops.requant(acc, mult, shift, bits, narrow=True)
+        self.record_heads(tr, path, b, which, a, w, acc, y)
+        return y
 
     def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
         b, n, _ = x.shape
@@ -85,18 +99,14 @@ class IntAttention:
         v = tr.value(f"{path}.v", v, self.s_v)
         # All heads (and images) in one batched GEMM call each; one record per head for the RTL.
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
-        acc = ops.gemm(qs, ks, None, a_signed=True)  # (B*H, N, N)
-        scores = ops.requant(acc, self.scores_mult, self.scores_shift, self.scores_bits, narrow=True)
-        self.record_heads(tr, path, b, "qk", qs, ks, acc, scores)
+        scores = self._product(tr, path, b, "qk", qs, ks)  # (B*H, N, N)
         scores = scores.reshape(b, h, n, n)
         scores = tr.value(f"{path}.scores", scores, self.s_scores)
         probs = self.softmax(scores, tr, f"{path}.softmax")
         probs = tr.value(f"{path}.probs", probs, self.softmax.s_out)  # the float model's name for the softmax
         ps = probs.reshape(b * h, n, n)
         vt = vs.transpose(0, 2, 1)  # (B*H, hd, N): V^T, the GEMM's weight rows
-        acc = ops.gemm(ps, vt, None, a_signed=False)  # (B*H, N, hd)
-        ctx = ops.requant(acc, self.ctx_mult, self.ctx_shift, self.ctx_bits, narrow=True)
-        self.record_heads(tr, path, b, "av", ps, vt, acc, ctx)
+        ctx = self._product(tr, path, b, "av", ps, vt)  # (B*H, N, hd)
         ctx = ctx.reshape(b, h, n, hd).transpose(0, 2, 1, 3)  # (B, N, H, hd)
         ctx = ctx.reshape(b, n, h * hd)
         ctx = tr.value(f"{path}.context", ctx, self.s_ctx)

@@ -94,10 +94,12 @@ def _product(a8: np.ndarray, w8: np.ndarray, b: np.ndarray, offset: int) -> np.n
         acc = _int8_matmul(a8.reshape(-1, k), w8, _bias_for(b, offset, w8))
         return acc.reshape(*a8.shape[:-1], n_out)
     if a8.shape[1] == 0 or n_out == 0 or a8.shape[0] == 0:
-        return np.zeros((*a8.shape[:-1], n_out), dtype=np.int64)
+        return np.zeros((*a8.shape[:-1], n_out), dtype=np.int64) + b
     acc = gemm_backends.matmul(a8, w8)  # one call for every entry (attention: all heads and images)
     if offset:
         acc += offset * w8.sum(axis=2, dtype=np.int64)[:, None, :]
+    if b.any():
+        acc += b
     return acc
 
 
@@ -129,17 +131,19 @@ def linear(
     never written out. The same integers either way; ``narrow`` as in ``requant``.
     """
     a8, w8, b, offset = _operands(a, w, bias, a_signed)
-    if w8.ndim == 2 and a8.size and w8.shape[0]:
-        n_out, k = w8.shape
+    if a8.size and w8.shape[-2]:
+        n_out, k = w8.shape[-2:]
         out_shape = (*a8.shape[:-1], n_out)
         bits = check_bits(out_bits, "out_bits", *OUT_BITS)
         m = channel_param(multiplier, "multiplier", 0, MULT_MAX, out_shape)
         s = channel_param(shift, "shift", 0, SHIFT_MAX, out_shape)
         lo, hi = signed(bits).range
         ref = np.empty((0, n_out))  # per_channel only reads the channel count
-        y = gemm_backends.matmul_requant(
-            a8.reshape(-1, k), w8, _bias_for(b, offset, w8), per_channel(m, ref), per_channel(s, ref), lo, hi
-        )
+        if w8.ndim == 2:
+            a2, bias2 = a8.reshape(-1, k), _bias_for(b, offset, w8)
+        else:  # one product per entry (attention); an unsigned a's offset term differs per entry
+            a2, bias2 = a8, b + offset * w8.sum(axis=2, dtype=np.int64)
+        y = gemm_backends.matmul_requant(a2, w8, bias2, per_channel(m, ref), per_channel(s, ref), lo, hi)
         if y is not None:
             return (y if narrow else y.astype(np.int64)).reshape(out_shape)
     return requant(_product(a8, w8, b, offset), multiplier, shift, out_bits, narrow=narrow)

@@ -225,17 +225,18 @@ def matmul_requant(
     hi: int,
     name: str | None = None,
 ) -> np.ndarray | None:
-    """``requant(bias + a8 @ w8^T)`` in one pass where the backend can (int16_avx2, 2-D, K < 2^17):
-    int8 or int16 (M, N); else None and the caller requantizes. Arguments checked by
-    ``hwvit.ops.gemm.linear``."""
+    """``requant(bias + a8 @ w8^T)`` in one pass where the backend can (int16_avx2, K < 2^17): int8
+    or int16 (M, N), or per entry of (B, M, K) x (B, N, K) with a (B, N) bias; else None and the
+    caller requantizes. Arguments checked by ``hwvit.ops.gemm.linear``."""
     name = name or backend()
-    if name != "int16_avx2" or a8.ndim != 2:
+    if name != "int16_avx2":
         return None
     from hwvit.ops import native
 
     if a8.shape[-1] >= 2 * native.K_MAX:
         return None
-    return native.linear_packed(a8, w8, _derived(w8, "int16_avx2", native.pack_w), bias, mult, shift, lo, hi)
+    packed = _derived(w8, "int16_avx2", native.pack_w) if w8.ndim == 2 else None
+    return native.linear_packed(a8, w8, packed, bias, mult, shift, lo, hi)
 
 
 def cpu_info() -> dict:

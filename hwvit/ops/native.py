@@ -47,6 +47,7 @@ _P, _I = types.voidptr, types.int64
 _hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_P, _P, *[_I] * 7, _P, _P))
 _hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_P, _P, *[_I] * 5, _P))
 _hw_linear_tiles = types.ExternalFunction("hw_linear_tiles", types.void(_P, _P, *[_I] * 7, _P, _P, _P, *[_I] * 3, _P))
+_hw_linear_batch = types.ExternalFunction("hw_linear_batch", types.void(_P, _P, *[_I] * 5, _P, _P, _P, *[_I] * 3, _P))
 
 
 def _compiler() -> str | None:
@@ -162,6 +163,28 @@ def _linear_parallel(pa, pw, m, k, n, n_panels, rows, row_jobs, panels, panel_jo
 
 
 @njit(parallel=True, cache=True)
+def _linear_batch_parallel(pa, pw, m, k, n, entries, bias, mult, shift, lo, hi, y):
+    """hw_linear_batch, one job per entry; ``bias`` (B, N), ``y`` int8 or int16 (B, M, N)."""
+    for b in prange(entries):
+        _hw_linear_batch(
+            pa.ctypes.data,
+            pw.ctypes.data,
+            m,
+            k,
+            n,
+            b,
+            b + 1,
+            bias.ctypes.data,
+            mult.ctypes.data,
+            shift.ctypes.data,
+            lo,
+            hi,
+            y.itemsize,
+            y.ctypes.data,
+        )
+
+
+@njit(parallel=True, cache=True)
 def _batch_parallel(pa, pw, m, k, n, entries, c):
     """hw_gemm_batch, one job per entry."""
     for b in prange(entries):
@@ -235,7 +258,7 @@ def _grid(lib: ctypes.CDLL, m: int, k: int, n: int, threads: int) -> tuple[int, 
 def linear_packed(
     a8: np.ndarray,
     w8: np.ndarray,
-    packed_w: np.ndarray,
+    packed_w: np.ndarray | None,
     bias: np.ndarray,
     mult: np.ndarray,
     shift: np.ndarray,
@@ -243,23 +266,29 @@ def linear_packed(
     hi: int,
 ) -> np.ndarray:
     """``ops.requant(bias + a8 @ w8^T, mult, shift)`` clamped to [lo, hi], computed in the tile as
-    the sums are stored (the int32 sums are never written out): (M, K) x (N, K) -> (M, N) int8 when
-    [lo, hi] fits it, else int16.
+    the sums are stored (the int32 sums are never written out): (M, K) x (N, K) -> (M, N), or per
+    entry of (B, M, K) x (B, N, K) with a (B, N) bias -> (B, M, N); int8 when [lo, hi] fits it,
+    else int16. ``packed_w``: ``pack_w(w8)`` made earlier, or None.
 
     The caller (``hwvit.ops.gemm.linear``) has checked everything the kernel trusts: |bias + sum|
     < 2^31, mult (N,) in [0, 2^31 - 1], shift (N,) in [0, 62], [lo, hi] within 16 bits, K < 2^17.
     """
     lib = _load()
     a8 = np.ascontiguousarray(a8, np.int8)
-    m, k = a8.shape
-    n = w8.shape[0]
+    m, k = a8.shape[-2:]
+    n = w8.shape[-2]
     if k >= 2 * K_MAX or not -(1 << 15) <= lo <= hi < 1 << 15:
         raise ValueError(f"linear_packed: K = {k} must be < 2^17 and [{lo}, {hi}] within 16 bits")
-    y = np.empty((m, n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
+    y = np.empty((*a8.shape[:-1], n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
     pa = _pack_a(a8)
+    pw = pack_w(w8) if packed_w is None else packed_w
+    bias, mult, shift = (np.ascontiguousarray(v, np.int64) for v in (bias, mult, shift))
     threads = numba.get_num_threads() if m * n * k >= _SMALL else 1
     old = numba.set_parallel_chunksize(1)
     try:
+        if a8.ndim == 3:
+            _linear_batch_parallel(pa, pw, m, k, n, a8.shape[0], bias, mult, shift, lo, hi, y)
+            return y
         _linear_parallel(
             pa,
             packed_w,
@@ -267,9 +296,9 @@ def linear_packed(
             k,
             n,
             *_grid(lib, m, k, n, threads),
-            np.ascontiguousarray(bias, np.int64),
-            np.ascontiguousarray(mult, np.int64),
-            np.ascontiguousarray(shift, np.int64),
+            bias,
+            mult,
+            shift,
             lo,
             hi,
             y,

@@ -175,9 +175,9 @@ static void requant8(int32_t *sums, const panel_rq *q, int64_t j, __m256i lo, __
  * [lo, hi] and stored as int8 (out_bytes 1) or int16 (2), for rows r0..r1-1 and panels p0..p1-1:
  * the int32 sums never leave the tile. The caller guarantees |bias + sum| < 2^31 (hwvit.ops.gemm's
  * bound), mult in [0, 2^31 - 1], shift in [0, 62] and [lo, hi] inside the output type. */
-void hw_linear_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
-                     int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift,
-                     int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
+static void linear_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0,
+                         int64_t r1, int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult,
+                         const int64_t *shift, int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
     const int64_t kp = pairs_of(k);
     const __m256i vlo = _mm256_set1_epi64x(lo), vhi = _mm256_set1_epi64x(hi);
     int32_t out[MR][NR];
@@ -209,6 +209,24 @@ void hw_linear_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k,
             }
         }
     }
+}
+
+/* one job of a requantized product (numba's threads take the jobs) */
+void hw_linear_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
+                     int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift,
+                     int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
+    linear_tiles(pa, pw, m, k, n, r0, r1, p0, p1, bias, mult, shift, lo, hi, out_bytes, y);
+}
+
+/* entries b0..b1-1 of a batch of requantized products: entry b has its own bias row bias[b, :]
+ * (an unsigned a's offset term), all share mult and shift (threads take the entries) */
+void hw_linear_batch(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t b0, int64_t b1,
+                     const int64_t *bias, const int64_t *mult, const int64_t *shift, int64_t lo, int64_t hi,
+                     int64_t out_bytes, void *y) {
+    const int64_t sa = hw_packed_a_size(m, k), sw = hw_packed_w_size(n, k);
+    for (int64_t b = b0; b < b1; b++)
+        linear_tiles(pa + b * sa, pw + b * sw, m, k, n, 0, m, 0, panels_of(n), bias + b * n, mult, shift, lo, hi,
+                     out_bytes, (char *)y + b * m * n * out_bytes);
 }
 
 /* entries b0..b1-1 of a batch of products, no bias (threads take the entries) */
