@@ -1,4 +1,4 @@
-"""ops.linear: the requant inside the int16_avx2 GEMM tile (vectorized, hw_linear_tiles) equals
+"""ops.linear: the requant inside the int16_avx2 GEMM tile (vectorized, hw_linear) equals
 requant(gemm) and the plain-Python reference: ties on both signs, shifts 0 and 62, multipliers 0
 and 2^31 - 1, accumulators at the int32 bound, widths 2 to 16, tails off the 4 x 24 tile, threads."""
 
@@ -135,7 +135,7 @@ def test_bad_parameters_are_refused_before_the_kernel(backend):
 @pytest.mark.parametrize("a_signed", [True, False])
 @pytest.mark.parametrize("bits", [8, 12])
 def test_batched_entries(backend, a_signed, bits):
-    """One product per entry (attention's Q.K^T and P.V): hw_linear_batch with each entry's offset
+    """One product per entry (attention's Q.K^T and P.V): hw_linear per entry, with each entry's offset
     term; the bias, when given, applies to every entry (in ops.gemm as in ops.linear)."""
     rng = np.random.default_rng(40 + bits)
     lo, hi = (-128, 127) if a_signed else (0, 255)

@@ -46,8 +46,7 @@ _why: str | None = None  # why the kernel cannot be used here, once known
 _P, _I = types.voidptr, types.int64
 _hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_P, _P, *[_I] * 7, _P, _P))
 _hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_P, _P, *[_I] * 5, _P))
-_hw_linear_tiles = types.ExternalFunction("hw_linear_tiles", types.void(_P, _P, *[_I] * 7, _P, _P, _P, *[_I] * 3, _P))
-_hw_linear_batch = types.ExternalFunction("hw_linear_batch", types.void(_P, _P, *[_I] * 5, _P, _P, _P, *[_I] * 3, _P))
+_hw_linear = types.ExternalFunction("hw_linear", types.void(_P, _P, *[_I] * 8, _P, _P, _P, *[_I] * 3, _P))
 
 
 def _compiler() -> str | None:
@@ -137,43 +136,30 @@ def _tiles_parallel(pa, pw, m, k, n, n_panels, rows, row_jobs, panels, panel_job
 
 
 @njit(parallel=True, cache=True)
-def _linear_parallel(pa, pw, m, k, n, n_panels, rows, row_jobs, panels, panel_jobs, bias, mult, shift, lo, hi, y):
-    """hw_linear_tiles on the same grid of jobs as ``_tiles_parallel``; ``y``: int8 or int16 (M, N)."""
-    for j in prange(row_jobs * panel_jobs):
-        r0, p0 = (j // panel_jobs) * rows, (j % panel_jobs) * panels
-        r1, p1 = min(r0 + rows, m), min(p0 + panels, n_panels)
-        _hw_linear_tiles(
+def _linear_parallel(
+    pa, pw, m, k, n, entries, n_panels, rows, row_jobs, panels, panel_jobs, bias, mult, shift, lo, hi, y
+):
+    """hw_linear per job: one job per entry of a batch of products (``entries`` > 0, each whole), else
+    the grid of jobs of ``_tiles_parallel``; ``y`` int8 or int16."""
+    jobs = entries if entries > 0 else row_jobs * panel_jobs
+    for j in prange(jobs):
+        whole = entries > 0  # a job is one entry, whole; else one block of the grid
+        e = j if whole else 0
+        r0 = 0 if whole else (j // panel_jobs) * rows
+        p0 = 0 if whole else (j % panel_jobs) * panels
+        r1 = m if whole else min(r0 + rows, m)
+        p1 = n_panels if whole else min(p0 + panels, n_panels)
+        _hw_linear(
             pa.ctypes.data,
             pw.ctypes.data,
             m,
             k,
             n,
+            e,
             r0,
             r1,
             p0,
             p1,
-            bias.ctypes.data,
-            mult.ctypes.data,
-            shift.ctypes.data,
-            lo,
-            hi,
-            y.itemsize,
-            y.ctypes.data,
-        )
-
-
-@njit(parallel=True, cache=True)
-def _linear_batch_parallel(pa, pw, m, k, n, entries, bias, mult, shift, lo, hi, y):
-    """hw_linear_batch, one job per entry; ``bias`` (B, N), ``y`` int8 or int16 (B, M, N)."""
-    for b in prange(entries):
-        _hw_linear_batch(
-            pa.ctypes.data,
-            pw.ctypes.data,
-            m,
-            k,
-            n,
-            b,
-            b + 1,
             bias.ctypes.data,
             mult.ctypes.data,
             shift.ctypes.data,
@@ -286,23 +272,9 @@ def linear_packed(
     threads = numba.get_num_threads() if m * n * k >= _SMALL else 1
     old = numba.set_parallel_chunksize(1)
     try:
-        if a8.ndim == 3:
-            _linear_batch_parallel(pa, pw, m, k, n, a8.shape[0], bias, mult, shift, lo, hi, y)
-            return y
-        _linear_parallel(
-            pa,
-            packed_w,
-            m,
-            k,
-            n,
-            *_grid(lib, m, k, n, threads),
-            bias,
-            mult,
-            shift,
-            lo,
-            hi,
-            y,
-        )
+        entries = a8.shape[0] if a8.ndim == 3 else 0
+        grid = (-(-n // lib.hw_nr()), 0, 0, 0, 0) if entries else _grid(lib, m, k, n, threads)
+        _linear_parallel(pa, pw, m, k, n, entries, *grid, bias, mult, shift, lo, hi, y)
     finally:
         numba.set_parallel_chunksize(old)
     return y

@@ -4,7 +4,7 @@
  * a[2p]*w[2p] + a[2p+1]*w[2p+1] in each int32 lane, exactly (|pair| <= 2 * 2^14 = 2^15), and
  * vpaddd adds the pairs into int32 accumulators. Every operation is on integers; the sum over K
  * stays exact while K * 2^14 < 2^31, i.e. K < 2^17 (the Python wrapper splits longer K). Results are
- * written as int64, with an int64 bias per output column added on the way out, or (hw_linear_tiles)
+ * written as int64, with an int64 bias per output column added on the way out, or (hw_linear)
  * requantized in the tile and written as int8/int16.
  *
  * Layouts (odd K is padded with one zero column, which adds nothing):
@@ -211,22 +211,15 @@ static void linear_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_
     }
 }
 
-/* one job of a requantized product (numba's threads take the jobs) */
-void hw_linear_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
-                     int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift,
-                     int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
-    linear_tiles(pa, pw, m, k, n, r0, r1, p0, p1, bias, mult, shift, lo, hi, out_bytes, y);
-}
-
-/* entries b0..b1-1 of a batch of requantized products: entry b has its own bias row bias[b, :]
- * (an unsigned a's offset term), all share mult and shift (threads take the entries) */
-void hw_linear_batch(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t b0, int64_t b1,
-                     const int64_t *bias, const int64_t *mult, const int64_t *shift, int64_t lo, int64_t hi,
-                     int64_t out_bytes, void *y) {
-    const int64_t sa = hw_packed_a_size(m, k), sw = hw_packed_w_size(n, k);
-    for (int64_t b = b0; b < b1; b++)
-        linear_tiles(pa + b * sa, pw + b * sw, m, k, n, 0, m, 0, panels_of(n), bias + b * n, mult, shift, lo, hi,
-                     out_bytes, (char *)y + b * m * n * out_bytes);
+/* one job of a requantized product (numba's threads take the jobs): rows r0..r1-1 and panels
+ * p0..p1-1 of entry e of a batch of products (packed A and W, bias rows and outputs one after
+ * another; e = 0 for a single product). Entry e's bias row is its own (an unsigned a's offset
+ * term); every entry shares mult and shift. */
+void hw_linear(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t e, int64_t r0,
+               int64_t r1, int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift,
+               int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
+    linear_tiles(pa + e * hw_packed_a_size(m, k), pw + e * hw_packed_w_size(n, k), m, k, n, r0, r1, p0, p1,
+                 bias + e * n, mult, shift, lo, hi, out_bytes, (char *)y + e * m * n * out_bytes);
 }
 
 /* entries b0..b1-1 of a batch of products, no bias (threads take the entries) */
