@@ -32,6 +32,7 @@ def test_info_shows_toolchain_and_presets():
     assert "Icarus Verilog version 11" in lines["iverilog"]
     for preset in ("vit-b16", "vit-tiny", "simple-vit", "ecg1d", "digits"):
         assert preset in lines["presets"]
+    assert lines["heap"].startswith("kept (glibc")  # every hwvit command keeps freed arrays (hwvit/heap.py)
 
 
 def test_compare_json_on_digits():
@@ -169,7 +170,9 @@ def test_bench_with_the_int16_kernel_names_it(monkeypatch):
     monkeypatch.setattr(gemm_backends, "_chosen", None)  # --gemm sets it for the process: restored after
     res = run("bench", "--model", "digits", "--repeats", "1", "--gemm", "int16_avx2", "--json")
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["gemm_backend"] == "int16_avx2"
+    data = json.loads(res.output)
+    assert data["gemm_backend"] == "int16_avx2"
+    assert data["heap"].startswith("kept (glibc")
 
 
 def test_a_named_backend_that_cannot_run_here_is_a_one_line_error(monkeypatch):

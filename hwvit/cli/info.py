@@ -18,9 +18,11 @@ def _pkg(name: str) -> str:
 
 
 def _compute_rows() -> list[tuple[str, str]]:
-    """CPU (model, capability, flags), the GEMM backend in use (probed once per machine) and CUDA."""
+    """CPU (model, capability, flags), the GEMM backend in use (probed once per machine), the heap
+    setting (hwvit/heap.py) and CUDA."""
     import torch
 
+    from hwvit import heap
     from hwvit.ops import gemm_backends
 
     cpu = gemm_backends.cpu_info()
@@ -29,6 +31,7 @@ def _compute_rows() -> list[tuple[str, str]]:
     return [
         ("cpu", f"{cpu['model']}, {cpu['cores']} cores, capability {cpu['capability']}, flags {flags}"),
         ("gemm", gemm_backends.describe().split(";")[0]),
+        ("heap", heap.state()),
         ("cuda", gpu),
     ]
 
