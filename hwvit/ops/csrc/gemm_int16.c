@@ -51,10 +51,17 @@ void hw_pack_w(const int8_t *w, int64_t count, int64_t n, int64_t k, int16_t *ou
     for (int64_t b = 0; b < count; b++) {
         int16_t *dst = out + b * size;
         const int8_t *src = w + b * n * k;
-        memset(dst, 0, (size_t)size * sizeof(int16_t));
-        for (int64_t col = 0; col < n; col++) {
-            int16_t *base = dst + (col / NR) * kp * NR * 2 + 2 * (col % NR);
-            for (int64_t c = 0; c < k; c++) base[(c / 2) * NR * 2 + (c & 1)] = src[col * k + c];
+        /* written in order (panel, pair, column, half): the reads hop between NR rows of W, which
+         * stay in L1, and every output line is filled once */
+        for (int64_t p = 0; p < panels_of(n); p++) {
+            int16_t *pan = dst + p * kp * NR * 2;
+            for (int64_t q = 0; q < kp; q++)
+                for (int64_t j = 0; j < NR; j++) {
+                    const int64_t col = p * NR + j, c = 2 * q;
+                    const int8_t *row = col < n ? src + col * k : NULL; /* columns past N: zero */
+                    pan[(q * NR + j) * 2] = row ? row[c] : 0;
+                    pan[(q * NR + j) * 2 + 1] = row && c + 1 < k ? row[c + 1] : 0;
+                }
         }
     }
 }
