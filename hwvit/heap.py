@@ -1,7 +1,7 @@
 """Keep glibc's malloc from returning large freed arrays to the kernel between two kernels.
 
-Every kernel of the integer forward returns a fresh int64 array; at ViT-B/16 batch 4 and up they
-are tens of MB each. With glibc's defaults a block above the mmap threshold (dynamic, at most
+Every kernel of the integer forward returns a fresh array; at ViT-B/16 batch 4 and up many are
+tens of MB (the GEMM accumulators most of all). With glibc's defaults a block above the mmap threshold (dynamic, at most
 32 MiB) is mapped anew on each allocation and freed heap above the trim threshold is handed back,
 so most outputs arrive as fresh zero pages and pay a page fault per 4 KiB on their first write.
 Measured side by side on a 2-core AMD EPYC (docs/performance.md): the ViT-B/16 int forward at

@@ -249,13 +249,14 @@ class IntViT:
         b = h.shape[0]
         if self.cls_q is not None:
             h = np.concatenate([np.broadcast_to(_narrow(self.cls_q), (b, 1, h.shape[-1])), h], axis=1)
+        pos = _narrow(self.pos_q) if self.pos_q is not None else None  # once, for every add below
         if self.pos_add is not None:
-            h = self.pos_add(h, np.broadcast_to(_narrow(self.pos_q), h.shape), tr, "pos_add")
+            h = self.pos_add(h, np.broadcast_to(pos, h.shape), tr, "pos_add")
         h = tr.value("tokens", h, self.pos_add.s_out if self.pos_add is not None else self.s_embed)
         for i, block in enumerate(self.blocks):
             pos_add = self.layer_pos_adds[i] if self.layer_pos_adds else None
             if pos_add is not None:
-                h = pos_add(h, np.broadcast_to(_narrow(self.pos_q), h.shape), tr, f"layers.{i}.pos_add")
+                h = pos_add(h, np.broadcast_to(pos, h.shape), tr, f"layers.{i}.pos_add")
             h = block(h, tr, f"layers.{i}")
         if self.norm is not None:
             h = self.norm(h, tr, "norm")

@@ -29,9 +29,9 @@ def out_dtype(lo: int, hi: int, narrow: bool) -> np.dtype:
     return narrow_dtype(lo, hi) if narrow else np.dtype(np.int64)
 
 
-def as_int_operand(x: Any, name: str, lo: int, hi: int) -> np.ndarray:
-    """``x`` with its values checked in ``[lo, hi]``, kept in its own dtype when that is one of
-    ``NARROW_DTYPES`` (the kernels compile for each), else as int64.
+def as_int_operand(x: Any, name: str, lo: int | None = None, hi: int | None = None) -> np.ndarray:
+    """``x`` with its values checked in ``[lo, hi]`` (no check without bounds), kept in its own dtype
+    when that is one of ``NARROW_DTYPES`` (the kernels compile for each), else as int64.
 
     A dtype whose whole range lies in ``[lo, hi]`` (int8 for a signed 8-bit operand) needs no scan:
     the integer forward passes such arrays from kernel to kernel."""
@@ -41,7 +41,7 @@ def as_int_operand(x: Any, name: str, lo: int, hi: int) -> np.ndarray:
     if arr.dtype not in NARROW_DTYPES:
         return as_int_array(arr, name, lo, hi)
     info = np.iinfo(arr.dtype)
-    if lo <= info.min and info.max <= hi:
+    if (lo is None or lo <= info.min) and (hi is None or info.max <= hi):
         return arr
     return _check_range(arr, name, lo, hi)
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from hwvit.formats import signed
 from hwvit.ops import _jit
-from hwvit.ops.checks import NARROW_DTYPES, as_int_array, check_bits, narrow_dtype
+from hwvit.ops.checks import as_int_array, as_int_operand, check_bits, narrow_dtype
 
 
 def gelu(x: Any, table: Any, in_bits: int = 8, narrow: bool = False) -> np.ndarray:
@@ -23,11 +23,7 @@ def gelu(x: Any, table: Any, in_bits: int = 8, narrow: bool = False) -> np.ndarr
     table = as_int_array(table, "table", *signed(16).range)
     if table.shape != (1 << in_bits,):
         raise ValueError(f"table: expected {1 << in_bits} entries for in_bits={in_bits}, got shape {table.shape}")
-    if type(x).__module__.split(".")[0] == "torch":
-        x = x.detach().cpu().numpy()
-    x = np.asarray(x)
-    if x.dtype not in NARROW_DTYPES:
-        x = as_int_array(x, "x")  # its range is checked by the lookup, in the same pass
+    x = as_int_operand(x, "x")  # its range is checked by the lookup, in the same pass
     dtype = narrow_dtype(int(table.min()), int(table.max())) if narrow else np.int64
     out = np.empty(x.size, dtype=dtype)
     ok = _jit.lookup_flat(np.ascontiguousarray(x).reshape(-1), table, 1 << (in_bits - 1), out)

@@ -118,32 +118,6 @@ int64_t hw_row_block(int64_t m, int64_t k) {
     return (rows + MR - 1) / MR * MR;
 }
 
-/* c[m, n] = bias[n] + sum_k a[m, k] * w[n, k] (int64; bias may be NULL) for rows r0..r1-1 (r0 a
- * multiple of MR) and the columns of panels p0..p1-1 (c: M x N). Rows past M are computed on the
- * zero padding and not written. */
-static void tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
-                  int64_t p0, int64_t p1, const int64_t *bias, int64_t *c) {
-    const int64_t kp = pairs_of(k);
-    int32_t out[MR][NR];
-    for (int64_t p = p0; p < p1; p++) {
-        const int32_t *wpan = (const int32_t *)(pw + p * kp * NR * 2);
-        const int64_t cols = n - p * NR < NR ? n - p * NR : NR;
-        for (int64_t r = r0; r < r1 && r < m; r += MR) {
-            tile((const int32_t *)(pa + r * kp * 2), kp, wpan, out); /* an int32 = one int16 pair */
-            for (int64_t i = 0; i < MR && r + i < m; i++) {
-                int64_t *row = c + (r + i) * n + p * NR;
-                for (int64_t j = 0; j < cols; j++) row[j] = (int64_t)out[i][j] + (bias ? bias[p * NR + j] : 0);
-            }
-        }
-    }
-}
-
-/* one job of a product: rows r0..r1-1, panels p0..p1-1 (numba's threads take the jobs) */
-void hw_gemm_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
-                   int64_t p0, int64_t p1, const int64_t *bias, int64_t *c) {
-    tiles(pa, pw, m, k, n, r0, r1, p0, p1, bias, c);
-}
-
 /* The requantizer of hwvit.ops.requant on four accumulators (int64 lanes holding int32 values):
  * clamp(round_half_up(acc * mult / 2^shift), lo, hi) per lane, vectorized. vpmuldq multiplies the
  * low signed 32 bits of each lane: acc is int32 and mult in [0, 2^31 - 1], so the 64-bit product is
@@ -178,13 +152,16 @@ static void requant8(int32_t *sums, const panel_rq *q, int64_t j, __m256i lo, __
     _mm256_storeu_si256((__m256i *)sums, _mm256_permute2x128_si256(low0, low1, 0x20));
 }
 
-/* y[m, n] = requant(bias[n] + sum_k a[m, k] * w[n, k]) with column n's mult and shift, clamped to
- * [lo, hi] and stored as int8 (out_bytes 1) or int16 (2), for rows r0..r1-1 and panels p0..p1-1:
- * the int32 sums never leave the tile. The caller guarantees |bias + sum| < 2^31 (hwvit.ops.gemm's
- * bound), mult in [0, 2^31 - 1], shift in [0, 62] and [lo, hi] inside the output type. */
-static void linear_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0,
-                         int64_t r1, int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult,
-                         const int64_t *shift, int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
+/* For rows r0..r1-1 (r0 a multiple of MR) and the columns of panels p0..p1-1 of an M x N product:
+ * - mult == NULL: c[m, n] = bias[n] + sum_k a[m, k] * w[n, k] stored as int64 (bias may be NULL);
+ * - else y[m, n] = requant(bias[n] + sum_k ...) with column n's mult and shift, clamped to [lo, hi]
+ *   and stored as int8 (out_bytes 1) or int16 (2): the int32 sums never leave the tile. The caller
+ *   guarantees |bias + sum| < 2^31 (hwvit.ops.gemm's bound), mult in [0, 2^31 - 1], shift in
+ *   [0, 62] and [lo, hi] inside the output type.
+ * Rows past M are computed on the zero padding and not written. */
+static void tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
+                  int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift, int64_t lo,
+                  int64_t hi, int64_t out_bytes, void *y) {
     const int64_t kp = pairs_of(k);
     const __m256i vlo = _mm256_set1_epi64x(lo), vhi = _mm256_set1_epi64x(hi);
     int32_t out[MR][NR];
@@ -192,30 +169,44 @@ static void linear_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_
     for (int64_t p = p0; p < p1; p++) {
         const int32_t *wpan = (const int32_t *)(pw + p * kp * NR * 2);
         const int64_t c0 = p * NR, cols = n - c0 < NR ? n - c0 : NR;
-        memset(&q, 0, sizeof q); /* columns past N: mult 0, shift 0, so their lanes are 0 */
-        for (int64_t j = 0; j < cols; j++) {
-            const int64_t s = shift[c0 + j];
-            q.mult[j] = mult[c0 + j];
-            q.round[j] = s > 0 ? (int64_t)1 << (s - 1) : 0;
-            q.shift[j] = s;
-            q.back[j] = (int64_t)((uint64_t)1 << (63 - s));
-            q.bias[j] = (int32_t)bias[c0 + j];
+        if (mult) {
+            memset(&q, 0, sizeof q); /* columns past N: mult 0, shift 0, so their lanes are 0 */
+            for (int64_t j = 0; j < cols; j++) {
+                const int64_t s = shift[c0 + j];
+                q.mult[j] = mult[c0 + j];
+                q.round[j] = s > 0 ? (int64_t)1 << (s - 1) : 0;
+                q.shift[j] = s;
+                q.back[j] = (int64_t)((uint64_t)1 << (63 - s));
+                q.bias[j] = (int32_t)bias[c0 + j];
+            }
+            for (int64_t j = cols; j < NR; j++) q.back[j] = INT64_MIN; /* 2^63 for shift 0 */
         }
-        for (int64_t j = cols; j < NR; j++) q.back[j] = INT64_MIN; /* 2^63 for shift 0 */
         for (int64_t r = r0; r < r1 && r < m; r += MR) {
-            tile((const int32_t *)(pa + r * kp * 2), kp, wpan, out);
+            tile((const int32_t *)(pa + r * kp * 2), kp, wpan, out); /* an int32 = one int16 pair */
             for (int64_t i = 0; i < MR && r + i < m; i++) {
+                const int64_t at = (r + i) * n + c0;
+                if (!mult) {
+                    int64_t *row = (int64_t *)y + at;
+                    for (int64_t j = 0; j < cols; j++) row[j] = (int64_t)out[i][j] + (bias ? bias[c0 + j] : 0);
+                    continue;
+                }
                 for (int64_t j = 0; j < NR; j += 8) requant8(out[i] + j, &q, j, vlo, vhi);
                 if (out_bytes == 1) {
-                    int8_t *row = (int8_t *)y + (r + i) * n + c0;
+                    int8_t *row = (int8_t *)y + at;
                     for (int64_t j = 0; j < cols; j++) row[j] = (int8_t)out[i][j];
                 } else {
-                    int16_t *row = (int16_t *)y + (r + i) * n + c0;
+                    int16_t *row = (int16_t *)y + at;
                     for (int64_t j = 0; j < cols; j++) row[j] = (int16_t)out[i][j];
                 }
             }
         }
     }
+}
+
+/* one job of a product: rows r0..r1-1, panels p0..p1-1 (numba's threads take the jobs) */
+void hw_gemm_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
+                   int64_t p0, int64_t p1, const int64_t *bias, int64_t *c) {
+    tiles(pa, pw, m, k, n, r0, r1, p0, p1, bias, NULL, NULL, 0, 0, 8, c);
 }
 
 /* one job of a requantized product (numba's threads take the jobs): rows r0..r1-1 and panels
@@ -225,13 +216,14 @@ static void linear_tiles(const int16_t *pa, const int16_t *pw, int64_t m, int64_
 void hw_linear(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t e, int64_t r0,
                int64_t r1, int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift,
                int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
-    linear_tiles(pa + e * hw_packed_a_size(m, k), pw + e * hw_packed_w_size(n, k), m, k, n, r0, r1, p0, p1,
-                 bias + e * n, mult, shift, lo, hi, out_bytes, (char *)y + e * m * n * out_bytes);
+    tiles(pa + e * hw_packed_a_size(m, k), pw + e * hw_packed_w_size(n, k), m, k, n, r0, r1, p0, p1, bias + e * n,
+          mult, shift, lo, hi, out_bytes, (char *)y + e * m * n * out_bytes);
 }
 
 /* entries b0..b1-1 of a batch of products, no bias (threads take the entries) */
 void hw_gemm_batch(const int16_t *pa, const int16_t *pw, int64_t m, int64_t k, int64_t n, int64_t b0, int64_t b1,
                    int64_t *c) {
     const int64_t sa = hw_packed_a_size(m, k), sw = hw_packed_w_size(n, k);
-    for (int64_t b = b0; b < b1; b++) tiles(pa + b * sa, pw + b * sw, m, k, n, 0, m, 0, panels_of(n), NULL, c + b * m * n);
+    for (int64_t b = b0; b < b1; b++)
+        tiles(pa + b * sa, pw + b * sw, m, k, n, 0, m, 0, panels_of(n), NULL, NULL, NULL, 0, 0, 8, c + b * m * n);
 }
