@@ -33,6 +33,24 @@ def test_info_shows_toolchain_and_presets():
     for preset in ("vit-b16", "vit-tiny", "simple-vit", "ecg1d", "digits"):
         assert preset in lines["presets"]
     assert lines["heap"].startswith("kept (glibc")  # every hwvit command keeps freed arrays (hwvit/heap.py)
+    assert lines["kernels"].startswith("int16_avx2 runs here; int8_vnni ")
+
+
+def test_info_says_which_kernels_run_on_this_cpu(monkeypatch):
+    from hwvit.ops import gemm_backends, native
+
+    monkeypatch.setattr(native, "EMULATE_VNNI", False)
+    info = {"model": "x", "cores": 2, "capability": "AVX2", "flags": ["avx2", "fma"]}
+    monkeypatch.setattr(gemm_backends, "cpu_info", lambda: info)
+    monkeypatch.setenv(gemm_backends.ENV, "int8_vnni")
+    res = run("info")
+    lines = dict(line.split(None, 1) for line in res.output.strip().splitlines())
+    no_vnni = "the CPU has no AVX-VNNI or AVX512-VNNI"
+    assert lines["kernels"] == f"int16_avx2 runs here; int8_vnni not here ({no_vnni})"
+    assert lines["gemm"] == f"int8_vnni (HWVIT_GEMM=int8_vnni), cannot run here: {no_vnni}"
+    info["flags"] = ["avx2", "avx_vnni"]
+    lines = dict(line.split(None, 1) for line in run("info").output.strip().splitlines())
+    assert lines["kernels"] == "int16_avx2 runs here; int8_vnni runs here"
 
 
 def test_compare_json_on_digits():
@@ -188,4 +206,15 @@ def test_a_named_backend_that_cannot_run_here_is_a_one_line_error(monkeypatch):
     monkeypatch.setattr(gemm_backends, "_chosen", None)
     monkeypatch.setenv(gemm_backends.ENV, "int16_avx2")
     res = CliRunner().invoke(main, ["bench", "--model", "digits", "--repeats", "1"])
+    assert (res.exit_code, res.output) == (1, want)
+
+
+def test_the_vnni_backend_on_a_cpu_without_vnni_is_a_one_line_error(monkeypatch):
+    from hwvit.ops import gemm_backends, native
+
+    monkeypatch.setattr(native, "EMULATE_VNNI", False)
+    monkeypatch.setattr(gemm_backends, "cpu_info", lambda: {"flags": ["avx2", "fma"]})
+    monkeypatch.setattr(gemm_backends, "_chosen", None)
+    res = CliRunner().invoke(main, ["bench", "--model", "digits", "--repeats", "1", "--gemm", "int8_vnni"])
+    want = "Error: int8_vnni GEMM unavailable: the CPU has no AVX-VNNI or AVX512-VNNI\n"
     assert (res.exit_code, res.output) == (1, want)

@@ -13,6 +13,7 @@ from hwvit.ops import gemm_backends as gb
 from hwvit.ops.reference import gemm_ref
 
 EXACT = list(gb.BACKENDS)
+pytestmark = pytest.mark.usefixtures("vnni_here")  # int8_vnni runs here (emulated where the CPU has no VNNI)
 
 
 @pytest.fixture
@@ -147,6 +148,7 @@ def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
     monkeypatch.setitem(gb._IMPL, "float64", off_by_one)
     monkeypatch.setitem(gb._IMPL, "float_blocked_torch", off_by_one)
     monkeypatch.setitem(gb._IMPL, "int16_avx2", off_by_one)
+    monkeypatch.setitem(gb._IMPL, "int8_vnni", off_by_one)
 
     def broken(*_args):
         raise RuntimeError("no int8 kernel")
@@ -155,6 +157,7 @@ def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
     res = gb.probe(refresh=True)
     assert res["exact"] == {
         "int_mm": False,
+        "int8_vnni": False,
         "int16_avx2": False,
         "float_blocked": False,
         "float_blocked_torch": False,
@@ -200,7 +203,7 @@ def test_cli_choices_name_every_backend():
     assert _GEMM_CHOICES == ("auto", *gb.BACKENDS)
 
 
-# ---------------------------------------------------------------- the AVX2 int16 kernel
+# ---------------------------------------------------------------- hwvit's C kernels (int16 pairs, int8 quads)
 
 
 @pytest.fixture
@@ -214,75 +217,169 @@ def fresh_native(tmp_path, monkeypatch):
     return native
 
 
-def test_int16_kernel_builds_here():
-    """This project's machines are x86-64 with AVX2 and gcc (Verilator needs it): the kernel must build."""
+@pytest.fixture(params=["int16", "vnni"])
+def kind(request, vnni_here) -> int:
+    """The int16 kernel, and the int8 quad (vpdpbusd) kernel: the real one where the CPU has VNNI,
+    else its AVX2 emulation (the same packing, offset, tile and requant; only the instruction differs)."""
+    from hwvit.ops import native
+
+    return native.KINDS["int16"] if request.param == "int16" else vnni_here
+
+
+def test_kernels_build_here():
+    """This project's machines are x86-64 with AVX2 and gcc (Verilator needs it): the kernels must build."""
     from hwvit.ops import native
 
     assert native.unavailable() is None
+    assert native._load().hw_vnni_built() == 1  # gcc 12 knows the VNNI targets
 
 
 @pytest.mark.parametrize("bias", [False, True])
-def test_int16_kernel_tiles_tails_and_threads(bias):
-    """Row counts off the 4-row tile, columns off the 24-column panel, odd K, one thread and several."""
+def test_kernel_tiles_tails_and_threads(bias, kind):
+    """Row counts off the 4-row tile, columns off the 24-column panel, K off the pair and the quad, one
+    thread and several."""
     from hwvit.ops import native
 
     rng = np.random.default_rng(30)
-    shapes = [(1, 1, 1), (5, 3, 25), (4, 2, 24), (7, 33, 49), (197, 65, 200), (130, 385, 100), (601, 2001, 50)]
-    for m, k, n in shapes:
+    shapes = [(1, 1, 1), (5, 3, 25), (4, 2, 24), (3, 5, 7), (7, 33, 49), (197, 65, 200), (130, 385, 100)]
+    for m, k, n in [*shapes, (2, 6, 3), (601, 2001, 50)]:
         a = _i8(rng.integers(-128, 128, (m, k)))
+        a[0, 0] = -128
         w = _i8(rng.integers(-128, 128, (n, k)))
+        w[0, -1] = -128
         b = rng.integers(-(2**30), 2**30, n) if bias else None
-        got = native.matmul_packed(a, w, bias=b)
+        got = native.matmul_packed(a, w, bias=b, kind=kind)
         want = gb._int64(a, w) + (0 if b is None else b)
         assert got.dtype == np.int64 and np.array_equal(got, want), (m, k, n)
     assert 130 * 385 * 100 >= native._SMALL  # the last two shapes are split over the threads
-    assert native._load().hw_row_block(601, 2001) < 601  # and the last into several row blocks
+    assert native._load().hw_row_block(kind, 601, 2001) < 601  # and the last into several row blocks
 
 
-def test_int16_kernel_row_blocks_are_equal_tiles_within_the_cache_budget():
+def test_kernel_row_blocks_are_equal_tiles_within_the_cache_budget(kind):
     from hwvit.ops import native
 
     lib = native._load()
+    group = 2 if kind == native.KINDS["int16"] else 4
     for m, k in [(1, 1), (197, 768), (197, 3072), (12608, 768), (12608, 3072), (5, 200000)]:
-        rows = lib.hw_row_block(m, k)
+        rows = lib.hw_row_block(kind, m, k)
         blocks = -(-m // rows)
         assert rows % lib.hw_mr() == 0 and rows >= lib.hw_mr()
-        assert rows * ((k + 1) // 2) * 4 <= 384 * 1024 or rows == lib.hw_mr()
+        assert rows * -(-k // group) * 4 <= 384 * 1024 or rows == lib.hw_mr()
         assert (blocks - 1) * rows < m <= blocks * rows and blocks * rows - m < blocks * lib.hw_mr()  # equal
-    assert lib.hw_row_block(197, 768) >= 197  # 197 x 768 fits one block: W is read once
+    assert lib.hw_row_block(kind, 197, 768) >= 197  # 197 x 768 fits one block: W is read once
 
 
-def test_int16_kernel_batched_split_over_threads():
+def test_kernel_batched_split_over_threads(kind):
     from hwvit.ops import native
 
     rng = np.random.default_rng(31)
     a = _i8(rng.integers(-128, 128, (24, 197, 64)))
     w = _i8(rng.integers(-128, 128, (24, 197, 64)))
     assert 197 * 197 * 64 >= native._SMALL
-    assert np.array_equal(native.matmul_packed(a, w), gb._int64(a, w))
+    assert np.array_equal(native.matmul_packed(a, w, kind=kind), gb._int64(a, w))
+    odd = (a[:5, :9, :7], w[:5, :30, :7])  # K off the quad, N off the panel, per entry column sums
+    assert np.array_equal(native.matmul_packed(*odd, kind=kind), gb._int64(*odd))
     with pytest.raises(ValueError, match="no bias"):
-        native.matmul_packed(a, w, bias=np.zeros(197, np.int64))
+        native.matmul_packed(a, w, bias=np.zeros(197, np.int64), kind=kind)
 
 
 def test_int16_kernel_int32_sums_at_their_limit():
-    """K * 2^14 < 2^31 is the int32 accumulator's limit: K = 2^17 - 1 of (-128)^2 runs in one pass
+    """K * 2^14 < 2^31 is the int16 kernel's limit: K = 2^17 - 1 of (-128)^2 runs in one pass
     (2^31 - 2^14), K = 2^17 (2^31 exactly, past int32) only in K-blocks added in int64."""
     from hwvit.ops import native
 
     top = 2 * native.K_MAX - 1
+    assert native.k_limit(native.KINDS["int16"]) == top
     a = np.full((1, top), -128, np.int8)
     assert int(native.matmul_packed(a, a)[0, 0]) == top << 14 == 2**31 - 2**14
     a = np.full((2, 2 * native.K_MAX), -128, np.int8)
-    with pytest.raises(ValueError, match="2\\^17"):
+    with pytest.raises(ValueError, match=f"K = {2 * native.K_MAX} > {top}"):
         native.matmul_packed(a, a)
     assert np.array_equal(gb.matmul(a, a, "int16_avx2"), np.full((2, 2), 2**31))
     b = np.array([5, -7], np.int64)
     assert np.array_equal(gb.matmul(a, a, "int16_avx2", bias=b), 2**31 + b[None, :].repeat(2, 0))
 
 
-def test_int16_kernel_is_built_once_into_the_cache(fresh_native, tmp_path):
+def test_vnni_kernel_offset_sums_at_their_limit(vnni_here):
+    """The quad kernel sums (a + 128) * w: K * 255 * 128 < 2^31 allows K = 2^16 in one pass. a = 127,
+    w = -128 puts the offset sum at -255 * 128 * 2^16 = -2^31 + 2^23 (the true sum is -127 * 2^23);
+    a = -128 makes it 0 and the column sum's correction the whole 2^30. K = 2^16 + 1 runs in blocks."""
+    from hwvit.ops import native
+
+    k = native.k_limit(vnni_here)
+    assert k == native.K_MAX == 1 << 16 and k * 255 * 128 < 2**31 < (k + 258) * 255 * 128
+    pos, neg = np.full((2, k), 127, np.int8), np.full((3, k), -128, np.int8)
+    assert np.array_equal(native.matmul_packed(pos, neg, kind=vnni_here), np.full((2, 3), -127 * 128 * k))
+    assert np.array_equal(native.matmul_packed(neg, neg, kind=vnni_here), np.full((3, 3), 1 << 30))
+    longer = np.full((2, k + 1), -128, np.int8)
+    with pytest.raises(ValueError, match=f"K = {k + 1} > {k}"):
+        native.matmul_packed(longer, longer, kind=vnni_here)
+    b = np.array([5, -7], np.int64)
+    want = ((k + 1) << 14) + b[None, :].repeat(2, 0)
+    assert np.array_equal(gb.matmul(longer, longer, "int8_vnni", bias=b), want)
+
+
+def test_vnni_kind_follows_the_cpu_flags(monkeypatch):
+    """AVX-VNNI first, then AVX512-VNNI with AVX512VL; neither: a one-line reason, and the probe passes it over."""
+    from hwvit.ops import native
+
+    monkeypatch.setattr(native, "EMULATE_VNNI", False)
+    for flags, want in [
+        (["avx2", "avx_vnni"], native.KINDS["avxvnni"]),
+        (["avx2", "avx512f", "avx512_vnni", "avx512vl", "avx_vnni"], native.KINDS["avxvnni"]),
+        (["avx2", "avx512f", "avx512_vnni", "avx512vl"], native.KINDS["avx512vnni"]),
+        (["avx2", "avx512f", "avx512_vnni"], None),  # no 256-bit EVEX forms without AVX512VL
+        (["avx2", "fma"], None),
+    ]:
+        monkeypatch.setattr(gb, "cpu_info", lambda f=flags: {"flags": f})
+        if want is None:
+            with pytest.raises(
+                RuntimeError, match="^int8_vnni GEMM unavailable: the CPU has no AVX-VNNI or AVX512-VNNI$"
+            ):
+                native.vnni_kind()
+            assert gb.why_unavailable("int8_vnni").endswith("no AVX-VNNI or AVX512-VNNI")
+        else:
+            assert native.vnni_kind() == want and gb.why_unavailable("int8_vnni") is None
+    monkeypatch.setattr(native, "EMULATE_VNNI", True)
+    assert native.vnni_kind() == native.KINDS["emulated"]
+
+
+def test_vnni_unavailable_is_passed_over_by_the_probe(cache_dir, monkeypatch):
+    from hwvit.ops import native
+
+    monkeypatch.setattr(native, "EMULATE_VNNI", False)
+    monkeypatch.setattr(gb, "cpu_info", lambda: {"flags": ["avx2"]})
+    a = np.ones((2, 3), np.int8)
+    with pytest.raises(RuntimeError, match="int8_vnni GEMM unavailable"):
+        gb.matmul(a, a, "int8_vnni")
+    assert gb.run_probe()["exact"]["int8_vnni"] is False
+
+
+def test_vnni_tiles_are_compiled_with_vpdpbusd():
+    """The two VNNI tiles really use the instruction: VEX-encoded (AVX-VNNI) in one, EVEX (AVX512-VNNI)
+    in the other, twelve each (one per register of the 4 x 24 tile)."""
+    import shutil
+    import subprocess
+
+    from hwvit.ops import native
+
+    objdump = shutil.which("objdump")
+    assert objdump, "objdump is missing: sudo apt-get install -y binutils"
+    text = subprocess.run([objdump, "-d", native._load()._name], capture_output=True, text=True, check=True).stdout
+    bodies = {}
+    for block in text.split("\n\n"):
+        head = block.strip().splitlines()[0] if block.strip() else ""
+        for name in ("tile_avxvnni", "tile_avx512vnni"):
+            if head.endswith(f"<{name}>:"):
+                bodies[name] = block
+    assert set(bodies) == {"tile_avxvnni", "tile_avx512vnni"}
+    assert bodies["tile_avxvnni"].count("{vex} vpdpbusd") == 12
+    assert bodies["tile_avx512vnni"].count("vpdpbusd") == 12 and "{vex}" not in bodies["tile_avx512vnni"]
+
+
+def test_kernels_are_built_once_into_the_cache(fresh_native, tmp_path):
     assert fresh_native.unavailable() is None
-    libs = list((tmp_path / "hwvit" / "native").glob("*/libhwvit_gemm_int16.so"))
+    libs = list((tmp_path / "hwvit" / "native").glob("*/libhwvit_gemm.so"))
     assert len(libs) == 1
     stamp = libs[0].stat().st_mtime_ns
     assert fresh_native._build(fresh_native._compiler()) == libs[0]
@@ -290,13 +387,16 @@ def test_int16_kernel_is_built_once_into_the_cache(fresh_native, tmp_path):
     assert not list(libs[0].parent.glob(".build.*"))  # no temporary left behind
 
 
-def test_int16_kernel_says_why_it_cannot_run(fresh_native, monkeypatch, cache_dir):
+def test_kernels_say_why_they_cannot_run(fresh_native, monkeypatch, cache_dir):
     monkeypatch.setattr(fresh_native, "_has_avx2", lambda: False)
     assert fresh_native.unavailable() == "the CPU has no AVX2"
     a = np.ones((2, 3), np.int8)
     with pytest.raises(RuntimeError, match="int16_avx2 GEMM unavailable: the CPU has no AVX2"):
         gb.matmul(a, a, "int16_avx2")
-    assert gb.run_probe()["exact"]["int16_avx2"] is False  # the probe passes it over
+    with pytest.raises(RuntimeError, match="int8_vnni GEMM unavailable: the CPU has no AVX2"):
+        gb.matmul(a, a, "int8_vnni")
+    exact = gb.run_probe()["exact"]
+    assert exact["int16_avx2"] is False and exact["int8_vnni"] is False  # the probe passes them over
 
     monkeypatch.setattr(fresh_native, "_has_avx2", lambda: True)
     monkeypatch.setattr(fresh_native, "_why", None)
@@ -305,4 +405,6 @@ def test_int16_kernel_says_why_it_cannot_run(fresh_native, monkeypatch, cache_di
 
     monkeypatch.setattr(fresh_native, "_why", None)
     monkeypatch.setenv("CC", "false")  # a "compiler" that fails
-    assert fresh_native.unavailable() == "could not build or load the kernel: false failed on gemm_int16.c: no message"
+    assert (
+        fresh_native.unavailable() == "could not build or load the kernel: false failed on gemm_kernels.c: no message"
+    )

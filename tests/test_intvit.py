@@ -155,6 +155,23 @@ def test_integer_forward_is_deterministic_and_integer(monkeypatch):
         assert np.array_equal(q, plain.values[path][0]) and scale == plain.values[path][1], path
 
 
+def test_forward_on_the_vnni_kernel_equals_the_int64_forward(monkeypatch, vnni_here):
+    """Every linear layer and attention product through int8_vnni (its requant in the tile; emulated
+    where the CPU has no VNNI) gives the int64 backend's logits and traced values."""
+    model = small_model("vit-tiny")
+    int_model = quantize_model(model, inputs_for(model, 8, 1))
+    x = inputs_for(model, 3, 4).numpy()
+    runs = {}
+    for name in ("int8_vnni", "int64"):
+        monkeypatch.setenv("HWVIT_GEMM", name)
+        trace = Trace(values=True)
+        runs[name] = (int_model.forward(x, trace=trace), trace.values)
+    (logits, values), (want, want_values) = runs["int8_vnni"], runs["int64"]
+    assert np.array_equal(logits, want) and values.keys() == want_values.keys()
+    for path, (q, _scale) in values.items():
+        assert np.array_equal(q, want_values[path][0]), path
+
+
 def test_quant_knobs_change_the_arithmetic():
     model = small_model("vit-b16")
     calib = inputs_for(model, 8, 1)

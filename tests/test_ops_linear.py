@@ -1,4 +1,4 @@
-"""ops.linear: the requant inside the int16_avx2 GEMM tile (vectorized, hw_linear) equals
+"""ops.linear: the requant inside the GEMM tile of int16_avx2 and int8_vnni (vectorized, hw_linear) equals
 requant(gemm) and the plain-Python reference: ties on both signs, shifts 0 and 62, multipliers 0
 and 2^31 - 1, accumulators at the int32 bound, widths 2 to 16, tails off the 4 x 24 tile, threads."""
 
@@ -23,6 +23,13 @@ def backend(monkeypatch):
     return use
 
 
+@pytest.fixture(params=["int16_avx2", "int8_vnni"])
+def fused(request, backend, vnni_here) -> str:
+    """HWVIT_GEMM naming each backend that requantizes in its tile (int8_vnni emulated without VNNI)."""
+    backend(request.param)
+    return request.param
+
+
 def _reference(a, w, bias, mult, shift, bits):
     acc = gemm_ref(a.tolist(), w.tolist(), bias.tolist())
     return [requant_ref(row, mult.tolist(), shift.tolist(), bits) for row in acc]
@@ -35,8 +42,7 @@ def _fused(a, w, bias, mult, shift, bits, a_signed=True):
     return y
 
 
-def test_the_fused_path_is_taken(backend):
-    backend("int16_avx2")
+def test_the_fused_path_is_taken(backend, fused):
     a8, w8 = np.ones((2, 3), np.int8), np.ones((4, 3), np.int8)
     one = np.ones(4, np.int64)
     assert gb.matmul_requant(a8, w8, np.zeros(4, np.int64), one, one, -128, 127) is not None
@@ -46,10 +52,9 @@ def test_the_fused_path_is_taken(backend):
     assert gb.matmul_requant(a8, w8, np.zeros(4, np.int64), one, one, -128, 127) is None
 
 
-def test_ties_both_signs_every_shift(backend):
+def test_ties_both_signs_every_shift(fused):
     """K = 1, a = 1, w = 1: acc = bias + 1 set exactly. acc * M = (2t + 1) 2^(s-1) are the ties of
     round half up (toward +inf on both signs), for every shift 1..62 and M = 1."""
-    backend("int16_avx2")
     accs, shifts = [], []
     for s in range(0, SHIFT_MAX + 1):
         for t in (0, 1, 2, 5, -1, -2, -3, -6):
@@ -71,8 +76,7 @@ def test_ties_both_signs_every_shift(backend):
 
 @pytest.mark.parametrize("bits", [2, 8, 9, 16])
 @pytest.mark.parametrize("a_signed", [True, False])
-def test_random_against_reference(backend, bits, a_signed):
-    backend("int16_avx2")
+def test_random_against_reference(fused, bits, a_signed):
     rng = np.random.default_rng(bits + 100 * a_signed)
     lo, hi = (-128, 127) if a_signed else (0, 255)
     for m, k, n in [(1, 1, 1), (5, 3, 25), (4, 2, 24), (7, 33, 49), (3, 200, 8), (9, 17, 23)]:
@@ -88,9 +92,8 @@ def test_random_against_reference(backend, bits, a_signed):
         assert got.tolist() == _reference(a, w, bias, mult, shift, bits), (m, k, n)
 
 
-def test_large_threaded_equals_requant_of_gemm(backend):
+def test_large_threaded_equals_requant_of_gemm(fused):
     """Several row blocks and panel groups over the threads; per-tensor and per-channel parameters."""
-    backend("int16_avx2")
     rng = np.random.default_rng(5)
     for m, k, n in [(601, 2001, 50), (1576, 768, 100), (197, 3072, 77)]:
         a = rng.integers(-128, 128, (m, k))
@@ -104,23 +107,23 @@ def test_large_threaded_equals_requant_of_gemm(backend):
             assert wide.dtype == np.int64 and np.array_equal(wide, want)
 
 
-def test_every_backend_gives_the_same_integers(backend):
+def test_every_backend_gives_the_same_integers(backend, vnni_here):
     rng = np.random.default_rng(8)
     a = rng.integers(-128, 128, (2, 37, 300))  # leading batch axes are kept
     w = rng.integers(-128, 128, (45, 300))
     bias = rng.integers(-(2**20), 2**20, 45)
     mult, shift = rng.integers(2**30, 2**31, 45), rng.integers(25, 35, 45)
     results = {}
-    for name in ("int16_avx2", "float64", "int64"):
+    for name in ("int16_avx2", "int8_vnni", "float64", "int64"):
         backend(name)
         results[name] = ops.linear(a, w, bias, mult, shift, 8, narrow=True)
         assert results[name].shape == (2, 37, 45)
     assert np.array_equal(results["int16_avx2"], results["float64"])
     assert np.array_equal(results["int16_avx2"], results["int64"])
+    assert np.array_equal(results["int8_vnni"], results["int64"])
 
 
-def test_bad_parameters_are_refused_before_the_kernel(backend):
-    backend("int16_avx2")
+def test_bad_parameters_are_refused_before_the_kernel(fused):
     a, w = np.ones((2, 3), np.int64), np.ones((4, 3), np.int64)
     with pytest.raises(ValueError, match="shift"):
         ops.linear(a, w, None, 1, SHIFT_MAX + 1)
@@ -134,7 +137,7 @@ def test_bad_parameters_are_refused_before_the_kernel(backend):
 
 @pytest.mark.parametrize("a_signed", [True, False])
 @pytest.mark.parametrize("bits", [8, 12])
-def test_batched_entries(backend, a_signed, bits):
+def test_batched_entries(backend, fused, a_signed, bits):
     """One product per entry (attention's Q.K^T and P.V): hw_linear per entry, with each entry's offset
     term; the bias, when given, applies to every entry (in ops.gemm as in ops.linear)."""
     rng = np.random.default_rng(40 + bits)
@@ -145,7 +148,7 @@ def test_batched_entries(backend, a_signed, bits):
         bias = rng.integers(-(2**20), 2**20, n)
         mult, shift = int(rng.integers(2**30, 2**31)), int(rng.integers(20, 30))
         for b in (None, bias):
-            backend("int16_avx2")
+            backend(fused)
             got = _fused(a, w, b, mult, shift, bits, a_signed)
             backend("int64")
             acc = ops.gemm(a, w, b, a_signed=a_signed)

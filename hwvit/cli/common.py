@@ -541,6 +541,7 @@ def check_out_dir(out_dir: str | os.PathLike | None, force: bool, kind: str) -> 
 _GEMM_CHOICES = (
     "auto",
     "int_mm",
+    "int8_vnni",
     "int16_avx2",
     "float_blocked",
     "float_blocked_torch",

@@ -18,8 +18,8 @@ def _pkg(name: str) -> str:
 
 
 def _compute_rows() -> list[tuple[str, str]]:
-    """CPU (model, capability, flags), the GEMM backend in use (probed once per machine), the heap
-    setting (hwvit/heap.py) and CUDA."""
+    """CPU (model, capability, flags), the GEMM backend in use (probed once per machine), whether
+    hwvit's C kernels run on this CPU, the heap setting (hwvit/heap.py) and CUDA."""
     import torch
 
     from hwvit import heap
@@ -28,9 +28,23 @@ def _compute_rows() -> list[tuple[str, str]]:
     cpu = gemm_backends.cpu_info()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (--device cuda unavailable)"
     flags = " ".join(cpu["flags"]) or "none"
+
+    def why_not(name: str) -> str | None:
+        why = gemm_backends.why_unavailable(name)
+        return why.split("unavailable: ", 1)[-1] if why else None
+
+    gemm = gemm_backends.describe().split(";")[0]
+    named = gemm_backends.named()
+    if named and why_not(named):
+        gemm += f", cannot run here: {why_not(named)}"
+    kernels = [  # hwvit's own C kernels: whether each runs on this CPU
+        f"{name} " + (f"not here ({why_not(name)})" if why_not(name) else "runs here")
+        for name in ("int16_avx2", "int8_vnni")
+    ]
     return [
         ("cpu", f"{cpu['model']}, {cpu['cores']} cores, capability {cpu['capability']}, flags {flags}"),
-        ("gemm", gemm_backends.describe().split(";")[0]),
+        ("gemm", gemm),
+        ("kernels", "; ".join(kernels)),
         ("heap", heap.state()),
         ("cuda", gpu),
     ]

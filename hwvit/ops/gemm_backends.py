@@ -15,6 +15,10 @@ construction (docs/arithmetic.md, "GEMM backends") and tests hold it equal to pl
 - ``int16_avx2``: hwvit's own AVX2 kernel (``csrc/gemm_int16.c``, built on first use by
   ``hwvit.ops.native``): operands widened to int16, ``vpmaddwd`` pairs summed in int32, all integer.
   On an AVX2-only CPU it is faster than fp32 BLAS (16 multiply-adds per instruction, not 8).
+- ``int8_vnni``: the same kernel with ``vpdpbusd`` (AVX-VNNI, or AVX512-VNNI at 256 bits): uint8
+  ``a + 128`` times int8 ``w`` in quads summed in int32, the offset taken off with each column's sum
+  of ``w``: 32 multiply-adds per instruction. Only where /proc/cpuinfo lists ``avx_vnni`` or
+  ``avx512_vnni`` + ``avx512vl``; elsewhere it refuses and the probe passes it over.
 - ``int64``: numpy int64 matmul, no BLAS: exact and slow, the reference the probe checks against.
 
 ``matmul``/``batched`` use the backend that ``HWVIT_GEMM`` names, else the one ``set_backend``
@@ -37,7 +41,7 @@ import numpy as np
 
 F32_BLOCK = 1024  # 1024 * 2^14 = 2^24: every partial sum of int8 products fits float32's 24-bit significand
 F64_BLOCK = 1 << 39  # 2^39 * 2^14 = 2^53
-BACKENDS = ("int_mm", "int16_avx2", "float_blocked", "float_blocked_torch", "float64", "int64")
+BACKENDS = ("int_mm", "int8_vnni", "int16_avx2", "float_blocked", "float_blocked_torch", "float64", "int64")
 ENV = "HWVIT_GEMM"
 
 _chosen: str | None = None  # set_backend() or the probe's pick, for this process
@@ -116,17 +120,31 @@ def _float_blocks(a8: np.ndarray, w8: np.ndarray, dtype, block: int) -> np.ndarr
     return out
 
 
-def _int16_avx2(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+def _native(kind: int, tag: str, a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """hwvit's C kernel ``kind`` (``hwvit.ops.native``), K longer than one call takes in blocks added in int64."""
     from hwvit.ops import native
 
     k = a8.shape[-1]
-    if k < 2 * native.K_MAX:
-        return native.matmul_packed(a8, w8, _derived(w8, "int16_avx2", native.pack_w), bias)
-    out = None  # int32 sums hold K < 2^17 terms: longer K in blocks of 2^16, added in int64
+    if k <= native.k_limit(kind):
+        packed = _derived(w8, tag, lambda w: native.pack_w(w, kind))
+        return native.matmul_packed(a8, w8, packed, bias, kind)
+    out = None
     for k0 in range(0, k, native.K_MAX):
-        part = native.matmul_packed(a8[..., k0 : k0 + native.K_MAX], w8[..., k0 : k0 + native.K_MAX])
+        part = native.matmul_packed(a8[..., k0 : k0 + native.K_MAX], w8[..., k0 : k0 + native.K_MAX], kind=kind)
         out = part if out is None else out + part
     return out if bias is None else out + bias
+
+
+def _int16_avx2(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    from hwvit.ops import native
+
+    return _native(native.KINDS["int16"], "int16_avx2", a8, w8, bias)
+
+
+def _int8_vnni(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    from hwvit.ops import native
+
+    return _native(native.vnni_kind(), "int8_vnni", a8, w8, bias)  # one packing for every group-4 kind
 
 
 def _float_blocked(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
@@ -155,6 +173,7 @@ def _float_blocked_torch(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
 
 _IMPL = {
     "int_mm": _int_mm,
+    "int8_vnni": _int8_vnni,
     "int16_avx2": _int16_avx2,
     "float_blocked": _float_blocked,
     "float_blocked_torch": _float_blocked_torch,
@@ -191,17 +210,22 @@ def backend() -> str:
     return named() or probe()["backend"]
 
 
-_FUSED_BIAS = {"int16_avx2"}  # backends that add the bias while writing their output
+_FUSED_BIAS = {"int16_avx2", "int8_vnni"}  # backends that add the bias while writing their output
 
 
 def why_unavailable(name: str) -> str | None:
     """One line saying why backend ``name`` cannot run on this machine, or None (int16_avx2 needs AVX2
-    and a C compiler; the others fail, if at all, on their first call)."""
-    if name == "int16_avx2":
-        from hwvit.ops import native
+    and a C compiler, int8_vnni VNNI as well; the others fail, if at all, on their first call)."""
+    from hwvit.ops import native
 
+    if name == "int16_avx2":
         why = native.unavailable()
         return f"int16_avx2 GEMM unavailable: {why}" if why else None
+    if name == "int8_vnni":
+        try:
+            native.vnni_kind()
+        except RuntimeError as exc:
+            return str(exc)
     return None
 
 
@@ -225,18 +249,19 @@ def matmul_requant(
     hi: int,
     name: str | None = None,
 ) -> np.ndarray | None:
-    """``requant(bias + a8 @ w8^T)`` in one pass where the backend can (int16_avx2, K < 2^17): int8
-    or int16 (M, N), or per entry of (B, M, K) x (B, N, K) with a (B, N) bias; else None and the
-    caller requantizes. Arguments checked by ``hwvit.ops.gemm.linear``."""
+    """``requant(bias + a8 @ w8^T)`` in one pass where the backend can (int16_avx2 and int8_vnni, K
+    that one call takes): int8 or int16 (M, N), or per entry of (B, M, K) x (B, N, K) with a (B, N)
+    bias; else None and the caller requantizes. Arguments checked by ``hwvit.ops.gemm.linear``."""
     name = name or backend()
-    if name != "int16_avx2":
+    if name not in _FUSED_BIAS:
         return None
     from hwvit.ops import native
 
-    if a8.shape[-1] >= 2 * native.K_MAX:
+    kind = native.vnni_kind() if name == "int8_vnni" else native.KINDS["int16"]
+    if a8.shape[-1] > native.k_limit(kind):
         return None
-    packed = _derived(w8, "int16_avx2", native.pack_w) if w8.ndim == 2 else None
-    return native.linear_packed(a8, w8, packed, bias, mult, shift, lo, hi)
+    packed = _derived(w8, name, lambda w: native.pack_w(w, kind)) if w8.ndim == 2 else None
+    return native.linear_packed(a8, w8, packed, bias, mult, shift, lo, hi, kind)
 
 
 def cpu_info() -> dict:

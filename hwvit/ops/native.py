@@ -1,11 +1,16 @@
-"""The AVX2 int16 GEMM kernel (``csrc/gemm_int16.c``): built on first use, loaded with ctypes.
+"""hwvit's own GEMM kernels (``csrc/gemm_kernels.c``): built on first use, loaded with ctypes.
 
+One library holds every kind of kernel (``KINDS``): ``int16`` (AVX2 ``vpmaddwd`` on int16 pairs, the
+``int16_avx2`` backend), ``avxvnni`` and ``avx512vnni`` (``vpdpbusd`` on uint8/int8 quads, the
+``int8_vnni`` backend, on CPUs whose /proc/cpuinfo flags have AVX-VNNI, or AVX512-VNNI with AVX512VL)
+and ``emulated`` (the quads' sums formed with AVX2 instructions: the tests run the VNNI kernels'
+packing, offset and tile on CPUs without VNNI; set ``EMULATE_VNNI`` to make ``int8_vnni`` use it).
 The C source ships with the package; the first call compiles it with the system C compiler
 (``$CC``, else ``cc``, ``gcc`` or ``clang``: the one Verilator already needs) into
 ``$XDG_CACHE_HOME/hwvit/native/<hash>/``, keyed by the source, the flags and the compiler, written to
 a temporary name and renamed (a concurrent process sees the whole library or none). Where the CPU
 has no AVX2, or no compiler is found, or it fails, ``unavailable()`` says why in one line and the
-backend ``int16_avx2`` refuses to run (the GEMM probe then picks another).
+backends refuse to run (the GEMM probe then picks another).
 
 ``matmul_packed(a8, w8)`` runs on numba's threads: a ``prange`` loop (``_jit``'s pool, the one every
 other integer kernel runs on) calls the C function once per job, handed out one at a time to the
@@ -32,10 +37,12 @@ from numba import njit, prange, types
 
 from hwvit import toolchain
 
-SOURCE = Path(__file__).with_name("csrc") / "gemm_int16.c"
+SOURCE = Path(__file__).with_name("csrc") / "gemm_kernels.c"
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
 _JOBS_PER_THREAD = 4  # jobs per thread of a 2-D product: a thread slowed by another process holds up less
-K_MAX = 1 << 16  # int32 sums: K * 2^14 < 2^31 needs K < 2^17; longer K runs in blocks added in int64
+KINDS = {"int16": 0, "avxvnni": 1, "avx512vnni": 2, "emulated": 3}  # the C file's KIND_* values
+K_MAX = 1 << 16  # K of one call: int16 sums need K * 2^14 < 2^31, int8 quads K * 255 * 128 < 2^31
+EMULATE_VNNI = False  # tests: int8_vnni runs the "emulated" kind (AVX2) where the CPU has no VNNI
 _SMALL = 1 << 21  # multiply-adds below which one thread does the whole product
 
 _lib: ctypes.CDLL | None = None
@@ -44,9 +51,9 @@ _why: str | None = None  # why the kernel cannot be used here, once known
 # The two C entry points as numba sees them: symbols resolved once _load() has loaded the library
 # into the process (so the compiled callers can be cached on disk like _jit's kernels).
 _P, _I = types.voidptr, types.int64
-_hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_P, _P, *[_I] * 7, _P, _P))
-_hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_P, _P, *[_I] * 5, _P))
-_hw_linear = types.ExternalFunction("hw_linear", types.void(_P, _P, *[_I] * 8, _P, _P, _P, *[_I] * 3, _P))
+_hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_I, _P, _P, *[_I] * 7, _P, _P))
+_hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_I, _P, _P, *[_I] * 5, _P))
+_hw_linear = types.ExternalFunction("hw_linear", types.void(_I, _P, _P, *[_I] * 8, _P, _P, _P, *[_I] * 3, _P))
 
 
 def _compiler() -> str | None:
@@ -67,7 +74,7 @@ def _build(cc: str) -> Path:
     src = SOURCE.read_bytes()
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
     key = hashlib.sha1(src + repr(FLAGS).encode() + version.encode()).hexdigest()[:16]
-    out = toolchain.cache_dir() / "native" / key / "libhwvit_gemm_int16.so"
+    out = toolchain.cache_dir() / "native" / key / "libhwvit_gemm.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -103,13 +110,12 @@ def _load() -> ctypes.CDLL:
             else:
                 i64, ptr = ctypes.c_int64, ctypes.c_void_p
                 for name in ("hw_pack_a", "hw_pack_w"):
-                    getattr(lib, name).argtypes = [ptr, i64, i64, i64, ptr]
+                    getattr(lib, name).argtypes = [i64, ptr, i64, i64, i64, ptr]
                     getattr(lib, name).restype = None
-                for name in ("hw_packed_a_size", "hw_packed_w_size"):
-                    getattr(lib, name).argtypes = [i64, i64]
+                for name in ("hw_packed_a_size", "hw_packed_w_size", "hw_row_block"):
+                    getattr(lib, name).argtypes = [i64, i64, i64]
                     getattr(lib, name).restype = i64
-                lib.hw_row_block.argtypes, lib.hw_row_block.restype = [i64, i64], i64
-                lib.hw_nr.restype = lib.hw_mr.restype = ctypes.c_int
+                lib.hw_nr.restype = lib.hw_mr.restype = lib.hw_vnni_built.restype = ctypes.c_int
                 llvmlite.binding.load_library_permanently(lib._name)  # for the numba callers below
                 _lib = lib
                 return lib
@@ -117,7 +123,7 @@ def _load() -> ctypes.CDLL:
 
 
 def unavailable() -> str | None:
-    """Why the kernel cannot run on this machine, or None when it can (builds it if needed)."""
+    """Why the library cannot run on this machine, or None when it can (builds it if needed)."""
     try:
         _load()
     except RuntimeError:
@@ -125,19 +131,46 @@ def unavailable() -> str | None:
     return None
 
 
+def vnni_kind() -> int:
+    """The kind ``int8_vnni`` runs here: AVX-VNNI, else AVX512-VNNI (with AVX512VL), else ``emulated`` when
+    ``EMULATE_VNNI`` is set; RuntimeError with one line saying why not."""
+    from hwvit.ops.gemm_backends import cpu_info
+
+    why = unavailable()
+    if why is None:
+        flags = set(cpu_info()["flags"])
+        if EMULATE_VNNI:
+            return KINDS["emulated"]
+        if not _load().hw_vnni_built():
+            why = "the C compiler is older than gcc 11 / clang 12 (no VNNI target)"
+        elif "avx_vnni" in flags:
+            return KINDS["avxvnni"]
+        elif {"avx512_vnni", "avx512vl"} <= flags:
+            return KINDS["avx512vnni"]
+        else:
+            why = "the CPU has no AVX-VNNI or AVX512-VNNI"
+    raise RuntimeError(f"int8_vnni GEMM unavailable: {why}")
+
+
+def k_limit(kind: int) -> int:
+    """The longest K one call takes: int16 sums K * 2^14 < 2^31 (K < 2^17); the int8 quads' offset
+    sums K * 255 * 128 < 2^31 (K <= 65793, so 2^16)."""
+    return 2 * K_MAX - 1 if kind == KINDS["int16"] else K_MAX
+
+
 @njit(parallel=True, cache=True)
-def _tiles_parallel(pa, pw, m, k, n, n_panels, rows, row_jobs, panels, panel_jobs, bias, c):
+def _tiles_parallel(kind, pa, pw, m, k, n, n_panels, rows, row_jobs, panels, panel_jobs, bias, c):
     """hw_gemm_tiles on a grid of jobs: ``row_jobs`` blocks of ``rows`` rows x ``panel_jobs`` groups of
     ``panels`` of the ``n_panels`` panels; with a chunk size of 1 an idle thread takes the next job."""
     for j in prange(row_jobs * panel_jobs):
         r0, p0 = (j // panel_jobs) * rows, (j % panel_jobs) * panels
         r1, p1 = min(r0 + rows, m), min(p0 + panels, n_panels)
-        _hw_gemm_tiles(pa.ctypes.data, pw.ctypes.data, m, k, n, r0, r1, p0, p1, bias.ctypes.data, c.ctypes.data)
+        _hw_gemm_tiles(kind, pa.ctypes.data, pw.ctypes.data, m, k, n, r0, r1, p0, p1, bias.ctypes.data, c.ctypes.data)
 
 
 @njit(parallel=True, cache=True)
 def _linear_parallel(
-    pa, pw, m, k, n, entries, n_panels, rows, row_jobs, panels, panel_jobs, bias, mult, shift, lo, hi, y
+    kind, pa, pw, m, k, n, entries, n_panels, rows, row_jobs, panels, panel_jobs, bias, mult, shift, lo, hi, y
 ):
     """hw_linear per job: one job per entry of a batch of products (``entries`` > 0, each whole), else
     the grid of jobs of ``_tiles_parallel``; ``y`` int8 or int16."""
@@ -150,6 +183,7 @@ def _linear_parallel(
         r1 = m if whole else min(r0 + rows, m)
         p1 = n_panels if whole else min(p0 + panels, n_panels)
         _hw_linear(
+            kind,
             pa.ctypes.data,
             pw.ctypes.data,
             m,
@@ -171,49 +205,57 @@ def _linear_parallel(
 
 
 @njit(parallel=True, cache=True)
-def _batch_parallel(pa, pw, m, k, n, entries, c):
+def _batch_parallel(kind, pa, pw, m, k, n, entries, c):
     """hw_gemm_batch, one job per entry."""
     for b in prange(entries):
-        _hw_gemm_batch(pa.ctypes.data, pw.ctypes.data, m, k, n, b, b + 1, c.ctypes.data)
+        _hw_gemm_batch(kind, pa.ctypes.data, pw.ctypes.data, m, k, n, b, b + 1, c.ctypes.data)
 
 
-def pack_w(w8: np.ndarray) -> np.ndarray:
-    """(N, K) or (B, N, K) int8 -> the kernel's int16 panels (one per entry, one after another)."""
+def pack_w(w8: np.ndarray, kind: int = 0) -> np.ndarray:
+    """(N, K) or (B, N, K) int8 -> the kernel's panels for ``kind`` (one per entry, one after another)."""
     lib = _load()
-    w8 = np.ascontiguousarray(w8)
+    w8 = np.ascontiguousarray(w8, np.int8)
     n, k = w8.shape[-2:]
     count = w8.shape[0] if w8.ndim == 3 else 1
-    out = np.empty(count * lib.hw_packed_w_size(n, k), np.int16)
-    lib.hw_pack_w(w8.ctypes.data, count, n, k, out.ctypes.data)
+    out = np.empty(count * lib.hw_packed_w_size(kind, n, k), np.int32)
+    lib.hw_pack_w(kind, w8.ctypes.data, count, n, k, out.ctypes.data)
     return out
 
 
-def _pack_a(a8: np.ndarray) -> np.ndarray:
+def _pack_a(a8: np.ndarray, kind: int) -> np.ndarray:
     lib = _load()
     m, k = a8.shape[-2:]
     count = a8.shape[0] if a8.ndim == 3 else 1
-    out = np.empty(count * lib.hw_packed_a_size(m, k), np.int16)
-    lib.hw_pack_a(a8.ctypes.data, count, m, k, out.ctypes.data)
+    out = np.empty(count * lib.hw_packed_a_size(kind, m, k), np.int32)
+    lib.hw_pack_a(kind, a8.ctypes.data, count, m, k, out.ctypes.data)
     return out
 
 
+def _check_k(k: int, kind: int) -> None:
+    if k > k_limit(kind):
+        raise ValueError(f"K = {k} > {k_limit(kind)}: the kernel's int32 sums could overflow")
+
+
 def matmul_packed(
-    a8: np.ndarray, w8: np.ndarray, packed_w: np.ndarray | None = None, bias: np.ndarray | None = None
+    a8: np.ndarray,
+    w8: np.ndarray,
+    packed_w: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    kind: int = 0,
 ) -> np.ndarray:
     """Exact ``bias + a8 @ w8^T`` as int64: (M, K) x (N, K) -> (M, N), or per entry of (B, M, K) x (B, N, K)
-    (no bias there).
+    (no bias there), on the kernel ``kind``.
 
-    K must be < 2^17 (``gemm_backends`` splits longer K). ``packed_w``: ``pack_w(w8)`` made earlier;
-    ``bias``: (N,) int64 or None.
+    K at most ``k_limit(kind)`` (``gemm_backends`` splits longer K). ``packed_w``: ``pack_w(w8, kind)``
+    made earlier; ``bias``: (N,) int64 or None.
     """
     lib = _load()
     a8, w8 = np.ascontiguousarray(a8, np.int8), np.ascontiguousarray(w8, np.int8)
     m, k = a8.shape[-2:]
     n = w8.shape[-2]
-    if k >= 2 * K_MAX:
-        raise ValueError(f"K = {k} >= 2^17: int32 sums could overflow")
-    pa = _pack_a(a8)
-    pw = pack_w(w8) if packed_w is None else packed_w
+    _check_k(k, kind)
+    pa = _pack_a(a8, kind)
+    pw = pack_w(w8, kind) if packed_w is None else packed_w
     threads = numba.get_num_threads() if m * n * k >= _SMALL else 1
     old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
     try:
@@ -221,20 +263,20 @@ def matmul_packed(
             if bias is not None:
                 raise ValueError("a batched product takes no bias")
             c = np.empty((a8.shape[0], m, n), np.int64)
-            _batch_parallel(pa, pw, m, k, n, a8.shape[0], c)
+            _batch_parallel(kind, pa, pw, m, k, n, a8.shape[0], c)
             return c
         c = np.empty((m, n), np.int64)
         bias = np.zeros(n, np.int64) if bias is None else np.ascontiguousarray(bias, np.int64)
-        _tiles_parallel(pa, pw, m, k, n, *_grid(lib, m, k, n, threads), bias, c)
+        _tiles_parallel(kind, pa, pw, m, k, n, *_grid(lib, kind, m, k, n, threads), bias, c)
         return c
     finally:
         numba.set_parallel_chunksize(old)
 
 
-def _grid(lib: ctypes.CDLL, m: int, k: int, n: int, threads: int) -> tuple[int, int, int, int, int]:
+def _grid(lib: ctypes.CDLL, kind: int, m: int, k: int, n: int, threads: int) -> tuple[int, int, int, int, int]:
     """(panels in all, rows per job, row jobs, panels per job, panel jobs) of a 2-D product: row
     blocks that fit L2 (``hw_row_block``) by groups of panels, about _JOBS_PER_THREAD jobs a thread."""
-    rows = lib.hw_row_block(m, k)
+    rows = lib.hw_row_block(kind, m, k)
     row_jobs, n_panels = -(-m // rows), -(-n // lib.hw_nr())
     panel_jobs = min(n_panels, max(1, -(-threads * _JOBS_PER_THREAD // row_jobs))) if threads > 1 else 1
     panels = -(-n_panels // panel_jobs)
@@ -250,31 +292,34 @@ def linear_packed(
     shift: np.ndarray,
     lo: int,
     hi: int,
+    kind: int = 0,
 ) -> np.ndarray:
     """``ops.requant(bias + a8 @ w8^T, mult, shift)`` clamped to [lo, hi], computed in the tile as
     the sums are stored (the int32 sums are never written out): (M, K) x (N, K) -> (M, N), or per
     entry of (B, M, K) x (B, N, K) with a (B, N) bias -> (B, M, N); int8 when [lo, hi] fits it,
-    else int16. ``packed_w``: ``pack_w(w8)`` made earlier, or None.
+    else int16. ``packed_w``: ``pack_w(w8, kind)`` made earlier, or None.
 
-    The caller (``hwvit.ops.gemm.linear``) has checked everything the kernel trusts: |bias + sum|
-    < 2^31, mult (N,) in [0, 2^31 - 1], shift (N,) in [0, 62], [lo, hi] within 16 bits, K < 2^17.
+    The caller (``hwvit.ops.gemm.linear``) has checked everything the kernel trusts: |bias| + K * 255
+    * 128 < 2^31, mult (N,) in [0, 2^31 - 1], shift (N,) in [0, 62], [lo, hi] within 16 bits, K at
+    most ``k_limit(kind)``.
     """
     lib = _load()
     a8 = np.ascontiguousarray(a8, np.int8)
     m, k = a8.shape[-2:]
     n = w8.shape[-2]
-    if k >= 2 * K_MAX or not -(1 << 15) <= lo <= hi < 1 << 15:
-        raise ValueError(f"linear_packed: K = {k} must be < 2^17 and [{lo}, {hi}] within 16 bits")
+    _check_k(k, kind)
+    if not -(1 << 15) <= lo <= hi < 1 << 15:
+        raise ValueError(f"linear_packed: [{lo}, {hi}] must lie within 16 bits")
     y = np.empty((*a8.shape[:-1], n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
-    pa = _pack_a(a8)
-    pw = pack_w(w8) if packed_w is None else packed_w
+    pa = _pack_a(a8, kind)
+    pw = pack_w(w8, kind) if packed_w is None else packed_w
     bias, mult, shift = (np.ascontiguousarray(v, np.int64) for v in (bias, mult, shift))
     threads = numba.get_num_threads() if m * n * k >= _SMALL else 1
     old = numba.set_parallel_chunksize(1)
     try:
         entries = a8.shape[0] if a8.ndim == 3 else 0
-        grid = (-(-n // lib.hw_nr()), 0, 0, 0, 0) if entries else _grid(lib, m, k, n, threads)
-        _linear_parallel(pa, pw, m, k, n, entries, *grid, bias, mult, shift, lo, hi, y)
+        grid = (-(-n // lib.hw_nr()), 0, 0, 0, 0) if entries else _grid(lib, kind, m, k, n, threads)
+        _linear_parallel(kind, pa, pw, m, k, n, entries, *grid, bias, mult, shift, lo, hi, y)
     finally:
         numba.set_parallel_chunksize(old)
     return y

@@ -1,0 +1,340 @@
+/* Exact int8 x int8 -> integer matrix products on x86-64 (hwvit/ops/native.py builds and loads it).
+ *
+ * Two kinds of kernel share one tile loop, one packing order and one requantizer; they differ in
+ * how many K-steps one int32 lane of a packed operand holds (its "group") and in the instruction
+ * that multiplies two lanes:
+ *
+ *   KIND_INT16 (0), group 2, AVX2: both operands widened to int16; vpmaddwd forms
+ *     a[2g]*w[2g] + a[2g+1]*w[2g+1] per int32 lane, exactly (|pair| <= 2 * 2^14 = 2^15), and vpaddd
+ *     adds it to the int32 sum. The sum over K stays exact while K * 2^14 < 2^31: K < 2^17.
+ *   KIND_AVXVNNI (1), KIND_AVX512VNNI (2), KIND_EMULATED (3), group 4: a is stored offset by +128 as
+ *     uint8 (a + 128 = a XOR 0x80 in two's complement), w as int8; vpdpbusd adds
+ *     sum_{j<4} (a[4g+j] + 128) * w[4g+j] to the int32 sum with no intermediate saturation
+ *     (|quad| <= 4 * 255 * 128). Kind 1 is the VEX instruction of AVX-VNNI, kind 2 the EVEX one of
+ *     AVX512-VNNI at 256 bits (AVX512VL), kind 3 the same sum formed by AVX2 instructions (two
+ *     vpmaddwd of the even and odd bytes widened to int16: |pair| <= 2 * 255 * 128 < 2^16): it runs
+ *     on any AVX2 CPU, so the tests check the group-4 packing, offset and tile on machines without
+ *     VNNI. The offset sum stays exact while K * 255 * 128 < 2^31: K <= 2^16. The packed W carries
+ *     each column's sum of w, and the tile's sums get -128 * colsum[n] back with the bias:
+ *     sum (a + 128) w - 128 sum w = sum a w.
+ * Every operation is on integers. Results are written as int64 with an int64 bias per output column
+ * added on the way out, or (hw_linear) requantized in the tile and written as int8/int16.
+ *
+ * Layouts (K is padded with zeros in W to a multiple of the group, which adds nothing):
+ *   packed A: rows padded to a multiple of MR; row m holds its groups, one int32 lane each.
+ *   packed W: panels of NR = 8 * NV output columns; panel p, group g holds, for j = 0..NR-1, the lane
+ *             of column p*NR + j (zero past N); group 4 kinds then hold NR int32 column sums per
+ *             panel, after all the panels.
+ * The microkernel keeps MR x NR int32 sums in MR * NV = 12 of the 16 ymm registers.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MR 4 /* the tile below is written out for MR = 4, NV = 3 */
+#define NV 3
+#define NR (8 * NV)
+#define A_BLOCK_BYTES (384 * 1024)
+
+enum { KIND_INT16 = 0, KIND_AVXVNNI = 1, KIND_AVX512VNNI = 2, KIND_EMULATED = 3 };
+
+/* Compilers that know the VNNI target names (gcc 11, clang 12 on): otherwise kinds 1 and 2 are not
+ * built and hw_vnni_built() says so. */
+#if defined(__clang__)
+#define HW_CAN_VNNI (__clang_major__ >= 12)
+#elif defined(__GNUC__)
+#define HW_CAN_VNNI (__GNUC__ >= 11)
+#else
+#define HW_CAN_VNNI 0
+#endif
+
+static int64_t group_of(int64_t kind) { return kind == KIND_INT16 ? 2 : 4; }
+static int64_t groups_of(int64_t kind, int64_t k) { return (k + group_of(kind) - 1) / group_of(kind); }
+static int64_t rows_padded(int64_t m) { return (m + MR - 1) / MR * MR; }
+static int64_t panels_of(int64_t n) { return (n + NR - 1) / NR; }
+
+int hw_mr(void) { return MR; }
+int hw_nr(void) { return NR; }
+int hw_vnni_built(void) { return HW_CAN_VNNI; }
+
+/* int32 lanes of one packed A (M x K) and one packed W (N x K, with its column sums) */
+int64_t hw_packed_a_size(int64_t kind, int64_t m, int64_t k) { return rows_padded(m) * groups_of(kind, k); }
+int64_t hw_packed_w_size(int64_t kind, int64_t n, int64_t k) {
+    return panels_of(n) * NR * (groups_of(kind, k) + (kind == KIND_INT16 ? 0 : 1));
+}
+
+/* count matrices (M x K int8, contiguous, one after another) -> packed A, one after another */
+void hw_pack_a(int64_t kind, const int8_t *a, int64_t count, int64_t m, int64_t k, int32_t *out) {
+    const int64_t ng = groups_of(kind, k), size = hw_packed_a_size(kind, m, k);
+    for (int64_t b = 0; b < count; b++) {
+        int32_t *dst = out + b * size;
+        const int8_t *src = a + b * m * k;
+        memset(dst, 0, (size_t)size * sizeof(int32_t));
+        if (kind == KIND_INT16) {
+            int16_t *d16 = (int16_t *)dst;
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t c = 0; c < k; c++) d16[r * ng * 2 + c] = src[r * k + c];
+        } else {
+            uint8_t *d8 = (uint8_t *)dst;
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t c = 0; c < k; c++) d8[r * ng * 4 + c] = (uint8_t)(src[r * k + c] ^ 0x80); /* a + 128 */
+        }
+    }
+}
+
+/* One N x K int8 matrix -> packed W. Written in order (panel, group, column): the reads hop between
+ * NR rows of W, which stay in L1, and every output line is filled once. */
+static void pack_w_pairs(const int8_t *src, int64_t n, int64_t k, int16_t *dst) {
+    const int64_t ng = groups_of(KIND_INT16, k);
+    for (int64_t p = 0; p < panels_of(n); p++) {
+        int16_t *pan = dst + p * ng * NR * 2;
+        for (int64_t q = 0; q < ng; q++)
+            for (int64_t j = 0; j < NR; j++) {
+                const int64_t col = p * NR + j, c = 2 * q;
+                const int8_t *row = col < n ? src + col * k : NULL; /* columns past N: zero */
+                pan[(q * NR + j) * 2] = row ? row[c] : 0;
+                pan[(q * NR + j) * 2 + 1] = row && c + 1 < k ? row[c + 1] : 0;
+            }
+    }
+}
+
+static void pack_w_quads(const int8_t *src, int64_t n, int64_t k, int8_t *dst) {
+    const int64_t ng = groups_of(KIND_EMULATED, k);
+    int32_t *sums = (int32_t *)(void *)(dst + panels_of(n) * ng * NR * 4);
+    for (int64_t p = 0; p < panels_of(n); p++) {
+        int8_t *pan = dst + p * ng * NR * 4;
+        for (int64_t q = 0; q < ng; q++)
+            for (int64_t j = 0; j < NR; j++) {
+                const int64_t col = p * NR + j;
+                const int8_t *row = col < n ? src + col * k : NULL;
+                for (int64_t h = 0; h < 4; h++) {
+                    const int64_t c = 4 * q + h;
+                    pan[(q * NR + j) * 4 + h] = row && c < k ? row[c] : 0;
+                }
+            }
+    }
+    for (int64_t col = 0; col < panels_of(n) * NR; col++) { /* column sums, |sum| <= 128 K <= 2^23 */
+        int32_t s = 0;
+        for (int64_t c = 0; col < n && c < k; c++) s += src[col * k + c];
+        sums[col] = s;
+    }
+}
+
+/* count matrices (N x K int8) -> packed W, one after another */
+void hw_pack_w(int64_t kind, const int8_t *w, int64_t count, int64_t n, int64_t k, int32_t *out) {
+    const int64_t size = hw_packed_w_size(kind, n, k);
+    for (int64_t b = 0; b < count; b++) {
+        if (kind == KIND_INT16)
+            pack_w_pairs(w + b * n * k, n, k, (int16_t *)(void *)(out + b * size));
+        else
+            pack_w_quads(w + b * n * k, n, k, (int8_t *)(void *)(out + b * size));
+    }
+}
+
+static inline int32_t lane(const int32_t *p) { /* one packed lane, read without type punning */
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The products of one lane of a (broadcast) and a vector of W lanes, added to s */
+#define DOT_INT16(s, av, wv) _mm256_add_epi32((s), _mm256_madd_epi16((av), (wv)))
+#define DOT_AVXVNNI(s, av, wv) _mm256_dpbusd_avx_epi32((s), (av), (wv))
+#define DOT_AVX512VNNI(s, av, wv) _mm256_dpbusd_epi32((s), (av), (wv))
+#define DOT_EMULATED(s, av, wv) dpbusd_avx2((s), (av), (wv))
+
+/* vpdpbusd from AVX2 instructions: uint8 av times int8 wv, each lane's four products added to s */
+static inline __m256i dpbusd_avx2(__m256i s, __m256i av, __m256i wv) {
+    const __m256i a_even = _mm256_and_si256(av, _mm256_set1_epi16(0x00ff)); /* bytes 0, 2 of a lane */
+    const __m256i a_odd = _mm256_srli_epi16(av, 8);                          /* bytes 1, 3 */
+    const __m256i w_even = _mm256_srai_epi16(_mm256_slli_epi16(wv, 8), 8);  /* sign-extended */
+    const __m256i w_odd = _mm256_srai_epi16(wv, 8);
+    return _mm256_add_epi32(
+        s, _mm256_add_epi32(_mm256_madd_epi16(a_even, w_even), _mm256_madd_epi16(a_odd, w_odd)));
+}
+
+/* One MR x NR tile: out[i][j] = sum over groups q of DOT(lane q of row i, lane q of column j).
+ * Twelve named sums, so the compiler keeps every one in a ymm register (an array was spilled). */
+#define TILE_ROW(DOT, ap, s0, s1, s2)                              \
+    do {                                                           \
+        const __m256i av = _mm256_set1_epi32(lane((ap) + q));      \
+        s0 = DOT(s0, av, w0);                                      \
+        s1 = DOT(s1, av, w1);                                      \
+        s2 = DOT(s2, av, w2);                                      \
+    } while (0)
+
+#define STORE_ROW(dst, s0, s1, s2)                                 \
+    do {                                                           \
+        _mm256_storeu_si256((__m256i *)(dst), s0);                 \
+        _mm256_storeu_si256((__m256i *)((dst) + 8), s1);           \
+        _mm256_storeu_si256((__m256i *)((dst) + 16), s2);          \
+    } while (0)
+
+#define TILE_FUNCTION(name, DOT)                                                                     \
+    static void name(const int32_t *arow, int64_t ng, const int32_t *wq, int32_t out[MR][NR]) {      \
+        __m256i c00 = _mm256_setzero_si256(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00; \
+        __m256i c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;                    \
+        const int32_t *a0 = arow, *a1 = arow + ng, *a2 = arow + 2 * ng, *a3 = arow + 3 * ng;         \
+        for (int64_t q = 0; q < ng; q++, wq += NR) {                                                 \
+            const __m256i w0 = _mm256_loadu_si256((const __m256i *)wq);                              \
+            const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wq + 8));                        \
+            const __m256i w2 = _mm256_loadu_si256((const __m256i *)(wq + 16));                       \
+            TILE_ROW(DOT, a0, c00, c01, c02);                                                        \
+            TILE_ROW(DOT, a1, c10, c11, c12);                                                        \
+            TILE_ROW(DOT, a2, c20, c21, c22);                                                        \
+            TILE_ROW(DOT, a3, c30, c31, c32);                                                        \
+        }                                                                                            \
+        STORE_ROW(out[0], c00, c01, c02);                                                            \
+        STORE_ROW(out[1], c10, c11, c12);                                                            \
+        STORE_ROW(out[2], c20, c21, c22);                                                            \
+        STORE_ROW(out[3], c30, c31, c32);                                                            \
+    }
+
+TILE_FUNCTION(tile_int16, DOT_INT16)
+TILE_FUNCTION(tile_emulated, DOT_EMULATED)
+#if HW_CAN_VNNI
+__attribute__((target("avx2,avxvnni"))) TILE_FUNCTION(tile_avxvnni, DOT_AVXVNNI)
+__attribute__((target("avx2,avx512f,avx512vl,avx512vnni"))) TILE_FUNCTION(tile_avx512vnni, DOT_AVX512VNNI)
+#endif
+
+/* rows of A per job for an M x K product: blocks of at most A_BLOCK_BYTES of packed A (3/4 of a
+ * Zen 3 core's 512 KiB L2) stay in cache while a job's panels pass over them, and the blocks are
+ * made equal. Without blocking, at batch 64 A (12608 x 768) was read from memory once per panel
+ * (half speed); with blocks smaller than A needs, W is read from L3 once per block (197 x 768 in
+ * two blocks: 20% slower than in one). */
+int64_t hw_row_block(int64_t kind, int64_t m, int64_t k) {
+    int64_t most = (A_BLOCK_BYTES / (groups_of(kind, k) * 4)) / MR * MR, blocks, rows;
+    if (most < MR) most = MR;
+    blocks = (m + most - 1) / most;
+    if (blocks < 1) blocks = 1;
+    rows = (m + blocks - 1) / blocks;
+    return (rows + MR - 1) / MR * MR;
+}
+
+/* The requantizer of hwvit.ops.requant on four accumulators (int64 lanes holding int32 values):
+ * clamp(round_half_up(acc * mult / 2^shift), lo, hi) per lane, vectorized. vpmuldq multiplies the
+ * low signed 32 bits of each lane: acc is int32 and mult in [0, 2^31 - 1], so the 64-bit product is
+ * exact and |acc * mult| < 2^62; adding the rounding term 2^(shift-1) (<= 2^61) keeps v inside
+ * (-2^63, 2^63). AVX2 has no arithmetic 64-bit shift, so v is moved to unsigned (v + 2^63, an XOR
+ * of the top bit), shifted logically, and 2^(63 - shift) taken off again: floor((v + 2^63) / 2^s)
+ * = floor(v / 2^s) + 2^(63-s) because 2^s divides 2^63 (shift <= 62). Then the clamp. */
+typedef struct {
+    int64_t mult[NR], round[NR], shift[NR], back[NR]; /* per column of a panel */
+    int32_t bias[NR];
+} panel_rq;
+
+static __m256i requant4(__m256i acc, const panel_rq *q, int64_t j, __m256i lo, __m256i hi) {
+    const __m256i top = _mm256_set1_epi64x(INT64_MIN);
+    __m256i v = _mm256_mul_epi32(acc, _mm256_loadu_si256((const __m256i *)(q->mult + j)));
+    v = _mm256_add_epi64(v, _mm256_loadu_si256((const __m256i *)(q->round + j)));
+    v = _mm256_srlv_epi64(_mm256_xor_si256(v, top), _mm256_loadu_si256((const __m256i *)(q->shift + j)));
+    v = _mm256_sub_epi64(v, _mm256_loadu_si256((const __m256i *)(q->back + j)));
+    v = _mm256_blendv_epi8(v, lo, _mm256_cmpgt_epi64(lo, v));
+    return _mm256_blendv_epi8(v, hi, _mm256_cmpgt_epi64(v, hi));
+}
+
+/* eight int32 sums of one row (columns j..j+7 of the panel) + bias, requantized, back into sums */
+static void requant8(int32_t *sums, const panel_rq *q, int64_t j, __m256i lo, __m256i hi) {
+    const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256i s = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)sums),
+                                       _mm256_loadu_si256((const __m256i *)(q->bias + j)));
+    const __m256i r0 = requant4(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(s)), q, j, lo, hi);
+    const __m256i r1 = requant4(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(s, 1)), q, j + 4, lo, hi);
+    /* each result lies in [lo, hi], so its low 32 bits are the value: gather them, four and four */
+    const __m256i low0 = _mm256_permutevar8x32_epi32(r0, evens), low1 = _mm256_permutevar8x32_epi32(r1, evens);
+    _mm256_storeu_si256((__m256i *)sums, _mm256_permute2x128_si256(low0, low1, 0x20));
+}
+
+static void tile(int64_t kind, const int32_t *arow, int64_t ng, const int32_t *wq, int32_t out[MR][NR]) {
+    switch (kind) {
+#if HW_CAN_VNNI
+    case KIND_AVXVNNI: tile_avxvnni(arow, ng, wq, out); return;
+    case KIND_AVX512VNNI: tile_avx512vnni(arow, ng, wq, out); return;
+#endif
+    case KIND_EMULATED: tile_emulated(arow, ng, wq, out); return;
+    default: tile_int16(arow, ng, wq, out);
+    }
+}
+
+/* For rows r0..r1-1 (r0 a multiple of MR) and the columns of panels p0..p1-1 of an M x N product:
+ * - mult == NULL: c[m, n] = bias[n] + sum_k a[m, k] * w[n, k] stored as int64 (bias may be NULL);
+ * - else y[m, n] = requant(bias[n] + sum_k ...) with column n's mult and shift, clamped to [lo, hi]
+ *   and stored as int8 (out_bytes 1) or int16 (2): the int32 sums never leave the tile. The caller
+ *   guarantees |bias| + K * 255 * 128 < 2^31 (hwvit.ops.gemm's bound), mult in [0, 2^31 - 1],
+ *   shift in [0, 62] and [lo, hi] inside the output type. For group 4 the tile's sums are offset
+ *   sums and the bias that joins them is bias - 128 * colsum: |bias| + 128 * 128 * K < 2^31 by the
+ *   same bound, so it is an int32, and so is every partial sum on the way.
+ * Rows past M are computed on the zero padding and not written. */
+static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0,
+                  int64_t r1, int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift,
+                  int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
+    const int64_t ng = groups_of(kind, k);
+    const int32_t *colsum = kind == KIND_INT16 ? NULL : pw + panels_of(n) * ng * NR;
+    const __m256i vlo = _mm256_set1_epi64x(lo), vhi = _mm256_set1_epi64x(hi);
+    int32_t out[MR][NR];
+    int64_t add[NR]; /* per column of the panel: the bias and the offset's correction */
+    panel_rq q;
+    for (int64_t p = p0; p < p1; p++) {
+        const int32_t *wpan = pw + p * ng * NR;
+        const int64_t c0 = p * NR, cols = n - c0 < NR ? n - c0 : NR;
+        for (int64_t j = 0; j < cols; j++)
+            add[j] = (bias ? bias[c0 + j] : 0) - (colsum ? 128 * (int64_t)colsum[c0 + j] : 0);
+        if (mult) {
+            memset(&q, 0, sizeof q); /* columns past N: mult 0, shift 0, so their lanes are 0 */
+            for (int64_t j = 0; j < cols; j++) {
+                const int64_t s = shift[c0 + j];
+                q.mult[j] = mult[c0 + j];
+                q.round[j] = s > 0 ? (int64_t)1 << (s - 1) : 0;
+                q.shift[j] = s;
+                q.back[j] = (int64_t)((uint64_t)1 << (63 - s));
+                q.bias[j] = (int32_t)add[j];
+            }
+            for (int64_t j = cols; j < NR; j++) q.back[j] = INT64_MIN; /* 2^63 for shift 0 */
+        }
+        for (int64_t r = r0; r < r1 && r < m; r += MR) {
+            tile(kind, pa + r * ng, ng, wpan, out);
+            for (int64_t i = 0; i < MR && r + i < m; i++) {
+                const int64_t at = (r + i) * n + c0;
+                if (!mult) {
+                    int64_t *row = (int64_t *)y + at;
+                    for (int64_t j = 0; j < cols; j++) row[j] = (int64_t)out[i][j] + add[j];
+                    continue;
+                }
+                for (int64_t j = 0; j < NR; j += 8) requant8(out[i] + j, &q, j, vlo, vhi);
+                if (out_bytes == 1) {
+                    int8_t *row = (int8_t *)y + at;
+                    for (int64_t j = 0; j < cols; j++) row[j] = (int8_t)out[i][j];
+                } else {
+                    int16_t *row = (int16_t *)y + at;
+                    for (int64_t j = 0; j < cols; j++) row[j] = (int16_t)out[i][j];
+                }
+            }
+        }
+    }
+}
+
+/* one job of a product: rows r0..r1-1, panels p0..p1-1 (numba's threads take the jobs) */
+void hw_gemm_tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0,
+                   int64_t r1, int64_t p0, int64_t p1, const int64_t *bias, int64_t *c) {
+    tiles(kind, pa, pw, m, k, n, r0, r1, p0, p1, bias, NULL, NULL, 0, 0, 8, c);
+}
+
+/* one job of a requantized product (numba's threads take the jobs): rows r0..r1-1 and panels
+ * p0..p1-1 of entry e of a batch of products (packed A and W, bias rows and outputs one after
+ * another; e = 0 for a single product). Entry e's bias row is its own (an unsigned a's offset
+ * term); every entry shares mult and shift. */
+void hw_linear(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m, int64_t k, int64_t n, int64_t e,
+               int64_t r0, int64_t r1, int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult,
+               const int64_t *shift, int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
+    tiles(kind, pa + e * hw_packed_a_size(kind, m, k), pw + e * hw_packed_w_size(kind, n, k), m, k, n, r0, r1, p0,
+          p1, bias + e * n, mult, shift, lo, hi, out_bytes, (char *)y + e * m * n * out_bytes);
+}
+
+/* entries b0..b1-1 of a batch of products, no bias (threads take the entries) */
+void hw_gemm_batch(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m, int64_t k, int64_t n, int64_t b0,
+                   int64_t b1, int64_t *c) {
+    const int64_t sa = hw_packed_a_size(kind, m, k), sw = hw_packed_w_size(kind, n, k);
+    for (int64_t b = b0; b < b1; b++)
+        tiles(kind, pa + b * sa, pw + b * sw, m, k, n, 0, m, 0, panels_of(n), NULL, NULL, NULL, 0, 0, 8,
+              c + b * m * n);
+}
