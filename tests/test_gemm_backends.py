@@ -344,6 +344,27 @@ def test_vnni_kind_follows_the_cpu_flags(monkeypatch):
     assert native.vnni_kind() == native.KINDS["emulated"]
 
 
+def test_an_older_compiler_builds_the_library_without_the_vnni_tiles(monkeypatch, tmp_path):
+    """gcc < 11 / clang < 12 know no VNNI target: the file still compiles, warning-free, without those
+    tiles, and int8_vnni says why it cannot run even on a CPU that has VNNI."""
+    import ctypes
+    import subprocess
+
+    from hwvit.ops import native
+
+    out = tmp_path / "lib.so"
+    cc = [native._compiler(), *native.FLAGS, "-Wall", "-Wextra", "-Werror", "-DHW_CAN_VNNI=0"]
+    res = subprocess.run([*cc, "-o", str(out), str(native.SOURCE)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    ctypes_lib = ctypes.CDLL(str(out))
+    assert ctypes_lib.hw_vnni_built() == 0
+    monkeypatch.setattr(native, "EMULATE_VNNI", False)
+    monkeypatch.setattr(native, "_load", lambda: ctypes_lib)
+    monkeypatch.setattr(gb, "cpu_info", lambda: {"flags": ["avx2", "avx_vnni"]})
+    with pytest.raises(RuntimeError, match=r"^int8_vnni GEMM unavailable: the C compiler is older than gcc 11"):
+        native.vnni_kind()
+
+
 def test_vnni_unavailable_is_passed_over_by_the_probe(cache_dir, monkeypatch):
     from hwvit.ops import native
 

@@ -40,12 +40,14 @@ enum { KIND_INT16 = 0, KIND_AVXVNNI = 1, KIND_AVX512VNNI = 2, KIND_EMULATED = 3 
 
 /* Compilers that know the VNNI target names (gcc 11, clang 12 on): otherwise kinds 1 and 2 are not
  * built and hw_vnni_built() says so. */
+#ifndef HW_CAN_VNNI
 #if defined(__clang__)
 #define HW_CAN_VNNI (__clang_major__ >= 12)
 #elif defined(__GNUC__)
 #define HW_CAN_VNNI (__GNUC__ >= 11)
 #else
 #define HW_CAN_VNNI 0
+#endif
 #endif
 
 static int64_t group_of(int64_t kind) { return kind == KIND_INT16 ? 2 : 4; }
@@ -247,12 +249,12 @@ static void requant8(int32_t *sums, const panel_rq *q, int64_t j, __m256i lo, __
 
 static void tile(int64_t kind, const int32_t *arow, int64_t ng, const int32_t *wq, int32_t out[MR][NR]) {
     switch (kind) {
+    case KIND_INT16: tile_int16(arow, ng, wq, out); return;
 #if HW_CAN_VNNI
     case KIND_AVXVNNI: tile_avxvnni(arow, ng, wq, out); return;
     case KIND_AVX512VNNI: tile_avx512vnni(arow, ng, wq, out); return;
 #endif
-    case KIND_EMULATED: tile_emulated(arow, ng, wq, out); return;
-    default: tile_int16(arow, ng, wq, out);
+    default: tile_emulated(arow, ng, wq, out); /* group 4 without VNNI built: never asked for (hw_vnni_built) */
     }
 }
 
