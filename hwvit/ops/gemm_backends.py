@@ -12,7 +12,7 @@ construction (docs/arithmetic.md, "GEMM backends") and tests hold it equal to pl
 - ``float_blocked_torch``: the same K-blocks through torch's float32 matmul (its BLAS and thread
   pool, the ones the float model uses), refused unless torch's float32 precision is "highest".
 - ``float64``: the same in float64 BLAS, bound 2^53: K up to 2^39 in one block (never splits).
-- ``int16_avx2``: hwvit's own AVX2 kernel (``csrc/gemm_int16.c``, built on first use by
+- ``int16_avx2``: hwvit's own AVX2 kernel (``csrc/gemm_kernels.c``, built on first use by
   ``hwvit.ops.native``): operands widened to int16, ``vpmaddwd`` pairs summed in int32, all integer.
   On an AVX2-only CPU it is faster than fp32 BLAS (16 multiply-adds per instruction, not 8).
 - ``int8_vnni``: the same kernel with ``vpdpbusd`` (AVX-VNNI, or AVX512-VNNI at 256 bits): uint8
