@@ -128,7 +128,8 @@ def linear(
 
     On a backend that can (``int16_avx2``, ``int8_vnni``: ``gemm_backends.matmul_requant``), the
     requant runs inside the GEMM tile as the sums are stored, vectorized, and the accumulators are
-    never written out (2-D ``w``, and batched ``w`` one entry per job). The same integers either way; ``narrow`` as in ``requant``.
+    never written out (2-D ``w``, and batched ``w`` one entry per job). The same integers either
+    way; ``narrow`` as in ``requant``.
     """
     a8, w8, b, offset = _operands(a, w, bias, a_signed)
     if a8.size and w8.shape[-2]:
