@@ -42,6 +42,7 @@ def test_info_says_which_kernels_run_on_this_cpu(monkeypatch):
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
     info = {"model": "x", "cores": 2, "capability": "AVX2", "flags": ["avx2", "fma"]}
     monkeypatch.setattr(gemm_backends, "cpu_info", lambda: info)
+    monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
     monkeypatch.setenv(gemm_backends.ENV, "int8_vnni")
     res = run("info")
     lines = dict(line.split(None, 1) for line in res.output.strip().splitlines())
@@ -49,6 +50,7 @@ def test_info_says_which_kernels_run_on_this_cpu(monkeypatch):
     assert lines["kernels"] == f"int16_avx2 runs here; int8_vnni not here ({no_vnni})"
     assert lines["gemm"] == f"int8_vnni (HWVIT_GEMM=int8_vnni), cannot run here: {no_vnni}"
     info["flags"] = ["avx2", "avx_vnni"]
+    monkeypatch.setattr(native, "_cpu_vnni", None)
     lines = dict(line.split(None, 1) for line in run("info").output.strip().splitlines())
     assert lines["kernels"] == "int16_avx2 runs here; int8_vnni runs here"
 
@@ -214,6 +216,7 @@ def test_the_vnni_backend_on_a_cpu_without_vnni_is_a_one_line_error(monkeypatch)
 
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
     monkeypatch.setattr(gemm_backends, "cpu_info", lambda: {"flags": ["avx2", "fma"]})
+    monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
     monkeypatch.setattr(gemm_backends, "_chosen", None)
     res = CliRunner().invoke(main, ["bench", "--model", "digits", "--repeats", "1", "--gemm", "int8_vnni"])
     want = "Error: int8_vnni GEMM unavailable: the CPU has no AVX-VNNI or AVX512-VNNI\n"

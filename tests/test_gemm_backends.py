@@ -214,6 +214,7 @@ def fresh_native(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(native, "_lib", None)
     monkeypatch.setattr(native, "_why", None)
+    monkeypatch.setattr(native, "_cpu_vnni", None)
     return native
 
 
@@ -332,6 +333,7 @@ def test_vnni_kind_follows_the_cpu_flags(monkeypatch):
         (["avx2", "fma"], None),
     ]:
         monkeypatch.setattr(gb, "cpu_info", lambda f=flags: {"flags": f})
+        monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
         if want is None:
             with pytest.raises(
                 RuntimeError, match="^int8_vnni GEMM unavailable: the CPU has no AVX-VNNI or AVX512-VNNI$"
@@ -361,6 +363,7 @@ def test_an_older_compiler_builds_the_library_without_the_vnni_tiles(monkeypatch
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
     monkeypatch.setattr(native, "_load", lambda: ctypes_lib)
     monkeypatch.setattr(gb, "cpu_info", lambda: {"flags": ["avx2", "avx_vnni"]})
+    monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
     with pytest.raises(RuntimeError, match=r"^int8_vnni GEMM unavailable: the C compiler is older than gcc 11"):
         native.vnni_kind()
 
@@ -370,6 +373,7 @@ def test_vnni_unavailable_is_passed_over_by_the_probe(cache_dir, monkeypatch):
 
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
     monkeypatch.setattr(gb, "cpu_info", lambda: {"flags": ["avx2"]})
+    monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
     a = np.ones((2, 3), np.int8)
     with pytest.raises(RuntimeError, match="int8_vnni GEMM unavailable"):
         gb.matmul(a, a, "int8_vnni")

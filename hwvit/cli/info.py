@@ -35,12 +35,13 @@ def _compute_rows() -> list[tuple[str, str]]:
 
     gemm = gemm_backends.describe().split(";")[0]
     named = gemm_backends.named()
-    if named and why_not(named):
-        gemm += f", cannot run here: {why_not(named)}"
-    kernels = [  # hwvit's own C kernels: whether each runs on this CPU
-        f"{name} " + (f"not here ({why_not(name)})" if why_not(name) else "runs here")
-        for name in ("int16_avx2", "int8_vnni")
-    ]
+    why = why_not(named) if named else None
+    if why:
+        gemm += f", cannot run here: {why}"
+    kernels = []  # hwvit's own C kernels: whether each runs on this CPU
+    for name in ("int16_avx2", "int8_vnni"):
+        why = why_not(name)
+        kernels.append(f"{name} " + (f"not here ({why})" if why else "runs here"))
     return [
         ("cpu", f"{cpu['model']}, {cpu['cores']} cores, capability {cpu['capability']}, flags {flags}"),
         ("gemm", gemm),

@@ -47,6 +47,7 @@ _SMALL = 1 << 21  # multiply-adds below which one thread does the whole product
 
 _lib: ctypes.CDLL | None = None
 _why: str | None = None  # why the kernel cannot be used here, once known
+_cpu_vnni: tuple[int | None, str] | None = None  # _vnni_of_cpu's answer, once known
 
 # The two C entry points as numba sees them: symbols resolved once _load() has loaded the library
 # into the process (so the compiled callers can be cached on disk like _jit's kernels).
@@ -131,24 +132,35 @@ def unavailable() -> str | None:
     return None
 
 
+def _vnni_of_cpu() -> tuple[int | None, str]:
+    """(the VNNI kind this CPU and library run, or None; why not), read once per process: the GEMM
+    calls it on every product, and /proc/cpuinfo is long on a many-core machine."""
+    global _cpu_vnni
+    if _cpu_vnni is None:
+        from hwvit.ops.gemm_backends import cpu_info
+
+        flags = set(cpu_info()["flags"])
+        if not _load().hw_vnni_built():
+            _cpu_vnni = (None, "the C compiler is older than gcc 11 / clang 12 (no VNNI target)")
+        elif "avx_vnni" in flags:
+            _cpu_vnni = (KINDS["avxvnni"], "")
+        elif {"avx512_vnni", "avx512vl"} <= flags:
+            _cpu_vnni = (KINDS["avx512vnni"], "")
+        else:
+            _cpu_vnni = (None, "the CPU has no AVX-VNNI or AVX512-VNNI")
+    return _cpu_vnni
+
+
 def vnni_kind() -> int:
     """The kind ``int8_vnni`` runs here: AVX-VNNI, else AVX512-VNNI (with AVX512VL), else ``emulated`` when
     ``EMULATE_VNNI`` is set; RuntimeError with one line saying why not."""
-    from hwvit.ops.gemm_backends import cpu_info
-
     why = unavailable()
     if why is None:
-        flags = set(cpu_info()["flags"])
         if EMULATE_VNNI:
             return KINDS["emulated"]
-        if not _load().hw_vnni_built():
-            why = "the C compiler is older than gcc 11 / clang 12 (no VNNI target)"
-        elif "avx_vnni" in flags:
-            return KINDS["avxvnni"]
-        elif {"avx512_vnni", "avx512vl"} <= flags:
-            return KINDS["avx512vnni"]
-        else:
-            why = "the CPU has no AVX-VNNI or AVX512-VNNI"
+        kind, why = _vnni_of_cpu()
+        if kind is not None:
+            return kind
     raise RuntimeError(f"int8_vnni GEMM unavailable: {why}")
 
 
