@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from contextlib import nullcontext
 
 import click
@@ -32,10 +31,6 @@ from hwvit.cli.common import (
     refuse_seed_for_digits,
     seed_option,
 )
-
-
-def _fmt(v: float) -> str:
-    return "inf" if v == math.inf else f"{v:.2f}"
 
 
 @click.command()
@@ -70,6 +65,7 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
     """
     from hwvit import pipeline
     from hwvit.report.compare import compare as run_compare
+    from hwvit.report.write import fmt_db  # the report's own format: the table shows its figures
 
     if as_json and quiet:
         refuse("--json prints only the JSON; -q/--quiet has nothing to silence")
@@ -112,16 +108,18 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
         )
         return
     if not quiet:
-        click.echo(f"{'point':<28} {'SQNR dB':>8} {'cosine':>8} {'max LSB':>8} {'mean LSB':>9}")
+        # "isolated": the error the point's layer adds by itself (its inputs from the float model)
+        click.echo(f"{'point':<28} {'SQNR dB':>8} {'isolated':>8} {'cosine':>8} {'max LSB':>8} {'mean LSB':>9}")
         for row in result.layers:
+            iso = row.get("isolated_sqnr_db")
             click.echo(
-                f"{row['path']:<28} {_fmt(row['sqnr_db']):>8} {row['cosine']:>8.5f} "
-                f"{row['max_err_lsb']:>8.2f} {row['mean_err_lsb']:>9.3f}"
+                f"{row['path']:<28} {fmt_db(row['sqnr_db']):>8} {'n/a' if iso is None else fmt_db(iso):>8} "
+                f"{row['cosine']:>8.5f} {row['max_err_lsb']:>8.2f} {row['mean_err_lsb']:>9.3f}"
             )
     parts = [f"{result.model}: {result.images} images" + (f" ({random})" if random else "")]
     if result.top1_float is not None:
         parts.append(f"top-1 float {100 * result.top1_float:.2f}%, int {100 * result.top1_int:.2f}%")
-    parts.append(f"agreement {100 * result.agreement:.2f}%, logits SQNR {_fmt(result.logits_sqnr_db)} dB")
+    parts.append(f"agreement {100 * result.agreement:.2f}%, logits SQNR {fmt_db(result.logits_sqnr_db)} dB")
     click.echo(", ".join(parts))
     if out_dir:
         click.echo(f"report: {written}")

@@ -66,13 +66,14 @@ class DeviceForward:
         if tr.keep_values:
             tr.value(path, _np(t), scale)
 
-    def linear(self, lin: IntLinear, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
+    def linear(self, lin: IntLinear, x: torch.Tensor, tr: Trace, path: str, value: bool = True) -> torch.Tensor:
         acc = tk.gemm(x, self.p(lin.w, torch.int8), self.p(lin.bias))
         y = tk.requant(acc, self.p(lin.mult), self.p(lin.shift), lin.out_bits, self.checks)
         if tr.keep_records:
             n = acc.shape[-1]
             lin.record(tr, path, _np(x).reshape(-1, x.shape[-1]), _np(acc).reshape(-1, n), _np(y).reshape(-1, n))
-        self._value(tr, path, y, lin.s_out)
+        if value:
+            self._value(tr, path, y, lin.s_out)
         return y
 
     def layernorm(self, ln: IntLayerNorm, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
@@ -122,7 +123,7 @@ class DeviceForward:
             q, k, v = (y[:, :, i].transpose(1, 2) for i in range(3))  # (B, H, N, hd)
         else:
             q, k, v = (
-                self.linear(lin, x, tr, f"{path}.{name}").reshape(b, n, h, hd).transpose(1, 2)
+                self.linear(lin, x, tr, f"{path}.{name}", value=False).reshape(b, n, h, hd).transpose(1, 2)
                 for name, lin in (("q", at.q), ("k", at.k), ("v", at.v))
             )
         self._value(tr, f"{path}.q", q, at.s_q)

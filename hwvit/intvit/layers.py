@@ -51,8 +51,10 @@ class IntLinear:
     s_out: float
     out_bits: int
 
-    def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
-        """requant(gemm(x, w) + bias): one GEMM-engine pass, recorded as a `gemm` block."""
+    def __call__(self, x: np.ndarray, tr: Trace, path: str, value: bool = True) -> np.ndarray:
+        """requant(gemm(x, w) + bias): one GEMM-engine pass, recorded as a `gemm` block. ``value``:
+        trace the output under ``path``; False when the caller traces it in another layout (the
+        separate q/k/v of attention: (B, N, H*hd) here, (B, H, N, hd) at the traced point)."""
         x2d = x.reshape(-1, x.shape[-1])
         if tr.keep_records:  # the record holds the accumulators
             acc = ops.gemm(x2d, self.w, self.bias, a_signed=True)
@@ -60,7 +62,8 @@ class IntLinear:
             self.record(tr, path, x2d, acc, y)
         else:  # the same integers; a backend that can requantizes inside the GEMM
             y = ops.linear(x2d, self.w, self.bias, self.mult, self.shift, self.out_bits, narrow=True)
-        return tr.value(path, y.reshape(*x.shape[:-1], self.w.shape[0]), self.s_out)
+        y = y.reshape(*x.shape[:-1], self.w.shape[0])
+        return tr.value(path, y, self.s_out) if value else y
 
     def record(self, tr: Trace, path: str, x2d: np.ndarray, acc: np.ndarray, y2d: np.ndarray) -> None:
         """The `gemm` record of one call (2-D x, acc, y); device.py calls it with its tensors copied back."""

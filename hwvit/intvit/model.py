@@ -91,7 +91,7 @@ class IntAttention:
             q, k, v = (y[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # (B, H, N, hd)
         else:
             q, k, v = (
-                lin(x, tr, f"{path}.{name}").reshape(b, n, h, hd).transpose(0, 2, 1, 3)
+                lin(x, tr, f"{path}.{name}", value=False).reshape(b, n, h, hd).transpose(0, 2, 1, 3)
                 for name, lin in (("q", self.q), ("k", self.k), ("v", self.v))
             )
         q = tr.value(f"{path}.q", q, self.s_q)

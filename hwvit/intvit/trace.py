@@ -26,9 +26,16 @@ class Trace:
         self.force = force
         self.records: list[BlockRecord] = []
         self.values: dict[str, tuple[np.ndarray, float]] = {}
+        self._seen: set[str] = set()
 
     def value(self, path: str, q: np.ndarray, scale: float) -> np.ndarray:
-        """Keep ``q`` (if asked); return what the forward continues with (``q`` unless forced)."""
+        """Keep ``q`` (if asked); return what the forward continues with (``q`` unless forced).
+
+        A point is traced once per forward (one Trace per forward): a second call would overwrite
+        the kept value and force the point twice, once in a layout the float model never had."""
+        if self.keep_values or self.force is not None:
+            assert path not in self._seen, f"traced point {path} given twice in one forward (one Trace per forward)"
+            self._seen.add(path)
         if self.keep_values:  # int64, whatever the forward's dtype (consumers do arithmetic on it)
             self.values[path] = (np.asarray(q, dtype=np.int64), float(scale))
         return q if self.force is None else self.force(path, q, scale)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from hwvit.intvit import IntViT, Trace, int_forward
-from hwvit.report.isolate import Forcer, point_range, quantize_at
+from hwvit.report.isolate import Forcer, aligned, point_range, quantize_at
 from hwvit.report.metrics import sqnr_db
 
 # The error histogram keeps the signed errors of at most this many elements per point (the first
@@ -244,18 +244,20 @@ def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, 
     li = run_int(x.numpy(), trace=tr)
     accs: dict[str, _Acc] = {}
     for path, (q, scale) in tr.values.items():
-        if path not in floats:
+        ref = aligned(floats[path], q.shape) if path in floats else None
+        if ref is None:
             continue
         acc = accs[path] = _Acc(scale, point_range(path, int_model.bits_at(path)))
         acc.shape = tuple(q.shape[1:])
-        acc.add(floats[path], q)
+        acc.add(ref, q)
     iso: dict[str, _Acc] = {}
     if isolated:
         forced = Trace(values=True, force=Forcer(floats, int_model.bits_at))
         int_model.forward(x.numpy(), trace=forced)
         for path, (q, scale) in forced.values.items():
-            if path in accs and floats[path].size == q.size:
-                iso.setdefault(path, _Acc(scale)).add(floats[path], q)
+            ref = aligned(floats[path], q.shape) if path in accs else None
+            if ref is not None:
+                iso.setdefault(path, _Acc(scale)).add(ref, q)
     return lf.double().numpy(), int_model.dequantize_logits(li), accs, iso
 
 

@@ -30,6 +30,18 @@ def quantize_at(x: np.ndarray, scale: float, lo: int, hi: int) -> tuple[np.ndarr
     return np.clip(q, lo, hi).astype(np.int64), clipped
 
 
+def aligned(ref: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``ref`` as an array of ``shape`` if it holds the same elements in the same layout (the same
+    shape, up to axes of size 1: the ECG input is (B, L, 1) in float, (B, L) in int), else None.
+    A mere reshape of the same size would hide a transposed layout: separate q/k/v come out of
+    their Linear as (B, N, H*hd) and are traced as (B, H, N, hd)."""
+    ref = np.asarray(ref)
+    if tuple(ref.shape) == tuple(shape):
+        return ref
+    squeeze = [d for d in ref.shape if d != 1] == [d for d in shape if d != 1]
+    return ref.reshape(shape) if squeeze else None
+
+
 class Forcer:
     """``Trace(force=...)`` callback: the float value of ``floats[path]``, quantized at the point's
     scale and width (``bits_at``: path -> bits, e.g. ``IntViT.bits_at``), replaces ``q``."""
@@ -39,7 +51,8 @@ class Forcer:
 
     def __call__(self, path: str, q: np.ndarray, scale: float) -> np.ndarray:
         ref = self.floats.get(path)
-        if ref is None or ref.size != q.size:
-            return q  # no float counterpart (e.g. a fused qkv split differently): keep the int value
+        ref = None if ref is None else aligned(ref, q.shape)
+        if ref is None:
+            return q  # no float counterpart (the fused qkv output, the softmax's own path): keep the int value
         lo, hi = point_range(path, self.bits_at(path))
-        return quantize_at(ref.reshape(q.shape), scale, lo, hi)[0]
+        return quantize_at(ref, scale, lo, hi)[0]
