@@ -26,3 +26,18 @@ def vnni_here(monkeypatch):
     if not real_vnni():
         monkeypatch.setattr(native, "EMULATE_VNNI", True)
     return native.vnni_kind()
+
+
+@pytest.fixture
+def fake_cpu(monkeypatch):
+    """``fake_cpu(flags)``: this process sees a CPU with exactly those /proc/cpuinfo flags (as
+    ``hwvit.ops.cpu.features()`` reports them); the kernels' once-per-process answer is reset."""
+    from hwvit.ops import cpu, native
+
+    def set_flags(flags):
+        fake = cpu.Features(model="test CPU", family=None, model_number=None, flags=frozenset(flags))
+        monkeypatch.setattr(cpu, "_features", fake)
+        monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
+        return fake
+
+    return set_flags

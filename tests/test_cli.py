@@ -36,23 +36,28 @@ def test_info_shows_toolchain_and_presets():
     assert lines["kernels"].startswith("int16_avx2 runs here; int8_vnni ")
 
 
-def test_info_says_which_kernels_run_on_this_cpu(monkeypatch):
+def test_info_says_which_kernels_run_on_this_cpu(monkeypatch, fake_cpu):
     from hwvit.ops import gemm_backends, native
 
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
-    info = {"model": "x", "cores": 2, "capability": "AVX2", "flags": ["avx2", "fma"]}
-    monkeypatch.setattr(gemm_backends, "cpu_info", lambda: info)
-    monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
+    fake_cpu(["avx2", "fma", "sse4_2", "aes"])
     monkeypatch.setenv(gemm_backends.ENV, "int8_vnni")
     res = run("info")
     lines = dict(line.split(None, 1) for line in res.output.strip().splitlines())
     no_vnni = "the CPU has no AVX-VNNI or AVX512-VNNI"
+    assert lines["int8-flags"] == "avx2 fma"  # the int8-relevant ones, in a fixed order
     assert lines["kernels"] == f"int16_avx2 runs here; int8_vnni not here ({no_vnni})"
     assert lines["gemm"] == f"int8_vnni (HWVIT_GEMM=int8_vnni), cannot run here: {no_vnni}"
-    info["flags"] = ["avx2", "avx_vnni"]
-    monkeypatch.setattr(native, "_cpu_vnni", None)
+    assert f"int8_vnni not here ({no_vnni})" in lines["backends"] and "int64 runs here" in lines["backends"]
+    # Faked flags must not run the real tile (SIGILL where the CPU lacks it): its exactness check runs int64.
+    monkeypatch.setitem(gemm_backends._IMPL, "int8_vnni", gemm_backends._int64)
+    fake_cpu(["avx2", "avx_vnni"])
     lines = dict(line.split(None, 1) for line in run("info").output.strip().splitlines())
-    assert lines["kernels"] == "int16_avx2 runs here; int8_vnni runs here"
+    assert lines["kernels"] == "int16_avx2 runs here; int8_vnni runs here (avxvnni tile)"
+    fake_cpu("avx2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16".split())
+    lines = dict(line.split(None, 1) for line in run("info").output.strip().splitlines())
+    assert lines["kernels"] == "int16_avx2 runs here; int8_vnni runs here (avx512vnni tile)"
+    assert lines["int8-flags"] == "avx2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16"
 
 
 def test_compare_json_on_digits():
@@ -211,12 +216,11 @@ def test_a_named_backend_that_cannot_run_here_is_a_one_line_error(monkeypatch):
     assert (res.exit_code, res.output) == (1, want)
 
 
-def test_the_vnni_backend_on_a_cpu_without_vnni_is_a_one_line_error(monkeypatch):
+def test_the_vnni_backend_on_a_cpu_without_vnni_is_a_one_line_error(monkeypatch, fake_cpu):
     from hwvit.ops import gemm_backends, native
 
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
-    monkeypatch.setattr(gemm_backends, "cpu_info", lambda: {"flags": ["avx2", "fma"]})
-    monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
+    fake_cpu(["avx2", "fma"])
     monkeypatch.setattr(gemm_backends, "_chosen", None)
     res = CliRunner().invoke(main, ["bench", "--model", "digits", "--repeats", "1", "--gemm", "int8_vnni"])
     want = "Error: int8_vnni GEMM unavailable: the CPU has no AVX-VNNI or AVX512-VNNI\n"

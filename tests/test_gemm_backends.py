@@ -320,33 +320,40 @@ def test_vnni_kernel_offset_sums_at_their_limit(vnni_here):
     assert np.array_equal(gb.matmul(longer, longer, "int8_vnni", bias=b), want)
 
 
-def test_vnni_kind_follows_the_cpu_flags(monkeypatch):
-    """AVX-VNNI first, then AVX512-VNNI with AVX512VL; neither: a one-line reason, and the probe passes it over."""
+def test_vnni_kind_follows_the_cpu_flags(monkeypatch, fake_cpu):
+    """AVX-VNNI first, then AVX512-VNNI with AVX512VL; neither: a one-line reason, and the probe passes it over.
+    The flag sets are whole /proc/cpuinfo lines' worth: a Zen 4's has avx512vl among twenty others."""
     from hwvit.ops import native
 
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
+    zen4 = "fpu sse4_1 sse4_2 avx avx2 fma avx512f avx512dq avx512cd avx512bw avx512vl avx512_bf16 avx512_vnni"
+    no_vnni = "^int8_vnni GEMM unavailable: the CPU has no AVX-VNNI or AVX512-VNNI$"
     for flags, want in [
         (["avx2", "avx_vnni"], native.KINDS["avxvnni"]),
         (["avx2", "avx512f", "avx512_vnni", "avx512vl", "avx_vnni"], native.KINDS["avxvnni"]),
         (["avx2", "avx512f", "avx512_vnni", "avx512vl"], native.KINDS["avx512vnni"]),
-        (["avx2", "avx512f", "avx512_vnni"], None),  # no 256-bit EVEX forms without AVX512VL
-        (["avx2", "fma"], None),
+        (zen4.split(), native.KINDS["avx512vnni"]),
+        (["avx2", "avx512f", "avx512_vnni"], "^int8_vnni GEMM unavailable: the CPU has AVX512-VNNI but not avx512vl"),
+        (["avx2", "fma"], no_vnni),
+        (["fma", "avx_vnni"], "^int8_vnni GEMM unavailable: the CPU has no AVX2$"),
     ]:
-        monkeypatch.setattr(gb, "cpu_info", lambda f=flags: {"flags": f})
-        monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
-        if want is None:
-            with pytest.raises(
-                RuntimeError, match="^int8_vnni GEMM unavailable: the CPU has no AVX-VNNI or AVX512-VNNI$"
-            ):
+        fake_cpu(flags)
+        monkeypatch.setattr(native, "_lib", None)
+        monkeypatch.setattr(native, "_why", None)
+        if isinstance(want, str):
+            with pytest.raises(RuntimeError, match=want) as refused:
                 native.vnni_kind()
-            assert gb.why_unavailable("int8_vnni").endswith("no AVX-VNNI or AVX512-VNNI")
+            assert gb.why_unavailable("int8_vnni") == str(refused.value)  # one line, the same words
         else:
             assert native.vnni_kind() == want and gb.why_unavailable("int8_vnni") is None
+    fake_cpu(["avx2"])
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_why", None)
     monkeypatch.setattr(native, "EMULATE_VNNI", True)
     assert native.vnni_kind() == native.KINDS["emulated"]
 
 
-def test_an_older_compiler_builds_the_library_without_the_vnni_tiles(monkeypatch, tmp_path):
+def test_an_older_compiler_builds_the_library_without_the_vnni_tiles(monkeypatch, tmp_path, fake_cpu):
     """gcc < 11 / clang < 12 know no VNNI target: the file still compiles, warning-free, without those
     tiles, and int8_vnni says why it cannot run even on a CPU that has VNNI."""
     import ctypes
@@ -362,18 +369,16 @@ def test_an_older_compiler_builds_the_library_without_the_vnni_tiles(monkeypatch
     assert ctypes_lib.hw_vnni_built() == 0
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
     monkeypatch.setattr(native, "_load", lambda: ctypes_lib)
-    monkeypatch.setattr(gb, "cpu_info", lambda: {"flags": ["avx2", "avx_vnni"]})
-    monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
+    fake_cpu(["avx2", "avx_vnni"])
     with pytest.raises(RuntimeError, match=r"^int8_vnni GEMM unavailable: the C compiler is older than gcc 11"):
         native.vnni_kind()
 
 
-def test_vnni_unavailable_is_passed_over_by_the_probe(cache_dir, monkeypatch):
+def test_vnni_unavailable_is_passed_over_by_the_probe(cache_dir, monkeypatch, fake_cpu):
     from hwvit.ops import native
 
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
-    monkeypatch.setattr(gb, "cpu_info", lambda: {"flags": ["avx2"]})
-    monkeypatch.setattr(native, "_cpu_vnni", None)  # the flags are read once per process
+    fake_cpu(["avx2"])
     a = np.ones((2, 3), np.int8)
     with pytest.raises(RuntimeError, match="int8_vnni GEMM unavailable"):
         gb.matmul(a, a, "int8_vnni")

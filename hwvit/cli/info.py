@@ -18,33 +18,45 @@ def _pkg(name: str) -> str:
 
 
 def _compute_rows() -> list[tuple[str, str]]:
-    """CPU (model, capability, flags), the GEMM backend in use (probed once per machine), whether
-    hwvit's C kernels run on this CPU, the heap setting (hwvit/heap.py) and CUDA."""
+    """The CPU (model, family, cores), every int8-relevant flag it has and what torch says of them, the
+    GEMM backend in use (probed once per machine), each backend's "runs here" or the one reason it
+    cannot, which C kernel ``int8_vnni`` runs, the heap setting (hwvit/heap.py) and CUDA."""
     import torch
 
     from hwvit import heap
-    from hwvit.ops import gemm_backends
+    from hwvit.ops import cpu, gemm_backends, native
 
-    cpu = gemm_backends.cpu_info()
+    feats = cpu.features()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (--device cuda unavailable)"
-    flags = " ".join(cpu["flags"]) or "none"
-
-    def why_not(name: str) -> str | None:
-        why = gemm_backends.why_unavailable(name)
-        return why.split("unavailable: ", 1)[-1] if why else None
-
+    torch_view = f"capability {feats.torch_capability}; " + (
+        "disagrees with /proc/cpuinfo: " + "; ".join(feats.disagreements)
+        if feats.disagreements
+        else "agrees with /proc/cpuinfo on " + " ".join(flag for flag, _ in feats.torch_says)
+    )
     gemm = gemm_backends.describe().split(";")[0]
     named = gemm_backends.named()
-    why = why_not(named) if named else None
+    why = gemm_backends.why_not_here(named) if named else None
     if why:
         gemm += f", cannot run here: {why}"
+    status = {name: gemm_backends.why_not_here(name) for name in gemm_backends.BACKENDS}
     kernels = []  # hwvit's own C kernels: whether each runs on this CPU
     for name in ("int16_avx2", "int8_vnni"):
-        why = why_not(name)
-        kernels.append(f"{name} " + (f"not here ({why})" if why else "runs here"))
+        kernels.append(f"{name} " + (f"not here ({status[name]})" if status[name] else "runs here"))
+    if status["int8_vnni"] is None:
+        tile = {v: k for k, v in native.KINDS.items()}[native.vnni_kind()]
+        kernels[-1] += f" ({tile} tile)"
+    backends = ", ".join(f"{n} " + (f"not here ({why})" if why else "runs here") for n, why in status.items())
     return [
-        ("cpu", f"{cpu['model']}, {cpu['cores']} cores, capability {cpu['capability']}, flags {flags}"),
+        (
+            "cpu",
+            f"{feats.model}"
+            + (f" (family {feats.family} model {feats.model_number})" if feats.family else "")
+            + f", {feats.cores} cores",
+        ),
+        ("int8-flags", " ".join(feats.int8_flags) or "none"),
+        ("torch-cpu", torch_view),
         ("gemm", gemm),
+        ("backends", backends),
         ("kernels", "; ".join(kernels)),
         ("heap", heap.state()),
         ("cuda", gpu),

@@ -28,16 +28,18 @@ per machine in ``$XDG_CACHE_HOME/hwvit``, keyed by CPU model, flags and library 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import platform
 import time
 import warnings
 import weakref
 from pathlib import Path
 
 import numpy as np
+
+from hwvit.ops import cpu
 
 F32_BLOCK = 1024  # 1024 * 2^14 = 2^24: every partial sum of int8 products fits float32's 24-bit significand
 F64_BLOCK = 1 << 39  # 2^39 * 2^14 = 2^53
@@ -55,6 +57,26 @@ def _int64(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
     return a8.astype(np.int64) @ w8.astype(np.int64).swapaxes(-1, -2)
 
 
+def canonical(x: np.ndarray) -> np.ndarray:
+    """``x`` with C-order strides on every dimension, size-1 ones included: ``x`` itself when it has
+    them, else a fresh copy.
+
+    numpy (and torch) call an array contiguous whatever the stride of a size-1 dimension, so
+    ``np.ascontiguousarray(x[None, :])`` keeps its stride of 0 and ``torch.from_numpy`` hands it on.
+    ``torch._int_mm`` of torch 2.13 on an AVX-512 Zen 4 returns wrong values, different on every call,
+    for such an operand (docs/arithmetic.md, "GEMM backends"); with the strides it expects it is right.
+    """
+    step, want = x.itemsize, []
+    for size in reversed(x.shape):
+        want.append(step)
+        step *= size
+    if x.strides == tuple(reversed(want)) and x.flags.c_contiguous:
+        return x
+    out = np.empty(x.shape, x.dtype)  # a new array's strides are the C-order ones
+    np.copyto(out, x)
+    return out
+
+
 def _int_mm(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
     import torch
 
@@ -62,10 +84,7 @@ def _int_mm(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
         return _int64(a8, w8)
     with warnings.catch_warnings():  # read-only weights: torch warns, but _int_mm only reads them
         warnings.simplefilter("ignore", UserWarning)
-        at, wt = (
-            torch.from_numpy(np.ascontiguousarray(a8)),
-            torch.from_numpy(np.ascontiguousarray(w8)),
-        )
+        at, wt = torch.from_numpy(canonical(a8)), torch.from_numpy(canonical(w8))
     if at.ndim == 2:
         return torch._int_mm(at, wt.t()).numpy().astype(np.int64)
     return np.stack([torch._int_mm(at[i], wt[i].t()).numpy() for i in range(at.shape[0])]).astype(np.int64)
@@ -197,6 +216,18 @@ def set_backend(name: str | None) -> None:
     _chosen = None if name in (None, "auto") else check_name(name)
 
 
+@contextlib.contextmanager
+def using(name: str | None):
+    """Run the block on backend ``name`` (as ``set_backend``), then restore the earlier choice."""
+    global _chosen
+    old = _chosen
+    set_backend(name)
+    try:
+        yield
+    finally:
+        _chosen = old
+
+
 def named() -> str | None:
     """The backend named by ``HWVIT_GEMM`` (if set and not ``auto``) or ``set_backend``, else None."""
     env = os.environ.get(ENV, "").strip()
@@ -227,6 +258,19 @@ def why_unavailable(name: str) -> str | None:
         except RuntimeError as exc:
             return str(exc)
     return None
+
+
+def why_not_here(name: str) -> str | None:
+    """None where backend ``name`` runs here and is exact at the extremes, else the one reason (without the
+    backend's name): what the CPU or toolchain lacks, or that it failed or was wrong on the extreme cases."""
+    why = why_unavailable(name)
+    if why:
+        return why.split("unavailable: ", 1)[-1]
+    try:
+        ok = all(np.array_equal(_IMPL[name](a, w), _int64(a, w)) for a, w in _exact_cases())
+    except (RuntimeError, AttributeError, NotImplementedError, TypeError) as exc:
+        return f"failed on the extreme cases: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    return None if ok else "wrong on the extreme cases (not exact on this machine)"
 
 
 def matmul(a8: np.ndarray, w8: np.ndarray, name: str | None = None, bias: np.ndarray | None = None) -> np.ndarray:
@@ -265,39 +309,17 @@ def matmul_requant(
 
 
 def cpu_info() -> dict:
-    """CPU model, SIMD flags that matter for GEMM, torch's capability, core count."""
-    model, flags = platform.processor() or platform.machine(), []
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() in ("flags", "Features") and not flags:
-                flags = value.split()
-    except OSError:
-        pass
-    wanted = (
-        "avx2",
-        "fma",
-        "avx512f",
-        "avx512_vnni",
-        "avx_vnni",
-        "amx_int8",
-        "asimddp",
-        "i8mm",
-    )
-    try:
-        import torch
-
-        capability = torch.backends.cpu.get_cpu_capability()
-    except (ImportError, AttributeError):
-        capability = "unknown"
+    """CPU model, the int8-relevant flags it has, torch's capability, core count (``hwvit.ops.cpu``)."""
+    feats = cpu.features()
     return {
-        "model": model,
-        "flags": [f for f in wanted if f in flags],
-        "capability": capability,
-        "cores": os.cpu_count(),
-        "all_flags_sha": hashlib.sha1(" ".join(sorted(flags)).encode()).hexdigest()[:12],
+        "model": feats.model,
+        "family": feats.family,
+        "model_number": feats.model_number,
+        "flags": feats.int8_flags,
+        "capability": feats.torch_capability,
+        "torch_disagrees": feats.disagreements,
+        "cores": feats.cores,
+        "all_flags_sha": feats.flags_sha,
     }
 
 
@@ -307,24 +329,40 @@ def _cache_file() -> Path:
     return toolchain.cache_dir() / "gemm-probe.json"
 
 
+PROBE_VERSION = "probe-v3"  # bump when what the probe measures changes: old entries are then ignored
+RECHECK_S = 7 * 24 * 3600  # a cached choice older than this is measured again, not trusted forever
+
+
 def _machine_key() -> str:
+    """What the choice depends on: the CPU (model, family, every flag), the threads the kernels run
+    on, the libraries, hwvit and its C kernel source, and what the probe measures."""
+    import numba
     import torch
 
-    cpu = cpu_info()
+    from hwvit import __version__
+    from hwvit.ops import native
+
+    feats = cpu.features()
     parts = [
-        cpu["model"],
-        cpu["all_flags_sha"],
-        str(cpu["cores"]),
+        feats.model,
+        f"{feats.family}/{feats.model_number}",
+        feats.flags_sha,
+        str(feats.cores),
+        f"numba-threads={numba.get_num_threads()}",
+        f"torch-threads={torch.get_num_threads()}",
         torch.__version__,
         np.__version__,
+        __version__,
+        hashlib.sha1(native.SOURCE.read_bytes()).hexdigest()[:12],
         ",".join(BACKENDS),
-        "probe-v2",
+        PROBE_VERSION,
     ]
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
 
 
 def _exact_cases() -> list[tuple[np.ndarray, np.ndarray]]:
-    """Small operands at the extremes, one K past the float32 block (so it splits)."""
+    """Small operands at the extremes, one K past the float32 block (so it splits), one row a
+    broadcast (a size-1 dimension of stride 0, the layout torch._int_mm got wrong on a Zen 4)."""
     rng = np.random.default_rng(0)
     k = F32_BLOCK + 1
     cases = [
@@ -335,11 +373,43 @@ def _exact_cases() -> list[tuple[np.ndarray, np.ndarray]]:
     odd = np.full((2, k), -128)
     odd[:, -1] = 1  # 1024 * 2^14 + 1 = 2^24 + 1: not a float32; right only if the K-blocks split
     cases.append((odd, odd))
-    return [(a.astype(np.int8), w.astype(np.int8)) for a, w in cases]
+    cases = [(a.astype(np.int8), w.astype(np.int8)) for a, w in cases]
+    row = rng.integers(-128, 128, 64).astype(np.int8)
+    cases.append((row[None, :], rng.integers(-128, 128, (5, 64)).astype(np.int8)))
+    return cases
 
 
-def _measure(name: str, a8: np.ndarray, w8: np.ndarray, repeats: int = 5) -> float:
-    """Best time of the product followed by a requant of its result, the way a layer runs them.
+def is_exact(name: str) -> bool:
+    """Whether backend ``name`` runs here and equals int64 on the extreme cases."""
+    return why_not_here(name) is None
+
+
+# The products of one ViT-B/16 encoder layer at batch 1 (197 tokens, width 768, MLP 3072, 12 heads
+# of 64), each requantized to int8 as the layer does: (name, (M, K, N)) or (name, (B, M, K, N)).
+FORWARD_SHAPES = (
+    ("qkv", (197, 768, 2304)),
+    ("proj", (197, 768, 768)),
+    ("fc1", (197, 768, 3072)),
+    ("fc2", (197, 3072, 768)),
+    ("q.k^T", (12, 197, 64, 197)),
+    ("p.v", (12, 197, 197, 64)),
+)
+
+
+def _forward_case(shape: tuple, rng: np.random.Generator) -> tuple:
+    """int8 operands (read-only weights, as a layer's), bias and requant parameters of one product."""
+    *b, m, k, n = shape
+    a8 = rng.integers(-128, 128, (*b, m, k)).astype(np.int8)
+    w8 = rng.integers(-128, 128, (*b, n, k)).astype(np.int8)
+    w8.flags.writeable = False
+    bias = np.zeros((*b, n), np.int64)
+    mult, shift = np.full(n, 1 << 16, np.int64), np.full(n, 24, np.int64)  # |acc| * 2^16 < 2^62
+    return a8, w8, bias, mult, shift
+
+
+def _layer_step(name: str, case: tuple) -> None:
+    """One product as the forward runs it on backend ``name`` (``ops.gemm.linear``'s two ways): the
+    requant in the GEMM tile where the backend has it, else the product, then the requant.
 
     Timing the product alone misses what a backend does to the numba kernels after it: OpenBLAS's
     threads spin for a while after each call, and on 2 cores that made the requant after
@@ -347,45 +417,83 @@ def _measure(name: str, a8: np.ndarray, w8: np.ndarray, repeats: int = 5) -> flo
     """
     from hwvit.ops.requant import requant
 
-    fn = _IMPL[name]
-
-    def step() -> None:
-        requant(fn(a8, w8), 1 << 16, 24)  # |acc| <= 768 * 2^14 < 2^24: |acc * 2^16| < 2^62
-
-    step()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - t0)
-    return 1e3 * best
+    a8, w8, bias, mult, shift = case
+    if matmul_requant(a8, w8, bias, mult, shift, -128, 127, name) is None:
+        acc = matmul(a8, w8, name, bias=bias if w8.ndim == 2 else None)
+        requant(acc, mult, shift, 8, narrow=True)
 
 
-def run_probe() -> dict:
-    """Exactness (against int64) and speed on (197, 768) x (768, 768), with the requant after it, of every
-    backend but int64."""
-    exact = {}
-    for name in BACKENDS:
-        try:
-            exact[name] = all(np.array_equal(_IMPL[name](a, w), _int64(a, w)) for a, w in _exact_cases())
-        except (RuntimeError, AttributeError, NotImplementedError, TypeError):
-            exact[name] = False
+def time_layer(names: list[str], rounds: int = 5, shapes: tuple = FORWARD_SHAPES, screen: float = 3.0) -> dict:
+    """Milliseconds of one encoder layer's products (``shapes``) on each backend of ``names``.
+
+    Interleaved: every round times each backend once, in an order rotated round by round, so a load
+    that comes and goes falls on all of them alike; each backend's figure is its best round (a busy
+    core only ever adds time). After the first round a backend more than ``screen`` times slower than
+    the fastest is dropped (it cannot win, and int_mm on an AVX2-only CPU takes a second a round).
+    Returns {"best": {name: ms}, "median": {name: ms}, "rounds": n, "dropped": [...]}.
+    """
+    import statistics
+
     rng = np.random.default_rng(1)
-    a8 = rng.integers(-128, 128, (197, 768)).astype(np.int8)
-    w8 = rng.integers(-128, 128, (768, 768)).astype(np.int8)
-    w8.flags.writeable = False  # like a layer's weights
-    times = {name: _measure(name, a8, w8) for name in BACKENDS if name != "int64" and exact[name]}
-    best = min(times, key=times.get) if times else "int64"
+    cases = [_forward_case(shape, rng) for _, shape in shapes]
+    for name in names:  # warm up: packed weights, numba's threads, BLAS
+        for case in cases:
+            _layer_step(name, case)
+    seen: dict[str, list[float]] = {name: [] for name in names}
+    alive, dropped = list(names), []
+    for r in range(rounds):
+        order = alive[r % len(alive) :] + alive[: r % len(alive)] if alive else []
+        for name in order:
+            t0 = time.perf_counter()
+            for case in cases:
+                _layer_step(name, case)
+            seen[name].append(1e3 * (time.perf_counter() - t0))
+        if r == 0 and alive:
+            fastest = min(seen[n][0] for n in alive)
+            dropped = [n for n in alive if seen[n][0] > screen * fastest]
+            alive = [n for n in alive if n not in dropped]
     return {
-        "backend": best,
-        "times_ms": times,
-        "exact": exact,
-        "shape": [197, 768, 768],
+        "best": {n: min(v) for n, v in seen.items() if v},
+        "median": {n: statistics.median(v) for n, v in seen.items() if v},
+        "rounds": rounds,
+        "dropped": dropped,
     }
 
 
+def run_probe(rounds: int = 5, shapes: tuple = FORWARD_SHAPES) -> dict:
+    """Exactness (against int64, at the extremes) of every backend but int64, then the time of one
+    ViT-B/16 layer's products on each exact one (``time_layer``); the fastest is chosen."""
+    exact = {name: is_exact(name) for name in BACKENDS}
+    candidates = [name for name in BACKENDS if name != "int64" and exact[name]]
+    timed = time_layer(candidates, rounds, shapes) if candidates else {"best": {}, "median": {}, "dropped": []}
+    times = timed["best"]
+    survivors = {n: t for n, t in times.items() if n not in timed["dropped"]}
+    best = min(survivors, key=survivors.get) if survivors else "int64"
+    return {
+        "backend": best,
+        "times_ms": times,
+        "median_ms": timed["median"],
+        "dropped": timed["dropped"],
+        "exact": exact,
+        "shapes": {name: list(shape) for name, shape in shapes},
+        "rounds": rounds,
+        "made": time.time(),
+        "cpu": cpu.features().describe(),
+    }
+
+
+def _still_good(entry: object) -> bool:
+    """A cached entry is used while it is recent and its backend still runs here and is still exact."""
+    if not isinstance(entry, dict) or entry.get("backend") not in BACKENDS:
+        return False
+    made = entry.get("made")
+    if not isinstance(made, (int, float)) or not 0 <= time.time() - made < RECHECK_S:
+        return False
+    return entry["backend"] == "int64" or is_exact(entry["backend"])
+
+
 def probe(refresh: bool = False) -> dict:
-    """The probe's result for this machine: from this process, the cache file, or a fresh run."""
+    """The probe's result for this machine: from this process, the cache file (rechecked), or a fresh run."""
     global _probe_result
     if _probe_result is not None and not refresh:
         return _probe_result
@@ -398,7 +506,7 @@ def probe(refresh: bool = False) -> dict:
     except (OSError, ValueError):
         pass
     entry = cached.get(key)
-    if refresh or not (isinstance(entry, dict) and entry.get("backend") in BACKENDS):
+    if refresh or not _still_good(entry):
         entry = run_probe()
         cached[key] = entry
         try:  # temp + rename: a concurrent reader never sees half a file

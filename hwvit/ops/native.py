@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit, prange, types
 
 from hwvit import toolchain
+from hwvit.ops import cpu
 
 SOURCE = Path(__file__).with_name("csrc") / "gemm_kernels.c"
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
@@ -65,9 +66,7 @@ def _compiler() -> str | None:
 
 
 def _has_avx2() -> bool:
-    from hwvit.ops.gemm_backends import cpu_info
-
-    return "avx2" in cpu_info()["flags"]
+    return not cpu.missing("int16")
 
 
 def _build(cc: str) -> Path:
@@ -137,15 +136,15 @@ def _vnni_of_cpu() -> tuple[int | None, str]:
     calls it on every product, and /proc/cpuinfo is long on a many-core machine."""
     global _cpu_vnni
     if _cpu_vnni is None:
-        from hwvit.ops.gemm_backends import cpu_info
-
-        flags = set(cpu_info()["flags"])
         if not _load().hw_vnni_built():
             _cpu_vnni = (None, "the C compiler is older than gcc 11 / clang 12 (no VNNI target)")
-        elif "avx_vnni" in flags:
+        elif not cpu.missing("avxvnni"):
             _cpu_vnni = (KINDS["avxvnni"], "")
-        elif {"avx512_vnni", "avx512vl"} <= flags:
+        elif not cpu.missing("avx512vnni"):
             _cpu_vnni = (KINDS["avx512vnni"], "")
+        elif "avx512_vnni" in cpu.features().flags:
+            lacks = ", ".join(cpu.missing("avx512vnni"))
+            _cpu_vnni = (None, f"the CPU has AVX512-VNNI but not {lacks} (the 256-bit EVEX form needs them)")
         else:
             _cpu_vnni = (None, "the CPU has no AVX-VNNI or AVX512-VNNI")
     return _cpu_vnni
