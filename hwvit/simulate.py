@@ -21,43 +21,15 @@ import json
 import logging
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from hwvit import toolchain
+from hwvit.simresult import SimResult  # its own module: the testbenches this module loads write it
 
 # Legacy name kept for sim/bench_gemm.py's scratch sets; builds go to default_build_root().
 DEFAULT_BUILD_ROOT = Path("sim_build")
-
-
-@dataclass
-class SimResult:
-    """What one testbench run found."""
-
-    kind: str
-    set_dir: str
-    simulator: str
-    passed: bool
-    elements: int = 0  # output elements compared
-    mismatches: int = 0
-    first: dict[str, Any] | None = None  # {tensor, index, expected, got}
-    waveform: str | None = None
-    cycles: int | None = None
-    message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def line(self) -> str:
-        status = "PASS" if self.passed else "FAIL"
-        text = f"{status} {self.kind:<12} {self.simulator:<9} {self.set_dir}: {self.elements} elements"
-        if self.cycles is not None:
-            text += f", {self.cycles} cycles"
-        if "variants" in self.extra:  # run_stress
-            text += f" [{', '.join(self.extra['variants'])}]"
-        if not self.passed:
-            text += f" -- {self.message}"
-        return text
 
 
 def tb_module(kind: str) -> ModuleType:

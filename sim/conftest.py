@@ -93,6 +93,40 @@ def run_set():
     return _run_set
 
 
+# The testbench modules (sim/test_<kind>.py) reach hwvit.simulate only through these fixtures:
+# hwvit.simulate loads them, so their importing it would close an import circle
+# (tests/test_import_graph.py).
+@pytest.fixture
+def sim_run():
+    """``hwvit.simulate.run`` as is: the result, pass or fail (a test that expects a failure)."""
+    return lambda *args, **kwargs: simulate.run(*args, **kwargs)  # looked up per call: coverage wraps it
+
+
+def _mismatch_reported(kind: str, tmp_path, simulator: str, name: str = "y", index: int = 41, cases: int = 64) -> None:
+    """A corrupted expected ``name[index]`` of a random set fails with block, set, index,
+    expected and got."""
+    from hwvit import vectors
+
+    from streamtb import corrupt
+
+    record = vectors.random_record(kind, cases, seed=3)
+    bad = corrupt(record, name, index)
+    set_dir = vectors.write_set(bad, tmp_path / "corrupt")
+    result = simulate.run(set_dir, simulator)
+    want, got = int(bad.tensors[name].data[index]), int(record.tensors[name].data[index])
+    assert not result.passed
+    assert result.mismatches == 1
+    assert result.first == {"tensor": name, "index": index, "expected": want, "got": got}
+    for text in (kind, "random", str(set_dir), f"{name}[{index}]", f"expected {want}", f"got {got}"):
+        assert text in result.message, (text, result.message)
+
+
+@pytest.fixture
+def mismatch_reported():
+    """``mismatch_reported(kind, tmp_path, simulator, name="y", index=41, cases=64)``."""
+    return _mismatch_reported
+
+
 def _run_unit(
     module: str,
     toplevel: str,

@@ -249,21 +249,3 @@ def unstalled_cycles(requests: int, latency: int) -> int:
     accepted, ``latency`` clocks of work and one clock for its result to be taken (the next is
     accepted on the clock after): latency + 2 each, measured exactly so on Icarus and Verilator."""
     return requests * (latency + 2)
-
-
-def check_mismatch_reported(kind: str, tmp_path, simulator: str, name: str, index: int = 17, **params) -> None:
-    """A corrupted expected ``name`` fails with block, set, index, expected and got."""
-    from hwvit import simulate, vectors
-
-    from streamtb import corrupt
-
-    record = vectors.random_record(kind, 40, 3, **params)
-    bad = corrupt(record, name, index)
-    set_dir = vectors.write_set(bad, tmp_path / "corrupt")
-    result = simulate.run(set_dir, simulator)
-    want, got = int(bad.tensors[name].data[index]), int(record.tensors[name].data[index])
-    assert not result.passed
-    assert result.mismatches == 1
-    assert result.first == {"tensor": name, "index": index, "expected": want, "got": got}
-    for text in (kind, "random", str(set_dir), f"{name}[{index}]", f"expected {want}", f"got {got}"):
-        assert text in result.message, (text, result.message)

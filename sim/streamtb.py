@@ -189,19 +189,3 @@ def check_reset_midstream(run_set, set_dir, simulator: str, beats: int, states) 
     assert all(result.extra["bins"][f"reset_{state}"] == 1 for state in states), result.extra["bins"]
     assert 0 < result.extra["before_reset"] < len(states) * beats
     assert result.elements == beats + result.extra["before_reset"]
-
-
-def check_mismatch_reported(kind: str, tmp_path, simulator: str, index: int = 41) -> None:
-    """A corrupted expected y fails with block, set, index, expected and got."""
-    from hwvit import simulate, vectors
-
-    record = vectors.random_record(kind, 64, seed=3)
-    bad = corrupt(record, "y", index)
-    set_dir = vectors.write_set(bad, tmp_path / "corrupt")
-    result = simulate.run(set_dir, simulator)
-    want, got = int(bad.tensors["y"].data[index]), int(record.tensors["y"].data[index])
-    assert not result.passed
-    assert result.mismatches == 1
-    assert result.first == {"tensor": "y", "index": index, "expected": want, "got": got}
-    for text in (kind, "random", str(set_dir), f"y[{index}]", f"expected {want}", f"got {got}"):
-        assert text in result.message, (text, result.message)

@@ -166,7 +166,7 @@ def write_result(passed: bool, **fields: Any) -> None:
     """
     import dataclasses
 
-    from hwvit.simulate import SimResult
+    from hwvit.simresult import SimResult
 
     result = dataclasses.asdict(SimResult(kind="", set_dir="", simulator="", passed=passed, **fields))
     for harness_field in ("kind", "set_dir", "simulator"):

@@ -129,8 +129,8 @@ def test_reset_midstream(tmp_path, simulator, run_set):
     servetb.check_reset_midstream(run_set, _set(tmp_path, 60, seed=11), simulator, 60, 2)
 
 
-def test_mismatch_is_reported(tmp_path, simulator):
-    servetb.check_mismatch_reported(KIND, tmp_path, simulator, "remainder")
+def test_mismatch_is_reported(tmp_path, simulator, mismatch_reported):
+    mismatch_reported(KIND, tmp_path, simulator, "remainder", index=17, cases=40)
 
 
 def test_default_set_meets_the_precondition_and_reaches_the_edges():

@@ -121,8 +121,8 @@ def test_reset_midstream(tmp_path, simulator, run_set):
 
 
 @pytest.mark.xdist_group(KIND)
-def test_mismatch_is_reported(tmp_path, simulator):
-    streamtb.check_mismatch_reported(KIND, tmp_path, simulator)
+def test_mismatch_is_reported(tmp_path, simulator, mismatch_reported):
+    mismatch_reported(KIND, tmp_path, simulator)
 
 
 RTL_PARAMS = [

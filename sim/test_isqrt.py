@@ -226,8 +226,8 @@ def test_reset_midstream(tmp_path, simulator, run_set):
     servetb.check_reset_midstream(run_set, _set(tmp_path, 60, seed=11), simulator, 60, 1)
 
 
-def test_mismatch_is_reported(tmp_path, simulator):
-    servetb.check_mismatch_reported(KIND, tmp_path, simulator, "root")
+def test_mismatch_is_reported(tmp_path, simulator, mismatch_reported):
+    mismatch_reported(KIND, tmp_path, simulator, "root", index=17, cases=40)
 
 
 def test_cases_reach_the_largest_remainder():

@@ -226,20 +226,18 @@ def test_vectors(simulator, ln_sets, pset, run_set):
         run_set(set_dir, simulator)
 
 
-def test_reset_midstream(simulator, ln_sets):
-    from hwvit import simulate
-
+def test_reset_midstream(simulator, ln_sets, sim_run):
     set_dir = ln_sets["out6_c16"][0]
-    result = simulate.run(set_dir, simulator, testcase="reset_midstream")
+    result = sim_run(set_dir, simulator, testcase="reset_midstream")
     assert result.passed, result.message
     assert result.elements > 0
     assert [r["state"] for r in result.extra["resets"] if r["reached"]] == list(RESET_STATES)
     assert all(result.extra["bins"][f"reset_{state}"] == 1 for state in RESET_STATES), result.extra["bins"]
 
 
-def test_mismatch_reported(ln_sets, tmp_path):
+def test_mismatch_reported(ln_sets, tmp_path, sim_run):
     """A set whose expected y is off by one LSB in one element fails, naming that element."""
-    from hwvit import simulate, vectors
+    from hwvit import vectors
     from hwvit.record import BlockRecord, Tensor
 
     good = vectors.read(ln_sets["out6_c16"][0])
@@ -251,7 +249,7 @@ def test_mismatch_reported(ln_sets, tmp_path):
     tensors["y"] = Tensor(y, good.tensors["y"].bits, True, "output")
     params = {k: v for k, v in good.params.items()}
     bad_dir = vectors.write_set(BlockRecord("layernorm", "corrupted", params, tensors), tmp_path / "bad")
-    result = simulate.run(bad_dir, "icarus")
+    result = sim_run(bad_dir, "icarus")
     assert not result.passed
     assert result.mismatches == 1
     assert result.first["index"] == r * c + i
@@ -268,47 +266,47 @@ def test_mismatch_reported(ln_sets, tmp_path):
 
 
 @pytest.mark.parametrize("c, drive", [(1, 0), (16, 17), (16, 31)], ids=["0->1", "17->16", "31->16"])
-def test_row_len_clamped(simulator, c, drive, tmp_path):
+def test_row_len_clamped(simulator, c, drive, tmp_path, sim_run):
     """rtl/layernorm.v documents cfg_c_i = 0 as C = 1 and cfg_c_i > MAX_C as MAX_C.
 
     Both sets build with MAX_C = 16 (max_c_for), whose 5-bit cfg_c_i reaches 31: rows of the
     clamped length, driven with the out-of-range value, must come out as ops.layernorm's rows of
     that length (a C = 1 row normalizes to beta alone, V = 0).
     """
-    from hwvit import simulate, vectors
+    from hwvit import vectors
 
     assert max_c_for(c) == 16 and drive < 32
     set_dir = vectors.write_set(vectors.random_record("layernorm", cases=6, seed=9, c=c), tmp_path / "set")
-    result = simulate.run(set_dir, simulator, extra_env={C_ENV: str(drive)})
+    result = sim_run(set_dir, simulator, extra_env={C_ENV: str(drive)})
     assert result.passed, result.message
     assert result.elements == 6 * c
 
 
-def test_max_c_not_a_power_of_two(simulator, tmp_path):
+def test_max_c_not_a_power_of_two(simulator, tmp_path, sim_run):
     """MAX_C = 40: the row counters get as many bits as the buffer address (clog2(41) = clog2(40)),
     unlike every power-of-two build; full rows of 40 and rows of 33 stay exact."""
-    from hwvit import simulate, vectors
+    from hwvit import vectors
 
     for c in (40, 33):
         set_dir = vectors.write_set(vectors.random_record("layernorm", cases=6, seed=c, c=c), tmp_path / f"c{c}")
-        result = simulate.run(set_dir, simulator, hdl_overrides={"MAX_C": 40})
+        result = sim_run(set_dir, simulator, hdl_overrides={"MAX_C": 40})
         assert result.passed, result.message
         assert result.elements == 6 * c
 
 
-def test_throughput_unstalled(ln_sets):
+def test_throughput_unstalled(ln_sets, sim_run):
     """Without stalls the next row fills behind the read-out: one row per C + ROW_OVERHEAD clocks."""
-    from hwvit import simulate, vectors
+    from hwvit import vectors
 
     set_dir = ln_sets["out8_c64"][0]
     vset = vectors.read(set_dir)
     rows, c = vset["x"].shape
-    result = simulate.run(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
+    result = sim_run(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
     assert result.passed, result.message
     assert result.cycles <= unstalled_cycles(vset, {}), f"{result.cycles} cycles for {rows} rows of {c}"
 
 
-def test_row_period_unstalled(tmp_path):
+def test_row_period_unstalled(tmp_path, sim_run):
     """docs/rtl.md: unstalled rows of C elements (V > 0) follow each other every C + 82 clocks.
 
     The same rows with two more: the run takes exactly 2 * (C + 82) clocks longer. The bound of
@@ -316,7 +314,7 @@ def test_row_period_unstalled(tmp_path):
     """
     import dataclasses
 
-    from hwvit import ops, simulate, vectors
+    from hwvit import ops, vectors
 
     c = 16
     base = vectors.random_record("layernorm", cases=6, seed=31, c=c)
@@ -330,9 +328,7 @@ def test_row_period_unstalled(tmp_path):
         )
         tensors = {**t, "x": dataclasses.replace(t["x"], data=x[:rows]), "y": dataclasses.replace(t["y"], data=y)}
         record = dataclasses.replace(base, params={**prm, "rows": rows}, tensors=tensors)
-        result = simulate.run(
-            vectors.write_set(record, tmp_path / f"r{rows}"), "icarus", extra_env={"HWVIT_STALL": "0"}
-        )
+        result = sim_run(vectors.write_set(record, tmp_path / f"r{rows}"), "icarus", extra_env={"HWVIT_STALL": "0"})
         assert result.passed, result.message
         cycles.append(result.cycles)
     assert cycles[1] - cycles[0] == 2 * (c + 82), cycles

@@ -117,8 +117,8 @@ def test_reset_midstream(tmp_path, simulator, run_set):
 
 
 @pytest.mark.xdist_group(KIND)
-def test_mismatch_is_reported(tmp_path, simulator):
-    streamtb.check_mismatch_reported(KIND, tmp_path, simulator)
+def test_mismatch_is_reported(tmp_path, simulator, mismatch_reported):
+    mismatch_reported(KIND, tmp_path, simulator)
 
 
 RTL_PARAMS = [{"OUT_BITS": 8}, {"OUT_BITS": 6}, {"OUT_BITS": 16}, {"OUT_BITS": 2}, {"IN_BITS": 16, "OUT_BITS": 16}]

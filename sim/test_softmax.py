@@ -399,31 +399,30 @@ def write_sets(root: Path, widths: dict, seed: int) -> list[Path]:
     return dirs
 
 
-def run_sets(dirs: list[Path], simulator: str, **kwargs):
-    from hwvit import simulate
-
+def run_sets(run, dirs: list[Path], simulator: str, **kwargs):
+    """``run`` (the sim_run fixture) on the first set, the others named in MORE_ENV."""
     env = {MORE_ENV: os.pathsep.join(str(d) for d in dirs[1:]), **kwargs.pop("extra_env", {})}
-    return simulate.run(dirs[0], simulator, extra_env=env, **kwargs)
+    return run(dirs[0], simulator, extra_env=env, **kwargs)
 
 
 @pytest.mark.parametrize("widths", WIDTHS)
-def test_vectors(simulator, widths, tmp_path):
+def test_vectors(simulator, widths, tmp_path, sim_run):
     """1020 rows of 1..64 elements (random and hard) through one simulation, bit-exact."""
     dirs = write_sets(tmp_path, widths, seed=7)
-    result = run_sets(dirs, simulator)
+    result = run_sets(sim_run, dirs, simulator)
     assert result.passed, result.message
     total = sum(rows * n for n, rows in ROW_MIX) + sum(30 * n for n in HARD_LENS)
     assert result.elements == total, f"compared {result.elements} of {total} probabilities"
     assert result.extra["rows"] == sum(rows for _, rows in ROW_MIX) + 30 * len(HARD_LENS)
 
 
-def test_reset_midstream(simulator, tmp_path):
+def test_reset_midstream(simulator, tmp_path, sim_run):
     """Resets in every phase of a row leave the outputs defined and idle; the next run is exact."""
-    from hwvit import simulate, vectors
+    from hwvit import vectors
 
     record = vectors.random_record("softmax", cases=24, seed=3, row_len=16)
     set_dir = vectors.write_set(record, tmp_path / "set")
-    result = simulate.run(set_dir, simulator, testcase="reset_midstream")
+    result = sim_run(set_dir, simulator, testcase="reset_midstream")
     assert result.passed, result.message
     assert result.elements == 24 * 16
     assert [r["state"] for r in result.extra["resets"] if r["reached"]] == list(RESET_STATES) * 2
@@ -431,48 +430,48 @@ def test_reset_midstream(simulator, tmp_path):
 
 
 @pytest.mark.parametrize("row_len, drive", [(1, 0), (MIN_MAX_N, 2 * MIN_MAX_N - 1)], ids=["0->1", "511->256"])
-def test_row_len_clamped(simulator, row_len, drive, tmp_path):
+def test_row_len_clamped(simulator, row_len, drive, tmp_path, sim_run):
     """row_len_i = 0 counts as 1 and row_len_i > MAX_N as MAX_N (the build has MAX_N = 256)."""
-    from hwvit import simulate, vectors
+    from hwvit import vectors
 
     record = vectors.random_record("softmax", cases=3, seed=9, row_len=row_len)
     set_dir = vectors.write_set(record, tmp_path / "set")
-    result = simulate.run(set_dir, simulator, extra_env={LEN_ENV: str(drive)})
+    result = sim_run(set_dir, simulator, extra_env={LEN_ENV: str(drive)})
     assert result.passed, result.message
     assert result.elements == 3 * row_len
 
 
-def test_cycles_per_row(tmp_path):
+def test_cycles_per_row(tmp_path, sim_run):
     """Without stalls a stream of rows takes N + 1 + R * (2N + OUT_BITS + 26) clocks (docs/rtl.md)."""
-    from hwvit import simulate, vectors
+    from hwvit import vectors
 
     rows, n = 10, 20
     record = vectors.random_record("softmax", cases=rows, seed=5, row_len=n)
     set_dir = vectors.write_set(record, tmp_path / "set")
-    result = simulate.run(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
+    result = sim_run(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
     assert result.passed, result.message
     assert result.cycles == stream_cycles(rows, n, 8), result.cycles
 
 
 @pytest.mark.parametrize(("n", "out_bits"), [(7, 8), (20, 6), (33, 16)])
-def test_row_period_and_latency(tmp_path, n, out_bits, simulator):
+def test_row_period_and_latency(tmp_path, n, out_bits, simulator, sim_run):
     """Measured from handshake clocks: a row every 2N + OUT_BITS + 26 clocks once rows load behind
     the previous row's OUT pass; on an idle block the first probability N + OUT_BITS + 28 clocks
     after the row's last input and the last one N - 1 clocks after the first (docs/rtl.md)."""
-    from hwvit import simulate, vectors
+    from hwvit import vectors
 
     record = vectors.random_record("softmax", cases=5, seed=n, row_len=n, out_bits=out_bits)
     set_dir = vectors.write_set(record, tmp_path / "set")
-    result = simulate.run(set_dir, simulator, testcase="row_timing", extra_env={"HWVIT_STALL": "0"})
+    result = sim_run(set_dir, simulator, testcase="row_timing", extra_env={"HWVIT_STALL": "0"})
     assert result.passed, result.message
     assert result.extra["periods"] == [cycles_per_row(n, out_bits)]
     assert result.extra["latency"] == n + out_bits + 28
     assert result.extra["spread"] == n - 1
 
 
-def test_mismatch_reported(simulator, tmp_path):
+def test_mismatch_reported(simulator, tmp_path, sim_run):
     """A corrupted expected value fails the run, naming block, set, index, expected and got."""
-    from hwvit import ops, simulate, vectors
+    from hwvit import ops, vectors
     from hwvit.quant import exp_table
 
     rng = np.random.default_rng(11)
@@ -482,7 +481,7 @@ def test_mismatch_reported(simulator, tmp_path):
     bad = p.copy()
     bad[4, 2] = (bad[4, 2] + 1) % 256
     set_dir = vectors.write_set(softmax_record(x, table, 8, 8, path="layers.2.softmax", p=bad), tmp_path / "corrupt")
-    result = simulate.run(set_dir, simulator)
+    result = sim_run(set_dir, simulator)
     assert not result.passed
     assert result.mismatches == 1
     assert result.first == {
