@@ -116,8 +116,11 @@ def _mismatch_reported(kind: str, tmp_path, simulator: str, name: str = "y", ind
     want, got = int(bad.tensors[name].data[index]), int(record.tensors[name].data[index])
     assert not result.passed
     assert result.mismatches == 1
-    assert result.first == {"tensor": name, "index": index, "expected": want, "got": got}
-    for text in (kind, "random", str(set_dir), f"{name}[{index}]", f"expected {want}", f"got {got}"):
+    first = {k: result.first[k] for k in ("tensor", "index", "expected", "got", "vector")}
+    assert first == {"tensor": name, "index": index, "expected": want, "got": got, "vector": index}
+    rerun = f"hwvit sim {set_dir} --simulator {simulator} --vector {index}"
+    assert result.first["rerun"] == rerun and result.first["time_ns"] > 0
+    for text in (kind, "random", str(set_dir), f"{name}[{index}]", f"expected {want}", f"got {got}", rerun):
         assert text in result.message, (text, result.message)
 
 

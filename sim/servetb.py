@@ -101,6 +101,7 @@ class Sink:
                 shown += 1
                 if ready:
                     self.words.append(data)
+                    tbutil.OUT_TIMES.append(int(get_sim_time("ns")))
                     held, shown = None, 0
                     hold = self.rand.randint(*HOLD_CLOCKS) if self.stall and len(self.words) % HOLD_EVERY == 0 else 0
                 else:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from cocotb.clock import Clock
+from cocotb.simtime import get_sim_time
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 CLK_NS = 10
@@ -27,6 +28,9 @@ CLK_NS = 10
 # (out_stall), resets sampled while the block was in state S (reset_S, counted by reset_when),
 # jobs started in the cycle the previous one ended (back_to_back).
 SEEN: dict[str, int] = {"out_stall": 0}
+# Simulation time (ns) of every output handshake the sinks took, in order: a mismatch line gives
+# the one of its element (the last len(output) of them: a reset test's final pass).
+OUT_TIMES: list[int] = []
 
 
 def load_set():
@@ -135,6 +139,7 @@ class Sink:
                 SEEN["out_stall"] += 1
             if self.ready.value and self.valid.value:
                 self.words.append(tuple(to_int(s, g) for s, g in zip(self.data, self.signed)))
+                OUT_TIMES.append(int(get_sim_time("ns")))
             await RisingEdge(self.clk)
         self.ready.value = 0
         return self.words
@@ -209,11 +214,13 @@ def finish(
         waveform = str(Path.cwd() / ("dump.vcd" if sim == "verilator" else f"{dut._name}.fst"))
     message = ""
     if first is not None:
+        first.update(where(vset, first, np.asarray(checks[first["tensor"]][0]).size, sim))
         message = (
             f"{vset.kind} {vset.path} ({vset.directory}): {mismatches} mismatches; first "
             f"{first['tensor']}[{', '.join(map(str, first.get('nd_index', [first['index']])))}] "
-            f"expected {first['expected']} "
-            f"got {first['got']}; waveform: {waveform or 'rerun with --waves'}"
+            f"expected {first['expected']} got {first['got']}; vector {first.get('vector', '?')}: "
+            f"{first.get('operands', 'operands unknown')}; output handshake at {first.get('handshake', 'unknown')}; "
+            f"waveform: {waveform or 'rerun with --waves'}; rerun this vector: {first.get('rerun', 'n/a')}"
         )
     extra = dict(extra or {})
     try:
@@ -231,6 +238,31 @@ def finish(
         extra=extra,
     )
     assert first is None, message
+
+
+def where(vset, first: dict[str, Any], size: int, simulator: str) -> dict[str, Any]:
+    """What reproduces the first mismatch (hwvit.vectors.pick): its vector, the operands that made
+    the element, the simulation time and cycle of its output handshake (where a sink took it: the
+    GEMM's outputs are read from its result memory) and the command that reruns that vector."""
+    from hwvit.vectors import pick
+
+    nd = first.get("nd_index", [first["index"]])
+    if not isinstance(first["expected"], int):  # an output cut short: no element to explain
+        return {}
+    vector = pick.vector_of(vset.kind, nd)
+    out: dict[str, Any] = {"vector": vector}
+    try:
+        out["operands"] = pick.operands(vset.kind, vset.params, {n: t.data for n, t in vset.tensors.items()}, nd)
+    except (KeyError, IndexError) as exc:  # a set of another shape: say so, keep the verdict
+        out["operands"] = f"operands unknown ({exc.__class__.__name__}: {exc})"
+    if len(OUT_TIMES) >= size:
+        t_ns = OUT_TIMES[len(OUT_TIMES) - size + first["index"]]
+        out["time_ns"], out["cycle"] = t_ns, t_ns // CLK_NS
+        out["handshake"] = f"{t_ns} ns (cycle {t_ns // CLK_NS})"
+    else:
+        out["handshake"] = "not timed by this testbench"
+    out["rerun"] = f"hwvit sim {vset.directory} --simulator {simulator} --vector {vector}"
+    return out
 
 
 def coverage_bins(vset, checks: dict[str, tuple[np.ndarray, np.ndarray]], extra: dict[str, Any]) -> dict[str, int]:

@@ -484,13 +484,17 @@ def test_mismatch_reported(simulator, tmp_path, sim_run):
     result = sim_run(set_dir, simulator)
     assert not result.passed
     assert result.mismatches == 1
-    assert result.first == {
+    first = {k: result.first[k] for k in ("tensor", "index", "nd_index", "expected", "got", "vector")}
+    assert first == {
         "tensor": "p",
         "index": 4 * 9 + 2,
         "nd_index": [4, 2],
         "expected": int(bad[4, 2]),
         "got": int(p[4, 2]),
+        "vector": 4,  # the row
     }
+    assert result.first["operands"].startswith(f"softmax row 4 x [{int(x[4, 0])}, ")
+    assert result.first["time_ns"] > 0 and "--vector 4" in result.first["rerun"]
     for text in (
         "softmax",
         "layers.2.softmax",

@@ -50,6 +50,13 @@ from hwvit.cli.common import (
     help="Also write the results as JUnit XML (one test case per set and simulator) for CI.",
 )
 @json_option
+@click.option(
+    "--vector",
+    type=click.IntRange(min=0),
+    metavar="I",
+    help="Run only vector I of the one set DIRECTORY (an element, or a row of softmax, LayerNorm, "
+    "GEMM), written as a set of its own: what a mismatch line's rerun command does.",
+)
 @sim_coverage.coverage_options
 def sim(
     directory,
@@ -66,6 +73,7 @@ def sim(
     cluster,
     junit_path,
     as_json,
+    vector,
     coverage,
     coverage_out,
 ):
@@ -96,6 +104,8 @@ def sim(
     sets = vectors.find_sets(Path(directory))
     if not sets:
         fail(f"no vector sets (manifest.yaml) under {directory}")
+    if vector is not None:
+        sets = [_one_vector(sets, directory, vector, quiet or as_json)]
     if rtl_files or top or bind_path:
         if not (rtl_files and bind_path):
             refuse("--rtl and --bind go together: your block's Verilog and the bind file that maps its ports")
@@ -214,3 +224,23 @@ def _kind_of(set_dir) -> str | None:
         return vectors.read_manifest(set_dir).get("kind")
     except Exception:  # noqa: BLE001 - an unreadable set is not of the bind's kind
         return None
+
+
+def _one_vector(sets, directory, index: int, quiet: bool) -> Path:
+    """The set holding only vector ``index`` of the one set under ``directory``, in a new temporary
+    directory (kept, and named, so its waveform and files can be looked at)."""
+    import tempfile
+
+    from hwvit import vectors
+    from hwvit.vectors.pick import one_vector
+
+    if len(sets) != 1:
+        refuse(f"--vector takes one vector set; {directory} holds {len(sets)}")
+    try:
+        vset = vectors.read(sets[0])
+        out = one_vector(vset, index, Path(tempfile.mkdtemp(prefix="hwvit-vector-")) / "set")
+    except (ValueError, OSError) as exc:
+        fail(str(exc).splitlines()[0])
+    if not quiet:
+        click.echo(f"vector {index} of {sets[0]} -> {out}")
+    return out
