@@ -38,11 +38,47 @@ def _gemm_timer(box: list[float]):
             setattr(ops, name, fn)
 
 
+def torch_dynamic_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """The peer a user would reach for instead of hwvit: PyTorch's dynamic int8 quantization of the
+    float model's Linear layers (int8 weights, activations quantized per call, fbgemm/oneDNN kernels;
+    not bit-exact to anything). A copy: the float model is left as it is."""
+    import copy
+    import warnings
+
+    with warnings.catch_warnings():  # torch.ao.quantization warns that it is deprecated, on every call
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model).eval(), {torch.nn.Linear}, dtype=torch.qint8)
+
+
+def _interleaved(runners: dict, repeats: int, sync=lambda: None) -> dict[str, list[float]]:
+    """Milliseconds of each runner, ``repeats`` times, interleaved (each round runs every runner once,
+    in an order rotated round by round) so that every runner sees the same machine load."""
+    names = list(runners)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            sync()
+            t0 = time.perf_counter()
+            runners[name]()
+            sync()
+            times[name].append(1e3 * (time.perf_counter() - t0))
+    return times
+
+
 def bench_forward(
-    preset: str = "vit-b16", repeats: int = 5, calib_images: int = 2, seed: int = 0, batch: int = 1, device: str = "cpu"
+    preset: str = "vit-b16",
+    repeats: int = 5,
+    calib_images: int = 2,
+    seed: int = 0,
+    batch: int = 1,
+    device: str = "cpu",
+    peer: bool = True,
+    backends: list[str] | None = None,
 ) -> dict:
     """Median int and float forward times on ``batch`` inputs (random weights), their ratio, images/s,
-    the share of int time outside GEMM (CPU only), the GEMM backend and the CPU (or GPU)."""
+    the share of int time outside GEMM (CPU only), the GEMM backend and the CPU (or GPU); on the CPU
+    also the torch dynamic int8 peer (``peer``) and the int forward on each backend of ``backends``,
+    all interleaved in one loop."""
     from hwvit import heap, pipeline
     from hwvit.intvit.device import DeviceForward, resolve_device
     from hwvit.ops import gemm_backends
@@ -51,7 +87,7 @@ def bench_forward(
     dev = resolve_device(device)
     heap.keep()  # as every hwvit command does: the figures are the CLI's
     source = pipeline.load_source(preset, seed=seed)
-    model = source.model
+    model = source.model.eval()
     int_model = quantize_model(model, pipeline.calibration_inputs(source, calib_images, seed))
     x = pipeline.eval_inputs(source, batch, seed)[0]
     xn = x.numpy()
@@ -68,24 +104,38 @@ def bench_forward(
         if not on_cpu:
             torch.cuda.synchronize(dev)
 
-    with torch.no_grad():
-        model(x_float)  # warm up both paths once (and run the GEMM probe)
-    run_int(xn)
-    float_ms, int_ms, gemm_ms = [], [], []
-    for _ in range(repeats):  # interleaved, so both see the same machine load
-        sync()
-        t0 = time.perf_counter()
+    def float_forward(net=model):
         with torch.no_grad():
-            model(x_float)
-        sync()
-        float_ms.append(1e3 * (time.perf_counter() - t0))
-        box = [0.0]
+            net(x_float)
+
+    box, gemm_runs = [0.0], []
+
+    def int_forward():
+        box[0] = 0.0
         with _gemm_timer(box):
-            t0 = time.perf_counter()
             run_int(xn)  # returns host numpy logits: synchronized
-            int_ms.append(1e3 * (time.perf_counter() - t0))
-        gemm_ms.append(1e3 * box[0])
-    i, f, g = statistics.median(int_ms), statistics.median(float_ms), statistics.median(gemm_ms)
+        gemm_runs.append(1e3 * box[0])
+
+    runners = {"float": float_forward, "int": int_forward}
+    if on_cpu and peer:
+        quantized = torch_dynamic_int8(model)
+        runners["torch_int8"] = lambda: float_forward(quantized)
+    in_use = gemm_backends.backend() if on_cpu else None
+    for name in (backends or []) if on_cpu else []:
+
+        def on_backend(name=name):
+            with gemm_backends.using(name):
+                run_int(xn)
+
+        runners[f"int[{name}]"] = on_backend
+    for fn in runners.values():  # warm up every path once (packed weights, threads, the GEMM probe)
+        fn()
+    gemm_runs.clear()
+    times = _interleaved(runners, repeats, sync)
+    med = {name: statistics.median(v) for name, v in times.items()}
+    i, f, g = med["int"], med["float"], statistics.median(gemm_runs)
+    # each run's own share, then the median: GEMM and int times of one run belong together
+    outside = statistics.median((t - gt) / t for t, gt in zip(times["int"], gemm_runs))
     cpu = gemm_backends.cpu_info()
     res = {
         "model": preset,
@@ -100,11 +150,16 @@ def bench_forward(
         "ratio": i / f,
         "int_images_per_s": 1e3 * batch / i,
         "float_images_per_s": 1e3 * batch / f,
+        "torch_int8_ms": med.get("torch_int8"),
+        "torch_int8_images_per_s": 1e3 * batch / med["torch_int8"] if "torch_int8" in med else None,
+        "int_vs_torch_int8": i / med["torch_int8"] if "torch_int8" in med else None,
+        "backends_ms": {name[4:-1]: ms for name, ms in med.items() if name.startswith("int[")},
         "gemm_ms": g if on_cpu else None,
-        "outside_gemm_share": (i - g) / i if on_cpu else None,
-        "gemm_backend": gemm_backends.backend() if on_cpu else "torch_kernels (_int_mm, float64 bmm)",
-        "gemm_probe_ms": gemm_backends.probe()["times_ms"] if on_cpu else None,
+        "outside_gemm_share": outside if on_cpu else None,
+        "gemm_backend": in_use if on_cpu else "torch_kernels (_int_mm, float64 bmm)",
+        "gemm_probe_ms": gemm_backends.probe()["times_ms"] if on_cpu and not gemm_backends.named() else None,
         "cpu": cpu["model"],
+        "cpu_family_model": [cpu["family"], cpu["model_number"]],
         "cpu_capability": cpu["capability"],
         "cpu_flags": cpu["flags"],
         "heap": heap.state(),

@@ -105,11 +105,47 @@ def test_synth_one_block():
 
 
 def test_bench_prints_its_figures():
+    """Batch 1 and 16 by default, each with int, float and the torch dynamic int8 peer timed in one loop."""
     res = run("bench", "--model", "digits", "--repeats", "1", "--json")
     assert res.exit_code == 0, res.output
-    data = json.loads(res.output)
-    assert data["int_ms"] > 0 and data["float_ms"] > 0
-    assert 0.0 <= data["outside_gemm_share"] <= 1.0
+    runs = json.loads(res.output)["runs"]
+    assert [r["batch"] for r in runs] == [1, 16]
+    for data in runs:
+        assert data["int_ms"] > 0 and data["float_ms"] > 0 and data["torch_int8_ms"] > 0
+        assert data["int_vs_torch_int8"] == pytest.approx(data["int_ms"] / data["torch_int8_ms"])
+        assert 0.0 <= data["outside_gemm_share"] <= 1.0
+        assert data["cpu_flags"] == gemm_backends_flags()
+
+
+def gemm_backends_flags() -> list[str]:
+    from hwvit.ops import cpu
+
+    return cpu.features().int8_flags
+
+
+def test_bench_table_names_cpu_backend_and_peer():
+    res = run("bench", "--model", "digits", "--repeats", "1", "--batch", "2")
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "torch int8 ms" in out and "int/torch8" in out and "GEMM backend " in out
+    assert "int8 flags " + " ".join(gemm_backends_flags()) in out
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["2"]]
+    assert len(rows) == 1 and len(rows[0]) == 9  # batch, 3 times, 2 ratios, 2 rates, the share
+
+
+@pytest.mark.usefixtures("vnni_here")
+def test_bench_all_backends_times_every_exact_backend(monkeypatch):
+    from hwvit.ops import gemm_backends
+
+    monkeypatch.setattr(gemm_backends, "_chosen", None)
+    res = run("bench", "--model", "digits", "--repeats", "1", "--batch", "1", "--all-backends", "--no-peer", "--json")
+    assert res.exit_code == 0, res.output
+    (data,) = json.loads(res.output)["runs"]
+    here = [n for n in gemm_backends.BACKENDS if gemm_backends.why_not_here(n) is None]
+    assert sorted(data["backends_ms"]) == sorted(here)
+    assert {"int16_avx2", "int8_vnni", "int64"} <= set(here)  # this project's CPUs: AVX2 at least (int8_vnni emulated)
+    assert all(ms > 0 for ms in data["backends_ms"].values())
+    assert data["torch_int8_ms"] is None
 
 
 @pytest.mark.parametrize(
@@ -193,9 +229,9 @@ def test_bench_with_the_int16_kernel_names_it(monkeypatch):
     from hwvit.ops import gemm_backends
 
     monkeypatch.setattr(gemm_backends, "_chosen", None)  # --gemm sets it for the process: restored after
-    res = run("bench", "--model", "digits", "--repeats", "1", "--gemm", "int16_avx2", "--json")
+    res = run("bench", "--model", "digits", "--repeats", "1", "--batch", "1", "--gemm", "int16_avx2", "--json")
     assert res.exit_code == 0, res.output
-    data = json.loads(res.output)
+    (data,) = json.loads(res.output)["runs"]
     assert data["gemm_backend"] == "int16_avx2"
     assert data["heap"].startswith("kept (glibc")
 

@@ -247,6 +247,32 @@ static void requant8(int32_t *sums, const panel_rq *q, int64_t j, __m256i lo, __
     _mm256_storeu_si256((__m256i *)sums, _mm256_permute2x128_si256(low0, low1, 0x20));
 }
 
+#if HW_CAN_VNNI
+/* The same requantizer on a whole MR x NR tile with AVX-512 (the AVX512-VNNI kind only: every CPU it
+ * runs on has AVX512F and VL): eight int64 lanes per register, vpmuldq as above, then vpsravq, the
+ * arithmetic 64-bit shift AVX2 lacks (floor(v / 2^s) directly), vpmaxsq/vpminsq for the clamp and
+ * vpmovqd back to int32 (the values lie in [lo, hi], so the truncation keeps them). Same integers as
+ * requant8: the tests run both against hwvit.ops.requant. */
+__attribute__((target("avx2,avx512f,avx512vl"))) static void requant_tile_avx512(int32_t out[MR][NR],
+                                                                                  const panel_rq *q, int64_t lo,
+                                                                                  int64_t hi) {
+    const __m512i vlo = _mm512_set1_epi64(lo), vhi = _mm512_set1_epi64(hi);
+    for (int64_t j = 0; j < NR; j += 8) {
+        const __m512i mult = _mm512_loadu_si512((const void *)(q->mult + j));
+        const __m512i round = _mm512_loadu_si512((const void *)(q->round + j));
+        const __m512i shift = _mm512_loadu_si512((const void *)(q->shift + j));
+        const __m256i bias = _mm256_loadu_si256((const __m256i *)(q->bias + j));
+        for (int64_t i = 0; i < MR; i++) {
+            const __m256i s = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(out[i] + j)), bias);
+            __m512i v = _mm512_mul_epi32(_mm512_cvtepi32_epi64(s), mult);
+            v = _mm512_srav_epi64(_mm512_add_epi64(v, round), shift);
+            v = _mm512_min_epi64(_mm512_max_epi64(v, vlo), vhi);
+            _mm256_storeu_si256((__m256i *)(out[i] + j), _mm512_cvtepi64_epi32(v));
+        }
+    }
+}
+#endif
+
 static void tile(int64_t kind, const int32_t *arow, int64_t ng, const int32_t *wq, int32_t out[MR][NR]) {
     switch (kind) {
     case KIND_INT16: tile_int16(arow, ng, wq, out); return;
@@ -276,6 +302,12 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
     int32_t out[MR][NR];
     int64_t add[NR]; /* per column of the panel: the bias and the offset's correction */
     panel_rq q;
+#if HW_CAN_VNNI
+    const int wide_rq = mult != NULL && kind == KIND_AVX512VNNI; /* the AVX-512 requantizer (see above) */
+#else
+#define requant_tile_avx512(out, q, lo, hi) ((void)0)
+    const int wide_rq = 0;
+#endif
     for (int64_t p = p0; p < p1; p++) {
         const int32_t *wpan = pw + p * ng * NR;
         const int64_t c0 = p * NR, cols = n - c0 < NR ? n - c0 : NR;
@@ -295,6 +327,7 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
         }
         for (int64_t r = r0; r < r1 && r < m; r += MR) {
             tile(kind, pa + r * ng, ng, wpan, out);
+            if (wide_rq) requant_tile_avx512(out, &q, lo, hi); /* all MR rows at once */
             for (int64_t i = 0; i < MR && r + i < m; i++) {
                 const int64_t at = (r + i) * n + c0;
                 if (!mult) {
@@ -302,7 +335,8 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
                     for (int64_t j = 0; j < cols; j++) row[j] = (int64_t)out[i][j] + add[j];
                     continue;
                 }
-                for (int64_t j = 0; j < NR; j += 8) requant8(out[i] + j, &q, j, vlo, vhi);
+                if (!wide_rq)
+                    for (int64_t j = 0; j < NR; j += 8) requant8(out[i] + j, &q, j, vlo, vhi);
                 if (out_bytes == 1) {
                     int8_t *row = (int8_t *)y + at;
                     for (int64_t j = 0; j < cols; j++) row[j] = (int8_t)out[i][j];
