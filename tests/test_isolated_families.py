@@ -16,10 +16,11 @@ import copy
 import numpy as np
 import pytest
 import torch
-from float_originals import ECGformer, SimpleViT, TimmViT, randomize
+from float_originals import CookbookAttention, ECGformer, SABlock, SimpleViT, TimmViT, randomize
 
 from hwvit.float import load_float
 from hwvit.quant import QuantConfig, quantize_model
+from hwvit.quant.attention import quantize_attention
 from hwvit.report.compare import compare
 
 # Isolated may come out a little below accumulated where errors of successive layers happen to
@@ -61,7 +62,17 @@ FAMILIES = {
         (3, 8, 8),
     ),
     "ecg1d": (lambda: load_float(randomize(ECGformer(), 7).state_dict(), family="ecg1d", heads=4), (12, 1)),
+    # attention-only checkpoints: fused (3, H, hd) qkv; separate query/key/value on (N, B, C)
+    "sablock": (
+        lambda: load_float(randomize(SABlock(qkv_bias=True), 8).state_dict(), family="sablock", heads=4),
+        (9, 64),
+    ),
+    "cookbook": (
+        lambda: load_float(randomize(CookbookAttention(), 9).state_dict(), family="cookbook_attention", heads=4),
+        (9, 64),
+    ),
 }
+ATTENTION_ONLY = ("sablock", "cookbook")
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
@@ -70,8 +81,21 @@ def family(request):
     model = build()
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(48, *shape, generator=gen)
+    if request.param in ATTENTION_ONLY:
+        if model.seq_first:  # (N, B, C): the batch is the second axis
+            x = x.transpose(0, 1).contiguous()
+            calib, test = x[:, :32], x[:, 32:]
+        else:
+            calib, test = x[:32], x[32:]
+        int_model = quantize_attention(model, calib)
+        return request.param, model, int_model, test, compare(model, int_model, [test])  # one batch
     int_model = quantize_model(model, x[:32], QuantConfig())
     return request.param, model, int_model, x[32:], compare(model, int_model, x[32:])
+
+
+def _blocks(name: str, model) -> list[str]:
+    """The path prefix of every attention of the model."""
+    return ["attn"] if name in ATTENTION_ONLY else [f"layers.{i}.attn" for i in range(model.cfg.depth)]
 
 
 def test_every_point_has_an_isolated_figure_not_far_below_accumulated(family):
@@ -80,8 +104,8 @@ def test_every_point_has_an_isolated_figure_not_far_below_accumulated(family):
     assert all("isolated_sqnr_db" in r for r in rows.values()), [
         p for p, r in rows.items() if "isolated_sqnr_db" not in r
     ]
-    for i in range(model.cfg.depth):
-        assert {f"layers.{i}.attn.{n}" for n in ("q", "k", "v", "scores", "probs", "context", "proj")} <= set(rows)
+    for attn in _blocks(name, model):
+        assert {f"{attn}.{n}" for n in ("q", "k", "v", "scores", "probs", "context", "proj")} <= set(rows)
     worse = {
         p: (round(r["isolated_sqnr_db"], 2), round(r["sqnr_db"], 2))
         for p, r in rows.items()
@@ -91,13 +115,15 @@ def test_every_point_has_an_isolated_figure_not_far_below_accumulated(family):
 
 
 def _plant(int_model, target: str):
-    """A copy of ``int_model`` whose layer at ``target`` (layers.I.attn.q|k|v or layers.I.mlp.fc1)
-    adds about PLANT_LSB to every output, through its bias."""
+    """A copy of ``int_model`` whose layer at ``target`` (layers.I.attn.q|k|v, layers.I.mlp.fc1, or
+    attn.q|k|v|proj of an attention block) adds about PLANT_LSB to every output, through its bias."""
     planted = copy.deepcopy(int_model)
-    _, i, group, point = target.split(".")
-    blk = planted.blocks[int(i)]
+    *where, group, point = target.split(".")
+    blk = planted.blocks[int(where[1])] if where else planted  # a ViT's block, or an attention block
     if group == "mlp":
         lin, cols = blk.fc1, slice(None)
+    elif point == "proj":
+        lin, cols = blk.attn.proj, slice(None)
     elif blk.attn.qkv is not None:  # fused (3, H, hd) output: the target's third of the channels
         lin, inner = blk.attn.qkv, blk.attn.heads * blk.attn.head_dim
         j = "qkv".index(point)
@@ -114,7 +140,9 @@ def _plant(int_model, target: str):
 @pytest.mark.parametrize("target", ["layers.0.attn.q", "layers.1.attn.k", "layers.0.attn.v", "layers.1.mlp.fc1"])
 def test_planted_error_is_found_in_its_layer_only(family, target):
     name, model, int_model, x, result = family
-    planted = compare(model, _plant(int_model, target), x)
+    if name in ATTENTION_ONLY:  # one attention, no MLP: its q, k, v and its output projection
+        target = {"layers.1.mlp.fc1": "attn.proj"}.get(target, target.split(".", 2)[2])
+    planted = compare(model, _plant(int_model, target), [x] if name in ATTENTION_ONLY else x)
     before = {r["path"]: r for r in result.layers}
     after = {r["path"]: r for r in planted.layers}
     assert list(before) == list(after)
