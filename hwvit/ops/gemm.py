@@ -143,7 +143,8 @@ def linear(
         if w8.ndim == 2:
             a2, bias2 = a8.reshape(-1, k), _bias_for(b, offset, w8)
         else:  # one product per entry (attention); an unsigned a's offset term differs per entry
-            a2, bias2 = a8, b + offset * w8.sum(axis=2, dtype=np.int64)
+            a2 = a8
+            bias2 = b + offset * w8.sum(axis=2, dtype=np.int64) if offset else np.broadcast_to(b, w8.shape[:2])
         y = gemm_backends.matmul_requant(a2, w8, bias2, per_channel(m, ref), per_channel(s, ref), lo, hi)
         if y is not None:
             return (y if narrow else y.astype(np.int64)).reshape(out_shape)

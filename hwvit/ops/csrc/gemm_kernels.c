@@ -105,7 +105,12 @@ static void pack_w_quads(const int8_t *src, int64_t n, int64_t k, int8_t *dst) {
     int32_t *sums = (int32_t *)(void *)(dst + panels_of(n) * ng * NR * 4);
     for (int64_t p = 0; p < panels_of(n); p++) {
         int8_t *pan = dst + p * ng * NR * 4;
-        for (int64_t q = 0; q < ng; q++)
+        const int64_t cols = n - p * NR < NR ? n - p * NR : NR;
+        for (int64_t q = 0; q < k / 4; q++) { /* whole quads: one 4-byte copy per lane (attention packs per call) */
+            for (int64_t j = 0; j < cols; j++) memcpy(pan + (q * NR + j) * 4, src + (p * NR + j) * k + 4 * q, 4);
+            memset(pan + (q * NR + cols) * 4, 0, (size_t)(NR - cols) * 4); /* columns past N */
+        }
+        for (int64_t q = k / 4; q < ng; q++) /* the tail quad (K not a multiple of 4): byte by byte */
             for (int64_t j = 0; j < NR; j++) {
                 const int64_t col = p * NR + j;
                 const int8_t *row = col < n ? src + col * k : NULL;
@@ -117,7 +122,8 @@ static void pack_w_quads(const int8_t *src, int64_t n, int64_t k, int8_t *dst) {
     }
     for (int64_t col = 0; col < panels_of(n) * NR; col++) { /* column sums, |sum| <= 128 K <= 2^23 */
         int32_t s = 0;
-        for (int64_t c = 0; col < n && c < k; c++) s += src[col * k + c];
+        if (col < n) /* columns past N sum to 0 */
+            for (int64_t c = 0; c < k; c++) s += src[col * k + c];
         sums[col] = s;
     }
 }
