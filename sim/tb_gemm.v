@@ -70,6 +70,7 @@ module tb_gemm #(
   reg [31:0]         acc_mem   [0:MAX_M*MAX_N-1];  // acc[m, n] at m*N + n
   reg [OUT_BITS-1:0] y_mem     [0:MAX_M*MAX_N-1];
   reg                seen_mem  [0:MAX_M*MAX_N-1];  // a beat starting at (m, n) arrived
+  reg [39:0]         when_mem  [0:MAX_M*MAX_N-1];  // clk_count_q of the handshake that wrote (m, n)
 
   // ---------------------------------------------------------------- engine
   wire                     rd_en /*verilator public_flat_rd*/;
@@ -150,6 +151,11 @@ module tb_gemm #(
   end
 
   // ---------------------------------------------------------------- output sink
+  // Rising edges since the simulation began (the edge at t = 10*c ns counts c): a mismatch line
+  // gives the clock of the output handshake that wrote the element.
+  reg [39:0] clk_count_q = 40'd0;
+  always @(posedge clk_i) clk_count_q <= clk_count_q + 40'd1;
+
   reg [15:0] lfsr_q;
   assign out_ready = (lfsr_q[7:0] >= stall_i);
 
@@ -184,8 +190,9 @@ module tb_gemm #(
         for (j = 0; j < COLS; j = j + 1) begin
           if (out_n + j < n_i) begin
             oaddr = out_m * n_i + out_n + j;
-            acc_mem[oaddr] <= out_acc[j*32 +: 32];
-            y_mem[oaddr]   <= out_data[j*OUT_BITS +: OUT_BITS];
+            acc_mem[oaddr]  <= out_acc[j*32 +: 32];
+            y_mem[oaddr]    <= out_data[j*OUT_BITS +: OUT_BITS];
+            when_mem[oaddr] <= clk_count_q;
           end
         end
       end
@@ -209,11 +216,13 @@ module tb_gemm #(
         acc_mem[j]  <= SENTINEL;
         y_mem[j]    <= {OUT_BITS{1'b0}};
         seen_mem[j] <= 1'b0;
+        when_mem[j] <= 40'd0;
       end
     end
     if (dump_i) begin
       $writememh("gemm_acc_out.hex", acc_mem, 0, m_i * n_i - 1);
       $writememh("gemm_y_out.hex", y_mem, 0, m_i * n_i - 1);
+      $writememh("gemm_when_out.hex", when_mem, 0, m_i * n_i - 1);
     end
   end
 

@@ -218,10 +218,15 @@ def finish(
         message = (
             f"{vset.kind} {vset.path} ({vset.directory}): {mismatches} mismatches; first "
             f"{first['tensor']}[{', '.join(map(str, first.get('nd_index', [first['index']])))}] "
-            f"expected {first['expected']} got {first['got']}; vector {first.get('vector', '?')}: "
-            f"{first.get('operands', 'operands unknown')}; output handshake at {first.get('handshake', 'unknown')}; "
-            f"waveform: {waveform or 'rerun with --waves'}; rerun this vector: {first.get('rerun', 'n/a')}"
+            f"expected {first['expected']} got {first['got']}; "
         )
+        if "vector" in first:
+            message += (
+                f"vector {first['vector']}: {first['operands']}; output handshake at {first['handshake']}; "
+                f"waveform: {waveform or 'rerun with --waves'}; rerun this vector: {first['rerun']}"
+            )
+        else:
+            message += f"waveform: {waveform or 'rerun with --waves'}"
     extra = dict(extra or {})
     try:
         extra["bins"] = coverage_bins(vset, checks, extra)
@@ -242,23 +247,26 @@ def finish(
 
 def where(vset, first: dict[str, Any], size: int, simulator: str) -> dict[str, Any]:
     """What reproduces the first mismatch (hwvit.vectors.pick): its vector, the operands that made
-    the element, the simulation time and cycle of its output handshake (where a sink took it: the
-    GEMM's outputs are read from its result memory) and the command that reruns that vector."""
+    the element, the simulation time and cycle of its output handshake (OUT_TIMES: the sinks log
+    every handshake; the GEMM wrapper keeps the clock of each element's) and the command that
+    reruns that vector."""
     from hwvit.vectors import pick
 
     nd = first.get("nd_index", [first["index"]])
-    if not isinstance(first["expected"], int):  # an output cut short: no element to explain
-        return {}
+    if first["tensor"] not in vset.tensors or not isinstance(first["expected"], int):
+        return {}  # a status check (GEMM's beat counts...) or an output cut short: no element to explain
     vector = pick.vector_of(vset.kind, nd)
     out: dict[str, Any] = {"vector": vector}
     try:
         out["operands"] = pick.operands(vset.kind, vset.params, {n: t.data for n, t in vset.tensors.items()}, nd)
     except (KeyError, IndexError) as exc:  # a set of another shape: say so, keep the verdict
         out["operands"] = f"operands unknown ({exc.__class__.__name__}: {exc})"
-    if len(OUT_TIMES) >= size:
-        t_ns = OUT_TIMES[len(OUT_TIMES) - size + first["index"]]
+    t_ns = OUT_TIMES[len(OUT_TIMES) - size + first["index"]] if len(OUT_TIMES) >= size else None
+    if t_ns:
         out["time_ns"], out["cycle"] = t_ns, t_ns // CLK_NS
         out["handshake"] = f"{t_ns} ns (cycle {t_ns // CLK_NS})"
+    elif t_ns == 0:  # the GEMM wrapper's clock of an element no handshake wrote
+        out["handshake"] = "none (no output handshake wrote it)"
     else:
         out["handshake"] = "not timed by this testbench"
     out["rerun"] = f"hwvit sim {vset.directory} --simulator {simulator} --vector {vector}"

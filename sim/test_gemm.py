@@ -183,6 +183,9 @@ class _Job:
         shape, count = (self.m, self.n), self.m * self.n
         acc = parse_memh(Path.cwd() / "gemm_acc_out.hex", count, 32).reshape(shape)
         y = parse_memh(Path.cwd() / "gemm_y_out.hex", count, self.out_bits).reshape(shape)
+        # the clock of each element's output handshake, for the mismatch line (tbutil.where)
+        when = parse_memh(Path.cwd() / "gemm_when_out.hex", count, 40)  # < 2^39 clocks: never negative
+        tbutil.OUT_TIMES[:] = [int(c) * tbutil.CLK_NS for c in when]
         return acc, y
 
     def stream_checks(self, cycles: int, done_seen: bool) -> dict[str, tuple[list[int], list[int]]]:
