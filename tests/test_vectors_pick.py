@@ -58,3 +58,12 @@ def test_requant_operands_reproduce_the_element(tmp_path):
     )
     y = ops.requant(t["acc"][5:6], t["multiplier"][5:6], t["shift"][5:6], vset.params["out_bits"])
     assert int(y[0]) == int(t["y"][5])
+
+
+def test_gelu_operands_name_the_table_entry(tmp_path):
+    vset = vectors.read(vectors.write_set(vectors.random_record("gelu", 8, seed=7), tmp_path / "g"))
+    t = {n: v.data for n, v in vset.tensors.items()}
+    x = int(t["x"][3])
+    k = x + 128
+    assert operands("gelu", vset.params, t, [3]) == f"x[3] {x} -> table[{k}] {int(t['table'][k])}"
+    assert int(t["table"][k]) == int(t["y"][3])  # the entry named is the output

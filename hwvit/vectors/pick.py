@@ -23,15 +23,17 @@ SHARED = {"softmax": ("exp_table",), "layernorm": ("gamma", "beta"), "gemm": ("w
 
 
 def vector_of(kind: str, nd_index: list[int]) -> int:
-    """The vector (element or row) that holds the output element at ``nd_index``."""
+    """The vector (element or row) that holds the output element at ``nd_index``: its first index,
+    for every kind (the element of a 1-D output, the row of a 2-D one)."""
     return int(nd_index[0])
 
 
 def vectors_in(kind: str, params: dict[str, Any], tensors: dict[str, np.ndarray]) -> int:
+    """How many vectors the set holds."""
     if kind in ROW_COUNT:
         return int(params[ROW_COUNT[kind]])
-    outputs = [a for name, a in tensors.items() if name not in ("table",)]
-    return int(outputs[0].shape[0])
+    per_element = [a for name, a in tensors.items() if name != "table"]  # gelu's table is shared
+    return int(per_element[0].shape[0])
 
 
 def _row_text(row: np.ndarray, most: int = 8) -> str:
@@ -71,8 +73,10 @@ def operands(kind: str, params: dict[str, Any], t: dict[str, np.ndarray], nd_ind
             f"a[{i}] {int(t['a'][i])}, b[{i}] {int(t['b'][i])}; requant multipliers {params['mult_a']}, "
             f"{params['mult_b']}, shift {params['shift']}"
         )
-    if kind == "gelu":
-        return f"x[{i}] {int(t['x'][i])} -> table[{int(t['x'][i]) % 256}] {int(t['table'][int(t['x'][i]) % 256])}"
+    if kind == "gelu":  # y = table[x + 2^(in_bits-1)] (hwvit.ops.gelu)
+        x = int(t["x"][i])
+        k = x + (1 << (int(params["in_bits"]) - 1))
+        return f"x[{i}] {x} -> table[{k}] {int(t['table'][k])}"
     if kind == "divu":
         return f"dividend[{i}] {int(t['dividend'][i])}, divisor[{i}] {int(t['divisor'][i])}"
     if kind == "isqrt":
