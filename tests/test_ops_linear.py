@@ -156,3 +156,32 @@ def test_batched_entries(backend, fused, a_signed, bits):
             for e in (0, entries - 1):
                 want = gemm_ref(a[e].tolist(), w[e].tolist(), None if b is None else b.tolist())
                 assert acc[e].tolist() == want
+
+
+def test_uint8_probabilities_are_packed_as_they_are(backend, fused):
+    """P.V's a is uint8 softmax output: the quad kernel packs those bytes as they are (a - 128 + 128),
+    with no pass to take 128 off; the int16 kernel gets them narrowed. Either way the reference's
+    integers, 2-D and batched, and past one call's K (the kernel declines; narrowed, then blocked)."""
+    from hwvit.ops import native
+
+    rng = np.random.default_rng(77)
+    for shape_a, shape_w in [((5, 33), (25, 33)), ((12, 9, 21), (12, 7, 21)), ((2, 197, 197), (2, 64, 197))]:
+        a = rng.integers(0, 256, shape_a).astype(np.uint8)
+        a.reshape(-1)[:3] = (0, 255, 128)
+        w = rng.integers(-128, 128, shape_w)
+        mult, shift = 1 << 29, 30
+        got = _fused(a, w, None, mult, shift, 8, a_signed=False)
+        want = ops.requant(ops.gemm(a.astype(np.int64), w, a_signed=False), mult, shift, 8)
+        assert np.array_equal(got, want), shape_a
+    if fused == "int8_vnni":
+        kind = native.vnni_kind()
+        a = rng.integers(0, 256, (3, 10)).astype(np.uint8)
+        assert np.array_equal(native._pack_a(a, kind), native._pack_a((a.astype(np.int16) - 128).astype(np.int8), kind))
+        assert gb.takes_offset_uint8("int8_vnni") and not gb.takes_offset_uint8("int16_avx2")
+        with pytest.raises(ValueError, match="int16 kernel takes int8 a only"):
+            native._pack_a(a, native.KINDS["int16"])
+    k = native.K_MAX + 1  # K * 255 * 128 < 2^31 still; one call takes 2^16
+    a = np.full((2, k), 255, np.uint8)
+    w = np.full((3, k), -128, np.int64)
+    got = ops.linear(a, w, None, 1, 16, 16, a_signed=False)
+    assert np.array_equal(got, np.full((2, 3), (255 * -128 * k + (1 << 15)) >> 16))

@@ -52,12 +52,19 @@ def int8_operand(x: Any, name: str, lo: int, hi: int, offset: int = 0) -> np.nda
     return out.reshape(arr.shape)
 
 
-def _operands(a: Any, w: Any, bias: Any, a_signed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def _operands(
+    a: Any, w: Any, bias: Any, a_signed: bool, keep_uint8: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Checked int8 ``a8`` (unsigned a offset by -128), ``w8``, the int64 bias and the offset;
-    ValueError on bad input, OverflowError unless the int32 accumulator bound holds."""
+    ValueError on bad input, OverflowError unless the int32 accumulator bound holds.
+    ``keep_uint8``: an unsigned ``a`` that is a uint8 array (its dtype is its range) comes back as it
+    is, the offset form ``(a - 128) + 128`` that the quad kernels pack directly."""
     # Both operands become int8 (unsigned a is offset by -128: a*w = (a-128)*w + 128*w).
     offset = 0 if a_signed else 128
-    a8 = int8_operand(a, "a", *((-128, 127) if a_signed else (0, 255)), offset=offset)
+    if keep_uint8 and not a_signed and isinstance(a, np.ndarray) and a.dtype == np.uint8:
+        a8 = a
+    else:
+        a8 = int8_operand(a, "a", *((-128, 127) if a_signed else (0, 255)), offset=offset)
     w8 = int8_operand(w, "w", -128, 127)
     batched = w8.ndim == 3  # one weight matrix per batch entry: attention's Q.K^T and P.V per head
     if w8.ndim not in (2, 3):
@@ -131,7 +138,8 @@ def linear(
     never written out (2-D ``w``, and batched ``w`` one entry per job). The same integers either
     way; ``narrow`` as in ``requant``.
     """
-    a8, w8, b, offset = _operands(a, w, bias, a_signed)
+    keep = gemm_backends.takes_offset_uint8()  # P.V's uint8 probabilities packed as they are
+    a8, w8, b, offset = _operands(a, w, bias, a_signed, keep_uint8=keep)
     if a8.size and w8.shape[-2]:
         n_out, k = w8.shape[-2:]
         out_shape = (*a8.shape[:-1], n_out)
@@ -148,4 +156,6 @@ def linear(
         y = gemm_backends.matmul_requant(a2, w8, bias2, per_channel(m, ref), per_channel(s, ref), lo, hi)
         if y is not None:
             return (y if narrow else y.astype(np.int64)).reshape(out_shape)
+    if a8.dtype == np.uint8:  # kept for the quad kernel, which declined (K past one call): narrow now
+        a8 = int8_operand(a8, "a", 0, 255, offset=offset)
     return requant(_product(a8, w8, b, offset), multiplier, shift, out_bits, narrow=narrow)

@@ -283,6 +283,12 @@ def matmul(a8: np.ndarray, w8: np.ndarray, name: str | None = None, bias: np.nda
     return out if bias is None else out + bias
 
 
+def takes_offset_uint8(name: str | None = None) -> bool:
+    """Whether ``matmul_requant`` on backend ``name`` takes a uint8 ``a8`` holding ``a + 128`` (the
+    quad kernels pack that byte as it is; int8 a is XORed with 0x80 into the same byte)."""
+    return (name or backend()) == "int8_vnni"
+
+
 def matmul_requant(
     a8: np.ndarray,
     w8: np.ndarray,
@@ -295,7 +301,8 @@ def matmul_requant(
 ) -> np.ndarray | None:
     """``requant(bias + a8 @ w8^T)`` in one pass where the backend can (int16_avx2 and int8_vnni, K
     that one call takes): int8 or int16 (M, N), or per entry of (B, M, K) x (B, N, K) with a (B, N)
-    bias; else None and the caller requantizes. Arguments checked by ``hwvit.ops.gemm.linear``."""
+    bias; else None and the caller requantizes. Arguments checked by ``hwvit.ops.gemm.linear``. A uint8
+    ``a8`` holds ``a + 128`` (only where ``takes_offset_uint8``)."""
     name = name or backend()
     if name not in _FUSED_BIAS:
         return None

@@ -109,7 +109,7 @@ def _load() -> ctypes.CDLL:
                 _why = f"could not build or load the kernel: {exc}"
             else:
                 i64, ptr = ctypes.c_int64, ctypes.c_void_p
-                for name in ("hw_pack_a", "hw_pack_w"):
+                for name in ("hw_pack_a", "hw_pack_a_biased", "hw_pack_w"):
                     getattr(lib, name).argtypes = [i64, ptr, i64, i64, i64, ptr]
                     getattr(lib, name).restype = None
                 for name in ("hw_packed_a_size", "hw_packed_w_size", "hw_row_block"):
@@ -234,11 +234,18 @@ def pack_w(w8: np.ndarray, kind: int = 0) -> np.ndarray:
 
 
 def _pack_a(a8: np.ndarray, kind: int) -> np.ndarray:
+    """Packed A of int8 ``a8``, or, for a group-4 kind, of a uint8 ``a8`` that holds ``a + 128``
+    already (an unsigned operand in offset form: packed as it is, no pass to take 128 off first)."""
     lib = _load()
     m, k = a8.shape[-2:]
     count = a8.shape[0] if a8.ndim == 3 else 1
     out = np.empty(count * lib.hw_packed_a_size(kind, m, k), np.int32)
-    lib.hw_pack_a(kind, a8.ctypes.data, count, m, k, out.ctypes.data)
+    if a8.dtype == np.uint8:
+        if kind == KINDS["int16"]:
+            raise ValueError("the int16 kernel takes int8 a only")
+        lib.hw_pack_a_biased(kind, a8.ctypes.data, count, m, k, out.ctypes.data)
+    else:
+        lib.hw_pack_a(kind, a8.ctypes.data, count, m, k, out.ctypes.data)
     return out
 
 
@@ -308,14 +315,15 @@ def linear_packed(
     """``ops.requant(bias + a8 @ w8^T, mult, shift)`` clamped to [lo, hi], computed in the tile as
     the sums are stored (the int32 sums are never written out): (M, K) x (N, K) -> (M, N), or per
     entry of (B, M, K) x (B, N, K) with a (B, N) bias -> (B, M, N); int8 when [lo, hi] fits it,
-    else int16. ``packed_w``: ``pack_w(w8, kind)`` made earlier, or None.
+    else int16. ``packed_w``: ``pack_w(w8, kind)`` made earlier, or None. A uint8 ``a8`` (group-4
+    kinds) holds ``a + 128``: the product is of ``a8 - 128``, packed without a pass to take 128 off.
 
     The caller (``hwvit.ops.gemm.linear``) has checked everything the kernel trusts: |bias| + K * 255
     * 128 < 2^31, mult (N,) in [0, 2^31 - 1], shift (N,) in [0, 62], [lo, hi] within 16 bits, K at
     most ``k_limit(kind)``.
     """
     lib = _load()
-    a8 = np.ascontiguousarray(a8, np.int8)
+    a8 = np.ascontiguousarray(a8) if a8.dtype == np.uint8 else np.ascontiguousarray(a8, np.int8)
     m, k = a8.shape[-2:]
     n = w8.shape[-2]
     _check_k(k, kind)

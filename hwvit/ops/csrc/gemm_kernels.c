@@ -65,8 +65,11 @@ int64_t hw_packed_w_size(int64_t kind, int64_t n, int64_t k) {
     return panels_of(n) * NR * (groups_of(kind, k) + (kind == KIND_INT16 ? 0 : 1));
 }
 
-/* count matrices (M x K int8, contiguous, one after another) -> packed A, one after another */
-void hw_pack_a(int64_t kind, const int8_t *a, int64_t count, int64_t m, int64_t k, int32_t *out) {
+/* count matrices (M x K, contiguous, one after another) -> packed A, one after another. For group 4
+ * the packed byte is a + 128: from int8 a it is a XOR 0x80 (flip = 0x80); from a byte that already
+ * holds a + 128 (an unsigned [0, 255] operand whose product keeps the offset form) it is copied
+ * (flip = 0). */
+static void pack_a(int64_t kind, const int8_t *a, int64_t count, int64_t m, int64_t k, int32_t *out, uint8_t flip) {
     const int64_t ng = groups_of(kind, k), size = hw_packed_a_size(kind, m, k);
     for (int64_t b = 0; b < count; b++) {
         int32_t *dst = out + b * size;
@@ -79,9 +82,18 @@ void hw_pack_a(int64_t kind, const int8_t *a, int64_t count, int64_t m, int64_t 
         } else {
             uint8_t *d8 = (uint8_t *)dst;
             for (int64_t r = 0; r < m; r++)
-                for (int64_t c = 0; c < k; c++) d8[r * ng * 4 + c] = (uint8_t)(src[r * k + c] ^ 0x80); /* a + 128 */
+                for (int64_t c = 0; c < k; c++) d8[r * ng * 4 + c] = (uint8_t)((uint8_t)src[r * k + c] ^ flip);
         }
     }
+}
+
+void hw_pack_a(int64_t kind, const int8_t *a, int64_t count, int64_t m, int64_t k, int32_t *out) {
+    pack_a(kind, a, count, m, k, out, 0x80);
+}
+
+/* group-4 kinds only: a holds a + 128 as uint8 already */
+void hw_pack_a_biased(int64_t kind, const uint8_t *a, int64_t count, int64_t m, int64_t k, int32_t *out) {
+    pack_a(kind, (const int8_t *)a, count, m, k, out, 0);
 }
 
 /* One N x K int8 matrix -> packed W. Written in order (panel, group, column): the reads hop between
