@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -138,6 +139,68 @@ def test_probe_picks_an_exact_backend_and_caches_it(cache_dir, monkeypatch):
     monkeypatch.setattr(gb, "run_probe", lambda: pytest.fail("probed again"))
     assert gb.probe() == res
     assert gb.backend() == res["backend"]
+
+
+def test_probe_times_the_forward_shapes_interleaved(cache_dir, monkeypatch):
+    """The probe times one ViT-B/16 layer's products (linear and attention shapes), every backend once
+    per round in a rotating order, and keeps each one's best round."""
+    order = []
+    monkeypatch.setattr(gb, "_layer_step", lambda name, case: order.append(name))
+    small = (("a", (4, 8, 8)), ("b", (2, 4, 8, 4)))
+    timed = gb.time_layer(["int64", "float64", "int16_avx2"], rounds=3, shapes=small, screen=float("inf"))
+    warm, rounds = order[:6], order[6:]
+    assert warm == ["int64"] * 2 + ["float64"] * 2 + ["int16_avx2"] * 2
+    firsts = [rounds[i] for i in range(0, len(rounds), 2)]
+    assert firsts == [
+        "int64",
+        "float64",
+        "int16_avx2",
+        "float64",
+        "int16_avx2",
+        "int64",
+        "int16_avx2",
+        "int64",
+        "float64",
+    ]
+    assert set(timed["best"]) == {"int64", "float64", "int16_avx2"} and timed["rounds"] == 3
+    assert all(timed["best"][n] <= timed["median"][n] for n in timed["best"])
+    assert [name for name, _ in gb.FORWARD_SHAPES] == ["qkv", "proj", "fc1", "fc2", "q.k^T", "p.v"]
+
+
+def test_probe_drops_a_backend_far_slower_after_the_first_round(monkeypatch):
+    def step(name, case):
+        time.sleep(0.02 if name == "float64" else 0.0)
+
+    monkeypatch.setattr(gb, "_layer_step", step)
+    timed = gb.time_layer(["int64", "float64"], rounds=4, shapes=(("a", (2, 2, 2)),))
+    assert timed["dropped"] == ["float64"]
+
+
+def test_a_cached_choice_is_rechecked_not_trusted_forever(cache_dir, monkeypatch):
+    """Older than RECHECK_S, or no longer exact here: measured again; otherwise reused."""
+    calls = []
+
+    def fake_probe():
+        calls.append(1)
+        return {"backend": "float64", "times_ms": {}, "exact": {}, "made": time.time()}
+
+    monkeypatch.setattr(gb, "run_probe", fake_probe)
+    first = gb.probe()
+    assert len(calls) == 1
+    monkeypatch.setattr(gb, "_probe_result", None)
+    assert gb.probe() == first and len(calls) == 1  # fresh and exact: reused
+    path = cache_dir / "hwvit" / "gemm-probe.json"
+    stored = json.loads(path.read_text())
+    for entry in stored.values():
+        entry["made"] = time.time() - gb.RECHECK_S - 1
+    path.write_text(json.dumps(stored))
+    monkeypatch.setattr(gb, "_probe_result", None)
+    gb.probe()
+    assert len(calls) == 2  # too old: measured again
+    monkeypatch.setattr(gb, "_probe_result", None)
+    monkeypatch.setitem(gb._IMPL, "float64", lambda a8, w8: gb._int64(a8, w8) + 1)
+    gb.probe()
+    assert len(calls) == 3  # its backend is no longer exact here: measured again
 
 
 def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
