@@ -48,13 +48,13 @@ def bench(preset, repeats, batch, all_backends, peer, device, as_json):
     family, int8 flags). Targets for ViT-B/16: int/float <= 0.40 on CPUs with int8 dot products
     (AVX512-VNNI with VL, AVX-VNNI, AMX), <= 0.70 on AVX2-only CPUs; int no slower than torch_int8 at
     batch 1 and faster at batch 16. --all-backends adds the int forward on every exact backend, so
-    anyone can see that the default is the fastest here.
+    anyone can see that the default is the fastest here. The figures for the targets: `hwvit bench`
+    (about a minute on 2 cores) and `hwvit bench --batch 1 --all-backends`.
 
     \b
     Example:
-      hwvit bench
-      hwvit bench --batch 1 --all-backends
-      hwvit bench --model digits --repeats 3 --json
+      hwvit bench --model digits --repeats 3
+      hwvit bench --model digits --batch 1 --all-backends --json
       hwvit bench --model vit-tiny --batch 8 --repeats 1 --gemm float64
     """
     from hwvit.bench import bench_forward
