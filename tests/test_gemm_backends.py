@@ -176,6 +176,22 @@ def test_probe_drops_a_backend_far_slower_after_the_first_round(monkeypatch):
     assert timed["dropped"] == ["float64"]
 
 
+def test_one_stalled_round_drops_nothing(monkeypatch):
+    """A core taken away for one round (the first timed one) must not drop the backend it hit."""
+    calls = {"int16_avx2": 0}
+
+    def step(name, case):
+        if name == "int16_avx2":
+            calls[name] += 1
+            if calls[name] == 2:  # the first timed round (after one warm-up call)
+                time.sleep(0.05)
+        time.sleep(0.002)
+
+    monkeypatch.setattr(gb, "_layer_step", step)
+    timed = gb.time_layer(["int64", "int16_avx2"], rounds=4, shapes=(("a", (2, 2, 2)),))
+    assert timed["dropped"] == [] and timed["best"]["int16_avx2"] < 0.02 * 1e3
+
+
 def test_a_cached_choice_is_rechecked_not_trusted_forever(cache_dir, monkeypatch):
     """Older than RECHECK_S, or no longer exact here: measured again; otherwise reused."""
     calls = []

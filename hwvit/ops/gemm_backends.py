@@ -435,8 +435,8 @@ def time_layer(names: list[str], rounds: int = 5, shapes: tuple = FORWARD_SHAPES
 
     Interleaved: every round times each backend once, in an order rotated round by round, so a load
     that comes and goes falls on all of them alike; each backend's figure is its best round (a busy
-    core only ever adds time). After the first round a backend more than ``screen`` times slower than
-    the fastest is dropped (it cannot win, and int_mm on an AVX2-only CPU takes a second a round).
+    core only ever adds time). After two rounds a backend whose best is more than ``screen`` times the
+    fastest's is dropped (it cannot win, and int_mm on an AVX2-only CPU takes a second a round).
     Returns {"best": {name: ms}, "median": {name: ms}, "rounds": n, "dropped": [...]}.
     """
     import statistics
@@ -455,9 +455,9 @@ def time_layer(names: list[str], rounds: int = 5, shapes: tuple = FORWARD_SHAPES
             for case in cases:
                 _layer_step(name, case)
             seen[name].append(1e3 * (time.perf_counter() - t0))
-        if r == 0 and alive:
-            fastest = min(seen[n][0] for n in alive)
-            dropped = [n for n in alive if seen[n][0] > screen * fastest]
+        if r == min(1, rounds - 1) and alive:  # screen on the best of two rounds: one stall drops nothing
+            fastest = min(min(seen[n]) for n in alive)
+            dropped = [n for n in alive if min(seen[n]) > screen * fastest]
             alive = [n for n in alive if n not in dropped]
     return {
         "best": {n: min(v) for n, v in seen.items() if v},
