@@ -28,7 +28,7 @@ from hwvit.cli.common import (
 @click.option(
     "--all-backends",
     is_flag=True,
-    help="Also time the int forward on every exact GEMM backend of this machine, in the same loop.",
+    help="Also time the int forward on every exact GEMM backend of this machine, interleaved in a loop of its own.",
 )
 @click.option(
     "--peer/--no-peer",
@@ -47,9 +47,10 @@ def bench(preset, repeats, batch, all_backends, peer, device, as_json):
     ratios, images/s, the share of integer time outside GEMM, the GEMM backend, and the CPU (model,
     family, int8 flags). Targets for ViT-B/16: int/float <= 0.40 on CPUs with int8 dot products
     (AVX512-VNNI with VL, AVX-VNNI, AMX), <= 0.70 on AVX2-only CPUs; int no slower than torch_int8 at
-    batch 1 and faster at batch 16. --all-backends adds the int forward on every exact backend, so
-    anyone can see that the default is the fastest here. The figures for the targets: `hwvit bench`
-    (about a minute on 2 cores) and `hwvit bench --batch 1 --all-backends`.
+    batch 1 and faster at batch 16. --all-backends adds the int forward on every exact backend (in a
+    loop of its own after the first, int64 once), so anyone can see that the default is the fastest
+    here. The figures for the targets: `hwvit bench` (about a minute on 2 cores) and
+    `hwvit bench --batch 1 --all-backends`.
 
     \b
     Example:
