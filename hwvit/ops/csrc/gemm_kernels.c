@@ -291,6 +291,29 @@ __attribute__((target("avx2,avx512f,avx512vl"))) static void requant_tile_avx512
 }
 #endif
 
+/* A row of a tile's NR = 24 requantized sums (each already in [lo, hi], inside the output type) stored
+ * as int8 or int16 with three vector stores instead of 24 scalar ones: vpackssdw / vpacksswb narrow
+ * with saturation, which keeps every in-range value as it is; the permutes put the 128-bit lanes'
+ * pieces back in column order. */
+static void store_row_i8(int8_t *dst, const int32_t *src) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)src), b = _mm256_loadu_si256((const __m256i *)(src + 8));
+    const __m256i c = _mm256_loadu_si256((const __m256i *)(src + 16));
+    /* bytes, dword by dword: a0-3 b0-3 c0-3 c0-3 | a4-7 b4-7 c4-7 c4-7 */
+    const __m256i x = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, c));
+    const __m256i y = _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm_storeu_si128((__m128i *)dst, _mm256_castsi256_si128(y));         /* a0-7, b0-7 */
+    _mm_storel_epi64((__m128i *)(dst + 16), _mm256_extracti128_si256(y, 1)); /* c0-7 */
+}
+
+static void store_row_i16(int16_t *dst, const int32_t *src) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)src), b = _mm256_loadu_si256((const __m256i *)(src + 8));
+    const __m256i c = _mm256_loadu_si256((const __m256i *)(src + 16));
+    const __m256i ab = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8); /* a0-3 a4-7 b0-3 b4-7 */
+    const __m256i cc = _mm256_permute4x64_epi64(_mm256_packs_epi32(c, c), 0xd8); /* c0-7 c0-7 */
+    _mm256_storeu_si256((__m256i *)dst, ab);
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm256_castsi256_si128(cc));
+}
+
 static void tile(int64_t kind, const int32_t *arow, int64_t ng, const int32_t *wq, int32_t out[MR][NR]) {
     switch (kind) {
     case KIND_INT16: tile_int16(arow, ng, wq, out); return;
@@ -357,10 +380,16 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
                     for (int64_t j = 0; j < NR; j += 8) requant8(out[i] + j, &q, j, vlo, vhi);
                 if (out_bytes == 1) {
                     int8_t *row = (int8_t *)y + at;
-                    for (int64_t j = 0; j < cols; j++) row[j] = (int8_t)out[i][j];
+                    if (cols == NR)
+                        store_row_i8(row, out[i]);
+                    else
+                        for (int64_t j = 0; j < cols; j++) row[j] = (int8_t)out[i][j];
                 } else {
                     int16_t *row = (int16_t *)y + at;
-                    for (int64_t j = 0; j < cols; j++) row[j] = (int16_t)out[i][j];
+                    if (cols == NR)
+                        store_row_i16(row, out[i]);
+                    else
+                        for (int64_t j = 0; j < cols; j++) row[j] = (int16_t)out[i][j];
                 }
             }
         }
