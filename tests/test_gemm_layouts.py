@@ -192,3 +192,27 @@ def test_native_tiles_every_layout(kind):
             mult, shift = np.full(n, 1 << 20, np.int64), np.full(n, 26, np.int64)
             y = native.linear_packed(av, wv, None, bias, mult, shift, -128, 127, code)
             assert np.array_equal(y, ops.requant(want, 1 << 20, 26)), (kind, (m, k, n), la, lw)
+
+
+def test_torch_kernels_int8_matmul_takes_any_layout():
+    """The device path's GEMM (hwvit.ops.torch_kernels, here on CPU tensors): broadcast rows (stride 0),
+    size-1 dimensions, transposed views and the padded shapes themselves, against int64 sums."""
+    import torch
+
+    from hwvit.ops import torch_kernels as tk
+
+    rng = np.random.default_rng(12)
+    for m, k, n in [(1, 8, 8), (17, 8, 8), (3, 5, 1), (24, 64, 16)]:
+        a = torch.from_numpy(rng.integers(-128, 128, (m, k)).astype(np.int8))
+        w = torch.from_numpy(rng.integers(-128, 128, (n, k)).astype(np.int8))
+        cases = [
+            (a, w),
+            (a[:1].expand(m, k), w),  # every row the same memory: stride 0
+            (a, w[:1].expand(n, k)),
+            (a.t().contiguous().t(), w.t().contiguous().t()),
+            (a[0][None, :].expand(1, k), w),
+        ]
+        for av, wv in cases:
+            want = av.to(torch.int64) @ wv.to(torch.int64).t()
+            for _ in range(3):  # the fault changed from call to call
+                assert torch.equal(tk.int8_matmul(av, wv), want), ((m, k, n), av.stride(), wv.stride())

@@ -78,7 +78,10 @@ def int8_matmul(a8: torch.Tensor, w8: torch.Tensor) -> torch.Tensor:
     if m == 0 or n == 0:
         return torch.zeros((m, n), dtype=I64, device=a8.device)
     mp, kp, np_ = max(17, _ceil8(m)), _ceil8(max(k, 8)), _ceil8(n)
-    acc = torch._int_mm(_pad_to(a8, mp, kp), _pad_to(w8, np_, kp).t())
+    # After the padding no dimension has size 1 (mp >= 17, kp and np_ >= 8), and .contiguous()
+    # copies any other stride torch would hand _int_mm as it is (a broadcast's 0): torch 2.13's CPU
+    # _int_mm on a Zen 4 is wrong for stride-0 operands (docs/arithmetic.md, "Operand layouts").
+    acc = torch._int_mm(_pad_to(a8, mp, kp).contiguous(), _pad_to(w8, np_, kp).contiguous().t())
     return acc[:m, :n].to(I64)
 
 
