@@ -1,10 +1,11 @@
 """The integer ViT forward on a torch device (CUDA), through hwvit.ops.torch_kernels.
 
-It walks the same IntViT layers as ``IntViT.forward`` in the same order with the same integer
-formulas, on int64 tensors that stay on the device; tests hold every traced value equal to the
-numpy/numba forward. With ``Trace(records=True)`` it also keeps the block records (vector sets),
-made by the same layer methods as the CPU path's from the device tensors copied back; values
-(``Trace(values=True)``) are copied back too. Forcing values (``Trace(force=...)``) is CPU only.
+``DeviceForward`` runs the one integer forward (``IntViT.run``: the same layers, order, formulas
+and trace steps as ``IntViT.forward``) on ``TorchKernels``, a kernels provider whose int64 tensors
+stay on the device; tests hold every traced value equal to the numpy/numba forward. With
+``Trace(records=True)`` the layers keep their block records (vector sets) from the device tensors
+copied back; values (``Trace(values=True)``) are copied back too. Forcing values
+(``Trace(force=...)``) is CPU only.
 """
 
 from __future__ import annotations
@@ -12,13 +13,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hwvit.intvit.layers import (
-    IntGelu,
-    IntLayerNorm,
-    IntLinear,
-    IntResidual,
-    IntSoftmax,
-)
 from hwvit.intvit.trace import NO_TRACE, Trace
 from hwvit.ops import torch_kernels as tk
 
@@ -36,21 +30,86 @@ def resolve_device(device) -> torch.device:
     return dev
 
 
-class _Params:
-    """Each layer's integer parameters as int64 tensors on the device, made once per model and device."""
+class TorchKernels:
+    """hwvit.ops.torch_kernels on int64 tensors on ``device``: the kernels provider of the device
+    forward (``hwvit.intvit.kernels`` says what a provider is). The layers' numpy parameters become
+    device tensors once per model and device (weights int8, the rest int64); Python ints stay ints.
+    Data-dependent range checks stay on the device and are read once per forward (``checks``)."""
 
     def __init__(self, device: torch.device):
         self.device = device
         self._cache: dict[int, torch.Tensor] = {}
         self._keep: list = []  # the source arrays, so their ids stay unique while cached
+        self.checks = tk.Checks()
 
-    def __call__(self, arr, dtype=torch.int64) -> torch.Tensor:
+    def param(self, arr, dtype=torch.int64):
+        """A stored parameter on the device: numpy arrays converted (and cached), tensors, ints and
+        None as they are."""
+        if not isinstance(arr, np.ndarray):
+            return arr
         hit = self._cache.get(id(arr))
         if hit is None:
             hit = torch.from_numpy(np.array(arr)).to(self.device, dtype)  # a copy: weights are read-only
             self._cache[id(arr)] = hit
             self._keep.append(arr)
         return hit
+
+    def gemm(self, a, w, bias, a_signed: bool = True):
+        return tk.gemm(a, self.param(w, torch.int8), self.param(bias), a_signed=a_signed)
+
+    def requant(self, acc, mult, shift, out_bits: int):
+        return tk.requant(acc, self.param(mult), self.param(shift), out_bits, self.checks)
+
+    def linear(self, a, w, bias, mult, shift, out_bits: int, a_signed: bool = True):
+        return self.requant(self.gemm(a, w, bias, a_signed), mult, shift, out_bits)
+
+    def layernorm(self, rows, gamma, beta, eps_int: int, mult: int, shift: int, out_bits: int):
+        g, b = self.param(gamma), self.param(beta)
+        return tk.layernorm(rows, g, b, eps_int, mult, shift, out_bits, checks=self.checks)
+
+    def gelu(self, x, table, in_bits: int):
+        return tk.gelu(x, self.param(table), in_bits)
+
+    def softmax(self, rows, table, out_bits: int, in_bits: int, exp: str, exp_mult):
+        return tk.softmax(rows, self.param(table), out_bits, exp, exp_mult)  # in_bits: a range check on the CPU
+
+    def residual_add(self, a, b, mult_a: int, mult_b: int, shift: int, out_bits: int):
+        return tk.residual_add(a, b, mult_a, mult_b, shift, out_bits)
+
+    def mean_pool(self, x, mult: int, shift: int, out_bits: int):
+        return tk.mean_pool(x, mult, shift, out_bits, checks=self.checks)
+
+    def quantize(self, x, scale: float, bits: int):
+        """float -> int on the device: the same float64 operations as ops.quantize."""
+        xf = torch.as_tensor(np.asarray(x)).to(self.device)
+        self.checks.add(~torch.isfinite(xf).all(), "quantize: input holds NaN or infinity")
+        return tk.quantize(xf, scale, bits)
+
+    def int_input(self, x):
+        return torch.as_tensor(np.asarray(x, dtype=np.int64)).to(self.device)
+
+    def const(self, a: np.ndarray):
+        return self.param(a)
+
+    def expand(self, a, shape):
+        return a.expand(shape)
+
+    def cat(self, parts, axis: int):
+        return torch.cat(parts, dim=axis)
+
+    def permute(self, x, axes):
+        return x.permute(axes)
+
+    def host(self, x) -> np.ndarray:
+        return _np(x)
+
+    def value(self, tr: Trace, path: str, q, scale: float):
+        if tr.keep_values:
+            tr.value(path, _np(q), scale)
+        return q
+
+    def logits(self, x) -> np.ndarray:
+        return _np(x)
 
 
 class DeviceForward:
@@ -59,169 +118,14 @@ class DeviceForward:
     def __init__(self, model, device="cuda"):
         self.model = model
         self.device = resolve_device(device)
-        self.p = _Params(self.device)
-        self.checks: tk.Checks | None = None  # one per forward
-
-    def _value(self, tr: Trace, path: str, t: torch.Tensor, scale: float) -> None:
-        if tr.keep_values:
-            tr.value(path, _np(t), scale)
-
-    def linear(self, lin: IntLinear, x: torch.Tensor, tr: Trace, path: str, value: bool = True) -> torch.Tensor:
-        acc = tk.gemm(x, self.p(lin.w, torch.int8), self.p(lin.bias))
-        y = tk.requant(acc, self.p(lin.mult), self.p(lin.shift), lin.out_bits, self.checks)
-        if tr.keep_records:
-            n = acc.shape[-1]
-            lin.record(tr, path, _np(x).reshape(-1, x.shape[-1]), _np(acc).reshape(-1, n), _np(y).reshape(-1, n))
-        if value:
-            self._value(tr, path, y, lin.s_out)
-        return y
-
-    def layernorm(self, ln: IntLayerNorm, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
-        y = tk.layernorm(
-            x,
-            self.p(ln.gamma),
-            self.p(ln.beta),
-            ln.eps_int,
-            ln.mult,
-            ln.shift,
-            ln.out_bits,
-            checks=self.checks,
-        )
-        if tr.keep_records:
-            c = x.shape[-1]
-            ln.record(tr, path, _np(x).reshape(-1, c), _np(y).reshape(-1, c))
-        self._value(tr, path, y, ln.s_out)
-        return y
-
-    def gelu(self, g: IntGelu, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
-        y = tk.gelu(x, self.p(g.table), g.in_bits)
-        if tr.keep_records:
-            g.record(tr, path, _np(x), _np(y))
-        self._value(tr, path, y, g.s_out)
-        return y
-
-    def residual(self, r: IntResidual, a: torch.Tensor, b: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
-        y = tk.residual_add(a, b, r.mult_a, r.mult_b, r.shift, r.out_bits)
-        if tr.keep_records:
-            r.record(tr, path, _np(a), _np(b), _np(y))
-        self._value(tr, path, y, r.s_out)
-        return y
-
-    def softmax(self, s: IntSoftmax, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
-        p = tk.softmax(x, self.p(s.exp_table), s.out_bits, s.exp, s.exp_mult)
-        if tr.keep_records:
-            n = x.shape[-1]
-            s.record(tr, path, _np(x).reshape(-1, n), _np(p).reshape(-1, n))
-        self._value(tr, path, p, s.s_out)
-        return p
-
-    def attention(self, at, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
-        b, n, _ = x.shape
-        h, hd = at.heads, at.head_dim
-        if at.qkv is not None:
-            y = self.linear(at.qkv, x, tr, f"{path}.qkv").reshape(b, n, 3, h, hd)
-            q, k, v = (y[:, :, i].transpose(1, 2) for i in range(3))  # (B, H, N, hd)
-        else:
-            q, k, v = (
-                self.linear(lin, x, tr, f"{path}.{name}", value=False).reshape(b, n, h, hd).transpose(1, 2)
-                for name, lin in (("q", at.q), ("k", at.k), ("v", at.v))
-            )
-        self._value(tr, f"{path}.q", q, at.s_q)
-        self._value(tr, f"{path}.k", k, at.s_k)
-        self._value(tr, f"{path}.v", v, at.s_v)
-        qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
-        acc = tk.gemm(qs, ks)
-        scores = tk.requant(acc, at.scores_mult, at.scores_shift, at.scores_bits, self.checks)
-        if tr.keep_records:
-            at.record_heads(tr, path, b, "qk", _np(qs), _np(ks), _np(acc), _np(scores))
-        scores = scores.reshape(b, h, n, n)
-        self._value(tr, f"{path}.scores", scores, at.s_scores)
-        probs = self.softmax(at.softmax, scores, tr, f"{path}.softmax")
-        self._value(tr, f"{path}.probs", probs, at.softmax.s_out)
-        ps, vt = probs.reshape(b * h, n, n), vs.transpose(1, 2)
-        acc = tk.gemm(ps, vt, a_signed=False)
-        ctx = tk.requant(acc, at.ctx_mult, at.ctx_shift, at.ctx_bits, self.checks)
-        if tr.keep_records:
-            at.record_heads(tr, path, b, "av", _np(ps), _np(vt), _np(acc), _np(ctx))
-        ctx = ctx.reshape(b, h, n, hd).transpose(1, 2).reshape(b, n, h * hd)
-        self._value(tr, f"{path}.context", ctx, at.s_ctx)
-        return self.linear(at.proj, ctx, tr, f"{path}.proj")
-
-    def block(self, blk, x: torch.Tensor, tr: Trace, path: str) -> torch.Tensor:
-        h = self.layernorm(blk.norm1, x, tr, f"{path}.norm1")
-        x = self.residual(blk.add1, x, self.attention(blk.attn, h, tr, f"{path}.attn"), tr, f"{path}.add1")
-        h = self.layernorm(blk.norm2, x, tr, f"{path}.norm2")
-        h = self.linear(blk.fc1, h, tr, f"{path}.mlp.fc1")
-        h = self.gelu(blk.gelu, h, tr, f"{path}.mlp.gelu")
-        h = self.linear(blk.fc2, h, tr, f"{path}.mlp.fc2")
-        return self.residual(blk.add2, x, h, tr, f"{path}.add2")
-
-    @staticmethod
-    def patches(pe, x: torch.Tensor) -> torch.Tensor:
-        """IntPatchEmbed.patches on a tensor: (B, C, H, W) -> (B, N, patch_dim), same feature order."""
-        if pe.kind == "linear1d":
-            return x.reshape(x.shape[0], -1, pe.patch_size * (x.shape[2] if x.ndim == 3 else 1))
-        b, c, hh, ww = x.shape
-        p = pe.patch_size
-        g = x.reshape(b, c, hh // p, p, ww // p, p)
-        g = g.permute(0, 2, 4, 1, 3, 5) if pe.kind == "conv" else g.permute(0, 2, 4, 3, 5, 1)
-        return g.reshape(b, (hh // p) * (ww // p), -1)
-
-    def patch_embed(self, pe, x: torch.Tensor, tr: Trace) -> torch.Tensor:
-        h = self.patches(pe, x)
-        if pe.norm_in is not None:
-            h = self.layernorm(pe.norm_in, h, tr, "embed.norm_in")
-        h = self.linear(pe.proj, h, tr, "embed.proj")
-        if pe.norm_out is not None:
-            h = self.layernorm(pe.norm_out, h, tr, "embed.norm_out")
-        if pe.gelu is not None:
-            h = self.gelu(pe.gelu, h, tr, "embed.gelu")
-        return h
+        self.kernels = TorchKernels(self.device)
 
     @torch.no_grad()
     def __call__(self, x, trace: Trace | None = None, quantized: bool = False) -> np.ndarray:
-        m, tr = self.model, trace or NO_TRACE
+        tr = trace or NO_TRACE
         if tr.force is not None:
             raise ValueError("forcing traced values (Trace(force=...)) runs on the CPU forward only")
-        m.check_input(x)
-        self.checks = tk.Checks()  # range checks stay on the device; read once, at the end
-        if quantized:
-            xq = torch.as_tensor(np.asarray(x, dtype=np.int64)).to(self.device)
-        else:  # float -> int on the device: the same float64 operations as ops.quantize
-            xf = torch.as_tensor(np.asarray(x)).to(self.device)
-            self.checks.add(~torch.isfinite(xf).all(), "quantize: input holds NaN or infinity")
-            xq = tk.quantize(xf, m.s_input, m.input_bits)
-        self._value(tr, "input", xq, m.s_input)
-        h = self.patch_embed(m.patch_embed, xq, tr)
-        self._value(tr, "embed", h, m.s_embed)
-        b = h.shape[0]
-        if m.cls_q is not None:
-            h = torch.cat([self.p(m.cls_q).expand(b, 1, h.shape[-1]), h], dim=1)
-        s_tokens = m.s_embed
-        if m.pos_add is not None:
-            h = self.residual(m.pos_add, h, self.p(m.pos_q).expand(h.shape), tr, "pos_add")
-            s_tokens = m.pos_add.s_out
-        self._value(tr, "tokens", h, s_tokens)
-        for i, blk in enumerate(m.blocks):
-            pos_add = m.layer_pos_adds[i] if m.layer_pos_adds else None
-            if pos_add is not None:
-                h = self.residual(pos_add, h, self.p(m.pos_q).expand(h.shape), tr, f"layers.{i}.pos_add")
-            h = self.block(blk, h, tr, f"layers.{i}")
-        if m.norm is not None:
-            h = self.layernorm(m.norm, h, tr, "norm")
-        if m.pool is None:
-            pooled = h[:, 0]
-        else:
-            pooled = tk.mean_pool(h, m.pool.mult, m.pool.shift, m.pool.out_bits, checks=self.checks)
-            if tr.keep_records:
-                m.pool.record(tr, "pool", _np(h), _np(pooled))
-        self._value(tr, "pool", pooled, m.s_pool)
-        if m.pre_head_fc is not None:
-            pooled = self.linear(m.pre_head_fc, pooled, tr, "pre_head.fc")
-        if m.pre_head_norm is not None:
-            pooled = self.layernorm(m.pre_head_norm, pooled, tr, "pre_head.norm")
-        if m.head is not None:
-            pooled = self.linear(m.head, pooled, tr, "head")
-            self._value(tr, "logits", pooled, m.head.s_out)
-        self.checks.raise_if_any()
-        return _np(pooled)
+        self.kernels.checks = tk.Checks()  # range checks stay on the device; read once, at the end
+        logits = self.model.run(x, tr, quantized, self.kernels)
+        self.kernels.checks.raise_if_any()
+        return logits

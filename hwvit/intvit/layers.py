@@ -1,10 +1,12 @@
 """Integer layers: quantized parameters plus a forward made of hwvit.ops kernels only.
 
-Every layer takes integer numpy arrays and returns its output in the narrowest integer dtype that
-holds its width (int8 for 8 bits: the kernels' ``narrow=True``, an eighth of int64's memory
-traffic); the trace keeps int64 copies. Each layer knows its input and output scales (real value =
-int * scale), adds one BlockRecord per block it runs to the trace and records its output value
-under its own path. ``hwvit.quant`` builds these from a float model.
+Each layer's forward is written once, over a kernels provider ``k`` (``hwvit.intvit.kernels``):
+``NUMPY`` by default, on integer numpy arrays, each output in the narrowest integer dtype that holds
+its width (int8 for 8 bits: the kernels' ``narrow=True``, an eighth of int64's memory traffic);
+``hwvit.intvit.device`` passes its torch provider. The trace keeps int64 copies. Each layer knows
+its input and output scales (real value = int * scale), adds one BlockRecord per block it runs to
+the trace and records its output value under its own path. ``hwvit.quant`` builds these from a
+float model.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwvit import ops
+from hwvit.intvit.kernels import NUMPY
 from hwvit.intvit.trace import Trace
 
 
@@ -51,22 +53,22 @@ class IntLinear:
     s_out: float
     out_bits: int
 
-    def __call__(self, x: np.ndarray, tr: Trace, path: str, value: bool = True) -> np.ndarray:
+    def __call__(self, x, tr: Trace, path: str, value: bool = True, k=NUMPY):
         """requant(gemm(x, w) + bias): one GEMM-engine pass, recorded as a `gemm` block. ``value``:
         trace the output under ``path``; False when the caller traces it in another layout (the
         separate q/k/v of attention: (B, N, H*hd) here, (B, H, N, hd) at the traced point)."""
         x2d = x.reshape(-1, x.shape[-1])
         if tr.keep_records:  # the record holds the accumulators
-            acc = ops.gemm(x2d, self.w, self.bias, a_signed=True)
-            y = ops.requant(acc, self.mult, self.shift, self.out_bits, narrow=True)
-            self.record(tr, path, x2d, acc, y)
+            acc = k.gemm(x2d, self.w, self.bias)
+            y = k.requant(acc, self.mult, self.shift, self.out_bits)
+            self.record(tr, path, k.host(x2d), k.host(acc), k.host(y))
         else:  # the same integers; a backend that can requantizes inside the GEMM
-            y = ops.linear(x2d, self.w, self.bias, self.mult, self.shift, self.out_bits, narrow=True)
+            y = k.linear(x2d, self.w, self.bias, self.mult, self.shift, self.out_bits)
         y = y.reshape(*x.shape[:-1], self.w.shape[0])
-        return tr.value(path, y, self.s_out) if value else y
+        return k.value(tr, path, y, self.s_out) if value else y
 
     def record(self, tr: Trace, path: str, x2d: np.ndarray, acc: np.ndarray, y2d: np.ndarray) -> None:
-        """The `gemm` record of one call (2-D x, acc, y); device.py calls it with its tensors copied back."""
+        """The `gemm` record of one call (2-D host arrays x, acc, y)."""
         record_gemm(
             tr,
             path,
@@ -94,12 +96,13 @@ class IntLayerNorm:
     s_out: float
     out_bits: int
 
-    def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
+    def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         rows = x.reshape(-1, x.shape[-1])
-        y = ops.layernorm(rows, self.gamma, self.beta, self.eps_int, self.mult, self.shift, self.out_bits, narrow=True)
-        self.record(tr, path, rows, y)
+        y = k.layernorm(rows, self.gamma, self.beta, self.eps_int, self.mult, self.shift, self.out_bits)
+        if tr.keep_records:
+            self.record(tr, path, k.host(rows), k.host(y))
         y = y.reshape(x.shape)
-        return tr.value(path, y, self.s_out)
+        return k.value(tr, path, y, self.s_out)
 
     def record(self, tr: Trace, path: str, rows: np.ndarray, y: np.ndarray) -> None:
         """The `layernorm` record of one call (2-D rows in and out)."""
@@ -130,10 +133,11 @@ class IntGelu:
     s_in: float
     s_out: float
 
-    def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
-        y = ops.gelu(x, self.table, self.in_bits, narrow=True)
-        self.record(tr, path, x, y)
-        return tr.value(path, y, self.s_out)
+    def __call__(self, x, tr: Trace, path: str, k=NUMPY):
+        y = k.gelu(x, self.table, self.in_bits)
+        if tr.keep_records:
+            self.record(tr, path, k.host(x), k.host(y))
+        return k.value(tr, path, y, self.s_out)
 
     def record(self, tr: Trace, path: str, x: np.ndarray, y: np.ndarray) -> None:
         """The `gelu` record of one call (flattened)."""
@@ -161,20 +165,13 @@ class IntSoftmax:
     def s_out(self) -> float:
         return 1.0 / ((1 << self.out_bits) - 1)
 
-    def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
+    def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         rows = x.reshape(-1, x.shape[-1])
-        p = ops.softmax(
-            rows,
-            self.exp_table,
-            out_bits=self.out_bits,
-            in_bits=self.in_bits,
-            exp=self.exp,
-            exp_mult=self.exp_mult,
-            narrow=True,
-        )
-        self.record(tr, path, rows, p)
+        p = k.softmax(rows, self.exp_table, self.out_bits, self.in_bits, self.exp, self.exp_mult)
+        if tr.keep_records:
+            self.record(tr, path, k.host(rows), k.host(p))
         p = p.reshape(x.shape)
-        return tr.value(path, p, self.s_out)
+        return k.value(tr, path, p, self.s_out)
 
     def record(self, tr: Trace, path: str, rows: np.ndarray, p: np.ndarray) -> None:
         """The `softmax` record of one call (2-D rows in and out); none for the shift form."""
@@ -208,10 +205,11 @@ class IntResidual:
     s_out: float
     out_bits: int
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, tr: Trace, path: str) -> np.ndarray:
-        y = ops.residual_add(a, b, self.mult_a, self.mult_b, self.shift, self.out_bits, narrow=True)
-        self.record(tr, path, a, b, y)
-        return tr.value(path, y, self.s_out)
+    def __call__(self, a, b, tr: Trace, path: str, k=NUMPY):
+        y = k.residual_add(a, b, self.mult_a, self.mult_b, self.shift, self.out_bits)
+        if tr.keep_records:
+            self.record(tr, path, k.host(a), k.host(b), k.host(y))
+        return k.value(tr, path, y, self.s_out)
 
     def record(self, tr: Trace, path: str, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> None:
         """The `residual_add` record of one call (flattened)."""
@@ -240,10 +238,11 @@ class IntPool:
     s_out: float
     out_bits: int
 
-    def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
-        y = ops.mean_pool(x, self.mult, self.shift, self.out_bits, axis=1)
-        self.record(tr, path, x, y)
-        return tr.value(path, y, self.s_out)
+    def __call__(self, x, tr: Trace, path: str, k=NUMPY):
+        y = k.mean_pool(x, self.mult, self.shift, self.out_bits)
+        if tr.keep_records:
+            self.record(tr, path, k.host(x), k.host(y))
+        return k.value(tr, path, y, self.s_out)
 
     def record(self, tr: Trace, path: str, x: np.ndarray, y: np.ndarray) -> None:
         """The `requant` record of one pooling (x: the tokens, (B, N, D))."""

@@ -6,6 +6,9 @@ holding values of that width (``act_bits``, or a recipe's per-layer width:
 ``IntViT.point_bits``); each carries one real scale, kept beside it in the layer. Every layer
 records its own block records and output value; paths are the float model's record points
 (``embed.proj``, ``layers.3.mlp.fc1``, ...). ``hwvit.quant.quantize_model`` builds an IntViT.
+
+The forward is written once, over a kernels provider ``k`` (``hwvit.intvit.kernels``): ``forward``
+runs it on numpy (``NUMPY``), ``hwvit.intvit.device.DeviceForward`` on a torch device.
 """
 
 from __future__ import annotations
@@ -16,15 +19,9 @@ import numpy as np
 from einops import rearrange
 
 from hwvit import ops
+from hwvit.intvit.kernels import NUMPY
 from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax, record_gemm
 from hwvit.intvit.trace import NO_TRACE, Trace
-from hwvit.ops.checks import narrow_dtype
-
-
-def _narrow(a: np.ndarray) -> np.ndarray:
-    """A small parameter (cls token, position table) in the narrowest dtype holding its values,
-    so the kernel it joins takes it without a range scan."""
-    return a.astype(narrow_dtype(int(a.min()), int(a.max()))) if a.size else a
 
 
 @dataclass(kw_only=True)
@@ -71,46 +68,46 @@ class IntAttention:
             tag = f"{self._tag(path, b, i)}.{which}"
             record_gemm(tr, tag, a[i], w[i], None, mult, shift, acc[i], y[i], bits, signed, scales)
 
-    def _product(self, tr: Trace, path: str, b: int, which: str, a, w) -> np.ndarray:
+    def _product(self, tr: Trace, path: str, b: int, which: str, a, w, k=NUMPY):
         """Requantized Q.K^T (``which`` = "qk") or P.V ("av") of every head of every image in one
         batched call; with records, the accumulators are kept for them (gemm, then requant), else
         the GEMM may requantize in its tile (``ops.linear``): the same integers."""
         mult, shift, bits, signed = self._requant_of(which)
         if not tr.keep_records:
-            return ops.linear(a, w, None, mult, shift, bits, a_signed=signed, narrow=True)
-        acc = ops.gemm(a, w, None, a_signed=signed)
-        y = ops.requant(acc, mult, shift, bits, narrow=True)
-        self.record_heads(tr, path, b, which, a, w, acc, y)
+            return k.linear(a, w, None, mult, shift, bits, a_signed=signed)
+        acc = k.gemm(a, w, None, a_signed=signed)
+        y = k.requant(acc, mult, shift, bits)
+        self.record_heads(tr, path, b, which, k.host(a), k.host(w), k.host(acc), k.host(y))
         return y
 
-    def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
+    def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         b, n, _ = x.shape
         h, hd = self.heads, self.head_dim
         if self.qkv is not None:
-            y = self.qkv(x, tr, f"{path}.qkv").reshape(b, n, 3, h, hd)
-            q, k, v = (y[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # (B, H, N, hd)
+            y = self.qkv(x, tr, f"{path}.qkv", k=k).reshape(b, n, 3, h, hd)
+            qu, ke, va = (k.permute(y[:, :, i], (0, 2, 1, 3)) for i in range(3))  # (B, H, N, hd)
         else:
-            q, k, v = (
-                lin(x, tr, f"{path}.{name}", value=False).reshape(b, n, h, hd).transpose(0, 2, 1, 3)
+            qu, ke, va = (
+                k.permute(lin(x, tr, f"{path}.{name}", value=False, k=k).reshape(b, n, h, hd), (0, 2, 1, 3))
                 for name, lin in (("q", self.q), ("k", self.k), ("v", self.v))
             )
-        q = tr.value(f"{path}.q", q, self.s_q)
-        k = tr.value(f"{path}.k", k, self.s_k)
-        v = tr.value(f"{path}.v", v, self.s_v)
+        qu = k.value(tr, f"{path}.q", qu, self.s_q)
+        ke = k.value(tr, f"{path}.k", ke, self.s_k)
+        va = k.value(tr, f"{path}.v", va, self.s_v)
         # All heads (and images) in one batched GEMM call each; one record per head for the RTL.
-        qs, ks, vs = (t.reshape(b * h, n, hd) for t in (q, k, v))
-        scores = self._product(tr, path, b, "qk", qs, ks)  # (B*H, N, N)
+        qs, ks, vs = (t.reshape(b * h, n, hd) for t in (qu, ke, va))
+        scores = self._product(tr, path, b, "qk", qs, ks, k)  # (B*H, N, N)
         scores = scores.reshape(b, h, n, n)
-        scores = tr.value(f"{path}.scores", scores, self.s_scores)
-        probs = self.softmax(scores, tr, f"{path}.softmax")
-        probs = tr.value(f"{path}.probs", probs, self.softmax.s_out)  # the float model's name for the softmax
+        scores = k.value(tr, f"{path}.scores", scores, self.s_scores)
+        probs = self.softmax(scores, tr, f"{path}.softmax", k=k)
+        probs = k.value(tr, f"{path}.probs", probs, self.softmax.s_out)  # the float model's name for the softmax
         ps = probs.reshape(b * h, n, n)
-        vt = vs.transpose(0, 2, 1)  # (B*H, hd, N): V^T, the GEMM's weight rows
-        ctx = self._product(tr, path, b, "av", ps, vt)  # (B*H, N, hd)
-        ctx = ctx.reshape(b, h, n, hd).transpose(0, 2, 1, 3)  # (B, N, H, hd)
+        vt = k.permute(vs, (0, 2, 1))  # (B*H, hd, N): V^T, the GEMM's weight rows
+        ctx = self._product(tr, path, b, "av", ps, vt, k)  # (B*H, N, hd)
+        ctx = k.permute(ctx.reshape(b, h, n, hd), (0, 2, 1, 3))  # (B, N, H, hd)
         ctx = ctx.reshape(b, n, h * hd)
-        ctx = tr.value(f"{path}.context", ctx, self.s_ctx)
-        return self.proj(ctx, tr, f"{path}.proj")
+        ctx = k.value(tr, f"{path}.context", ctx, self.s_ctx)
+        return self.proj(ctx, tr, f"{path}.proj", k=k)
 
 
 @dataclass(kw_only=True)
@@ -124,14 +121,14 @@ class IntBlock:
     fc2: IntLinear
     add2: IntResidual
 
-    def __call__(self, x: np.ndarray, tr: Trace, path: str) -> np.ndarray:
-        h = self.norm1(x, tr, f"{path}.norm1")
-        x = self.add1(x, self.attn(h, tr, f"{path}.attn"), tr, f"{path}.add1")
-        h = self.norm2(x, tr, f"{path}.norm2")
-        h = self.fc1(h, tr, f"{path}.mlp.fc1")
-        h = self.gelu(h, tr, f"{path}.mlp.gelu")
-        h = self.fc2(h, tr, f"{path}.mlp.fc2")
-        return self.add2(x, h, tr, f"{path}.add2")
+    def __call__(self, x, tr: Trace, path: str, k=NUMPY):
+        h = self.norm1(x, tr, f"{path}.norm1", k=k)
+        x = self.add1(x, self.attn(h, tr, f"{path}.attn", k=k), tr, f"{path}.add1", k=k)
+        h = self.norm2(x, tr, f"{path}.norm2", k=k)
+        h = self.fc1(h, tr, f"{path}.mlp.fc1", k=k)
+        h = self.gelu(h, tr, f"{path}.mlp.gelu", k=k)
+        h = self.fc2(h, tr, f"{path}.mlp.fc2", k=k)
+        return self.add2(x, h, tr, f"{path}.add2", k=k)
 
 
 @dataclass(kw_only=True)
@@ -145,8 +142,9 @@ class IntPatchEmbed:
     norm_out: IntLayerNorm | None = None
     gelu: IntGelu | None = None
 
-    def patches(self, x: np.ndarray) -> np.ndarray:
-        """Input -> (B, N, patch_dim) in the order the float weights expect (the float model's patterns)."""
+    def patches(self, x):
+        """Input -> (B, N, patch_dim) in the order the float weights expect (the float model's
+        patterns); numpy arrays or torch tensors alike (einops)."""
         p = self.patch_size
         if self.kind == "linear1d":
             x = x[..., None] if x.ndim == 2 else x  # (B, L) signals have one channel
@@ -155,15 +153,15 @@ class IntPatchEmbed:
             return rearrange(x, "b c (h p1) (w p2) -> b (h w) (c p1 p2)", p1=p, p2=p)
         return rearrange(x, "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=p, p2=p)  # SimpleViT
 
-    def __call__(self, x: np.ndarray, tr: Trace, path: str = "embed") -> np.ndarray:
+    def __call__(self, x, tr: Trace, path: str = "embed", k=NUMPY):
         h = self.patches(x)
         if self.norm_in is not None:
-            h = self.norm_in(h, tr, f"{path}.norm_in")
-        h = self.proj(h, tr, f"{path}.proj")
+            h = self.norm_in(h, tr, f"{path}.norm_in", k=k)
+        h = self.proj(h, tr, f"{path}.proj", k=k)
         if self.norm_out is not None:
-            h = self.norm_out(h, tr, f"{path}.norm_out")
+            h = self.norm_out(h, tr, f"{path}.norm_out", k=k)
         if self.gelu is not None:
-            h = self.gelu(h, tr, f"{path}.gelu")
+            h = self.gelu(h, tr, f"{path}.gelu", k=k)
         return h
 
 
@@ -236,45 +234,44 @@ class IntViT:
         """Integer logits (B, classes), int64, at scale ``s_logits``; ``x`` float (or int if quantized).
 
         Between layers the activations travel in their narrowest dtype (``hwvit.intvit.layers``)."""
-        tr = trace or NO_TRACE
+        return self.run(x, trace or NO_TRACE, quantized, NUMPY)
+
+    __call__ = forward
+
+    def run(self, x, tr: Trace, quantized: bool, k) -> np.ndarray:
+        """The forward on kernels provider ``k`` (``hwvit.intvit.kernels``): every layer in order,
+        each traced under its path; host int64 logits."""
         self.check_input(x)
-        if quantized:
-            xq = np.asarray(x)
-            xq = xq if xq.dtype.kind in "iu" else xq.astype(np.int64)
-        else:
-            xq = ops.quantize(x, self.s_input, self.input_bits, narrow=True)
-        xq = tr.value("input", xq, self.s_input)
-        h = self.patch_embed(xq, tr, "embed")
-        h = tr.value("embed", h, self.s_embed)
+        xq = k.int_input(x) if quantized else k.quantize(x, self.s_input, self.input_bits)
+        xq = k.value(tr, "input", xq, self.s_input)
+        h = self.patch_embed(xq, tr, "embed", k=k)
+        h = k.value(tr, "embed", h, self.s_embed)
         b = h.shape[0]
         if self.cls_q is not None:
-            h = np.concatenate([np.broadcast_to(_narrow(self.cls_q), (b, 1, h.shape[-1])), h], axis=1)
-        pos = _narrow(self.pos_q) if self.pos_q is not None else None  # once, for every add below
+            h = k.cat([k.expand(k.const(self.cls_q), (b, 1, h.shape[-1])), h], 1)
+        pos = k.const(self.pos_q) if self.pos_q is not None else None  # once, for every add below
         if self.pos_add is not None:
-            h = self.pos_add(h, np.broadcast_to(pos, h.shape), tr, "pos_add")
-        h = tr.value("tokens", h, self.pos_add.s_out if self.pos_add is not None else self.s_embed)
+            h = self.pos_add(h, k.expand(pos, h.shape), tr, "pos_add", k=k)
+        h = k.value(tr, "tokens", h, self.pos_add.s_out if self.pos_add is not None else self.s_embed)
         for i, block in enumerate(self.blocks):
             pos_add = self.layer_pos_adds[i] if self.layer_pos_adds else None
             if pos_add is not None:
-                h = pos_add(h, np.broadcast_to(pos, h.shape), tr, f"layers.{i}.pos_add")
-            h = block(h, tr, f"layers.{i}")
+                h = pos_add(h, k.expand(pos, h.shape), tr, f"layers.{i}.pos_add", k=k)
+            h = block(h, tr, f"layers.{i}", k=k)
         if self.norm is not None:
-            h = self.norm(h, tr, "norm")
+            h = self.norm(h, tr, "norm", k=k)
         if self.pool is not None:
-            pooled = self.pool(h, tr, "pool")
+            pooled = self.pool(h, tr, "pool", k=k)
         else:
-            pooled = h[:, 0]
-            pooled = tr.value("pool", pooled, self.s_pool)
+            pooled = k.value(tr, "pool", h[:, 0], self.s_pool)
         if self.pre_head_fc is not None:
-            pooled = self.pre_head_fc(pooled, tr, "pre_head.fc")
+            pooled = self.pre_head_fc(pooled, tr, "pre_head.fc", k=k)
         if self.pre_head_norm is not None:
-            pooled = self.pre_head_norm(pooled, tr, "pre_head.norm")
-        if self.head is None:
-            return pooled.astype(np.int64)
-        logits = self.head(pooled, tr, "head")
-        return tr.value("logits", logits, self.head.s_out).astype(np.int64)
-
-    __call__ = forward
+            pooled = self.pre_head_norm(pooled, tr, "pre_head.norm", k=k)
+        if self.head is not None:
+            pooled = self.head(pooled, tr, "head", k=k)
+            pooled = k.value(tr, "logits", pooled, self.head.s_out)
+        return k.logits(pooled)
 
     def dequantize_logits(self, logits: np.ndarray) -> np.ndarray:
         return logits.astype(np.float64) * self.s_logits
