@@ -94,8 +94,8 @@ def test_device_forward_refuses_what_the_cpu_forward_refuses():
 
 
 def test_compare_batches_and_device_give_the_same_report():
+    from hwvit.analysis.compare import compare
     from hwvit.pipeline import batch_size_for
-    from hwvit.report.compare import compare
 
     model = small_model("vit-b16")
     int_model = quantize_model(model, inputs_for(model, 8, 1))

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from hwvit import ops
+from hwvit.analysis.compare import compare
 from hwvit.float.config import load_preset
 from hwvit.float.model import ViT
 from hwvit.intvit import Trace, trace_model
 from hwvit.ops import reference as ref
 from hwvit.quant import QuantConfig, quantize_model
-from hwvit.report.compare import compare
 
 # Small shapes of each family: same structure as the presets, sizes a test can afford.
 SMALL = {
@@ -105,8 +105,8 @@ MIXED = {
 @pytest.mark.parametrize("mixed", [False, True], ids=["plain", "mixed_act_bits"])
 @pytest.mark.parametrize("preset", ["vit-b16", "ecg1d", "simple-vit"])
 def test_trace_obeys_reference_kernels_and_chains(preset, mixed):
+    from hwvit.analysis.isolate import point_range
     from hwvit.quant.recipe import from_dict
-    from hwvit.report.isolate import point_range
 
     model = small_model(preset)
     int_model = quantize_model(model, inputs_for(model, 8, 1), recipe=from_dict(MIXED) if mixed else None)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hwvit import pipeline
+from hwvit.analysis.compare import compare
 from hwvit.quant import QuantConfig, quantize_model
-from hwvit.report.compare import compare
 
 
 @pytest.fixture(scope="module")

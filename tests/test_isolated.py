@@ -1,4 +1,4 @@
-"""Isolated error, clip rate and range use per point (hwvit.report.compare, hwvit.report.isolate)."""
+"""Isolated error, clip rate and range use per point (hwvit.analysis.compare, hwvit.analysis.isolate)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from hwvit import pipeline
+from hwvit.analysis.compare import compare
+from hwvit.analysis.isolate import Forcer, point_range, quantize_at
 from hwvit.intvit import Trace
 from hwvit.quant import QuantConfig, quantize_model
-from hwvit.report.compare import compare
-from hwvit.report.isolate import Forcer, point_range, quantize_at
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,10 @@ import pytest
 import torch
 from float_originals import CookbookAttention, ECGformer, SABlock, SimpleViT, TimmViT, randomize
 
+from hwvit.analysis.compare import compare
 from hwvit.float import load_float
 from hwvit.quant import QuantConfig, quantize_model
 from hwvit.quant.attention import quantize_attention
-from hwvit.report.compare import compare
 
 # Isolated may come out a little below accumulated where errors of successive layers happen to
 # cancel; on these models the largest such deficit is 0.3 dB (worst seen over all families).

@@ -156,8 +156,8 @@ def test_act_bits_globs_and_widths():
 
 def test_isolated_error_grows_when_act_bits_drop():
     from hwvit import pipeline
+    from hwvit.analysis.compare import compare
     from hwvit.quant import quantize_model
-    from hwvit.report.compare import compare
 
     source = pipeline.load_source("digits")
     calib = pipeline.calibration_inputs(source, 32)

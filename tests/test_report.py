@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner
 
 from hwvit import pipeline
+from hwvit.analysis.compare import compare
 from hwvit.cli import main
 from hwvit.quant import QuantConfig, quantize_model
 from hwvit.report import plots
 from hwvit.report import write as report_write
-from hwvit.report.compare import compare
 from hwvit.report.write import FILES, write_report
 
 IMAGES = 40

@@ -69,8 +69,8 @@ def test_proposed_recipe_meets_target_through_compare(sens):
 def test_act_bits_knob(tmp_path):
     # --knob act_bits: each row narrows only its group's activation points (recipe act_bits)
     from hwvit import pipeline
+    from hwvit.analysis.sensitivity import Evaluator
     from hwvit.quant import quantize_model
-    from hwvit.quant.sensitivity import Evaluator
 
     source = pipeline.load_source("digits")
     calib = pipeline.calibration_inputs(source, 16)

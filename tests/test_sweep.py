@@ -1,4 +1,4 @@
-"""hwvit.report.sweep and `hwvit sweep`: the one-factor-at-a-time design-space sweep."""
+"""hwvit.analysis.sweep and `hwvit sweep`: the one-factor-at-a-time design-space sweep."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from hwvit import pipeline
+from hwvit.analysis.compare import compare
+from hwvit.analysis.sweep import COLUMNS, QUICK_AXES, cost, one_factor_grid
 from hwvit.cli import main
 from hwvit.quant import QuantConfig, quantize_model
-from hwvit.report.compare import compare
-from hwvit.report.sweep import COLUMNS, QUICK_AXES, cost, one_factor_grid
 
 IMAGES, CALIB = 24, 48
 

@@ -64,7 +64,7 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
       hwvit compare --model digits --limit 64 --calib-images 64 --batch 16 --gemm float64
     """
     from hwvit import pipeline
-    from hwvit.report.compare import compare as run_compare
+    from hwvit.analysis.compare import compare as run_compare
     from hwvit.report.write import fmt_db  # the report's own format: the table shows its figures
 
     if as_json and quiet:

@@ -67,9 +67,9 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     from tqdm import tqdm
 
     from hwvit import pipeline, vectors
+    from hwvit.analysis.compare import compare
     from hwvit.intvit import trace_model
     from hwvit.quant import QuantConfig, quantize_model
-    from hwvit.report.compare import compare
     from hwvit.report.write import write_report
     from hwvit.simulate import run_many
 

@@ -77,7 +77,7 @@ def sensitivity(calib_images, bits, knob, rise, groups, target, seed, out_dir, q
       hwvit sensitivity --model digits --knob act_bits --bits 4 --limit 20 --calib-images 16 \\
         --groups 'layers.0.*,layers.1.*' --out sens-act/ -q
     """
-    from hwvit.quant import sensitivity as sens
+    from hwvit.analysis import sensitivity as sens
     from hwvit.report import sensitivity_write
 
     kw.pop("qconfig", None)

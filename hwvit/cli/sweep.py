@@ -116,8 +116,8 @@ def sweep(
     import torch
 
     from hwvit import pipeline
-    from hwvit.report.sweep import DEFAULT_AXES, QUICK_AXES, one_factor_grid
-    from hwvit.report.sweep import sweep as run_sweep
+    from hwvit.analysis.sweep import DEFAULT_AXES, QUICK_AXES, one_factor_grid
+    from hwvit.analysis.sweep import sweep as run_sweep
     from hwvit.report.sweep_write import table, write_sweep
 
     axes = dict(QUICK_AXES if quick else DEFAULT_AXES)

@@ -201,7 +201,7 @@ def sweep_plot(
 ) -> Path:
     """Accuracy and logits SQNR against each knob's hardware cost: one column per knob.
 
-    ``rows`` are sweep rows (hwvit.report.sweep). ``columns`` is
+    ``rows`` are sweep rows (hwvit.analysis.sweep). ``columns`` is
     ``[(title, factors, x label, cost key, tick, apart)]``: a column shows the baseline row plus the
     rows whose ``factor`` is in ``factors``, from cheapest to dearest by ``row[cost key]`` (bits,
     table bits; equal cost keeps grid order), one tick each, labelled ``tick(row)``. Points for

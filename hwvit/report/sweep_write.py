@@ -9,12 +9,59 @@ import math
 from pathlib import Path
 
 from hwvit import __version__
+from hwvit.analysis.sweep import COLUMNS, EXP_ENTRY_BITS, baseline_row
 from hwvit.report.plots import sweep_plot
 from hwvit.report.publish import json_safe, staged_dir
-from hwvit.report.sweep import COLUMNS, PLOT_COLUMNS, baseline_row, plot_rows
 
 KIND = "sweep"
 FILES = ("sweep.csv", "sweep.md", "sweep.png", "pareto.png", "sweep.json")
+
+
+# Plot columns (hwvit.report.plots.sweep_plot): title, factors, x label, cost key, tick label,
+# drawn apart (not on the same cost axis as the others).
+PLOT_COLUMNS = [
+    (
+        "activation bits",
+        ("act_bits",),
+        "activation bits (GEMM a x 8 multipliers)",
+        "act_bits",
+        lambda r: f"{r['act_bits']}",
+        None,
+    ),
+    (
+        "softmax output bits",
+        ("softmax_bits",),
+        "probability bits",
+        "softmax_bits",
+        lambda r: f"{r['softmax_bits']}",
+        None,
+    ),
+    (
+        "exp approximation",
+        ("exp", "exp_entries"),
+        f"exp ROM entries (x{EXP_ENTRY_BITS} bit; shift: no ROM)",
+        "table_bits",
+        lambda r: "shift" if r["exp"] == "shift" else f"{r['exp_entries']}",
+        lambda r: r["exp"] == "shift",
+    ),
+    (
+        "calibration",
+        ("calibration",),
+        "activation range (offline, no hardware cost)",
+        "calibration_rank",
+        lambda r: "min/max" if r["calibration"] == "minmax" else f"p{r['percentile']:g}",
+        None,
+    ),
+]
+
+
+def plot_rows(rows: list[dict]) -> list[dict]:
+    """Rows with the ordering key of the calibration column (min/max first, then higher percentiles first)."""
+    out = []
+    for r in rows:
+        rank = 0.0 if r["calibration"] == "minmax" else 1.0 + (100.0 - float(r["percentile"]))
+        out.append({**r, "calibration_rank": rank})
+    return out
 
 
 def _num(v, digits: int) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from hwvit import __version__
-from hwvit.report.compare import CompareResult
+from hwvit.analysis.compare import CompareResult
 from hwvit.report.plots import error_histogram, logits_scatter, sqnr_bars
 from hwvit.report.publish import json_safe, staged_dir
 
@@ -390,7 +390,7 @@ def write_report(result: CompareResult, out_dir: str | Path) -> Path:
     Raises ValueError otherwise.
     """
     if result.logits_float is None or result.logits_int is None:
-        raise ValueError("the comparison has no logits to plot (was it built by hwvit.report.compare?)")
+        raise ValueError("the comparison has no logits to plot (was it built by hwvit.analysis.compare?)")
     with staged_dir(out_dir, KIND, FILES) as (tmp, final):
         images = write_plots(result, tmp)
         (tmp / "report.md").write_text(render_md(result), encoding="utf-8")

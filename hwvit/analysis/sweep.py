@@ -4,7 +4,7 @@ The default grid is one factor at a time around the int8 baseline of docs/arithm
 (8-bit activations, 8-bit probabilities, 256-entry exp table, min/max calibration): each point
 changes exactly one knob, so the difference to the baseline is that knob's price. A point
 quantizes the float model with its QuantConfig (calibration included) and runs
-hwvit.report.compare on the same evaluation images.
+hwvit.analysis.compare on the same evaluation images.
 
 Hardware cost is given in the units an architect trades in: activation bits (multiplier width,
 buffer width), probability bits, exp table entries and table bits (entries x 24-bit entries),
@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from hwvit.analysis.compare import compare
 from hwvit.ops.softmax import EXP_FRAC
 from hwvit.quant import QuantConfig, quantize_model
-from hwvit.report.compare import compare
 
 BASE = QuantConfig()  # the int8 design
 EXP_ENTRY_BITS = EXP_FRAC + 1  # each exp table entry is unsigned 24 bit, T[0] = 2^23 (docs/arithmetic.md)
@@ -304,50 +304,3 @@ def _run(source, grid, calib, inputs, labels, progress, recipe=None) -> list[dic
 
 def baseline_row(rows: list[dict]) -> dict | None:
     return next((r for r in rows if r["factor"] == "baseline"), None)
-
-
-# Plot columns (hwvit.report.plots.sweep_plot): title, factors, x label, cost key, tick label,
-# drawn apart (not on the same cost axis as the others).
-PLOT_COLUMNS = [
-    (
-        "activation bits",
-        ("act_bits",),
-        "activation bits (GEMM a x 8 multipliers)",
-        "act_bits",
-        lambda r: f"{r['act_bits']}",
-        None,
-    ),
-    (
-        "softmax output bits",
-        ("softmax_bits",),
-        "probability bits",
-        "softmax_bits",
-        lambda r: f"{r['softmax_bits']}",
-        None,
-    ),
-    (
-        "exp approximation",
-        ("exp", "exp_entries"),
-        f"exp ROM entries (x{EXP_ENTRY_BITS} bit; shift: no ROM)",
-        "table_bits",
-        lambda r: "shift" if r["exp"] == "shift" else f"{r['exp_entries']}",
-        lambda r: r["exp"] == "shift",
-    ),
-    (
-        "calibration",
-        ("calibration",),
-        "activation range (offline, no hardware cost)",
-        "calibration_rank",
-        lambda r: "min/max" if r["calibration"] == "minmax" else f"p{r['percentile']:g}",
-        None,
-    ),
-]
-
-
-def plot_rows(rows: list[dict]) -> list[dict]:
-    """Rows with the ordering key of the calibration column (min/max first, then higher percentiles first)."""
-    out = []
-    for r in rows:
-        rank = 0.0 if r["calibration"] == "minmax" else 1.0 + (100.0 - float(r["percentile"]))
-        out.append({**r, "calibration_rank": rank})
-    return out

@@ -18,6 +18,7 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from hwvit.analysis.compare import compare
 from hwvit.quant.convert import act_names, quantize_model
 from hwvit.quant.recipe import Recipe, plain
 
@@ -100,8 +101,6 @@ class Evaluator:
         return act_paths(self.model, int_model) if self.knob == "act_bits" else linear_paths(int_model)
 
     def __call__(self, recipe: Recipe) -> Score:
-        from hwvit.report.compare import compare
-
         int_model = quantize_model(self.model, self.calib, recipe=recipe, calibration_cache=self.cache)
         r = compare(self.model, int_model, self.inputs, self.labels, batch_size=self.batch_size, isolated=False)
         self.runs += 1
