@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hwvit.textfiles import read_yaml
+
 HEADER = "# SystemC::Coverage-3\n"
 REPORT = "report.json"
 WAIVERS = "sim/coverage_waivers.yaml"
@@ -75,12 +77,7 @@ def toggle_name(point: str) -> tuple[str, int | None, str] | None:
 def load_waivers(path: str | Path, root: Path) -> list[Waiver]:
     """Read and check a waiver file: each entry names an existing source inside ``root``, a
     signal that file declares, a bit range lo <= hi and a reason."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise WaiverError(f"{path}: cannot read the waivers: {exc}") from None
+    data = read_yaml(path, what="the waivers", error=WaiverError)
     if not isinstance(data, list):
         raise WaiverError(f"{path}: expected a list of waivers")
     out = []

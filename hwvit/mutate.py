@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hwvit import toolchain
+from hwvit.textfiles import read_yaml
 
 EQUIVALENT_FILE = "sim/mutants_equivalent.yaml"
 
@@ -265,12 +266,10 @@ def mutants(text: str, file: str) -> list[Mutant]:
 
 def load_equivalent(root: Path) -> dict[tuple[str, str, str], str]:
     """The reviewed list: (file, before, after) -> reason. Matching on text survives line moves."""
-    import yaml
-
     path = root / EQUIVALENT_FILE
     if not path.exists():
         return {}
-    entries = yaml.safe_load(path.read_text()) or []
+    entries = read_yaml(path) or []
     out = {}
     for entry in entries:
         if not isinstance(entry, dict) or not {"file", "before", "after", "reason"} <= entry.keys():

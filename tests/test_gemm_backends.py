@@ -276,12 +276,6 @@ def test_cpu_info_names_model_and_capability():
     assert info["model"] and info["capability"] == torch.backends.cpu.get_cpu_capability()
 
 
-def test_cli_choices_name_every_backend():
-    from hwvit.cli.common import _GEMM_CHOICES
-
-    assert _GEMM_CHOICES == ("auto", *gb.BACKENDS)
-
-
 # ---------------------------------------------------------------- hwvit's C kernels (int16 pairs, int8 quads)
 
 

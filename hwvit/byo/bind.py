@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hwvit.byo import kinds
+from hwvit.textfiles import read_yaml
 
 STYLES = ("valid_ready", "axis")
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
@@ -221,17 +222,7 @@ def parse(data: Any, path: str = "bind") -> Bind:
 
 def load(path: str | Path) -> Bind:
     """Read and check a bind file (YAML, safe_load)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BindError(f"{path}: cannot read ({exc.__class__.__name__})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise BindError(f"{path}: not valid YAML{where}") from None
-    return parse(data, str(path))
+    return parse(read_yaml(path, error=BindError), str(path))
 
 
 # ---------------------------------------------------------------------------- against the RTL

@@ -37,6 +37,7 @@ from click.core import ParameterSource
 from hwvit import toolchain
 from hwvit.formats import Calibration
 from hwvit.record import KINDS
+from hwvit.textfiles import first_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,12 +58,6 @@ def fail(message: str) -> NoReturn:
 def refuse(message: str) -> NoReturn:
     """One-line refusal of an option combination, exit 2."""
     raise Refused(message)
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (its class name if it has none)."""
-    text = str(exc)
-    return text.splitlines()[0] if text else exc.__class__.__name__
 
 
 def given(name: str) -> bool:
@@ -538,16 +533,12 @@ def check_out_dir(out_dir: str | os.PathLike | None, force: bool, kind: str) -> 
         fail(f"{out}: cannot create it ({parent} is not a writable directory)")
 
 
-_GEMM_CHOICES = (
-    "auto",
-    "int_mm",
-    "int8_vnni",
-    "int16_avx2",
-    "float_blocked",
-    "float_blocked_torch",
-    "float64",
-    "int64",
-)  # gemm_backends
+def _gemm_choices() -> tuple[str, ...]:
+    """The --gemm choices: auto, then every backend of hwvit.ops.gemm_backends (read on first use,
+    since that module imports numpy and `hwvit --help` should not)."""
+    from hwvit.ops.gemm_backends import BACKENDS
+
+    return ("auto", *BACKENDS)
 
 
 def compute_options(func: F) -> F:
@@ -566,7 +557,7 @@ def compute_options(func: F) -> F:
     @click.option(
         "--gemm",
         "gemm_name",
-        type=click.Choice(_GEMM_CHOICES),
+        type=_LazyChoice(_gemm_choices),
         default=None,
         help="CPU GEMM backend (default: $HWVIT_GEMM, else the fastest exact one, probed once per machine).",
     )

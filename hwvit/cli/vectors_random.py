@@ -10,6 +10,7 @@ import click
 from hwvit.cli.common import fail, first_line, refuse, vector_output_options
 from hwvit.cli.vectors import write_vectors
 from hwvit.record import KINDS
+from hwvit.textfiles import parse_yaml, read_yaml
 
 # option -> block parameter; an option is refused for a kind whose contract has no such parameter.
 _PARAM_OPTIONS = {
@@ -26,29 +27,25 @@ _PARAM_OPTIONS = {
 
 def _parse_set(values: tuple[str, ...]) -> dict[str, Any]:
     """--set KEY=VALUE pairs; VALUE is read as YAML (ints, floats, true/false)."""
-    import yaml
-
     out = {}
     for item in values:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             fail(f"--set {item!r}: expected KEY=VALUE")
         try:
-            out[key.strip()] = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            fail(f"--set {item!r}: unreadable value")
+            out[key.strip()] = parse_yaml(raw, f"--set {item!r}: value")
+        except ValueError as exc:
+            fail(str(exc))
     return out
 
 
 def _block_config(path: str | None) -> dict[str, Any]:
-    import yaml
-
     if path is None:
         return {}
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        fail(f"{path}: not a readable YAML file ({exc.__class__.__name__})")
+        data = read_yaml(path)
+    except ValueError as exc:
+        fail(str(exc))
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):

@@ -19,6 +19,7 @@ from hwvit import __version__
 from hwvit.atomic import atomic_dir
 from hwvit.core import isa
 from hwvit.core.compile import Compiled
+from hwvit.textfiles import read_yaml
 from hwvit.vectors.format import encode_hex
 
 FORMAT = "hwvit-core"
@@ -114,10 +115,7 @@ def read_core_dir(path: str | Path) -> CoreDir:
     mf = path / MANIFEST
     if not mf.is_file():
         raise CoreDirError(f"{path}: no {MANIFEST}; not a compiled core directory")
-    try:
-        manifest = yaml.safe_load(mf.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise CoreDirError(f"{mf}: not valid YAML ({exc.__class__.__name__})") from None
+    manifest = read_yaml(mf, error=CoreDirError)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise CoreDirError(f"{mf}: not a {FORMAT} manifest")
     if manifest.get("format_version") != FORMAT_VERSION:

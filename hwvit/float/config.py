@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
+from hwvit.textfiles import parse_yaml, read_yaml
 
 # Allowed values of the string fields; the first one is the usual choice.
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -175,20 +175,13 @@ def load_preset(name: str) -> ViTConfig:
     names = list_presets()
     if name not in names:
         raise ValueError(f"unknown preset {name!r}; presets: {', '.join(names)}")
-    text = _preset_dir().joinpath(f"{name}.yaml").read_text()
-    return ViTConfig.from_dict(yaml.safe_load(text), source=f"preset {name}")
+    text = _preset_dir().joinpath(f"{name}.yaml").read_text()  # a package resource, maybe not a file
+    return ViTConfig.from_dict(parse_yaml(text, f"preset {name}"), source=f"preset {name}")
 
 
 def load_config(path: str | Path) -> ViTConfig:
-    """A config YAML file (same fields as the presets), parsed with yaml.safe_load."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read config ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    return ViTConfig.from_dict(data, source=str(path))
+    """A config YAML file (same fields as the presets); ValueError naming the file on any fault."""
+    return ViTConfig.from_dict(read_yaml(path, what="config"), source=str(path))
 
 
 def sincos2d_table(grid: int, dim: int, temperature: float = 10000.0):

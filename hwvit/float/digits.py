@@ -28,6 +28,7 @@ from hwvit.atomic import write_atomic
 from hwvit.float.config import load_preset
 from hwvit.float.importers import load_float, save_float
 from hwvit.float.model import ViT
+from hwvit.textfiles import read_yaml
 
 DEMO_CHECKPOINT = Path(str(resources.files("hwvit").joinpath("data", "digits.safetensors")))
 DEMO_META = DEMO_CHECKPOINT.with_suffix(".yaml")
@@ -159,7 +160,7 @@ def demo_meta() -> dict:
     """The shipped digits.yaml record (seed, epochs, accuracy, command, config)."""
     if not DEMO_META.is_file():
         raise ValueError(f"{DEMO_META} is missing; run `hwvit train-demo`")
-    return yaml.safe_load(DEMO_META.read_text())
+    return read_yaml(DEMO_META)
 
 
 def load_demo_model() -> ViT:

@@ -32,6 +32,7 @@ from hwvit.float import keymaps, vocab
 from hwvit.float.config import ViTConfig
 from hwvit.float.keymaps import ATTENTION_FAMILIES, MODEL_FAMILIES, Rule
 from hwvit.float.loading import Checkpoint, check_and_load, detect_family, hint_fields, read_checkpoint, rename
+from hwvit.textfiles import parse_yaml
 
 FAMILIES = MODEL_FAMILIES + ATTENTION_FAMILIES
 
@@ -149,10 +150,7 @@ def _load_vit(ckpt: Checkpoint, family: str, hint: dict[str, Any], heads: int | 
     if family == "hwvit":
         stored: Any = {}
         if METADATA_KEY in ckpt.meta:
-            try:
-                stored = yaml.safe_load(ckpt.meta[METADATA_KEY])
-            except yaml.YAMLError:
-                raise ValueError("hwvit checkpoint: its metadata is not valid YAML") from None
+            stored = parse_yaml(ckpt.meta[METADATA_KEY], "hwvit checkpoint metadata")
             stored = stored.get("config") if isinstance(stored, dict) else None
         fields = {**(stored if isinstance(stored, dict) else {}), **hint}
         if not fields:

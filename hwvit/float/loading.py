@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from hwvit.float.keymaps import Rule
+from hwvit.textfiles import first_line, read_yaml
 
 # Suffixes read through torch.load(weights_only=True) (a pickle restricted to tensors and containers).
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
@@ -47,11 +48,6 @@ def names(items: list[str]) -> str:
     """The first few names, then '... and N more'."""
     shown = ", ".join(items[:_SHOW])
     return shown + (f" ... and {len(items) - _SHOW} more" if len(items) > _SHOW else "")
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 # Reading -----------------------------------------------------------------------------------------
@@ -80,13 +76,15 @@ def _read_file(path: Path) -> tuple[dict, dict[str, str]]:
                 meta = dict(fh.metadata() or {})
                 return {k: fh.get_tensor(k) for k in fh.keys()}, meta
         except Exception as exc:  # noqa: BLE001 - any parse failure is the same user error
-            raise ValueError(f"{path}: not a readable .safetensors checkpoint ({first_line(exc)})") from None
+            raise ValueError(
+                f"{path}: not a readable .safetensors checkpoint ({first_line(exc, with_type=True)})"
+            ) from None
     if suffix in TORCH_SUFFIXES:
         try:
             return torch.load(str(path), map_location="cpu", weights_only=True), {}
         except Exception as exc:  # noqa: BLE001
             raise ValueError(
-                f"{path}: not a PyTorch checkpoint loadable with weights_only=True ({first_line(exc)})"
+                f"{path}: not a PyTorch checkpoint loadable with weights_only=True ({first_line(exc, with_type=True)})"
             ) from None
     raise ValueError(
         f"{path}: unknown checkpoint type {suffix or '(no suffix)'!r}; use .safetensors or {', '.join(TORCH_SUFFIXES)}"
@@ -100,7 +98,7 @@ def read_json(path: Path) -> dict:
     except OSError as exc:
         raise ValueError(f"{path}: cannot read ({exc.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({first_line(exc)})") from None
+        raise ValueError(f"{path}: not valid JSON ({first_line(exc, with_type=True)})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
@@ -305,16 +303,9 @@ def hint_fields(config: Any) -> dict[str, Any]:
 
 def read_config_file(path: Path) -> dict:
     """A mapping from a .json file (json) or any other file (yaml.safe_load; JSON is YAML too)."""
-    import yaml
-
     if path.suffix.lower() == ".json":
         return read_json(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read config ({exc.strerror})") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    data = read_yaml(path, what="config")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of config fields, got {type(data).__name__}")
     return data

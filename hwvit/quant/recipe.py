@@ -34,6 +34,7 @@ import yaml
 
 from hwvit.formats import INT8, OUT_BITS
 from hwvit.quant.config import QuantConfig
+from hwvit.textfiles import read_yaml
 
 WEIGHT_BITS = (2, INT8.bits)  # weights are stored int8: narrower widths use part of that range
 WEIGHT_MODES = ("per_channel", "per_tensor")
@@ -164,12 +165,9 @@ def from_dict(doc: Any, source: str | None = None) -> Recipe:
 
 def load(path: str | Path) -> Recipe:
     """Read a recipe YAML file (yaml.safe_load); ValueError naming the file on any fault."""
+    doc = read_yaml(path, what="recipe")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-        doc = yaml.safe_load(text)
         return from_dict(doc, str(path))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: cannot read recipe: {str(exc).splitlines()[0]}") from None
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{path}: {str(exc).splitlines()[0]}") from None
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from hwvit.record import Tensor
+from hwvit.textfiles import read_yaml
 from hwvit.vectors.format import MANIFEST, VectorSetError, decode_hex, decode_npy, sha256
 from hwvit.vectors.schema import check_manifest
 
@@ -57,12 +57,7 @@ def load_manifest(set_dir: Path) -> dict[str, Any]:
     path = set_dir / MANIFEST
     if not path.is_file():
         raise VectorSetError(f"no {MANIFEST}")
-    try:
-        manifest = yaml.safe_load(path.read_bytes())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise VectorSetError(f"{MANIFEST}: not valid YAML{where}") from None
+    manifest = read_yaml(path, error=VectorSetError, label=MANIFEST)  # read_manifest prefixes the set
     check_manifest(manifest)
     return manifest
 
@@ -106,15 +101,24 @@ def _load_tensor(set_dir: Path, root: Path, entry: dict[str, Any]) -> Tensor:
     diff = np.flatnonzero(data != values)
     if diff.size:
         i = int(diff[0])
-        raise VectorSetError(f"{npy_name} and {hex_name} differ at element {i} "
-                             f"(npy {int(data[i])}, hex {int(values[i])})")
+        raise VectorSetError(
+            f"{npy_name} and {hex_name} differ at element {i} (npy {int(data[i])}, hex {int(values[i])})"
+        )
     for ext, raw in (("hex", hex_raw), ("npy", npy_raw)):
         digest = sha256(raw)
         if digest != entry["sha256"][ext]:
-            raise VectorSetError(f"{entry['files'][ext]}: checksum mismatch (manifest "
-                                 f"{entry['sha256'][ext][:12]}..., file {digest[:12]}...)")
-    return Tensor(data=values.reshape(shape), bits=bits, signed=signed, role=entry["role"],
-                  scale=entry["scale"], layout=entry["layout"])
+            raise VectorSetError(
+                f"{entry['files'][ext]}: checksum mismatch (manifest "
+                f"{entry['sha256'][ext][:12]}..., file {digest[:12]}...)"
+            )
+    return Tensor(
+        data=values.reshape(shape),
+        bits=bits,
+        signed=signed,
+        role=entry["role"],
+        scale=entry["scale"],
+        layout=entry["layout"],
+    )
 
 
 def read(set_dir: str | Path) -> VectorSet:
@@ -130,5 +134,11 @@ def read(set_dir: str | Path) -> VectorSet:
         raise VectorSetError(f"{set_dir}: {exc}") from None
     except OSError as exc:
         raise VectorSetError(f"{set_dir}: {exc.strerror or exc}") from None
-    return VectorSet(kind=manifest["kind"], path=manifest["path"], directory=set_dir,
-                     params=dict(manifest["params"]), tensors=tensors, manifest=manifest)
+    return VectorSet(
+        kind=manifest["kind"],
+        path=manifest["path"],
+        directory=set_dir,
+        params=dict(manifest["params"]),
+        tensors=tensors,
+        manifest=manifest,
+    )
