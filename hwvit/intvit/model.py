@@ -21,62 +21,80 @@ from einops import rearrange
 from hwvit import ops
 from hwvit.intvit.kernels import NUMPY
 from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax, record_gemm
+from hwvit.intvit.qparams import Requant
 from hwvit.intvit.trace import NO_TRACE, Trace
 
 
 @dataclass(kw_only=True)
 class IntAttention:
+    """Projections, Q.K^T requantized to the softmax input, softmax, P.V requantized to the
+    context, output projection. The scales of q, k and v are their projections' outputs."""
+
     heads: int
     head_dim: int
     qkv: IntLinear | None  # fused projection (q, k and v share one output scale)
     q: IntLinear | None  # separate projections
     k: IntLinear | None
     v: IntLinear | None
-    s_q: float
-    s_k: float
-    s_v: float
-    scores_mult: int  # requant of Q.K^T to the softmax input scale (1/sqrt(hd) folded in)
-    scores_shift: int
-    s_scores: float
+    scores: Requant  # Q.K^T to the softmax input (1/sqrt(hd) folded into the multiplier)
     softmax: IntSoftmax
-    ctx_mult: int  # requant of P.V to the context scale (ECG's 1/sqrt(dim) folded in)
-    ctx_shift: int
-    s_ctx: float
+    context: Requant  # P.V to the context (ECG's 1/sqrt(dim) folded into the multiplier)
     proj: IntLinear
-    scores_bits: int  # width of the Q.K^T requant (the softmax input)
-    ctx_bits: int  # width of the P.V requant (the context)
+
+    def __post_init__(self):
+        assert (self.qkv is None) != (self.q is None), "attention: either a fused qkv or separate q, k, v projections"
+
+    @property
+    def s_q(self) -> float:
+        return (self.qkv or self.q).s_out
+
+    @property
+    def s_k(self) -> float:
+        return (self.qkv or self.k).s_out
+
+    @property
+    def s_v(self) -> float:
+        return (self.qkv or self.v).s_out
+
+    # the two requants' parameters under their earlier names (hwvit.core.compile, recipes' tests)
+    scores_mult = property(lambda self: self.scores.mult)
+    scores_shift = property(lambda self: self.scores.shift)
+    scores_bits = property(lambda self: self.scores.out_bits)
+    s_scores = property(lambda self: self.scores.s_out)
+    ctx_mult = property(lambda self: self.context.mult)
+    ctx_shift = property(lambda self: self.context.shift)
+    ctx_bits = property(lambda self: self.context.out_bits)
+    s_ctx = property(lambda self: self.context.s_out)
 
     def _tag(self, path: str, b: int, i: int) -> str:
         """Record path of batch-head index i: layers.0.attn.h3 (one image) or ...img1.h3."""
         img, head = divmod(i, self.heads)
         return f"{path}.h{head}" if b == 1 else f"{path}.img{img}.h{head}"
 
-    def _requant_of(self, which: str) -> tuple[int, int, int, bool]:
-        """(M, s, out_bits, a signed) of Q.K^T ("qk": signed Q) or P.V ("av": unsigned P)."""
-        if which == "qk":
-            return self.scores_mult, self.scores_shift, self.scores_bits, True
-        return self.ctx_mult, self.ctx_shift, self.ctx_bits, False
+    def _requant_of(self, which: str) -> tuple[Requant, bool]:
+        """(requant, a signed) of Q.K^T ("qk": signed Q) or P.V ("av": unsigned P)."""
+        return (self.scores, True) if which == "qk" else (self.context, False)
 
     def record_heads(self, tr: Trace, path: str, b: int, which: str, a, w, acc, y) -> None:
         """One `gemm` record per image and head of Q.K^T (``which`` = "qk": a = Q, w = K) or P.V
         ("av": a = P, w = V^T); every array (B*H, rows, cols)."""
         if not tr.keep_records:
             return
-        mult, shift, bits, signed = self._requant_of(which)
-        scales = (self.s_q, self.s_scores) if which == "qk" else (self.softmax.s_out, self.s_ctx)
+        rq, signed = self._requant_of(which)
+        scales = (self.s_q if which == "qk" else self.softmax.s_out, rq.s_out)
         for i in range(a.shape[0]):
             tag = f"{self._tag(path, b, i)}.{which}"
-            record_gemm(tr, tag, a[i], w[i], None, mult, shift, acc[i], y[i], bits, signed, scales)
+            record_gemm(tr, tag, a[i], w[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales)
 
     def _product(self, tr: Trace, path: str, b: int, which: str, a, w, k=NUMPY):
         """Requantized Q.K^T (``which`` = "qk") or P.V ("av") of every head of every image in one
         batched call; with records, the accumulators are kept for them (gemm, then requant), else
         the GEMM may requantize in its tile (``ops.linear``): the same integers."""
-        mult, shift, bits, signed = self._requant_of(which)
+        rq, signed = self._requant_of(which)
         if not tr.keep_records:
-            return k.linear(a, w, None, mult, shift, bits, a_signed=signed)
+            return k.linear(a, w, None, rq.mult, rq.shift, rq.out_bits, a_signed=signed)
         acc = k.gemm(a, w, None, a_signed=signed)
-        y = k.requant(acc, mult, shift, bits)
+        y = k.requant(acc, rq.mult, rq.shift, rq.out_bits)
         self.record_heads(tr, path, b, which, k.host(a), k.host(w), k.host(acc), k.host(y))
         return y
 
@@ -98,7 +116,7 @@ class IntAttention:
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (qu, ke, va))
         scores = self._product(tr, path, b, "qk", qs, ks, k)  # (B*H, N, N)
         scores = scores.reshape(b, h, n, n)
-        scores = k.value(tr, f"{path}.scores", scores, self.s_scores)
+        scores = k.value(tr, f"{path}.scores", scores, self.scores.s_out)
         probs = self.softmax(scores, tr, f"{path}.softmax", k=k)
         probs = k.value(tr, f"{path}.probs", probs, self.softmax.s_out)  # the float model's name for the softmax
         ps = probs.reshape(b * h, n, n)
@@ -106,7 +124,7 @@ class IntAttention:
         ctx = self._product(tr, path, b, "av", ps, vt, k)  # (B*H, N, hd)
         ctx = k.permute(ctx.reshape(b, h, n, hd), (0, 2, 1, 3))  # (B, N, H, hd)
         ctx = ctx.reshape(b, n, h * hd)
-        ctx = k.value(tr, f"{path}.context", ctx, self.s_ctx)
+        ctx = k.value(tr, f"{path}.context", ctx, self.context.s_out)
         return self.proj(ctx, tr, f"{path}.proj", k=k)
 
 
@@ -166,51 +184,53 @@ class IntPatchEmbed:
 
 
 @dataclass(kw_only=True)
-class IntViT:
-    """Integer-only ViT. ``forward`` takes float inputs (quantized at the boundary) or int inputs."""
+class IntEmbed:
+    """Input ints -> the tokens the first block takes: patch embedding, cls token, position table."""
 
-    config: object  # hwvit.float.config.ViTConfig
-    act_bits: int  # the default activation width (a recipe may set others: point_bits)
-    s_input: float
     patch_embed: IntPatchEmbed
-    s_embed: float  # scale of the patch embedding output and of the cls token
+    s_embed: float  # patch embedding output and cls token (they are concatenated: one tensor, one scale)
     cls_q: np.ndarray | None  # (D,)
     pos_q: np.ndarray | None  # (T, D)
-    pos_add: IntResidual | None
-    layer_pos_adds: list[IntResidual | None]  # ECG: position added again before blocks 1..depth-1
-    blocks: list[IntBlock]
+    s_pos: float | None
+    pos_add: IntResidual | None  # None: no position table
+
+    @property
+    def s_tokens(self) -> float:
+        return self.pos_add.s_out if self.pos_add is not None else self.s_embed
+
+    def add_position(self, add: IntResidual, h, tr: Trace, path: str, k=NUMPY):
+        """``h`` + the position table, by ``add`` (``pos_add``, or ECG's before a later block)."""
+        return add(h, k.expand(k.const(self.pos_q), h.shape), tr, path, k=k)
+
+    def __call__(self, x, tr: Trace, k=NUMPY):
+        h = self.patch_embed(x, tr, "embed", k=k)
+        h = k.value(tr, "embed", h, self.s_embed)
+        if self.cls_q is not None:
+            h = k.cat([k.expand(k.const(self.cls_q), (h.shape[0], 1, h.shape[-1])), h], 1)
+        if self.pos_add is not None:
+            h = self.add_position(self.pos_add, h, tr, "pos_add", k)
+        return k.value(tr, "tokens", h, self.s_tokens)
+
+
+@dataclass(kw_only=True)
+class IntReadout:
+    """Tokens (at scale ``s_in``) -> logits: final norm, pooling, ECG's pre-head, classifier."""
+
+    s_in: float
     norm: IntLayerNorm | None
     pool: IntPool | None  # mean over tokens; None: the cls token's features (pool == "cls")
     pre_head_fc: IntLinear | None  # ECG: Linear -> LayerNorm after pooling
     pre_head_norm: IntLayerNorm | None
-    head: IntLinear | None
-    ranges: dict[str, float] = field(default_factory=dict)
-    point_bits: dict[str, int] = field(default_factory=dict)  # point path -> width (recipe act_bits)
-    meta: dict = field(default_factory=dict)
-
-    def bits_at(self, path: str) -> int:
-        """Width of the integer tensor at a traced point (unsigned for probabilities)."""
-        return self.point_bits.get(path, self.act_bits)
-
-    @property
-    def input_bits(self) -> int:
-        return self.bits_at("input")
+    head: IntLinear | None  # None: the features are the output
 
     @property
     def s_tokens(self) -> float:
-        """Scale of the tokens after the last block and the final norm: the pool's input."""
-        if self.norm is not None:
-            return self.norm.s_out
-        if self.blocks:
-            return self.blocks[-1].add2.s_out
-        return self.pos_add.s_out if self.pos_add is not None else self.s_embed
+        """Scale of the tokens after the final norm: the pool's input."""
+        return self.norm.s_out if self.norm is not None else self.s_in
 
     @property
     def s_pool(self) -> float:
         return self.pool.s_out if self.pool is not None else self.s_tokens
-
-    def quantize_input(self, x) -> np.ndarray:
-        return ops.quantize(x, self.s_input, self.input_bits)
 
     @property
     def s_features(self) -> float:
@@ -220,6 +240,70 @@ class IntViT:
     @property
     def s_logits(self) -> float:
         return self.head.s_out if self.head is not None else self.s_features
+
+    def __call__(self, h, tr: Trace, k=NUMPY):
+        if self.norm is not None:
+            h = self.norm(h, tr, "norm", k=k)
+        if self.pool is not None:
+            h = self.pool(h, tr, "pool", k=k)
+        else:
+            h = k.value(tr, "pool", h[:, 0], self.s_pool)
+        if self.pre_head_fc is not None:
+            h = self.pre_head_fc(h, tr, "pre_head.fc", k=k)
+        if self.pre_head_norm is not None:
+            h = self.pre_head_norm(h, tr, "pre_head.norm", k=k)
+        if self.head is not None:
+            h = self.head(h, tr, "head", k=k)
+            h = k.value(tr, "logits", h, self.head.s_out)
+        return h
+
+
+def _part(group: str, name: str, doc: str) -> property:
+    """A read-only IntViT attribute that is ``self.<group>.<name>``."""
+    return property(lambda self: getattr(getattr(self, group), name), doc=doc)
+
+
+@dataclass(kw_only=True)
+class IntViT:
+    """Integer-only ViT. ``forward`` takes float inputs (quantized at the boundary) or int inputs."""
+
+    config: object  # hwvit.float.config.ViTConfig
+    act_bits: int  # the default activation width (a recipe may set others: point_bits)
+    s_input: float
+    embed: IntEmbed
+    layer_pos_adds: list[IntResidual | None]  # ECG: position added again before blocks 1..depth-1
+    blocks: list[IntBlock]
+    readout: IntReadout
+    ranges: dict[str, float] = field(default_factory=dict)
+    point_bits: dict[str, int] = field(default_factory=dict)  # point path -> width (recipe act_bits)
+    meta: dict = field(default_factory=dict)
+
+    # the parts of the embedding and the readout under the names they had as IntViT fields
+    patch_embed = _part("embed", "patch_embed", "IntPatchEmbed")
+    s_embed = _part("embed", "s_embed", "scale of the patch embedding output and of the cls token")
+    cls_q = _part("embed", "cls_q", "(D,) cls token, or None")
+    pos_q = _part("embed", "pos_q", "(T, D) position table, or None")
+    pos_add = _part("embed", "pos_add", "the position add after the embedding, or None")
+    norm = _part("readout", "norm", "final LayerNorm, or None")
+    pool = _part("readout", "pool", "mean pooling; None: the cls token's features")
+    pre_head_fc = _part("readout", "pre_head_fc", "ECG's pre-head Linear, or None")
+    pre_head_norm = _part("readout", "pre_head_norm", "ECG's pre-head LayerNorm, or None")
+    head = _part("readout", "head", "the classifier, or None")
+    s_tokens = _part("readout", "s_tokens", "scale of the tokens after the last block and the final norm")
+    s_pool = _part("readout", "s_pool", "scale of the pooled features")
+    s_features = _part("readout", "s_features", "scale of the pooled (and pre-head) features, the head's input")
+    s_logits = _part("readout", "s_logits", "scale of the output")
+
+    def bits_at(self, path: str) -> int:
+        """Width of the integer tensor at a traced point (unsigned for probabilities)."""
+        return self.point_bits.get(path, self.act_bits)
+
+    @property
+    def input_bits(self) -> int:
+        return self.bits_at("input")
+
+    def quantize_input(self, x) -> np.ndarray:
+        return ops.quantize(x, self.s_input, self.input_bits)
 
     def check_input(self, x) -> None:
         want = tuple(self.config.input_shape)
@@ -244,37 +328,16 @@ class IntViT:
         self.check_input(x)
         xq = k.int_input(x) if quantized else k.quantize(x, self.s_input, self.input_bits)
         xq = k.value(tr, "input", xq, self.s_input)
-        h = self.patch_embed(xq, tr, "embed", k=k)
-        h = k.value(tr, "embed", h, self.s_embed)
-        b = h.shape[0]
-        if self.cls_q is not None:
-            h = k.cat([k.expand(k.const(self.cls_q), (b, 1, h.shape[-1])), h], 1)
-        pos = k.const(self.pos_q) if self.pos_q is not None else None  # once, for every add below
-        if self.pos_add is not None:
-            h = self.pos_add(h, k.expand(pos, h.shape), tr, "pos_add", k=k)
-        h = k.value(tr, "tokens", h, self.pos_add.s_out if self.pos_add is not None else self.s_embed)
+        h = self.embed(xq, tr, k=k)
         for i, block in enumerate(self.blocks):
             pos_add = self.layer_pos_adds[i] if self.layer_pos_adds else None
             if pos_add is not None:
-                h = pos_add(h, k.expand(pos, h.shape), tr, f"layers.{i}.pos_add", k=k)
+                h = self.embed.add_position(pos_add, h, tr, f"layers.{i}.pos_add", k)
             h = block(h, tr, f"layers.{i}", k=k)
-        if self.norm is not None:
-            h = self.norm(h, tr, "norm", k=k)
-        if self.pool is not None:
-            pooled = self.pool(h, tr, "pool", k=k)
-        else:
-            pooled = k.value(tr, "pool", h[:, 0], self.s_pool)
-        if self.pre_head_fc is not None:
-            pooled = self.pre_head_fc(pooled, tr, "pre_head.fc", k=k)
-        if self.pre_head_norm is not None:
-            pooled = self.pre_head_norm(pooled, tr, "pre_head.norm", k=k)
-        if self.head is not None:
-            pooled = self.head(pooled, tr, "head", k=k)
-            pooled = k.value(tr, "logits", pooled, self.head.s_out)
-        return k.logits(pooled)
+        return k.logits(self.readout(h, tr, k=k))
 
     def dequantize_logits(self, logits: np.ndarray) -> np.ndarray:
         return logits.astype(np.float64) * self.s_logits
 
 
-__all__ = ["IntAttention", "IntBlock", "IntPatchEmbed", "IntViT"]
+__all__ = ["IntAttention", "IntBlock", "IntEmbed", "IntPatchEmbed", "IntReadout", "IntViT"]

@@ -9,13 +9,13 @@ the scale of its input and returns the scale of its output, so the chain of scal
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from hwvit import ops
-from hwvit.intvit.layers import IntLayerNorm, IntLinear, IntPool, IntResidual
-from hwvit.intvit.model import IntAttention, IntBlock, IntPatchEmbed, IntViT
+from hwvit.intvit.layers import IntLinear
+from hwvit.intvit.model import IntAttention, IntBlock, IntEmbed, IntPatchEmbed, IntReadout, IntViT
+from hwvit.intvit.qparams import Requant
 from hwvit.quant.calibrate import calibrate
 from hwvit.quant.config import QuantConfig
 from hwvit.quant.layers import (
@@ -84,25 +84,12 @@ class _Scales:
         return scale_of(self.ranges[path] if absmax is None else absmax, bits), bits
 
 
-@dataclass(kw_only=True)
-class Embed:
-    """What ``build_embed`` returns: the embedding layers and the scale of the tokens they give."""
-
-    patch_embed: IntPatchEmbed
-    s_embed: float  # patch embedding output and cls token (they are concatenated)
-    cls_q: np.ndarray | None
-    pos_q: np.ndarray | None
-    s_pos: float | None
-    pos_add: IntResidual | None
-    s_tokens: float
-
-
 def _linear(module, s_in: float, s_out: float, bits: int, scale: _Scales, path: str) -> IntLinear:
     w_bits, per_tensor = scale.weight(path)
     return int_linear(module.weight, _np(module.bias), s_in, s_out, bits, w_bits, per_tensor)
 
 
-def build_embed(model, s_input: float, scale: _Scales) -> Embed:
+def build_embed(model, s_input: float, scale: _Scales) -> IntEmbed:
     """Patch embedding, cls token and position table (added once, or before every block: ECG)."""
     cfg, pe = model.cfg, model.patch_embed
     cls_abs = float(model.cls_token.detach().abs().max()) if model.cls_token is not None else 0.0
@@ -134,26 +121,17 @@ def build_embed(model, s_input: float, scale: _Scales) -> Embed:
     # the cls token is concatenated with the patch tokens: one tensor, one scale and width
     cls_q = ops.quantize(_np(model.cls_token).reshape(-1), s_embed, b_embed) if model.cls_token is not None else None
     if model.pos_embed is None:
-        return Embed(
-            patch_embed=patch_embed,
-            s_embed=s_embed,
-            cls_q=cls_q,
-            pos_q=None,
-            s_pos=None,
-            pos_add=None,
-            s_tokens=s_embed,
-        )
+        return IntEmbed(patch_embed=patch_embed, s_embed=s_embed, cls_q=cls_q, pos_q=None, s_pos=None, pos_add=None)
     pos = _np(model.pos_embed)[0]
     s_pos = scale_of(np.abs(pos).max(), scale.bits)  # a parameter table: the default width
     s_tokens, b_tokens = scale.point("tokens")
-    return Embed(
+    return IntEmbed(
         patch_embed=patch_embed,
         s_embed=s_embed,
         cls_q=cls_q,
         pos_q=ops.quantize(pos, s_pos, scale.bits),
         s_pos=s_pos,
         pos_add=int_residual(s_embed, s_pos, s_tokens, b_tokens),
-        s_tokens=s_tokens,
     )
 
 
@@ -193,19 +171,10 @@ def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, 
         q=lin_q,
         k=lin_k,
         v=lin_v,
-        s_q=s_q,
-        s_k=s_k,
-        s_v=s_v,
-        scores_mult=sm,
-        scores_shift=ss,
-        s_scores=s_scores,
+        scores=Requant(mult=sm, shift=ss, out_bits=b_scores, s_out=s_scores),
         softmax=softmax,
-        ctx_mult=cm,
-        ctx_shift=cs,
-        s_ctx=s_ctx,
+        context=Requant(mult=cm, shift=cs, out_bits=b_ctx, s_out=s_ctx),
         proj=proj,
-        scores_bits=b_scores,
-        ctx_bits=b_ctx,
     )
 
 
@@ -224,21 +193,10 @@ def build_block(blk, i: int, s_x: float, scale: _Scales, qc: QuantConfig, dim: i
     return IntBlock(norm1=norm1, attn=attn, add1=add1, norm2=norm2, fc1=fc1, gelu=gelu, fc2=fc2, add2=add2)
 
 
-@dataclass(kw_only=True)
-class Head:
-    """What ``build_head`` returns."""
-
-    norm: IntLayerNorm | None
-    pool: IntPool | None
-    pre_head_fc: IntLinear | None
-    pre_head_norm: IntLayerNorm | None
-    head: IntLinear | None
-
-
-def build_head(model, s_x: float, scale: _Scales, x_bits: int) -> Head:
+def build_head(model, s_x: float, scale: _Scales, x_bits: int) -> IntReadout:
     """Final norm, pooling (cls token or mean over all T tokens), ECG's pre-head, classifier."""
     cfg = model.cfg
-    norm = None
+    s_in, norm = s_x, None
     if model.norm is not None:
         norm = int_layernorm(model.norm, s_x, *scale.point("norm"))
         s_x, x_bits = norm.s_out, norm.out_bits
@@ -258,7 +216,7 @@ def build_head(model, s_x: float, scale: _Scales, x_bits: int) -> Head:
         pre_norm = int_layernorm(ph.norm, s_x, *scale.point("pre_head.norm"))
         s_x = pre_norm.s_out
     head = _linear(model.head, s_x, *scale.point("logits"), scale, "head") if model.head is not None else None
-    return Head(norm=norm, pool=pool, pre_head_fc=pre_fc, pre_head_norm=pre_norm, head=head)
+    return IntReadout(s_in=s_in, norm=norm, pool=pool, pre_head_fc=pre_fc, pre_head_norm=pre_norm, head=head)
 
 
 def _calibrate(
@@ -322,7 +280,7 @@ def quantize_model(
         layer_pos_adds.append(pos_add)
         blocks.append(build_block(blk, i, s_x, scale, qc, cfg.dim))
         s_x, x_bits = blocks[-1].add2.s_out, blocks[-1].add2.out_bits
-    head = build_head(model, s_x, scale, x_bits)
+    readout = build_head(model, s_x, scale, x_bits)
     unmatched = [g for g, _ in recipe.layers if g not in scale.used | used]
     if unmatched:
         raise ValueError(
@@ -336,18 +294,10 @@ def quantize_model(
         config=cfg,
         act_bits=bits,
         s_input=s_input,
-        patch_embed=embed.patch_embed,
-        s_embed=embed.s_embed,
-        cls_q=embed.cls_q,
-        pos_q=embed.pos_q,
-        pos_add=embed.pos_add,
+        embed=embed,
         layer_pos_adds=layer_pos_adds,
         blocks=blocks,
-        norm=head.norm,
-        pool=head.pool,
-        pre_head_fc=head.pre_head_fc,
-        pre_head_norm=head.pre_head_norm,
-        head=head.head,
+        readout=readout,
         ranges=r,
         point_bits=dict(scale.widths),
         meta=meta,
