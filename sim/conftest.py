@@ -26,6 +26,7 @@ import pytest
 
 from hwvit import coverage, simulate, toolchain
 from hwvit.atomic import atomic_file
+from hwvit.simulate import launch
 
 SIMULATORS = list(toolchain.SIMULATORS)
 COVERAGE_ENV = "HWVIT_COVERAGE_DIR"
@@ -70,7 +71,8 @@ def pytest_configure(config) -> None:
     # The testbench modules call simulate.run (directly or through run_set): wrapping it here
     # covers every one of them, including the reset and stall tests, without touching them.
     if coverage_dir() is not None:
-        simulate.run = _coverage_run(simulate.run)
+        # both names: hwvit.simulate's (the fixtures) and launch's own (run_stress, batch runs)
+        launch.run = simulate.run = _coverage_run(launch.run)
 
 
 @pytest.fixture(params=SIMULATORS)

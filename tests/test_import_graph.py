@@ -6,7 +6,7 @@ import a function runs is a run-time import: hwvit.simulate loading a testbench 
 hwvit.simulate back is as much a circle as two top-level imports), except under
 ``if TYPE_CHECKING:``. ``import a.b.c`` and ``from a.b import c`` point at the module they name
 (``a.b.c``, or ``a.b`` when ``c`` is not a module). Imports that a name does not show are added by
-hand: hwvit.simulate.tb_module loads sim/test_<kind>.py by path (the testbench modules, those
+hand: hwvit.simulate.build.tb_module loads sim/test_<kind>.py by path (the testbench modules, those
 that declare TOPLEVEL), hwvit.cli loads its command modules by name.
 """
 
@@ -70,7 +70,7 @@ def edges(mods: dict[str, Path]) -> dict[str, set[str]]:
             graph[name] |= {t for t in targets if t in mods and t != name}
     # Imports no import statement shows:
     testbenches = {m for m, p in mods.items() if m.startswith("test_") and "\nTOPLEVEL = " in p.read_text()}
-    graph["hwvit.simulate"] |= testbenches  # tb_module loads sim/test_<kind>.py by path
+    graph["hwvit.simulate.build"] |= testbenches  # tb_module loads sim/test_<kind>.py by path
     graph["hwvit.cli"] |= {m for m in mods if m.startswith("hwvit.cli.")}  # _Group: importlib by name
     return graph
 
@@ -119,9 +119,10 @@ def test_the_walker_sees_a_circle():
 
 def test_the_graph_has_the_known_edges():
     graph = edges(modules())
-    assert "hwvit.toolchain" in graph["hwvit.simulate"]  # a top-level import
-    assert "hwvit.vectors" in graph["hwvit.simulate"]  # an import inside a function
-    assert "tbutil" in graph["test_requant"] and "test_requant" in graph["hwvit.simulate"]
+    assert "hwvit.toolchain" in graph["hwvit.simulate.build"]  # a top-level import
+    assert "hwvit.vectors" in graph["hwvit.simulate.launch"]  # an import inside a function
+    assert "tbutil" in graph["test_requant"] and "test_requant" in graph["hwvit.simulate.build"]
+    assert "hwvit.simulate.launch" in graph["hwvit.simulate"]  # a package's __init__
     assert "hwvit.ops.gemm" in graph["hwvit.ops"]  # a relative or package import
 
 

@@ -18,6 +18,9 @@ RULES = [
     (("hwvit.ops", "hwvit.intvit", "hwvit.quant", "hwvit.analysis"), ("hwvit.report", "hwvit.cli")),
     (("hwvit.ops",), ("hwvit.intvit", "hwvit.quant", "hwvit.analysis")),
     (("hwvit.ops", "hwvit.intvit", "hwvit.quant"), ("hwvit.analysis",)),  # analysis depends on the model
+    # the simulator driver by job: build, then run (launch) and read results, then batches of runs
+    (("hwvit.simulate.build", "hwvit.simulate.results"), ("hwvit.simulate.launch", "hwvit.simulate.batch")),
+    (("hwvit.simulate.launch",), ("hwvit.simulate.batch",)),
 ]
 
 
@@ -85,6 +88,8 @@ def test_the_layers_exist_and_point_down():
     assert "hwvit.analysis.compare" in graph["hwvit.analysis.sensitivity"]
     assert "hwvit.analysis.compare" in graph["hwvit.report.write"]
     assert "hwvit.analysis.sweep" in graph["hwvit.report.sweep_write"]
+    assert "hwvit.simulate.build" in graph["hwvit.simulate.launch"]
+    assert "hwvit.simulate.launch" in graph["hwvit.simulate.batch"]
 
 
 def test_no_layer_reaches_up():
