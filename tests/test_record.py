@@ -7,6 +7,7 @@ import pytest
 
 from hwvit import ops
 from hwvit.intvit.layers import IntPool
+from hwvit.intvit.qparams import Requant
 from hwvit.intvit.trace import Trace
 from hwvit.ops.reference import mean_pool_ref, requant_ref
 from hwvit.record import CONTRACT, KINDS, PARAMS, make_record
@@ -69,7 +70,7 @@ def test_make_record_refuses_a_tensor_set_that_is_not_the_contract():
 def test_int_pool_records_a_requant_of_the_token_sums():
     rng = np.random.default_rng(1)
     x = rng.integers(-128, 127, (2, 7, 5), endpoint=True)  # (B, T, D)
-    pool = IntPool(mult=1_234_567_890, shift=34, s_in=0.1, s_out=0.02, out_bits=8)
+    pool = IntPool(s_in=0.1, requant=Requant(mult=1_234_567_890, shift=34, out_bits=8, s_out=0.02))
     tr = Trace(records=True, values=True)
     y = pool(x, tr, "pool")
     want = [mean_pool_ref(x[b].tolist(), pool.mult, pool.shift) for b in range(2)]

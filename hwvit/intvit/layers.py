@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwvit.intvit.kernels import NUMPY
+from hwvit.intvit.qparams import Requant, RequantOut
 from hwvit.intvit.trace import Trace
 
 
@@ -42,16 +43,13 @@ def record_gemm(
 
 
 @dataclass(kw_only=True)
-class IntLinear:
+class IntLinear(RequantOut):
     """y = requant(x @ w^T + bias), weights int8 per output channel."""
 
     w: np.ndarray  # (N, K) int8 storage: the GEMM takes it as is (no range check per call)
     bias: np.ndarray  # (N,) int32 values
-    mult: np.ndarray  # (N,)
-    shift: np.ndarray  # (N,)
     s_in: float
-    s_out: float
-    out_bits: int
+    requant: Requant  # per output channel: (N,) multipliers and shifts
 
     def __call__(self, x, tr: Trace, path: str, value: bool = True, k=NUMPY):
         """requant(gemm(x, w) + bias): one GEMM-engine pass, recorded as a `gemm` block. ``value``:
@@ -86,15 +84,12 @@ class IntLinear:
 
 
 @dataclass(kw_only=True)
-class IntLayerNorm:
+class IntLayerNorm(RequantOut):
     gamma: np.ndarray  # (C,) 15-bit
     beta: np.ndarray  # (C,) 31-bit
     eps_int: int
-    mult: int
-    shift: int
     s_in: float
-    s_out: float
-    out_bits: int
+    requant: Requant  # of y*G + B to the output
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         rows = x.reshape(-1, x.shape[-1])
@@ -225,18 +220,15 @@ class IntResidual:
 
 
 @dataclass(kw_only=True)
-class IntPool:
+class IntPool(RequantOut):
     """Mean over the tokens (axis 1): an exact int32 sum, then one requant (``ops.mean_pool``).
 
     ``M * 2^-s = s_in / (N * s_out)``; in the RTL it is a requant of the token sums, so that is
     the block it records.
     """
 
-    mult: int
-    shift: int
     s_in: float
-    s_out: float
-    out_bits: int
+    requant: Requant  # of the token sums to the mean
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         y = k.mean_pool(x, self.mult, self.shift, self.out_bits)

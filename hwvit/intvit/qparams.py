@@ -2,26 +2,54 @@
 
 ``Requant`` is one narrowing step: an int32 accumulator times an integer multiplier, a rounded
 right shift, saturation to ``out_bits`` (docs/arithmetic.md), giving a tensor at real scale
-``s_out``. Attention has two (Q.K^T to the softmax input, P.V to the context); the builders in
-hwvit.quant make them from real multipliers.
+``s_out``. A linear layer (attention's projections, the MLP, the patch embedding, the head) has
+one with a multiplier per output channel, a LayerNorm and the mean pool one each, attention two
+more (Q.K^T to the softmax input, P.V to the context). The builders in hwvit.quant make them
+from real multipliers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 
-@dataclass(frozen=True, kw_only=True)
+
+@dataclass(frozen=True, kw_only=True, eq=False)  # eq: per-channel arrays have no truth value
 class Requant:
     """sat_out_bits(rshift_round(acc * mult, shift)): the result is at scale ``s_out``."""
 
-    mult: int  # M of M * 2^-shift, the real multiplier s_acc / s_out
-    shift: int
+    mult: int | np.ndarray  # M of M * 2^-shift ~= s_acc / s_out; per output channel: (N,) arrays
+    shift: int | np.ndarray
     out_bits: int  # width of the result (signed)
     s_out: float
 
     def __post_init__(self):
-        assert self.out_bits >= 2 and self.shift >= 0, f"requant: out_bits {self.out_bits}, shift {self.shift}"
+        assert 2 <= self.out_bits <= 32, f"requant: out_bits {self.out_bits} outside [2, 32]"
+        assert np.shape(self.mult) == np.shape(self.shift), "requant: one shift per multiplier"
 
 
-__all__ = ["Requant"]
+class RequantOut:
+    """A layer whose output is its ``requant``'s: ``mult``, ``shift``, ``out_bits`` and ``s_out``
+    read through to it (the names the layers' fields had)."""
+
+    requant: Requant
+
+    @property
+    def mult(self):
+        return self.requant.mult
+
+    @property
+    def shift(self):
+        return self.requant.shift
+
+    @property
+    def out_bits(self) -> int:
+        return self.requant.out_bits
+
+    @property
+    def s_out(self) -> float:
+        return self.requant.s_out
+
+
+__all__ = ["Requant", "RequantOut"]

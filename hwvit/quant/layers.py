@@ -11,6 +11,7 @@ import numpy as np
 
 from hwvit.formats import signed
 from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax
+from hwvit.intvit.qparams import Requant
 from hwvit.ops.requant import quantize as ops_quantize
 from hwvit.quant import params as qp
 
@@ -61,11 +62,8 @@ def int_linear(
     return IntLinear(
         w=w8,
         bias=np.asarray(b_q, np.int64),
-        mult=mult,
-        shift=shift,
         s_in=s_in,
-        s_out=s_out,
-        out_bits=out_bits,
+        requant=Requant(mult=mult, shift=shift, out_bits=out_bits, s_out=s_out),
     )
 
 
@@ -79,11 +77,8 @@ def int_layernorm(ln, s_in: float, s_out: float, out_bits: int) -> IntLayerNorm:
         gamma=np.asarray(p["gamma"], np.int64),
         beta=np.asarray(p["beta"], np.int64),
         eps_int=int(p["eps_int"]),
-        mult=int(p["multiplier"]),
-        shift=int(p["shift"]),
         s_in=s_in,
-        s_out=s_out,
-        out_bits=out_bits,
+        requant=Requant(mult=int(p["multiplier"]), shift=int(p["shift"]), out_bits=out_bits, s_out=s_out),
     )
 
 
@@ -116,4 +111,4 @@ def int_residual(s_a: float, s_b: float, s_out: float, out_bits: int) -> IntResi
 def int_pool(s_in: float, s_out: float, tokens: int, out_bits: int) -> IntPool:
     """Mean of ``tokens`` tokens: ``M * 2^-s = s_in / (tokens * s_out)``."""
     mult, shift = multiplier(s_in / (tokens * s_out))
-    return IntPool(mult=mult, shift=shift, s_in=s_in, s_out=s_out, out_bits=out_bits)
+    return IntPool(s_in=s_in, requant=Requant(mult=mult, shift=shift, out_bits=out_bits, s_out=s_out))
