@@ -103,17 +103,17 @@ class IntAttention:
         h, hd = self.heads, self.head_dim
         if self.qkv is not None:
             y = self.qkv(x, tr, f"{path}.qkv", k=k).reshape(b, n, 3, h, hd)
-            qu, ke, va = (k.permute(y[:, :, i], (0, 2, 1, 3)) for i in range(3))  # (B, H, N, hd)
+            qh, kh, vh = (k.permute(y[:, :, i], (0, 2, 1, 3)) for i in range(3))  # (B, H, N, hd)
         else:
-            qu, ke, va = (
+            qh, kh, vh = (
                 k.permute(lin(x, tr, f"{path}.{name}", value=False, k=k).reshape(b, n, h, hd), (0, 2, 1, 3))
                 for name, lin in (("q", self.q), ("k", self.k), ("v", self.v))
             )
-        qu = k.value(tr, f"{path}.q", qu, self.s_q)
-        ke = k.value(tr, f"{path}.k", ke, self.s_k)
-        va = k.value(tr, f"{path}.v", va, self.s_v)
+        qh = k.value(tr, f"{path}.q", qh, self.s_q)
+        kh = k.value(tr, f"{path}.k", kh, self.s_k)
+        vh = k.value(tr, f"{path}.v", vh, self.s_v)
         # All heads (and images) in one batched GEMM call each; one record per head for the RTL.
-        qs, ks, vs = (t.reshape(b * h, n, hd) for t in (qu, ke, va))
+        qs, ks, vs = (t.reshape(b * h, n, hd) for t in (qh, kh, vh))
         scores = self._product(tr, path, b, "qk", qs, ks, k)  # (B*H, N, N)
         scores = scores.reshape(b, h, n, n)
         scores = k.value(tr, f"{path}.scores", scores, self.scores.s_out)
