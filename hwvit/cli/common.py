@@ -35,7 +35,7 @@ import click
 from click.core import ParameterSource
 
 from hwvit import toolchain
-from hwvit.formats import Calibration
+from hwvit.formats import Calibration, ExpMode
 from hwvit.record import KINDS
 from hwvit.textfiles import first_line
 
@@ -159,8 +159,8 @@ def qconfig_options(func: F) -> F:
     @click.option(
         "--exp",
         "exp_mode",
-        type=click.Choice(["table", "shift"]),
-        default="table",
+        type=click.Choice(ExpMode.values()),
+        default=ExpMode.TABLE.value,
         show_default=True,
         help="Softmax exp: table lookup (the RTL) or shift-and-add.",
     )
@@ -173,8 +173,8 @@ def qconfig_options(func: F) -> F:
     )
     @click.option(
         "--calibration",
-        type=click.Choice([c.value for c in Calibration]),
-        default="minmax",
+        type=click.Choice(Calibration.values()),
+        default=Calibration.MINMAX.value,
         show_default=True,
         help="Activation range estimate: max |x|, a percentile, MSE-optimal or KL-optimal clip.",
     )
@@ -189,9 +189,9 @@ def qconfig_options(func: F) -> F:
     def wrapper(*args, **kwargs):
         from hwvit.quant import QuantConfig
 
-        if kwargs["exp_mode"] == "shift" and given("exp_entries"):
+        if kwargs["exp_mode"] == ExpMode.SHIFT and given("exp_entries"):
             refuse("--exp-entries applies to --exp table only")
-        if kwargs["calibration"] != "percentile" and given("percentile"):
+        if kwargs["calibration"] != Calibration.PERCENTILE and given("percentile"):
             refuse("--percentile applies to --calibration percentile only")
         kwargs["qconfig"] = QuantConfig(
             act_bits=kwargs.pop("act_bits"),
@@ -386,7 +386,7 @@ def simulator_option(help: str = "Simulator(s) to run.") -> Callable[[F], F]:
     return click.option(
         "--simulator",
         type=click.Choice([*toolchain.SIMULATORS, "both"]),
-        default="verilator",
+        default=toolchain.Simulator.VERILATOR.value,
         show_default=True,
         help=help,
     )

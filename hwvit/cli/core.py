@@ -17,6 +17,7 @@ from hwvit.cli.common import (
     recipe_option,
     seed_option,
 )
+from hwvit.toolchain import Simulator
 
 
 def _spec(preset, checkpoint, family, config_path, heads, qconfig, calib_images, seed, recipe=None) -> dict:
@@ -137,7 +138,12 @@ def _int_model(cdir):
     show_default=True,
     help="Images (digits: the held-out split; else seeded random).",
 )
-@click.option("--simulator", type=click.Choice(["verilator", "icarus"]), default="verilator", show_default=True)
+@click.option(
+    "--simulator",
+    type=click.Choice([Simulator.VERILATOR.value, Simulator.ICARUS.value]),
+    default=Simulator.VERILATOR.value,
+    show_default=True,
+)
 @click.option("--rows", type=click.IntRange(1, 64), default=8, show_default=True, help="GEMM array rows.")
 @click.option("--cols", type=click.IntRange(1, 64), default=8, show_default=True, help="GEMM array columns.")
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="Seed of random inputs.")

@@ -23,7 +23,7 @@ from hwvit.cli.common import fail, jobs_option, seed_option
 @click.option(
     "--simulator",
     type=click.Choice(list(toolchain.SIMULATORS)),
-    default="verilator",
+    default=toolchain.Simulator.VERILATOR.value,
     show_default=True,
     help="Simulator the suite runs on for each mutant (Verilator: ~3 s builds with ccache, fast on big sets).",
 )

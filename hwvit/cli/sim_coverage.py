@@ -9,6 +9,7 @@ from typing import TypeVar
 import click
 
 from hwvit.cli.common import fail, refuse
+from hwvit.toolchain import Simulator
 
 F = TypeVar("F", bound=Callable)
 
@@ -55,7 +56,7 @@ def check(coverage: bool, coverage_out, simulator: str, *, cluster, byo: bool, a
         refuse("--coverage-merge applies with --coverage")
     if not coverage:
         return
-    if simulator != "verilator":
+    if simulator != Simulator.VERILATOR:
         refuse("--coverage needs --simulator verilator (Icarus has no line or toggle coverage)")
     if cluster is not None or byo or as_json:
         refuse("--coverage runs the reference blocks locally: not with --cluster, --rtl/--bind or --json")

@@ -15,6 +15,7 @@ import numpy as np
 
 from hwvit.core import isa
 from hwvit.core.isa import Gen, Instr
+from hwvit.formats import ExpMode
 
 SUPPORTED = "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations"
 
@@ -188,7 +189,7 @@ def _check_model(m) -> None:
         problems.append("position added in every layer")
     for i, blk in enumerate(m.blocks):
         sm = blk.attn.softmax
-        if sm.exp != "table" or sm.in_bits != 8 or sm.out_bits != 8:
+        if sm.exp != ExpMode.TABLE or sm.in_bits != 8 or sm.out_bits != 8:
             problems.append(f"layers.{i} softmax exp={sm.exp} {sm.in_bits}->{sm.out_bits} bits")
         if blk.gelu.in_bits != 8 or blk.gelu.out_bits != 8:
             problems.append(f"layers.{i} gelu {blk.gelu.in_bits}->{blk.gelu.out_bits} bits")

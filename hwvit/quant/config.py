@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from hwvit.formats import ExpMode
 from hwvit.quant.calibrate import Calibration
 
 
@@ -13,7 +14,7 @@ class QuantConfig:
 
     act_bits: int = 8  # activations, per tensor, symmetric
     softmax_bits: int = 8  # probability width; scale 1/(2^bits - 1)
-    exp: str = "table"  # softmax exp: "table" (RTL) or "shift" (shift-and-add)
+    exp: str = ExpMode.TABLE.value  # softmax exp (hwvit.formats.ExpMode): "table" (RTL) or "shift" (shift-and-add)
     exp_entries: int = 256  # exp table entries (<= 2^act_bits); larger differences give exp = 0
     calibration: str = "minmax"  # or "percentile", "mse", "entropy" (hwvit.quant.calibrate)
     percentile: float = 99.99
@@ -23,8 +24,8 @@ class QuantConfig:
             raise ValueError(f"act_bits must be in [2, 8], got {self.act_bits}")
         if not 2 <= self.softmax_bits <= 8:
             raise ValueError(f"softmax_bits must be in [2, 8], got {self.softmax_bits}")
-        if self.exp not in ("table", "shift"):
-            raise ValueError(f"exp must be 'table' or 'shift', got {self.exp!r}")
+        if self.exp not in ExpMode.values():  # exactly as written: configs and reports keep the string
+            raise ValueError(f"exp must be one of {', '.join(map(repr, ExpMode.values()))}, got {self.exp!r}")
         if not 1 <= self.exp_entries <= 256:
             raise ValueError(f"exp_entries must be in [1, 256], got {self.exp_entries}")
         Calibration.from_string(self.calibration)  # ValueError naming the known methods

@@ -32,12 +32,21 @@ from typing import Any
 
 import yaml
 
-from hwvit.formats import INT8, OUT_BITS
+from hwvit.formats import INT8, OUT_BITS, NamedMode
 from hwvit.quant.config import QuantConfig
 from hwvit.textfiles import read_yaml
 
 WEIGHT_BITS = (2, INT8.bits)  # weights are stored int8: narrower widths use part of that range
-WEIGHT_MODES = ("per_channel", "per_tensor")
+
+
+class WeightScales(NamedMode):
+    """How a linear layer's weights are scaled (a recipe's ``weights``)."""
+
+    PER_CHANNEL = "per_channel"  # one scale per output channel: the int8 design of docs/arithmetic.md
+    PER_TENSOR = "per_tensor"  # one scale for the whole matrix
+
+
+WEIGHT_MODES = WeightScales.values()
 ACT_BITS = (OUT_BITS[0], INT8.bits)  # the requant saturates to >= 2 bits; GEMM operands are int8
 LAYER_KEYS = ("act_bits", "weight_bits", "weights", "calibration", "percentile", "softmax_bits", "exp_entries")
 DEFAULT_KEYS = tuple(f.name for f in fields(QuantConfig)) + ("weight_bits", "weights")
@@ -47,7 +56,7 @@ DEFAULT_KEYS = tuple(f.name for f in fields(QuantConfig)) + ("weight_bits", "wei
 class Recipe:
     base: QuantConfig = field(default_factory=QuantConfig)
     weight_bits: int = 8
-    weights: str = "per_channel"
+    weights: str = WeightScales.PER_CHANNEL.value  # kept as written: to_dict records it
     layers: tuple[tuple[str, dict], ...] = ()  # (glob, overrides) in file order
     source: str | None = None  # the file it came from
 
@@ -87,7 +96,7 @@ class Recipe:
 
     def weight(self, path: str) -> tuple[int, bool]:
         """(weight bits, per_tensor) of the linear layer at ``path``."""
-        per_tensor = self._get(path, "weights", self.weights) == "per_tensor"
+        per_tensor = self._get(path, "weights", self.weights) == WeightScales.PER_TENSOR
         return self._get(path, "weight_bits", self.weight_bits), per_tensor
 
     def calibration(self, path: str) -> tuple[str, float]:
@@ -107,7 +116,7 @@ class Recipe:
 
     def is_plain(self) -> bool:
         """True when the recipe is the plain int8 design with no overrides."""
-        return not self.layers and self.weight_bits == 8 and self.weights == "per_channel"
+        return not self.layers and self.weight_bits == 8 and self.weights == WeightScales.PER_CHANNEL
 
 
 def _check_act(bits: Any, where: str) -> None:
@@ -157,7 +166,7 @@ def from_dict(doc: Any, source: str | None = None) -> Recipe:
     return Recipe(
         base=QuantConfig(**kw),
         weight_bits=default.get("weight_bits", 8),
-        weights=default.get("weights", "per_channel"),
+        weights=default.get("weights", WeightScales.PER_CHANNEL.value),
         layers=tuple(layers.items()),
         source=source,
     )

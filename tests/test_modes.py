@@ -1,0 +1,67 @@
+"""String-valued modes are Enums (hwvit.formats.NamedMode): one list of names per mode, read with
+from_string, equal to the plain strings that configs, manifests and options keep."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from hwvit.formats import Calibration, ExpMode, NamedMode, Rounding
+from hwvit.quant import QuantConfig
+from hwvit.quant.recipe import WEIGHT_MODES, WeightScales, from_dict
+from hwvit.toolchain import SIMULATORS, Simulator
+
+MODES = (Rounding, Calibration, ExpMode, Simulator, WeightScales)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_from_string_reads_every_value_in_any_case(mode: type[NamedMode]):
+    for member in mode:
+        assert mode.from_string(member.value) is member
+        assert mode.from_string(member.value.upper()) is member
+        assert member == member.value and str(member) == member.value
+    with pytest.raises(ValueError, match=r"unknown .*'bogus'; choose from " + ", ".join(mode.values())):
+        mode.from_string("bogus")
+    with pytest.raises(ValueError, match="unknown"):
+        mode.from_string(None)
+
+
+def test_names_and_plain_strings():
+    assert ExpMode.values() == ("table", "shift")
+    assert SIMULATORS == ("icarus", "verilator") and all(type(s) is str for s in SIMULATORS)
+    assert WEIGHT_MODES == ("per_channel", "per_tensor")
+    with pytest.raises(ValueError, match="unknown exp mode 'cubic'"):
+        ExpMode.from_string("cubic")
+    with pytest.raises(ValueError, match="unknown rounding mode 'half_even'"):
+        Rounding.from_string("half_even")
+
+
+def test_configs_keep_the_strings_they_were_given():
+    qc = QuantConfig(exp="shift")
+    assert type(qc.exp) is str and qc.exp == ExpMode.SHIFT
+    assert yaml.safe_dump(qc.to_dict()) == yaml.safe_dump({**QuantConfig().to_dict(), "exp": "shift"})
+    with pytest.raises(ValueError, match="exp must be one of 'table', 'shift', got 'TABLE'"):
+        QuantConfig(exp="TABLE")  # as written: a report records exactly this string
+    recipe = from_dict({"default": {"weights": "per_tensor"}, "layers": {"head": {"weights": "per_channel"}}})
+    assert recipe.weight("layers.0.mlp.fc1") == (8, True) and recipe.weight("head") == (8, False)
+    assert recipe.to_dict()["default"]["weights"] == "per_tensor" and not recipe.is_plain()
+    with pytest.raises(ValueError, match="choose per_channel or per_tensor"):
+        from_dict({"default": {"weights": "per_row"}})
+
+
+@pytest.mark.parametrize(
+    ("args", "choices"),
+    [
+        (["compare", "--exp", "x"], ExpMode.values()),
+        (["compare", "--calibration", "x"], Calibration.values()),
+        (["sim", "--simulator", "x"], (*SIMULATORS, "both")),
+        (["mutate", "--simulator", "x"], SIMULATORS),
+    ],
+)
+def test_cli_choices_come_from_the_enums(args, choices):
+    from hwvit.cli import main
+
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert f"is not one of {', '.join(map(repr, choices))}." in result.output
