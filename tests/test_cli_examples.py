@@ -56,10 +56,17 @@ def example_lines(help_text: str) -> list[str]:
 
 
 def readme_lines() -> list[str]:
-    """The `hwvit ...` commands in backticks in the README's "The command line" section."""
+    """The command lines of the README's fenced code blocks that start with `hwvit ` (its runnable
+    examples, one part per reader)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## The command line", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"`(hwvit [^`]+)`", section)
+    blocks = re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.S | re.M)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.startswith("hwvit ")]
+
+
+def cli_table_lines() -> list[str]:
+    """The `hwvit ...` commands in backticks in the first column of docs/cli.md's command table."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    return re.findall(r"^\| `(hwvit [^`]+)` \|", text, flags=re.M)
 
 
 def _commands() -> dict[str, click.Command]:
@@ -128,11 +135,18 @@ def test_every_command_has_examples():
 
 
 def test_readme_quotes_help_examples_of_every_command():
-    """Each `hwvit ...` in the README's table is verbatim an example run by test_help_examples_run."""
+    """Each `hwvit ...` line of the README's examples and of docs/cli.md's table is verbatim an
+    example run by test_help_examples_run; the table names every command, each reader's part of
+    the README has examples."""
     examples = {line for cmd in _commands().values() for line in example_lines(cmd.help or "")}
-    quoted = readme_lines()
-    assert [line for line in quoted if line not in examples] == []
-    assert set(_commands()) <= {shlex.split(line)[1] for line in quoted}
+    readme, table = readme_lines(), cli_table_lines()
+    assert len(readme) >= 6 and len(table) >= len(_commands())
+    assert [line for line in readme + table if line not in examples] == []
+    assert set(_commands()) <= {shlex.split(line)[1] for line in table}
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for reader in ("RTL engineer", "Architect", "ML engineer"):
+        part = text.split(f"\n## {reader}", 1)[1].split("\n## ", 1)[0]
+        assert "```\nhwvit " in part, f"README: the {reader} part has no example"
 
 
 # `hwvit demo` is `make demo` itself (~5 min: every traced set on Verilator, which
