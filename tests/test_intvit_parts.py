@@ -57,6 +57,7 @@ def test_numpy_and_torch_run_the_same_kernel_calls_in_the_same_order(ecg, record
     pos_adds = 1 + sum(p is not None for p in int_model.layer_pos_adds)
     assert pos_adds == depth  # ECG: after the embedding and before every later block
     assert np_calls.count("softmax") == depth and np_calls.count("residual_add") == 2 * depth + pos_adds
+    assert np_calls.count("const") == 1 + (int_model.cls_q is not None)  # the position table narrowed once
     per_block = (1 if int_model.blocks[0].attn.qkv is not None else 3) + 5  # q/k/v or qkv, qk, av, proj, fc1, fc2
     products = 1 + depth * per_block + 2  # embed.proj ... pre_head.fc, head
     product = "gemm" if records else "linear"  # with records the accumulators are kept: gemm, then requant

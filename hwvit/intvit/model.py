@@ -198,17 +198,20 @@ class IntEmbed:
     def s_tokens(self) -> float:
         return self.pos_add.s_out if self.pos_add is not None else self.s_embed
 
-    def add_position(self, add: IntResidual, h, tr: Trace, path: str, k=NUMPY):
-        """``h`` + the position table, by ``add`` (``pos_add``, or ECG's before a later block)."""
-        return add(h, k.expand(k.const(self.pos_q), h.shape), tr, path, k=k)
+    @staticmethod
+    def add_position(add: IntResidual, h, pos, tr: Trace, path: str, k=NUMPY):
+        """``h`` + the position table ``pos`` (``k.const(pos_q)``, made once per forward), by
+        ``add`` (``pos_add``, or ECG's before a later block)."""
+        return add(h, k.expand(pos, h.shape), tr, path, k=k)
 
-    def __call__(self, x, tr: Trace, k=NUMPY):
+    def __call__(self, x, pos, tr: Trace, k=NUMPY):
+        """Input ints -> tokens at ``s_tokens``; ``pos`` as for ``add_position``."""
         h = self.patch_embed(x, tr, "embed", k=k)
         h = k.value(tr, "embed", h, self.s_embed)
         if self.cls_q is not None:
             h = k.cat([k.expand(k.const(self.cls_q), (h.shape[0], 1, h.shape[-1])), h], 1)
         if self.pos_add is not None:
-            h = self.add_position(self.pos_add, h, tr, "pos_add", k)
+            h = self.add_position(self.pos_add, h, pos, tr, "pos_add", k)
         return k.value(tr, "tokens", h, self.s_tokens)
 
 
@@ -328,11 +331,12 @@ class IntViT:
         self.check_input(x)
         xq = k.int_input(x) if quantized else k.quantize(x, self.s_input, self.input_bits)
         xq = k.value(tr, "input", xq, self.s_input)
-        h = self.embed(xq, tr, k=k)
+        pos = k.const(self.pos_q) if self.pos_q is not None else None  # once, for every add
+        h = self.embed(xq, pos, tr, k=k)
         for i, block in enumerate(self.blocks):
             pos_add = self.layer_pos_adds[i] if self.layer_pos_adds else None
             if pos_add is not None:
-                h = self.embed.add_position(pos_add, h, tr, f"layers.{i}.pos_add", k)
+                h = self.embed.add_position(pos_add, h, pos, tr, f"layers.{i}.pos_add", k)
             h = block(h, tr, f"layers.{i}", k=k)
         return k.logits(self.readout(h, tr, k=k))
 
