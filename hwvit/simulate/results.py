@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from hwvit.simresult import SimResult  # its own module: the testbenches write it
+from hwvit.textfiles import first_line
 
 
 def no_simulator(kind: str, set_dir: Path, simulator: str, exc: BaseException) -> SimResult:
@@ -36,13 +37,9 @@ def failed(set_dir: str, simulator: str, exc: BaseException) -> SimResult:
 
     if isinstance(exc, vectors.VectorSetError):
         return SimResult("?", set_dir, simulator, False, message=f"bad vector set: {exc}")
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return SimResult("?", set_dir, simulator, False, message=f"{exc.__class__.__name__}: {first}")
+    return SimResult("?", set_dir, simulator, False, message=first_line(exc, with_type=True))
 
 
 def lost(set_dir: str, simulator: str, exc: BaseException) -> SimResult:
     """A FAIL result for a cluster task that never came back (e.g. KilledWorker after every retry)."""
-    return SimResult(
-        "?", set_dir, simulator, False, message=f"task lost: {exc.__class__.__name__}: {exc}".splitlines()[0]
-    )
+    return SimResult("?", set_dir, simulator, False, message=f"task lost: {first_line(exc, with_type=True)}")
