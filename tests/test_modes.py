@@ -7,12 +7,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from hwvit.byo.bind import STYLES, Interface
+from hwvit.float.config import AttnScale, Embed, HeadPre, Pool, Pos, Qkv
 from hwvit.formats import Calibration, ExpMode, NamedMode, Rounding
 from hwvit.quant import QuantConfig
 from hwvit.quant.recipe import WEIGHT_MODES, WeightScales, from_dict
 from hwvit.toolchain import SIMULATORS, Simulator
 
-MODES = (Rounding, Calibration, ExpMode, Simulator, WeightScales)
+MODES = (Rounding, Calibration, ExpMode, Simulator, WeightScales, Interface, Embed, Pool, Pos, Qkv, AttnScale, HeadPre)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -31,6 +33,7 @@ def test_names_and_plain_strings():
     assert ExpMode.values() == ("table", "shift")
     assert SIMULATORS == ("icarus", "verilator") and all(type(s) is str for s in SIMULATORS)
     assert WEIGHT_MODES == ("per_channel", "per_tensor")
+    assert STYLES == ("valid_ready", "axis")
     with pytest.raises(ValueError, match="unknown exp mode 'cubic'"):
         ExpMode.from_string("cubic")
     with pytest.raises(ValueError, match="unknown rounding mode 'half_even'"):
@@ -65,3 +68,15 @@ def test_cli_choices_come_from_the_enums(args, choices):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2
     assert f"is not one of {', '.join(map(repr, choices))}." in result.output
+
+
+def test_vit_config_string_fields_are_enums():
+    from hwvit.float.config import CHOICES, load_preset
+
+    enums = {"embed": Embed, "pool": Pool, "pos": Pos, "qkv": Qkv, "attn_scale": AttnScale, "head_pre": HeadPre}
+    assert CHOICES == {name: enum.values() for name, enum in enums.items()}
+    ecg, digits = load_preset("ecg1d"), load_preset("digits")
+    assert type(ecg.embed) is str and ecg.embed == Embed.LINEAR1D and ecg.pool == Pool.MEAN
+    assert digits.pool == Pool.CLS and digits.cls_token
+    with pytest.raises(ValueError, match=r"bad pool='max' \(one of cls, mean\)"):
+        digits.replace(pool="max")

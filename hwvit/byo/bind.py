@@ -14,14 +14,23 @@ from pathlib import Path
 from typing import Any
 
 from hwvit.byo import kinds
+from hwvit.formats import NamedMode
 from hwvit.textfiles import read_yaml
 
-STYLES = ("valid_ready", "axis")
+
+class Interface(NamedMode):
+    """A bound block's stream handshake (a bind file's ``interface``)."""
+
+    VALID_READY = "valid_ready"  # one port per field, valid/ready (the reference blocks)
+    AXIS = "axis"  # AXI4-Stream: the fields packed in tdata
+
+
+STYLES = Interface.values()
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 TOP_KEYS = {"kind", "top", "clock", "reset", "interface", "input", "output", "ports", "parameters", "tie"}
 STREAM_KEYS = {
-    "valid_ready": {"valid", "ready", "fields", "last"},
-    "axis": {"tdata", "tvalid", "tready", "tlast", "tuser", "fields"},
+    Interface.VALID_READY: {"valid", "ready", "fields", "last"},
+    Interface.AXIS: {"tdata", "tvalid", "tready", "tlast", "tuser", "fields"},
 }
 TABLE_CTRL = ("tbl_we", "tbl_addr")
 
@@ -95,7 +104,7 @@ def _stream(path: str, where: str, raw: Any, style: str, fields: list[str]) -> d
     unknown = sorted(set(raw) - STREAM_KEYS[style])
     if unknown:
         raise _err(path, f"{where}.{unknown[0]}: not a {style} signal (use {', '.join(sorted(STREAM_KEYS[style]))})")
-    needed = ("valid", "ready") if style == "valid_ready" else ("tdata", "tvalid", "tready")
+    needed = ("valid", "ready") if style == Interface.VALID_READY else ("tdata", "tvalid", "tready")
     out: dict[str, Any] = {}
     for key in sorted(set(raw) - {"fields"}):
         out[key] = _name(path, f"{where}.{key}", raw[key])
@@ -112,7 +121,7 @@ def _stream(path: str, where: str, raw: Any, style: str, fields: list[str]) -> d
     placed = {}
     for f in fields:
         value = given[f]
-        if style == "valid_ready":
+        if style == Interface.VALID_READY:
             placed[f] = _name(path, f"{where}.fields.{f}", value)
             continue
         if isinstance(value, dict):
@@ -153,7 +162,7 @@ def parse(data: Any, path: str = "bind") -> Bind:
     spec = kinds.KINDS[kind]
     style = data.get("interface")
     if style not in STYLES:
-        raise _err(path, f"interface: unknown interface style {style!r} (valid_ready or axis)")
+        raise _err(path, f"interface: unknown interface style {style!r} ({' or '.join(STYLES)})")
     for key in ("clock", "reset", "input", "output"):
         if key not in data:
             raise _err(path, f"{key} missing")
@@ -235,7 +244,7 @@ def _signals(bind: Bind, vset) -> list[tuple[str, str, str, int, str]]:
     for side, stream, into in (("input", bind.input, "input"), ("output", bind.output, "output")):
         back = "output" if into == "input" else "input"
         fields = spec.inputs if side == "input" else dict([spec.output])
-        if bind.style == "valid_ready":
+        if bind.style == Interface.VALID_READY:
             rows += [
                 (f"{side}.valid", stream["valid"], into, 1, "eq"),
                 (f"{side}.ready", stream["ready"], back, 1, "eq"),

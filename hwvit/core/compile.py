@@ -15,6 +15,7 @@ import numpy as np
 
 from hwvit.core import isa
 from hwvit.core.isa import Gen, Instr
+from hwvit.float.config import Embed
 from hwvit.formats import ExpMode
 
 SUPPORTED = "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations"
@@ -181,7 +182,7 @@ def _check_model(m) -> None:
     narrow = [(p, b) for p, b in getattr(m, "point_bits", {}).items() if b != 8]
     if narrow:
         problems.append(f"{narrow[0][1]}-bit activations at {narrow[0][0]} (recipe act_bits)")
-    if m.patch_embed.kind != "conv" or cfg.ndim != 2:
+    if m.patch_embed.kind != Embed.CONV or cfg.ndim != 2:
         problems.append(f"patch embedding {m.patch_embed.kind!r}")
     if m.pre_head_fc is not None or m.pre_head_norm is not None:
         problems.append("pre-head layers")

@@ -10,6 +10,8 @@ from types import SimpleNamespace as NS
 
 import numpy as np
 
+from hwvit.float.config import Pool, Qkv
+
 
 def _z(*shape) -> np.ndarray:
     return np.broadcast_to(np.int64(0), shape)
@@ -32,7 +34,7 @@ def shape_model(cfg) -> NS:
     d, f, h = cfg.dim, cfg.mlp_dim, cfg.heads
     pd = cfg.in_chans * cfg.patch_size**cfg.ndim
     t = (cfg.image_size // cfg.patch_size) ** cfg.ndim + int(cfg.cls_token)
-    sep = cfg.qkv == "separate"
+    sep = cfg.qkv == Qkv.SEPARATE
     blocks = [
         NS(
             norm1=_ln(d),
@@ -69,7 +71,7 @@ def shape_model(cfg) -> NS:
         layer_pos_adds=[],
         blocks=blocks,
         norm=_ln(d) if cfg.final_norm else None,
-        pool=None if cfg.pool == "cls" else NS(mult=0, shift=0),
+        pool=None if cfg.pool == Pool.CLS else NS(mult=0, shift=0),
         pre_head_fc=None,
         pre_head_norm=None,
         head=_lin(cfg.num_classes, d) if cfg.num_classes else None,

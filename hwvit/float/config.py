@@ -12,16 +12,52 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from hwvit.formats import NamedMode
 from hwvit.textfiles import parse_yaml, read_yaml
 
-# Allowed values of the string fields; the first one is the usual choice.
+
+# The string fields' values, one Enum each (members equal the strings presets and checkpoints
+# hold, so a config keeps plain strings); the first member is the usual choice.
+class Embed(NamedMode):
+    CONV = "conv"  # Conv2d patch embedding (HF, timm)
+    SIMPLE = "simple"  # LN -> Linear -> LN on (p1 p2 c) patches (SimpleViT)
+    LINEAR1D = "linear1d"  # Linear -> LN -> GELU per sample group (ECG)
+
+
+class Pool(NamedMode):
+    CLS = "cls"  # token 0
+    MEAN = "mean"  # mean over all tokens
+
+
+class Pos(NamedMode):
+    LEARNED = "learned"
+    SINCOS2D = "sincos2d"
+    NONE = "none"
+
+
+class Qkv(NamedMode):
+    FUSED = "fused"
+    SEPARATE = "separate"
+
+
+class AttnScale(NamedMode):
+    STANDARD = "standard"
+    POST_SOFTMAX_SQRT_DIM = "post_softmax_sqrt_dim"
+
+
+class HeadPre(NamedMode):
+    NONE = "none"
+    NORM = "norm"
+    LINEAR_NORM = "linear_norm"
+
+
 CHOICES: dict[str, tuple[str, ...]] = {
-    "embed": ("conv", "simple", "linear1d"),
-    "pool": ("cls", "mean"),
-    "pos": ("learned", "sincos2d", "none"),
-    "qkv": ("fused", "separate"),
-    "attn_scale": ("standard", "post_softmax_sqrt_dim"),
-    "head_pre": ("none", "norm", "linear_norm"),
+    "embed": Embed.values(),
+    "pool": Pool.values(),
+    "pos": Pos.values(),
+    "qkv": Qkv.values(),
+    "attn_scale": AttnScale.values(),
+    "head_pre": HeadPre.values(),
 }
 
 
@@ -59,7 +95,7 @@ class ViTConfig:
         if self.head_dim is None and isinstance(self.heads, int) and self.heads > 0:
             object.__setattr__(self, "head_dim", self.dim // self.heads)
         if self.cls_token is None:
-            object.__setattr__(self, "cls_token", self.pool == "cls")
+            object.__setattr__(self, "cls_token", self.pool == Pool.CLS)
         self._validate()
 
     def _validate(self) -> None:
@@ -86,13 +122,13 @@ class ViTConfig:
             raise ValueError(
                 f"config {self.name!r}: image_size {self.image_size} is not a multiple of patch_size {self.patch_size}"
             )
-        if (self.embed == "linear1d") != (self.ndim == 1):
+        if (self.embed == Embed.LINEAR1D) != (self.ndim == 1):
             raise ValueError(f"config {self.name!r}: embed 'linear1d' goes with ndim 1 and only with it")
-        if self.pool == "cls" and not self.cls_token:
+        if self.pool == Pool.CLS and not self.cls_token:
             raise ValueError(f"config {self.name!r}: pool 'cls' needs a cls token")
-        if self.pos == "sincos2d" and (self.ndim != 2 or self.dim % 4):
+        if self.pos == Pos.SINCOS2D and (self.ndim != 2 or self.dim % 4):
             raise ValueError(f"config {self.name!r}: sincos2d needs images and dim % 4 == 0 (dim={self.dim})")
-        if self.pos_every_layer and self.pos == "none":
+        if self.pos_every_layer and self.pos == Pos.NONE:
             raise ValueError(f"config {self.name!r}: pos_every_layer needs a position embedding")
 
     # Derived sizes ---------------------------------------------------------------------------

@@ -32,6 +32,8 @@ from functools import cache
 
 import torch
 
+from hwvit.float.config import Embed
+
 MODEL_FAMILIES = ("hf", "timm", "simple_vit", "ecg1d", "hwvit")
 ATTENTION_FAMILIES = ("sablock", "cookbook_attention")
 
@@ -296,7 +298,7 @@ def infer_fields(w: dict[str, torch.Tensor], embed: str) -> tuple[dict, dict, in
     proj = shape("patch_embed.proj.weight")
     pos = shape("pos_embed")
     n_patches = pos[-2] - int(hard["cls_token"]) if pos and len(pos) >= 2 else None
-    if embed == "conv" and proj and len(proj) == 4:
+    if embed == Embed.CONV and proj and len(proj) == 4:
         hard["in_chans"], hard["patch_size"] = proj[1], proj[2]
         if n_patches:
             grid = math.isqrt(n_patches)
@@ -306,7 +308,7 @@ def infer_fields(w: dict[str, torch.Tensor], embed: str) -> tuple[dict, dict, in
                     f"{' plus a cls slot' if hard['cls_token'] else ''}"
                 )
             hard["image_size"] = grid * proj[2]
-    elif embed == "linear1d" and proj and len(proj) == 2:
+    elif embed == Embed.LINEAR1D and proj and len(proj) == 2:
         soft["in_chans"] = proj[1]  # one sample per token (patch_size 1), as the ECG model
         if n_patches:
             soft["image_size"] = n_patches

@@ -26,7 +26,7 @@ from einops import rearrange
 from torch import nn
 from torch.nn import functional as F
 
-from hwvit.float.config import ViTConfig, sincos2d_table
+from hwvit.float.config import AttnScale, Embed, HeadPre, Pool, Pos, Qkv, ViTConfig, sincos2d_table
 
 Recorder = Callable[[str, torch.Tensor], None] | None
 
@@ -75,22 +75,22 @@ class PatchEmbed(nn.Module):
         super().__init__()
         self.kind, self.patch_size, self.in_chans, self.ndim = kind, patch_size, in_chans, ndim
         patch_dim = in_chans * patch_size**ndim
-        self.norm_in = nn.LayerNorm(patch_dim, eps=eps) if kind == "simple" else None
-        if kind == "conv":
+        self.norm_in = nn.LayerNorm(patch_dim, eps=eps) if kind == Embed.SIMPLE else None
+        if kind == Embed.CONV:
             self.proj = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
         else:
             self.proj = nn.Linear(patch_dim, dim)
-        self.norm_out = nn.LayerNorm(dim, eps=eps) if kind in ("simple", "linear1d") else None
+        self.norm_out = nn.LayerNorm(dim, eps=eps) if kind in (Embed.SIMPLE, Embed.LINEAR1D) else None
 
     def patches(self, x: torch.Tensor) -> torch.Tensor:
         """(B, N, patch_dim) patch vectors for the Linear embeddings, in the originals' order."""
         p = self.patch_size
-        if self.kind == "simple":  # SimpleViT: channels innermost, (p1 p2 c)
+        if self.kind == Embed.SIMPLE:  # SimpleViT: channels innermost, (p1 p2 c)
             return rearrange(x, "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=p, p2=p)
         return rearrange(x, "b (n p) c -> b n (p c)", p=p)  # linear1d on (B, L, C)
 
     def forward(self, x: torch.Tensor, record: Recorder = None) -> torch.Tensor:
-        if self.kind == "conv":
+        if self.kind == Embed.CONV:
             x = self.proj(x).flatten(2).transpose(1, 2)  # (B, D, h, w) -> (B, N, D), row-major patches
             _rec(record, "embed.proj", x)
             return x
@@ -102,7 +102,7 @@ class PatchEmbed(nn.Module):
         _rec(record, "embed.proj", x)
         x = self.norm_out(x)
         _rec(record, "embed.norm_out", x)
-        if self.kind == "linear1d":
+        if self.kind == Embed.LINEAR1D:
             x = F.gelu(x)  # exact erf GELU, as nn.GELU()
         return x
 
@@ -123,9 +123,9 @@ class Attention(nn.Module):
         super().__init__()
         inner = heads * head_dim
         self.heads, self.head_dim, self.scale_mode = heads, head_dim, scale_mode
-        self.scale = head_dim**-0.5 if scale_mode == "standard" else 1.0
+        self.scale = head_dim**-0.5 if scale_mode == AttnScale.STANDARD else 1.0
         # ECG model: softmax(q k^T) / sqrt(embed_size), the model width, not the head width.
-        self.post_divisor = math.sqrt(dim) if scale_mode == "post_softmax_sqrt_dim" else 1.0
+        self.post_divisor = math.sqrt(dim) if scale_mode == AttnScale.POST_SOFTMAX_SQRT_DIM else 1.0
         if fused:
             self.qkv = nn.Linear(dim, 3 * inner, bias=qkv_bias)  # output laid out (3, H, hd)
             self.q = self.k = self.v = None
@@ -189,7 +189,7 @@ class Block(nn.Module):
         super().__init__()
         self.norm1 = nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
         self.attn = Attention(
-            cfg.dim, cfg.heads, cfg.head_dim, cfg.qkv == "fused", cfg.qkv_bias, cfg.proj_bias, cfg.attn_scale
+            cfg.dim, cfg.heads, cfg.head_dim, cfg.qkv == Qkv.FUSED, cfg.qkv_bias, cfg.proj_bias, cfg.attn_scale
         )
         self.norm2 = nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
         self.mlp = MLP(cfg.dim, cfg.mlp_dim, cfg.mlp_bias)
@@ -232,9 +232,9 @@ class ViT(nn.Module):
         d = cfg.dim
         self.patch_embed = PatchEmbed(cfg.embed, cfg.in_chans, cfg.patch_size, d, cfg.norm_eps, cfg.ndim)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d)) if cfg.cls_token else None
-        if cfg.pos == "learned":
+        if cfg.pos == Pos.LEARNED:
             self.pos_embed = nn.Parameter(torch.zeros(1, cfg.num_tokens, d))
-        elif cfg.pos == "sincos2d":
+        elif cfg.pos == Pos.SINCOS2D:
             table = sincos2d_table(cfg.grid, d)
             if cfg.cls_token:  # the cls slot gets no position (zeros)
                 table = torch.cat([torch.zeros(1, d), table])
@@ -244,7 +244,9 @@ class ViT(nn.Module):
             self.pos_embed = None
         self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
         self.norm = nn.LayerNorm(d, eps=cfg.norm_eps) if cfg.final_norm else None
-        self.pre_head = PreHead(d, cfg.head_pre == "linear_norm", cfg.norm_eps) if cfg.head_pre != "none" else None
+        self.pre_head = (
+            PreHead(d, cfg.head_pre == HeadPre.LINEAR_NORM, cfg.norm_eps) if cfg.head_pre != HeadPre.NONE else None
+        )
         self.head = nn.Linear(d, cfg.num_classes) if cfg.num_classes else None
         self._init_weights()
 
@@ -295,7 +297,7 @@ class ViT(nn.Module):
     def forward(self, x: torch.Tensor, record: Recorder = None) -> torch.Tensor:
         """Input -> logits (B, num_classes), or pooled features (B, D) when num_classes == 0."""
         x = self.forward_tokens(x, record)
-        x = x[:, 0] if self.cfg.pool == "cls" else x.mean(dim=1)
+        x = x[:, 0] if self.cfg.pool == Pool.CLS else x.mean(dim=1)
         _rec(record, "pool", x)
         if self.pre_head is not None:
             x = self.pre_head(x, record)
