@@ -11,13 +11,13 @@ import base64
 import html
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
 
 from hwvit import __version__
 from hwvit.analysis.compare import CompareResult
+from hwvit.analysis.diagnose import by_stage, suggestion, worst_points
 from hwvit.report.plots import error_histogram, logits_scatter, sqnr_bars
 from hwvit.report.publish import json_safe, staged_dir
 
@@ -88,27 +88,6 @@ def layer_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def suggestion(r: dict) -> str:
-    """One suggested change for a point, from its clip rate, range use and isolated error."""
-    iso = r.get("isolated_sqnr_db", math.inf)
-    if r.get("clip_rate", 0.0) > 1e-3:
-        return "clips more than 0.1% of its elements: widen its range (mse calibration, or a higher percentile)"
-    if iso - r["sqnr_db"] < 3.0:
-        return (
-            "its own error dominates (isolated within 3 dB of accumulated): give it more bits "
-            "(its weights or the activation width)"
-        )
-    if r.get("range_used", 1.0) < 0.5:
-        return "uses less than half its integer range: tighten its scale (percentile or mse calibration)"
-    return "most of its error comes from earlier points: fix those first (lower isolated SQNR upstream)"
-
-
-def worst_points(result: CompareResult, n: int = 3) -> list[dict]:
-    """The ``n`` points that add the most error by themselves (lowest isolated SQNR; accumulated without it)."""
-    pts = [r for r in result.layers if r["path"] != "input"]
-    return sorted(pts, key=lambda r: r.get("isolated_sqnr_db", r["sqnr_db"]))[:n]
-
-
 def loss_summary(result: CompareResult) -> list[str]:
     """'What loses accuracy': one line per worst point."""
     lines = []
@@ -127,21 +106,9 @@ def loss_summary(result: CompareResult) -> list[str]:
     return lines
 
 
-def _stage(path: str) -> str:
-    """The stage a traced point belongs to: ``embed``, ``layers.<i>`` or ``head``."""
-    m = re.match(r"layers\.(\d+)\.", path)
-    if m:
-        return f"layers.{m.group(1)}"
-    if path in ("input", "tokens") or path.startswith("embed"):
-        return "embed"
-    return "head"
-
-
 def block_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     """One row per stage (embedding, each transformer block, head): the SQNR at its output and its worst point."""
-    stages: dict[str, list[dict]] = {}
-    for row in result.layers:
-        stages.setdefault(_stage(row["path"]), []).append(row)
+    stages = by_stage(result.layers)
     head = [
         "block",
         "points",
