@@ -167,29 +167,31 @@ def test_probe_times_the_forward_shapes_interleaved(cache_dir, monkeypatch):
     assert [name for name, _ in gb.FORWARD_SHAPES] == ["qkv", "proj", "fc1", "fc2", "q.k^T", "p.v"]
 
 
-def test_probe_drops_a_backend_far_slower_after_the_first_round(monkeypatch):
+def _fake_clock(monkeypatch, cost):
+    """time_layer's clock advanced only by the fake steps: ``cost(name, call)`` ms per step (no sleeps,
+    so a busy machine cannot change what these tests see)."""
+    clock, calls = [0.0], {}
+
     def step(name, case):
-        time.sleep(0.02 if name == "float64" else 0.0)
+        calls[name] = calls.get(name, 0) + 1
+        clock[0] += cost(name, calls[name]) / 1e3
 
     monkeypatch.setattr(gb, "_layer_step", step)
+    monkeypatch.setattr(gb.time, "perf_counter", lambda: clock[0])
+
+
+def test_probe_drops_a_backend_far_slower_after_two_rounds(monkeypatch):
+    _fake_clock(monkeypatch, lambda name, call: 20.0 if name == "float64" else 1.0)
     timed = gb.time_layer(["int64", "float64"], rounds=4, shapes=(("a", (2, 2, 2)),))
     assert timed["dropped"] == ["float64"]
+    assert timed["best"] == pytest.approx({"int64": 1.0, "float64": 20.0})
 
 
 def test_one_stalled_round_drops_nothing(monkeypatch):
     """A core taken away for one round (the first timed one) must not drop the backend it hit."""
-    calls = {"int16_avx2": 0}
-
-    def step(name, case):
-        if name == "int16_avx2":
-            calls[name] += 1
-            if calls[name] == 2:  # the first timed round (after one warm-up call)
-                time.sleep(0.05)
-        time.sleep(0.002)
-
-    monkeypatch.setattr(gb, "_layer_step", step)
+    _fake_clock(monkeypatch, lambda name, call: 50.0 if (name, call) == ("int16_avx2", 2) else 2.0)
     timed = gb.time_layer(["int64", "int16_avx2"], rounds=4, shapes=(("a", (2, 2, 2)),))
-    assert timed["dropped"] == [] and timed["best"]["int16_avx2"] < 0.02 * 1e3
+    assert timed["dropped"] == [] and timed["best"]["int16_avx2"] == pytest.approx(2.0)
 
 
 def test_a_cached_choice_is_rechecked_not_trusted_forever(cache_dir, monkeypatch):
