@@ -136,7 +136,7 @@ def preprocessing(
     return pre.with_model_size(cfg.image_size) if cfg.ndim == 2 else pre
 
 
-# What one sample costs while hwvit.report.compare keeps the float record and the integer trace of
+# What one sample costs while hwvit.analysis.compare keeps the float record and the integer trace of
 # every point: ~24 bytes per recorded value (float64 record, int64 trace, dequantized copy). Per
 # block: q, k, v, context, proj, norms and adds ~8*T*D, scores and probs 2*H*T^2, fc1 and gelu 2*T*M.
 # ViT-B/16: 12 * (1.21M + 0.93M + 1.21M) * 24 B = 0.97 GB per image; digits: 1.1 MB.

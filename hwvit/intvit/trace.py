@@ -16,7 +16,7 @@ class Trace:
     ``path -> (int array, scale)`` at the points the float model records too (what `compare` uses).
     With both off, the forward does no extra work. ``force(path, q, scale)``, if given, returns
     the value the forward goes on with in place of ``q`` (``values`` keeps the computed ``q``):
-    hwvit.report.compare feeds each layer the float model's activations quantized at their
+    hwvit.analysis.compare feeds each layer the float model's activations quantized at their
     scales, so the error it then measures at a point is the error that layer adds by itself.
     """
 

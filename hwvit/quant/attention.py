@@ -3,7 +3,7 @@ fused qkv; the cookbook's separate query/key/value, sequence first).
 
 ``quantize_attention`` calibrates the block and builds its IntAttention with the same builder as a
 ViT's (``hwvit.quant.convert.build_attention``), so its arithmetic is the ViT attention's, block
-for block. ``IntAttentionBlock`` has what ``hwvit.report.compare`` asks of an integer model
+for block. ``IntAttentionBlock`` has what ``hwvit.analysis.compare`` asks of an integer model
 (``forward`` with a trace, ``bits_at``, ``dequantize_logits``), so float vs fixed error, accumulated
 and isolated, is measured on these checkpoints as on a ViT (the block's output stands in for logits).
 """

@@ -225,7 +225,7 @@ def _calibrate(
     """Ranges per point by the recipe's method for it: one calibration pass per method used.
 
     ``runs`` (method, percentile, bits) -> ranges: a cache the caller may keep across models of
-    the same float model and calibration data (hwvit.quant.sensitivity builds dozens). The MSE and
+    the same float model and calibration data (hwvit.analysis.sensitivity builds dozens). The MSE and
     entropy searches depend on the point's width (recipe ``act_bits``); min/max and percentile do not.
     """
     qc = recipe.base

@@ -1,5 +1,5 @@
-"""The old import path of ``hwvit.analysis.compare`` (the README's example for a bare attention
-block uses it): a re-export, nothing more."""
+"""The old import path of ``hwvit.analysis.compare`` (earlier releases documented it for a bare
+attention block; docs/cli.md now names the new one): a re-export, nothing more."""
 
 from hwvit.analysis.compare import CompareResult, compare
 
