@@ -59,7 +59,7 @@ def bench(preset, repeats, batch, all_backends, peer, device, as_json):
       hwvit bench --model vit-tiny --batch 8 --repeats 1 --gemm float64
     """
     from hwvit.bench import bench_forward
-    from hwvit.ops import gemm_backends
+    from hwvit.ops import cpu, gemm_backends
 
     backends = None
     if all_backends and device == "cpu":
@@ -78,11 +78,9 @@ def bench(preset, repeats, batch, all_backends, peer, device, as_json):
         f"{first['model']} on {first['device']}, {first['threads']} threads, median of {first['repeats']}, "
         f"load average {first['load_avg_1min']:.1f}, GEMM backend {first['gemm_backend']}"
     )
-    fam = first["cpu_family_model"]
     click.echo(
-        f"CPU {first['cpu']}"
-        + (f" (family {fam[0]} model {fam[1]})" if fam[0] is not None else "")
-        + f", capability {first['cpu_capability']}, int8 flags {' '.join(first['cpu_flags']) or 'none'}"
+        f"CPU {cpu.features().name}, capability {first['cpu_capability']}, "
+        f"int8 flags {' '.join(first['cpu_flags']) or 'none'}"
     )
     if first.get("gpu"):
         click.echo(f"GPU {first['gpu']}")

@@ -49,9 +49,7 @@ def _compute_rows() -> list[tuple[str, str]]:
     return [
         (
             "cpu",
-            f"{feats.model}"
-            + (f" (family {feats.family} model {feats.model_number})" if feats.family else "")
-            + f", {feats.cores} cores",
+            f"{feats.name}, {feats.cores} cores",
         ),
         ("int8-flags", " ".join(feats.int8_flags) or "none"),
         ("torch-cpu", torch_view),

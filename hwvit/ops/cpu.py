@@ -79,9 +79,14 @@ class Features:
     def flags_sha(self) -> str:
         return hashlib.sha1(" ".join(sorted(self.flags)).encode()).hexdigest()[:12]
 
-    def describe(self) -> str:
+    @property
+    def name(self) -> str:
+        """The model name with its family and model number where /proc/cpuinfo gives them."""
         fam = f" (family {self.family} model {self.model_number})" if self.family is not None else ""
-        return f"{self.model}{fam}, {self.cores} cores, flags {' '.join(self.int8_flags) or 'none'}"
+        return self.model + fam
+
+    def describe(self) -> str:
+        return f"{self.name}, {self.cores} cores, flags {' '.join(self.int8_flags) or 'none'}"
 
 
 def parse_cpuinfo(text: str) -> tuple[str | None, int | None, int | None, frozenset]:

@@ -70,7 +70,7 @@ def canonical(x: np.ndarray) -> np.ndarray:
     for size in reversed(x.shape):
         want.append(step)
         step *= size
-    if x.strides == tuple(reversed(want)) and x.flags.c_contiguous:
+    if x.strides == tuple(reversed(want)):
         return x
     out = np.empty(x.shape, x.dtype)  # a new array's strides are the C-order ones
     np.copyto(out, x)
