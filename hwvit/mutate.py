@@ -40,21 +40,22 @@ ICARUS_SKIP = "back_to_back"
 # the first failure, so a killed mutant costs one cheap test that pushes real data through the
 # block (a mid-stream reset runs the set twice) instead of the whole suite. Survivors still run
 # every test. Seconds are Verilator's on the 2-core EPYC, build included.
-FIRST = {
-    "gemm": ["test_gemm_reset_midrun", "test_gemm_back_to_back", "test_gemm_small_shapes"],  # 1.6, 1.5, 7
-    "softmax": ["test_reciprocal_rounding_rows", "test_reset_midstream", "test_row_len_clamped"],  # 1.7, 3, 3
-    "layernorm": ["test_reset_midstream", "test_inv_rounding_rows", "test_throughput_unstalled"],  # 1.5, 1.3, 1.6
-    "isqrt": ["test_isqrt"],
-}
 ORDER_ENV = "HWVIT_MUTATE_FIRST"
 
-# Source files a block instantiates, which its suite exercises too: `--source` mutates one of
-# them instead of rtl/<block>.v (round_sat's rounding is requant's and residual_add's).
-PARTS = {
-    "gemm": ("gemm_array.v", "gemm_out.v", "gemm_pe.v"),
-    "requant": ("round_sat.v",),
-    "residual_add": ("round_sat.v",),
-}
+
+def __getattr__(name: str):
+    """``FIRST`` (kind -> the tests a mutant runs first, by name prefix: pytest -x stops at the first
+    failure, so a killed mutant costs one cheap test that pushes real data through the block instead
+    of the whole suite; survivors still run every test) and ``PARTS`` (kind -> other source files it
+    instantiates, which `--source` may mutate instead of rtl/<block>.v): each kind's module
+    declares them (``mutate_first``, ``mutate_parts``)."""
+    from hwvit import blocks
+
+    if name == "FIRST":
+        return {k: list(v.mutate_first) for k, v in blocks.kinds().items() if v.mutate_first}
+    if name == "PARTS":
+        return {k: v.mutate_parts for k, v in blocks.kinds().items() if v.mutate_parts}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def source_of(block: str, source: str | None) -> str:
@@ -63,8 +64,11 @@ def source_of(block: str, source: str | None) -> str:
     if source is None or source in (f"{block}.v", f"rtl/{block}.v"):
         return f"rtl/{block}.v"
     name = source.removeprefix("rtl/")
-    if name not in PARTS.get(block, ()):
-        choices = ", ".join((f"{block}.v", *PARTS.get(block, ())))
+    from hwvit import blocks
+
+    parts = blocks.get(block).mutate_parts if block in blocks.kinds() else ()
+    if name not in parts:
+        choices = ", ".join((f"{block}.v", *parts))
         raise ValueError(f"--source {source}: block {block} is built from {choices}")
     return f"rtl/{name}"
 
@@ -342,7 +346,7 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
             Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ccache"
         )
         env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(tree / ".cache"), "CCACHE_DIR": ccache}
-        env = toolchain.sim_env({**env, ORDER_ENV: ",".join(FIRST.get(block, []))})
+        env = toolchain.sim_env({**env, ORDER_ENV: ",".join(__getattr__("FIRST").get(block, []))})
         # Own session: on a timeout the whole group goes, the simulator pytest started included
         # (killing pytest alone left a hung simulator running on the shared cores).
         try:

@@ -16,16 +16,16 @@ from pathlib import Path
 
 from hwvit import toolchain
 
-# The top-level blocks (each the twin of an hwvit.ops kernel) and the parameters they are
-# synthesized with: small but representative sizes, so a run stays within a few minutes.
-BLOCKS: dict[str, dict[str, int]] = {
-    "requant": {},
-    "residual_add": {},
-    "gelu": {},
-    "softmax": {"MAX_N": 64},
-    "layernorm": {"MAX_C": 64},
-    "gemm": {"ROWS": 4, "COLS": 4, "MAX_M": 64, "MAX_K": 256, "MAX_N": 256},
-}
+
+def __getattr__(name: str):
+    """``BLOCKS``: the top-level blocks (each the twin of an hwvit.ops kernel) and the parameters
+    they are synthesized with (each kind's ``synth``: small but representative sizes, so a run
+    stays within a few minutes)."""
+    if name == "BLOCKS":
+        from hwvit import blocks
+
+        return {k: dict(v.synth) for k, v in blocks.kinds().items() if v.synth is not None}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _paths(sources: str | Path | Sequence[str | Path], rtl: Path | None = None) -> list[str]:
@@ -132,8 +132,16 @@ def synth_block(
     """`yosys synth -flatten -top block` over rtl/*.v: cells before and after techmap, warnings."""
     exe = toolchain.require("yosys")
     rtl = rtl or toolchain.repo().rtl
-    sources = " ".join(str(p) for p in sorted(rtl.glob("*.v")))
-    chparam = " ".join(f"-set {k} {v}" for k, v in (BLOCKS.get(block, {}) if params is None else params).items())
+    files = sorted(rtl.glob("*.v"))
+    from hwvit import blocks
+
+    spec = blocks.kinds().get(block)
+    if spec is not None:  # a kind kept outside rtl/ (HWVIT_BLOCKS): its own files too
+        files += [p for p in spec.rtl_paths(toolchain.repo().root) if p.resolve().parent != rtl.resolve()]
+    sources = " ".join(str(p) for p in files)
+    chparam = " ".join(
+        f"-set {k} {v}" for k, v in (__getattr__("BLOCKS").get(block, {}) if params is None else params).items()
+    )
     script = f"read_verilog -I{rtl} {sources}\n"
     if chparam:
         script += f"chparam {chparam} {block}\n"
@@ -183,6 +191,6 @@ def report_markdown(results: list[SynthResult]) -> str:
         dff = sum(v for k, v in r.by_type.items() if "DFF" in k)
         mux = sum(v for k, v in r.by_type.items() if "MUX" in k)
         status = "ok" if r.ok else f"failed: {r.message}"
-        params = ", ".join(f"{k}={v}" for k, v in BLOCKS.get(r.block, {}).items()) or "defaults"
+        params = ", ".join(f"{k}={v}" for k, v in __getattr__("BLOCKS").get(r.block, {}).items()) or "defaults"
         lines.append(f"| {r.block} | {params} | {r.cells} | {dff} | {mux} | {status} |")
     return "\n".join(lines) + "\n"

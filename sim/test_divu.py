@@ -20,11 +20,13 @@ import cocotb
 import numpy as np
 import pytest
 
+from hwvit import blocks
+
 import servetb
 import tbutil
 
 TOPLEVEL = "divu"
-SOURCES = ["rtl/divu.v"]
+SOURCES = list(blocks.get("divu").rtl)  # the kind's Verilog (hwvit/blocks/divu.py)
 KIND = "divu"
 
 

@@ -18,12 +18,14 @@ import numpy as np
 import pytest
 from cocotb.triggers import RisingEdge
 
+from hwvit import blocks
+
 import streamtb
 import tbutil
 
 unstalled_cycles = streamtb.unstalled_cycles  # the cycle check of hwvit sim --stress
 TOPLEVEL = "gelu"
-SOURCES = ["rtl/gelu.v"]
+SOURCES = list(blocks.get("gelu").rtl)  # the kind's Verilog (hwvit/blocks/gelu.py)
 KIND = "gelu"
 
 

@@ -25,16 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from hwvit import blocks
+
 TOPLEVEL = "tb_gemm"
-SOURCES = [
-    "sim/tb_gemm.v",
-    "rtl/gemm.v",
-    "rtl/gemm_array.v",
-    "rtl/gemm_pe.v",
-    "rtl/gemm_out.v",
-    "rtl/requant.v",
-    "rtl/round_sat.v",
-]
+SOURCES = ["sim/tb_gemm.v", *blocks.get("gemm").rtl]  # the wrapper, then the kind's Verilog (hwvit/blocks/gemm.py)
 RTL = SOURCES[1:]
 # Only the wrapper's ports and the engine outputs it marks public are visible to cocotb; the rest is
 # optimized like a plain Verilator model (every signal public: ~5x slower, 0.18 M cycles/s on 8 x 8).

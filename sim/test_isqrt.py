@@ -27,11 +27,13 @@ import numpy as np
 import pytest
 from cocotb.triggers import ReadOnly, RisingEdge
 
+from hwvit import blocks
+
 import servetb
 import tbutil
 
 TOPLEVEL = "isqrt"
-SOURCES = ["rtl/isqrt.v"]
+SOURCES = list(blocks.get("isqrt").rtl)  # the kind's Verilog (hwvit/blocks/isqrt.py)
 KIND = "isqrt"
 
 

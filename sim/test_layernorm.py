@@ -25,11 +25,13 @@ import pytest
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 
+from hwvit import blocks
+
 import tbutil
 from layernorm_sets import PARAM_SETS, make_sets
 
 TOPLEVEL = "layernorm"
-SOURCES = ["rtl/layernorm.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v", "rtl/round_sat.v"]
+SOURCES = list(blocks.get("layernorm").rtl)  # the kind's Verilog (hwvit/blocks/layernorm.py)
 
 # Per-row fixed cost of the block, unstalled: MUL1, MUL2, 31 square-root and 44 divider clocks,
 # handshakes and the 6-deep output pipeline (docs/rtl.md). Used for time limits and the

@@ -14,12 +14,14 @@ from __future__ import annotations
 import cocotb
 import pytest
 
+from hwvit import blocks
+
 import streamtb
 import tbutil
 
 unstalled_cycles = streamtb.unstalled_cycles  # the cycle check of hwvit sim --stress
 TOPLEVEL = "requant"
-SOURCES = ["rtl/requant.v", "rtl/round_sat.v"]
+SOURCES = list(blocks.get("requant").rtl)  # the kind's Verilog (hwvit/blocks/requant.py)
 KIND = "requant"
 
 

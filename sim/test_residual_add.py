@@ -16,12 +16,14 @@ from __future__ import annotations
 import cocotb
 import pytest
 
+from hwvit import blocks
+
 import streamtb
 import tbutil
 
 unstalled_cycles = streamtb.unstalled_cycles  # the cycle check of hwvit sim --stress
 TOPLEVEL = "residual_add"
-SOURCES = ["rtl/residual_add.v", "rtl/round_sat.v"]
+SOURCES = list(blocks.get("residual_add").rtl)  # the kind's Verilog (hwvit/blocks/residual_add.py)
 KIND = "residual_add"
 
 

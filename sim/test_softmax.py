@@ -24,8 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from hwvit import blocks
+
 TOPLEVEL = "softmax"
-SOURCES = ["rtl/softmax.v", "rtl/divu.v"]
+SOURCES = list(blocks.get("softmax").rtl)  # the kind's Verilog (hwvit/blocks/softmax.py)
 MIN_MAX_N = 256  # row buffer of the built design: one build serves every row length up to 256
 MORE_ENV = "HWVIT_SOFTMAX_MORE"
 LEN_ENV = "HWVIT_SOFTMAX_ROW_LEN"  # drive row_len_i with this value instead of the set's row length

@@ -6,6 +6,7 @@ The text round-trips: hwvit.byo.bind.parse accepts it (tests/test_byo_bind.py ch
 
 from __future__ import annotations
 
+from hwvit import blocks
 from hwvit.byo import kinds
 from hwvit.vectors.schema import PARAMS
 
@@ -71,13 +72,28 @@ def template(kind: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+SAMPLE = {"in_bits": 8, "out_bits": 8, "row_len": 197, "entries": 256, "c": 192}
+
+
 def _width(f: kinds.Field) -> str:
-    sample = {"in_bits": 8, "out_bits": 8, "row_len": 197, "entries": 256, "c": 192}
     try:
         bits = f"{f.bits({})} bits"
     except KeyError:
-        bits = f"{f.bits(sample)} bits at in_bits = out_bits = 8"
+        try:
+            bits = f"{f.bits(SAMPLE)} bits at in_bits = out_bits = 8"
+        except KeyError:  # a kind of another width parameter: its default
+            defaults = {k: v for k, v in blocks.get(kinds_of(f)).defaults.items() if isinstance(v, int)}
+            bits = f"{f.bits(defaults)} bits at " + ", ".join(f"{k} = {v}" for k, v in defaults.items())
     return f"{'signed' if f.signed else 'unsigned'} {bits}"
+
+
+def kinds_of(f: kinds.Field) -> str:
+    """The kind whose ports hold field ``f``."""
+    for name, spec in kinds.KINDS.items():
+        fields = [*spec.inputs.values(), spec.output[1], *(spec.table.data.values() if spec.table else ())]
+        if any(g is f for g in fields):
+            return name
+    raise KeyError(f.tensor)
 
 
 def _port_doc(spec: kinds.Kind, logical: str) -> str:

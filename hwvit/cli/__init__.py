@@ -41,7 +41,12 @@ class _Group(click.Group):
     def get_command(self, ctx, cmd_name):
         for module, attr in COMMANDS:
             if attr.replace("_", "-") == cmd_name:
-                return getattr(importlib.import_module(f"hwvit.cli.{module}"), attr)
+                from hwvit.blocks import BlockError
+
+                try:  # a command's choices list the block kinds: a team's module may fail to load
+                    return getattr(importlib.import_module(f"hwvit.cli.{module}"), attr)
+                except BlockError as exc:
+                    raise click.ClickException(str(exc)) from None
         return None
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from hwvit import blocks
 from hwvit.cli.common import fail
-from hwvit.record import KINDS
 
 
 @click.group()
@@ -19,7 +19,7 @@ def bind() -> None:
 
 
 @bind.command("template")
-@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("kind", type=click.Choice(blocks.names()))
 def template_cmd(kind):
     """Print a commented bind file for KIND that fits the reference block as it is.
 

@@ -34,9 +34,8 @@ from typing import Any, NoReturn, TypeVar
 import click
 from click.core import ParameterSource
 
-from hwvit import toolchain
+from hwvit import blocks, toolchain
 from hwvit.formats import Calibration, ExpMode
-from hwvit.record import KINDS
 from hwvit.textfiles import first_line
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -408,7 +407,7 @@ build_dir_option = click.option(
 def block_kind_option(help: str, multiple: bool = False) -> Callable[[F], F]:
     """--block KIND: a block kind of the vector-set contract."""
     return click.option(
-        "--block", "kinds" if multiple else "kind", type=click.Choice(KINDS), multiple=multiple, help=help
+        "--block", "kinds" if multiple else "kind", type=click.Choice(blocks.names()), multiple=multiple, help=help
     )
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
+from hwvit import blocks
 from hwvit.cli.common import fail, first_line, refuse, vector_output_options
 from hwvit.cli.vectors import write_vectors
-from hwvit.record import KINDS
 from hwvit.textfiles import parse_yaml, read_yaml
 
 # option -> block parameter; an option is refused for a kind whose contract has no such parameter.
@@ -81,7 +81,7 @@ def _refuse_unused(kind: str, options: dict[str, Any], lut: str | None) -> None:
 
     for name, value in options.items():
         if value is not None and name not in PARAMS[kind]:
-            takers = [k for k in KINDS if name in PARAMS[k]]
+            takers = [k for k in blocks.names() if name in PARAMS[k]]
             refuse(f"{_PARAM_OPTIONS[name]} applies to {' and '.join(takers)}, not {kind}")
     if lut and kind not in LUT_TENSOR:
         refuse(f"--lut applies to {' and '.join(LUT_TENSOR)}, not {kind}")
@@ -106,7 +106,7 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
 
 
 @click.command()
-@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("kind", type=click.Choice(blocks.names()))
 @click.option(
     "--cases",
     type=click.IntRange(1, 1 << 24),

@@ -5,7 +5,8 @@ Each layer's forward is written once, over a kernels provider ``k`` (``hwvit.int
 its width (int8 for 8 bits: the kernels' ``narrow=True``, an eighth of int64's memory traffic);
 ``hwvit.intvit.device`` passes its torch provider. The trace keeps int64 copies. Each layer knows
 its input and output scales (real value = int * scale), adds one BlockRecord per block it runs to
-the trace and records its output value under its own path. ``hwvit.quant`` builds these from a
+the trace (made by the block kind's ``traced``, hwvit.blocks) and records its output value under its
+own path. ``hwvit.quant`` builds these from a
 float model.
 """
 
@@ -15,6 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hwvit.blocks import gelu as gelu_block
+from hwvit.blocks import gemm as gemm_block
+from hwvit.blocks import layernorm as layernorm_block
+from hwvit.blocks import requant as requant_block
+from hwvit.blocks import residual_add as residual_block
+from hwvit.blocks import softmax as softmax_block
 from hwvit.intvit.kernels import NUMPY
 from hwvit.intvit.qparams import Requant, RequantOut
 from hwvit.intvit.trace import Trace
@@ -26,20 +33,7 @@ def record_gemm(
     """Add the BlockRecord of one GEMM-engine pass (2-D a, w, acc, y)."""
     if not tr.keep_records:
         return
-    n = w.shape[0]
-    tr.record(
-        "gemm",
-        path,
-        {"m": a.shape[0], "k": a.shape[1], "n": n, "a_signed": bool(a_signed), "out_bits": out_bits},
-        {"a": scales[0], "y": scales[1]},
-        a=a,
-        w=w,
-        bias=np.zeros(n, dtype=np.int64) if bias is None else bias,
-        multiplier=np.broadcast_to(mult, (n,)),
-        shift=np.broadcast_to(shift, (n,)),
-        acc=acc,
-        y=y,
-    )
+    tr.keep(gemm_block.traced(path, a, w, bias, mult, shift, acc, y, out_bits, a_signed, scales))
 
 
 @dataclass(kw_only=True)
@@ -101,22 +95,11 @@ class IntLayerNorm(RequantOut):
 
     def record(self, tr: Trace, path: str, rows: np.ndarray, y: np.ndarray) -> None:
         """The `layernorm` record of one call (2-D rows in and out)."""
-        tr.record(
-            "layernorm",
-            path,
-            {
-                "rows": rows.shape[0],
-                "c": rows.shape[1],
-                "out_bits": self.out_bits,
-                "eps_int": self.eps_int,
-                "multiplier": self.mult,
-                "shift": self.shift,
-            },
-            {"x": self.s_in, "y": self.s_out},
-            x=rows,
-            gamma=self.gamma,
-            beta=self.beta,
-            y=y,
+        scales = {"x": self.s_in, "y": self.s_out}
+        tr.keep(
+            layernorm_block.traced(
+                path, rows, self.gamma, self.beta, y, self.eps_int, self.mult, self.shift, self.out_bits, scales
+            )
         )
 
 
@@ -136,15 +119,8 @@ class IntGelu:
 
     def record(self, tr: Trace, path: str, x: np.ndarray, y: np.ndarray) -> None:
         """The `gelu` record of one call (flattened)."""
-        tr.record(
-            "gelu",
-            path,
-            {"in_bits": self.in_bits, "out_bits": self.out_bits},
-            {"x": self.s_in, "y": self.s_out},
-            x=x.reshape(-1),
-            table=self.table,
-            y=y.reshape(-1),
-        )
+        scales = {"x": self.s_in, "y": self.s_out}
+        tr.keep(gelu_block.traced(path, x, self.table, y, self.in_bits, self.out_bits, scales))
 
 
 @dataclass(kw_only=True)
@@ -171,21 +147,8 @@ class IntSoftmax:
     def record(self, tr: Trace, path: str, rows: np.ndarray, p: np.ndarray) -> None:
         """The `softmax` record of one call (2-D rows in and out); none for the shift form."""
         if self.exp == "table":  # only the table form has a Verilog twin
-            tr.record(
-                "softmax",
-                path,
-                {
-                    "in_bits": self.in_bits,
-                    "out_bits": self.out_bits,
-                    "entries": len(self.exp_table),
-                    "rows": rows.shape[0],
-                    "row_len": rows.shape[1],
-                },
-                {"x": self.s_in, "p": self.s_out},
-                x=rows,
-                exp_table=self.exp_table,
-                p=p,
-            )
+            scales = {"x": self.s_in, "p": self.s_out}
+            tr.keep(softmax_block.traced(path, rows, self.exp_table, p, self.in_bits, self.out_bits, scales))
 
 
 @dataclass(kw_only=True)
@@ -208,15 +171,8 @@ class IntResidual:
 
     def record(self, tr: Trace, path: str, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> None:
         """The `residual_add` record of one call (flattened)."""
-        tr.record(
-            "residual_add",
-            path,
-            {"out_bits": self.out_bits, "mult_a": self.mult_a, "mult_b": self.mult_b, "shift": self.shift},
-            {"a": self.s_a, "b": self.s_b, "y": self.s_out},
-            a=a.reshape(-1),
-            b=b.reshape(-1),
-            y=y.reshape(-1),
-        )
+        scales = {"a": self.s_a, "b": self.s_b, "y": self.s_out}
+        tr.keep(residual_block.traced(path, a, b, y, self.mult_a, self.mult_b, self.shift, self.out_bits, scales))
 
 
 @dataclass(kw_only=True)
@@ -240,13 +196,9 @@ class IntPool(RequantOut):
         """The `requant` record of one pooling (x: the tokens, (B, N, D))."""
         if tr.keep_records:
             acc = x.sum(axis=1).reshape(-1)
-            tr.record(
-                "requant",
-                path,
-                {"out_bits": self.out_bits},
-                {"y": self.s_out},
-                acc=acc,
-                multiplier=np.full(acc.size, self.mult),
-                shift=np.full(acc.size, self.shift),
-                y=y.reshape(-1),
+            n = acc.size
+            tr.keep(
+                requant_block.traced(
+                    path, acc, np.full(n, self.mult), np.full(n, self.shift), y.reshape(-1), self.out_bits, self.s_out
+                )
             )

@@ -40,6 +40,11 @@ class Trace:
             self.values[path] = (np.asarray(q, dtype=np.int64), float(scale))
         return q if self.force is None else self.force(path, q, scale)
 
+    def keep(self, record: BlockRecord) -> None:
+        """Keep one block's record (made by its kind's ``traced``, hwvit.blocks), if asked."""
+        if self.keep_records:
+            self.records.append(record)
+
     def record(
         self, kind: str, path: str, params: dict[str, Any], scales: dict[str, float] | None = None, **arrays: Any
     ) -> None:

@@ -1,7 +1,7 @@
 """Build a block's testbench design for Icarus or Verilator (the first job of hwvit.simulate).
 
-Each block kind has one testbench module ``sim/test_<kind>.py`` (``tb_module`` loads it by path).
-It declares, at module level:
+Each block kind names its testbench module in its ``hwvit.blocks`` module (the built-in kinds':
+``sim/test_<kind>.py``; ``tb_module`` loads it by path). It declares, at module level:
 
 - ``TOPLEVEL``: the HDL toplevel (the block itself, or a small wrapper in ``sim/``);
 - ``SOURCES``: Verilog files, relative to the repository root;
@@ -9,7 +9,9 @@ It declares, at module level:
 - optionally ``BUILD_ARGS``: ``{simulator: [extra build arguments]}`` (e.g. GEMM's Verilator
   ``--no-public-flat-rw``, with the signals cocotb needs marked public in its wrapper).
 
-A design is built once per (kind, simulator, parameters, sources) under a lock and cached.
+A streaming kind without a module of its own runs on the generic stream bench (``sim/byotb.py``
+through its reference ports, as a bind file would name them). A design is built once per
+(kind, simulator, parameters, sources) under a lock and cached.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from hwvit import toolchain
@@ -29,22 +31,55 @@ from hwvit import toolchain
 DEFAULT_BUILD_ROOT = Path("sim_build")
 
 
-def tb_module(kind: str) -> ModuleType:
-    """Import ``sim/test_<kind>.py`` (the testbench module of a block kind)."""
+def _generic(spec) -> SimpleNamespace:
+    """The testbench of a streaming kind that brings no module of its own: the generic stream bench
+    (sim/byotb.py, the bind-file bench) bound to the kind's reference ports."""
+    from hwvit.byo.bind import parse
+    from hwvit.byo.template import template
+    from hwvit.textfiles import parse_yaml
+
+    if spec.ports is None or spec.reference_ports is None:
+        raise ValueError(f"block kind {spec.name!r} declares neither a testbench nor ports for the stream bench")
+    bind = parse(parse_yaml(template(spec.name), f"{spec.name} reference bind"), f"{spec.name} reference bind")
+    return SimpleNamespace(
+        GENERIC=True,
+        BIND=bind,
+        TOPLEVEL=spec.top,
+        SOURCES=[str(p) for p in spec.rtl],
+        hdl_parameters=spec.parameters_for,
+        RESET_STATES=spec.reset_states,
+        reset_midstream=True,  # byotb's reset test
+    )
+
+
+def tb_module(kind: str) -> ModuleType | SimpleNamespace:
+    """The testbench module of a block kind: its ``testbench`` (a cocotb module, loaded by path), the
+    generic stream bench where it declares none, or ``sim/test_<kind>.py`` for a design that is not
+    a block kind (the ViT core)."""
+    from hwvit import blocks
+
+    spec = blocks.kinds().get(kind)
     sim_dir = toolchain.repo().sim
-    path = sim_dir / f"test_{kind}.py"
+    if spec is not None and spec.testbench is None:
+        return _generic(spec)
+    if spec is not None:
+        path = Path(spec.testbench)
+        path = path if path.is_absolute() else toolchain.repo().root / path
+    else:
+        path = sim_dir / f"test_{kind}.py"
     if not path.exists():
         raise ValueError(f"no testbench for block kind {kind!r} ({path} missing)")
     name = f"hwvit_tb_{kind}"
     if name in sys.modules:
         return sys.modules[name]
-    if str(sim_dir) not in sys.path:
-        sys.path.insert(0, str(sim_dir))
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
+    for folder in (str(sim_dir), str(path.parent)):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    spec_ = importlib.util.spec_from_file_location(name, path)
+    assert spec_ is not None and spec_.loader is not None
+    module = importlib.util.module_from_spec(spec_)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    spec_.loader.exec_module(module)
     return module
 
 
@@ -151,7 +186,7 @@ def build(
     return build_design(
         kind,
         simulator,
-        [repo.root / s for s in tb.SOURCES],
+        [s if Path(s).is_absolute() else repo.root / s for s in tb.SOURCES],
         tb.TOPLEVEL,
         parameters,
         build_root,

@@ -53,6 +53,8 @@ def run(
     vset = vectors.read(set_dir)
     kind = kind or vset.kind
     tb = tb_module(kind)
+    if getattr(tb, "GENERIC", False):  # a streaming kind without a testbench module: the stream bench
+        return _run_generic(tb, kind, vset, set_dir, simulator, build_root, waves, seed, testcase, extra_env, test_dir)
     params = {**tb.hdl_parameters(vset), **(hdl_overrides or {})}  # e.g. another array size
     build_dir = build(kind, simulator, params, build_root, waves, coverage)
     result = run_test(
@@ -72,6 +74,33 @@ def run(
     if coverage and "coverage_dat" not in result.extra:
         result.passed, result.message = False, result.message or "the coverage build wrote no coverage.dat"
     return result
+
+
+def _run_generic(tb, kind, vset, set_dir, simulator, build_root, waves, seed, testcase, extra_env, test_dir):
+    """A set through the generic stream bench (sim/byotb.py) bound to the kind's reference ports."""
+    import json
+
+    from hwvit.blocks import get
+    from hwvit.simulate.build import build_design
+
+    params = tb.hdl_parameters(vset)
+    sources = get(kind).rtl_paths(toolchain.repo().root)
+    build_dir = build_design(f"{kind}-stream", simulator, sources, tb.TOPLEVEL, params, build_root, waves)
+    env = {"HWVIT_BIND": json.dumps(tb.BIND.plan(tb.TOPLEVEL)), **(extra_env or {})}
+    return run_test(
+        build_dir,
+        simulator,
+        set_dir,
+        kind,
+        tb.TOPLEVEL,
+        "byotb",
+        params,
+        testcase=testcase,
+        seed=seed,
+        waves=waves,
+        extra_env=env,
+        test_dir=test_dir,
+    )
 
 
 def run_test(

@@ -13,8 +13,16 @@ from __future__ import annotations
 from hwvit.vectors.check import check, find_sets
 from hwvit.vectors.format import MANIFEST, VectorSetError
 from hwvit.vectors.read import VectorSet, read, read_manifest
-from hwvit.vectors.schema import CONTRACT, PARAMS
 from hwvit.vectors.write import WriteSummary, config_hash, write_set, write_sets
+
+
+def __getattr__(name: str):
+    """``CONTRACT`` and ``PARAMS``: the registry's, by kind (hwvit.record)."""
+    if name in ("CONTRACT", "PARAMS"):
+        import hwvit.record
+
+        return getattr(hwvit.record, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def random_record(kind: str, cases: int, seed: int, **params):
@@ -24,5 +32,19 @@ def random_record(kind: str, cases: int, seed: int, **params):
     return _random_record(kind, cases, seed, **params)
 
 
-__all__ = ["CONTRACT", "MANIFEST", "PARAMS", "VectorSet", "VectorSetError", "WriteSummary", "check",
-           "config_hash", "find_sets", "random_record", "read", "read_manifest", "write_set", "write_sets"]
+__all__ = [
+    "CONTRACT",
+    "MANIFEST",
+    "PARAMS",
+    "VectorSet",
+    "VectorSetError",
+    "WriteSummary",
+    "check",
+    "config_hash",
+    "find_sets",
+    "random_record",
+    "read",
+    "read_manifest",
+    "write_set",
+    "write_sets",
+]

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from hwvit.formats import MULT_MAX
-from hwvit.record import CONTRACT, BlockRecord, make_record
+from hwvit import blocks
+from hwvit.record import BlockRecord, make_record
 from hwvit.vectors.schema import expected_tensors
 from hwvit.vectors.write import WRITER_THREADS, write_sets
 
@@ -27,11 +28,12 @@ TOKENS, DIM, HEADS, MLP = 197, 768, 12, 3072
 def _random(rng: np.random.Generator, kind: str, path: str, params: dict, **free: int) -> BlockRecord:
     """A ``kind`` record of random values in each tensor's contract format (shapes from ``params``;
     ``free`` binds the free symbol ``n`` of the elementwise kinds)."""
-    first = next(iter(CONTRACT[kind]))
+    specs = blocks.get(kind).contract
+    first = next(iter(specs))
     contract = expected_tensors(kind, params, {first: [free["n"]]} if free else {})
     arrays = {}
     for name, (_role, shape, _bits, _signed) in contract.items():
-        fmt = CONTRACT[kind][name].fmt(params)
+        fmt = specs[name].fmt(params)
         hi = min(fmt.hi, MULT_MAX) if name.startswith("mult") else fmt.hi
         arrays[name] = rng.integers(fmt.lo, hi, shape, endpoint=True, dtype=np.int64)
     return make_record(kind, path, params, **arrays)
@@ -42,8 +44,12 @@ def _gemm(rng, path: str, m: int, k: int, n: int, a_signed: bool = True) -> Bloc
 
 
 def _layernorm(rng, path: str) -> BlockRecord:
-    return _random(rng, "layernorm", path, {"rows": TOKENS, "c": DIM, "out_bits": 8, "eps_int": 12345,
-                                            "multiplier": 1 << 30, "shift": 40})
+    return _random(
+        rng,
+        "layernorm",
+        path,
+        {"rows": TOKENS, "c": DIM, "out_bits": 8, "eps_int": 12345, "multiplier": 1 << 30, "shift": 40},
+    )
 
 
 def _residual(rng, path: str) -> BlockRecord:
@@ -58,11 +64,21 @@ def layer_records(seed: int = 0) -> list[BlockRecord]:
     recs = [_layernorm(rng, "layers.0.norm1"), _gemm(rng, "layers.0.attn.qkv", TOKENS, DIM, 3 * DIM)]
     recs += [_gemm(rng, f"layers.0.attn.h{h}.qk", TOKENS, hd, TOKENS) for h in range(HEADS)]
     rows = HEADS * TOKENS
-    recs.append(_random(rng, "softmax", "layers.0.attn.softmax",
-                        {"in_bits": 8, "out_bits": 8, "entries": 256, "rows": rows, "row_len": TOKENS}))
+    recs.append(
+        _random(
+            rng,
+            "softmax",
+            "layers.0.attn.softmax",
+            {"in_bits": 8, "out_bits": 8, "entries": 256, "rows": rows, "row_len": TOKENS},
+        )
+    )
     recs += [_gemm(rng, f"layers.0.attn.h{h}.av", TOKENS, TOKENS, hd, a_signed=False) for h in range(HEADS)]
-    recs += [_gemm(rng, "layers.0.attn.proj", TOKENS, DIM, DIM), _residual(rng, "layers.0.add1"),
-             _layernorm(rng, "layers.0.norm2"), _gemm(rng, "layers.0.mlp.fc1", TOKENS, DIM, MLP)]
+    recs += [
+        _gemm(rng, "layers.0.attn.proj", TOKENS, DIM, DIM),
+        _residual(rng, "layers.0.add1"),
+        _layernorm(rng, "layers.0.norm2"),
+        _gemm(rng, "layers.0.mlp.fc1", TOKENS, DIM, MLP),
+    ]
     recs.append(_random(rng, "gelu", "layers.0.mlp.gelu", {"in_bits": 8, "out_bits": 8}, n=TOKENS * MLP))
     recs += [_gemm(rng, "layers.0.mlp.fc2", TOKENS, MLP, DIM), _residual(rng, "layers.0.add2")]
     return recs
@@ -91,8 +107,18 @@ def bench_write(repeats: int = 3, root: str | Path | None = None, seed: int = 0)
             shutil.rmtree(out)
     assert summary is not None and best is not None
     wall, cpu = best
-    return {"sets": summary.sets, "tensors": summary.tensors, "elements": summary.elements,
-            "bytes": summary.bytes, "dir": str(root.resolve()), "seconds": wall, "cpu_seconds": cpu,
-            "elements_per_s": summary.elements / wall, "elements_per_cpu_s": summary.elements / max(cpu, 1e-9),
-            "target_elements_per_s": TARGET, "meets_target": summary.elements / wall >= TARGET,
-            "threads": WRITER_THREADS, "repeats": repeats}
+    return {
+        "sets": summary.sets,
+        "tensors": summary.tensors,
+        "elements": summary.elements,
+        "bytes": summary.bytes,
+        "dir": str(root.resolve()),
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "elements_per_s": summary.elements / wall,
+        "elements_per_cpu_s": summary.elements / max(cpu, 1e-9),
+        "target_elements_per_s": TARGET,
+        "meets_target": summary.elements / wall >= TARGET,
+        "threads": WRITER_THREADS,
+        "repeats": repeats,
+    }

@@ -3,7 +3,8 @@ a set holding that vector alone (what ``hwvit sim SET --vector I`` runs).
 
 A vector is what a block computes independently of the rest of the set: one element for the
 element-wise blocks (requant, gelu, residual_add, divu, isqrt), one row for softmax and LayerNorm,
-one row of A (and of acc and y) for the GEMM. A mismatch line names it, so the RTL engineer reruns
+one row of A (and of acc and y) for the GEMM (a kind's ``rows``: the parameter counting its rows;
+``shared``: the tensors every vector shares). A mismatch line names it, so the RTL engineer reruns
 and watches that one vector instead of the whole set.
 """
 
@@ -14,12 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from hwvit import blocks
 from hwvit.record import BlockRecord, Tensor
-
-# Kinds whose vector is a row of their 2-D tensors, and the parameter that counts the rows.
-ROW_COUNT = {"softmax": "rows", "layernorm": "rows", "gemm": "m"}
-# The tensors of a row kind that do not hold rows (shared by every vector).
-SHARED = {"softmax": ("exp_table",), "layernorm": ("gamma", "beta"), "gemm": ("w", "bias", "multiplier", "shift")}
 
 
 def vector_of(kind: str, nd_index: list[int]) -> int:
@@ -30,58 +27,17 @@ def vector_of(kind: str, nd_index: list[int]) -> int:
 
 def vectors_in(kind: str, params: dict[str, Any], tensors: dict[str, np.ndarray]) -> int:
     """How many vectors the set holds."""
-    if kind in ROW_COUNT:
-        return int(params[ROW_COUNT[kind]])
-    per_element = [a for name, a in tensors.items() if name != "table"]  # gelu's table is shared
+    spec = blocks.get(kind)
+    if spec.rows:
+        return int(params[spec.rows])
+    per_element = [a for name, a in tensors.items() if name not in spec.shared]  # gelu's table is shared
     return int(per_element[0].shape[0])
 
 
-def _row_text(row: np.ndarray, most: int = 8) -> str:
-    vals = ", ".join(str(int(v)) for v in row[:most])
-    return f"[{vals}{', ...' if row.size > most else ''}] ({row.size} values)"
-
-
 def operands(kind: str, params: dict[str, Any], t: dict[str, np.ndarray], nd_index: list[int]) -> str:
-    """The inputs and parameters that made the output element at ``nd_index`` (one line)."""
-    i = int(nd_index[0])
-    if kind == "gemm":
-        j = int(nd_index[1])
-        return (
-            f"A row {i} {_row_text(t['a'][i])} . W column {j} (w[{j}] {_row_text(t['w'][j])}) + bias[{j}] "
-            f"{int(t['bias'][j])}; requant multiplier[{j}] {int(t['multiplier'][j])}, shift[{j}] {int(t['shift'][j])}"
-        )
-    if kind == "softmax":
-        x = t["x"][i]
-        return f"softmax row {i} x {_row_text(x)}, row max {int(x.max())}"
-    if kind == "layernorm":
-        x = t["x"][i].astype(object)  # exact Python ints: C*Sxx reaches 2^33 and beyond
-        c, sx = len(x), int(sum(x))
-        var_c2 = c * int(sum(v * v for v in x)) - sx * sx  # C^2 times the variance (docs/arithmetic.md)
-        j = int(nd_index[1])
-        return (
-            f"LayerNorm row {i} x {_row_text(t['x'][i])}: mean {sx}/{c} = {sx / c:.4f}, variance "
-            f"{var_c2}/{c * c} = {var_c2 / (c * c):.4f} (C*Sxx - Sx^2 = {var_c2}); gamma[{j}] {int(t['gamma'][j])}, "
-            f"beta[{j}] {int(t['beta'][j])}; requant multiplier {params['multiplier']}, shift {params['shift']}"
-        )
-    if kind == "requant":
-        return (
-            f"acc[{i}] {int(t['acc'][i])}, requant multiplier[{i}] {int(t['multiplier'][i])}, "
-            f"shift[{i}] {int(t['shift'][i])}"
-        )
-    if kind == "residual_add":
-        return (
-            f"a[{i}] {int(t['a'][i])}, b[{i}] {int(t['b'][i])}; requant multipliers {params['mult_a']}, "
-            f"{params['mult_b']}, shift {params['shift']}"
-        )
-    if kind == "gelu":  # y = table[x + 2^(in_bits-1)] (hwvit.ops.gelu)
-        x = int(t["x"][i])
-        k = x + (1 << (int(params["in_bits"]) - 1))
-        return f"x[{i}] {x} -> table[{k}] {int(t['table'][k])}"
-    if kind == "divu":
-        return f"dividend[{i}] {int(t['dividend'][i])}, divisor[{i}] {int(t['divisor'][i])}"
-    if kind == "isqrt":
-        return f"radicand[{i}] {int(t['radicand'][i])}"
-    return f"element {i}"
+    """The inputs and parameters that made the output element at ``nd_index`` (one line; the kind's
+    ``operands``)."""
+    return blocks.get(kind).operands(params, t, nd_index)
 
 
 def one_vector(vset, index: int, out_dir: str | Path) -> Path:
@@ -93,9 +49,10 @@ def one_vector(vset, index: int, out_dir: str | Path) -> Path:
     if not 0 <= index < n:
         raise ValueError(f"{vset.directory}: vector {index} out of range: the set holds {n} ({kind}: 0..{n - 1})")
     params = dict(vset.params)
-    if kind in ROW_COUNT:
-        params[ROW_COUNT[kind]] = 1
-    shared = set(SHARED.get(kind, ())) | ({"table"} if kind == "gelu" else set())
+    spec = blocks.get(kind)
+    if spec.rows:
+        params[spec.rows] = 1
+    shared = set(spec.shared)
     tensors = {}
     for name, tensor in vset.tensors.items():
         data = tensor.data if name in shared else tensor.data[index : index + 1]

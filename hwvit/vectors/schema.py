@@ -12,13 +12,25 @@ import re
 from typing import Any
 
 from hwvit.formats import IntFormat, Rounding
-from hwvit.record import CONTRACT, KINDS, LUT_TENSOR, PARAMS, ROLES
+from hwvit import blocks
+from hwvit.record import ROLES
 from hwvit.vectors.format import FORMAT_VERSION, NAME_RE, PATH_RE, VectorSetError
 
 SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 
-TOP_KEYS = {"format", "hwvit_version", "kind", "path", "params", "seed", "config_hash", "source_sha256",
-            "lut_file", "tensors", "recipe"}
+TOP_KEYS = {
+    "format",
+    "hwvit_version",
+    "kind",
+    "path",
+    "params",
+    "seed",
+    "config_hash",
+    "source_sha256",
+    "lut_file",
+    "tensors",
+    "recipe",
+}
 OPTIONAL_KEYS = {"lut_file", "recipe"}  # recipe: the quantization recipe of the run (hwvit.quant.recipe)
 TENSOR_KEYS = {"name", "role", "shape", "bits", "signed", "layout", "scale", "dtype", "files", "sha256"}
 FILE_KEYS = {"hex", "npy"}
@@ -32,7 +44,8 @@ def check_params(kind: str, params: Any) -> None:
     """The parameters of a ``kind`` block: every contract key, typed and in range, plus rounding."""
     if not isinstance(params, dict):
         raise VectorSetError("manifest: params is not a mapping")
-    for key, (typ, bounds) in PARAMS[kind].items():
+    spec = blocks.get(kind)
+    for key, (typ, bounds) in spec.params.items():
         if key not in params:
             raise VectorSetError(f"manifest: {kind} params lack {key!r}")
         value = params[key]
@@ -48,24 +61,18 @@ def check_params(kind: str, params: Any) -> None:
     for key, value in params.items():
         if not isinstance(key, str) or not (value is None or isinstance(value, (int, str, bool))):
             raise VectorSetError(f"manifest: param {key!r} is not a scalar int, bool or string")
-    if kind == "softmax" and params["entries"] > 1 << params["in_bits"]:
-        raise VectorSetError(f"manifest: softmax entries={params['entries']} > 2^in_bits")
-    if kind == "divu":  # rtl/divu.v's parameter checks
-        n_bits, d_bits, q_bits = params["n_bits"], params["d_bits"], params["q_bits"]
-        if q_bits > n_bits:
-            raise VectorSetError(f"manifest: divu q_bits={q_bits} > n_bits={n_bits}")
-        if d_bits < n_bits - q_bits:
-            raise VectorSetError(f"manifest: divu d_bits={d_bits} < n_bits - q_bits = {n_bits - q_bits}")
-    if kind == "isqrt" and params["in_bits"] % 2:
-        raise VectorSetError(f"manifest: isqrt in_bits={params['in_bits']} is odd (the root has in_bits/2 bits)")
+    fault = spec.check_params(params) if spec.check_params else None
+    if fault:
+        raise VectorSetError(f"manifest: {fault}")
 
 
-def expected_tensors(kind: str, params: dict[str, Any], shapes: dict[str, list[int]]
-                     ) -> dict[str, tuple[str, list[int], int, bool]]:
+def expected_tensors(
+    kind: str, params: dict[str, Any], shapes: dict[str, list[int]]
+) -> dict[str, tuple[str, list[int], int, bool]]:
     """Contract (role, shape, bits, signed) of each tensor, free symbols bound from ``shapes``."""
     free: dict[str, int] = {}
     out = {}
-    for name, spec in CONTRACT[kind].items():
+    for name, spec in blocks.get(kind).contract.items():
         shape = []
         for i, dim in enumerate(spec.shape):
             if callable(dim):
@@ -82,6 +89,15 @@ def expected_tensors(kind: str, params: dict[str, Any], shapes: dict[str, list[i
         fmt = spec.fmt(params)
         out[name] = (spec.role, shape, fmt.bits, fmt.signed)
     return out
+
+
+def __getattr__(name: str):
+    """``CONTRACT``, ``PARAMS`` and ``LUT_TENSOR``: the registry's, by kind (hwvit.record)."""
+    if name in ("CONTRACT", "PARAMS", "LUT_TENSOR"):
+        import hwvit.record
+
+        return getattr(hwvit.record, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_manifest(manifest: Any) -> None:
@@ -101,8 +117,8 @@ def check_manifest(manifest: Any) -> None:
     if not isinstance(manifest["hwvit_version"], str):
         raise VectorSetError("manifest: hwvit_version is not a string")
     kind = manifest["kind"]
-    if kind not in KINDS:
-        raise VectorSetError(f"manifest: kind {kind!r} not one of {', '.join(KINDS)}")
+    if kind not in blocks.kinds():
+        raise VectorSetError(f"manifest: kind {kind!r} not one of {', '.join(blocks.names())}")
     path = manifest["path"]
     if not isinstance(path, str) or not PATH_RE.match(path):
         raise VectorSetError(f"manifest: path {path!r} is not a dotted block path")
@@ -136,9 +152,11 @@ def check_manifest(manifest: Any) -> None:
         role, shape, bits, signed = contract[entry["name"]]
         got = (entry["role"], list(entry["shape"]), entry["bits"], entry["signed"])
         if got != (role, shape, bits, signed):
-            raise VectorSetError(f"manifest: {kind} tensor {entry['name']}: role/shape/bits/signed {got}, "
-                                 f"contract says {(role, shape, bits, signed)}")
-    lut = LUT_TENSOR.get(kind)
+            raise VectorSetError(
+                f"manifest: {kind} tensor {entry['name']}: role/shape/bits/signed {got}, "
+                f"contract says {(role, shape, bits, signed)}"
+            )
+    lut = blocks.get(kind).lut
     if lut is not None:
         want = next(e["files"]["hex"] for e in entries if e["name"] == lut)
         if manifest.get("lut_file") != want:

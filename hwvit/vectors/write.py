@@ -26,7 +26,8 @@ from hwvit.formats import Rounding
 from hwvit.record import BlockRecord, Tensor
 from hwvit.vectors.check import find_sets
 from hwvit.vectors.format import FORMAT_VERSION, MANIFEST, PATH_RE, VectorSetError, encode_hex, encode_npy, sha256
-from hwvit.vectors.schema import LUT_TENSOR, check_manifest
+from hwvit import blocks
+from hwvit.vectors.schema import check_manifest
 
 # libyaml's emitter when present (10x faster than PyYAML's; byte-identical output for our documents).
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -91,21 +92,33 @@ _Dumper.add_representer(list, _represent_list)
 
 
 def dump_manifest(manifest: dict[str, Any]) -> bytes:
-    return yaml.dump(manifest, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                     width=120).encode()
+    return yaml.dump(manifest, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120).encode()
 
 
 def _tensor_entry(name: str, tensor: Tensor) -> dict[str, Any]:
     scale = None if tensor.scale is None else float(tensor.scale)
-    return {"name": name, "role": tensor.role, "shape": [int(d) for d in tensor.data.shape],
-            "bits": int(tensor.bits), "signed": bool(tensor.signed), "layout": tensor.layout,
-            "scale": scale, "dtype": tensor.fmt.dtype.name,
-            "files": {"hex": f"{name}.hex", "npy": f"{name}.npy"},
-            "sha256": {"hex": "0" * 64, "npy": "0" * 64}}  # filled in as the files are written
+    return {
+        "name": name,
+        "role": tensor.role,
+        "shape": [int(d) for d in tensor.data.shape],
+        "bits": int(tensor.bits),
+        "signed": bool(tensor.signed),
+        "layout": tensor.layout,
+        "scale": scale,
+        "dtype": tensor.fmt.dtype.name,
+        "files": {"hex": f"{name}.hex", "npy": f"{name}.npy"},
+        "sha256": {"hex": "0" * 64, "npy": "0" * 64},
+    }  # filled in as the files are written
 
 
-def build_manifest(record: BlockRecord, *, seed: int | None = None, config_hash: str | None = None,
-                   source_sha256: str | None = None, model_config: Any = None) -> dict[str, Any]:
+def build_manifest(
+    record: BlockRecord,
+    *,
+    seed: int | None = None,
+    config_hash: str | None = None,
+    source_sha256: str | None = None,
+    model_config: Any = None,
+) -> dict[str, Any]:
     """The manifest of ``record`` with placeholder checksums, validated against the contract."""
     params = {k: _plain(record.params[k]) for k in sorted(record.params)}
     params.setdefault("rounding", Rounding.HALF_UP.value)
@@ -120,8 +133,9 @@ def build_manifest(record: BlockRecord, *, seed: int | None = None, config_hash:
         "config_hash": config_hash or _config_hash(params, model_config),
         "source_sha256": source_sha256,
     }
-    if record.kind in LUT_TENSOR:
-        manifest["lut_file"] = f"{LUT_TENSOR[record.kind]}.hex"
+    lut = blocks.get(record.kind).lut
+    if lut:
+        manifest["lut_file"] = f"{lut}.hex"
     if isinstance(model_config, dict) and model_config.get("recipe") is not None:
         manifest["recipe"] = _plain(model_config["recipe"])  # the per-layer precision this set was made with
     manifest["tensors"] = [_tensor_entry(name, t) for name, t in record.tensors.items()]
@@ -163,15 +177,18 @@ def _write_file(path: Path, *parts) -> tuple[str, int]:
 def _write_tensor(directory: Path, entry: dict[str, Any], tensor: Tensor) -> tuple[dict[str, str], int]:
     """Write one tensor's `.hex` and `.npy`; return their sha256 by extension and the byte count."""
     digests, total = {}, 0
-    for ext, parts in (("hex", (encode_hex(tensor.data, tensor.bits),)),
-                       ("npy", encode_npy(tensor.data, tensor.bits, tensor.signed))):
+    for ext, parts in (
+        ("hex", (encode_hex(tensor.data, tensor.bits),)),
+        ("npy", encode_npy(tensor.data, tensor.bits, tensor.signed)),
+    ):
         digests[ext], size = _write_file(directory / entry["files"][ext], *parts)
         total += size
     return digests, total
 
 
-def _write_manifest(directory: Path, manifest: dict[str, Any], record: BlockRecord,
-                    results: list[tuple[dict[str, str], int]]) -> WriteSummary:
+def _write_manifest(
+    directory: Path, manifest: dict[str, Any], record: BlockRecord, results: list[tuple[dict[str, str], int]]
+) -> WriteSummary:
     """Fill in the checksums and write the manifest last: a set with a manifest is complete."""
     summary = WriteSummary(sets=1, tensors=len(results))
     for entry, (digests, size) in zip(manifest["tensors"], results):
@@ -190,8 +207,13 @@ def _write_all(jobs: list[tuple[BlockRecord, dict[str, Any], Path]], progress: P
     summary = WriteSummary()
     pool = ThreadPoolExecutor(max_workers=WRITER_THREADS)
     try:
-        futures = [[pool.submit(_write_tensor, directory, entry, record.tensors[entry["name"]])
-                    for entry in manifest["tensors"]] for record, manifest, directory in jobs]
+        futures = [
+            [
+                pool.submit(_write_tensor, directory, entry, record.tensors[entry["name"]])
+                for entry in manifest["tensors"]
+            ]
+            for record, manifest, directory in jobs
+        ]
         for (record, manifest, directory), set_futures in zip(jobs, futures):
             one = _write_manifest(directory, manifest, record, [f.result() for f in set_futures])
             summary.add(one)
@@ -222,25 +244,41 @@ def _staging(dest: Path, force: bool):
     return atomic_dir(dest, lambda d: _check_destination(d, force))
 
 
-def write_set(record: BlockRecord, out_dir: str | Path, *, seed: int | None = None,
-              config_hash: str | None = None, source_sha256: str | None = None, force: bool = False,
-              model_config: Any = None) -> Path:
+def write_set(
+    record: BlockRecord,
+    out_dir: str | Path,
+    *,
+    seed: int | None = None,
+    config_hash: str | None = None,
+    source_sha256: str | None = None,
+    force: bool = False,
+    model_config: Any = None,
+) -> Path:
     """Write ``record`` as the vector set ``out_dir`` (atomically); return its path.
 
     ``config_hash`` defaults to ``config_hash(record.params, model_config)``. An existing
     non-empty ``out_dir`` raises FileExistsError unless ``force``, which replaces it whole.
     """
     out_dir = Path(out_dir)
-    manifest = build_manifest(record, seed=seed, config_hash=config_hash, source_sha256=source_sha256,
-                              model_config=model_config)
+    manifest = build_manifest(
+        record, seed=seed, config_hash=config_hash, source_sha256=source_sha256, model_config=model_config
+    )
     with _staging(out_dir, force) as tmp:
         _write_all([(record, manifest, tmp)], None)
     return out_dir
 
 
-def write_sets(records: Iterable[BlockRecord], out_root: str | Path, *, seed: int | None = None,
-               config_hash: str | None = None, source_sha256: str | None = None, force: bool = False,
-               model_config: Any = None, progress: Progress | None = None) -> WriteSummary:
+def write_sets(
+    records: Iterable[BlockRecord],
+    out_root: str | Path,
+    *,
+    seed: int | None = None,
+    config_hash: str | None = None,
+    source_sha256: str | None = None,
+    force: bool = False,
+    model_config: Any = None,
+    progress: Progress | None = None,
+) -> WriteSummary:
     """Write each record as ``out_root/<record.path>/``; the whole tree appears at once or not at all."""
     records = list(records)
     out_root = Path(out_root)
@@ -254,8 +292,11 @@ def write_sets(records: Iterable[BlockRecord], out_root: str | Path, *, seed: in
         if record.path in seen:
             raise VectorSetError(f"block path {record.path!r} appears twice")
         seen.add(record.path)
-        manifests.append(build_manifest(record, seed=seed, config_hash=config_hash,
-                                        source_sha256=source_sha256, model_config=model_config))
+        manifests.append(
+            build_manifest(
+                record, seed=seed, config_hash=config_hash, source_sha256=source_sha256, model_config=model_config
+            )
+        )
     with _staging(out_root, force) as tmp:
         jobs = []
         for record, manifest in zip(records, manifests):

@@ -1,0 +1,157 @@
+"""gemm: y = requant(a @ w^T + bias) per output channel, the systolic GEMM engine (``rtl/gemm.v``).
+
+int8 (or uint8) A rows against int8 W channels, int32 accumulators, a multiplier and shift per
+channel; the record holds the accumulators too (docs/arithmetic.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from hwvit import ops
+from hwvit.blocks._common import K_MAX, M_LO, SIZE, fill, int_option, rails, row_text, shift_for, spec
+from hwvit.blocks.base import BlockKind
+from hwvit.formats import ACC, INT8, MULT, MULT_MAX, OUT_BITS, SHIFT, SHIFT_MAX, UINT8
+from hwvit.ops.reference import gemm_ref
+from hwvit.record import BlockRecord, Spec, make_record
+
+PARAMS = {
+    "m": (int, SIZE),
+    "k": (int, (1, 65535)),
+    "n": (int, SIZE),
+    "a_signed": (bool, None),
+    "out_bits": (int, OUT_BITS),
+}
+CONTRACT = {
+    "a": Spec("input", ("m", "k"), INT8.bits, "a_signed"),
+    "w": spec("parameter", ("n", "k"), INT8),
+    "bias": spec("parameter", ("n",), ACC),
+    "multiplier": spec("parameter", ("n",), MULT),
+    "shift": spec("parameter", ("n",), SHIFT),
+    "acc": spec("output", ("m", "n"), ACC),
+    "y": Spec("output", ("m", "n"), "out_bits", True),
+}
+
+
+def traced(
+    path: str, a, w, bias, mult, shift, acc, y, out_bits: int, a_signed: bool, scales: tuple[float, float]
+) -> BlockRecord:
+    """The record of one GEMM-engine pass of the integer model (2-D a, w, acc, y; bias None: zeros;
+    a scalar multiplier or shift is every channel's)."""
+    n = w.shape[0]
+    return make_record(
+        "gemm",
+        path,
+        {"m": a.shape[0], "k": a.shape[1], "n": n, "a_signed": bool(a_signed), "out_bits": out_bits},
+        {"a": scales[0], "y": scales[1]},
+        a=a,
+        w=w,
+        bias=np.zeros(n, dtype=np.int64) if bias is None else bias,
+        multiplier=np.broadcast_to(mult, (n,)),
+        shift=np.broadcast_to(shift, (n,)),
+        acc=acc,
+        y=y,
+    )
+
+
+def operands(params: dict[str, Any], t: dict[str, np.ndarray], nd_index: list[int]) -> str:
+    i, j = int(nd_index[0]), int(nd_index[1])
+    return (
+        f"A row {i} {row_text(t['a'][i])} . W column {j} (w[{j}] {row_text(t['w'][j])}) + bias[{j}] "
+        f"{int(t['bias'][j])}; requant multiplier[{j}] {int(t['multiplier'][j])}, shift[{j}] {int(t['shift'][j])}"
+    )
+
+
+def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
+    from hwvit import ops
+
+    k, n = int_option(opts, "k", 1, 65535), int_option(opts, "n", 1, 1 << 16)
+    out_bits = int_option(opts, "out_bits", 2, 16)
+    a_signed = opts["a_signed"]
+    if not isinstance(a_signed, (bool, np.bool_)):
+        raise ValueError(f"a_signed must be a bool, got {a_signed!r}")
+    a_signed = bool(a_signed)
+    lo, hi = (INT8 if a_signed else UINT8).range
+    # Rows: all max, all min, alternating min/max, then random.
+    alt = np.where(np.arange(k) % 2 == 0, lo, hi)
+    a = fill(
+        np.array([np.full(k, hi), np.full(k, lo), alt]), cases, lambda c: rng.integers(lo, hi, (c, k), endpoint=True)
+    )
+    # Channels: all -128 (with an all-min row: the largest |acc|), all 127, alternating, random.
+    w = fill(
+        np.array([np.full(k, -128), np.full(k, 127), np.where(np.arange(k) % 2 == 0, 127, -128)]),
+        n,
+        lambda c: rng.integers(-128, 127, (c, k), endpoint=True),
+    )
+    bias_max = min(1 << 30, ACC.hi - k * 255 * 128)  # ops.gemm's int32 bound
+    # Most biases of the size of a typical dot product (so rows differ after requant), two extreme.
+    typical = min(bias_max, int(math.sqrt(k) * (1 << 14)))
+    bias = rng.integers(-typical, typical, n, endpoint=True)
+    bias[: min(n, 2)] = [bias_max, -bias_max][: min(n, 2)]
+    acc = ops.gemm(a, w, bias, a_signed)
+    mult = rng.integers(M_LO, MULT_MAX, n, endpoint=True)  # per-channel multipliers
+    mult[: min(n, 2)] = [MULT_MAX, M_LO][: min(n, 2)]
+    shift = shift_for(np.abs(acc).max(axis=0), mult, out_bits, rng.integers(-2, 2, n))
+    if n > 3:
+        shift[3] = 0  # saturates every output of the channel
+    if n > 4:
+        shift[4] = SHIFT_MAX  # rounds every output of the channel to 0 (or 1 at the +max)
+    y = ops.requant(acc, mult, shift, out_bits)
+    params = {"m": int(cases), "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits}
+    return make_record("gemm", "random", params, a=a, w=w, bias=bias, multiplier=mult, shift=shift, acc=acc, y=y)
+
+
+def count_bins(params, inputs, outputs, limits) -> dict[str, int]:
+    m, k, n = int(params["m"]), int(params["k"]), int(params["n"])
+    rows, cols = int(limits.get("ROWS", 0)), int(limits.get("COLS", 0))
+    shift = inputs["shift"].reshape(-1)
+    high, low = rails(outputs.get("y"), int(params["out_bits"]))
+    return {
+        "sat_high": high,
+        "sat_low": low,
+        "shift_0": int(np.count_nonzero(shift == 0)),
+        "shift_62": int(np.count_nonzero(shift == SHIFT_MAX)),
+        "k_1": int(k == 1),
+        "k_max": int(k == K_MAX),
+        "partial_tile_rows": int(rows > 0 and m % rows != 0),
+        "partial_tile_cols": int(cols > 0 and n % cols != 0),
+    }
+
+
+KIND = BlockKind(
+    name="gemm",
+    doc="y = requant(a @ w^T + bias), a systolic array of int8 MACs with int32 accumulators",
+    seed=1,
+    kernel=ops.gemm,
+    reference=gemm_ref,
+    params=PARAMS,
+    contract=CONTRACT,
+    random=random_set,
+    defaults={"k": 64, "n": 16, "a_signed": True, "out_bits": 8},
+    bins=(
+        "sat_high",
+        "sat_low",
+        "shift_0",
+        "shift_62",
+        "k_1",
+        "k_max",
+        "partial_tile_rows",
+        "partial_tile_cols",
+        "out_stall",
+    ),
+    count_bins=count_bins,
+    reset_states=("idle", "issue", "issue_drain", "drain", "drain_stall", "done"),
+    seen_bins=("back_to_back",),
+    rtl=("rtl/gemm.v", "rtl/gemm_array.v", "rtl/gemm_out.v", "rtl/gemm_pe.v", "rtl/requant.v", "rtl/round_sat.v"),
+    operands=operands,
+    traced=traced,
+    testbench="sim/test_gemm.py",
+    rows="m",
+    shared=("w", "bias", "multiplier", "shift"),
+    synth={"ROWS": 4, "COLS": 4, "MAX_M": 64, "MAX_K": 256, "MAX_N": 256},
+    mutate_parts=("gemm_array.v", "gemm_out.v", "gemm_pe.v"),
+    mutate_first=("test_gemm_reset_midrun", "test_gemm_back_to_back", "test_gemm_small_shapes"),  # 1.6, 1.5, 7 s
+)

@@ -1,0 +1,110 @@
+"""residual_add: y = sat((a * Ma + b * Mb + 2^(s-1)) >>> s), two int8 operands at their own scales
+brought to the output scale (``rtl/residual_add.v``, docs/arithmetic.md)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from hwvit import ops
+from hwvit.blocks._common import U31, fill, int_option, rails, spec, ties
+from hwvit.blocks.base import BlockKind
+from hwvit.byo.kinds import Config, Field, Kind, bits_fixed, bits_param
+from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX
+from hwvit.ops.reference import residual_add_ref
+from hwvit.record import BlockRecord, Spec, make_record
+
+PARAMS = {"out_bits": (int, OUT_BITS), "mult_a": (int, U31), "mult_b": (int, U31), "shift": (int, (1, SHIFT_MAX))}
+CONTRACT = {
+    "a": spec("input", ("n",), INT8),
+    "b": spec("input", ("n",), INT8),
+    "y": Spec("output", ("n",), "out_bits", True),
+}
+
+
+def traced(path: str, a, b, y, mult_a: int, mult_b: int, shift: int, out_bits: int, scales: dict) -> BlockRecord:
+    """The record of one residual add of the integer model (flattened)."""
+    params = {"out_bits": out_bits, "mult_a": mult_a, "mult_b": mult_b, "shift": shift}
+    return make_record("residual_add", path, params, scales, a=a.reshape(-1), b=b.reshape(-1), y=y.reshape(-1))
+
+
+def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
+    from hwvit import ops
+    from hwvit.quant.params import residual_params
+
+    out_bits = int_option(opts, "out_bits", 2, 16)
+    s_out = 1.0
+    s_a, s_b = (float(v) for v in rng.uniform(0.3, 1.6, 2))  # ratios > 1 push sums into saturation
+    ma, mb, s = residual_params(s_a, s_b, s_out)
+    ma = ma if opts["mult_a"] is None else int_option(opts, "mult_a", 0, MULT_MAX)
+    mb = mb if opts["mult_b"] is None else int_option(opts, "mult_b", 0, MULT_MAX)
+    s = s if opts["shift"] is None else int_option(opts, "shift", 1, SHIFT_MAX)
+    values = [-128, -127, -1, 0, 1, 126, 127]
+    edges = np.array(list(itertools.product(values, values)), dtype=np.int64)
+    ab = fill(edges, cases, lambda c: rng.integers(-128, 127, (c, 2), endpoint=True))
+    y = ops.residual_add(ab[:, 0], ab[:, 1], ma, mb, s, out_bits)
+    params = {"out_bits": out_bits, "mult_a": int(ma), "mult_b": int(mb), "shift": int(s)}
+    return make_record("residual_add", "random", params, {"a": s_a, "b": s_b, "y": s_out}, a=ab[:, 0], b=ab[:, 1], y=y)
+
+
+def count_bins(params, inputs, outputs, limits) -> dict[str, int]:
+    a, b = inputs["a"].reshape(-1), inputs["b"].reshape(-1)
+    ma, mb, s = int(params["mult_a"]), int(params["mult_b"]), int(params["shift"])
+    sums = [int(x) * ma + int(y) * mb for x, y in zip(a, b)]
+    high, low = rails(outputs.get("y"), int(params["out_bits"]))
+    return {"sat_high": high, "sat_low": low, "round_tie": ties(sums, [s] * len(sums))}
+
+
+def operands(params: dict[str, Any], t: dict[str, np.ndarray], nd_index: list[int]) -> str:
+    i = int(nd_index[0])
+    return (
+        f"a[{i}] {int(t['a'][i])}, b[{i}] {int(t['b'][i])}; requant multipliers {params['mult_a']}, "
+        f"{params['mult_b']}, shift {params['shift']}"
+    )
+
+
+PORTS = Kind(
+    "residual_add",
+    inputs={
+        "a": Field("a", bits_fixed(8), True, "int8 operand a"),
+        "b": Field("b", bits_fixed(8), True, "int8 operand b"),
+    },
+    output=("y", Field("y", bits_param("out_bits"), True, "sum at the output scale, out_bits signed")),
+    config={
+        "mult_a": Config(lambda p: int(p["mult_a"]), bits_fixed(31), "multiplier of a"),
+        "mult_b": Config(lambda p: int(p["mult_b"]), bits_fixed(31), "multiplier of b"),
+        "shift": Config(lambda p: int(p["shift"]), bits_fixed(6), "common right shift"),
+    },
+    parameters={"OUT_BITS": "out_bits"},
+    fixed={"IN_BITS": 8},
+    doc="y = sat((a * Ma + b * Mb + 2^(s-1)) >>> s)",
+)
+
+KIND = BlockKind(
+    name="residual_add",
+    doc=PORTS.doc,
+    seed=5,
+    kernel=ops.residual_add,
+    reference=residual_add_ref,
+    params=PARAMS,
+    contract=CONTRACT,
+    random=random_set,
+    defaults={"out_bits": 8, "mult_a": None, "mult_b": None, "shift": None},
+    bins=("sat_high", "sat_low", "round_tie", "out_stall"),
+    count_bins=count_bins,
+    reset_states=("empty", "stage1", "output", "full"),
+    rtl=("rtl/residual_add.v", "rtl/round_sat.v"),
+    operands=operands,
+    traced=traced,
+    testbench="sim/test_residual_add.py",
+    ports=PORTS,
+    reference_ports={
+        "fields": {"a": "in_a_i", "b": "in_b_i"},
+        "out": "out_data_o",
+        "ports": {"mult_a": "cfg_mult_a_i", "mult_b": "cfg_mult_b_i", "shift": "cfg_shift_i"},
+    },
+    synth={},
+    mutate_parts=("round_sat.v",),
+)
