@@ -104,14 +104,14 @@ def make_record(
     """The record of one ``kind`` block: ``arrays`` named as in ``CONTRACT[kind]``, every one of them.
 
     Roles and formats come from the contract (widths named by a parameter are read from
-    ``params``); ``scales`` gives the real scale of any tensor that has one. The rounding mode is
-    added to the parameters (there is one: ``Rounding.HALF_UP``).
+    ``params``); ``scales`` gives the real scale of any tensor that has one. The rounding mode
+    (``params["rounding"]``: a requant variant of hwvit.variants) is ``half_up`` unless given.
     """
     from hwvit import blocks
 
     contract = blocks.get(kind).contract
     assert set(arrays) == set(contract), f"{kind}: tensors {sorted(arrays)}, contract {sorted(contract)}"
-    params = {**params, "rounding": Rounding.HALF_UP.value}
+    params = {**params, "rounding": params.get("rounding", Rounding.HALF_UP.value)}
     scales = scales or {}
     tensors = {}
     for name, spec in contract.items():

@@ -142,7 +142,10 @@ def test_hex_and_npy_must_agree(gelu_set):
         (lambda m: m.update(kind="conv"), "manifest: kind 'conv' not one of"),
         (lambda m: m.update(format=2), "manifest: format 2, this hwvit reads 1"),
         (lambda m: m["params"].update(in_bits="8"), "manifest: param in_bits='8' is not int"),
-        (lambda m: m["params"].update(rounding="half_even"), "manifest: param rounding='half_even'"),
+        (
+            lambda m: m["params"].update(rounding="half_sideways"),
+            "manifest: param rounding='half_sideways', expected 'half_up'",
+        ),
         (
             lambda m: m["tensors"][1].update(shape=[255]),
             "manifest: gelu tensor table: role/shape/bits/signed "

@@ -22,6 +22,7 @@ from hwvit.ops.softmax import EXP_FRAC
 from hwvit.quant import QuantConfig, quantize_model
 
 BASE = QuantConfig()  # the int8 design
+VARIANT_FAMILIES = ("requant", "gelu", "softmax", "layernorm")  # knobs naming a block's arithmetic (hwvit.variants)
 EXP_ENTRY_BITS = EXP_FRAC + 1  # each exp table entry is unsigned 24 bit, T[0] = 2^23 (docs/arithmetic.md)
 
 # The default one-factor-at-a-time grid (the baseline value of each knob is the baseline point).
@@ -46,6 +47,7 @@ COLUMNS = (
     "table_bits",
     "calibration",
     "percentile",
+    "arithmetic",
     "images",
     "top1_float",
     "top1_int",
@@ -74,7 +76,8 @@ def one_factor_grid(axes: dict[str, tuple] | None = None, base: QuantConfig = BA
     """The baseline, then one point per value in ``axes`` (knob -> values), each changing one knob.
 
     Knobs: ``act_bits``, ``softmax_bits`` (ints), ``exp`` ("table"/"shift"), ``exp_entries`` (table
-    size), ``percentile`` (percentile calibration at that percentile). A value equal to the
+    size), ``percentile`` (percentile calibration at that percentile), and a block family
+    (``requant``, ``gelu``, ``softmax``, ``layernorm``: variant names of hwvit.variants). A value equal to the
     baseline's is skipped: the baseline point already measures it. ValueError on an unknown knob
     or a value QuantConfig refuses.
     """
@@ -89,6 +92,8 @@ def one_factor_grid(axes: dict[str, tuple] | None = None, base: QuantConfig = BA
                 qc, factor, label = _with(base, exp=str(v)), "exp", str(v)
             elif knob == "exp_entries":
                 qc, factor, label = _with(base, exp_entries=int(v)), "exp_entries", f"{int(v)} entries"
+            elif knob in VARIANT_FAMILIES:  # a block's arithmetic (hwvit.variants)
+                qc, factor, label = _with(base, **{knob: str(v)}), knob, str(v)
             elif knob == "percentile":
                 qc, factor, label = (
                     _with(base, calibration="percentile", percentile=float(v)),
@@ -96,7 +101,8 @@ def one_factor_grid(axes: dict[str, tuple] | None = None, base: QuantConfig = BA
                     f"percentile {float(v):g}",
                 )
             else:
-                raise ValueError(f"unknown sweep knob {knob!r}; choose from {', '.join(DEFAULT_AXES)}")
+                known = ", ".join((*DEFAULT_AXES, *VARIANT_FAMILIES))
+                raise ValueError(f"unknown sweep knob {knob!r}; choose from {known}")
             if _key(qc) not in seen:
                 seen.add(_key(qc))
                 points.append(GridPoint(factor, label, qc))
@@ -159,6 +165,9 @@ def cost(qc: QuantConfig) -> dict:
         notes.append(f"exp ROM {entries}x{EXP_ENTRY_BITS} = {bits} bit = {bits / base_bits:.3f}x of {base_bits} bit")
     if qc.calibration != BASE.calibration:
         notes.append("calibration is offline: no hardware cost")
+    chosen = arithmetic(qc)
+    if chosen != "hwvit":
+        notes.append(f"arithmetic {chosen}: the block's own datapath in place of hwvit's (its cells: hwvit synth)")
     if not notes:
         notes.append(f"int8 baseline: 8x8 multipliers, exp ROM {entries}x{EXP_ENTRY_BITS} = {bits} bit")
     return {
@@ -169,8 +178,18 @@ def cost(qc: QuantConfig) -> dict:
         "table_bits": bits,
         "calibration": qc.calibration,
         "percentile": qc.percentile if qc.calibration == "percentile" else None,
+        "arithmetic": chosen,
         "cost_note": "; ".join(notes),
     }
+
+
+def arithmetic(qc: QuantConfig) -> str:
+    """The block arithmetic a configuration chose where it is not hwvit's own ("softmax=ibert; ..."),
+    else "hwvit"."""
+    from hwvit import variants
+
+    chosen = [f"{f}={getattr(qc, f)}" for f in VARIANT_FAMILIES if getattr(qc, f) != variants.DEFAULT[f]]
+    return "; ".join(chosen) or "hwvit"
 
 
 def sweep(
@@ -294,6 +313,8 @@ def _run(source, grid, calib, inputs, labels, progress, recipe=None) -> list[dic
             "seconds": time.perf_counter() - t0,
         }
         rows.append({k: row[k] for k in COLUMNS})
+        # every traced point's SQNR: the layer-by-layer view of a variant (sweep.json, sweep.md)
+        rows[-1]["layers"] = {r["path"]: r["sqnr_db"] for r in res.layers if r["path"] != "input"}
         if progress is not None:
             progress(i + 1, len(grid), rows[-1])
     acc_key = "top1_int" if rows and rows[0]["top1_int"] is not None else "agreement"

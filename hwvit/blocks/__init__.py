@@ -1,7 +1,9 @@
 """The block kinds: one module each, and the one registry everything else iterates.
 
 Every module of this package that declares ``KIND = hwvit.blocks.BlockKind(...)`` is a block
-kind (``hwvit/blocks/softmax.py``: the softmax). The CLI's choices, the vector-set contract, random
+kind (``hwvit/blocks/softmax.py``: the softmax); a module may declare several as ``KINDS = [...]``
+(``hwvit/blocks/variant_kinds.py``: one per arithmetic variant of softmax and LayerNorm).
+The CLI's choices, the vector-set contract, random
 sets, coverage bins, bind files, `hwvit synth`, `hwvit mutate` and the simulator driver all read
 ``kinds()`` / ``get(name)``; none of them names a kind.
 
@@ -75,10 +77,12 @@ def _builtin_modules() -> list[ModuleType]:
 def _load() -> dict[str, BlockKind]:
     found: dict[str, BlockKind] = {}
     seeds: dict[int, str] = {}
+    declared = []
     for module in _builtin_modules() + _extra_modules():
-        kind = getattr(module, "KIND", None)
-        if kind is None:
-            continue
+        one = getattr(module, "KIND", None)
+        for kind in ([one] if one is not None else []) + list(getattr(module, "KINDS", [])):
+            declared.append((module, kind))
+    for module, kind in declared:
         if not isinstance(kind, BlockKind):
             raise BlockError(f"{module.__name__}: KIND is not a hwvit.blocks.BlockKind")
         if kind.name in found:

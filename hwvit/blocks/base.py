@@ -71,6 +71,9 @@ class BlockKind:
     lint_params: tuple[dict[str, int], ...] = ({},)
     mutate_parts: tuple[str, ...] = ()
     mutate_first: tuple[str, ...] = ()
+    family: str = ""  # the block family whose arithmetic variants (hwvit.variants) it takes, if any
+    variant: str = ""  # for a kind made for one variant: that variant's name
+    verify: Callable[[Any], str | None] | None = None  # (VectorSet) -> a fault in words, or None: `hwvit check`
     source: str = ""  # the file that declared it (set by the registry)
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -32,11 +32,13 @@ CONTRACT = {
 }
 
 
-def traced(path: str, x, table, y, in_bits: int, out_bits: int, scales: dict) -> BlockRecord:
-    """The record of one GELU of the integer model (flattened)."""
-    return make_record(
-        "gelu", path, {"in_bits": in_bits, "out_bits": out_bits}, scales, x=x.reshape(-1), table=table, y=y.reshape(-1)
-    )
+def traced(path: str, x, table, y, in_bits: int, out_bits: int, scales: dict, variant: str = "lut") -> BlockRecord:
+    """The record of one GELU of the integer model (flattened); a variant other than hwvit's
+    table is recorded as the set's ``variant`` parameter (its table made by that variant)."""
+    params = {"in_bits": in_bits, "out_bits": out_bits}
+    if variant != "lut":
+        params["variant"] = variant
+    return make_record("gelu", path, params, scales, x=x.reshape(-1), table=table, y=y.reshape(-1))
 
 
 def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
@@ -82,6 +84,29 @@ def count_bins(params, inputs, outputs, limits) -> dict[str, int]:
     }
 
 
+def verify(vset) -> str | None:
+    """A set of another GELU arithmetic (``variant``): its table made again by that variant
+    (hwvit.variants) from the set's scales and widths."""
+    name = vset.params.get("variant")
+    if name is None or ":" in name:  # hwvit's table, or a team's function (checked where it runs)
+        return None
+    from hwvit import variants
+    from hwvit.variants.base import GeluContext
+
+    in_bits, out_bits = int(vset.params["in_bits"]), int(vset.params["out_bits"])
+    s_in, s_out = vset.tensors["x"].scale, vset.tensors["y"].scale
+    if s_in is None or s_out is None:
+        return f"gelu ({name}): the set records no x or y scale to make the table from"
+    v = variants.get("gelu", name)
+    half = 1 << (in_bits - 1)
+    table = v.kernel(np.arange(-half, half, dtype=np.int64), v.prepare(GeluContext(s_in, in_bits, s_out, out_bits)))
+    bad = np.flatnonzero(table != np.asarray(vset["table"]))
+    if bad.size:
+        i = int(bad[0])
+        return f"gelu ({name}): table[{i}] is {int(vset['table'][i])}, the {name} kernel gives {int(table[i])}"
+    return None
+
+
 def operands(params: dict[str, Any], t: dict[str, np.ndarray], nd_index: list[int]) -> str:
     """y = table[x + 2^(in_bits-1)] (hwvit.ops.gelu)."""
     i = int(nd_index[0])
@@ -123,6 +148,8 @@ KIND = BlockKind(
     traced=traced,
     testbench="sim/test_gelu.py",
     lut="table",
+    verify=verify,
+    family="gelu",
     shared=("table",),
     ports=PORTS,
     reference_ports={

@@ -37,15 +37,30 @@ CONTRACT = {
 
 
 def traced(
-    path: str, a, w, bias, mult, shift, acc, y, out_bits: int, a_signed: bool, scales: tuple[float, float]
+    path: str,
+    a,
+    w,
+    bias,
+    mult,
+    shift,
+    acc,
+    y,
+    out_bits: int,
+    a_signed: bool,
+    scales: tuple[float, float],
+    rounding: str = "half_up",
 ) -> BlockRecord:
     """The record of one GEMM-engine pass of the integer model (2-D a, w, acc, y; bias None: zeros;
-    a scalar multiplier or shift is every channel's)."""
+    a scalar multiplier or shift is every channel's; ``rounding``: the requant variant, recorded
+    as the set's ``rounding`` parameter)."""
     n = w.shape[0]
+    params = {"m": a.shape[0], "k": a.shape[1], "n": n, "a_signed": bool(a_signed), "out_bits": out_bits}
+    if rounding != "half_up":
+        params["rounding"] = rounding
     return make_record(
         "gemm",
         path,
-        {"m": a.shape[0], "k": a.shape[1], "n": n, "a_signed": bool(a_signed), "out_bits": out_bits},
+        params,
         {"a": scales[0], "y": scales[1]},
         a=a,
         w=w,
@@ -55,6 +70,27 @@ def traced(
         acc=acc,
         y=y,
     )
+
+
+def verify(vset) -> str | None:
+    """A set of another requant variant (``rounding``): its y computed again from acc, multiplier
+    and shift with that variant's kernel (hwvit.variants); hwvit's own rounding is the RTL's to check."""
+    rounding = vset.params.get("rounding", "half_up")
+    if rounding == "half_up" or ":" in rounding:  # a team's function is checked where it runs
+        return None
+    from hwvit import variants
+
+    p = {
+        "multiplier": np.asarray(vset["multiplier"]),
+        "shift": np.asarray(vset["shift"]),
+        "out_bits": int(vset.params["out_bits"]),
+    }
+    y = variants.get("requant", rounding).kernel(np.asarray(vset["acc"], dtype=np.int64), p)
+    bad = np.argwhere(y != np.asarray(vset["y"]))
+    if bad.size:
+        i, j = (int(t) for t in bad[0])
+        return f"gemm: y[{i}][{j}] is {int(vset['y'][i, j])}, requant {rounding} of acc gives {int(y[i, j])}"
+    return None
 
 
 def operands(params: dict[str, Any], t: dict[str, np.ndarray], nd_index: list[int]) -> str:
@@ -150,6 +186,7 @@ KIND = BlockKind(
     traced=traced,
     testbench="sim/test_gemm.py",
     rows="m",
+    verify=verify,
     shared=("w", "bias", "multiplier", "shift"),
     synth={"ROWS": 4, "COLS": 4, "MAX_M": 64, "MAX_K": 256, "MAX_N": 256},
     mutate_parts=("gemm_array.v", "gemm_out.v", "gemm_pe.v"),

@@ -162,6 +162,7 @@ PORTS = Kind(
 
 KIND = BlockKind(
     name="layernorm",
+    family="layernorm",
     doc=PORTS.doc,
     seed=4,
     kernel=ops.layernorm,

@@ -99,6 +99,7 @@ PORTS = Kind(
 
 KIND = BlockKind(
     name="requant",
+    family="requant",
     doc=PORTS.doc,
     seed=0,
     kernel=ops.requant,

@@ -155,6 +155,7 @@ PORTS = Kind(
 
 KIND = BlockKind(
     name="softmax",
+    family="softmax",
     doc=PORTS.doc,
     seed=3,
     kernel=ops.softmax,

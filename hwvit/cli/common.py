@@ -184,6 +184,14 @@ def qconfig_options(func: F) -> F:
         show_default=True,
         help="Percentile of |x| for --calibration percentile.",
     )
+    @click.option(
+        "--variant",
+        "variant_specs",
+        multiple=True,
+        metavar="BLOCK=NAME",
+        help="A block's arithmetic (requant, gelu, softmax, layernorm), e.g. softmax=ibert, or a team's "
+        "function softmax=mypkg.mod:fn; repeatable. `hwvit info` lists the variants.",
+    )
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         from hwvit.quant import QuantConfig
@@ -199,10 +207,32 @@ def qconfig_options(func: F) -> F:
             exp_entries=kwargs.pop("exp_entries"),
             calibration=kwargs.pop("calibration"),
             percentile=kwargs.pop("percentile"),
+            **parse_variants(kwargs.pop("variant_specs")),
         )
         return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def parse_variants(specs) -> dict[str, str]:
+    """``--variant BLOCK=NAME`` values -> {block family: variant}; one line (exit 2) on a fault."""
+    from hwvit import variants
+
+    chosen: dict[str, str] = {}
+    for spec in specs:
+        family, eq, name = spec.partition("=")
+        if not eq or not name:
+            refuse(f"--variant {spec}: give BLOCK=NAME, e.g. softmax=ibert")
+        if family not in variants.FAMILIES:
+            refuse(f"--variant {spec}: block {family!r} has no variants; choose from {', '.join(variants.FAMILIES)}")
+        if family in chosen:
+            refuse(f"--variant {family}=... given twice")
+        try:
+            variants.resolve(family, name)
+        except ValueError as exc:
+            refuse(f"--variant {spec}: {first_line(exc)}")
+        chosen[family] = name
+    return chosen
 
 
 def recipe_option(func: F) -> F:
@@ -227,7 +257,7 @@ def recipe_option(func: F) -> F:
                 f"--{k.replace('_', '-')}"
                 for k in ("act_bits", "softmax_bits", "exp", "exp_entries", "calibration", "percentile")
                 if given(k)
-            ]
+            ] + (["--variant"] if given("variant_specs") else [])
             if knobs:
                 refuse(f"{knobs[0]} and --recipe: set it in the recipe's default section")
             try:

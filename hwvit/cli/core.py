@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-from dataclasses import asdict
 
 import click
 
@@ -27,7 +26,7 @@ def _spec(preset, checkpoint, family, config_path, heads, qconfig, calib_images,
         "family": family,
         "config": config_path,
         "heads": heads,
-        "quant": asdict(qconfig),
+        "quant": qconfig.to_dict(),
         "calib_images": calib_images,
         "seed": seed,
     }

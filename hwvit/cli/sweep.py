@@ -18,6 +18,7 @@ from hwvit.cli.common import (
     load_data,
     model_options,
     out_option,
+    parse_variants,
     quiet_option,
     recipe_option,
     refuse_seed_for_digits,
@@ -71,6 +72,14 @@ def _fmt_db(v: float) -> str:
 @click.option("--percentiles", metavar="LIST", help="Percentile calibrations, e.g. 99.9 [default: 99.9,99.99].")
 @click.option("--no-shift", is_flag=True, help="Leave out the shift-and-add exp.")
 @click.option(
+    "--variants",
+    "variant_lists",
+    multiple=True,
+    metavar="BLOCK=LIST",
+    help="Block arithmetics to compare, e.g. softmax=ibert,shiftmax (hwvit.variants); repeatable. "
+    "sweep.md then puts them side by side, layer by layer.",
+)
+@click.option(
     "--threads",
     type=click.IntRange(0),
     default=1,
@@ -90,6 +99,7 @@ def sweep(
     exp_entries,
     percentiles,
     no_shift,
+    variant_lists,
     threads,
     recipe,
     seed,
@@ -128,6 +138,12 @@ def sweep(
         "percentile": _float_list(percentiles, 50.0, 100.0, "--percentiles"),
     }
     axes.update({k: v for k, v in given.items() if v is not None})
+    for spec in variant_lists:  # BLOCK=A,B,C: each name checked as --variant BLOCK=NAME would be
+        family, _, names = spec.partition("=")
+        chosen = [parse_variants([f"{family}={name}"])[family] for name in names.split(",") if name]
+        if not chosen:
+            parse_variants([spec])  # refuses in one line
+        axes[family] = tuple(dict.fromkeys([*axes.get(family, ()), *chosen]))
     if no_shift:
         axes["exp"] = ()
     if quick and kw["limit"] is None:

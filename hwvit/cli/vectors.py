@@ -65,6 +65,10 @@ def write_vectors(out_dir: str, write: Callable[[], Any]) -> Any:
 
 
 def _plain_config(value: Any) -> Any:
+    from hwvit.quant.config import QuantConfig, plain_dict
+
+    if isinstance(value, QuantConfig):
+        return plain_dict(value)  # a variant only where one was chosen
     return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 

@@ -88,6 +88,10 @@ class TorchKernels:
     def int_input(self, x):
         return torch.as_tensor(np.asarray(x, dtype=np.int64)).to(self.device)
 
+    def variant(self, v, x, params):
+        """An arithmetic variant's kernel (hwvit.variants: numpy) on the host, the result back here."""
+        return self.int_input(v.kernel(_np(x).astype(np.int64, copy=False), params))
+
     def const(self, a: np.ndarray):
         return self.param(a)
 

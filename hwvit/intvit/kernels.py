@@ -48,6 +48,10 @@ class NumpyKernels:
     def residual_add(self, a, b, mult_a: int, mult_b: int, shift: int, out_bits: int):
         return ops.residual_add(a, b, mult_a, mult_b, shift, out_bits, narrow=True)
 
+    def variant(self, v, x, params):
+        """An arithmetic variant's exact kernel (hwvit.variants) on ``x``."""
+        return v.kernel(np.asarray(x).astype(np.int64, copy=False), params)
+
     def mean_pool(self, x, mult: int, shift: int, out_bits: int):
         """Mean over the tokens (axis 1)."""
         return ops.mean_pool(x, mult, shift, out_bits, axis=1)

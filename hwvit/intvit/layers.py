@@ -23,17 +23,29 @@ from hwvit.blocks import requant as requant_block
 from hwvit.blocks import residual_add as residual_block
 from hwvit.blocks import softmax as softmax_block
 from hwvit.intvit.kernels import NUMPY
-from hwvit.intvit.qparams import Requant, RequantOut
+from hwvit.intvit.qparams import Arith, Requant, RequantOut
 from hwvit.intvit.trace import Trace
 
 
 def record_gemm(
-    tr: Trace, path: str, a, w, bias, mult, shift, acc, y, out_bits: int, a_signed: bool, scales: tuple[float, float]
+    tr: Trace,
+    path: str,
+    a,
+    w,
+    bias,
+    mult,
+    shift,
+    acc,
+    y,
+    out_bits: int,
+    a_signed: bool,
+    scales: tuple[float, float],
+    rounding: str = "half_up",
 ) -> None:
     """Add the BlockRecord of one GEMM-engine pass (2-D a, w, acc, y)."""
     if not tr.keep_records:
         return
-    tr.keep(gemm_block.traced(path, a, w, bias, mult, shift, acc, y, out_bits, a_signed, scales))
+    tr.keep(gemm_block.traced(path, a, w, bias, mult, shift, acc, y, out_bits, a_signed, scales, rounding))
 
 
 @dataclass(kw_only=True)
@@ -52,10 +64,10 @@ class IntLinear(RequantOut):
         x2d = x.reshape(-1, x.shape[-1])
         if tr.keep_records:  # the record holds the accumulators
             acc = k.gemm(x2d, self.w, self.bias)
-            y = k.requant(acc, self.mult, self.shift, self.out_bits)
+            y = self.requant.apply(k, acc)
             self.record(tr, path, k.host(x2d), k.host(acc), k.host(y))
         else:  # the same integers; a backend that can requantizes inside the GEMM
-            y = k.linear(x2d, self.w, self.bias, self.mult, self.shift, self.out_bits)
+            y = self.requant.linear(k, x2d, self.w, self.bias)
         y = y.reshape(*x.shape[:-1], self.w.shape[0])
         return k.value(tr, path, y, self.s_out) if value else y
 
@@ -74,6 +86,7 @@ class IntLinear(RequantOut):
             self.out_bits,
             True,
             (self.s_in, self.s_out),
+            self.requant.rounding,
         )
 
 
@@ -84,17 +97,28 @@ class IntLayerNorm(RequantOut):
     eps_int: int
     s_in: float
     requant: Requant  # of y*G + B to the output
+    arith: Arith | None = None  # another arithmetic (hwvit.variants) in place of hwvit's
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         rows = x.reshape(-1, x.shape[-1])
-        y = k.layernorm(rows, self.gamma, self.beta, self.eps_int, self.mult, self.shift, self.out_bits)
+        if self.arith is not None:
+            y = k.variant(self.arith.impl, rows, self.arith.params)
+        else:
+            y = k.layernorm(rows, self.gamma, self.beta, self.eps_int, self.mult, self.shift, self.out_bits)
         if tr.keep_records:
             self.record(tr, path, k.host(rows), k.host(y))
         y = y.reshape(x.shape)
         return k.value(tr, path, y, self.s_out)
 
     def record(self, tr: Trace, path: str, rows: np.ndarray, y: np.ndarray) -> None:
-        """The `layernorm` record of one call (2-D rows in and out)."""
+        """The `layernorm` record of one call (2-D rows in and out); a variant's own kind
+        (``layernorm_<variant>``) for a variant."""
+        if self.arith is not None:
+            from hwvit.blocks import variant_kinds
+
+            scales = {"x": self.s_in, "y": self.s_out}
+            tr.keep(variant_kinds.traced(self.arith, path, rows, y, 8, self.out_bits, scales))
+            return
         scales = {"x": self.s_in, "y": self.s_out}
         tr.keep(
             layernorm_block.traced(
@@ -105,11 +129,15 @@ class IntLayerNorm(RequantOut):
 
 @dataclass(kw_only=True)
 class IntGelu:
+    """y = table[x]: any arithmetic of an in_bits input is a table of its 2^in_bits results, so a
+    GELU variant (hwvit.variants) is its table, made once by that variant's kernel."""
+
     table: np.ndarray
     in_bits: int
     out_bits: int
     s_in: float
     s_out: float
+    variant: str = "lut"
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         y = k.gelu(x, self.table, self.in_bits)
@@ -120,7 +148,7 @@ class IntGelu:
     def record(self, tr: Trace, path: str, x: np.ndarray, y: np.ndarray) -> None:
         """The `gelu` record of one call (flattened)."""
         scales = {"x": self.s_in, "y": self.s_out}
-        tr.keep(gelu_block.traced(path, x, self.table, y, self.in_bits, self.out_bits, scales))
+        tr.keep(gelu_block.traced(path, x, self.table, y, self.in_bits, self.out_bits, scales, self.variant))
 
 
 @dataclass(kw_only=True)
@@ -131,22 +159,33 @@ class IntSoftmax:
     s_in: float
     exp: str = "table"  # "table" (the RTL twin) or "shift" (shift-and-add, Python only)
     exp_mult: int | None = None
+    arith: Arith | None = None  # another arithmetic (hwvit.variants) in place of hwvit's
 
     @property
     def s_out(self) -> float:
-        return 1.0 / ((1 << self.out_bits) - 1)
+        return self.arith.s_out if self.arith is not None else 1.0 / ((1 << self.out_bits) - 1)
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         rows = x.reshape(-1, x.shape[-1])
-        p = k.softmax(rows, self.exp_table, self.out_bits, self.in_bits, self.exp, self.exp_mult)
+        if self.arith is not None:
+            p = k.variant(self.arith.impl, rows, self.arith.params)
+        else:
+            p = k.softmax(rows, self.exp_table, self.out_bits, self.in_bits, self.exp, self.exp_mult)
         if tr.keep_records:
             self.record(tr, path, k.host(rows), k.host(p))
         p = p.reshape(x.shape)
         return k.value(tr, path, p, self.s_out)
 
     def record(self, tr: Trace, path: str, rows: np.ndarray, p: np.ndarray) -> None:
-        """The `softmax` record of one call (2-D rows in and out); none for the shift form."""
-        if self.exp == "table":  # only the table form has a Verilog twin
+        """The `softmax` record of one call (2-D rows in and out); none for the shift form; a
+        variant's own kind (``softmax_<variant>``) for a variant."""
+        if self.arith is not None:
+            from hwvit.blocks import variant_kinds
+
+            scales = {"x": self.s_in, "y": self.s_out}
+            kind = variant_kinds.traced(self.arith, path, rows, p, self.in_bits, self.out_bits, scales)
+            tr.keep(kind)
+        elif self.exp == "table":  # only the table form has a Verilog twin
             scales = {"x": self.s_in, "p": self.s_out}
             tr.keep(softmax_block.traced(path, rows, self.exp_table, p, self.in_bits, self.out_bits, scales))
 

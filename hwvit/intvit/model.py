@@ -84,7 +84,9 @@ class IntAttention:
         scales = (self.s_q if which == "qk" else self.softmax.s_out, rq.s_out)
         for i in range(a.shape[0]):
             tag = f"{self._tag(path, b, i)}.{which}"
-            record_gemm(tr, tag, a[i], w[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales)
+            record_gemm(
+                tr, tag, a[i], w[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales, rq.rounding
+            )
 
     def _product(self, tr: Trace, path: str, b: int, which: str, a, w, k=NUMPY):
         """Requantized Q.K^T (``which`` = "qk") or P.V ("av") of every head of every image in one
@@ -92,9 +94,9 @@ class IntAttention:
         the GEMM may requantize in its tile (``ops.linear``): the same integers."""
         rq, signed = self._requant_of(which)
         if not tr.keep_records:
-            return k.linear(a, w, None, rq.mult, rq.shift, rq.out_bits, a_signed=signed)
+            return rq.linear(k, a, w, None, a_signed=signed)
         acc = k.gemm(a, w, None, a_signed=signed)
-        y = k.requant(acc, rq.mult, rq.shift, rq.out_bits)
+        y = rq.apply(k, acc)
         self.record_heads(tr, path, b, which, k.host(a), k.host(w), k.host(acc), k.host(y))
         return y
 

@@ -23,10 +23,47 @@ class Requant:
     shift: int | np.ndarray
     out_bits: int  # width of the result (signed)
     s_out: float
+    rounding: str = "half_up"  # the requant variant (hwvit.variants, family requant)
 
     def __post_init__(self):
         assert 2 <= self.out_bits <= 32, f"requant: out_bits {self.out_bits} outside [2, 32]"
         assert np.shape(self.mult) == np.shape(self.shift), "requant: one shift per multiplier"
+
+    @property
+    def is_default(self) -> bool:
+        return self.rounding == "half_up"
+
+    def apply(self, k, acc):
+        """The requant of ``acc`` on provider ``k`` (hwvit.intvit.kernels): hwvit's own, or the variant's."""
+        if self.is_default:
+            return k.requant(acc, self.mult, self.shift, self.out_bits)
+        from hwvit import variants
+
+        params = {"multiplier": self.mult, "shift": self.shift, "out_bits": self.out_bits}
+        return k.variant(variants.resolve("requant", self.rounding), acc, params)
+
+    def linear(self, k, a, w, bias, a_signed: bool = True):
+        """requant(gemm(a, w) + bias): fused in the GEMM's tile for hwvit's own rounding."""
+        if self.is_default:
+            return k.linear(a, w, bias, self.mult, self.shift, self.out_bits, a_signed=a_signed)
+        return self.apply(k, k.gemm(a, w, bias, a_signed=a_signed))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Arith:
+    """A block's arithmetic variant (hwvit.variants) other than hwvit's own: its family and name,
+    the integer parameters its ``prepare`` made for this layer, and the scale of its output."""
+
+    family: str
+    name: str
+    params: dict
+    s_out: float
+
+    @property
+    def impl(self):
+        from hwvit import variants
+
+        return variants.resolve(self.family, self.name)
 
 
 class RequantOut:
@@ -52,4 +89,4 @@ class RequantOut:
         return self.requant.s_out
 
 
-__all__ = ["Requant", "RequantOut"]
+__all__ = ["Arith", "Requant", "RequantOut"]

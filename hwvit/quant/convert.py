@@ -15,7 +15,6 @@ import numpy as np
 from hwvit import ops
 from hwvit.intvit.layers import IntLinear
 from hwvit.intvit.model import IntAttention, IntBlock, IntEmbed, IntPatchEmbed, IntReadout, IntViT
-from hwvit.intvit.qparams import Requant
 from hwvit.quant.calibrate import calibrate
 from hwvit.quant.config import QuantConfig
 from hwvit.quant.layers import (
@@ -25,7 +24,7 @@ from hwvit.quant.layers import (
     int_pool,
     int_residual,
     int_softmax,
-    multiplier,
+    requant_of,
     scale_of,
 )
 from hwvit.quant.recipe import Recipe, plain
@@ -69,6 +68,11 @@ class _Scales:
         self.used |= self.recipe.matches(path, ("softmax_bits", "exp_entries"))
         return self.recipe.softmax(path)
 
+    def variant(self, path: str, family: str) -> str:
+        """The arithmetic (hwvit.variants) of the ``family`` block at ``path`` (recipe key ``family``)."""
+        self.used |= self.recipe.matches(path, (family,))
+        return self.recipe.variant(path, family)
+
     def act(self, point: str) -> int:
         """Width of the activation at ``point`` (recipe ``act_bits``), remembered for the model."""
         names = act_names(self.model, point)
@@ -86,7 +90,8 @@ class _Scales:
 
 def _linear(module, s_in: float, s_out: float, bits: int, scale: _Scales, path: str) -> IntLinear:
     w_bits, per_tensor = scale.weight(path)
-    return int_linear(module.weight, _np(module.bias), s_in, s_out, bits, w_bits, per_tensor)
+    rounding = scale.variant(path, "requant")
+    return int_linear(module.weight, _np(module.bias), s_in, s_out, bits, w_bits, per_tensor, rounding)
 
 
 def build_embed(model, s_input: float, scale: _Scales) -> IntEmbed:
@@ -155,13 +160,17 @@ def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, 
     alpha = 1.0 if post else 1.0 / math.sqrt(hd)
     beta = 1.0 / math.sqrt(dim) if post else 1.0
     s_scores, b_scores = scale.point(f"{p}.scores")
-    sm, ss = multiplier(s_q * s_k * alpha / s_scores)
+    scores = requant_of(
+        s_q * s_k * alpha / s_scores, b_scores, s_scores, scale.variant(f"{p}.scores", "requant"), False
+    )
     sm_bits, entries = scale.softmax(f"{p}.softmax")
     for name in ("softmax", "probs"):  # unsigned probabilities: their width is softmax_bits
         scale.widths[f"{p}.{name}"] = sm_bits
-    softmax = int_softmax(s_scores, b_scores, sm_bits, qc.exp, entries)
+    softmax = int_softmax(s_scores, b_scores, sm_bits, qc.exp, entries, scale.variant(f"{p}.softmax", "softmax"))
     s_ctx, b_ctx = scale.point(f"{p}.context")
-    cm, cs = multiplier(softmax.s_out * s_v * beta / s_ctx)
+    context = requant_of(
+        softmax.s_out * s_v * beta / s_ctx, b_ctx, s_ctx, scale.variant(f"{p}.context", "requant"), False
+    )
     s_proj, b_proj = scale.point(f"{p}.proj")
     proj = _linear(attn.proj, s_ctx, s_proj, b_proj, scale, f"{p}.proj")
     return IntAttention(
@@ -171,9 +180,9 @@ def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, 
         q=lin_q,
         k=lin_k,
         v=lin_v,
-        scores=Requant(mult=sm, shift=ss, out_bits=b_scores, s_out=s_scores),
+        scores=scores,
         softmax=softmax,
-        context=Requant(mult=cm, shift=cs, out_bits=b_ctx, s_out=s_ctx),
+        context=context,
         proj=proj,
     )
 
@@ -181,13 +190,15 @@ def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, 
 def build_block(blk, i: int, s_x: float, scale: _Scales, qc: QuantConfig, dim: int) -> IntBlock:
     """Block ``layers.i`` with input scale ``s_x``: x + attn(norm1(x)), then + mlp(norm2(x))."""
     p = f"layers.{i}"
-    norm1 = int_layernorm(blk.norm1, s_x, *scale.point(f"{p}.norm1"))
+    norm1 = int_layernorm(blk.norm1, s_x, *scale.point(f"{p}.norm1"), scale.variant(f"{p}.norm1", "layernorm"))
     attn = build_attention(blk.attn, f"{p}.attn", norm1.s_out, scale, qc, dim)
     add1 = int_residual(s_x, attn.proj.s_out, *scale.point(f"{p}.add1"))
-    norm2 = int_layernorm(blk.norm2, add1.s_out, *scale.point(f"{p}.norm2"))
+    norm2 = int_layernorm(blk.norm2, add1.s_out, *scale.point(f"{p}.norm2"), scale.variant(f"{p}.norm2", "layernorm"))
     fc1 = _linear(blk.mlp.fc1, norm2.s_out, *scale.point(f"{p}.mlp.fc1"), scale, f"{p}.mlp.fc1")
     # the GELU table is indexed by fc1's output: its domain is fc1's width (2^bits entries)
-    gelu = int_gelu(fc1.s_out, *scale.point(f"{p}.mlp.gelu"), in_bits=fc1.out_bits)
+    gelu = int_gelu(
+        fc1.s_out, *scale.point(f"{p}.mlp.gelu"), in_bits=fc1.out_bits, variant=scale.variant(f"{p}.mlp.gelu", "gelu")
+    )
     fc2 = _linear(blk.mlp.fc2, gelu.s_out, *scale.point(f"{p}.mlp.fc2"), scale, f"{p}.mlp.fc2")
     add2 = int_residual(add1.s_out, fc2.s_out, *scale.point(f"{p}.add2"))
     return IntBlock(norm1=norm1, attn=attn, add1=add1, norm2=norm2, fc1=fc1, gelu=gelu, fc2=fc2, add2=add2)
@@ -198,7 +209,7 @@ def build_head(model, s_x: float, scale: _Scales, x_bits: int) -> IntReadout:
     cfg = model.cfg
     s_in, norm = s_x, None
     if model.norm is not None:
-        norm = int_layernorm(model.norm, s_x, *scale.point("norm"))
+        norm = int_layernorm(model.norm, s_x, *scale.point("norm"), scale.variant("norm", "layernorm"))
         s_x, x_bits = norm.s_out, norm.out_bits
     pool = None
     if cfg.pool == "cls":  # a selection, no arithmetic: the cls token keeps its width

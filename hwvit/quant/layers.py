@@ -11,7 +11,7 @@ import numpy as np
 
 from hwvit.formats import signed
 from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax
-from hwvit.intvit.qparams import Requant
+from hwvit.intvit.qparams import Arith, Requant
 from hwvit.ops.requant import quantize as ops_quantize
 from hwvit.quant import params as qp
 
@@ -33,11 +33,38 @@ def multiplier(real: float) -> tuple[int, int]:
     return int(m), int(s)
 
 
+def requant_of(reals, out_bits: int, s_out: float, rounding: str = "half_up", per_channel: bool = True) -> Requant:
+    """The Requant of real multipliers ``reals`` (per channel, or one): hwvit's (M, s), or those the
+    requant variant ``rounding`` prepares (hwvit.variants) for each."""
+    if rounding == "half_up":
+        mult, shift = multipliers(reals)
+    else:
+        from hwvit import variants
+        from hwvit.variants.base import RequantContext
+
+        v = variants.resolve("requant", rounding)
+        pairs = [v.prepare(RequantContext(float(r), out_bits)) for r in np.atleast_1d(np.asarray(reals, np.float64))]
+        if any("multiplier" not in p or "shift" not in p for p in pairs):
+            raise ValueError(f"requant variant {rounding}: a team's requant takes hwvit's multiplier and shift")
+        mult = np.array([int(p["multiplier"]) for p in pairs], dtype=np.int64)
+        shift = np.array([int(p["shift"]) for p in pairs], dtype=np.int64)
+    if not per_channel:
+        mult, shift = int(mult[0]), int(shift[0])
+    return Requant(mult=mult, shift=shift, out_bits=out_bits, s_out=s_out, rounding=rounding)
+
+
 def int_linear(
-    weight, bias, s_in: float, s_out: float, out_bits: int, weight_bits: int = 8, per_tensor: bool = False
+    weight,
+    bias,
+    s_in: float,
+    s_out: float,
+    out_bits: int,
+    weight_bits: int = 8,
+    per_tensor: bool = False,
+    rounding: str = "half_up",
 ) -> IntLinear:
     """Weights per output channel (or one scale for all: ``per_tensor``) in ``weight_bits`` bits,
-    stored int8; bias int32 at scale ``s_in * s_w``."""
+    stored int8; bias int32 at scale ``s_in * s_w``; ``rounding``: the requant variant."""
     if hasattr(weight, "detach"):  # a torch parameter
         weight = weight.detach().double().numpy()
     w_f = np.asarray(weight, dtype=np.float64).reshape(weight.shape[0], -1)
@@ -54,7 +81,6 @@ def int_linear(
         if bias is not None
         else np.zeros(w_q.shape[0], dtype=np.int64)
     )
-    mult, shift = multipliers(s_in * np.asarray(s_w) / s_out)
     # int8 storage: the GEMM takes it as is (no range check or narrowing per call); read-only, so
     # a float GEMM backend may convert it once and keep the copy (hwvit.ops.gemm_backends)
     w8 = np.array(w_q, np.int8)
@@ -63,30 +89,52 @@ def int_linear(
         w=w8,
         bias=np.asarray(b_q, np.int64),
         s_in=s_in,
-        requant=Requant(mult=mult, shift=shift, out_bits=out_bits, s_out=s_out),
+        requant=requant_of(s_in * np.asarray(s_w) / s_out, out_bits, s_out, rounding),
     )
 
 
-def int_layernorm(ln, s_in: float, s_out: float, out_bits: int) -> IntLayerNorm:
-    """From a torch LayerNorm (missing affine parameters are 1 and 0)."""
+def int_layernorm(ln, s_in: float, s_out: float, out_bits: int, variant: str = "hwvit") -> IntLayerNorm:
+    """From a torch LayerNorm (missing affine parameters are 1 and 0); ``variant``: its arithmetic
+    (hwvit.variants)."""
     c = ln.normalized_shape[-1]
     gamma = ln.weight.detach().double().numpy() if ln.weight is not None else np.ones(c)
     beta = ln.bias.detach().double().numpy() if ln.bias is not None else np.zeros(c)
     p = qp.layernorm_params(gamma, beta, float(ln.eps), c, s_in, s_out, out_bits)
+    arith = None
+    if variant != "hwvit":
+        from hwvit import variants
+        from hwvit.variants.base import LayerNormContext
+
+        v = variants.resolve("layernorm", variant)
+        ctx = LayerNormContext(gamma, beta, float(ln.eps), s_in, s_out, out_bits)
+        vp = v.prepare(ctx)
+        arith = Arith(family="layernorm", name=variant, params=vp, s_out=s_out)
     return IntLayerNorm(
         gamma=np.asarray(p["gamma"], np.int64),
         beta=np.asarray(p["beta"], np.int64),
         eps_int=int(p["eps_int"]),
         s_in=s_in,
         requant=Requant(mult=int(p["multiplier"]), shift=int(p["shift"]), out_bits=out_bits, s_out=s_out),
+        arith=arith,
     )
 
 
-def int_gelu(s_in: float, s_out: float, out_bits: int, in_bits: int | None = None) -> IntGelu:
-    """``in_bits`` (default ``out_bits``): the width of the producer's output, which indexes the table."""
+def int_gelu(s_in: float, s_out: float, out_bits: int, in_bits: int | None = None, variant: str = "lut") -> IntGelu:
+    """``in_bits`` (default ``out_bits``): the width of the producer's output, which indexes the table;
+    ``variant``: the arithmetic (hwvit.variants) whose results at every input code fill the table."""
     in_bits = out_bits if in_bits is None else in_bits
+    if variant == "lut":
+        table = qp.gelu_table(s_in, s_out, in_bits, out_bits)
+    else:
+        from hwvit import variants
+        from hwvit.variants.base import GeluContext
+
+        v = variants.resolve("gelu", variant)
+        half = 1 << (in_bits - 1)
+        table = v.kernel(np.arange(-half, half, dtype=np.int64), v.prepare(GeluContext(s_in, in_bits, s_out, out_bits)))
     return IntGelu(
-        table=np.asarray(qp.gelu_table(s_in, s_out, in_bits, out_bits), np.int64),
+        variant=variant,
+        table=np.asarray(table, np.int64),
         in_bits=in_bits,
         out_bits=out_bits,
         s_in=s_in,
@@ -94,13 +142,27 @@ def int_gelu(s_in: float, s_out: float, out_bits: int, in_bits: int | None = Non
     )
 
 
-def int_softmax(s_in: float, in_bits: int, out_bits: int, exp: str = "table", entries: int = 256) -> IntSoftmax:
+def int_softmax(
+    s_in: float, in_bits: int, out_bits: int, exp: str = "table", entries: int = 256, variant: str = "hwvit"
+) -> IntSoftmax:
+    """hwvit's softmax (exp ``table`` or ``shift``), or the arithmetic ``variant`` (hwvit.variants)."""
     if exp not in ("table", "shift"):
         raise ValueError(f"unknown exp approximation {exp!r}; choose table or shift")
     entries = min(entries, 1 << in_bits)
     table = np.asarray(qp.exp_table(s_in, entries), np.int64)
     mult = int(qp.exp_shift_mult(s_in)) if exp == "shift" else None
-    return IntSoftmax(exp_table=table, in_bits=in_bits, out_bits=out_bits, s_in=s_in, exp=exp, exp_mult=mult)
+    arith = None
+    if variant != "hwvit":
+        from hwvit import variants
+        from hwvit.variants.base import SoftmaxContext
+
+        v = variants.resolve("softmax", variant)
+        ctx = SoftmaxContext(s_in, in_bits, out_bits, entries)
+        vp = v.prepare(ctx)
+        arith = Arith(family="softmax", name=variant, params=vp, s_out=float(v.out_scale(ctx, vp)))
+    return IntSoftmax(
+        exp_table=table, in_bits=in_bits, out_bits=out_bits, s_in=s_in, exp=exp, exp_mult=mult, arith=arith
+    )
 
 
 def int_residual(s_a: float, s_b: float, s_out: float, out_bits: int) -> IntResidual:

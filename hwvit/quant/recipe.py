@@ -12,11 +12,16 @@ A recipe is a YAML file::
       "layers.3.mlp.gelu": {act_bits: 6}   # that layer's output activations: 6 bits in int8
       "layers.0.attn.softmax": {softmax_bits: 6, exp_entries: 128}
       "layers.2.*": {calibration: mse}
+      "layers.*.attn.softmax": {softmax: ibert}   # a block's arithmetic (hwvit.variants)
 
 Paths: weight keys match a linear layer's path (``embed.proj``, ``layers.0.attn.qkv`` or
 ``.q``/``.k``/``.v``, ``layers.0.attn.proj``, ``layers.0.mlp.fc1``, ``pre_head.fc``, ``head``);
 ``calibration``/``percentile`` match an activation point (``layers.0.attn.scores``, ``logits``,
-...); ``softmax_bits``/``exp_entries`` match ``layers.<i>.attn.softmax``. ``act_bits`` matches an
+...); ``softmax_bits``/``exp_entries`` match ``layers.<i>.attn.softmax``. A block family's key (``requant``,
+``gelu``, ``softmax``, ``layernorm``) names its arithmetic (hwvit.variants; in ``default`` for every
+such block): ``requant`` matches a linear layer's path and attention's ``layers.<i>.attn.scores``
+and ``.context``, ``gelu`` ``layers.<i>.mlp.gelu``, ``layernorm`` ``layers.<i>.norm1``/``norm2``
+and ``norm``. ``act_bits`` matches an
 activation point and sets the width of the tensor the layer there produces (its requant saturates
 to that width; the tensor stays int8 for its consumers); a linear layer's path names its output
 too (``head`` = ``logits``; a fused ``qkv`` = its ``q``, ``k``, ``v``). docs/recipes.md states
@@ -48,7 +53,17 @@ class WeightScales(NamedMode):
 
 WEIGHT_MODES = WeightScales.values()
 ACT_BITS = (OUT_BITS[0], INT8.bits)  # the requant saturates to >= 2 bits; GEMM operands are int8
-LAYER_KEYS = ("act_bits", "weight_bits", "weights", "calibration", "percentile", "softmax_bits", "exp_entries")
+VARIANT_KEYS = ("requant", "gelu", "softmax", "layernorm")  # a block family's arithmetic (hwvit.variants)
+LAYER_KEYS = (
+    "act_bits",
+    "weight_bits",
+    "weights",
+    "calibration",
+    "percentile",
+    "softmax_bits",
+    "exp_entries",
+    *VARIANT_KEYS,
+)
 DEFAULT_KEYS = tuple(f.name for f in fields(QuantConfig)) + ("weight_bits", "weights")
 
 
@@ -103,6 +118,11 @@ class Recipe:
         return self._get(path, "calibration", self.base.calibration), self._get(
             path, "percentile", self.base.percentile
         )
+
+    def variant(self, path: str, family: str) -> str:
+        """The arithmetic of the ``family`` block at ``path`` (hwvit.variants): the last layers entry
+        naming one whose glob matches, else the default's."""
+        return self._get(path, family, getattr(self.base, family))
 
     def softmax(self, path: str) -> tuple[int, int]:
         return self._get(path, "softmax_bits", self.base.softmax_bits), self._get(
@@ -160,9 +180,17 @@ def from_dict(doc: Any, source: str | None = None) -> Recipe:
                 lo, hi = (2, 8) if key == "softmax_bits" else (1, 256)
                 if isinstance(over[key], bool) or not isinstance(over[key], int) or not lo <= over[key] <= hi:
                     raise ValueError(f"layers.{glob!r}: {key} {over[key]!r} unsupported; the RTL takes [{lo}, {hi}]")
-    for over in layers.values():
+    for glob, over in layers.items():
         if "calibration" in over:
             QuantConfig(calibration=over["calibration"])  # ValueError naming the methods
+        for family in VARIANT_KEYS:
+            if family in over:
+                from hwvit import variants
+
+                try:
+                    variants.resolve(family, over[family])
+                except ValueError as exc:
+                    raise ValueError(f"layers.{glob!r}: {exc}") from None
     return Recipe(
         base=QuantConfig(**kw),
         weight_bits=default.get("weight_bits", 8),

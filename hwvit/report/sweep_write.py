@@ -228,6 +228,7 @@ def render_md(rows: list[dict], model: str) -> str:
             f"- {r['factor']} = {r['label']}: {what} {_delta_pts(r[acc_key], base[acc_key])} points, "
             f"logits SQNR {_delta_db(r['logits_sqnr_db'], base['logits_sqnr_db'])} dB; {r['cost_note']}."
         )
+    lines += variants_section(rows, base, acc_key, what)
     front = [f"{r['factor']} {r['label']}" for r in rows if r.get("pareto")]
     lines += [
         "",
@@ -242,6 +243,29 @@ def render_md(rows: list[dict], model: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def variants_section(rows: list[dict], base: dict, acc_key: str, what: str) -> list[str]:
+    """Arithmetic variants side by side: end to end, then the SQNR of every traced point (dB), one
+    column per variant (the baseline first); empty when the sweep varied no block's arithmetic."""
+    from hwvit.analysis.sweep import VARIANT_FAMILIES
+
+    chosen = [r for r in rows if r["factor"] in VARIANT_FAMILIES]
+    if not chosen:
+        return []
+    cols = [base, *chosen]
+    names = ["hwvit (baseline)", *(f"{r['factor']}={r['label']}" for r in chosen)]
+    out = ["", "## Block arithmetic, side by side", ""]
+    out += ["| | " + " | ".join(names) + " |", "|---|" + "|".join("---" for _ in cols) + "|"]
+    out.append(f"| {what} | " + " | ".join(_pct(r[acc_key]) for r in cols) + " |")
+    if acc_key == "top1_int":
+        out.append("| agreement with float | " + " | ".join(_pct(r["agreement"]) for r in cols) + " |")
+    out.append("| logits SQNR (dB) | " + " | ".join(_num(r["logits_sqnr_db"], 2) for r in cols) + " |")
+    paths = list(base.get("layers") or {})
+    for p in paths:
+        out.append(f"| {p} | " + " | ".join(_num((r.get("layers") or {}).get(p), 1) for r in cols) + " |")
+    out += ["", "Rows below the first three: SQNR (dB) of each traced point against the float model.", ""]
+    return out
 
 
 def write_sweep(rows: list[dict], out_dir: str | Path, model: str, meta: dict | None = None) -> Path:

@@ -60,6 +60,10 @@ def tb_module(kind: str) -> ModuleType | SimpleNamespace:
 
     spec = blocks.kinds().get(kind)
     sim_dir = toolchain.repo().sim
+    if spec is not None and not spec.rtl:
+        raise ValueError(
+            f"block kind {kind} has no Verilog block yet: its sets are golden vectors for a team's own block"
+        )
     if spec is not None and spec.testbench is None:
         return _generic(spec)
     if spec is not None:

@@ -12,6 +12,7 @@ import pkgutil
 from pathlib import Path
 
 from hwvit.variants.base import FAMILIES, Variant
+from hwvit.variants.custom import custom
 
 DEFAULT = {"requant": "half_up", "gelu": "lut", "softmax": "hwvit", "layernorm": "hwvit"}
 
@@ -55,4 +56,18 @@ def get(family: str, name: str) -> Variant:
     return every()[(family, name)]
 
 
-__all__ = ["DEFAULT", "FAMILIES", "Variant", "every", "get", "names"]
+def resolve(family: str, name: str) -> Variant:
+    """A built-in variant by name, or a team's function ``package.module:function`` wrapped as one
+    (``custom``); ValueError with one line otherwise."""
+    if not isinstance(name, str):
+        raise ValueError(f"{family} variant must be a name, got {name!r}")
+    if ":" in name:
+        return custom(family, name)
+    return get(family, name)
+
+
+def is_default(family: str, name: str) -> bool:
+    return name == DEFAULT[family]
+
+
+__all__ = ["DEFAULT", "FAMILIES", "Variant", "custom", "every", "get", "is_default", "names", "resolve"]

@@ -121,13 +121,17 @@ def _requant_prepare(ctx: RequantContext) -> Params:
 
 
 def _requant_kernel(x: np.ndarray, p: Params) -> np.ndarray:
-    return ibert_requant(x, int(p["multiplier"]), int(p["shift"]), int(p["out_bits"]))
+    """Per-tensor or per-channel (along the last axis) multiplier and shift, as hwvit's GEMM has them."""
+    return ibert_requant(x, np.asarray(p["multiplier"]), np.asarray(p["shift"]), int(p["out_bits"]))
 
 
 def _requant_ref(x, p: Params):
-    m, e, b = int(p["multiplier"]), int(p["shift"]), int(p["out_bits"])
-    flat = [ibert_requant_ref(int(v), m, e, b) for v in np.asarray(x).reshape(-1)]
-    return np.array(flat, dtype=np.int64).reshape(np.shape(x)).tolist()
+    b = int(p["out_bits"])
+    rows = np.asarray(x).reshape(-1, np.shape(x)[-1]) if np.ndim(x) else np.asarray(x).reshape(1, 1)
+    ms = np.broadcast_to(np.asarray(p["multiplier"]), rows.shape[-1:]).tolist()
+    es = np.broadcast_to(np.asarray(p["shift"]), rows.shape[-1:]).tolist()
+    out = [[ibert_requant_ref(int(v), int(ms[j]), int(es[j]), b) for j, v in enumerate(row)] for row in rows.tolist()]
+    return np.array(out, dtype=np.int64).reshape(np.shape(x)).tolist()
 
 
 def _fixed_point_scale(s_pre: float, s_out: float) -> float:

@@ -24,6 +24,15 @@ def find_sets(root: str | Path) -> list[Path]:
     return sorted(found)
 
 
+def verify(vset) -> str | None:
+    """What the set's block kind checks beyond the format (``verify``): an arithmetic variant's
+    outputs computed again from its inputs and recorded parameters. None when all is well."""
+    from hwvit import blocks
+
+    spec = blocks.get(vset.kind)
+    return spec.verify(vset) if spec.verify is not None else None
+
+
 def check(root: str | Path) -> list[tuple[Path, str | None]]:
     """``(set_dir, error or None)`` for every set under ``root``; ValueError if there is none."""
     root = Path(root)
@@ -35,8 +44,7 @@ def check(root: str | Path) -> list[tuple[Path, str | None]]:
     results: list[tuple[Path, str | None]] = []
     for set_dir in sets:
         try:
-            read(set_dir)
-            results.append((set_dir, None))
+            results.append((set_dir, verify(read(set_dir))))
         except VectorSetError as exc:
             results.append((set_dir, str(exc)))
     return results

@@ -40,6 +40,18 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _check_variant(key: str, family: str, name: Any) -> None:
+    """A parameter naming an arithmetic variant (hwvit.variants): a known one, or a team's
+    ``package.module:function``."""
+    from hwvit import variants
+
+    if family not in variants.FAMILIES:
+        raise VectorSetError(f"manifest: param {key}={name!r}: block {family} has no variants")
+    if not isinstance(name, str) or (":" not in name and name not in variants.names(family)):
+        known = ", ".join(repr(n) for n in variants.names(family))
+        raise VectorSetError(f"manifest: param {key}={name!r}, expected {known} or a team's package.module:function")
+
+
 def check_params(kind: str, params: Any) -> None:
     """The parameters of a ``kind`` block: every contract key, typed and in range, plus rounding."""
     if not isinstance(params, dict):
@@ -53,11 +65,9 @@ def check_params(kind: str, params: Any) -> None:
             raise VectorSetError(f"manifest: param {key}={value!r} is not {typ.__name__}")
         if bounds and not bounds[0] <= value <= bounds[1]:
             raise VectorSetError(f"manifest: param {key}={value} outside [{bounds[0]}, {bounds[1]}]")
-    try:
-        Rounding(params.get("rounding"))  # exactly as written (from_string is for YAML configs)
-    except ValueError:
-        known = ", ".join(repr(m.value) for m in Rounding)
-        raise VectorSetError(f"manifest: param rounding={params.get('rounding')!r}, expected {known}") from None
+    _check_variant("rounding", "requant", params.get("rounding"))
+    if "variant" in params:
+        _check_variant("variant", spec.family or kind, params["variant"])
     for key, value in params.items():
         if not isinstance(key, str) or not (value is None or isinstance(value, (int, str, bool))):
             raise VectorSetError(f"manifest: param {key!r} is not a scalar int, bool or string")
