@@ -122,6 +122,8 @@ def sweep(
       hwvit sweep --model digits --quick --limit 24 --calib-images 48
       hwvit sweep --model digits --act-bits 4 --softmax-bits 6 --exp-entries 64 --percentiles 99.9 \\
         --no-shift --limit 24 --calib-images 48 --out sweep2/
+      hwvit sweep --model digits --quick --limit 24 --calib-images 48 --variants softmax=ibert,shiftmax \\
+        --variants layernorm=ibert --out sweep3/
     """
     import torch
 
