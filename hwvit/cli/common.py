@@ -411,10 +411,23 @@ def progress(data, quiet: bool, what: str = "evaluating"):
 
 
 # --- simulators ---------------------------------------------------------------------------------
-def simulator_option(help: str = "Simulator(s) to run.") -> Callable[[F], F]:
+class _SimulatorChoice(click.Choice):
+    """Every simulator cocotb's runner drives Verilog on, and "both"; a VHDL-only one of cocotb's
+    (ghdl, nvc) is refused in one line that says why."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value in toolchain.VHDL_ONLY:
+            self.fail(toolchain.vhdl_only(value), param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def simulator_option(
+    help: str = "Simulator(s) to run: both = icarus + verilator (the two installed here); the others "
+    "need their vendor's executables on PATH (docs/verification.md, Simulators).",
+) -> Callable[[F], F]:
     return click.option(
         "--simulator",
-        type=click.Choice([*toolchain.SIMULATORS, "both"]),
+        type=_SimulatorChoice([*toolchain.RUNNER_SIMULATORS, "both"]),
         default=toolchain.Simulator.VERILATOR.value,
         show_default=True,
         help=help,
@@ -442,9 +455,9 @@ def block_kind_option(help: str, multiple: bool = False) -> Callable[[F], F]:
 
 
 def require_simulators(simulator: str) -> list[str]:
-    """The simulators named by --simulator (icarus, verilator or both), each checked installed,
-    and the source checkout's rtl/ and sim/; a missing one is a one-line error with its install
-    command."""
+    """The simulators named by --simulator (one of toolchain.RUNNER_SIMULATORS, or both = icarus
+    and verilator), each checked installed, and the source checkout's rtl/ and sim/; a missing one
+    is a one-line error (exit 1) with its install command, or the executables it lacks on PATH."""
     sims = list(toolchain.SIMULATORS) if simulator == "both" else [simulator]
     try:
         for sim in sims:

@@ -1,4 +1,4 @@
-"""Build a block's testbench design for Icarus or Verilator (the first job of hwvit.simulate).
+"""Build a block's testbench design for a simulator (the first job of hwvit.simulate).
 
 Each block kind names its testbench module in its ``hwvit.blocks`` module (the built-in kinds':
 ``sim/test_<kind>.py``; ``tb_module`` loads it by path). It declares, at module level:
@@ -12,6 +12,9 @@ Each block kind names its testbench module in its ``hwvit.blocks`` module (the b
 A streaming kind without a module of its own runs on the generic stream bench (``sim/byotb.py``
 through its reference ports, as a bind file would name them). A design is built once per
 (kind, simulator, parameters, sources) under a lock and cached.
+
+cocotb's runner (``cocotb_tools.runner``) writes each simulator's command lines; what hwvit adds
+to them, per simulator, is the one table ``SIM_FLAGS`` (docs/verification.md, "Simulators").
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import importlib.util
 import json
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -29,6 +33,52 @@ from hwvit import toolchain
 
 # Legacy name kept for sim/bench_gemm.py's scratch sets; builds go to default_build_root().
 DEFAULT_BUILD_ROOT = Path("sim_build")
+
+# The testbenches' clocks are in ns; no block declares a `timescale, so every build gets this one.
+TIMESCALE = ("1ns", "1ps")
+_TS = "/".join(TIMESCALE)
+
+
+@dataclass(frozen=True)
+class SimFlags:
+    """What hwvit hands one simulator on top of what cocotb's runner writes itself (toplevel,
+    sources, include dir, parameters in the simulator's spelling, its VPI library)."""
+
+    build_args: tuple[str, ...] = ()  # every build
+    wave_build_args: tuple[str, ...] = ()  # builds with --waves
+    wave_plusarg: str | None = None  # with --waves: a plusarg, formatted with run_dir and toplevel
+    waves_at_build: bool = True  # False: the runner refuses waves at build (set at test only)
+    parameters_at_test: bool = True  # False: the runner applies them at build only, and warns at test
+
+
+SIM_FLAGS: dict[str, SimFlags] = {
+    # Icarus dumps to the build dir unless told: each run writes its own waveform.
+    "icarus": SimFlags(wave_plusarg="+dumpfile_path={run_dir}/{toplevel}.fst"),
+    "verilator": SimFlags(
+        # -O2 keeps C++ compile time low; --x-assign/--x-initial unique make X bugs visible.
+        # One C++ unit (--output-split 0): the PyPI wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I
+        # empty, so the split (precompiled-header) build Verilator picks for larger designs fails.
+        build_args=("-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique", "-O2", "--output-split", "0"),
+        # VCD (the runner's --trace): Verilator's FST writer needs lz4 headers this machine lacks.
+        wave_build_args=("--trace-structs",),
+    ),
+    # vlog: the runner drops the timescale; +acc keeps the signals the benches read visible to VPI
+    # (both as cocotb's own Makefile.questa-compat passes them).
+    "questa": SimFlags(build_args=("-timescale", _TS, "+acc")),
+    # qrun: the runner passes -timescale and -voptargs=-access=rw+/. itself; parameters at build.
+    "questa-qisqrun": SimFlags(parameters_at_test=False),
+    # alog: the runner drops the timescale (cocotb's Makefile.riviera/.activehdl pass it; asim gets
+    # +access +w_nets from the runner).
+    "riviera": SimFlags(build_args=("-timescale", _TS)),
+    "activehdl": SimFlags(build_args=("-timescale", _TS)),
+    # xrun: -timescale and -access +rwc from the runner; waves only at the test step.
+    "xcelium": SimFlags(waves_at_build=False),
+    # vcs: the runner drops the timescale (cocotb's Makefile.vcs passes it; the runner passes
+    # -debug_access+all +acc+3 itself).
+    "vcs": SimFlags(build_args=(f"-timescale={_TS}",)),
+    # dsim -genimage: the runner drops the build's timescale (cocotb's Makefile.dsim passes it).
+    "dsim": SimFlags(build_args=("-timescale", _TS)),
+}
 
 
 def _generic(spec) -> SimpleNamespace:
@@ -125,23 +175,12 @@ def build_design(
     """
     from cocotb_tools.runner import get_runner
 
-    if simulator not in toolchain.SIMULATORS:
-        raise ValueError(f"unknown simulator {simulator!r}; choose from {', '.join(toolchain.SIMULATORS)}")
+    flags = SIM_FLAGS[toolchain.check_simulator(simulator)]
     toolchain.require(simulator)
     toolchain.apply_sim_env()
     repo = toolchain.repo()
     sources = [Path(s).resolve() for s in sources]
-    build_args: list[str] = []
-    if simulator == "verilator":
-        # -O2 keeps C++ compile time low; --x-assign/--x-initial unique make X bugs visible.
-        build_args = ["-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique", "-O2"]
-        # One C++ unit: the PyPI wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so the
-        # split (precompiled-header) build Verilator picks for larger designs fails to compile.
-        build_args += ["--output-split", "0"]
-        if waves:
-            # VCD (the runner's --trace): Verilator's FST writer needs lz4 headers this machine lacks.
-            build_args += ["--trace-structs"]
-    build_args += list(extra_args or [])
+    build_args = [*flags.build_args, *(flags.wave_build_args if waves else ()), *(extra_args or [])]
     key = json.dumps(
         {"p": parameters, "w": waves, "t": toplevel, "a": build_args, "s": _source_digest(sources)}, sort_keys=True
     )
@@ -160,8 +199,8 @@ def build_design(
             parameters=parameters,
             build_args=build_args,
             build_dir=build_dir,
-            timescale=("1ns", "1ps"),
-            waves=waves,
+            timescale=TIMESCALE,
+            waves=waves and flags.waves_at_build,
             log_file=build_dir / "build.log",
         )
     return build_dir

@@ -15,7 +15,7 @@ from typing import Any
 
 from hwvit import toolchain
 from hwvit.simresult import SimResult
-from hwvit.simulate.build import build, tb_module
+from hwvit.simulate.build import SIM_FLAGS, build, tb_module
 from hwvit.simulate.results import no_simulator, read_result
 
 
@@ -139,7 +139,12 @@ def run_test(
     for path in reversed(sim_pythonpath().split(os.pathsep)[:2]):
         if path not in sys.path:
             sys.path.insert(0, path)
+    flags = SIM_FLAGS[simulator]  # what hwvit adds to the runner's command lines (hwvit.simulate.build)
     runner = get_runner(simulator)
+    # A runner that did not build has no source lists; Xcelium's test step reads them (for VHDL).
+    for attr in ("_sources", "_vhdl_sources", "_verilog_sources"):
+        if not hasattr(runner, attr):
+            setattr(runner, attr, [])
     try:
         runner.test(
             test_module=test_module,
@@ -151,10 +156,11 @@ def run_test(
             test_dir=run_dir,
             extra_env=env,
             waves=waves,
-            parameters=params,
+            parameters=params if flags.parameters_at_test else None,
             log_file=run_dir / "sim.log",
-            # Icarus dumps to the build dir unless told: each run writes its own waveform.
-            plusargs=[f"+dumpfile_path={run_dir / (toplevel + '.fst')}"] if waves and simulator == "icarus" else [],
+            plusargs=[flags.wave_plusarg.format(run_dir=run_dir, toplevel=toplevel)]
+            if waves and flags.wave_plusarg
+            else [],
         )
     except SystemExit as exc:  # the runner exits when the simulator fails to start
         # Under pytest the runner also exits when the cocotb test failed (a mismatch): the
