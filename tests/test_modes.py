@@ -12,7 +12,7 @@ from hwvit.float.config import AttnScale, Embed, HeadPre, Pool, Pos, Qkv
 from hwvit.formats import Calibration, ExpMode, NamedMode, Rounding
 from hwvit.quant import QuantConfig
 from hwvit.quant.recipe import WEIGHT_MODES, WeightScales, from_dict
-from hwvit.toolchain import SIMULATORS, Simulator
+from hwvit.toolchain import RUNNER_SIMULATORS, SIMULATORS, Simulator
 
 MODES = (Rounding, Calibration, ExpMode, Simulator, WeightScales, Interface, Embed, Pool, Pos, Qkv, AttnScale, HeadPre)
 
@@ -58,7 +58,7 @@ def test_configs_keep_the_strings_they_were_given():
     [
         (["compare", "--exp", "x"], ExpMode.values()),
         (["compare", "--calibration", "x"], Calibration.values()),
-        (["sim", "--simulator", "x"], (*SIMULATORS, "both")),
+        (["sim", "--simulator", "x"], (*RUNNER_SIMULATORS, "both")),
         (["mutate", "--simulator", "x"], SIMULATORS),
     ],
 )

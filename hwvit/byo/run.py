@@ -69,27 +69,18 @@ def run(
     extra_env: dict[str, str] | None = None,
 ) -> simulate.SimResult:
     """One set through the team's block on one simulator; never raises on a mismatch."""
-    from hwvit import vectors
-
-    set_dir = Path(set_dir).resolve()
-    vset = vectors.read(set_dir)
-    params = design.bind.hdl_parameters(vset.params)
-    build_dir = simulate.build_design(
-        f"byo-{design.top}", simulator, list(design.sources), design.top, params, build_root, waves
-    )
-    env = {"HWVIT_BIND": json.dumps(design.bind.plan(design.top)), **(extra_env or {})}
-    result = simulate.run_test(
-        build_dir,
-        simulator,
-        set_dir,
-        vset.kind,
+    result = simulate.run_bind(
+        design.sources,
         design.top,
-        "byotb",
-        params,
-        testcase=testcase,
-        seed=seed,
+        design.bind,
+        Path(set_dir),
+        simulator,
+        name=f"byo-{design.top}",
+        build_root=build_root,
         waves=waves,
-        extra_env=env,
+        seed=seed,
+        testcase=testcase,
+        extra_env=extra_env,
     )
     result.extra.setdefault("top", design.top)
     return result

@@ -14,7 +14,7 @@ module's public interface from before the split.
 from hwvit.simresult import SimResult
 from hwvit.simulate.batch import run_many, run_on_cluster
 from hwvit.simulate.build import DEFAULT_BUILD_ROOT, build, build_design, default_build_root, tb_module
-from hwvit.simulate.launch import RESET_TESTCASES, run, run_stress, run_test, sim_pythonpath
+from hwvit.simulate.launch import RESET_TESTCASES, run, run_bind, run_stress, run_test, sim_pythonpath
 
 __all__ = [
     "DEFAULT_BUILD_ROOT",
@@ -24,6 +24,7 @@ __all__ = [
     "build_design",
     "default_build_root",
     "run",
+    "run_bind",
     "run_many",
     "run_on_cluster",
     "run_stress",

@@ -78,21 +78,57 @@ def run(
 
 def _run_generic(tb, kind, vset, set_dir, simulator, build_root, waves, seed, testcase, extra_env, test_dir):
     """A set through the generic stream bench (sim/byotb.py) bound to the kind's reference ports."""
+    from hwvit.blocks import get
+
+    sources = get(kind).rtl_paths(toolchain.repo().root)
+    return run_bind(
+        sources,
+        tb.TOPLEVEL,
+        tb.BIND,
+        set_dir,
+        simulator,
+        name=f"{kind}-stream",
+        build_root=build_root,
+        waves=waves,
+        seed=seed,
+        testcase=testcase,
+        extra_env=extra_env,
+        test_dir=test_dir,
+    )
+
+
+def run_bind(
+    sources,
+    top: str,
+    bind,
+    set_dir: Path,
+    simulator: str,
+    *,
+    name: str,
+    build_root: Path | None = None,
+    waves: bool = False,
+    seed: int = 1,
+    testcase: str = "run_vectors",
+    extra_env: dict[str, str] | None = None,
+    test_dir: Path | None = None,
+) -> SimResult:
+    """A set through the stream bench (sim/byotb.py) driving ``top`` through ``bind`` (hwvit.byo.bind):
+    a team's block (hwvit.byo.run), or a kind's reference block with no testbench of its own."""
     import json
 
-    from hwvit.blocks import get
+    from hwvit import vectors
     from hwvit.simulate.build import build_design
 
-    params = tb.hdl_parameters(vset)
-    sources = get(kind).rtl_paths(toolchain.repo().root)
-    build_dir = build_design(f"{kind}-stream", simulator, sources, tb.TOPLEVEL, params, build_root, waves)
-    env = {"HWVIT_BIND": json.dumps(tb.BIND.plan(tb.TOPLEVEL)), **(extra_env or {})}
+    set_dir = Path(set_dir).resolve()
+    params = bind.hdl_parameters(vectors.read(set_dir).params)
+    build_dir = build_design(name, simulator, list(sources), top, params, build_root, waves)
+    env = {"HWVIT_BIND": json.dumps(bind.plan(top)), **(extra_env or {})}
     return run_test(
         build_dir,
         simulator,
         set_dir,
-        kind,
-        tb.TOPLEVEL,
+        bind.kind,
+        top,
         "byotb",
         params,
         testcase=testcase,
