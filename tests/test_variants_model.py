@@ -281,3 +281,11 @@ def test_sweep_puts_variants_side_by_side(tmp_path):
         "layernorm=ivit",
     ]
     assert all("layers.0.attn.probs" in r["layers"] for r in rows)
+
+
+def test_info_lists_every_block_and_variant():
+    res = CliRunner().invoke(main, ["info"])
+    assert res.exit_code == 0, res.output
+    for family in variants.FAMILIES:
+        assert f"{family} variants" in res.output and ", ".join(EVERY[family]) in res.output
+    assert "softmax_ibert" in res.output and "relu_toy" not in res.output

@@ -64,12 +64,13 @@ def _compute_rows() -> list[tuple[str, str]]:
 @click.command()
 def info() -> None:
     """Print the versions of python, torch, cocotb, iverilog, verilator, yosys, the presets, the CPU,
-    the GEMM backend chosen for it and the GPU.
+    the GEMM backend chosen for it, the GPU, the block kinds and each block's arithmetic variants.
 
     \b
     Example:
       hwvit info
     """
+    from hwvit import blocks, variants
     from hwvit.float.config import list_presets
 
     rows = [
@@ -83,6 +84,8 @@ def info() -> None:
         ("yosys", toolchain.version("yosys")),
         ("presets", ", ".join(list_presets())),
         *_compute_rows(),
+        ("blocks", ", ".join(blocks.names())),
+        *((f"{family} variants", ", ".join(variants.names(family))) for family in variants.FAMILIES),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
