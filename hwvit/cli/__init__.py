@@ -29,6 +29,7 @@ COMMANDS = [
     ("bind", "bind"),
     ("core", "compile"),
     ("core", "core"),
+    ("tb", "tb"),
 ]
 
 
