@@ -289,3 +289,16 @@ def test_info_lists_every_block_and_variant():
     for family in variants.FAMILIES:
         assert f"{family} variants" in res.output and ", ".join(EVERY[family]) in res.output
     assert "softmax_ibert" in res.output and "relu_toy" not in res.output
+
+
+def test_the_rtl_core_refuses_what_it_does_not_compute(tmp_path):
+    """The core runs hwvit's softmax, LayerNorm and requant; a GELU variant is only a table for it."""
+    for spec in ("softmax=ibert", "requant=floor", "layernorm=ivit"):
+        res = CliRunner().invoke(
+            main, ["compile", "--model", "digits", "--variant", spec, "--out", str(tmp_path / "c")]
+        )
+        assert res.exit_code != 0 and spec in res.output and "the core runs" in res.output, res.output
+    res = CliRunner().invoke(
+        main, ["compile", "--model", "digits", "--variant", "gelu=ibert", "--out", str(tmp_path / "g")]
+    )
+    assert res.exit_code == 0, res.output

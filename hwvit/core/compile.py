@@ -18,7 +18,10 @@ from hwvit.core.isa import Gen, Instr
 from hwvit.float.config import Embed
 from hwvit.formats import ExpMode
 
-SUPPORTED = "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations"
+SUPPORTED = (
+    "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations, "
+    "hwvit's softmax, LayerNorm and requant (any GELU variant: a table)"
+)
 
 
 class CoreCompileError(ValueError):
@@ -172,6 +175,26 @@ class _Builder:
         )
 
 
+def _requants(m):
+    """Every Requant of the model (hwvit.intvit.qparams), wherever a layer holds one."""
+    from dataclasses import fields, is_dataclass
+
+    from hwvit.intvit.qparams import Requant
+
+    seen, todo = set(), [m]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, Requant):
+            yield obj
+        elif is_dataclass(obj):
+            todo.extend(getattr(obj, f.name) for f in fields(obj))
+        elif isinstance(obj, (list, tuple)):
+            todo.extend(obj)
+
+
 def _check_model(m) -> None:
     cfg = m.config
     problems = []
@@ -194,6 +217,15 @@ def _check_model(m) -> None:
             problems.append(f"layers.{i} softmax exp={sm.exp} {sm.in_bits}->{sm.out_bits} bits")
         if blk.gelu.in_bits != 8 or blk.gelu.out_bits != 8:
             problems.append(f"layers.{i} gelu {blk.gelu.in_bits}->{blk.gelu.out_bits} bits")
+        # another block arithmetic (hwvit.variants): a GELU variant is a table, which the core loads
+        if sm.arith is not None:
+            problems.append(f"layers.{i} softmax={sm.arith.name}")
+        for name in ("norm1", "norm2"):
+            if getattr(blk, name).arith is not None:
+                problems.append(f"layers.{i}.{name} layernorm={getattr(blk, name).arith.name}")
+    rounding = sorted({rq.rounding for rq in _requants(m) if rq.rounding != "half_up"})
+    if rounding:
+        problems.append(f"requant={rounding[0]}")
     if problems:
         raise CoreCompileError(f"model {cfg.name!r} uses {problems[0]}; the core runs {SUPPORTED}")
 
