@@ -163,7 +163,7 @@ def test_bench_all_backends_times_every_exact_backend(monkeypatch):
         (["sweep", "--seed", "3"], "the digits model has neither"),
         (["compare", "--model", "digits", "--seed", "3"], "the digits model has neither"),
         (["sim", ".", "--block", "conv"], "'conv' is not one of"),
-        (["sim", ".", "--simulator", "vcs"], "'vcs' is not one of"),
+        (["sim", ".", "--simulator", "modelsim6"], "'modelsim6' is not one of"),
         (["synth", "--block", "conv"], "'conv' is not one of"),
     ],
 )

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from hwvit import covbins, coverage, vectors
+from hwvit import blocks, covbins, coverage, vectors
 from hwvit.cli import main
 
 # ---------------------------------------------------------------------------- functional bins
@@ -76,7 +76,7 @@ def test_reset_and_back_to_back_bins_come_from_the_testbench():
     assert gemm["back_to_back"] == 1
 
 
-@pytest.mark.parametrize("kind", sorted(covbins.RESET_STATES))
+@pytest.mark.parametrize("kind", sorted(k for k, spec in blocks.kinds().items() if spec.testbench))
 def test_reset_bins_match_the_testbench_states(kind):
     """The states a block's reset test resets in are its bins, in order (one list, two places)."""
     from hwvit import simulate

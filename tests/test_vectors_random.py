@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hwvit import vectors
+from hwvit import blocks, vectors
 from hwvit.ops import reference as ref
 from hwvit.record import KINDS
 from hwvit.vectors.schema import CONTRACT
+
+# every kind a random set can be made of (a team's function's kind, softmax_custom, has none)
+RANDOM_KINDS = [k for k in KINDS if blocks.get(k).variant != "custom"]
 
 
 def _l(t) -> list:
@@ -89,7 +92,7 @@ def test_outputs_equal_the_reference(kind, params):
         assert rec.tensors[name].data.tolist() == want, name
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", RANDOM_KINDS)
 def test_cases_count_elements_rows_or_m(kind):
     rec = vectors.random_record(kind, 13, 0)
     first_input = next(t for t in rec.tensors.values() if t.role == "input")
@@ -100,7 +103,7 @@ def test_cases_count_elements_rows_or_m(kind):
         assert rec.params["rows"] == 13
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", RANDOM_KINDS)
 def test_seeds_repeat_and_differ(kind):
     a, b, c = (vectors.random_record(kind, 100, s) for s in (1, 1, 2))  # past the fixed edge cases
     assert a.params == b.params

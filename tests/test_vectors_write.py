@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 import yaml
 
-from hwvit import __version__, vectors
+from hwvit import __version__, blocks, vectors
 from hwvit.record import KINDS, BlockRecord, Tensor
 from hwvit.vectors import write as write_mod
+
+# every kind a random set can be made of (a team's function's kind, softmax_custom, has none)
+RANDOM_KINDS = [k for k in KINDS if blocks.get(k).variant != "custom"]
 
 
 def _gemm_record(path: str = "layers.0.attn.qkv", m: int = 3, k: int = 4, n: int = 5, seed: int = 0) -> BlockRecord:
@@ -83,7 +86,7 @@ def test_lut_file_is_recorded_for_table_kinds(tmp_path):
     assert "lut_file" not in yaml.safe_load((out / "manifest.yaml").read_text())
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", RANDOM_KINDS)
 def test_round_trip_every_kind(tmp_path, kind):
     rec = vectors.random_record(kind, 7, 3)
     vset = vectors.read(vectors.write_set(rec, tmp_path / kind, seed=3))

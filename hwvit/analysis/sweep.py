@@ -203,6 +203,7 @@ def sweep(
     progress: Callable[[int, int, dict], None] | None = None,
     data=None,
     recipe=None,
+    client=None,
 ) -> list[dict]:
     """Quantize ``source.model`` (a hwvit.pipeline.Source) with each grid point and compare it with the float model.
 
@@ -210,7 +211,8 @@ def sweep(
     ``images`` inputs (hwvit.pipeline: the digits held-out split, else seeded random inputs).
     Returns one row per grid point (keys: COLUMNS), in grid order. ``progress(i, n, row)`` is
     called after each point. ``data`` (a hwvit.pipeline.Data) gives the user's calibration and
-    evaluation data instead (``images`` and ``calib_images`` are then not used).
+    evaluation data instead (``images`` and ``calib_images`` are then not used). ``client`` (a Dask
+    client, hwvit.cluster): each point a task on its workers, the rows the same as here.
 
     ``threads``: torch intra-op threads during the sweep (restored afterwards; None keeps the
     caller's). The default 1 is measured: a digits point (quantize + compare on 449 images) took
@@ -231,7 +233,7 @@ def sweep(
         if threads is not None:
             torch.set_num_threads(threads)
         if data is not None:
-            return _run(source, grid, data.calib, data.inputs, data.labels, progress, recipe)
+            return _run(source, grid, data.calib, data.inputs, data.labels, progress, recipe, client)
         return _run(
             source,
             grid,
@@ -239,6 +241,7 @@ def sweep(
             *pipeline.eval_inputs(source, images, seed),
             progress,
             recipe,
+            client,
         )
     finally:
         torch.set_num_threads(saved)
@@ -273,48 +276,63 @@ def pareto(rows: list[dict], acc_key: str) -> list[bool]:
     return out
 
 
-def _run(source, grid, calib, inputs, labels, progress, recipe=None) -> list[dict]:
+def point_row(model, name: str, calib, inputs, labels, base_recipe, point: GridPoint) -> dict:
+    """One grid point: quantize ``model`` with the point's knobs (calibration included) and compare
+    it with the float model (a Dask task of ``hwvit sweep --cluster`` too: plain arguments only)."""
     from dataclasses import replace
 
     from hwvit.pipeline import batch_size_for
+
+    t0 = time.perf_counter()
+    int_model = quantize_model(model, calib, recipe=replace(base_recipe, base=point.qconfig))
+    res = compare(
+        model,
+        int_model,
+        inputs,
+        labels,
+        name=name,
+        isolated=False,
+        batch_size=batch_size_for(model.cfg),
+    )  # traces of a batch stay within 1 GB
+    worst = res.worst_layer()
+    probs = [r["sqnr_db"] for r in res.layers if r["path"].endswith(".attn.probs")]
+    row = {
+        "factor": point.factor,
+        "label": point.label,
+        **cost(point.qconfig),
+        "images": res.images,
+        "top1_float": res.top1_float,
+        "top1_int": res.top1_int,
+        "agreement": res.agreement,
+        "logits_sqnr_db": res.logits_sqnr_db,
+        "worst_point": worst["path"] if worst else None,
+        "worst_sqnr_db": worst["sqnr_db"] if worst else None,
+        "probs_sqnr_db": min(probs) if probs else None,  # the worst softmax output of all layers
+        "cost_bits": storage_bits(res.layers, res.images, point.qconfig.act_bits, point.qconfig.softmax_bits)
+        + cost(point.qconfig)["table_bits"],
+        "pareto": None,
+        "seconds": time.perf_counter() - t0,
+    }
+    out = {k: row[k] for k in COLUMNS}
+    # every traced point's SQNR: the layer-by-layer view of a variant (sweep.json, sweep.md)
+    out["layers"] = {r["path"]: r["sqnr_db"] for r in res.layers if r["path"] != "input"}
+    return out
+
+
+def _run(source, grid, calib, inputs, labels, progress, recipe=None, client=None) -> list[dict]:
     from hwvit.quant.recipe import plain
 
     base_recipe = recipe or plain()
+    if client is None:
+        results = (point_row(source.model, source.name, calib, inputs, labels, base_recipe, p) for p in grid)
+    else:  # one task per point on the Dask workers; the model and data sent to each worker once
+        from hwvit.cluster import map_ordered
+
+        shared = (source.model, source.name, calib, inputs, labels, base_recipe)
+        results = map_ordered(client, point_row, shared, grid)
     rows = []
-    for i, point in enumerate(grid):
-        t0 = time.perf_counter()
-        int_model = quantize_model(source.model, calib, recipe=replace(base_recipe, base=point.qconfig))
-        res = compare(
-            source.model,
-            int_model,
-            inputs,
-            labels,
-            name=source.name,
-            isolated=False,
-            batch_size=batch_size_for(source.model.cfg),
-        )  # traces of a batch stay within 1 GB
-        worst = res.worst_layer()
-        probs = [r["sqnr_db"] for r in res.layers if r["path"].endswith(".attn.probs")]
-        row = {
-            "factor": point.factor,
-            "label": point.label,
-            **cost(point.qconfig),
-            "images": res.images,
-            "top1_float": res.top1_float,
-            "top1_int": res.top1_int,
-            "agreement": res.agreement,
-            "logits_sqnr_db": res.logits_sqnr_db,
-            "worst_point": worst["path"] if worst else None,
-            "worst_sqnr_db": worst["sqnr_db"] if worst else None,
-            "probs_sqnr_db": min(probs) if probs else None,  # the worst softmax output of all layers
-            "cost_bits": storage_bits(res.layers, res.images, point.qconfig.act_bits, point.qconfig.softmax_bits)
-            + cost(point.qconfig)["table_bits"],
-            "pareto": None,
-            "seconds": time.perf_counter() - t0,
-        }
-        rows.append({k: row[k] for k in COLUMNS})
-        # every traced point's SQNR: the layer-by-layer view of a variant (sweep.json, sweep.md)
-        rows[-1]["layers"] = {r["path"]: r["sqnr_db"] for r in res.layers if r["path"] != "input"}
+    for i, row in enumerate(results):
+        rows.append(row)
         if progress is not None:
             progress(i + 1, len(grid), rows[-1])
     acc_key = "top1_int" if rows and rows[0]["top1_int"] is not None else "agreement"

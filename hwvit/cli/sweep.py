@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 
 import click
 
 from hwvit.cli.common import (
     calib_images_option,
     check_out_dir,
+    cluster_client,
+    cluster_options,
     data_options,
     describe_data,
     fail,
@@ -87,6 +90,7 @@ def _fmt_db(v: float) -> str:
     help="torch threads (0: torch's default). 1 is fastest for small models such as digits.",
 )
 @recipe_option
+@cluster_options
 @seed_option()
 @out_option("Write sweep.csv, sweep.md, sweep.png, pareto.png and sweep.json here.", default="sweep")
 @force_option
@@ -102,6 +106,7 @@ def sweep(
     variant_lists,
     threads,
     recipe,
+    cluster,
     seed,
     out_dir,
     force,
@@ -175,15 +180,17 @@ def sweep(
 
     t0 = time.perf_counter()
     try:
-        rows = run_sweep(
-            source,
-            grid,
-            seed=seed,
-            threads=threads or None,
-            progress=None if quiet else progress,
-            data=data,
-            recipe=recipe,
-        )
+        with cluster_client(cluster) if cluster else nullcontext() as client:  # one task per point there
+            rows = run_sweep(
+                source,
+                grid,
+                seed=seed,
+                threads=threads or None,
+                progress=None if quiet else progress,
+                data=data,
+                recipe=recipe,
+                client=client,
+            )
         meta = {
             "images": rows[0]["images"],
             "calib_images": calib_images,

@@ -81,7 +81,7 @@ def _refuse_unused(kind: str, options: dict[str, Any], lut: str | None) -> None:
 
     for name, value in options.items():
         if value is not None and name not in PARAMS[kind]:
-            takers = [k for k in blocks.names() if name in PARAMS[k]]
+            takers = [k for k, spec in blocks.kinds().items() if name in PARAMS[k] and not spec.variant]
             refuse(f"{_PARAM_OPTIONS[name]} applies to {' and '.join(takers)}, not {kind}")
     if lut and kind not in LUT_TENSOR:
         refuse(f"--lut applies to {' and '.join(LUT_TENSOR)}, not {kind}")
@@ -106,7 +106,7 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
 
 
 @click.command()
-@click.argument("kind", type=click.Choice(blocks.names()))
+@click.argument("kind", type=click.Choice([k for k, spec in blocks.kinds().items() if spec.variant != "custom"]))
 @click.option(
     "--cases",
     type=click.IntRange(1, 1 << 24),
