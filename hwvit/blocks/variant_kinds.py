@@ -15,6 +15,7 @@ No Verilog yet: these sets are golden vectors for a team's own block of that ari
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -73,24 +74,53 @@ def _contract(family: str, arrays: dict[str, np.ndarray]) -> dict[str, Spec]:
     return contract
 
 
+class _Lazy(Mapping):
+    """A mapping made on first use: a variant's constants are named by running its ``prepare``,
+    which may import torch (hwvit.quant), so the registry does it only when a kind's contract is read."""
+
+    def __init__(self, make: Callable[[], dict]):
+        self._make, self._data = make, None
+
+    def _get(self) -> dict:
+        if self._data is None:
+            self._data = self._make()
+        return self._data
+
+    def __getitem__(self, key):
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
 def _make(family: str, variant: str) -> BlockKind:
     from hwvit import variants
 
     name = kind_name(family, variant)
     custom = variant == CUSTOM
-    if custom:
-        ints, arrays = {}, {}
-    else:
-        v = variants.get(family, variant)
-        ints, arrays = _split(v.prepare(_sample_context(family)))
-    params: dict[str, tuple[type, tuple[int, int] | None]] = {
-        "rows": (int, SIZE),
-        ROW_KEY[family]: (int, (1, 4096)),
-        "in_bits": (int, (2, 16)),
-        "out_bits": (int, OUT_BITS),
-    }
-    params.update({k: (int, WIDE) for k in ints if k not in params})
-    contract = _contract(family, arrays)
+    split: dict[str, tuple] = {}
+
+    def constants() -> tuple[dict[str, int], dict[str, np.ndarray]]:
+        if "v" not in split:
+            split["v"] = ({}, {}) if custom else _split(variants.get(family, variant).prepare(_sample_context(family)))
+        return split["v"]
+
+    def make_params() -> dict[str, tuple[type, tuple[int, int] | None]]:
+        params: dict[str, tuple[type, tuple[int, int] | None]] = {
+            "rows": (int, SIZE),
+            ROW_KEY[family]: (int, (1, 4096)),
+            "in_bits": (int, (2, 16)),
+            "out_bits": (int, OUT_BITS),
+        }
+        params.update({k: (int, WIDE) for k in constants()[0] if k not in params})
+        return params
+
+    params = _Lazy(make_params)
+    contract = _Lazy(lambda: _contract(family, constants()[1]))
+    arrays = _Lazy(lambda: constants()[1])
 
     def traced(path: str, rows, y, vparams: dict[str, Any], in_bits: int, out_bits: int, scales: dict) -> BlockRecord:
         got_ints, got_arrays = _split(vparams)
@@ -195,7 +225,7 @@ def _make(family: str, variant: str) -> BlockKind:
         operands=operands,
         traced=traced,
         rows="rows",
-        shared=tuple(arrays),
+        shared=arrays,  # lazy: the names of its constants
         family=family,
         variant=variant,
         verify=verify,
