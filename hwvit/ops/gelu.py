@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import signed
-from hwvit.ops import _jit
+from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_array, as_int_operand, check_bits, narrow_dtype
 
 

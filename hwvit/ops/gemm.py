@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import ACC, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
-from hwvit.ops import _jit, gemm_backends
+from hwvit.ops import gemm_backends
+from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_array, channel_param, check_bits, per_channel
 from hwvit.ops.requant import requant
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import BETA, GAMMA, INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
-from hwvit.ops import _jit
+from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, out_dtype
 
 LN_T = 11  # extra bits of sig: V is scaled by 2^(2T), so floor(sqrt) costs <= 2^-11 relative

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
-from hwvit.ops import _jit
+from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_operand, as_rows, channel_param, check_bits, out_dtype, per_channel
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import EXP, MULT_MAX, signed
-from hwvit.ops import _jit
+from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, out_dtype
 
 EXP_FRAC = 23  # T[0] = 2^23: entries off by <= 1/2 move p by <= Q * N * 2^-24 (0.004 LSB at N = 256)
