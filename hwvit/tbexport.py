@@ -97,6 +97,18 @@ class Exported:
     sources: tuple[Path, ...]
 
 
+# The benches' stall generator, xorshift32, written once: every simulator steps it alike (each
+# simulator's $urandom has a sequence of its own).
+XORSHIFT_SV = (
+    "  function automatic int unsigned xorshift(input int unsigned s);",
+    "    s = s ^ (s << 13);",
+    "    s = s ^ (s >> 17);",
+    "    s = s ^ (s << 5);",
+    "    return s;",
+    "  endfunction",
+)
+
+
 # ---------------------------------------------------------------------------- checks
 
 
@@ -492,12 +504,8 @@ class _Bench:
         add("  // ---- stalls: xorshift32, one stream per side, the same on every simulator")
         add("  int unsigned seed, stall_pct, rng_in, rng_out;")
         add("  string vdir;")
-        add("  function automatic int unsigned xorshift(input int unsigned s);")
-        add("    s = s ^ (s << 13);")
-        add("    s = s ^ (s >> 17);")
-        add("    s = s ^ (s << 5);")
-        add("    return s;")
-        add("  endfunction")
+        for line in XORSHIFT_SV:
+            add(line)
         add("  function automatic int unsigned seed_of(input int unsigned s, input int unsigned side);")
         add("    int unsigned x;")
         add("    x = (s * 32'd2654435761) ^ (side * 32'd2246822519) ^ 32'h1234567;")
@@ -711,12 +719,8 @@ class _GemmBench:
         add("  // ---- stalls: xorshift32 (the same on every simulator)")
         add("  int unsigned seed, stall_pct, rng_out;")
         add("  string vdir;")
-        add("  function automatic int unsigned xorshift(input int unsigned s);")
-        add("    s = s ^ (s << 13);")
-        add("    s = s ^ (s >> 17);")
-        add("    s = s ^ (s << 5);")
-        add("    return s;")
-        add("  endfunction")
+        for line in XORSHIFT_SV:
+            add(line)
         add("")
         add("  int beats, cycles, idle, mismatches, mm_acc, mm_y, fi_acc, fi_y, addr, om, on;")
         add("  bit done_seen;")
