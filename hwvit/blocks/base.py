@@ -14,8 +14,8 @@ declares ``KIND = BlockKind(...)`` with everything the rest of hwvit needs to kn
 - coverage: ``bins`` (data bins, counted by ``count_bins``), ``reset_states`` (the states its
   reset test resets in) and ``seen_bins`` (other bins only the testbench can count);
 - RTL: ``rtl`` (Verilog files, the block's own first, relative to the repository root or
-  absolute), ``toplevel``, ``hdl_parameters`` (the toplevel's parameters for a set), ``synth``
-  (the parameters `hwvit synth` uses; None: not synthesized on its own) and ``lint_params``;
+  absolute), ``toplevel``, ``hdl_parameters`` (the toplevel's parameters for a set) and ``synth``
+  (the parameters `hwvit synth` uses; None: not synthesized on its own);
 - the testbench: ``testbench``, a cocotb module (a path; the built-in kinds' are
   ``sim/test_<kind>.py``), or None for a streaming block, which the generic stream bench
   (``sim/byotb.py``) drives through ``ports`` and ``reference_ports``;
@@ -29,7 +29,7 @@ fixed per kind, so a set made with a seed is the same whatever other kinds exist
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +68,12 @@ class BlockKind:
     ports: Any = None  # hwvit.byo.kinds.Kind: the streaming interface a bind file names
     reference_ports: dict[str, Any] | None = None  # the ports of its reference Verilog, for a bind
     synth: dict[str, int] | None = None
-    lint_params: tuple[dict[str, int], ...] = ({},)
     mutate_parts: tuple[str, ...] = ()
     mutate_first: tuple[str, ...] = ()
     family: str = ""  # the block family whose arithmetic variants (hwvit.variants) it takes, if any
     variant: str = ""  # for a kind made for one variant: that variant's name
     verify: Callable[[Any], str | None] | None = None  # (VectorSet) -> a fault in words, or None: `hwvit check`
     source: str = ""  # the file that declared it (set by the registry)
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def top(self) -> str:

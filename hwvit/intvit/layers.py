@@ -27,27 +27,6 @@ from hwvit.intvit.qparams import Arith, Requant, RequantOut
 from hwvit.intvit.trace import Trace
 
 
-def record_gemm(
-    tr: Trace,
-    path: str,
-    a,
-    w,
-    bias,
-    mult,
-    shift,
-    acc,
-    y,
-    out_bits: int,
-    a_signed: bool,
-    scales: tuple[float, float],
-    rounding: str = "half_up",
-) -> None:
-    """Add the BlockRecord of one GEMM-engine pass (2-D a, w, acc, y)."""
-    if not tr.keep_records:
-        return
-    tr.keep(gemm_block.traced(path, a, w, bias, mult, shift, acc, y, out_bits, a_signed, scales, rounding))
-
-
 @dataclass(kw_only=True)
 class IntLinear(RequantOut):
     """y = requant(x @ w^T + bias), weights int8 per output channel."""
@@ -73,20 +52,12 @@ class IntLinear(RequantOut):
 
     def record(self, tr: Trace, path: str, x2d: np.ndarray, acc: np.ndarray, y2d: np.ndarray) -> None:
         """The `gemm` record of one call (2-D host arrays x, acc, y)."""
-        record_gemm(
-            tr,
-            path,
-            x2d,
-            self.w,
-            self.bias,
-            self.mult,
-            self.shift,
-            acc,
-            y2d,
-            self.out_bits,
-            True,
-            (self.s_in, self.s_out),
-            self.requant.rounding,
+        scales = (self.s_in, self.s_out)
+        rq = self.requant
+        tr.keep(
+            gemm_block.traced(
+                path, x2d, self.w, self.bias, rq.mult, rq.shift, acc, y2d, rq.out_bits, True, scales, rq.rounding
+            )
         )
 
 

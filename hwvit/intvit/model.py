@@ -19,8 +19,9 @@ import numpy as np
 from einops import rearrange
 
 from hwvit import ops
+from hwvit.blocks import gemm as gemm_block
 from hwvit.intvit.kernels import NUMPY
-from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax, record_gemm
+from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax
 from hwvit.intvit.qparams import Requant
 from hwvit.intvit.trace import NO_TRACE, Trace
 
@@ -84,9 +85,10 @@ class IntAttention:
         scales = (self.s_q if which == "qk" else self.softmax.s_out, rq.s_out)
         for i in range(a.shape[0]):
             tag = f"{self._tag(path, b, i)}.{which}"
-            record_gemm(
-                tr, tag, a[i], w[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales, rq.rounding
+            rec = gemm_block.traced(
+                tag, a[i], w[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales, rq.rounding
             )
+            tr.keep(rec)
 
     def _product(self, tr: Trace, path: str, b: int, which: str, a, w, k=NUMPY):
         """Requantized Q.K^T (``which`` = "qk") or P.V ("av") of every head of every image in one

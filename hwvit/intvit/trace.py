@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.record import BlockRecord, make_record
+from hwvit.record import BlockRecord
 
 
 class Trace:
@@ -44,13 +44,6 @@ class Trace:
         """Keep one block's record (made by its kind's ``traced``, hwvit.blocks), if asked."""
         if self.keep_records:
             self.records.append(record)
-
-    def record(
-        self, kind: str, path: str, params: dict[str, Any], scales: dict[str, float] | None = None, **arrays: Any
-    ) -> None:
-        """Keep the record of one block (``hwvit.record.make_record``: formats from the contract)."""
-        if self.keep_records:
-            self.records.append(make_record(kind, path, params, scales, **arrays))
 
 
 NO_TRACE = Trace()
