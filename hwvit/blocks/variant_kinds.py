@@ -9,7 +9,9 @@ sets are checked for format only). GELU variants need no kind of their own: any 
 in_bits input is a table, and the gelu block loads it (hwvit.blocks.gelu); requant variants are
 the ``rounding`` parameter of a gemm set.
 
-No Verilog yet: these sets are golden vectors for a team's own block of that arithmetic.
+A variant whose Verilog twin exists declares it in hwvit/blocks/variant_rtl/<kind>.py (``FIELDS``:
+its files, ports, synthesis parameters); the generic stream bench (sim/byotb.py) runs it on a set.
+A variant without one has golden vectors for a team's own block of that arithmetic (a bind file).
 """
 
 from __future__ import annotations
@@ -208,6 +210,10 @@ def _make(family: str, variant: str) -> BlockKind:
     else:
         defaults.update({"eps": 1e-6, "scale_in": 0.05, "scale_out": 0.05})
     v_doc = "a team's own function" if custom else variants.get(family, variant).doc
+    from hwvit.blocks import variant_rtl
+
+    rtl_fields: dict[str, Any] = {"reset_states": (), "rtl": ()}
+    rtl_fields.update(variant_rtl.fields(name))
     return BlockKind(
         name=name,
         doc=f"{family} by {variant}: {v_doc}",
@@ -220,8 +226,6 @@ def _make(family: str, variant: str) -> BlockKind:
         defaults=defaults,
         bins=("out_max", "row_constant", "out_stall"),
         count_bins=count_bins,
-        reset_states=(),
-        rtl=(),
         operands=operands,
         traced=traced,
         rows="rows",
@@ -229,6 +233,7 @@ def _make(family: str, variant: str) -> BlockKind:
         family=family,
         variant=variant,
         verify=verify,
+        **rtl_fields,
     )
 
 

@@ -1,0 +1,52 @@
+"""The Verilog twins of the arithmetic-variant kinds (hwvit.blocks.variant_kinds).
+
+A module here named after a variant kind (``softmax_ibert.py`` for ``softmax_ibert``) declares
+``FIELDS``: the BlockKind fields that make the kind a block with RTL, merged into the kind the
+registry builds:
+
+- ``rtl``: its Verilog files, the block's own first (``rtl/softmax_ibert.v``, then e.g. ``rtl/divu.v``);
+- ``ports``: the streaming interface (hwvit.byo.kinds.Kind), its configuration ports read from the
+  set's manifest integers and its table (if any) from the set's parameter tensors;
+- ``reference_ports``: the ports of the Verilog block for the generic stream bench (sim/byotb.py)
+  and for `hwvit bind template`;
+- ``synth``: the parameters `hwvit synth` builds it with;
+- optionally ``toplevel``, ``hdl_parameters``, ``mutate_first``, ``mutate_parts``, ``reset_states``.
+
+A kind without such a module has golden vectors only (a team's own block is checked through a bind
+file against them). Modules here must import nothing heavy (no torch, no numba): the registry loads
+them with every CLI call and every simulation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+ALLOWED = frozenset(
+    {
+        "rtl",
+        "ports",
+        "reference_ports",
+        "synth",
+        "toplevel",
+        "hdl_parameters",
+        "mutate_first",
+        "mutate_parts",
+        "reset_states",
+        "seen_bins",
+    }
+)
+
+
+def fields(kind: str) -> dict[str, Any]:
+    """The RTL fields of variant kind ``kind`` ({} if it has no Verilog twin)."""
+    name = f"{__name__}.{kind}"
+    if importlib.util.find_spec(name) is None:
+        return {}
+    module = importlib.import_module(name)
+    got = dict(module.FIELDS)
+    unknown = set(got) - ALLOWED
+    if unknown:
+        raise ValueError(f"{name}: FIELDS names {', '.join(sorted(unknown))}, not RTL fields of a kind")
+    return got

@@ -1,0 +1,95 @@
+"""The Verilog twins of the arithmetic variants (hwvit/blocks/variant_rtl/<kind>.py, rtl/<kind>.v),
+bit-exact through the generic stream bench (sim/byotb.py, the bind-file bench):
+
+- random sets of every variant kind with RTL: the edge rows first (both rails, alternating, zero,
+  one hot), a third of the rest narrow; at the kind's defaults, at a short row (1 element) and at
+  a long one with other widths;
+- the sets the digits model traces with that variant chosen (`--variant softmax=ibert`): the first
+  encoder layer's, which hold what a real model feeds the block.
+
+By default each set runs on Icarus; ``make test-variants`` runs them on both simulators (marker
+``variants``: Verilator builds of every variant cost minutes that make test's budget has not got).
+The variant kinds' sets are computed by their exact kernels (hwvit.variants), themselves held to
+slow references by tests/test_variants_*.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwvit import blocks, pipeline, toolchain, vectors
+from hwvit.blocks.variant_kinds import ROW_KEY
+from hwvit.intvit import trace_model
+from hwvit.quant import QuantConfig, quantize_model
+
+VARIANT_RTL = sorted(k for k, spec in blocks.kinds().items() if spec.variant and spec.rtl)
+
+# Per family: (options, cases) of the random sets, beyond the kind's defaults.
+SHAPES = {
+    "softmax": [({"row_len": 1}, 6), ({"row_len": 197, "in_bits": 10, "out_bits": 7}, 12)],
+    "layernorm": [({"c": 1}, 6), ({"c": 192, "out_bits": 6}, 12)],
+}
+
+# Icarus by default; Verilator too under -m variants (make test-variants).
+SIMS = [
+    "icarus",
+    pytest.param("verilator", marks=pytest.mark.variants),
+]
+
+
+def _require(simulator: str) -> str:
+    toolchain.require(simulator)  # a missing simulator fails with its install command
+    return simulator
+
+
+def _random_set(kind: str, out: Path, opts: dict, cases: int, seed: int) -> Path:
+    spec = blocks.get(kind)
+    options = {**spec.defaults, **opts}
+    rec = spec.random(np.random.default_rng([seed, spec.seed]), cases, options)
+    vectors.write_sets([rec], out, seed=seed)
+    (found,) = vectors.find_sets(out)
+    return found
+
+
+@pytest.mark.parametrize("simulator", SIMS)
+@pytest.mark.parametrize("kind", VARIANT_RTL)
+def test_variant_random_sets_bit_exact(kind, simulator, tmp_path, run_set):
+    spec = blocks.get(kind)
+    _require(simulator)
+    configs = [({}, 24), *SHAPES[spec.family]]
+    for i, (opts, cases) in enumerate(configs):
+        set_dir = _random_set(kind, tmp_path / f"set{i}", opts, cases, seed=11 + i)
+        res = run_set(set_dir, simulator)
+        rows = vectors.read(set_dir).params["rows"]
+        n = vectors.read(set_dir).params[ROW_KEY[spec.family]]
+        assert res.elements == rows * n, res.line()
+
+
+@pytest.fixture(scope="module")
+def digits():
+    source = pipeline.load_source("digits")
+    calib = pipeline.calibration_inputs(source, 32)
+    x_test, _ = pipeline.eval_inputs(source, 1)
+    return source, calib, x_test.numpy()
+
+
+@pytest.mark.parametrize("simulator", SIMS)
+@pytest.mark.parametrize("kind", VARIANT_RTL)
+def test_variant_traced_sets_bit_exact(kind, simulator, digits, tmp_path, run_set):
+    """The first layer's sets of this variant, as the digits model traces them with it chosen."""
+    spec = blocks.get(kind)
+    _require(simulator)
+    source, calib, x = digits
+    model = quantize_model(source.model, calib, QuantConfig(**{spec.family: spec.variant}))
+    _, records, _ = trace_model(model, x)
+    mine = [r for r in records if r.kind == kind and r.path.startswith("layers.0.")]
+    assert mine, f"the digits model traced no {kind} set in layers.0"
+    vectors.write_sets(mine, tmp_path, seed=0)
+    sets = vectors.find_sets(tmp_path)
+    assert len(sets) == len(mine)
+    for set_dir in sets:
+        res = run_set(set_dir, simulator)
+        assert res.elements == vectors.read(set_dir)["y"].size, res.line()
