@@ -58,15 +58,42 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# The accelerator core is no block kind: its suite is the digits model compiled and run on it.
+CORE = "vit_core"
+CORE_PARTS = ("vit_core_agu.v", "vit_core_gemm.v", "vit_core_ram.v", "vit_core_stream.v")
+CORE_SUITE = "tests/test_core_digits.py"
+
+
+def suite_of(block: str) -> tuple[str, str | None]:
+    """The pytest file that judges ``block``'s mutants and a ``-k`` filter within it: the kind's
+    testbench ``sim/test_<block>.py``; a variant kind's tests in ``sim/test_variants.py``; the core's
+    ``tests/test_core_digits.py``."""
+    if block == CORE:
+        return CORE_SUITE, None
+    from hwvit import blocks
+
+    spec = blocks.get(block) if block in blocks.kinds() else None
+    if spec is not None and spec.variant and spec.rtl:
+        return "sim/test_variants.py", block
+    return f"sim/test_{block}.py", None
+
+
+def parts_of(block: str) -> tuple[str, ...]:
+    """The other Verilog files of ``block`` that `--source` may mutate under its suite."""
+    if block == CORE:
+        return CORE_PARTS
+    from hwvit import blocks
+
+    return tuple(blocks.get(block).mutate_parts) if block in blocks.kinds() else ()
+
+
 def source_of(block: str, source: str | None) -> str:
     """The file a run mutates, as ``rtl/<name>``: rtl/<block>.v, or ``source`` if it is one of the
     block's PARTS (ValueError otherwise, naming the choices)."""
     if source is None or source in (f"{block}.v", f"rtl/{block}.v"):
         return f"rtl/{block}.v"
     name = source.removeprefix("rtl/")
-    from hwvit import blocks
-
-    parts = blocks.get(block).mutate_parts if block in blocks.kinds() else ()
+    parts = parts_of(block)
     if name not in parts:
         choices = ", ".join((f"{block}.v", *parts))
         raise ValueError(f"--source {source}: block {block} is built from {choices}")
@@ -285,11 +312,12 @@ def load_equivalent(root: Path) -> dict[tuple[str, str, str], str]:
 # ---------------------------------------------------------------------------- running them
 
 _COPY = ("hwvit", "rtl", "sim", "pyproject.toml")
+_COPY_CORE = ("tests",)  # the core's suite lives there
 
 
-def _tree_copy(root: Path, dest: Path) -> None:
+def _tree_copy(root: Path, dest: Path, core: bool = False) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "sim_build", ".pytest_cache")
-    for name in _COPY:
+    for name in _COPY + (_COPY_CORE if core else ()):
         src = root / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=ignore)
@@ -327,7 +355,7 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"hwvit-mutant-{block}-") as tmp:
         tree = Path(tmp)
-        _tree_copy(root, tree)
+        _tree_copy(root, tree, core=block == CORE)
         if mutant is not None:
             target = tree / mutant.file
             target.write_text(mutant.apply(target.read_text()))
@@ -338,7 +366,9 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
         if simulator == toolchain.Simulator.ICARUS:
             skip += f" or {ICARUS_SKIP}"
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]  # no -n: one process
-        cmd += ["-p", "hwvit.mutate", "-k", f"not ({skip})", f"sim/test_{block}.py"]
+        suite, within = suite_of(block)
+        select = f"not ({skip})" if within is None else f"{within} and not ({skip})"
+        cmd += ["-p", "hwvit.mutate", "-k", select, suite]
         # Builds go to the copy's own cache (hwvit keys them by source path, so a mutant's builds
         # are never reused and would pile up in ~/.cache): nothing mutable is shared between
         # mutants but ccache, whose entries are keyed by content.
@@ -357,7 +387,7 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
         if out.returncode == 0:
             return Outcome(mutant, "survived", tail, time.monotonic() - t0)
         if out.returncode == 5:  # no tests collected: the suite itself is wrong, not the mutant
-            raise RuntimeError(f"sim/test_{block}.py: no tests selected")
+            raise RuntimeError(f"{suite}: no tests selected for {block}")
         failed = [ln for ln in out.stdout.splitlines() if ln.startswith("FAILED")]
         return Outcome(mutant, "killed", (failed[0] if failed else tail)[:300], time.monotonic() - t0)
 
@@ -377,8 +407,8 @@ def run(
     """Generate the mutants of rtl/<block>.v (or of ``source``, one of the block's PARTS), run a
     sample of them (of those on ``lines``) through the block's suite, and report."""
     root = toolchain.repo().root
-    if not (root / "rtl" / f"{block}.v").exists() or not (root / "sim" / f"test_{block}.py").exists():
-        raise ValueError(f"no rtl/{block}.v with a sim/test_{block}.py")
+    if not (root / "rtl" / f"{block}.v").exists() or not (root / suite_of(block)[0]).exists():
+        raise ValueError(f"no rtl/{block}.v with a {suite_of(block)[0]}")
     rel = source_of(block, source)
     toolchain.require(simulator)
     toolchain.require("icarus")  # the compile check
@@ -414,3 +444,232 @@ def run(
                 on_outcome(outcome)
     report.outcomes.sort(key=lambda o: (o.mutant.line, o.mutant.col, o.mutant.operator))
     return report
+
+
+# ---------------------------------------------------------------------------- every mutant, resumable
+
+JOURNAL = "build/mutate/journal.jsonl"
+
+
+def targets(include_core: bool = True) -> list[tuple[str, str]]:
+    """Every (block, file) of a full run: each block's own file and its parts, each file once, under
+    the suite of the first block that names it (round_sat.v under requant's), then the core's files."""
+    from hwvit import blocks
+
+    root = toolchain.repo().root
+    seen: set[str] = set()
+    out: list[tuple[str, str]] = []
+    names = [k for k, spec in blocks.kinds().items() if spec.rtl and not spec.source.startswith(str(root / "examples"))]
+    if include_core:
+        names.append(CORE)
+    for block in names:
+        if not (root / "rtl" / f"{block}.v").exists() or not (root / suite_of(block)[0]).exists():
+            continue
+        for name in (f"{block}.v", *parts_of(block)):
+            if name not in seen:
+                seen.add(name)
+                out.append((block, f"rtl/{name}"))
+    return out
+
+
+def fingerprint(root: Path, block: str, file: str) -> str:
+    """What an outcome depends on and a resumed run checks: the mutated file's text and the suite's.
+    A change to either (a vector added to kill a survivor, a line edited) makes the block's outcomes
+    of that file stale, so they run again; other changes (test helpers, vectors made elsewhere) are
+    not tracked: start afresh (--fresh) after them."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for rel in (file, suite_of(block)[0]):
+        h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+class Journal:
+    """Outcomes appended one JSON line each as they finish (an interrupt loses only the mutants in
+    flight); ``done`` maps (block, fingerprint, mutant key) to the last outcome recorded."""
+
+    def __init__(self, path: Path):
+        import json
+        import threading
+
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self.done: dict[tuple[str, str, str], dict] = {}
+        self.baselines: dict[tuple[str, str], float] = {}
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:  # a line cut short by an interrupt
+                    continue
+                if row.get("baseline"):
+                    self.baselines[(row["block"], row["fp"])] = float(row["seconds"])
+                else:
+                    self.done[(row["block"], row["fp"], row["key"])] = row
+
+    def _append(self, row: dict) -> None:
+        import json
+
+        with self._lock, self.path.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def record(self, block: str, fp: str, outcome: Outcome) -> None:
+        m = outcome.mutant
+        row = {
+            "block": block,
+            "fp": fp,
+            "key": m.key,
+            "file": m.file,
+            "line": m.line,
+            "operator": m.operator,
+            "before": m.before,
+            "after": m.after,
+            "status": outcome.status,
+            "detail": outcome.detail[:300],
+            "seconds": round(outcome.seconds, 1),
+        }
+        self.done[(block, fp, m.key)] = row
+        self._append(row)
+
+    def record_baseline(self, block: str, fp: str, seconds: float) -> None:
+        self.baselines[(block, fp)] = seconds
+        self._append({"baseline": True, "block": block, "fp": fp, "seconds": round(seconds, 1)})
+
+
+@dataclass
+class Row:
+    """One line of the table: a block's mutants of one file."""
+
+    block: str
+    file: str
+    total: int
+    counts: dict[str, int]
+    seconds: float
+
+    @property
+    def pending(self) -> int:
+        return self.total - sum(self.counts.values())
+
+    @property
+    def score(self) -> float | None:
+        k, s = self.counts.get("killed", 0), self.counts.get("survived", 0)
+        return k / (k + s) if k + s else None
+
+
+def table(rows: list[Row]) -> str:
+    """The campaign table (markdown): per block and file, then per block over all its files."""
+    head = "| block | file | mutants | killed | equivalent | survived | did not compile | pending | score | time |"
+    lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def fmt(block: str, file: str, total: int, c: dict[str, int], pending: int, score, seconds: float) -> str:
+        sc = "n/a" if score is None else f"{100 * score:.1f}%"
+        return (
+            f"| {block} | {file} | {total} | {c.get('killed', 0)} | {c.get('equivalent', 0)} | "
+            f"{c.get('survived', 0)} | {c.get('did-not-compile', 0)} | {pending} | {sc} | {seconds / 60:.1f} min |"
+        )
+
+    by_block: dict[str, list[Row]] = {}
+    for r in rows:
+        by_block.setdefault(r.block, []).append(r)
+        lines.append(fmt(r.block, r.file, r.total, r.counts, r.pending, r.score, r.seconds))
+    for block, rs in by_block.items():
+        if len(rs) > 1:
+            c: dict[str, int] = {}
+            for r in rs:
+                for k, v in r.counts.items():
+                    c[k] = c.get(k, 0) + v
+            k_, s_ = c.get("killed", 0), c.get("survived", 0)
+            lines.append(
+                fmt(
+                    f"**{block}**",
+                    "all",
+                    sum(r.total for r in rs),
+                    c,
+                    sum(r.pending for r in rs),
+                    k_ / (k_ + s_) if k_ + s_ else None,
+                    sum(r.seconds for r in rs),
+                )
+            )
+    return "\n".join(lines)
+
+
+def campaign(
+    chosen: list[tuple[str, str]],
+    journal: Journal,
+    *,
+    simulator: str = "verilator",
+    jobs: int = 1,
+    timeout: int | None = None,
+    on_outcome: Callable[[str, Outcome], None] | None = None,
+    run: bool = True,
+) -> list[Row]:
+    """Every mutant of each (block, file) of ``chosen``: those in the journal with the current
+    fingerprint are not run again; the rest run ``jobs`` at a time across all blocks, each outcome
+    journaled as it finishes. ``run=False``: only the table of what the journal holds."""
+    root = toolchain.repo().root
+    equivalent = load_equivalent(root)
+    plan: list[tuple[str, str, str, list[Mutant]]] = []
+    for block, file in chosen:
+        fp = fingerprint(root, block, file)
+        plan.append((block, file, fp, mutants((root / file).read_text(), file)))
+    work: list[tuple[str, str, Mutant]] = []
+    for block, _file, fp, every in plan:
+        for mu in every:
+            if (block, fp, mu.key) in journal.done:
+                continue
+            if (mu.file, mu.before, mu.after) not in equivalent:  # a reviewed equivalent never runs
+                work.append((block, fp, mu))
+    if run and work:
+        toolchain.require(simulator)
+        toolchain.require("icarus")
+        limits: dict[tuple[str, str], int] = {}
+        for block, fp in dict.fromkeys((b, f) for b, f, _ in work):
+            base = journal.baselines.get((block, fp))
+            if base is None:
+                outcome = run_one(None, block, simulator, root, timeout or 3600)
+                if outcome.status != "survived":
+                    raise RuntimeError(f"{suite_of(block)[0]} fails for {block} on the unmutated RTL: {outcome.detail}")
+                base = outcome.seconds
+                journal.record_baseline(block, fp, base)
+            limits[(block, fp)] = timeout or max(120, int(4 * base))
+
+        def one(item: tuple[str, str, Mutant]) -> tuple[str, str, Outcome]:
+            block, fp, mu = item
+            return block, fp, run_one(mu, block, simulator, root, limits[(block, fp)])
+
+        with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for fut in cf.as_completed([pool.submit(one, item) for item in work]):
+                block, fp, outcome = fut.result()
+                journal.record(block, fp, outcome)
+                if on_outcome:
+                    on_outcome(block, outcome)
+    rows = []
+    for block, file, fp, every in plan:
+        counts: dict[str, int] = {}
+        seconds = 0.0
+        for mu in every:
+            row = journal.done.get((block, fp, mu.key))
+            if (mu.file, mu.before, mu.after) in equivalent:
+                counts["equivalent"] = counts.get("equivalent", 0) + 1
+            elif row is not None:
+                counts[row["status"]] = counts.get(row["status"], 0) + 1
+                seconds += float(row["seconds"])
+        rows.append(Row(block, file, len(every), counts, seconds))
+    return rows
+
+
+def survivors(chosen: list[tuple[str, str]], journal: Journal) -> list[dict]:
+    """The journal's survivors among the current mutants of ``chosen``."""
+    root = toolchain.repo().root
+    out = []
+    for block, file in chosen:
+        fp = fingerprint(root, block, file)
+        for mu in mutants((root / file).read_text(), file):
+            row = journal.done.get((block, fp, mu.key))
+            if row is not None and row["status"] == "survived":
+                out.append(row)
+    return out

@@ -12,6 +12,8 @@ from hwvit import toolchain
 from hwvit.atomic import write_atomic
 from hwvit.cli.common import fail, jobs_option, seed_option
 
+JOURNAL_DEFAULT = "build/mutate/journal.jsonl"
+
 
 @click.command()
 @click.option(
@@ -46,9 +48,41 @@ from hwvit.cli.common import fail, jobs_option, seed_option
     "gemm_pe.v; requant, residual_add: round_sat.v); the block's suite runs on it.",
 )
 @click.option("--list", "list_only", is_flag=True, help="Only list the mutants, run nothing.")
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Every mutant of every file of every block with a suite (parts included, each file once) and of "
+    "the core, journaled and resumable (make mutate); --block narrows it to those blocks.",
+)
+@click.option(
+    "--journal",
+    type=click.Path(dir_okay=False),
+    help=f"With --all: the journal of outcomes a rerun resumes from [default: {JOURNAL_DEFAULT}].",
+)
+@click.option("--fresh", is_flag=True, help="With --all: start a new journal (the old one is renamed *.old).")
+@click.option("--table", "table_only", is_flag=True, help="With --all: print the table of the journal, run nothing.")
+@click.option("--no-core", is_flag=True, help="With --all: leave out the core (its suite compiles and runs a model).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Write the report as JSON here.")
 @click.option("--force", is_flag=True, help="Replace an existing --out report.")
-def mutate(blocks, simulator, jobs, sample, seed, timeout, lines, source, list_only, out_path, force):
+def mutate(
+    blocks,
+    simulator,
+    jobs,
+    sample,
+    seed,
+    timeout,
+    lines,
+    source,
+    list_only,
+    every,
+    journal,
+    fresh,
+    table_only,
+    no_core,
+    out_path,
+    force,
+):
     """Mutate a block's RTL one point at a time and report which mutants its testbench kills.
 
     Each mutant is a copy of the tree in a temporary directory; the simulator must build it, then
@@ -62,6 +96,7 @@ def mutate(blocks, simulator, jobs, sample, seed, timeout, lines, source, list_o
       hwvit mutate --block requant --list
       hwvit mutate --block divu --list
       hwvit mutate --block gemm --source gemm_pe.v --list
+      hwvit mutate --all --table
     """
     from hwvit import mutate as mut
 
@@ -69,6 +104,11 @@ def mutate(blocks, simulator, jobs, sample, seed, timeout, lines, source, list_o
         root = toolchain.repo().root
     except toolchain.ToolMissing as exc:
         fail(str(exc))
+    if every:
+        _campaign(mut, blocks, simulator, jobs, timeout, journal, fresh, table_only, no_core, out_path, force)
+        return
+    if journal or fresh or table_only or no_core:
+        fail("--journal, --fresh, --table and --no-core go with --all")
     names = list(blocks) or ["requant", "divu"]
     for name in names:
         if not (root / "rtl" / f"{name}.v").exists() or not (root / "sim" / f"test_{name}.py").exists():
@@ -128,3 +168,53 @@ def mutate(blocks, simulator, jobs, sample, seed, timeout, lines, source, list_o
         write_atomic(out, json.dumps([r.to_dict() for r in reports], indent=1))
         click.echo(f"wrote {out}")
     sys.exit(1 if survivors else 0)
+
+
+def _campaign(mut, blocks, simulator, jobs, timeout, journal, fresh, table_only, no_core, out_path, force):
+    """`--all`: every mutant, resumed from the journal; the table at the end (and with --out, as markdown)."""
+    import time
+
+    chosen = mut.targets(include_core=not no_core)
+    if blocks:
+        known = {b for b, _ in mut.targets()}
+        unknown = [b for b in blocks if b not in known]
+        if unknown:
+            fail(f"--block {unknown[0]}: not a block with a suite; choose from {', '.join(sorted(known))}")
+        chosen = [(b, f) for b, f in chosen if b in blocks]
+    path = Path(journal or JOURNAL_DEFAULT)
+    if fresh and path.exists():
+        path.replace(path.with_name(path.name + ".old"))
+    if out_path and Path(out_path).exists() and not force:
+        fail(f"{out_path} exists; pass --force to replace it")
+    try:
+        mut.load_equivalent(toolchain.repo().root)
+        book = mut.Journal(path)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+
+    def show(block, outcome):
+        m = outcome.mutant
+        where = f"{block:<12} {m.file}:{m.line}"
+        click.echo(f"{outcome.status:<16} {where} {m.operator:<12} {m.after}  ({outcome.seconds:.0f} s)")
+
+    t0 = time.monotonic()
+    try:
+        rows = mut.campaign(
+            chosen, book, simulator=simulator, jobs=jobs, timeout=timeout, on_outcome=show, run=not table_only
+        )
+    except (RuntimeError, toolchain.ToolMissing) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail(f"interrupted: the outcomes so far are in {path}; run the same command again to resume")
+    text = mut.table(rows)
+    for row in mut.survivors(chosen, book):
+        click.echo(f"SURVIVED {row['block']} {row['file']}:{row['line']}: {row['before']}  ->  {row['after']}")
+    click.echo(text)
+    if not table_only:
+        click.echo(f"this run: {(time.monotonic() - t0) / 60:.1f} min wall on -j {jobs}; journal {path}")
+    if out_path:
+        write_atomic(Path(out_path), text + "\n")
+        click.echo(f"wrote {out_path}")
+    pending = sum(r.pending for r in rows)
+    survived = sum(r.counts.get("survived", 0) for r in rows)
+    sys.exit(1 if survived or (pending and not table_only) else 0)
