@@ -303,9 +303,30 @@ def load_equivalent(root: Path) -> dict[tuple[str, str, str], str]:
     entries = read_yaml(path) or []
     out = {}
     for entry in entries:
-        if not isinstance(entry, dict) or not {"file", "before", "after", "reason"} <= entry.keys():
-            raise ValueError(f"{path}: each entry needs file, before, after and reason: {entry!r}")
+        if not isinstance(entry, dict) or not {"file", "line", "before", "after", "reason"} <= entry.keys():
+            raise ValueError(f"{path}: each entry needs file, line, before, after and reason: {entry!r}")
         out[(entry["file"], entry["before"].strip(), entry["after"].strip())] = entry["reason"]
+    return out
+
+
+def stale_equivalent(root: Path) -> list[str]:
+    """The reviewed entries that no longer hold, one line each: the mutant is no longer made, or it
+    is made at another line than the entry names (the code around it changed: review it again)."""
+    made: dict[tuple[str, str, str], set[int]] = {}
+    for path in sorted((root / "rtl").glob("*.v")):
+        for m in mutants(path.read_text(), f"rtl/{path.name}"):
+            made.setdefault((m.file, m.before, m.after), set()).add(m.line)
+    out, seen = [], set()
+    for e in read_yaml(root / EQUIVALENT_FILE) or []:
+        key = (e["file"], str(e["before"]).strip(), str(e["after"]).strip())
+        where = f"{e['file']}:{e['line']}"
+        if (*key, e["line"]) in seen:
+            out.append(f"{where}: listed twice: {key[2]}")
+        seen.add((*key, e["line"]))
+        if key not in made:
+            out.append(f"{where}: no such mutant any more: {key[2]}")
+        elif e["line"] not in made[key]:
+            out.append(f"{where}: the mutant is now at line {min(made[key])}, review it again: {key[2]}")
     return out
 
 
