@@ -103,6 +103,12 @@ class SynthResult:
     warnings: list[str] = field(default_factory=list)
     message: str = ""
     log: str = ""
+    memory_bits: int = 0  # storage of the inferred memories (tables, row buffers), before mapping
+    longest_path: int = 0  # cells on the longest register-to-register path after techmap (ltp -noff)
+
+    @property
+    def flip_flops(self) -> int:
+        return sum(v for k, v in self.by_type.items() if "DFF" in k)
 
     @property
     def latches(self) -> int:
@@ -146,7 +152,12 @@ def synth_block(
     if chparam:
         script += f"chparam {chparam} {block}\n"
     # Stop after the coarse passes for a stat of word-level cells ($mul, $mem_v2, $dlatch), then finish.
-    script += f"synth -flatten -top {block} -run begin:fine\nstat\nsynth -flatten -top {block} -run fine:\nstat\n"
+    # The memories ($mem_v2: WIDTH x SIZE each) are dumped before the fine passes map them to
+    # flip-flops; `ltp -noff` gives the longest path of cells between flip-flops after techmap.
+    script += (
+        f"synth -flatten -top {block} -run begin:fine\nstat\ndump t:$mem_v2\n"
+        f"synth -flatten -top {block} -run fine:\nstat\nltp -noff\n"
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".ys", delete=False) as fh:
         fh.write(script)
         path = fh.name
@@ -171,7 +182,27 @@ def synth_block(
     except ValueError as exc:
         return SynthResult(block, False, message=str(exc))
     warnings = [ln.strip() for ln in out.stdout.splitlines() if "Warning" in ln]
-    return SynthResult(block, True, cells, by_type, coarse, warnings, log=out.stdout)
+    res = SynthResult(block, True, cells, by_type, coarse, warnings, log=out.stdout)
+    res.memory_bits = memory_bits(out.stdout)
+    ltp = _LTP.search(out.stdout)
+    res.longest_path = int(ltp.group(1)) if ltp else 0
+    return res
+
+
+_LTP = re.compile(r"Longest topological path in \S+ \(length=(\d+)\)")
+_MEM_CELL = re.compile(r"cell \$mem_v2 .*?\n  end", re.S)
+
+
+def memory_bits(log: str) -> int:
+    """Bits of the memories yosys inferred (each $mem_v2 cell's WIDTH x SIZE, as dumped before the
+    fine passes map them to flip-flops): a table or row buffer's storage."""
+    total = 0
+    for cell in _MEM_CELL.findall(log):
+        width = re.search(r"parameter \\WIDTH (\d+)", cell)
+        size = re.search(r"parameter \\SIZE (\d+)", cell)
+        if width and size:
+            total += int(width.group(1)) * int(size.group(1))
+    return total
 
 
 def report_markdown(results: list[SynthResult]) -> str:
@@ -184,13 +215,15 @@ def report_markdown(results: list[SynthResult]) -> str:
         "a generic cell count ranks blocks, it is not an area. "
         "Regenerate with `hwvit synth --out docs/synth.md`.",
         "",
-        "| block | parameters | cells | flip-flops | muxes | status |",
-        "|---|---|---:|---:|---:|---|",
+        "| block | parameters | cells | flip-flops | muxes | longest path (cells) | memory bits | status |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
-        dff = sum(v for k, v in r.by_type.items() if "DFF" in k)
         mux = sum(v for k, v in r.by_type.items() if "MUX" in k)
         status = "ok" if r.ok else f"failed: {r.message}"
         params = ", ".join(f"{k}={v}" for k, v in __getattr__("BLOCKS").get(r.block, {}).items()) or "defaults"
-        lines.append(f"| {r.block} | {params} | {r.cells} | {dff} | {mux} | {status} |")
+        lines.append(
+            f"| {r.block} | {params} | {r.cells} | {r.flip_flops} | {mux} | {r.longest_path} | {r.memory_bits} "
+            f"| {status} |"
+        )
     return "\n".join(lines) + "\n"

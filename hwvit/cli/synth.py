@@ -41,7 +41,13 @@ def synth(blocks, out_path):
     for name in names:
         res = synth_block(name)
         results.append(res)
-        click.echo(f"{name:<13} {f'{res.cells:8d} cells' if res.ok else 'FAILED: ' + res.message}")
+        if res.ok:
+            click.echo(
+                f"{name:<18} {res.cells:8d} cells {res.flip_flops:7d} flip-flops  longest path "
+                f"{res.longest_path:4d} cells {res.memory_bits:8d} memory bits"
+            )
+        else:
+            click.echo(f"{name:<18} FAILED: {res.message}")
     if out_path:
         text = report_markdown(results)
         out = Path(out_path)
