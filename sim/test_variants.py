@@ -5,7 +5,8 @@ bit-exact through the generic stream bench (sim/byotb.py, the bind-file bench):
   one hot), a third of the rest narrow; at the kind's defaults, at a short row (1 element) and at
   a long one with other widths;
 - the sets the digits model traces with that variant chosen (`--variant softmax=ibert`): the first
-  encoder layer's, which hold what a real model feeds the block.
+  encoder layer's, which hold what a real model feeds the block;
+- the GELU variants on rtl/gelu.v, each as the table it makes (random and traced sets).
 
 By default each set runs on Icarus; ``make test-variants`` runs them on both simulators (marker
 ``variants``: Verilator builds of every variant cost minutes that make test's budget has not got).
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwvit import blocks, pipeline, toolchain, vectors
+from hwvit import blocks, pipeline, toolchain, variants, vectors
 from hwvit.blocks.variant_kinds import ROW_KEY
 from hwvit.intvit import trace_model
 from hwvit.quant import QuantConfig, quantize_model
@@ -90,6 +91,31 @@ def test_variant_traced_sets_bit_exact(kind, simulator, digits, tmp_path, run_se
     vectors.write_sets(mine, tmp_path, seed=0)
     sets = vectors.find_sets(tmp_path)
     assert len(sets) == len(mine)
+    for set_dir in sets:
+        res = run_set(set_dir, simulator)
+        assert res.elements == vectors.read(set_dir)["y"].size, res.line()
+
+
+# GELU: every arithmetic of an in_bits input is a table, so rtl/gelu.v runs each variant as the
+# table that variant makes (the set records it as its `variant` parameter).
+GELU_VARIANTS = [name for name in variants.names("gelu") if not variants.is_default("gelu", name)]
+
+
+@pytest.mark.parametrize("simulator", SIMS)
+@pytest.mark.parametrize("variant", GELU_VARIANTS)
+def test_gelu_variant_tables_bit_exact(variant, simulator, digits, tmp_path, run_set):
+    _require(simulator)
+    rec = vectors.random_record("gelu", 300, 5, variant=variant)
+    assert rec.params["variant"] == variant
+    vectors.write_sets([rec], tmp_path / "random", seed=5)
+    source, calib, x = digits
+    model = quantize_model(source.model, calib, QuantConfig(gelu=variant))
+    _, records, _ = trace_model(model, x)
+    traced = [r for r in records if r.kind == "gelu" and r.path.startswith("layers.0.")]
+    assert traced and all(r.params["variant"] == variant for r in traced)
+    vectors.write_sets(traced, tmp_path / "traced", seed=0)
+    sets = vectors.find_sets(tmp_path)
+    assert len(sets) == 1 + len(traced)
     for set_dir in sets:
         res = run_set(set_dir, simulator)
         assert res.elements == vectors.read(set_dir)["y"].size, res.line()

@@ -219,3 +219,25 @@ def test_bad_parameters(kind, cases, seed, params, message):
     with pytest.raises(ValueError) as err:
         vectors.random_record(kind, cases, seed, **params)
     assert message in str(err.value)
+
+
+def test_variant_option_picks_the_variant_kind_table_or_rounding(tmp_path):
+    """`--variant`: softmax/LayerNorm sets of the variant's kind, GELU the variant's table; a block
+    without variants and an unknown name are refused in one line."""
+    from click.testing import CliRunner
+
+    from hwvit.cli import main as cli
+
+    run = CliRunner().invoke
+    res = run(cli, ["vectors-random", "softmax", "--variant", "ibert", "--cases", "3", "--out", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    assert vectors.read(tmp_path / "s").kind == "softmax_ibert"
+    res = run(cli, ["vectors-random", "gelu", "--variant", "shiftgelu", "--out", str(tmp_path / "g")])
+    assert res.exit_code == 0, res.output
+    got = vectors.read(tmp_path / "g")
+    assert got.params["variant"] == "shiftgelu"
+    assert not np.array_equal(got["table"], vectors.random_record("gelu", 64, 0).tensors["table"].data)
+    res = run(cli, ["vectors-random", "residual_add", "--variant", "ibert", "--out", str(tmp_path / "r")])
+    assert res.exit_code != 0 and "--variant applies to" in res.output
+    res = run(cli, ["vectors-random", "gelu", "--variant", "nope", "--out", str(tmp_path / "n")])
+    assert res.exit_code != 0 and "unknown gelu variant 'nope'" in res.output

@@ -49,9 +49,21 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     half = 1 << (in_bits - 1)
     s_in = opts["scale_in"] or 6.0 / half  # inputs cover [-6, 6)
     s_out = opts["scale_out"] or 5.0 / ((1 << (out_bits - 1)) - 1)  # GELU(x > 5) saturates
+    params: dict[str, Any] = {"in_bits": in_bits, "out_bits": out_bits}
+    variant = opts.get("variant")
     if opts["table"] is not None:
+        if variant is not None:
+            raise ValueError("gelu: give a table or a variant, not both")
         table = np.asarray(opts["table"], dtype=np.int64).reshape(-1)
         s_in, s_out = opts["scale_in"], opts["scale_out"]
+    elif variant not in (None, "lut"):  # another GELU arithmetic: its value at every input code
+        from hwvit import variants
+        from hwvit.variants.base import GeluContext
+
+        v = variants.get("gelu", str(variant))
+        ctx = GeluContext(s_in, in_bits, s_out, out_bits)
+        table = np.asarray(v.kernel(np.arange(-half, half, dtype=np.int64), v.prepare(ctx)), dtype=np.int64)
+        params["variant"] = str(variant)
     else:
         table = gelu_table(s_in, s_out, in_bits, out_bits)
     # Every table entry once (in order, then the sweep shuffled), then random inputs.
@@ -65,7 +77,7 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     return make_record(
         "gelu",
         "random",
-        {"in_bits": in_bits, "out_bits": out_bits},
+        params,
         {"x": s_in, "table": s_out, "y": s_out},
         x=x,
         table=table,
@@ -138,7 +150,7 @@ KIND = BlockKind(
     params=PARAMS,
     contract=CONTRACT,
     random=random_set,
-    defaults={"in_bits": 8, "out_bits": 8, "table": None, "scale_in": None, "scale_out": None},
+    defaults={"in_bits": 8, "out_bits": 8, "table": None, "scale_in": None, "scale_out": None, "variant": None},
     # GELU(x) >= -0.17: its table never reaches the bottom rail, so no sat_low bin.
     bins=("sat_high", "x_min", "x_max", "out_stall"),
     count_bins=count_bins,

@@ -87,6 +87,29 @@ def _refuse_unused(kind: str, options: dict[str, Any], lut: str | None) -> None:
         refuse(f"--lut applies to {' and '.join(LUT_TENSOR)}, not {kind}")
 
 
+def _with_variant(kind: str, variant: str | None, set_values: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """``--variant NAME`` (hwvit.variants): softmax and LayerNorm take the variant's own kind
+    (``softmax --variant ibert`` is kind softmax_ibert); gelu the table that variant makes
+    (``variant=NAME``); requant and gemm its rounding (``rounding=NAME``)."""
+    if variant is None:
+        return kind, set_values
+    from hwvit import variants
+
+    spec = blocks.get(kind)
+    family = spec.family or ("requant" if kind == "gemm" else "")
+    if not family or spec.variant:
+        takers = sorted({s.family for s in blocks.kinds().values() if s.family} | {"gemm"})
+        refuse(f"--variant applies to {', '.join(takers)}, not {kind}")
+    try:
+        variants.get(family, variant)
+    except ValueError as exc:
+        refuse(first_line(exc))
+    if family in ("softmax", "layernorm"):
+        return (kind if variants.is_default(family, variant) else f"{family}_{variant}"), set_values
+    key = "variant" if family == "gelu" else "rounding"
+    return kind, (*set_values, f"{key}={variant}")
+
+
 def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set_values, lut):
     from hwvit.vectors import random_record
     from hwvit.vectors.schema import LUT_TENSOR
@@ -138,6 +161,12 @@ def _random_record(kind, cases, seed, options: dict[str, Any], block_config, set
     type=click.Path(exists=True, dir_okay=False),
     help="YAML mapping of block parameters (the options above override it).",
 )
+@click.option(
+    "--variant",
+    metavar="NAME",
+    help="An arithmetic variant (`hwvit info` lists them): softmax, layernorm: the set of its kind "
+    "(softmax --variant ibert = softmax_ibert); gelu: the table it makes; requant, gemm: its rounding.",
+)
 @vector_output_options("Output directory: the set.")
 def vectors_random(
     kind,
@@ -153,6 +182,7 @@ def vectors_random(
     lut,
     set_values,
     block_config,
+    variant,
     out_dir,
     force,
     seed,
@@ -168,10 +198,12 @@ def vectors_random(
       hwvit vectors-random softmax --cases 16 --row-len 197 --seed 1 --out vec/softmax
       hwvit vectors-random gemm --cases 8 --k 64 --n 16 --a-unsigned --out vec/gemm
       hwvit vectors-random divu --cases 40 --set n_bits=48 --set d_bits=32 --set q_bits=25 --out vec/divu
+      hwvit vectors-random softmax --variant ibert --cases 16 --row-len 197 --out vec/softmax_ibert
     """
     from hwvit import vectors as vec
     from hwvit.cli.common import check_out_dir
 
+    kind, set_values = _with_variant(kind, variant, set_values)
     options = {
         "row_len": row_len,
         "c": c,
