@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -493,17 +493,25 @@ def targets(include_core: bool = True) -> list[tuple[str, str]]:
     return out
 
 
-def fingerprint(root: Path, block: str, file: str) -> str:
-    """What an outcome depends on and a resumed run checks: the mutated file's text and the suite's.
-    A change to either (a vector added to kill a survivor, a line edited) makes the block's outcomes
-    of that file stale, so they run again; other changes (test helpers, vectors made elsewhere) are
-    not tracked: start afresh (--fresh) after them."""
+def _digest(root: Path, rels: Sequence[str]) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for rel in (file, suite_of(block)[0]):
+    for rel in rels:
         h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
     return h.hexdigest()[:16]
+
+
+def fingerprint(root: Path, block: str, file: str) -> str:
+    """What a killed (or did-not-compile) outcome depends on: the mutated file's text. A test added
+    to the suite cannot revive a killed mutant, so those outcomes survive suite edits; an edit of
+    the file makes its outcomes stale (they run again)."""
+    return _digest(root, [file])
+
+
+def suite_fingerprint(root: Path, block: str) -> str:
+    """The suite's text: a survivor recorded under another suite runs again (a new test may kill it)."""
+    return _digest(root, [suite_of(block)[0]])
 
 
 class Journal:
@@ -538,11 +546,12 @@ class Journal:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def record(self, block: str, fp: str, outcome: Outcome) -> None:
+    def record(self, block: str, fp: str, outcome: Outcome, suite: str = "") -> None:
         m = outcome.mutant
         row = {
             "block": block,
             "fp": fp,
+            "suite": suite,
             "key": m.key,
             "file": m.file,
             "line": m.line,
@@ -638,9 +647,18 @@ def campaign(
         fp = fingerprint(root, block, file)
         plan.append((block, file, fp, mutants((root / file).read_text(), file)))
     work: list[tuple[str, str, Mutant]] = []
+    suites = {block: suite_fingerprint(root, block) for block, _ in chosen}
+
+    def current(block: str, fp: str, mu: Mutant) -> dict | None:
+        """The journaled outcome still valid: a survivor only under today's suite."""
+        row = journal.done.get((block, fp, mu.key))
+        if row is None or (row["status"] == "survived" and row.get("suite") != suites[block]):
+            return None
+        return row
+
     for block, _file, fp, every in plan:
         for mu in every:
-            if (block, fp, mu.key) in journal.done:
+            if current(block, fp, mu) is not None:
                 continue
             if (mu.file, mu.before, mu.after) not in equivalent:  # a reviewed equivalent never runs
                 work.append((block, fp, mu))
@@ -665,7 +683,7 @@ def campaign(
         with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             for fut in cf.as_completed([pool.submit(one, item) for item in work]):
                 block, fp, outcome = fut.result()
-                journal.record(block, fp, outcome)
+                journal.record(block, fp, outcome, suites[block])
                 if on_outcome:
                     on_outcome(block, outcome)
     rows = []
@@ -673,7 +691,7 @@ def campaign(
         counts: dict[str, int] = {}
         seconds = 0.0
         for mu in every:
-            row = journal.done.get((block, fp, mu.key))
+            row = current(block, fp, mu)
             if (mu.file, mu.before, mu.after) in equivalent:
                 counts["equivalent"] = counts.get("equivalent", 0) + 1
             elif row is not None:
@@ -686,11 +704,14 @@ def campaign(
 def survivors(chosen: list[tuple[str, str]], journal: Journal) -> list[dict]:
     """The journal's survivors among the current mutants of ``chosen``."""
     root = toolchain.repo().root
+    equivalent = load_equivalent(root)
     out = []
     for block, file in chosen:
-        fp = fingerprint(root, block, file)
+        fp, suite = fingerprint(root, block, file), suite_fingerprint(root, block)
         for mu in mutants((root / file).read_text(), file):
             row = journal.done.get((block, fp, mu.key))
-            if row is not None and row["status"] == "survived":
+            if row is None or row["status"] != "survived" or row.get("suite") != suite:
+                continue
+            if (mu.file, mu.before, mu.after) not in equivalent:
                 out.append(row)
     return out
