@@ -61,19 +61,22 @@ class BlockRecord:
 
 
 class Spec(NamedTuple):
-    """One tensor of the contract. ``bits``/``signed`` are fixed or name a parameter."""
+    """One tensor of the contract. ``bits``/``signed`` are fixed, name a parameter, or f(params)."""
 
     role: str
     shape: tuple[Dim, ...]  # a parameter name, a free symbol ("n"), an int, or f(params)
     bits: int | str | Callable[[dict[str, Any]], int]  # fixed, a parameter name, or f(params)
-    signed: bool | str
+    signed: bool | str | Callable[[dict[str, Any]], bool]
 
     def fmt(self, params: dict[str, Any]) -> IntFormat:
         if callable(self.bits):
             bits = self.bits(params)
         else:
             bits = params[self.bits] if isinstance(self.bits, str) else self.bits
-        signed = params[self.signed] if isinstance(self.signed, str) else self.signed
+        if callable(self.signed):
+            signed = self.signed(params)
+        else:
+            signed = params[self.signed] if isinstance(self.signed, str) else self.signed
         return IntFormat(int(bits), bool(signed))
 
 

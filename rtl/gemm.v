@@ -2,6 +2,7 @@
 //
 //   acc[m, n] = bias[n] + sum_k a[m, k] * w[n, k]        (int32, exact)
 //   y[m, n]   = requant(acc[m, n], M[n], s[n], OUT_BITS)  (docs/arithmetic.md "gemm", "requant")
+//               (or a requant variant: ROUNDING, WRAP below)
 //
 // a is 8-bit signed or unsigned (a_signed_i; unsigned = softmax probabilities for P x V), w int8.
 // One job computes the whole (M x N) output from operands in external memories:
@@ -37,6 +38,10 @@ module gemm #(
   parameter integer MAX_K    = 1024,  // largest K (reduction length)
   parameter integer MAX_N    = 4096,  // largest N (output channels)
   parameter integer CNT_BITS = 40,    // cycle/beat counters: 2^40 cycles = 3 hours at 100 MHz
+  // Requant variant of the output stage (rtl/requant.v header): ROUNDING 0 half_up (hwvit's),
+  // 1 half_away, 2 half_even (also requant=ibert), 3 floor, 4 gemmlowp; WRAP 0 saturate, 1 wrap.
+  parameter integer ROUNDING = 0,
+  parameter integer WRAP     = 0,
   // Derived widths (override only together): M, K, N values up to MAX_* inclusive.
   parameter integer M_BITS   = $clog2(MAX_M + 1),
   parameter integer K_BITS   = $clog2(MAX_K + 1),
@@ -229,7 +234,9 @@ module gemm #(
     .ACC_BITS(ACC_BITS),
     .OUT_BITS(OUT_BITS),
     .M_BITS  (M_BITS),
-    .N_BITS  (N_BITS)
+    .N_BITS  (N_BITS),
+    .ROUNDING(ROUNDING),
+    .WRAP    (WRAP)
   ) u_out (
     .clk_i      (clk_i),
     .rst_ni     (rst_ni),

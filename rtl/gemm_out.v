@@ -17,7 +17,9 @@ module gemm_out #(
   parameter integer ACC_BITS = 32,  // accumulator and bias width (signed)
   parameter integer OUT_BITS = 8,   // requantized output width (signed)
   parameter integer M_BITS   = 9,   // width of the row index carried with a beat
-  parameter integer N_BITS   = 13   // width of the column index carried with a beat
+  parameter integer N_BITS   = 13,  // width of the column index carried with a beat
+  parameter integer ROUNDING = 0,   // requant variant (rtl/requant.v): 0 half_up .. 4 gemmlowp
+  parameter integer WRAP     = 0    // requant overflow: 0 saturate, 1 wrap
 ) (
   input  wire                     clk_i,
   input  wire                     rst_ni,  // synchronous, active low: empties the pipeline
@@ -73,7 +75,9 @@ module gemm_out #(
                                              + in_bias_i[j*ACC_BITS +: ACC_BITS];
       requant #(
         .ACC_BITS(ACC_BITS),
-        .OUT_BITS(OUT_BITS)
+        .OUT_BITS(OUT_BITS),
+        .ROUNDING(ROUNDING),
+        .WRAP    (WRAP)
       ) u_requant (
         .clk_i      (clk_i),
         .rst_ni     (rst_ni),

@@ -1,4 +1,5 @@
-// requant: requantize a signed accumulator to a narrow signed output (twin of hwvit.ops.requant).
+// requant: requantize a signed accumulator to a narrow signed output (twin of hwvit.ops.requant and
+// of the requant variants of hwvit/variants/rounding.py and hwvit/variants/ibert.py).
 //
 //   y = sat_OUT_BITS( (acc * M + 2^(s-1)) >>> s )      (s = 0: y = sat_OUT_BITS(acc * M))
 //
@@ -6,20 +7,38 @@
 // docs/arithmetic.md "requant". The multiplier M (unsigned 31 bit) and shift s (0..63) travel with
 // every input beat, so the GEMM engine can reuse this block as its per-output-channel stage.
 //
-// Pipeline: 2 register stages (product; round + shift + saturate), one beat per cycle, latency 2
-// cycles. A stage advances when it is empty or the stage after it advances, so bubbles collapse.
-// in_ready_o depends combinationally on out_ready_i (no skid buffer): a source must not make
-// in_valid_i depend on in_ready_o, as valid/ready requires anyway.
-// Reset (rst_ni, synchronous, active low) empties the pipeline and zeroes every register, so
-// out_data_o is never X after reset.
-
+// Variants (docs/variants/requant.md), chosen by two parameters; the defaults are hwvit's own:
+//   ROUNDING 0 half_up (default), 1 half_away, 2 half_even, 3 floor: y = ovf(round(acc * M / 2^s)),
+//            the rounding done by rtl/round_sat.v (its header derives the one shared adder);
+//   ROUNDING 4 gemmlowp: TFLite MultiplyByQuantizedMultiplier with s read as a SIGNED 6-bit right
+//            shift (-32..31; the variant's range is -30..31), ACC_BITS = 32:
+//              left  = max(-s, 0), right = max(s, 0)
+//              x     = wrap_32(acc * 2^left)         the low 32 bits of acc << left (C's int32)
+//              h     = SRDHM(x, M) = floor((x * M + 2^30) / 2^31)
+//              y     = ovf(RoundingDivideByPOT(h, right)) = ovf(round_half_away(h / 2^right))
+//            SaturatingRoundingDoublingHighMul is floor(x M / 2^31 + 1/2) in both signs (the
+//            derivation is in docs/variants/requant.md); its one saturating case, x = M = -2^31,
+//            needs a negative M, which the unsigned 31-bit port cannot carry (TFLite's
+//            QuantizeMultiplier gives M in [2^30, 2^31 - 1] or 0), so no saturation is needed:
+//            |x M| <= 2^31 (2^31 - 1) gives h in [-2^31 + 1, 2^31 - 1], 32 bits.
+//            RoundingDivideByPOT (remainder > (mask >> 1) + [h < 0]) is round half away from zero,
+//            round_sat's ROUNDING 1.
+//   WRAP     0 saturate (default), 1 wrap into OUT_BITS (the *_wrap variants).
+//   I-BERT's FixedPointMul (requant=ibert: clamp(round_half_even(acc * M / 2^E))) is ROUNDING 2,
+//   WRAP 0 for every M and E the ports carry (M <= 2^31 - 1, E in 0..63); batch_frexp's M = 2^31
+//   does not fit the 31-bit port.
+//
 `default_nettype none
 
 module requant #(
   // Accumulator width (signed). The contract uses 32; any width >= OUT_BITS works.
   parameter integer ACC_BITS = 32,
   // Output width (signed), 2..16 in the contract.
-  parameter integer OUT_BITS = 8
+  parameter integer OUT_BITS = 8,
+  // Rounding: 0 half_up, 1 half_away, 2 half_even, 3 floor, 4 gemmlowp (header).
+  parameter integer ROUNDING = 0,
+  // Overflow: 0 saturate, 1 wrap (keep the low OUT_BITS bits).
+  parameter integer WRAP     = 0
 ) (
   input  wire                clk_i,
   input  wire                rst_ni,
@@ -29,12 +48,12 @@ module requant #(
   output wire                in_ready_o,
   input  wire [ACC_BITS-1:0] in_acc_i,    // signed accumulator
   input  wire [30:0]         in_mult_i,   // M, unsigned, [0, 2^31-1]
-  input  wire [5:0]          in_shift_i,  // s, right shift with rounding
+  input  wire [5:0]          in_shift_i,  // s, right shift with rounding (gemmlowp: signed)
 
   // ---- output stream ----
   output wire                out_valid_o,
   input  wire                out_ready_i,
-  output wire [OUT_BITS-1:0] out_data_o   // signed, saturated
+  output wire [OUT_BITS-1:0] out_data_o   // signed, saturated (WRAP 0) or wrapped (WRAP 1)
 );
 
   // ---------------------------------------------------------------- parameter checks
@@ -51,6 +70,19 @@ module requant #(
       $display("ERROR: requant: ACC_BITS = %0d must be >= OUT_BITS = %0d", ACC_BITS, OUT_BITS);
       $finish;
     end
+    if (ROUNDING < 0 || ROUNDING > 4) begin
+      $display("ERROR: requant: ROUNDING = %0d must be 0..4 (half_up, half_away, half_even, floor, gemmlowp)",
+               ROUNDING);
+      $finish;
+    end
+    if (ROUNDING == 4 && ACC_BITS != 32) begin
+      $display("ERROR: requant: gemmlowp (ROUNDING = 4) needs ACC_BITS = 32, got %0d", ACC_BITS);
+      $finish;
+    end
+    if (WRAP < 0 || WRAP > 1) begin
+      $display("ERROR: requant: WRAP = %0d must be 0 (saturate) or 1 (wrap)", WRAP);
+      $finish;
+    end
   end
   // verilator coverage_on
 
@@ -59,6 +91,9 @@ module requant #(
   // acc * M + 2^(s-1): the rounding term reaches 2^62 (s = 63), so at least 64 bits; for
   // ACC_BITS = 32, |acc * M| < 2^62 and the sum stays below 2^63.
   localparam integer SUM_BITS  = (PROD_BITS + 1 > 64) ? PROD_BITS + 1 : 64;
+  localparam         GEMMLOWP  = (ROUNDING == 4);
+  // round_sat's rounding: gemmlowp's RoundingDivideByPOT is round half away (1).
+  localparam integer RS_ROUND  = GEMMLOWP ? 1 : ROUNDING;
 
   // ---------------------------------------------------------------- handshake
   reg  s1_valid_q, s1_valid_d;              // stage 1 (product) holds a beat
@@ -70,9 +105,14 @@ module requant #(
   assign out_valid_o = out_valid_q;
 
   // ---------------------------------------------------------------- stage 1: exact product
+  // gemmlowp: x = wrap_32(acc << left), left = -s for a negative s (1..32), else 0; ACC_BITS = 32,
+  // so the ACC_BITS-bit shift result is the wrap. The other roundings multiply acc itself.
+  wire [5:0]                  left     = in_shift_i[5] ? (6'd0 - in_shift_i) : 6'd0;
+  wire [ACC_BITS-1:0]         acc_shl  = in_acc_i << left;
+  wire [ACC_BITS-1:0]         acc_sel  = GEMMLOWP ? acc_shl : in_acc_i;
   // Both operands extended to PROD_BITS so the multiply is PROD_BITS wide; the true product fits,
   // so truncating to PROD_BITS is exact (synthesis trims the redundant sign/zero bits).
-  wire signed [PROD_BITS-1:0] acc_ext  = {{31{in_acc_i[ACC_BITS-1]}}, in_acc_i};
+  wire signed [PROD_BITS-1:0] acc_ext  = {{31{acc_sel[ACC_BITS-1]}}, acc_sel};
   // verilator coverage_off
   // (zero-extended copies, dr_next32 plus one: live bits toggle in their source, the rest are 0)
   wire signed [PROD_BITS-1:0] mult_ext = {{ACC_BITS{1'b0}}, in_mult_i};
@@ -84,14 +124,24 @@ module requant #(
 
   // ---------------------------------------------------------------- stage 2: round, shift, saturate
   wire signed [SUM_BITS-1:0] prod_ext = {{(SUM_BITS - PROD_BITS){prod_q[PROD_BITS-1]}}, prod_q};
-  wire        [OUT_BITS-1:0] rounded;
+  // gemmlowp's SRDHM: h = (x M + 2^30) >>> 31. With ACC_BITS = 32 (PROD_BITS = 63),
+  // -2^62 + 2^31 <= x M <= (2^31 - 1)^2 = 2^62 - 2^32 + 1, so x M + 2^30 stays inside 63 signed bits;
+  // h fits 32 bits (header) and reaches round_sat sign-extended.
+  wire signed [PROD_BITS-1:0] srd_sum = prod_q + $signed({{(PROD_BITS - 31){1'b0}}, 1'b1, 30'd0});
+  wire signed [PROD_BITS-1:0] srd_h   = srd_sum >>> 31;
+  wire signed [SUM_BITS-1:0]  h_ext   = {{(SUM_BITS - PROD_BITS){srd_h[PROD_BITS-1]}}, srd_h};
+  // RoundingDivideByPOT's exponent: right = max(s, 0) of the signed s.
+  wire        [5:0]           right   = shift_q[5] ? 6'd0 : shift_q;
+  wire        [OUT_BITS-1:0]  rounded;
 
   round_sat #(
     .IN_BITS  (SUM_BITS),
-    .OUT_BITS (OUT_BITS)
+    .OUT_BITS (OUT_BITS),
+    .ROUNDING (RS_ROUND),
+    .WRAP     (WRAP)
   ) u_round_sat (
-    .v_i      (prod_ext),
-    .shift_i  (shift_q),
+    .v_i      (GEMMLOWP ? h_ext : prod_ext),
+    .shift_i  (GEMMLOWP ? right : shift_q),
     .y_o      (rounded)
   );
 

@@ -6,7 +6,9 @@ cocotb side (run inside the simulator by hwvit.simulate.run on the set in HWVIT_
 - ``reset_midstream``: reset with beats in flight, then stream the whole set again.
 
 pytest side: random sets of 1000 cases for OUT_BITS 8 and 6 on both simulators, the reset test,
-and a test that a wrong expected value is reported (the checker can fail).
+a test that a wrong expected value is reported (the checker can fail), and a random set of every
+requant variant (``rounding``: ties at every shift, both rails, int32 extremes) on its ROUNDING /
+WRAP build.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ KIND = "requant"
 
 
 def hdl_parameters(vset) -> dict[str, int]:
-    """Toplevel parameters for a set: the output width (the accumulator is always 32 bits)."""
-    return {"ACC_BITS": 32, "OUT_BITS": int(vset.params["out_bits"])}
+    """Toplevel parameters for a set: the output width (the accumulator is always 32 bits) and the
+    rounding's ROUNDING / WRAP (hwvit/blocks/requant.py; none for hwvit's half_up)."""
+    return blocks.get(KIND).parameters_for(vset)
 
 
 # ---------------------------------------------------------------------------- cocotb side
@@ -109,7 +112,44 @@ def test_mismatch_is_reported(tmp_path, simulator, mismatch_reported):
     mismatch_reported(KIND, tmp_path, simulator)
 
 
-RTL_PARAMS = [{"OUT_BITS": 8}, {"OUT_BITS": 6}, {"OUT_BITS": 16}, {"OUT_BITS": 2}, {"ACC_BITS": 48, "OUT_BITS": 16}]
+# Every requant variant with a Verilog twin (hwvit/blocks/requant.py RTL_ROUNDING, RTL_ALIAS).
+ROUNDINGS = [
+    *(f"{name}{wrap}" for name in ("half_up", "half_away", "half_even", "floor", "gemmlowp") for wrap in ("", "_wrap")),
+    "ibert",
+]
+
+
+@pytest.mark.xdist_group(KIND)
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+def test_rounding_variant(tmp_path, simulator, rounding, run_set):
+    """The variant's random set (its edges first: ties at every shift, both rails, int32 extremes)
+    at OUT_BITS 6, bit-exact on its ROUNDING / WRAP build."""
+    from hwvit import variants, vectors
+
+    set_dir = _set(tmp_path, 600, seed=21, out_bits=6, rounding=rounding)
+    vset = vectors.read(set_dir)
+    assert vset.params["rounding"] == rounding
+    assert blocks.get(KIND).verify(vset) is None
+    y = vset["y"].reshape(-1)
+    if rounding.endswith("_wrap"):  # the wrap shows: the saturating twin differs somewhere
+        p = {"multiplier": vset["multiplier"], "shift": vset["shift"], "out_bits": 6}
+        assert (variants.get("requant", rounding[: -len("_wrap")]).kernel(vset["acc"], p) != y).any()
+    else:
+        assert (y == 31).any() and (y == -32).any()  # both rails
+    result = run_set(set_dir, simulator)
+    assert result.elements == 600
+
+
+RTL_PARAMS = [
+    {"OUT_BITS": 8},
+    {"OUT_BITS": 6},
+    {"OUT_BITS": 16},
+    {"OUT_BITS": 2},
+    {"ACC_BITS": 48, "OUT_BITS": 16},
+    *({"ROUNDING": r, "WRAP": w} for r in range(5) for w in (0, 1)),
+    {"ACC_BITS": 48, "OUT_BITS": 16, "ROUNDING": 2, "WRAP": 1},
+    {"OUT_BITS": 2, "ROUNDING": 4},
+]
 
 
 @pytest.mark.parametrize("params", RTL_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))

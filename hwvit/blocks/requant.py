@@ -2,6 +2,12 @@
 
 The requantizer after every GEMM: an int32 accumulator, a 31-bit multiplier and a 6-bit shift in,
 a signed ``out_bits`` value out (round half up, then saturate; docs/arithmetic.md).
+
+A set may name another requant variant (hwvit.variants, docs/variants/requant.md) as its
+``rounding`` parameter (absent or ``half_up``: hwvit's own): its y is that variant's kernel, `hwvit
+check` computes it again (``verify``) and ``hdl_parameters`` builds rtl/requant.v with the matching
+ROUNDING / WRAP (``rtl_rounding``). gemmlowp's shift is signed (negative: a left shift), so a
+gemmlowp set declares its shift tensor signed 6-bit; every other set keeps unsigned 6-bit.
 """
 
 from __future__ import annotations
@@ -20,11 +26,41 @@ from hwvit.ops.reference import requant_ref
 from hwvit.record import BlockRecord, Spec, make_record
 
 PARAMS = {"out_bits": (int, OUT_BITS)}
-# Multipliers are declared 32-bit unsigned (values in [0, MULT_MAX]); shifts 6-bit.
+
+HALF_UP = "half_up"
+# rtl/requant.v's ROUNDING of each rounding (its header); a "_wrap" suffix sets WRAP = 1.
+RTL_ROUNDING = {"half_up": 0, "half_away": 1, "half_even": 2, "floor": 3, "gemmlowp": 4}
+# Variants that are one of those: I-BERT's FixedPointMul rounds half to even and clamps.
+RTL_ALIAS = {"ibert": "half_even"}
+GEMMLOWP_SHIFT = (-30, 31)  # hwvit.variants.rounding: a right shift, negative = left shift
+
+
+def rtl_rounding(rounding: str | None) -> dict[str, int]:
+    """The ROUNDING / WRAP parameters of rtl/requant.v (and gemm.v) for requant variant ``rounding``;
+    {} for hwvit's own half_up (the defaults: the build of a plain set is unchanged). ValueError for
+    a variant without a Verilog twin (a team's function)."""
+    rounding = rounding or HALF_UP
+    if rounding == HALF_UP:
+        return {}
+    base = RTL_ALIAS.get(rounding, rounding)
+    wrap = base.endswith("_wrap")
+    base = base[: -len("_wrap")] if wrap else base
+    if base not in RTL_ROUNDING:
+        raise ValueError(f"requant variant {rounding!r} has no Verilog twin in rtl/requant.v")
+    return {"ROUNDING": RTL_ROUNDING[base], "WRAP": int(wrap)}
+
+
+def _gemmlowp(params: dict[str, Any]) -> bool:
+    """A gemmlowp set: its shift is signed (a negative one is a left shift)."""
+    return str(params.get("rounding", HALF_UP)).startswith("gemmlowp")
+
+
+# Multipliers are declared 32-bit unsigned (values in [0, MULT_MAX]); shifts 6-bit, unsigned
+# (signed for gemmlowp).
 CONTRACT = {
     "acc": spec("input", ("n",), ACC),
     "multiplier": spec("input", ("n",), MULT),
-    "shift": spec("input", ("n",), SHIFT),
+    "shift": Spec("input", ("n",), SHIFT.bits, _gemmlowp),
     "y": Spec("output", ("n",), "out_bits", True),
 }
 
@@ -40,6 +76,9 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     from hwvit import ops
 
     out_bits = int_option(opts, "out_bits", 2, 16)
+    rounding = opts.get("rounding") or HALF_UP
+    if rounding != HALF_UP:
+        return _variant_set(rng, cases, out_bits, str(rounding))
     accs, mults, shifts = [ACC.lo, MULT_MAX, 0, 1, -1], [MULT_MAX, M_LO, 0], [0, 1, 31, SHIFT_MAX]
     grid = np.array(list(itertools.product(accs, mults, shifts)), dtype=np.int64)
     # Ties: acc * 2^30 >> 31 is acc / 2, so odd acc lands exactly on .5 (rounds toward +inf).
@@ -60,6 +99,89 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     acc, mult, shift = cols[:, 0], cols[:, 1], cols[:, 2]
     y = ops.requant(acc, mult, shift, out_bits)
     return make_record("requant", "random", {"out_bits": out_bits}, acc=acc, multiplier=mult, shift=shift, y=y)
+
+
+def _tie_edges(shifts: range) -> list[tuple[int, int, int]]:
+    """(acc, M, s) whose acc * M / 2^s is exactly k + 1/2, for every s in ``shifts``, with k even and
+    odd in both signs: acc * M = odd * 2^(s-1), M = 2^j (j <= 30) taking what acc cannot hold."""
+    out = []
+    for s in shifts:
+        t = s - 1
+        j = min(30, max(0, t - 29))
+        for odd in (1, -1, 3, -3):
+            acc = odd << (t - j) if t >= j else None
+            if acc is not None and ACC.lo <= acc <= ACC.hi:
+                out.append((acc, 1 << j, s))
+    return out
+
+
+def _variant_set(rng: np.random.Generator, cases: int, out_bits: int, rounding: str) -> BlockRecord:
+    """A random set of requant variant ``rounding``: ties at every shift, both rails, the int32
+    extremes, then random cases; y from the variant's kernel (hwvit.variants)."""
+    from hwvit import variants
+
+    v = variants.get("requant", rounding)  # KeyError names the known ones
+    gemmlowp = rounding.startswith("gemmlowp")
+    lo_s, hi_s = GEMMLOWP_SHIFT if gemmlowp else (0, SHIFT_MAX + (rounding == "ibert"))  # ibert: E up to 63
+    accs, mults = [ACC.lo, ACC.hi, 0, 1, -1, 3, -3], [MULT_MAX, M_LO, M_LO + 1, 0]
+    shifts = [lo_s, -1, 0, 1, 30, 31] if gemmlowp else [0, 1, 2, 31, 32, SHIFT_MAX, hi_s]
+    grid = [(a, m, s) for a in accs for m in mults for s in dict.fromkeys(shifts)]
+    if gemmlowp:
+        # SRDHM ties (x M = odd 2^30) at s = 0; RoundingDivideByPOT ties at every right shift r:
+        # M = 2^30 halves x exactly when x is even, so h = acc / 2 = odd 2^(r-1) for acc = odd 2^r.
+        ties_ = [(a, M_LO, 0) for a in (1, -1, 3, -3, 5, -5)]
+        ties_ += [(odd << r, M_LO, r) for r in range(1, 32) for odd in (1, -1, 3, -3) if ACC.lo <= odd << r <= ACC.hi]
+        ties_ += [(odd, M_LO, -left) for left in (1, 29, 30) for odd in (1, -1, 3, -3)]  # left shifts: exact
+    else:
+        ties_ = _tie_edges(range(1, hi_s + 1))
+    edges = np.array(grid + ties_, dtype=np.int64)
+
+    def draw(k: int) -> np.ndarray:
+        acc = rng.integers(ACC.lo, ACC.hi + 1, k)
+        small = rng.random(k) < 0.3
+        acc[small] = rng.integers(-(1 << 16), 1 << 16, int(small.sum()))
+        mult = rng.integers(M_LO, MULT_MAX, k, endpoint=True)
+        jitter = rng.integers(-2, 3, k)
+        if gemmlowp:  # y ~ acc * M / 2^(31 + shift)
+            prod = np.maximum(np.abs(acc).astype(np.float64) * mult, 1.0)
+            shift = np.ceil(np.log2(prod)).astype(np.int64) - (out_bits - 1) - 31 + jitter
+        else:
+            shift = shift_for(np.abs(acc), mult, out_bits, jitter)
+        shift = np.clip(shift, lo_s, hi_s)
+        wild = rng.random(k) < 0.2
+        shift[wild] = rng.integers(lo_s, hi_s, int(wild.sum()), endpoint=True)
+        return np.stack([acc, mult, shift], axis=1)
+
+    cols = fill(edges, cases, draw)
+    acc, mult, shift = cols[:, 0], cols[:, 1], cols[:, 2]
+    y = v.kernel(acc, {"multiplier": mult, "shift": shift, "out_bits": out_bits})
+    params = {"out_bits": out_bits, "rounding": rounding}
+    return make_record("requant", "random", params, acc=acc, multiplier=mult, shift=shift, y=y)
+
+
+def verify(vset) -> str | None:
+    """A set of another requant variant (``rounding``): y computed again from acc, multiplier and
+    shift with that variant's kernel; hwvit's own half_up is the RTL's (and ops') to check."""
+    rounding = vset.params.get("rounding", HALF_UP)
+    if rounding == HALF_UP or ":" in rounding:  # a team's function is checked where it runs
+        return None
+    from hwvit import variants
+
+    p = {"multiplier": np.asarray(vset["multiplier"]), "shift": np.asarray(vset["shift"])}
+    p["out_bits"] = int(vset.params["out_bits"])
+    y = variants.get("requant", rounding).kernel(np.asarray(vset["acc"], dtype=np.int64), p)
+    got, want = np.asarray(y).reshape(-1), np.asarray(vset["y"]).reshape(-1)
+    bad = np.flatnonzero(got != want)
+    if bad.size:
+        i = int(bad[0])
+        return f"requant: y[{i}] is {int(want[i])}, requant {rounding} of acc gives {int(got[i])}"
+    return None
+
+
+def hdl_parameters(vset) -> dict[str, int]:
+    """rtl/requant.v's parameters for a set: the output width (the accumulator is always 32 bits)
+    and the rounding's ROUNDING / WRAP (none for half_up)."""
+    return {"ACC_BITS": 32, "OUT_BITS": int(vset.params["out_bits"]), **rtl_rounding(vset.params.get("rounding"))}
 
 
 def count_bins(params, inputs, outputs, limits) -> dict[str, int]:
@@ -107,11 +229,13 @@ KIND = BlockKind(
     params=PARAMS,
     contract=CONTRACT,
     random=random_set,
-    defaults={"out_bits": 8},
+    defaults={"out_bits": 8, "rounding": HALF_UP},
     bins=("sat_high", "sat_low", "round_tie", "shift_0", "shift_62", "out_stall"),
     count_bins=count_bins,
     reset_states=("empty", "stage1", "output", "full"),
     rtl=("rtl/requant.v", "rtl/round_sat.v"),
+    hdl_parameters=hdl_parameters,
+    verify=verify,
     operands=operands,
     traced=traced,
     testbench="sim/test_requant.py",
