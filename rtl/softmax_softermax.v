@@ -1,0 +1,365 @@
+// softmax_softermax: Softermax over a streamed row, the bit-exact twin of the softermax kernel
+// (hwvit/variants/hwsoftmax.py; docs/variants/hwsoftmax.md; Stevens et al., DAC 2021).
+//
+// Per row of N signed IN_BITS inputs x_0 .. x_(N-1) in stream order, K = mult_i (the base-2
+// slope s_in * log2(e) * 2^16, 1..2^31-1), C = pow2 table, R = recip table (17 entries each):
+//   u_j = x_j * K                          base-2 exponent with 16 fraction bits
+//   c_j = ceil(u_j / 2^16)                 IntMax: the integer part, rounded up
+//   m_j = max(m_(j-1), c_j)   (m_0 = c_0)  running max
+//   d_j = (d_(j-1) >> (m_j - m_(j-1))) + pow2(u_j - m_j * 2^16)          (d_0 = pow2(u_0 - m_0 2^16))
+//   pow2(v) = LPW(v mod 2^16) >> -floor(v / 2^16),   v <= 0
+//   LPW(f)  = C[s] + ((C[s+1] - C[s]) * r >> 12),    s = f[15:12], r = f[11:0]
+//   ex = bitlen(d) - 1,  mq = (d << 15) >> ex,  rec = R[s] - ((R[s] - R[s+1]) * r >> 11),
+//        s = mq[14:11], r = mq[10:0]                                     (once per row, m = m_(N-1))
+//   e_i = pow2(u_i - m * 2^16),  y_i = min((e_i * rec + 2^(sh-1)) >> sh, 2^OUT_BITS - 1),
+//        sh = 16 + ex - OUT_BITS.
+// Since v = u - m * 2^16 with m an integer, v mod 2^16 = u[15:0] and -floor(v / 2^16) =
+// m - floor(u / 2^16): pow2 reads the low 16 bits of u and shifts by m - (u >>> 16), so no wide
+// subtract is needed. The rounding is done as ((e * rec) >> (sh - 1)) + 1) >> 1, which equals
+// (e * rec + 2^(sh-1)) >> sh for sh >= 1 (a multiple of 2^(sh-1) passes through the floor).
+//
+// Widths (the kernel's WIDTHS at IN_BITS = 16, N = 4096):
+//   u  IN_BITS + 31 signed: |x| <= 2^(IN_BITS-1), K < 2^31, so |u| < 2^(IN_BITS+30);
+//   u >>> 16 and c  IN_BITS + 15 signed: c <= ceil((2^(IN_BITS+30) - 2^31) / 2^16) < 2^(IN_BITS+14)
+//      and c >= u >>> 16 >= -2^(IN_BITS+14); m likewise; m - c and m - (u >>> 16) are >= 0 and
+//      < 2^(IN_BITS+15): IN_BITS + 16 bits, clamped before they drive a shifter;
+//   tables 17 bits unsigned: prepare gives C[s] = round(2^15 2^(s/16)) and R[s] = round(2^16 /
+//      (1 + s/16)), both in [2^15, 2^16], C rising by < 2^11 a step, R falling by < 2^12 a step;
+//   LPW: (C[s+1] - C[s]) * r < 2^11 * 2^12, LPW in [2^15, C[s+1]) so < 2^16 (s <= 15): 16 bits;
+//   e = pow2(v) <= 2^15 (v = 0 gives C[0]; v < 0 shifts by >= 1): 16 bits; a shift >= 16 gives 0;
+//   d <= N * 2^15 <= 2^(15 + clog2(MAX_N)): D_BITS = 16 + clog2(MAX_N) (28 at 4096); the
+//      element that sets the final max adds pow2 of v in (-2^16, 0], >= C[0] / 2 = 2^14, after
+//      the last shift, so d >= 2^14 and ex in [14, D_BITS - 1], sh - 1 = 15 + ex - OUT_BITS >= 13;
+//   mq = the 16 bits of d below and at its leading one, in [2^15, 2^16) (d << 15 < 2^(D_BITS+15));
+//   (R[s] - R[s+1]) * r < 2^12 * 2^11, rec in (2^15, 2^16]: 17 bits;
+//   e * rec <= 2^15 * 2^16 = 2^31: 32 bits; >> (sh - 1) leaves < 2^(32-13) = 2^19, y_i saturates
+//      to 2^OUT_BITS - 1 (only a lone dominant element reaches it).
+//
+// A row goes through two passes over a MAX_N-entry row buffer (a 1W1R memory):
+//   LOAD  accept N inputs (one per clock), write them, and run the online recurrence (m, d) in a
+//         3-stage pipeline: input register, u = x * K, update (c, m, pow2, d);
+//   FIN   one clock: ex, mq and rec from d;
+//   OUT   re-read the row: u = x * K (the same multiplier), e = pow2(u - m 2^16) (the same LPW
+//         unit), y = rounded e * rec, and stream it out with the output handshake.
+// Rows do not overlap: the next row is taken after the last output of this one has left, so a
+// row costs about 2N + 8 clocks unstalled. Per element the datapath is one IN_BITS x 31 multiply,
+// one 11 x 12 multiply (LPW), one add and a shift (d), and in OUT one 16 x 17 multiply.
+//
+// Tables: pow2 and recip are 17-entry register files written together through tbl_* (address
+// 0..16, data tbl_pow2_i and tbl_recip_i; higher addresses are ignored), once per layer, while
+// no row is in flight; they have no reset and survive rst_ni. mult_i must be steady while rows
+// are in flight. The row length is sampled with each row's first input; 0 counts as 1 and values
+// above MAX_N as MAX_N. out_last_o marks each row's final output.
+`default_nettype none
+
+module softmax_softermax #(
+  parameter integer MAX_N    = 256,  // longest row (2..65536); the row buffer has MAX_N entries
+  parameter integer IN_BITS  = 8,    // signed input width (2..16)
+  parameter integer OUT_BITS = 8     // unsigned output width (1..16), scale 2^-OUT_BITS
+) (
+  input  wire                         clk_i,
+  input  wire                         rst_ni,      // synchronous, active low
+
+  // Table write port: C[tbl_addr_i] = tbl_pow2_i, R[tbl_addr_i] = tbl_recip_i (addresses 0..16)
+  input  wire                         tbl_we_i,
+  input  wire [4:0]                   tbl_addr_i,
+  input  wire [16:0]                  tbl_pow2_i,
+  input  wire [16:0]                  tbl_recip_i,
+
+  // Configuration: K = round(s_in * log2(e) * 2^16), unsigned
+  input  wire [30:0]                  mult_i,
+
+  // Row length N in [1, MAX_N], sampled with the first input of each row
+  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,
+
+  // Input stream: x_i, signed two's complement
+  input  wire                         in_valid_i,
+  output wire                         in_ready_o,
+  input  wire [IN_BITS-1:0]           in_data_i,
+
+  // Output stream: y_i, unsigned (real value y_i / 2^OUT_BITS); out_last_o on the row's last
+  output wire                         out_valid_o,
+  input  wire                         out_ready_i,
+  output wire [OUT_BITS-1:0]          out_data_o,
+  output wire                         out_last_o
+);
+
+  // ---------------------------------------------------------------- parameter checks
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
+  // yosys stops synthesis ("System task `$finish' executed").
+  // verilator coverage_off
+  // (the parameter checks run only on a bad parameter: no valid build can cover them)
+  initial begin
+    if (MAX_N < 2 || MAX_N > 65536) begin
+      $display("ERROR: softmax_softermax: MAX_N = %0d must be in 2..65536", MAX_N);
+      $finish;
+    end
+    if (IN_BITS < 2 || IN_BITS > 16) begin
+      $display("ERROR: softmax_softermax: IN_BITS = %0d must be in 2..16", IN_BITS);
+      $finish;
+    end
+    if (OUT_BITS < 1 || OUT_BITS > 16) begin
+      $display("ERROR: softmax_softermax: OUT_BITS = %0d must be in 1..16", OUT_BITS);
+      $finish;
+    end
+  end
+  // verilator coverage_on
+
+  // ---------------------------------------------------------------- widths and constants
+  localparam integer AW     = $clog2(MAX_N);         // row buffer address
+  localparam integer LW     = $clog2(MAX_N + 1);     // row length / element counters
+  localparam integer U_BITS = IN_BITS + 31;          // u = x * K, signed
+  localparam integer C_BITS = IN_BITS + 15;          // u >>> 16, c, m, signed
+  localparam integer G_BITS = C_BITS + 1;            // m - c, m - (u >>> 16): >= 0
+  localparam integer D_BITS = 16 + AW;               // d <= MAX_N * 2^15
+  localparam integer X_BITS = $clog2(D_BITS);        // ex in [0, D_BITS - 1]
+  localparam integer H_BITS = 6;                     // sh - 1 = 15 + ex - OUT_BITS <= 45 (D_BITS <= 32)
+
+  localparam integer SH_ADD_I = 15 - OUT_BITS + 64;   // 15 - OUT_BITS mod 2^H_BITS (H_BITS = 6)
+  localparam integer SIXTEEN_I = 16;
+
+  localparam [LW:0]          MAX_N_C  = MAX_N[LW:0];   // one spare bit: comparisons never constant
+  localparam [LW-1:0]        ONE_C    = {{(LW-1){1'b0}}, 1'b1};
+  localparam [G_BITS-1:0]    D_BITS_C = D_BITS[G_BITS-1:0];
+  localparam [G_BITS-1:0]    SEVENTEEN = SIXTEEN_I[G_BITS-1:0] + 1'b1;
+  localparam [H_BITS-1:0]    SH_ADD   = SH_ADD_I[H_BITS-1:0];
+  localparam [33:0]          Q_C      = (34'd1 << OUT_BITS) - 34'd1;  // 2^OUT_BITS - 1
+
+  localparam [1:0] ST_LOAD = 2'd0;  // pass 1: take the row, online max and sum
+  localparam [1:0] ST_FIN  = 2'd1;  // ex, mq, rec
+  localparam [1:0] ST_OUT  = 2'd2;  // pass 2: y_i out
+
+  // ---------------------------------------------------------------- memories
+  // verilator coverage_off
+  // (no toggle coverage of memories: Verilator instruments only small arrays; the write and
+  // read paths are covered)
+  reg [IN_BITS-1:0] row_mem   [0:MAX_N-1];   // the row, in arrival order
+  reg [16:0]        pow2_mem  [0:16];        // C[0..16]
+  reg [16:0]        recip_mem [0:16];        // R[0..16]
+  // verilator coverage_on
+
+  // ---------------------------------------------------------------- state
+  reg [1:0]          state_q, state_d;
+  reg [LW-1:0]       ld_cnt_q, ld_cnt_d;     // inputs taken in this row
+  reg                ld_done_q, ld_done_d;   // the row's last input was taken
+  reg [LW-1:0]       len_q, len_d;           // row length N
+  reg [LW-1:0]       rd_cnt_q, rd_cnt_d;     // buffer reads issued in OUT
+  reg [C_BITS-1:0]   m_q;                    // running max m
+  reg [D_BITS-1:0]   d_q;                    // running sum d
+  reg [16:0]         rec_q;                  // 1/mq
+  reg [X_BITS-1:0]   ex_q;                   // bitlen(d) - 1
+
+  // Pipeline (LOAD: input, u, update; OUT: buffer read, u, e, output).
+  reg                v1_q, v2_q, v3_q;       // stage holds an element
+  reg                f1_q, f2_q;             // ... which is the row's first (LOAD)
+  reg                l1_q, l2_q, l3_q;       // ... which is the row's last
+  reg [IN_BITS-1:0]  xin_q;                  // x from the input (LOAD)
+  reg [IN_BITS-1:0]  xrd_q;                  // x from the row buffer (OUT)
+  reg [U_BITS-1:0]   u2_q;                   // u = x * K
+  reg [16:0]         e3_q;                   // e = pow2(u - m 2^16) (OUT)
+  reg                out_valid_q;
+  reg                out_last_q;
+  reg [OUT_BITS-1:0] out_data_q;
+
+  // ---------------------------------------------------------------- input side
+  wire [LW-1:0] len_in  = (row_len_i == {LW{1'b0}}) ? ONE_C
+                        : ({1'b0, row_len_i} > MAX_N_C) ? MAX_N_C[LW-1:0] : row_len_i;
+  wire [LW-1:0] len_now = (ld_cnt_q == {LW{1'b0}}) ? len_in : len_q;
+  wire          in_ready = (state_q == ST_LOAD) && !ld_done_q;
+  wire          in_take  = in_valid_i && in_ready;
+  wire          in_last  = (ld_cnt_q == len_now - ONE_C);
+
+  // ---------------------------------------------------------------- pipeline control
+  // Every stage moves when the output register is empty or being emptied (always in LOAD).
+  wire adv   = !out_valid_q || out_ready_i;
+  wire issue = (state_q == ST_OUT) && (rd_cnt_q != len_q) && adv;
+
+  // Stage 1 -> 2: u = x * K (operands extended to U_BITS: the product is exact mod 2^U_BITS).
+  wire [IN_BITS-1:0] x1 = (state_q == ST_OUT) ? xrd_q : xin_q;
+  wire [U_BITS-1:0]  u1 = {{31{x1[IN_BITS-1]}}, x1} * {{IN_BITS{1'b0}}, mult_i};
+
+  // Stage 2 -> 3: c = ceil(u / 2^16), the new max mn, and pow2(u - ref * 2^16) with ref = mn
+  // in LOAD and the final m in OUT.
+  wire [C_BITS-1:0] fl2  = u2_q[U_BITS-1:16];                            // floor(u / 2^16)
+  wire [C_BITS-1:0] c2   = fl2 + {{(C_BITS-1){1'b0}}, |u2_q[15:0]};      // ceil(u / 2^16)
+  wire [C_BITS-1:0] mn2  = (f2_q || $signed(c2) > $signed(m_q)) ? c2 : m_q;
+  wire [C_BITS-1:0] ref2 = (state_q == ST_OUT) ? m_q : mn2;
+  wire [G_BITS-1:0] sv2  = {ref2[C_BITS-1], ref2} - {fl2[C_BITS-1], fl2};  // -floor(v / 2^16)
+  wire [G_BITS-1:0] dm2  = {mn2[C_BITS-1], mn2} - {m_q[C_BITS-1], m_q};    // m_j - m_(j-1)
+
+  // LPW(u[15:0]) = C[s] + ((C[s+1] - C[s]) * r >> 12), then the shift by sv2 (>= 17 gives 0).
+  wire [3:0]  seg2  = u2_q[15:12];
+  wire [16:0] c0    = pow2_mem[{1'b0, seg2}];
+  wire [16:0] c1    = pow2_mem[{1'b0, seg2} + 5'd1];
+  wire [16:0] step2 = c1 - c0;
+  wire [28:0] lprod = {12'd0, step2} * {17'd0, u2_q[11:0]};
+  wire [11:0] lprod_lo_unused = lprod[11:0];  // the floor drops them
+  wire [16:0] lpw2  = c0 + lprod[28:12];
+  wire [16:0] e2    = (sv2 >= SEVENTEEN) ? 17'd0 : lpw2 >> sv2[4:0];
+
+  // The online sum: d >> (m_j - m_(j-1)) (0 from D_BITS on), plus e; d starts at e.
+  wire [D_BITS-1:0] dsh2  = (f2_q || dm2 >= D_BITS_C) ? {D_BITS{1'b0}} : d_q >> dm2[X_BITS-1:0];
+  wire [D_BITS-1:0] dnew2 = dsh2 + {{(D_BITS-17){1'b0}}, e2};
+
+  // ---------------------------------------------------------------- once per row (FIN)
+  // ex = position of d's leading one; mq = (d << 15) >> ex < 2^16; rec by the R table's LPW.
+  reg [X_BITS-1:0] ex_f;
+  integer          i;
+  always @* begin
+    ex_f = {X_BITS{1'b0}};
+    for (i = 0; i < D_BITS; i = i + 1) begin
+      if (d_q[i]) begin
+        ex_f = i[X_BITS-1:0];
+      end
+    end
+  end
+  wire [D_BITS+14:0] dn_f  = {d_q, 15'd0} >> ex_f;
+  wire [D_BITS-1:0]  dn_hi_unused = dn_f[D_BITS+14:15];  // bit 15 is the leading one, above it 0
+  wire [3:0]         seg_f = dn_f[14:11];
+  wire [16:0]        r0_f  = recip_mem[{1'b0, seg_f}];
+  wire [16:0]        r1_f  = recip_mem[{1'b0, seg_f} + 5'd1];
+  wire [16:0]        rdf_f = r0_f - r1_f;
+  wire [27:0]        rpr_f = {11'd0, rdf_f} * {17'd0, dn_f[10:0]};
+  wire [10:0]        rpr_lo_unused = rpr_f[10:0];  // the floor drops them
+  wire [16:0]        rec_f = r0_f - rpr_f[27:11];
+
+  // ---------------------------------------------------------------- output (OUT stage 3 -> 4)
+  // y = min((((e * rec) >> (sh - 1)) + 1) >> 1, 2^OUT_BITS - 1), sh - 1 = 15 + ex - OUT_BITS.
+  wire [H_BITS-1:0]   shr3  = SH_ADD + {{(H_BITS-X_BITS){1'b0}}, ex_q};
+  wire [33:0]         prod3 = {17'd0, e3_q} * {17'd0, rec_q};
+  wire [33:0]         t3    = prod3 >> shr3;
+  wire [33:0]         yp3   = {1'b0, t3[33:1]} + {33'd0, t3[0]};
+  wire [OUT_BITS-1:0] y3    = (yp3 > Q_C) ? Q_C[OUT_BITS-1:0] : yp3[OUT_BITS-1:0];
+
+  // ---------------------------------------------------------------- control
+  wire out_done = (state_q == ST_OUT) && (rd_cnt_q == len_q) && !v1_q && !v2_q && !v3_q && adv;
+
+  always @* begin
+    state_d   = state_q;
+    ld_cnt_d  = ld_cnt_q;
+    ld_done_d = ld_done_q;
+    len_d     = len_q;
+    rd_cnt_d  = rd_cnt_q;
+    if (in_take) begin
+      len_d    = len_now;
+      ld_cnt_d = ld_cnt_q + ONE_C;
+      if (in_last) begin
+        ld_cnt_d  = {LW{1'b0}};
+        ld_done_d = 1'b1;
+      end
+    end
+    case (state_q)
+      ST_LOAD: begin
+        if (v2_q && l2_q) begin  // the last element's update happens on this clock
+          state_d = ST_FIN;
+        end
+      end
+      ST_FIN: begin
+        state_d  = ST_OUT;
+        rd_cnt_d = {LW{1'b0}};
+      end
+      default: begin  // ST_OUT
+        if (issue) begin
+          rd_cnt_d = rd_cnt_q + ONE_C;
+        end
+        if (out_done) begin
+          state_d   = ST_LOAD;
+          ld_done_d = 1'b0;
+        end
+      end
+    endcase
+  end
+
+  // ---------------------------------------------------------------- memories (no reset)
+  always @(posedge clk_i) begin
+    if (in_take) begin
+      row_mem[ld_cnt_q[AW-1:0]] <= in_data_i;
+    end
+    if (issue) begin
+      xrd_q <= row_mem[rd_cnt_q[AW-1:0]];
+    end
+  end
+
+  always @(posedge clk_i) begin
+    if (tbl_we_i && tbl_addr_i <= 5'd16) begin
+      pow2_mem[tbl_addr_i]  <= tbl_pow2_i;
+      recip_mem[tbl_addr_i] <= tbl_recip_i;
+    end
+  end
+
+  // ---------------------------------------------------------------- registers
+  always @(posedge clk_i) begin
+    if (!rst_ni) begin
+      state_q     <= ST_LOAD;
+      ld_cnt_q    <= {LW{1'b0}};
+      ld_done_q   <= 1'b0;
+      len_q       <= ONE_C;
+      rd_cnt_q    <= {LW{1'b0}};
+      m_q         <= {C_BITS{1'b0}};
+      d_q         <= {D_BITS{1'b0}};
+      rec_q       <= 17'd0;
+      ex_q        <= {X_BITS{1'b0}};
+      v1_q        <= 1'b0;
+      v2_q        <= 1'b0;
+      v3_q        <= 1'b0;
+      f1_q        <= 1'b0;
+      f2_q        <= 1'b0;
+      l1_q        <= 1'b0;
+      l2_q        <= 1'b0;
+      l3_q        <= 1'b0;
+      xin_q       <= {IN_BITS{1'b0}};
+      u2_q        <= {U_BITS{1'b0}};
+      e3_q        <= 17'd0;
+      out_valid_q <= 1'b0;
+      out_last_q  <= 1'b0;
+      out_data_q  <= {OUT_BITS{1'b0}};
+    end else begin
+      state_q   <= state_d;
+      ld_cnt_q  <= ld_cnt_d;
+      ld_done_q <= ld_done_d;
+      len_q     <= len_d;
+      rd_cnt_q  <= rd_cnt_d;
+      if (in_take) begin
+        xin_q <= in_data_i;
+      end
+      if (v2_q && state_q == ST_LOAD) begin
+        m_q <= mn2;
+        d_q <= dnew2;
+      end
+      if (state_q == ST_FIN) begin
+        rec_q <= rec_f;
+        ex_q  <= ex_f;
+      end
+      if (adv) begin
+        v1_q        <= in_take || issue;
+        f1_q        <= in_take && (ld_cnt_q == {LW{1'b0}});
+        l1_q        <= (in_take && in_last) || (issue && (rd_cnt_q == len_q - ONE_C));
+        v2_q        <= v1_q;
+        f2_q        <= f1_q;
+        l2_q        <= l1_q;
+        v3_q        <= v2_q && (state_q == ST_OUT);
+        l3_q        <= l2_q;
+        out_valid_q <= v3_q;
+        out_last_q  <= l3_q;
+        // Data registers load only behind a valid element: nothing undefined reaches them.
+        if (v1_q) begin
+          u2_q <= u1;
+        end
+        if (v2_q) begin
+          e3_q <= e2;
+        end
+        if (v3_q) begin
+          out_data_q <= y3;
+        end
+      end
+    end
+  end
+
+  assign in_ready_o  = in_ready;
+  assign out_valid_o = out_valid_q;
+  assign out_data_o  = out_data_q;
+  assign out_last_o  = out_last_q;
+
+endmodule
+
+`default_nettype wire
