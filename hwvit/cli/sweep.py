@@ -8,6 +8,7 @@ from contextlib import nullcontext
 
 import click
 
+from hwvit import toolchain
 from hwvit.cli.common import (
     calib_images_option,
     check_out_dir,
@@ -83,6 +84,13 @@ def _fmt_db(v: float) -> str:
     "sweep.md then puts them side by side, layer by layer.",
 )
 @click.option(
+    "--synth",
+    "synth_costs",
+    is_flag=True,
+    help="With --variants: synthesize each arithmetic's Verilog block (yosys) and add its cells, flip-flops, "
+    "longest path and memory bits to sweep.md, with variants_pareto.png (error against cells).",
+)
+@click.option(
     "--threads",
     type=click.IntRange(0),
     default=1,
@@ -104,6 +112,7 @@ def sweep(
     percentiles,
     no_shift,
     variant_lists,
+    synth_costs,
     threads,
     recipe,
     cluster,
@@ -129,6 +138,8 @@ def sweep(
         --no-shift --limit 24 --calib-images 48 --out sweep2/
       hwvit sweep --model digits --quick --limit 24 --calib-images 48 --variants softmax=ibert,shiftmax \\
         --variants layernorm=ibert --out sweep3/
+      hwvit sweep --model digits --quick --limit 24 --calib-images 48 --variants gelu=shiftgelu,tanh_lut --synth \\
+        --out sweep4/
     """
     import torch
 
@@ -153,6 +164,13 @@ def sweep(
         axes[family] = tuple(dict.fromkeys([*axes.get(family, ()), *chosen]))
     if no_shift:
         axes["exp"] = ()
+    if synth_costs:
+        if not variant_lists:
+            fail("--synth prices the arithmetic variants: give --variants too")
+        try:
+            toolchain.require("yosys")
+        except toolchain.ToolMissing as exc:
+            fail(str(exc))
     if quick and kw["limit"] is None:
         kw["limit"] = 120
     refuse_seed_for_digits(kw["preset"], kw["checkpoint"])
@@ -199,7 +217,13 @@ def sweep(
             "axes": {k: list(v) for k, v in axes.items()},
             "recipe": recipe.to_dict() if recipe is not None else None,
         }
-        written = write_sweep(rows, out_dir, source.name, meta)
+        block_costs = None
+        if synth_costs:
+            from hwvit.analysis import variant_cost
+            from hwvit.analysis.sweep import VARIANT_FAMILIES
+
+            block_costs = variant_cost.costs(rows, VARIANT_FAMILIES)
+        written = write_sweep(rows, out_dir, source.name, meta, block_costs)
     except (ValueError, OSError) as exc:
         fail(first_line(exc))
     elapsed = time.perf_counter() - t0

@@ -14,7 +14,7 @@ from hwvit.report.plots import sweep_plot
 from hwvit.report.publish import json_safe, staged_dir
 
 KIND = "sweep"
-FILES = ("sweep.csv", "sweep.md", "sweep.png", "pareto.png", "sweep.json")
+FILES = ("sweep.csv", "sweep.md", "sweep.png", "pareto.png", "sweep.json", "variants_pareto.png")
 
 
 # Plot columns (hwvit.report.plots.sweep_plot): title, factors, x label, cost key, tick label,
@@ -268,7 +268,91 @@ def variants_section(rows: list[dict], base: dict, acc_key: str, what: str) -> l
     return out
 
 
-def write_sweep(rows: list[dict], out_dir: str | Path, model: str, meta: dict | None = None) -> Path:
+def _front(points: list[tuple[int, float]]) -> list[bool]:
+    """On the Pareto front of (cells, error): no other point has fewer or equal cells and a higher
+    SQNR, with one of them strictly better."""
+    out = []
+    for i, (c, q) in enumerate(points):
+        beaten = any((c2 <= c and q2 >= q) and (c2 < c or q2 > q) for j, (c2, q2) in enumerate(points) if j != i)
+        out.append(not beaten)
+    return out
+
+
+def variant_costs_section(rows: list[dict], block_costs: dict) -> list[str]:
+    """Each variant's block beside its error: cells, flip-flops, longest path, memory bits
+    (hwvit.analysis.variant_cost), logits SQNR and the front per family."""
+    base = baseline_row(rows) or rows[0]
+    out = ["", "## What each arithmetic costs in logic", ""]
+    out += [
+        "Generic yosys synthesis of the block that computes each arithmetic (`hwvit synth`; GELU "
+        "variants are all tables on rtl/gelu.v). Error: the logits SQNR against the float model "
+        "(higher is better); front: no other arithmetic of that block is both smaller and more accurate.",
+        "",
+        "| block | arithmetic | cells | flip-flops | longest path (cells) | memory bits | logits SQNR (dB) | front |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for family, pts in _cost_points(rows, base, block_costs).items():
+        front = _front([(p[1], p[2]) for p in pts])
+        for (name, cells, sqnr, res), on in zip(pts, front):
+            out.append(
+                f"| {family} | {name} | {cells} | {res.flip_flops} | {res.longest_path} | {res.memory_bits} "
+                f"| {_num(sqnr, 2)} | {'yes' if on else ''} |"
+            )
+    missing = sorted(f"{f}={n}" for (f, n), res in block_costs.items() if res is None)
+    if missing:
+        out += ["", f"No Verilog block synthesized for: {', '.join(missing)}."]
+    out += ["", "![variants pareto](variants_pareto.png)", ""]
+    return out
+
+
+def _cost_points(rows: list[dict], base: dict, block_costs: dict) -> dict[str, list[tuple]]:
+    """family -> [(variant, cells, logits SQNR, SynthResult)], the baseline's arithmetic first."""
+    from hwvit import variants
+
+    out: dict[str, list[tuple]] = {}
+    for (family, name), res in block_costs.items():
+        if res is None:
+            continue
+        if variants.is_default(family, name):
+            row = base
+        else:
+            row = next((r for r in rows if r["factor"] == family and r["label"] == name), None)
+        if row is None or row["logits_sqnr_db"] is None:
+            continue
+        out.setdefault(family, []).append((name, res.cells, float(row["logits_sqnr_db"]), res))
+    for family, pts in out.items():
+        pts.sort(key=lambda p, f=family: (not variants.is_default(f, p[0]), p[1]))
+    return out
+
+
+def variants_pareto_plot(rows: list[dict], block_costs: dict, path: Path) -> None:
+    """Logits SQNR against cells, one panel per block family, the front of each joined."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    base = baseline_row(rows) or rows[0]
+    groups = _cost_points(rows, base, block_costs)
+    fig = Figure(figsize=(4.2 * max(1, len(groups)), 4.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    for i, (family, pts) in enumerate(groups.items()):
+        ax = fig.add_subplot(1, len(groups), i + 1)
+        front = _front([(p[1], p[2]) for p in pts])
+        for (name, cells, sqnr, _res), on in zip(pts, front):
+            ax.scatter([cells], [sqnr], s=60 if on else 30, color="#C44E52" if on else "#4C72B0", zorder=3)
+            ax.annotate(name, (cells, sqnr), textcoords="offset points", xytext=(5, 4), fontsize=7)
+        line = sorted((p[1], p[2]) for p, on in zip(pts, front) if on)
+        ax.step([c for c, _ in line], [q for _, q in line], where="post", color="#C44E52", lw=1)
+        ax.set_title(f"{family}", fontsize=10)
+        ax.set_xlabel("cells (yosys generic synth)")
+        ax.set_ylabel("logits SQNR against float (dB)")
+        ax.grid(alpha=0.3)
+    fig.suptitle("Error against logic per arithmetic; red: Pareto front", fontsize=10)
+    fig.savefig(path, dpi=110)
+
+
+def write_sweep(
+    rows: list[dict], out_dir: str | Path, model: str, meta: dict | None = None, block_costs: dict | None = None
+) -> Path:
     """Write sweep.csv, sweep.md, sweep.png and sweep.json into ``out_dir`` atomically; return the directory.
 
     ``out_dir`` must not exist, be empty, or hold a previous hwvit sweep (replaced whole); ValueError otherwise.
@@ -277,7 +361,11 @@ def write_sweep(rows: list[dict], out_dir: str | Path, model: str, meta: dict | 
         raise ValueError("no sweep rows to write")
     with staged_dir(out_dir, KIND, FILES) as (tmp, final):
         (tmp / "sweep.csv").write_text(render_csv(rows), encoding="utf-8")
-        (tmp / "sweep.md").write_text(render_md(rows, model), encoding="utf-8")
+        md = render_md(rows, model)
+        if block_costs:
+            md += "\n".join(variant_costs_section(rows, block_costs))
+            variants_pareto_plot(rows, block_costs, tmp / "variants_pareto.png")
+        (tmp / "sweep.md").write_text(md, encoding="utf-8")
         sweep_plot(plot_rows(rows), PLOT_COLUMNS, tmp / "sweep.png")
         pareto_plot(rows, tmp / "pareto.png")
         doc = {"kind": KIND, "hwvit": __version__, "model": model, **(meta or {}), "rows": rows}

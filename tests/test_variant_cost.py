@@ -1,0 +1,39 @@
+"""The sweep's price of each arithmetic in logic (hwvit.analysis.variant_cost, `hwvit sweep --synth`)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from hwvit.analysis import variant_cost
+from hwvit.report import sweep_write
+
+
+def test_block_of_names_the_block_that_computes_each_variant():
+    assert variant_cost.block_of("gelu", "shiftgelu") == variant_cost.block_of("gelu", "lut")  # one table block
+    assert variant_cost.block_of("softmax", "hwvit")[0] == "softmax"
+    assert variant_cost.block_of("layernorm", "hwvit")[0] == "layernorm"
+    assert variant_cost.block_of("softmax", "pkg.mod:fn") is None  # a team's function: its block is theirs
+
+
+def _row(factor, label, sqnr):
+    return {"factor": factor, "label": label, "logits_sqnr_db": sqnr}
+
+
+def test_costs_synthesize_each_block_once_and_fill_the_rows():
+    calls = []
+
+    def fake(block, params):
+        calls.append(block)
+        return SimpleNamespace(ok=True, cells=100, flip_flops=10, longest_path=7, memory_bits=2048)
+
+    rows = [_row("baseline", "int8", 30.0), _row("gelu", "shiftgelu", 29.0), _row("gelu", "tanh_lut", 31.0)]
+    got = variant_cost.costs(rows, ("gelu",), synth_block=fake)
+    assert calls == ["gelu"]  # the three GELU arithmetics are one table block
+    assert set(got) == {("gelu", "shiftgelu"), ("gelu", "tanh_lut"), ("gelu", "lut")}
+    assert rows[1]["cells"] == 100 and rows[2]["memory_bits"] == 2048
+
+
+def test_front_keeps_what_nothing_beats():
+    pts = [(100, 30.0), (80, 29.0), (120, 29.5), (80, 29.0), (200, 31.0)]
+    # (120, 29.5) is beaten by (100, 30.0); equal points do not beat each other
+    assert sweep_write._front(pts) == [True, True, False, True, True]
