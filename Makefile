@@ -82,14 +82,17 @@ lint: setup
 synth: setup
 	$(VENV)/bin/hwvit synth
 
-# Opt-in (not in make test): mutation score of the testbenches, one temp copy of the tree per
-# mutant, the block's suite on MUTATE_SIM (Verilator: ~3 s builds with ccache). MUTATE_BLOCKS /
-# MUTATE_SAMPLE choose what runs; the score table in docs/verification.md used these defaults.
-MUTATE_BLOCKS ?= gemm softmax layernorm isqrt requant divu gelu residual_add
-MUTATE_SAMPLE ?= 60
+# Opt-in (not in make test): mutation score of the testbenches over every mutant of every block's
+# files and of the core (hwvit mutate --all): one temp copy of the tree per mutant, the block's suite
+# on MUTATE_SIM, JOBS at a time; each outcome is journaled (MUTATE_JOURNAL), so an interrupted run
+# resumes where it stopped (a killed mutant stays killed while its file is unchanged; survivors run
+# again after a suite edit). Prints the table per block and file; MUTATE_BLOCKS narrows it.
+MUTATE_BLOCKS ?=
 MUTATE_SIM    ?= verilator
+MUTATE_JOURNAL ?= build/mutate/journal.jsonl
 mutate: setup
-	$(VENV)/bin/hwvit mutate $(foreach b,$(MUTATE_BLOCKS),--block $(b)) --sample $(MUTATE_SAMPLE) --simulator $(MUTATE_SIM) -j $(JOBS)
+	$(VENV)/bin/hwvit mutate --all $(foreach b,$(MUTATE_BLOCKS),--block $(b)) --simulator $(MUTATE_SIM) -j $(JOBS) \
+	  --journal $(MUTATE_JOURNAL) --out build/mutate/table.md --force
 
 # Opt-in (not in make test): Verilator line/toggle coverage and functional bins on the default
 # sets, each under every --stress variant (stalls, a reset in every state, back-to-back jobs,
