@@ -229,8 +229,7 @@ module softmax_ibert #(
   wire [31:0]  poly3  = c_int_i - {2'd0, rem2_q} * {15'd0, bmr3};
   wire [PR-1:0] pr3   = {{R_BITS{1'b0}}, poly3} * {32'd0, r_q};
   wire [7:0]   t3     = {1'b0, exp_den_log2_i} + 8'd30 - {3'd0, q2_q};  // t = 30 - q + K
-  wire [LO-1:0] psh3  = {{(LO-32){1'b0}}, poly3} << t3[5:0];
-  wire [LO-1:0] nlo3  = (t3 < 8'd54) ? psh3 : {LO{1'b0}};
+  wire [LO-1:0] nlo3  = {{(LO-32){1'b0}}, poly3} << t3;  // 0 once t >= 54 (P >= 2^24: K >= 30 + log2 P)
 
   wire unused_bits = ^pr3[32:0];  // below zf's lowest bit for every q
 
