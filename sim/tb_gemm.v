@@ -19,7 +19,9 @@ module tb_gemm #(
   parameter integer OUT_BITS = 8,     // requantized output width
   parameter integer MAX_M    = 64,    // memory sizes: largest M, K, N a run may use
   parameter integer MAX_K    = 64,
-  parameter integer MAX_N    = 64
+  parameter integer MAX_N    = 64,
+  parameter integer ROUNDING = 0,     // requant variant of the output stage (rtl/requant.v)
+  parameter integer WRAP     = 0      // requant overflow: 0 saturate, 1 wrap
 ) (
   // Every port is marked public: Verilator builds this wrapper with --no-public-flat-rw.
   input  wire        clk_i       /*verilator public_flat_rw*/,
@@ -98,7 +100,9 @@ module tb_gemm #(
     .MAX_M   (MAX_M),
     .MAX_K   (MAX_K),
     .MAX_N   (MAX_N),
-    .CNT_BITS(40)
+    .CNT_BITS(40),
+    .ROUNDING(ROUNDING),
+    .WRAP    (WRAP)
   ) u_gemm (
     .clk_i      (clk_i),
     .rst_ni     (rst_ni),

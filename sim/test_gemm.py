@@ -45,7 +45,10 @@ def _bucket(value: int) -> int:
 
 
 def hdl_parameters(vset) -> dict:
-    """tb_gemm parameters for a set: the default array and power-of-two memory sizes."""
+    """tb_gemm parameters for a set: the default array and power-of-two memory sizes; a requant
+    variant's ROUNDING / WRAP (hwvit/blocks/requant.py rtl_rounding; none for half_up)."""
+    from hwvit.blocks.requant import rtl_rounding
+
     p = vset.params
     rows, cols = DEFAULT_ARRAY
     return {
@@ -55,6 +58,7 @@ def hdl_parameters(vset) -> dict:
         "MAX_M": _bucket(p["m"]),
         "MAX_K": _bucket(p["k"]),
         "MAX_N": _bucket(p["n"]),
+        **rtl_rounding(p.get("rounding")),
     }
 
 
@@ -466,6 +470,58 @@ def test_gemm_small_shapes(tmp_path, simulator, run_set):
         assert result.extra["outputs"] == 2 * m * n and result.extra["beats"] == tiles(m, n, *ARRAYS[0]) * k
 
 
+# Every requant variant with a Verilog twin (sim/test_requant.py ROUNDINGS): ROUNDING / WRAP builds.
+ROUNDINGS = [
+    *(f"{name}{wrap}" for name in ("half_up", "half_away", "half_even", "floor", "gemmlowp") for wrap in ("", "_wrap")),
+    "ibert",
+]
+
+
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+def test_gemm_rounding_variant(tmp_path, simulator, rounding, run_set):
+    """A small set of each requant variant (channel 3: shift 0, every output on a rail or wrapped;
+    channel 4: the largest shift; channel 5: acc / 2, a tie for every odd acc), acc and y bit-exact
+    on the variant's build."""
+    from hwvit import vectors
+
+    record = vectors.random_record("gemm", cases=6, seed=70, k=8, n=10, out_bits=16, rounding=rounding)
+    set_dir = vectors.write_set(record, tmp_path / "s")
+    assert vectors.read(set_dir).params["rounding"] == rounding
+    assert blocks.get("gemm").verify(vectors.read(set_dir)) is None
+    result = run_set(set_dir, simulator, hdl_overrides=_overrides(ARRAYS[0]), seed=2)
+    assert result.extra["outputs"] == 2 * 6 * 10
+
+
+@pytest.fixture(scope="module")
+def digits():
+    from hwvit import pipeline
+
+    source = pipeline.load_source("digits")
+    calib = pipeline.calibration_inputs(source, 32)
+    x_test, _ = pipeline.eval_inputs(source, 1)
+    return source, calib, x_test.numpy()
+
+
+@pytest.mark.parametrize("rounding", ["floor", "half_away_wrap", "gemmlowp", "ibert"])
+def test_gemm_traced_rounding(digits, tmp_path, rounding, run_set):
+    """GEMM passes of the digits model's first encoder layer quantized with QuantConfig(requant=
+    rounding): q k^T and a v of head 0 and the projection, bit-exact on Icarus."""
+    from hwvit import vectors
+    from hwvit.intvit import trace_model
+    from hwvit.quant import QuantConfig, quantize_model
+
+    source, calib, x = digits
+    model = quantize_model(source.model, calib, QuantConfig(requant=rounding))
+    _, records, _ = trace_model(model, x)
+    paths = ("layers.0.attn.h0.qk", "layers.0.attn.h0.av", "layers.0.attn.proj")
+    mine = [r for r in records if r.kind == "gemm" and r.path in paths]
+    assert len(mine) == len(paths) and all(r.params["rounding"] == rounding for r in mine)
+    vectors.write_sets(mine, tmp_path, seed=0)
+    for set_dir in vectors.find_sets(tmp_path):
+        result = run_set(set_dir, "icarus")
+        assert result.extra["outputs"] == 2 * vectors.read(set_dir)["y"].size, result.line()
+
+
 def test_gemm_zero_dim_jobs(gemm_sets, simulator, run_set):
     """Jobs with a zero dimension end at once without reading or writing; the engine then runs a
     normal job bit-exact (a partial-tile array: lanes past N checked)."""
@@ -559,6 +615,8 @@ LINT_PARAMS = [
     {"ROWS": 3, "COLS": 5},
     {"ROWS": 1, "COLS": 1, "MAX_M": 1, "MAX_N": 1},
     {"ROWS": 16, "COLS": 2, "OUT_BITS": 16, "MAX_K": 65535},
+    {"ROWS": 2, "COLS": 3, "ROUNDING": 4, "WRAP": 1},
+    {"ROWS": 2, "COLS": 3, "ROUNDING": 2},
 ]
 
 

@@ -1,7 +1,10 @@
 """gemm: y = requant(a @ w^T + bias) per output channel, the systolic GEMM engine (``rtl/gemm.v``).
 
 int8 (or uint8) A rows against int8 W channels, int32 accumulators, a multiplier and shift per
-channel; the record holds the accumulators too (docs/arithmetic.md).
+channel; the record holds the accumulators too (docs/arithmetic.md). A random set may take another
+requant variant (``--set rounding=NAME``): y from its kernel, gemmlowp's shifts moved down by 31,
+channels 5 and 6 made tie channels (acc / 2 of opposite signs); sim/test_gemm.py builds the engine
+with that rounding's ROUNDING / WRAP (hwvit/blocks/requant.py ``rtl_rounding``).
 """
 
 from __future__ import annotations
@@ -135,8 +138,25 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
         shift[3] = 0  # saturates every output of the channel
     if n > 4:
         shift[4] = SHIFT_MAX  # rounds every output of the channel to 0 (or 1 at the +max)
-    y = ops.requant(acc, mult, shift, out_bits)
     params = {"m": int(cases), "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits}
+    rounding = opts.get("rounding") or "half_up"
+    if rounding == "half_up":
+        y = ops.requant(acc, mult, shift, out_bits)
+    else:  # another requant variant (hwvit.variants): y from its kernel, recorded as `rounding`
+        from hwvit import variants
+
+        gemmlowp = rounding.startswith("gemmlowp")
+        if gemmlowp:  # y ~ acc * M / 2^(31 + shift), shift in [0, 31] here
+            shift = np.clip(shift - 31, 0, 31)
+            if n > 4:
+                shift[4] = 31
+        if n > 6:  # tie channels: acc * 2^30 / 2^31 = acc / 2 (gemmlowp: h = round(acc / 2), then / 2),
+            # channel 6 the negation of channel 5 (a tie of each sign for every odd acc)
+            w[6], bias[6] = np.minimum(-w[5], 127), -bias[5]  # -(-128) is not int8: 127 there
+            acc = ops.gemm(a, w, bias, a_signed)
+            mult[5:7], shift[5:7] = M_LO, 1 if gemmlowp else 31
+        y = variants.get("requant", rounding).kernel(acc, {"multiplier": mult, "shift": shift, "out_bits": out_bits})
+        params["rounding"] = rounding
     return make_record("gemm", "random", params, a=a, w=w, bias=bias, multiplier=mult, shift=shift, acc=acc, y=y)
 
 
@@ -166,7 +186,7 @@ KIND = BlockKind(
     params=PARAMS,
     contract=CONTRACT,
     random=random_set,
-    defaults={"k": 64, "n": 16, "a_signed": True, "out_bits": 8},
+    defaults={"k": 64, "n": 16, "a_signed": True, "out_bits": 8, "rounding": "half_up"},
     bins=(
         "sat_high",
         "sat_low",
