@@ -1,0 +1,60 @@
+"""layernorm_ivit: I-ViT's I-LayerNorm (``rtl/layernorm_ivit.v``).
+
+The mean rounded half up (one small division per row), ``Var = sum (x - mu)^2 + eps_int`` from the
+row sums, ``std = floor(sqrt(Var))`` (what the kernel's 10-step Newton iteration returns),
+``factor = floor(2^62 / std)`` (one division per row), ``y = factor (x - mu) >> 46``, hwvit's
+gamma/beta fixed point and a requant; ``out_last_o`` on each row's last output. gamma/beta per
+channel through the table port; eps_int, the requant multiplier and shift as configuration.
+"""
+
+from __future__ import annotations
+
+from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
+
+RTL = ("rtl/layernorm_ivit.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v", "rtl/round_sat.v")
+
+PORTS = Kind(
+    "layernorm_ivit",
+    inputs={"x": Field("x", bits_fixed(8), True, "int8 input")},
+    output=("y", Field("y", bits_param("out_bits"), True, "normalized value, out_bits signed")),
+    config={
+        "c": Config(lambda p: int(p["c"]), bits_count("c"), "row length C"),
+        "eps": Config(lambda p: int(p["eps_int"]), bits_fixed(41), "eps_int (units of Var, <= 2^40)"),
+        "mult": Config(lambda p: int(p["multiplier"]), bits_fixed(31), "requant multiplier M"),
+        "shift": Config(lambda p: int(p["shift"]), bits_fixed(6), "requant shift s"),
+    },
+    table=Table(
+        {
+            "prm_gamma": Field("gamma", bits_fixed(15), True, "gamma G of channel i"),
+            "prm_beta": Field("beta", bits_fixed(31), True, "beta B of channel i"),
+        },
+        lambda v: int(v.params["c"]),
+        lambda p: max(1, (int(p["c"]) - 1).bit_length()),
+        "channel i at address i",
+    ),
+    row_len=lambda v: int(v.params["c"]),
+    parameters={"OUT_BITS": "out_bits"},
+    fixed={"MAX_C": 4096},
+    doc="I-ViT I-LayerNorm: rounded mean, exact variance, integer sqrt, IntDiv, gamma/beta, requant",
+)
+
+FIELDS = {
+    "rtl": RTL,
+    "ports": PORTS,
+    "reference_ports": {
+        "fields": {"x": "in_data_i"},
+        "out": "out_data_o",
+        "last": "out_last_o",
+        "ports": {
+            "c": "cfg_c_i",
+            "eps": "cfg_eps_i",
+            "mult": "cfg_mult_i",
+            "shift": "cfg_shift_i",
+            "tbl_we": "prm_we_i",
+            "tbl_addr": "prm_addr_i",
+            "prm_gamma": "prm_gamma_i",
+            "prm_beta": "prm_beta_i",
+        },
+    },
+    "synth": {"MAX_C": 64},
+}
