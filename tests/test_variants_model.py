@@ -185,9 +185,43 @@ def test_random_sets_of_a_variant_kind(tmp_path):
     assert CliRunner().invoke(main, ["check", str(out.parent)]).exit_code == 0
 
 
-def test_sim_says_a_variant_has_no_verilog_yet(variant_sets):
-    res = CliRunner().invoke(main, ["sim", str(variant_sets / "layers.0.attn.softmax"), "--simulator", "icarus"])
-    assert res.exit_code != 0 and "softmax_shiftmax has no Verilog block yet" in res.output, res.output
+def test_sim_says_a_kind_has_no_verilog_yet(tmp_path):
+    out = tmp_path / "r" / "rac"
+    res = CliRunner().invoke(main, ["vectors-random", "residual_add_channels", "--cases", "4", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["sim", str(out), "--simulator", "icarus"])
+    assert res.exit_code != 0 and "residual_add_channels has no Verilog block yet" in res.output, res.output
+
+
+def test_ptf_quantizes_the_residual_stream_per_channel(tmp_path):
+    """FQ-ViT's power-of-two factor in the model: every residual add that feeds a PTF LayerNorm
+    writes channel c at s * 2^alpha_c (alpha from the calibration's channel ranges, not all 0), the
+    next add reads that stream with per-channel multipliers, and the LayerNorm's recorded alpha is
+    the stream's. The sets record both kinds and `hwvit check` recomputes them."""
+    from hwvit import pipeline
+    from hwvit.intvit import trace_model
+    from hwvit.quant import QuantConfig, quantize_model
+
+    source = pipeline.load_source("digits")
+    calib = pipeline.calibration_inputs(source, 48)
+    model = quantize_model(source.model, calib, QuantConfig(layernorm="ptf"))
+    for i, blk in enumerate(model.blocks):
+        assert blk.add1.alpha_out is not None and blk.add1.alpha_out.max() > 0, i
+        assert np.ndim(blk.add2.mult_a) == 1 and np.array_equal(blk.add2.alpha_a, blk.add1.alpha_out)
+        assert np.array_equal(blk.norm2.arith.params["alpha"], blk.add1.alpha_out)
+    last = model.blocks[-1].add2
+    assert model.readout.norm is None or np.array_equal(model.readout.norm.arith.params["alpha"], last.alpha_out)
+    x, _ = pipeline.eval_inputs(source, 1)
+    _, records, values = trace_model(model, x.numpy())
+    kinds = {r.kind for r in records}
+    assert {"residual_add_channels", "layernorm_ptf"} <= kinds and "residual_add" not in kinds
+    q, scale = values["layers.0.add1"]
+    assert np.ndim(scale) == 1 and np.allclose(scale, model.blocks[0].add1.s_out * 2.0 ** model.blocks[0].add1.alpha_out)
+    from hwvit import vectors
+
+    vectors.write_sets(records, tmp_path / "sets", seed=0)
+    res = CliRunner().invoke(main, ["check", str(tmp_path / "sets")])
+    assert res.exit_code == 0 and "sets valid" in res.output, res.output
 
 
 TEAM = textwrap.dedent(

@@ -165,23 +165,43 @@ class IntSoftmax:
 class IntResidual:
     """y = a + b, both rescaled to the output scale (ops.residual_add)."""
 
-    mult_a: int
-    mult_b: int
-    shift: int
+    mult_a: int | np.ndarray  # per tensor, or per channel (last axis) on a stream under FQ-ViT's PTF
+    mult_b: int | np.ndarray
+    shift: int | np.ndarray
     s_a: float
     s_b: float
-    s_out: float
+    s_out: float  # per channel: the base scale s (channel c at s * 2^alpha_out[c])
     out_bits: int
+    alpha_a: np.ndarray | None = None  # power-of-two factors of input a's channels (PTF), if any
+    alpha_out: np.ndarray | None = None  # ... of the output's channels: it feeds a PTF LayerNorm
+
+    @property
+    def per_channel(self) -> bool:
+        return np.ndim(self.mult_a) > 0
+
+    @property
+    def out_scale(self):
+        """The output's scale: a float, or per channel ``s_out * 2^alpha_out``."""
+        return self.s_out if self.alpha_out is None else self.s_out * np.exp2(self.alpha_out.astype(np.float64))
 
     def __call__(self, a, b, tr: Trace, path: str, k=NUMPY):
-        y = k.residual_add(a, b, self.mult_a, self.mult_b, self.shift, self.out_bits)
+        consts = (self.mult_a, self.mult_b, self.shift)
+        if self.per_channel:
+            consts = tuple(k.const(np.asarray(v, dtype=np.int64)) for v in consts)
+        y = k.residual_add(a, b, *consts, self.out_bits)
         if tr.keep_records:
             self.record(tr, path, k.host(a), k.host(b), k.host(y))
-        return k.value(tr, path, y, self.s_out)
+        return k.value(tr, path, y, self.out_scale)
 
     def record(self, tr: Trace, path: str, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> None:
-        """The `residual_add` record of one call (flattened)."""
+        """The `residual_add` record of one call (flattened); per-channel constants: a
+        `residual_add_channels` record (tokens x channels)."""
         scales = {"a": self.s_a, "b": self.s_b, "y": self.s_out}
+        if self.per_channel:
+            from hwvit.blocks import residual_add_channels as rac
+
+            tr.keep(rac.traced(path, a, b, y, self, scales))
+            return
         tr.keep(residual_block.traced(path, a, b, y, self.mult_a, self.mult_b, self.shift, self.out_bits, scales))
 
 

@@ -28,7 +28,7 @@ class Trace:
         self.values: dict[str, tuple[np.ndarray, float]] = {}
         self._seen: set[str] = set()
 
-    def value(self, path: str, q: np.ndarray, scale: float) -> np.ndarray:
+    def value(self, path: str, q: np.ndarray, scale) -> np.ndarray:
         """Keep ``q`` (if asked); return what the forward continues with (``q`` unless forced).
 
         A point is traced once per forward (one Trace per forward): a second call would overwrite
@@ -37,7 +37,8 @@ class Trace:
             assert path not in self._seen, f"traced point {path} given twice in one forward (one Trace per forward)"
             self._seen.add(path)
         if self.keep_values:  # int64, whatever the forward's dtype (consumers do arithmetic on it)
-            self.values[path] = (np.asarray(q, dtype=np.int64), float(scale))
+            # a float, or per channel along the last axis (a residual stream under FQ-ViT's PTF)
+            self.values[path] = (np.asarray(q, dtype=np.int64), float(scale) if np.ndim(scale) == 0 else scale)
         return q if self.force is None else self.force(path, q, scale)
 
     def keep(self, record: BlockRecord) -> None:

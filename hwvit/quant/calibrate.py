@@ -22,6 +22,7 @@ def calibrate(
     seed: int = 0,
     hooks: dict[str, torch.nn.Module] | None = None,
     bits: int = 8,
+    channels: dict[str, np.ndarray] | None = None,
 ) -> dict[str, float]:
     """Absolute range (max |x|, a percentile of |x|, or a clip search at ``bits``) of every recorded tensor.
 
@@ -29,6 +30,8 @@ def calibrate(
 
     ``model`` must accept ``forward(x, record=callable)`` (hwvit.float.model.ViT does);
     ``hooks`` names extra points by module: the module's output is recorded under that path.
+    ``channels``, if given, is filled with each point's max |x| per channel (its last axis): the
+    per-channel ranges FQ-ViT's power-of-two factor is chosen from (hwvit.variants.layernorm_forms).
     """
     method = Calibration.from_string(method) if isinstance(method, str) else method
     if inputs is None or len(inputs) == 0:
@@ -45,6 +48,9 @@ def calibrate(
     def record(path: str, tensor: torch.Tensor) -> None:
         a = tensor.detach().abs().reshape(-1)
         absmax[path] = max(absmax.get(path, 0.0), float(a.max()) if a.numel() else 0.0)
+        if channels is not None and tensor.dim() >= 1 and a.numel():
+            per = tensor.detach().abs().reshape(-1, tensor.shape[-1]).amax(dim=0).double().numpy()
+            channels[path] = per if path not in channels else np.maximum(channels[path], per)
         if method is not Calibration.MINMAX:
             v = a.numpy()
             if v.size > _SAMPLES_PER_TENSOR // 4:

@@ -9,6 +9,7 @@ the scale of its input and returns the scale of its output, so the chain of scal
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -54,10 +55,11 @@ def act_names(model, point: str) -> tuple[str, ...]:
 class _Scales:
     """``r[path]`` calibration ranges -> per-tensor scales at each point's width; the recipe's per-layer choices."""
 
-    def __init__(self, model, ranges: dict[str, float], bits: int, recipe: Recipe | None = None):
+    def __init__(self, model, ranges: dict[str, float], bits: int, recipe: Recipe | None = None, channels=None):
         self.model, self.ranges, self.bits = model, ranges, bits
         self.recipe = recipe or plain()
         self.used: set[str] = set()  # recipe globs that matched a layer
+        self._channels = channels  # () -> {point: max |x| per channel}, run on first use (PTF only)
         self.widths: dict[str, int] = {}  # point (and alias) -> activation width, for IntViT.point_bits
 
     def weight(self, path: str) -> tuple[int, bool]:
@@ -86,6 +88,39 @@ class _Scales:
         """(scale, width) of the activation at ``path``; ``absmax`` replaces its calibrated range."""
         bits = self.act(path)
         return scale_of(self.ranges[path] if absmax is None else absmax, bits), bits
+
+
+@dataclass(frozen=True)
+class _Ptf:
+    """A residual stream point quantized per channel for the FQ-ViT PTF LayerNorm it feeds: base
+    scale ``s``, factors ``alpha`` (channel c at ``s * 2^alpha[c]``) and the channel ranges they
+    come from (the LayerNorm's variant chooses the same alpha from them)."""
+
+    s: float
+    alpha: np.ndarray
+    absmax: np.ndarray
+
+
+def _ptf(scale: _Scales, point: str, consumer: str | None) -> _Ptf | None:
+    """The PTF quantization of ``point`` if the LayerNorm ``consumer`` reading it is ``ptf``."""
+    if consumer is None or scale.variant(consumer, "layernorm") != "ptf" or scale._channels is None:
+        return None
+    from hwvit.variants.layernorm_forms import ptf_alpha, ptf_scale
+
+    absmax = scale._channels()[point]
+    bits = scale.act(point)
+    s = ptf_scale(absmax, bits)
+    return _Ptf(s, ptf_alpha(absmax, s, bits), absmax)
+
+
+def _residual(scale: _Scales, point: str, s_a: float, s_b: float, alpha_a, consumer: str | None):
+    """The residual add writing stream ``point``: per channel when its LayerNorm is PTF (or when its
+    input ``a`` is such a stream); returns it with the PTF choice (or None)."""
+    ptf = _ptf(scale, point, consumer)
+    s_out, bits = scale.point(point)
+    if ptf is not None:
+        s_out = ptf.s
+    return int_residual(s_a, s_b, s_out, bits, alpha_a, None if ptf is None else ptf.alpha), ptf
 
 
 def _linear(module, s_in: float, s_out: float, bits: int, scale: _Scales, path: str) -> IntLinear:
@@ -129,14 +164,14 @@ def build_embed(model, s_input: float, scale: _Scales) -> IntEmbed:
         return IntEmbed(patch_embed=patch_embed, s_embed=s_embed, cls_q=cls_q, pos_q=None, s_pos=None, pos_add=None)
     pos = _np(model.pos_embed)[0]
     s_pos = scale_of(np.abs(pos).max(), scale.bits)  # a parameter table: the default width
-    s_tokens, b_tokens = scale.point("tokens")
+    pos_add, _ = _residual(scale, "tokens", s_embed, s_pos, None, "layers.0.norm1" if model.layers else None)
     return IntEmbed(
         patch_embed=patch_embed,
         s_embed=s_embed,
         cls_q=cls_q,
         pos_q=ops.quantize(pos, s_pos, scale.bits),
         s_pos=s_pos,
-        pos_add=int_residual(s_embed, s_pos, s_tokens, b_tokens),
+        pos_add=pos_add,
     )
 
 
@@ -187,29 +222,51 @@ def build_attention(attn, p: str, s_in: float, scale: _Scales, qc: QuantConfig, 
     )
 
 
-def build_block(blk, i: int, s_x: float, scale: _Scales, qc: QuantConfig, dim: int) -> IntBlock:
-    """Block ``layers.i`` with input scale ``s_x``: x + attn(norm1(x)), then + mlp(norm2(x))."""
+def build_block(
+    blk,
+    i: int,
+    s_x: float,
+    scale: _Scales,
+    qc: QuantConfig,
+    dim: int,
+    stream: _Ptf | None = None,
+    next_norm: str | None = None,
+) -> tuple[IntBlock, _Ptf | None]:
+    """Block ``layers.i`` with input scale ``s_x``: x + attn(norm1(x)), then + mlp(norm2(x)).
+    ``stream``: the input quantized per channel for a PTF norm1; ``next_norm``: the LayerNorm
+    that reads this block's output (for its PTF choice). Returns the block and its output's PTF."""
     p = f"layers.{i}"
-    norm1 = int_layernorm(blk.norm1, s_x, *scale.point(f"{p}.norm1"), scale.variant(f"{p}.norm1", "layernorm"))
+    alpha_x, absmax_x = (None, None) if stream is None else (stream.alpha, stream.absmax)
+    norm1 = int_layernorm(
+        blk.norm1, s_x, *scale.point(f"{p}.norm1"), scale.variant(f"{p}.norm1", "layernorm"), absmax_x
+    )
     attn = build_attention(blk.attn, f"{p}.attn", norm1.s_out, scale, qc, dim)
-    add1 = int_residual(s_x, attn.proj.s_out, *scale.point(f"{p}.add1"))
-    norm2 = int_layernorm(blk.norm2, add1.s_out, *scale.point(f"{p}.norm2"), scale.variant(f"{p}.norm2", "layernorm"))
+    add1, ptf1 = _residual(scale, f"{p}.add1", s_x, attn.proj.s_out, alpha_x, f"{p}.norm2")
+    norm2 = int_layernorm(
+        blk.norm2,
+        add1.s_out,
+        *scale.point(f"{p}.norm2"),
+        scale.variant(f"{p}.norm2", "layernorm"),
+        None if ptf1 is None else ptf1.absmax,
+    )
     fc1 = _linear(blk.mlp.fc1, norm2.s_out, *scale.point(f"{p}.mlp.fc1"), scale, f"{p}.mlp.fc1")
     # the GELU table is indexed by fc1's output: its domain is fc1's width (2^bits entries)
     gelu = int_gelu(
         fc1.s_out, *scale.point(f"{p}.mlp.gelu"), in_bits=fc1.out_bits, variant=scale.variant(f"{p}.mlp.gelu", "gelu")
     )
     fc2 = _linear(blk.mlp.fc2, gelu.s_out, *scale.point(f"{p}.mlp.fc2"), scale, f"{p}.mlp.fc2")
-    add2 = int_residual(add1.s_out, fc2.s_out, *scale.point(f"{p}.add2"))
-    return IntBlock(norm1=norm1, attn=attn, add1=add1, norm2=norm2, fc1=fc1, gelu=gelu, fc2=fc2, add2=add2)
+    add2, ptf2 = _residual(scale, f"{p}.add2", add1.s_out, fc2.s_out, add1.alpha_out, next_norm)
+    block = IntBlock(norm1=norm1, attn=attn, add1=add1, norm2=norm2, fc1=fc1, gelu=gelu, fc2=fc2, add2=add2)
+    return block, ptf2
 
 
-def build_head(model, s_x: float, scale: _Scales, x_bits: int) -> IntReadout:
+def build_head(model, s_x: float, scale: _Scales, x_bits: int, stream: _Ptf | None = None) -> IntReadout:
     """Final norm, pooling (cls token or mean over all T tokens), ECG's pre-head, classifier."""
     cfg = model.cfg
     s_in, norm = s_x, None
     if model.norm is not None:
-        norm = int_layernorm(model.norm, s_x, *scale.point("norm"), scale.variant("norm", "layernorm"))
+        absmax = None if stream is None else stream.absmax
+        norm = int_layernorm(model.norm, s_x, *scale.point("norm"), scale.variant("norm", "layernorm"), absmax)
         s_x, x_bits = norm.s_out, norm.out_bits
     pool = None
     if cfg.pool == "cls":  # a selection, no arithmetic: the cls token keeps its width
@@ -277,21 +334,40 @@ def quantize_model(
             raise ValueError(f"weight {name} contains NaN or Inf")
     r, methods, used = _calibrate(model, calib_inputs, recipe, calibration_cache)
     cfg, bits = model.cfg, qc.act_bits
-    scale = _Scales(model, r, bits, recipe)
+
+    def channels() -> dict[str, np.ndarray]:  # one min/max pass, only for a PTF LayerNorm
+        cache = {} if calibration_cache is None else calibration_cache
+        if ("channels",) not in cache:
+            found: dict[str, np.ndarray] = {}
+            calibrate(model, calib_inputs, "minmax", channels=found)
+            cache[("channels",)] = found
+        return cache[("channels",)]
+
+    scale = _Scales(model, r, bits, recipe, channels)
     s_input, _ = scale.point("input")
     embed = build_embed(model, s_input, scale)
     blocks, layer_pos_adds = [], []
     s_x = embed.s_tokens
     x_bits = embed.pos_add.out_bits if embed.pos_add is not None else scale.widths["embed"]
+    stream = None
+    if embed.pos_add is not None and embed.pos_add.alpha_out is not None:
+        stream = _ptf(scale, "tokens", "layers.0.norm1")
+    depth = len(model.layers)
     for i, blk in enumerate(model.layers):
         pos_add = None
         if cfg.pos_every_layer and i > 0:  # ECG: the position table is added before every block
-            pos_add = int_residual(s_x, embed.s_pos, *scale.point(f"layers.{i}.pos_add"))
+            alpha = None if stream is None else stream.alpha
+            pos_add, stream = _residual(scale, f"layers.{i}.pos_add", s_x, embed.s_pos, alpha, f"layers.{i}.norm1")
             s_x = pos_add.s_out
         layer_pos_adds.append(pos_add)
-        blocks.append(build_block(blk, i, s_x, scale, qc, cfg.dim))
+        if i + 1 < depth:  # who reads this block's output: the next norm1, or ECG's position add first
+            next_norm = None if cfg.pos_every_layer else f"layers.{i + 1}.norm1"
+        else:
+            next_norm = "norm" if model.norm is not None else None
+        block, stream = build_block(blk, i, s_x, scale, qc, cfg.dim, stream, next_norm)
+        blocks.append(block)
         s_x, x_bits = blocks[-1].add2.s_out, blocks[-1].add2.out_bits
-    readout = build_head(model, s_x, scale, x_bits)
+    readout = build_head(model, s_x, scale, x_bits, stream)
     unmatched = [g for g, _ in recipe.layers if g not in scale.used | used]
     if unmatched:
         raise ValueError(

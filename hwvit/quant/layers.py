@@ -93,9 +93,12 @@ def int_linear(
     )
 
 
-def int_layernorm(ln, s_in: float, s_out: float, out_bits: int, variant: str = "hwvit") -> IntLayerNorm:
+def int_layernorm(
+    ln, s_in: float, s_out: float, out_bits: int, variant: str = "hwvit", channel_absmax: np.ndarray | None = None
+) -> IntLayerNorm:
     """From a torch LayerNorm (missing affine parameters are 1 and 0); ``variant``: its arithmetic
-    (hwvit.variants)."""
+    (hwvit.variants). ``channel_absmax``: the input's range per channel, from which FQ-ViT's
+    power-of-two factors are chosen (``variant="ptf"``; ``s_in`` is then its base scale)."""
     c = ln.normalized_shape[-1]
     gamma = ln.weight.detach().double().numpy() if ln.weight is not None else np.ones(c)
     beta = ln.bias.detach().double().numpy() if ln.bias is not None else np.zeros(c)
@@ -107,6 +110,10 @@ def int_layernorm(ln, s_in: float, s_out: float, out_bits: int, variant: str = "
 
         v = variants.resolve("layernorm", variant)
         ctx = LayerNormContext(gamma, beta, float(ln.eps), s_in, s_out, out_bits)
+        if channel_absmax is not None:
+            from hwvit.variants.layernorm_forms import PtfContext
+
+            ctx = PtfContext(gamma, beta, float(ln.eps), s_in, s_out, out_bits, channel_absmax=channel_absmax)
         vp = v.prepare(ctx)
         arith = Arith(family="layernorm", name=variant, params=vp, s_out=s_out)
     return IntLayerNorm(
@@ -165,9 +172,38 @@ def int_softmax(
     )
 
 
-def int_residual(s_a: float, s_b: float, s_out: float, out_bits: int) -> IntResidual:
-    ma, mb, s = qp.residual_params(s_a, s_b, s_out)
-    return IntResidual(mult_a=int(ma), mult_b=int(mb), shift=int(s), s_a=s_a, s_b=s_b, s_out=s_out, out_bits=out_bits)
+def int_residual(
+    s_a: float,
+    s_b: float,
+    s_out: float,
+    out_bits: int,
+    alpha_a: np.ndarray | None = None,
+    alpha_out: np.ndarray | None = None,
+) -> IntResidual:
+    """``alpha_a`` / ``alpha_out``: FQ-ViT's power-of-two factors of a per-channel stream (channel c of
+    ``a`` at ``s_a * 2^alpha_a[c]``, of the output at ``s_out * 2^alpha_out[c]``); then every channel
+    has its own (Ma, Mb, s) from ``residual_params``."""
+    if alpha_a is None and alpha_out is None:
+        ma, mb, s = qp.residual_params(s_a, s_b, s_out)
+        return IntResidual(
+            mult_a=int(ma), mult_b=int(mb), shift=int(s), s_a=s_a, s_b=s_b, s_out=s_out, out_bits=out_bits
+        )
+    c = len(alpha_a if alpha_a is not None else alpha_out)
+    ea = np.zeros(c, np.int64) if alpha_a is None else np.asarray(alpha_a, np.int64)
+    eo = np.zeros(c, np.int64) if alpha_out is None else np.asarray(alpha_out, np.int64)
+    trip = [qp.residual_params(s_a * 2.0 ** int(ea[j]), s_b, s_out * 2.0 ** int(eo[j])) for j in range(c)]
+    ma, mb, sh = (np.array([t[i] for t in trip], dtype=np.int64) for i in range(3))
+    return IntResidual(
+        mult_a=ma,
+        mult_b=mb,
+        shift=sh,
+        s_a=s_a,
+        s_b=s_b,
+        s_out=s_out,
+        out_bits=out_bits,
+        alpha_a=None if alpha_a is None else ea,
+        alpha_out=None if alpha_out is None else eo,
+    )
 
 
 def int_pool(s_in: float, s_out: float, tokens: int, out_bits: int) -> IntPool:
