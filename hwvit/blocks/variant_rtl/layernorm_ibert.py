@@ -1,0 +1,55 @@
+"""layernorm_ibert: I-BERT's IntLayerNorm with its per-channel requant (``rtl/layernorm_ibert.v``).
+
+The mean rounded half to even (one small division per row), ``var = sum (x - mean)^2`` from the
+row sums, ``std = floor(sqrt(var))`` (what Algorithm 4's Newton iteration returns),
+``factor = floor(2^31 / std)`` (one division per row), ``floor(y factor / 2) + bias_int``, then
+I-BERT's requant (``round_half_even(z M_c / 2^E_c)``, saturated) per channel; ``out_last_o`` on each
+row's last output. bias_int, M and E per channel through the table port; the block takes
+``ln_shift = 0`` (every int8 set of C <= 4096 has it), ``|bias_int| < 2^47``, ``E`` in 0..127.
+"""
+
+from __future__ import annotations
+
+from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
+
+RTL = ("rtl/layernorm_ibert.v", "rtl/isqrt.v", "rtl/divu.v")
+
+PORTS = Kind(
+    "layernorm_ibert",
+    inputs={"x": Field("x", bits_fixed(8), True, "int8 input")},
+    output=("y", Field("y", bits_param("out_bits"), True, "normalized value, out_bits signed")),
+    config={"c": Config(lambda p: int(p["c"]), bits_count("c"), "row length C")},
+    table=Table(
+        {
+            "prm_bias": Field("bias_int", bits_fixed(48), True, "bias_int of channel i (beta / gamma / S_n)"),
+            "prm_mult": Field("multiplier", bits_fixed(33), True, "requant mantissa M of channel i, |M| <= 2^31"),
+            "prm_shift": Field("shift", bits_fixed(7), False, "requant shift E of channel i, 0..127"),
+        },
+        lambda v: int(v.params["c"]),
+        lambda p: max(1, (int(p["c"]) - 1).bit_length()),
+        "channel i at address i",
+    ),
+    row_len=lambda v: int(v.params["c"]),
+    parameters={"OUT_BITS": "out_bits"},
+    fixed={"MAX_C": 4096},
+    doc="I-BERT IntLayerNorm: rounded mean, variance, integer sqrt, 2^31 / std, bias_int; per-channel I-BERT requant",
+)
+
+FIELDS = {
+    "rtl": RTL,
+    "ports": PORTS,
+    "reference_ports": {
+        "fields": {"x": "in_data_i"},
+        "out": "out_data_o",
+        "last": "out_last_o",
+        "ports": {
+            "c": "cfg_c_i",
+            "tbl_we": "prm_we_i",
+            "tbl_addr": "prm_addr_i",
+            "prm_bias": "prm_bias_i",
+            "prm_mult": "prm_mult_i",
+            "prm_shift": "prm_shift_i",
+        },
+    },
+    "synth": {"MAX_C": 64},
+}
