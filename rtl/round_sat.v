@@ -14,7 +14,8 @@
 //
 // One adder serves every rounding: for s >= 1 each is floor((v + t) / 2^s) with
 //   t = (2^(s-1) - 1) + c,   c = 1 (half_up), [v >= 0] (half_away), q[0] (half_even);  t = 0 (floor)
-// and t = 0 for s = 0. Why (v = q 2^s + r, 0 <= r < 2^s):
+// and t = 0 for s = 0; t is 2^(s-1) (c = 1) or the mask 2^(s-1) - 1 (c = 0), a mux, not an adder.
+// Why (v = q 2^s + r, 0 <= r < 2^s):
 // - half_up: t = 2^(s-1), the definition.
 // - half_away: for v >= 0, c = 1 is half up, which is half away there. For v < 0, half away is
 //   ceil(v/2^s - 1/2) = ceil((v - 2^(s-1)) / 2^s) = floor((v - 2^(s-1) + 2^s - 1) / 2^s)
@@ -73,19 +74,20 @@ module round_sat #(
   // verilator coverage_on
 
   wire signed [IN_BITS-1:0] v      = v_i;
-  wire                      s_nz   = |shift_i;
-  // 2^(s-1) - 1 (s >= 1; 0 for s = 0 and for floor)
-  wire        [IN_BITS-1:0] low    = (s_nz && ROUNDING != 3) ? ~({IN_BITS{1'b1}} << (shift_i - 6'd1))
-                                                             : {IN_BITS{1'b0}};
   // q[0], bit 0 of the floor quotient q = v >>> s, is bit s of v (half_even's tie breaker; the
   // caller's bound keeps s < IN_BITS)
   wire                      q_lsb  = |(v_i & ({{(IN_BITS - 1){1'b0}}, 1'b1} << shift_i));
-  wire                      c      = ~s_nz         ? 1'b0
-                                   : ROUNDING == 0 ? 1'b1
+  // c of the header: 1 half_up, [v >= 0] half_away, q[0] half_even
+  wire                      c      = ROUNDING == 0 ? 1'b1
                                    : ROUNDING == 1 ? ~v[IN_BITS-1]
-                                   : ROUNDING == 2 ? q_lsb
-                                   :                 1'b0;
-  wire signed [IN_BITS-1:0] sum     = v + $signed(low) + $signed({{(IN_BITS - 1){1'b0}}, c});
+                                   :                 q_lsb;
+  // t = 2^(s-1) - 1 + c without a second adder: 2^(s-1) for c = 1, the mask 2^(s-1) - 1 for c = 0;
+  // 0 for s = 0 and for floor.
+  wire        [IN_BITS-1:0] half   = {{(IN_BITS - 1){1'b0}}, 1'b1} << (shift_i - 6'd1);
+  wire        [IN_BITS-1:0] low    = ~({IN_BITS{1'b1}} << (shift_i - 6'd1));
+  wire signed [IN_BITS-1:0] rnd    = (shift_i == 6'd0 || ROUNDING == 3) ? {IN_BITS{1'b0}}
+                                   : c ? half : low;
+  wire signed [IN_BITS-1:0] sum     = v + rnd;
   wire signed [IN_BITS-1:0] shifted = sum >>> shift_i;
 
   // The value fits OUT_BITS iff bits [IN_BITS-1 : OUT_BITS-1] are all equal (pure sign extension).
