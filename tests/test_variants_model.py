@@ -216,7 +216,14 @@ def test_ptf_quantizes_the_residual_stream_per_channel(tmp_path):
     kinds = {r.kind for r in records}
     assert {"residual_add_channels", "layernorm_ptf"} <= kinds and "residual_add" not in kinds
     q, scale = values["layers.0.add1"]
-    assert np.ndim(scale) == 1 and np.allclose(scale, model.blocks[0].add1.s_out * 2.0 ** model.blocks[0].add1.alpha_out)
+    add1 = model.blocks[0].add1
+    assert np.ndim(scale) == 1 and np.allclose(scale, add1.s_out * 2.0**add1.alpha_out)
+    # every traced point of the stream is within a few LSB of the float model (the scales are right)
+    from hwvit.analysis.compare import compare
+
+    layers = {row["path"]: row for row in compare(source.model, model, x).layers}
+    for point in ("tokens", "layers.0.add1", "layers.0.add2"):
+        assert layers[point]["sqnr_db"] > 25, (point, layers[point])
     from hwvit import vectors
 
     vectors.write_sets(records, tmp_path / "sets", seed=0)

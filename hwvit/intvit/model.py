@@ -202,6 +202,11 @@ class IntEmbed:
     def s_tokens(self) -> float:
         return self.pos_add.s_out if self.pos_add is not None else self.s_embed
 
+    @property
+    def tokens_scale(self):
+        """The tokens' scale: ``s_tokens``, or per channel when the position add writes a PTF stream."""
+        return self.pos_add.out_scale if self.pos_add is not None else self.s_embed
+
     @staticmethod
     def add_position(add: IntResidual, h, pos, tr: Trace, path: str, k=NUMPY):
         """``h`` + the position table ``pos`` (``k.const(pos_q)``, made once per forward), by
@@ -216,7 +221,7 @@ class IntEmbed:
             h = k.cat([k.expand(k.const(self.cls_q), (h.shape[0], 1, h.shape[-1])), h], 1)
         if self.pos_add is not None:
             h = self.add_position(self.pos_add, h, pos, tr, "pos_add", k)
-        return k.value(tr, "tokens", h, self.s_tokens)
+        return k.value(tr, "tokens", h, self.tokens_scale)
 
 
 @dataclass(kw_only=True)
