@@ -54,7 +54,9 @@
 //   OUT   read e_i, p_i = (e_i f) >> (32 - OUT_BITS), saturate; one per clock when accepted;
 //         out_last_o marks the row's last p_i. Then LOAD of the next row.
 // The row length N is sampled with the row's first input (0 counts as 1, above MAX_N as MAX_N).
-// Reset (rst_ni, synchronous, active low) drops any partial row; no memory has a reset.
+// Reset (rst_ni, synchronous, active low) drops any partial row and clears the state, the valid
+// flags and the output register; the memories and the data registers each row writes before it
+// reads them (N, max, counters, S, R, f, the pipeline's data) keep their values.
 `default_nettype none
 
 module softmax_ibert #(
@@ -328,13 +330,6 @@ module softmax_ibert #(
     if (!rst_ni) begin
       state_q     <= ST_LOAD;
       ld_cnt_q    <= {LW{1'b0}};
-      len_q       <= ONE_C;
-      max_q       <= {IN_BITS{1'b0}};
-      rd_cnt_q    <= {LW{1'b0}};
-      wr_cnt_q    <= {LW{1'b0}};
-      sum_q       <= {S_BITS{1'b0}};
-      r_q         <= {R_BITS{1'b0}};
-      f_q         <= {F_BITS{1'b0}};
       div_sent_q  <= 1'b0;
       sv1_q       <= 1'b0;
       sv2_q       <= 1'b0;
@@ -342,7 +337,6 @@ module softmax_ibert #(
       sv4_q       <= 1'b0;
       sv5_q       <= 1'b0;
       ov1_q       <= 1'b0;
-      ol1_q       <= 1'b0;
       out_valid_q <= 1'b0;
       out_last_q  <= 1'b0;
       out_data_q  <= {OUT_BITS{1'b0}};
@@ -411,7 +405,7 @@ module softmax_ibert #(
         ov1_q       <= issue_o;
         ol1_q       <= issue_o && (rd_cnt_q == len_q - ONE_C);
         out_valid_q <= ov1_q;
-        out_last_q  <= ol1_q;
+        out_last_q  <= ol1_q && ov1_q;
         if (ov1_q) begin
           out_data_q <= p1o;
         end

@@ -31,7 +31,9 @@
 //         clock when accepted; out_last_o marks the row's last p_i. Then LOAD of the next row.
 // The row length N is sampled with the row's first input (0 counts as 1, above MAX_N as MAX_N);
 // the other configuration ports must be steady while a row is in flight. Reset (rst_ni,
-// synchronous, active low) drops any partial row; the row buffer has no reset.
+// synchronous, active low) drops any partial row and clears the state, the valid flags and the
+// output register; the row buffer and the data registers each row writes before it reads them
+// (N, max, counter, S, S2, E) keep their values.
 `default_nettype none
 
 module softmax_log2 #(
@@ -194,16 +196,8 @@ module softmax_log2 #(
     if (!rst_ni) begin
       state_q     <= ST_LOAD;
       ld_cnt_q    <= {LW{1'b0}};
-      len_q       <= ONE_C;
-      max_q       <= {IN_BITS{1'b0}};
-      rd_cnt_q    <= {LW{1'b0}};
-      sum_q       <= {S_BITS{1'b0}};
-      s2_q        <= {S2_BITS{1'b0}};
       v1_q        <= 1'b0;
-      l1_q        <= 1'b0;
       v2_q        <= 1'b0;
-      l2_q        <= 1'b0;
-      e2_q        <= {EB{1'b0}};
       out_valid_q <= 1'b0;
       out_last_q  <= 1'b0;
       out_data_q  <= {OUT_BITS{1'b0}};
@@ -214,7 +208,7 @@ module softmax_log2 #(
         v2_q        <= v1_q;
         l2_q        <= l1_q;
         out_valid_q <= v2_q && (state_q == ST_OUT);
-        out_last_q  <= l2_q;
+        out_last_q  <= l2_q && v2_q;
         if (v1_q) begin
           e2_q <= e1;
         end

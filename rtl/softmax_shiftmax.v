@@ -29,7 +29,9 @@
 //         the row's last p_i. Then LOAD of the next row.
 // The row length N is sampled with the row's first input (0 counts as 1, above MAX_N as MAX_N);
 // I_0 must be steady while a row is in flight. Reset (rst_ni, synchronous, active low) drops
-// any partial row; the row buffer has no reset.
+// any partial row and clears the state, the valid flags and the output register; the row buffer
+// and the data registers each row writes before it reads them (N, max, counters, S, F) keep
+// their values.
 `default_nettype none
 
 module softmax_shiftmax #(
@@ -196,14 +198,8 @@ module softmax_shiftmax #(
     if (!rst_ni) begin
       state_q     <= ST_LOAD;
       ld_cnt_q    <= {LW{1'b0}};
-      len_q       <= ONE_C;
-      max_q       <= {IN_BITS{1'b0}};
-      rd_cnt_q    <= {LW{1'b0}};
-      sum_q       <= {S_BITS{1'b0}};
-      f_q         <= {F_BITS{1'b0}};
       div_sent_q  <= 1'b0;
       v1_q        <= 1'b0;
-      l1_q        <= 1'b0;
       out_valid_q <= 1'b0;
       out_last_q  <= 1'b0;
       out_data_q  <= {OUT_BITS{1'b0}};
@@ -212,7 +208,7 @@ module softmax_shiftmax #(
         v1_q        <= issue;
         l1_q        <= issue && (rd_cnt_q == len_q - ONE_C);
         out_valid_q <= v1_q && (state_q == ST_OUT);
-        out_last_q  <= l1_q && (state_q == ST_OUT);
+        out_last_q  <= l1_q && v1_q && (state_q == ST_OUT);
         if (v1_q) begin
           out_data_q <= p;
         end
