@@ -4,7 +4,7 @@
 ``block_of(family, name)`` names the block that computes a variant and its synthesis parameters:
 softmax and LayerNorm variants are blocks of their own (``softmax_ibert``, ...); every GELU
 variant is a table on rtl/gelu.v (the same cells, another table); a requant rounding is a
-parameter of rtl/requant.v (``hwvit.blocks.requant.rounding_parameters``). ``costs(rows)`` adds
+parameter of rtl/requant.v (``hwvit.blocks.requant.rtl_rounding``: ROUNDING, WRAP). ``costs(rows)`` adds
 ``cells``, ``flip_flops``, ``longest_path`` and ``memory_bits`` to a sweep's variant rows (and the
 baseline's, per family), each block synthesized once.
 """
@@ -31,11 +31,8 @@ def block_of(family: str, name: str) -> tuple[str, dict[str, int]] | None:
     if family == "requant":
         from hwvit.blocks import requant
 
-        extra = getattr(requant, "rounding_parameters", None)
-        if extra is None:
-            return ("requant", dict(blocks.get("requant").synth or {})) if name == "half_up" else None
         try:
-            params = extra(name)
+            params = requant.rtl_rounding(name)
         except ValueError:
             return None
         return "requant", {**dict(blocks.get("requant").synth or {}), **params}
