@@ -55,8 +55,10 @@
 // values above MAX_C as MAX_C). bias_int (signed BIAS_BITS), M (signed 33) and E (unsigned 7) are
 // RAMs written through prm_*, once per layer, while no row is in flight; they have no reset and
 // survive rst_ni.
-// Reset (rst_ni, synchronous, active low) drops any partial row and zeroes every control and
-// output register, so out_data_o is never X after reset.
+// Reset (rst_ni, synchronous, active low) drops any partial row and zeroes the control registers
+// (state, counters, valid and last flags, the fill sums) and the output register, so
+// out_data_o is never X after reset; the data registers a row writes before it reads them (its
+// length, row constants, pipeline data) have no reset.
 
 `default_nettype none
 
@@ -350,15 +352,9 @@ module layernorm_ibert #(
     if (!rst_ni) begin
       state_q   <= ST_IDLE;
       wr_cnt_q  <= {CW{1'b0}};
-      len_q     <= ONE_C;
       full_q    <= 1'b0;
       sx_acc_q  <= {SX_W{1'b0}};
       sxx_acc_q <= {SXX_W{1'b0}};
-      mean_q    <= 8'd0;
-      t_q       <= {T_W{1'b0}};
-      fac_q     <= {FAC_W{1'b0}};
-      c_row_q   <= ONE_C;
-      rd_cnt_q  <= {CW{1'b0}};
       v1_q      <= 1'b0;
       v2_q      <= 1'b0;
       v3_q      <= 1'b0;
@@ -371,15 +367,6 @@ module layernorm_ibert #(
       l4_q      <= 1'b0;
       l5_q      <= 1'b0;
       l6_q      <= 1'b0;
-      idx1_q    <= {AW{1'b0}};
-      idx2_q    <= {AW{1'b0}};
-      y2_q      <= 9'd0;
-      h3_q      <= {(H_W-1){1'b0}};
-      m4_q      <= 33'd0;
-      e4_q      <= 7'd0;
-      e5_q      <= 7'd0;
-      z4_q      <= {Z_W{1'b0}};
-      p5_q      <= {PW{1'b0}};
       out6_q    <= {OUT_BITS{1'b0}};
     end else begin
       // fill side

@@ -45,8 +45,10 @@
 // values above MAX_C as MAX_C). eps_int, M and s must be steady while rows are in flight.
 // gamma (G, signed 15) and beta (B, signed 31) are RAMs written through prm_*, once per layer,
 // while no row is in flight; they have no reset and survive rst_ni.
-// Reset (rst_ni, synchronous, active low) drops any partial row and zeroes every control and
-// output register, so out_data_o is never X after reset.
+// Reset (rst_ni, synchronous, active low) drops any partial row and zeroes the control registers
+// (state, counters, valid and last flags, the fill sums) and the requantizer's registers, so
+// out_data_o is never X after reset; the data registers a row writes before it reads them (its
+// length, row constants, pipeline data) have no reset.
 
 `default_nettype none
 
@@ -327,15 +329,9 @@ module layernorm_ivit #(
     if (!rst_ni) begin
       state_q   <= ST_IDLE;
       wr_cnt_q  <= {CW{1'b0}};
-      len_q     <= ONE_C;
       full_q    <= 1'b0;
       sx_acc_q  <= {SX_W{1'b0}};
       sxx_acc_q <= {SXX_W{1'b0}};
-      mu_q      <= 8'd0;
-      t_q       <= {T_W{1'b0}};
-      fac_q     <= {FAC_W{1'b0}};
-      c_row_q   <= ONE_C;
-      rd_cnt_q  <= {CW{1'b0}};
       v1_q      <= 1'b0;
       v2_q      <= 1'b0;
       v3_q      <= 1'b0;
@@ -346,11 +342,6 @@ module layernorm_ivit #(
       l4_q      <= 1'b0;
       lr1_q     <= 1'b0;
       lr2_q     <= 1'b0;
-      idx1_q    <= {AW{1'b0}};
-      idx2_q    <= {AW{1'b0}};
-      d2_q      <= 9'd0;
-      y3_q      <= {Y_W{1'b0}};
-      acc4_q    <= {ACC_W{1'b0}};
     end else begin
       // fill side
       if (row_start) begin

@@ -41,8 +41,10 @@
 // values above MAX_C as MAX_C). eps_int, M and s must be steady while rows are in flight.
 // gamma (G, signed 15), beta (B, signed 31) and alpha (unsigned 2) are RAMs written through prm_*,
 // once per layer, while no row is in flight; they have no reset and survive rst_ni.
-// Reset (rst_ni, synchronous, active low) drops any partial row and zeroes every control and
-// output register, so out_data_o is never X after reset.
+// Reset (rst_ni, synchronous, active low) drops any partial row and zeroes the control registers
+// (state, counters, valid and last flags, the fill sums) and the requantizer's registers, so
+// out_data_o is never X after reset; the data registers a row writes before it reads them (its
+// length, row constants, pipeline data) have no reset.
 
 `default_nettype none
 
@@ -325,15 +327,9 @@ module layernorm_ptf #(
     if (!rst_ni) begin
       state_q   <= ST_IDLE;
       wr_cnt_q  <= {CW{1'b0}};
-      len_q     <= ONE_C;
       full_q    <= 1'b0;
       sx_acc_q  <= {SX_W{1'b0}};
       sxx_acc_q <= {SXX_W{1'b0}};
-      csxx_q    <= {P_W{1'b0}};
-      inv_q     <= {INV_W{1'b0}};
-      c_row_q   <= ONE_C;
-      sx_row_q  <= {SX_W{1'b0}};
-      rd_cnt_q  <= {CW{1'b0}};
       v1_q      <= 1'b0;
       v2_q      <= 1'b0;
       v3_q      <= 1'b0;
@@ -344,11 +340,6 @@ module layernorm_ptf #(
       l4_q      <= 1'b0;
       lr1_q     <= 1'b0;
       lr2_q     <= 1'b0;
-      idx1_q    <= {AW{1'b0}};
-      idx2_q    <= {AW{1'b0}};
-      d2_q      <= {D_W{1'b0}};
-      y3_q      <= {Y_W{1'b0}};
-      acc4_q    <= {ACC_W{1'b0}};
     end else begin
       // fill side
       if (row_start) begin
