@@ -64,18 +64,26 @@ CORE_PARTS = ("vit_core_agu.v", "vit_core_gemm.v", "vit_core_ram.v", "vit_core_s
 CORE_SUITE = "tests/test_core_digits.py"
 
 
-def suite_of(block: str) -> tuple[str, str | None]:
-    """The pytest file that judges ``block``'s mutants and a ``-k`` filter within it: the kind's
-    testbench ``sim/test_<block>.py``; a variant kind's tests in ``sim/test_variants.py``; the core's
-    ``tests/test_core_digits.py``."""
+def suite_of(block: str) -> tuple[tuple[str, ...], str | None]:
+    """The pytest files that judge ``block``'s mutants and a ``-k`` filter within them: the kind's
+    testbench ``sim/test_<block>.py``; for a variant kind with Verilog, its tests in every
+    ``sim/test_variants*.py``; for the core, ``tests/test_core_digits.py``."""
     if block == CORE:
-        return CORE_SUITE, None
+        return (CORE_SUITE,), None
     from hwvit import blocks
 
     spec = blocks.get(block) if block in blocks.kinds() else None
     if spec is not None and spec.variant and spec.rtl:
-        return "sim/test_variants.py", block
-    return f"sim/test_{block}.py", None
+        root = toolchain.repo().root
+        return tuple(f"sim/{p.name}" for p in sorted((root / "sim").glob("test_variants*.py"))), block
+    return (f"sim/test_{block}.py",), None
+
+
+def has_suite(block: str) -> bool:
+    """rtl/<block>.v and every file of its suite exist."""
+    root = toolchain.repo().root
+    files, _ = suite_of(block)
+    return (root / "rtl" / f"{block}.v").exists() and bool(files) and all((root / f).exists() for f in files)
 
 
 def parts_of(block: str) -> tuple[str, ...]:
@@ -387,9 +395,10 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
         if simulator == toolchain.Simulator.ICARUS:
             skip += f" or {ICARUS_SKIP}"
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]  # no -n: one process
+        cmd += ["-m", "not slow and not gpu and not slurm"]  # the variants' Verilator runs are opt-in in make test
         suite, within = suite_of(block)
         select = f"not ({skip})" if within is None else f"{within} and not ({skip})"
-        cmd += ["-p", "hwvit.mutate", "-k", select, suite]
+        cmd += ["-p", "hwvit.mutate", "-k", select, *suite]
         # Builds go to the copy's own cache (hwvit keys them by source path, so a mutant's builds
         # are never reused and would pile up in ~/.cache): nothing mutable is shared between
         # mutants but ccache, whose entries are keyed by content.
@@ -408,7 +417,7 @@ def run_one(mutant: Mutant | None, block: str, simulator: str, root: Path, timeo
         if out.returncode == 0:
             return Outcome(mutant, "survived", tail, time.monotonic() - t0)
         if out.returncode == 5:  # no tests collected: the suite itself is wrong, not the mutant
-            raise RuntimeError(f"{suite}: no tests selected for {block}")
+            raise RuntimeError(f"{' '.join(suite)}: no tests selected for {block}")
         failed = [ln for ln in out.stdout.splitlines() if ln.startswith("FAILED")]
         return Outcome(mutant, "killed", (failed[0] if failed else tail)[:300], time.monotonic() - t0)
 
@@ -428,8 +437,8 @@ def run(
     """Generate the mutants of rtl/<block>.v (or of ``source``, one of the block's PARTS), run a
     sample of them (of those on ``lines``) through the block's suite, and report."""
     root = toolchain.repo().root
-    if not (root / "rtl" / f"{block}.v").exists() or not (root / suite_of(block)[0]).exists():
-        raise ValueError(f"no rtl/{block}.v with a {suite_of(block)[0]}")
+    if not has_suite(block):
+        raise ValueError(f"no rtl/{block}.v with its suite {' '.join(suite_of(block)[0])}")
     rel = source_of(block, source)
     toolchain.require(simulator)
     toolchain.require("icarus")  # the compile check
@@ -442,7 +451,7 @@ def run(
     report = Report(block, simulator, len(every))
     base = run_one(None, block, simulator, root, timeout or 1800)  # a failing suite would "kill" every mutant
     if base.status != "survived":
-        raise RuntimeError(f"sim/test_{block}.py fails on the unmutated RTL: {base.detail}")
+        raise RuntimeError(f"{' '.join(suite_of(block)[0])} fails on the unmutated RTL: {base.detail}")
     # A mutant that hangs a testbench without a time limit of its own would cost the suite's
     # whole timeout: by default 4x the unmutated suite's time (a loaded machine slows both alike).
     timeout = timeout or max(120, int(4 * base.seconds))
@@ -484,7 +493,7 @@ def targets(include_core: bool = True) -> list[tuple[str, str]]:
     if include_core:
         names.append(CORE)
     for block in names:
-        if not (root / "rtl" / f"{block}.v").exists() or not (root / suite_of(block)[0]).exists():
+        if not has_suite(block):
             continue
         for name in (f"{block}.v", *parts_of(block)):
             if name not in seen:
@@ -511,7 +520,7 @@ def fingerprint(root: Path, block: str, file: str) -> str:
 
 def suite_fingerprint(root: Path, block: str) -> str:
     """The suite's text: a survivor recorded under another suite runs again (a new test may kill it)."""
-    return _digest(root, [suite_of(block)[0]])
+    return _digest(root, list(suite_of(block)[0]))
 
 
 class Journal:
@@ -671,7 +680,8 @@ def campaign(
             if base is None:
                 outcome = run_one(None, block, simulator, root, timeout or 3600)
                 if outcome.status != "survived":
-                    raise RuntimeError(f"{suite_of(block)[0]} fails for {block} on the unmutated RTL: {outcome.detail}")
+                    suite = " ".join(suite_of(block)[0])
+                    raise RuntimeError(f"{suite} fails for {block} on the unmutated RTL: {outcome.detail}")
                 base = outcome.seconds
                 journal.record_baseline(block, fp, base)
             limits[(block, fp)] = timeout or max(120, int(4 * base))

@@ -111,8 +111,8 @@ def mutate(
         fail("--journal, --fresh, --table and --no-core go with --all")
     names = list(blocks) or ["requant", "divu"]
     for name in names:
-        if not (root / "rtl" / f"{name}.v").exists() or not (root / "sim" / f"test_{name}.py").exists():
-            fail(f"block {name!r} has no rtl/{name}.v with a sim/test_{name}.py")
+        if not mut.has_suite(name):
+            fail(f"block {name!r} has no rtl/{name}.v with its suite ({' '.join(mut.suite_of(name)[0])})")
     if source is not None and len(names) != 1:
         fail("--source names a part of one block: give exactly one --block")
     try:
