@@ -13,17 +13,17 @@
 // shifted sigma gives the same integer.
 //
 // Widths (the kernel's WIDTHS at IN_BITS = 16, N = 4096):
-//   d = g - x or cm - g in [0, 2^IN_BITS - 1], formed in IN_BITS + 1 bits (the sign bit is 0);
-//   d * K + 2^15 < (2^IN_BITS - 1)(2^31 - 1) + 2^15 < 2^(IN_BITS+31); the product is taken in
-//      IN_BITS + 32 bits, so sh has IN_BITS + 16 bits; every use of sh is a right shift of a value
-//      narrower than 31 bits, so sh is clamped to 5 bits (31) with nothing lost;
+//   d = g - x or cm - g in [0, 2^IN_BITS - 1]: the IN_BITS-bit difference of the two signed
+//      values (taken mod 2^IN_BITS, which holds every d exactly, so no sign extension);
+//   d * K + 2^15 <= (2^IN_BITS - 1)(2^31 - 1) + 2^15 < 2^(IN_BITS+31): DK_BITS = IN_BITS + 31,
+//      sh = that >> 16 (IN_BITS + 15 significant bits); sh drives right shifts directly (a
+//      Verilog shift by the width or more gives 0, as the kernel's clamped shifts do);
 //   exp = 2^8 >> sh <= 2^8: 9 bits;
 //   sigma <= N * 2^8 <= 2^(8 + clog2(MAX_N)): SG_BITS = 9 + clog2(MAX_N) (21 at 4096); the row's
 //      max x_m gives exp 2^8 in its chunk (sh(0) = 0) and no later chunk shifts sigma, so
 //      sigma >= 2^8;
 //   (2^OUT_BITS - 1) * 2^8 < 2^(OUT_BITS+8): the divider's dividend; inv <= 2^OUT_BITS - 1 since
-//      sigma >= 2^8 (rtl/divu.v with OUT_BITS + 1 quotient bits, the top one always 0, so that
-//      OUT_BITS = 1 builds too);
+//      sigma >= 2^8, so rtl/divu.v needs OUT_BITS quotient bits (OUT_BITS clocks);
 //   y_i = inv >> sh <= inv: OUT_BITS bits.
 //
 // Flow of a row through the MAX_N-entry row buffer (a 1W1R memory):
@@ -31,20 +31,21 @@
 //   GROW  one clock: sh(cm - g) on the shared multiplier, sigma >> it and g = cm where cm > g;
 //   CSUM  re-read the chunk: sh(g - x) (multiplier), sigma += 2^8 >> sh; back to LOAD for the
 //         next chunk, or on to DIV after the row's last;
-//   DIV   inv by rtl/divu.v (OUT_BITS + 1 clocks);
+//   DIV   inv by rtl/divu.v (OUT_BITS + 1 clocks from request to result);
 //   OUT   re-read the row: sh(g - x), y = inv >> sh, streamed out with the output handshake.
 // Rows do not overlap: the next row is taken after the last output of this one has left.
-// Per element the datapath is one (IN_BITS + 1) x 31 multiply and two small barrel shifts.
+// Per element the datapath is one IN_BITS x 31 multiply and two small barrel shifts.
 //
-// Configuration: mult_i must be steady while rows are in flight. The row length is sampled with
-// each row's first input; 0 counts as 1 and values above MAX_N as MAX_N. out_last_o marks each
-// row's final output. Reset (rst_ni, synchronous, active low) drops any partial row.
+// Configuration: mult_i must be steady while rows are in flight. The row length, in 1..MAX_N, is
+// sampled with each row's first input. out_last_o marks each row's final output. Reset (rst_ni,
+// synchronous, active low) drops any partial row and clears every control and output register;
+// the data registers (cm, g, sigma, inv, the stage-2 shift) are loaded before they are used.
 `default_nettype none
 
 module softmax_ita #(
   parameter integer MAX_N    = 256,  // longest row (2..65536); the row buffer has MAX_N entries
   parameter integer IN_BITS  = 8,    // signed input width (2..16)
-  parameter integer OUT_BITS = 8     // unsigned output width (1..16), scale 1/(2^OUT_BITS - 1)
+  parameter integer OUT_BITS = 8     // unsigned output width (2..16), scale 1/(2^OUT_BITS - 1)
 ) (
   input  wire                         clk_i,
   input  wire                         rst_ni,      // synchronous, active low
@@ -53,7 +54,7 @@ module softmax_ita #(
   input  wire [30:0]                  mult_i,
 
   // Row length N in [1, MAX_N], sampled with the first input of each row
-  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,
+  input  wire [$clog2(MAX_N):0]       row_len_i,
 
   // Input stream: x_i, signed two's complement
   input  wire                         in_valid_i,
@@ -81,8 +82,8 @@ module softmax_ita #(
       $display("ERROR: softmax_ita: IN_BITS = %0d must be in 2..16", IN_BITS);
       $finish;
     end
-    if (OUT_BITS < 1 || OUT_BITS > 16) begin
-      $display("ERROR: softmax_ita: OUT_BITS = %0d must be in 1..16", OUT_BITS);
+    if (OUT_BITS < 2 || OUT_BITS > 16) begin
+      $display("ERROR: softmax_ita: OUT_BITS = %0d must be in 2..16", OUT_BITS);
       $finish;
     end
   end
@@ -90,19 +91,20 @@ module softmax_ita #(
 
   // ---------------------------------------------------------------- widths and constants
   localparam integer AW      = $clog2(MAX_N);       // row buffer address
-  localparam integer LW      = $clog2(MAX_N + 1);   // row length / element counters
-  localparam integer DF_BITS = IN_BITS + 1;         // d = g - x, cm - g (>= 0)
-  localparam integer DK_BITS = IN_BITS + 32;        // d * K + 2^15
+  localparam integer LW      = AW + 1;              // row length / element counters (<= MAX_N)
+  localparam integer DK_BITS = IN_BITS + 31;        // d * K + 2^15
   localparam integer SG_BITS = 9 + AW;              // sigma <= MAX_N * 2^8
   localparam integer N_BITS  = OUT_BITS + 8;        // dividend (2^OUT_BITS - 1) * 2^8
-  localparam integer Q_BITS  = OUT_BITS + 1;        // quotient inv <= 2^OUT_BITS - 1
 
-  localparam [LW:0]          MAX_N_C = MAX_N[LW:0];   // one spare bit: comparisons never constant
   localparam [LW-1:0]        ONE_C   = {{(LW-1){1'b0}}, 1'b1};
   localparam [DK_BITS-1:0]   HALF_C  = {{(DK_BITS-16){1'b0}}, 1'b1, 15'd0};            // 2^15
   localparam [IN_BITS-1:0]   MIN_C   = {1'b1, {(IN_BITS-1){1'b0}}};                  // -2^(IN_BITS-1)
   localparam [N_BITS-1:0]    NUM_C   = {{OUT_BITS{1'b1}}, 8'd0};                     // (2^OUT_BITS - 1) 2^8
   localparam [8:0]           EXP_ONE = 9'h100;                                       // 2^8
+  // Zero pads (named, so that each extension is one constant).
+  localparam [30:0]          Z_31    = 31'd0;
+  localparam [IN_BITS-1:0]   Z_IN    = {IN_BITS{1'b0}};
+  localparam [SG_BITS-10:0]  Z_SG9   = {(SG_BITS-9){1'b0}};
 
   localparam [2:0] ST_LOAD = 3'd0;  // take one chunk
   localparam [2:0] ST_GROW = 3'd1;  // the chunk max updates g and shifts sigma
@@ -133,19 +135,22 @@ module softmax_ita #(
   reg                v1_q, v2_q;             // stage holds an element
   reg                l1_q, l2_q;             // ... which is the row's last (OUT)
   reg [IN_BITS-1:0]  x1_q;                   // x_i read from the row buffer
-  reg [4:0]          sh2_q;                  // min(sh(g - x_i), 31)
+  reg [DK_BITS-1:0]  sh2_q;                  // sh(g - x_i)
   reg                out_valid_q;
   reg                out_last_q;
   reg [OUT_BITS-1:0] out_data_q;
 
   // ---------------------------------------------------------------- input side
-  wire [LW-1:0] len_in   = (row_len_i == {LW{1'b0}}) ? ONE_C
-                         : ({1'b0, row_len_i} > MAX_N_C) ? MAX_N_C[LW-1:0] : row_len_i;
   wire          first    = (ld_cnt_q == {LW{1'b0}});
-  wire [LW-1:0] len_now  = first ? len_in : len_q;
+  wire [LW-1:0] len_now  = first ? row_len_i : len_q;
   wire          in_ready = (state_q == ST_LOAD);
   wire          in_take  = in_valid_i && in_ready;
   wire          in_last  = (ld_cnt_q == len_now - ONE_C);
+  // Buffer addresses: the counters' low AW bits (the counters stay below MAX_N there).
+  wire          ld_top_unused, rd_top_unused;
+  wire [AW-1:0] ld_addr, rd_addr;
+  assign {ld_top_unused, ld_addr} = ld_cnt_q;
+  assign {rd_top_unused, rd_addr} = rd_cnt_q;
 
   // ---------------------------------------------------------------- pipeline control
   // Every stage moves when the output register is empty or being emptied (always in CSUM).
@@ -155,15 +160,11 @@ module softmax_ita #(
 
   // ---------------------------------------------------------------- the shared shift unit
   // sh(d) = (d * K + 2^15) >> 16 with d = cm - g in GROW (the pipeline is empty then), else
-  // d = g - x_i of stage 1; clamped to 31.
-  wire              grow_now = (state_q == ST_GROW);
-  wire [DF_BITS-1:0] da = grow_now ? {cm_q[IN_BITS-1], cm_q} : {g_q[IN_BITS-1], g_q};
-  wire [DF_BITS-1:0] db = grow_now ? {g_q[IN_BITS-1], g_q}   : {x1_q[IN_BITS-1], x1_q};
-  wire [DF_BITS-1:0] dd = da - db;
-  wire [DK_BITS-1:0] dk = {31'd0, dd} * {{DF_BITS{1'b0}}, mult_i} + HALF_C;
-  wire [DK_BITS-17:0] sh_wide = dk[DK_BITS-1:16];
-  wire [15:0]        sh_lo_unused = dk[15:0];  // the floor drops them
-  wire [4:0]         sh = (|sh_wide[DK_BITS-17:5]) ? 5'd31 : sh_wide[4:0];
+  // d = g - x_i of stage 1.
+  wire               grow_now = (state_q == ST_GROW);
+  wire [IN_BITS-1:0] dd = grow_now ? cm_q - g_q : g_q - x1_q;
+  wire [DK_BITS-1:0] dk = {Z_31, dd} * {Z_IN, mult_i} + HALF_C;
+  wire [DK_BITS-1:0] sh = dk >> 16;
 
   // GROW: where cm > g, sigma >> sh(cm - g) (0 from SG_BITS on) and g = cm.
   wire               grows = $signed(cm_q) > $signed(g_q);
@@ -177,14 +178,13 @@ module softmax_ita #(
   wire              div_in_valid = (state_q == ST_DIV) && !div_sent_q;
   wire              div_in_ready;
   wire              div_out_valid;
-  wire [Q_BITS-1:0] div_quotient;
+  wire [OUT_BITS-1:0] div_quotient;
   wire [SG_BITS-1:0] div_rem_unused;  // the remainder is not needed
-  wire              div_top_unused = div_quotient[Q_BITS-1];  // 0: inv <= 2^OUT_BITS - 1
 
   divu #(
     .N_BITS (N_BITS),
     .D_BITS (SG_BITS),
-    .Q_BITS (Q_BITS)
+    .Q_BITS (OUT_BITS)
   ) u_divu (
     .clk_i           (clk_i),
     .rst_ni          (rst_ni),
@@ -193,7 +193,7 @@ module softmax_ita #(
     .in_dividend_i   (NUM_C),
     .in_divisor_i    (sigma_q),
     .out_valid_o     (div_out_valid),
-    .out_ready_i     (state_q == ST_DIV),
+    .out_ready_i     (1'b1),          // the result is taken in DIV on the clock it is valid
     .out_quotient_o  (div_quotient),
     .out_remainder_o (div_rem_unused)
   );
@@ -244,7 +244,7 @@ module softmax_ita #(
       end
       ST_CSUM: begin
         if (v2_q) begin
-          sigma_d = sigma_q + {{(SG_BITS-9){1'b0}}, exp2};
+          sigma_d = sigma_q + {Z_SG9, exp2};
         end
         if (csum_done) begin
           state_d = (ld_cnt_q == len_q) ? ST_DIV : ST_LOAD;
@@ -255,7 +255,7 @@ module softmax_ita #(
           div_sent_d = 1'b1;
         end
         if (div_out_valid) begin
-          inv_d      = div_quotient[OUT_BITS-1:0];
+          inv_d      = div_quotient;
           div_sent_d = 1'b0;
           rd_cnt_d   = {LW{1'b0}};
           state_d    = ST_OUT;
@@ -274,59 +274,58 @@ module softmax_ita #(
   // ---------------------------------------------------------------- memory (no reset)
   always @(posedge clk_i) begin
     if (in_take) begin
-      row_mem[ld_cnt_q[AW-1:0]] <= in_data_i;
+      row_mem[ld_addr] <= in_data_i;
     end
     if (issue) begin
-      x1_q <= row_mem[rd_cnt_q[AW-1:0]];
+      x1_q <= row_mem[rd_addr];
     end
   end
 
   // ---------------------------------------------------------------- registers
+  // Control and output: reset.
   always @(posedge clk_i) begin
     if (!rst_ni) begin
       state_q     <= ST_LOAD;
       ld_cnt_q    <= {LW{1'b0}};
       ck_cnt_q    <= 4'd0;
-      len_q       <= ONE_C;
       rd_cnt_q    <= {LW{1'b0}};
-      cm_q        <= {IN_BITS{1'b0}};
-      g_q         <= {IN_BITS{1'b0}};
-      sigma_q     <= {SG_BITS{1'b0}};
-      inv_q       <= {OUT_BITS{1'b0}};
       div_sent_q  <= 1'b0;
       v1_q        <= 1'b0;
       v2_q        <= 1'b0;
-      l1_q        <= 1'b0;
-      l2_q        <= 1'b0;
-      sh2_q       <= 5'd0;
       out_valid_q <= 1'b0;
-      out_last_q  <= 1'b0;
       out_data_q  <= {OUT_BITS{1'b0}};
     end else begin
       state_q    <= state_d;
       ld_cnt_q   <= ld_cnt_d;
       ck_cnt_q   <= ck_cnt_d;
-      len_q      <= len_d;
       rd_cnt_q   <= rd_cnt_d;
-      cm_q       <= cm_d;
-      g_q        <= g_d;
-      sigma_q    <= sigma_d;
-      inv_q      <= inv_d;
       div_sent_q <= div_sent_d;
       if (adv) begin
         v1_q        <= issue;
-        l1_q        <= issue && (state_q == ST_OUT) && (rd_cnt_q == len_q - ONE_C);
         v2_q        <= v1_q;
-        l2_q        <= l1_q;
         out_valid_q <= v2_q && (state_q == ST_OUT);
-        out_last_q  <= l2_q;
-        // Data registers load only behind a valid element: nothing undefined reaches them.
-        if (v1_q) begin
-          sh2_q <= sh;
-        end
         if (v2_q && state_q == ST_OUT) begin
           out_data_q <= y2;
         end
+      end
+    end
+  end
+
+  // Data: no reset. Each is loaded before it is read: len with a row's first input, cm with a
+  // chunk's first, g and sigma with a row's first, inv in DIV, sh2 behind v1; the last flags
+  // follow the (reset) valid flags, and out_last_o means something only with out_valid_o.
+  always @(posedge clk_i) begin
+    len_q   <= len_d;
+    cm_q    <= cm_d;
+    g_q     <= g_d;
+    sigma_q <= sigma_d;
+    inv_q   <= inv_d;
+    if (adv) begin
+      l1_q       <= issue && (state_q == ST_OUT) && (rd_cnt_q == len_q - ONE_C);
+      l2_q       <= l1_q;
+      out_last_q <= l2_q;
+      if (v1_q) begin
+        sh2_q <= sh;
       end
     end
   end

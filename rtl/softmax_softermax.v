@@ -21,19 +21,22 @@
 // Widths (the kernel's WIDTHS at IN_BITS = 16, N = 4096):
 //   u  IN_BITS + 31 signed: |x| <= 2^(IN_BITS-1), K < 2^31, so |u| < 2^(IN_BITS+30);
 //   u >>> 16 and c  IN_BITS + 15 signed: c <= ceil((2^(IN_BITS+30) - 2^31) / 2^16) < 2^(IN_BITS+14)
-//      and c >= u >>> 16 >= -2^(IN_BITS+14); m likewise; m - c and m - (u >>> 16) are >= 0 and
-//      < 2^(IN_BITS+15): IN_BITS + 16 bits, clamped before they drive a shifter;
+//      and c >= u >>> 16 >= -2^(IN_BITS+14); m likewise; m_j - m_(j-1) and m - (u >>> 16) are
+//      >= 0 and < 2^(IN_BITS+15), so their IN_BITS + 15-bit differences (mod 2^(IN_BITS+15)) are
+//      exact; they drive right shifts directly (a shift by the width or more gives 0);
 //   tables 17 bits unsigned: prepare gives C[s] = round(2^15 2^(s/16)) and R[s] = round(2^16 /
 //      (1 + s/16)), both in [2^15, 2^16], C rising by < 2^11 a step, R falling by < 2^12 a step;
 //   LPW: (C[s+1] - C[s]) * r < 2^11 * 2^12, LPW in [2^15, C[s+1]) so < 2^16 (s <= 15): 16 bits;
 //   e = pow2(v) <= 2^15 (v = 0 gives C[0]; v < 0 shifts by >= 1): 16 bits; a shift >= 16 gives 0;
-//   d <= N * 2^15 <= 2^(15 + clog2(MAX_N)): D_BITS = 16 + clog2(MAX_N) (28 at 4096); the
+//   d <= N * 2^15 <= 2^(15 + clog2(MAX_N)): D_BITS = 17 + clog2(MAX_N) (a spare bit; 29 at 4096); the
 //      element that sets the final max adds pow2 of v in (-2^16, 0], >= C[0] / 2 = 2^14, after
-//      the last shift, so d >= 2^14 and ex in [14, D_BITS - 1], sh - 1 = 15 + ex - OUT_BITS >= 13;
+//      the last shift, so d >= 2^14 and ex in [14, D_BITS - 1] (the search starts at bit 14),
+//      sh - 1 = 15 + ex - OUT_BITS >= 13;
 //   mq = the 16 bits of d below and at its leading one, in [2^15, 2^16) (d << 15 < 2^(D_BITS+15));
 //   (R[s] - R[s+1]) * r < 2^12 * 2^11, rec in (2^15, 2^16]: 17 bits;
-//   e * rec <= 2^15 * 2^16 = 2^31: 32 bits; >> (sh - 1) leaves < 2^(32-13) = 2^19, y_i saturates
-//      to 2^OUT_BITS - 1 (only a lone dominant element reaches it).
+//   e * rec <= 2^15 * 2^16 = 2^31: 32 bits; >> (sh - 1) leaves < 2^(32-13) = 2^19, so + 1 does
+//      not carry out; y_i saturates to 2^OUT_BITS - 1 when any bit above OUT_BITS is set (a lone
+//      dominant element reaches it).
 //
 // A row goes through two passes over a MAX_N-entry row buffer (a 1W1R memory):
 //   LOAD  accept N inputs (one per clock), write them, and run the online recurrence (m, d) in a
@@ -46,10 +49,12 @@
 // one 11 x 12 multiply (LPW), one add and a shift (d), and in OUT one 16 x 17 multiply.
 //
 // Tables: pow2 and recip are 17-entry register files written together through tbl_* (address
-// 0..16, data tbl_pow2_i and tbl_recip_i; higher addresses are ignored), once per layer, while
+// 0..16, data tbl_pow2_i and tbl_recip_i; a write to 17..31 has no effect), once per layer, while
 // no row is in flight; they have no reset and survive rst_ni. mult_i must be steady while rows
-// are in flight. The row length is sampled with each row's first input; 0 counts as 1 and values
-// above MAX_N as MAX_N. out_last_o marks each row's final output.
+// are in flight. The row length, in 1..MAX_N, is sampled with each row's first input.
+// out_last_o marks each row's final output. Reset (rst_ni, synchronous, active low) drops any
+// partial row and clears every control and output register; the data registers are loaded
+// before they are used.
 `default_nettype none
 
 module softmax_softermax #(
@@ -70,7 +75,7 @@ module softmax_softermax #(
   input  wire [30:0]                  mult_i,
 
   // Row length N in [1, MAX_N], sampled with the first input of each row
-  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,
+  input  wire [$clog2(MAX_N):0]       row_len_i,
 
   // Input stream: x_i, signed two's complement
   input  wire                         in_valid_i,
@@ -107,23 +112,31 @@ module softmax_softermax #(
 
   // ---------------------------------------------------------------- widths and constants
   localparam integer AW     = $clog2(MAX_N);         // row buffer address
-  localparam integer LW     = $clog2(MAX_N + 1);     // row length / element counters
+  localparam integer LW     = AW + 1;                // row length / element counters (<= MAX_N)
   localparam integer U_BITS = IN_BITS + 31;          // u = x * K, signed
   localparam integer C_BITS = IN_BITS + 15;          // u >>> 16, c, m, signed
-  localparam integer G_BITS = C_BITS + 1;            // m - c, m - (u >>> 16): >= 0
-  localparam integer D_BITS = 16 + AW;               // d <= MAX_N * 2^15
+  localparam integer D_BITS = 17 + AW;               // d <= MAX_N * 2^15 (one spare bit)
   localparam integer X_BITS = $clog2(D_BITS);        // ex in [0, D_BITS - 1]
-  localparam integer H_BITS = 6;                     // sh - 1 = 15 + ex - OUT_BITS <= 45 (D_BITS <= 32)
+  localparam integer H_BITS = X_BITS + 1;            // sh - 1 = 15 + ex - OUT_BITS < 2 D_BITS
 
-  localparam integer SH_ADD_I = 15 - OUT_BITS + 64;   // 15 - OUT_BITS mod 2^H_BITS (H_BITS = 6)
-  localparam integer SIXTEEN_I = 16;
+  localparam integer SH_ADD_I = 15 - OUT_BITS + (1 << H_BITS);  // 15 - OUT_BITS mod 2^H_BITS
+  localparam integer EX_LO    = 14;                  // d >= 2^14: ex >= 14
+  localparam integer SX       = 31;                  // sign copies that extend x to U_BITS
 
-  localparam [LW:0]          MAX_N_C  = MAX_N[LW:0];   // one spare bit: comparisons never constant
-  localparam [LW-1:0]        ONE_C    = {{(LW-1){1'b0}}, 1'b1};
-  localparam [G_BITS-1:0]    D_BITS_C = D_BITS[G_BITS-1:0];
-  localparam [G_BITS-1:0]    SEVENTEEN = SIXTEEN_I[G_BITS-1:0] + 1'b1;
-  localparam [H_BITS-1:0]    SH_ADD   = SH_ADD_I[H_BITS-1:0];
-  localparam [33:0]          Q_C      = (34'd1 << OUT_BITS) - 34'd1;  // 2^OUT_BITS - 1
+  localparam [LW-1:0]        ONE_C  = {{(LW-1){1'b0}}, 1'b1};
+  localparam [H_BITS-1:0]    SH_ADD = SH_ADD_I[H_BITS-1:0];
+  localparam [OUT_BITS-1:0]  Q_C    = {OUT_BITS{1'b1}};               // 2^OUT_BITS - 1
+  // Zero pads (named, so that each extension is one constant).
+  localparam [IN_BITS-1:0]        Z_IN  = {IN_BITS{1'b0}};
+  localparam [C_BITS-2:0]         Z_C1  = {(C_BITS-1){1'b0}};
+  localparam [D_BITS-18:0]        Z_D17 = {(D_BITS-17){1'b0}};
+  localparam [D_BITS-1:0]         Z_D   = {D_BITS{1'b0}};
+  localparam [H_BITS-X_BITS-1:0]  Z_HX  = {(H_BITS-X_BITS){1'b0}};
+  localparam [X_BITS-1:0]         Z_X   = {X_BITS{1'b0}};
+  localparam [14:0]               Z_15  = 15'd0;
+  localparam [11:0]               Z_12  = 12'd0;
+  localparam [10:0]               Z_11  = 11'd0;
+  localparam [16:0]               Z_17  = 17'd0;
 
   localparam [1:0] ST_LOAD = 2'd0;  // pass 1: take the row, online max and sum
   localparam [1:0] ST_FIN  = 2'd1;  // ex, mq, rec
@@ -143,7 +156,7 @@ module softmax_softermax #(
   reg [LW-1:0]       ld_cnt_q, ld_cnt_d;     // inputs taken in this row
   reg                ld_done_q, ld_done_d;   // the row's last input was taken
   reg [LW-1:0]       len_q, len_d;           // row length N
-  reg [LW-1:0]       rd_cnt_q, rd_cnt_d;     // buffer reads issued in OUT
+  reg [LW-1:0]       rd_cnt_q, rd_cnt_d;     // buffer reads issued in OUT (set in FIN)
   reg [C_BITS-1:0]   m_q;                    // running max m
   reg [D_BITS-1:0]   d_q;                    // running sum d
   reg [16:0]         rec_q;                  // 1/mq
@@ -162,12 +175,15 @@ module softmax_softermax #(
   reg [OUT_BITS-1:0] out_data_q;
 
   // ---------------------------------------------------------------- input side
-  wire [LW-1:0] len_in  = (row_len_i == {LW{1'b0}}) ? ONE_C
-                        : ({1'b0, row_len_i} > MAX_N_C) ? MAX_N_C[LW-1:0] : row_len_i;
-  wire [LW-1:0] len_now = (ld_cnt_q == {LW{1'b0}}) ? len_in : len_q;
+  wire [LW-1:0] len_now  = (ld_cnt_q == {LW{1'b0}}) ? row_len_i : len_q;
   wire          in_ready = (state_q == ST_LOAD) && !ld_done_q;
   wire          in_take  = in_valid_i && in_ready;
   wire          in_last  = (ld_cnt_q == len_now - ONE_C);
+  // Buffer addresses: the counters' low AW bits (the counters stay below MAX_N there).
+  wire          ld_top_unused, rd_top_unused;
+  wire [AW-1:0] ld_addr, rd_addr;
+  assign {ld_top_unused, ld_addr} = ld_cnt_q;
+  assign {rd_top_unused, rd_addr} = rd_cnt_q;
 
   // ---------------------------------------------------------------- pipeline control
   // Every stage moves when the output register is empty or being emptied (always in LOAD).
@@ -176,60 +192,72 @@ module softmax_softermax #(
 
   // Stage 1 -> 2: u = x * K (operands extended to U_BITS: the product is exact mod 2^U_BITS).
   wire [IN_BITS-1:0] x1 = (state_q == ST_OUT) ? xrd_q : xin_q;
-  wire [U_BITS-1:0]  u1 = {{31{x1[IN_BITS-1]}}, x1} * {{IN_BITS{1'b0}}, mult_i};
+  wire [U_BITS-1:0]  u1 = {{SX{x1[IN_BITS-1]}}, x1} * {Z_IN, mult_i};
 
   // Stage 2 -> 3: c = ceil(u / 2^16), the new max mn, and pow2(u - ref * 2^16) with ref = mn
   // in LOAD and the final m in OUT.
-  wire [C_BITS-1:0] fl2  = u2_q[U_BITS-1:16];                            // floor(u / 2^16)
-  wire [C_BITS-1:0] c2   = fl2 + {{(C_BITS-1){1'b0}}, |u2_q[15:0]};      // ceil(u / 2^16)
+  wire [C_BITS-1:0] fl2;                                                 // floor(u / 2^16)
+  wire [3:0]        seg2;                                                // LPW segment s
+  wire [11:0]       r2;                                                  // LPW offset r
+  assign {fl2, seg2, r2} = u2_q;
+  wire [C_BITS-1:0] c2   = fl2 + {Z_C1, |{seg2, r2}};                     // ceil(u / 2^16)
   wire [C_BITS-1:0] mn2  = (f2_q || $signed(c2) > $signed(m_q)) ? c2 : m_q;
   wire [C_BITS-1:0] ref2 = (state_q == ST_OUT) ? m_q : mn2;
-  wire [G_BITS-1:0] sv2  = {ref2[C_BITS-1], ref2} - {fl2[C_BITS-1], fl2};  // -floor(v / 2^16)
-  wire [G_BITS-1:0] dm2  = {mn2[C_BITS-1], mn2} - {m_q[C_BITS-1], m_q};    // m_j - m_(j-1)
+  wire [C_BITS-1:0] sv2  = ref2 - fl2;                                     // -floor(v / 2^16)
+  wire [C_BITS-1:0] dm2  = mn2 - m_q;                                      // m_j - m_(j-1)
 
-  // LPW(u[15:0]) = C[s] + ((C[s+1] - C[s]) * r >> 12), then the shift by sv2 (>= 17 gives 0).
-  wire [3:0]  seg2  = u2_q[15:12];
+  // LPW(u[15:0]) = C[s] + ((C[s+1] - C[s]) * r >> 12), then the shift by sv2 (a shift past the
+  // width gives 0).
   wire [16:0] c0    = pow2_mem[{1'b0, seg2}];
   wire [16:0] c1    = pow2_mem[{1'b0, seg2} + 5'd1];
   wire [16:0] step2 = c1 - c0;
-  wire [28:0] lprod = {12'd0, step2} * {17'd0, u2_q[11:0]};
-  wire [11:0] lprod_lo_unused = lprod[11:0];  // the floor drops them
-  wire [16:0] lpw2  = c0 + lprod[28:12];
-  wire [16:0] e2    = (sv2 >= SEVENTEEN) ? 17'd0 : lpw2 >> sv2[4:0];
+  wire [28:0] lprod = {Z_12, step2} * {Z_17, r2};
+  wire [16:0] lint2;                                                     // (C[s+1] - C[s]) * r >> 12
+  wire [11:0] lprod_lo_unused;                                           // the floor drops them
+  assign {lint2, lprod_lo_unused} = lprod;
+  wire [16:0] lpw2  = c0 + lint2;
+  wire [16:0] e2    = lpw2 >> sv2;
 
-  // The online sum: d >> (m_j - m_(j-1)) (0 from D_BITS on), plus e; d starts at e.
-  wire [D_BITS-1:0] dsh2  = (f2_q || dm2 >= D_BITS_C) ? {D_BITS{1'b0}} : d_q >> dm2[X_BITS-1:0];
-  wire [D_BITS-1:0] dnew2 = dsh2 + {{(D_BITS-17){1'b0}}, e2};
+  // The online sum: d >> (m_j - m_(j-1)) plus e; d starts at e.
+  wire [D_BITS-1:0] dsh2  = f2_q ? Z_D : d_q >> dm2;
+  wire [D_BITS-1:0] dnew2 = dsh2 + {Z_D17, e2};
 
   // ---------------------------------------------------------------- once per row (FIN)
   // ex = position of d's leading one; mq = (d << 15) >> ex < 2^16; rec by the R table's LPW.
   reg [X_BITS-1:0] ex_f;
   integer          i;
   always @* begin
-    ex_f = {X_BITS{1'b0}};
-    for (i = 0; i < D_BITS; i = i + 1) begin
+    ex_f = Z_X;
+    for (i = EX_LO; i != D_BITS; i = i + 1) begin
       if (d_q[i]) begin
         ex_f = i[X_BITS-1:0];
       end
     end
   end
-  wire [D_BITS+14:0] dn_f  = {d_q, 15'd0} >> ex_f;
-  wire [D_BITS-1:0]  dn_hi_unused = dn_f[D_BITS+14:15];  // bit 15 is the leading one, above it 0
-  wire [3:0]         seg_f = dn_f[14:11];
+  wire [D_BITS+14:0] dn_f  = {d_q, Z_15} >> ex_f;
+  wire [D_BITS-1:0]  dn_hi_unused;                  // mq[15] = 1 and the zeros above it
+  wire [3:0]         seg_f;                         // mq[14:11]
+  wire [10:0]        r_f;                           // mq[10:0]
+  assign {dn_hi_unused, seg_f, r_f} = dn_f;
   wire [16:0]        r0_f  = recip_mem[{1'b0, seg_f}];
   wire [16:0]        r1_f  = recip_mem[{1'b0, seg_f} + 5'd1];
   wire [16:0]        rdf_f = r0_f - r1_f;
-  wire [27:0]        rpr_f = {11'd0, rdf_f} * {17'd0, dn_f[10:0]};
-  wire [10:0]        rpr_lo_unused = rpr_f[10:0];  // the floor drops them
-  wire [16:0]        rec_f = r0_f - rpr_f[27:11];
+  wire [27:0]        rpr_f = {Z_11, rdf_f} * {Z_17, r_f};
+  wire [16:0]        rint_f;                        // (R[s] - R[s+1]) * r >> 11
+  wire [10:0]        rpr_lo_unused;                 // the floor drops them
+  assign {rint_f, rpr_lo_unused} = rpr_f;
+  wire [16:0]        rec_f = r0_f - rint_f;
 
   // ---------------------------------------------------------------- output (OUT stage 3 -> 4)
   // y = min((((e * rec) >> (sh - 1)) + 1) >> 1, 2^OUT_BITS - 1), sh - 1 = 15 + ex - OUT_BITS.
-  wire [H_BITS-1:0]   shr3  = SH_ADD + {{(H_BITS-X_BITS){1'b0}}, ex_q};
-  wire [33:0]         prod3 = {17'd0, e3_q} * {17'd0, rec_q};
+  wire [H_BITS-1:0]   shr3  = SH_ADD + {Z_HX, ex_q};
+  wire [33:0]         prod3 = {Z_17, e3_q} * {Z_17, rec_q};
   wire [33:0]         t3    = prod3 >> shr3;
-  wire [33:0]         yp3   = {1'b0, t3[33:1]} + {33'd0, t3[0]};
-  wire [OUT_BITS-1:0] y3    = (yp3 > Q_C) ? Q_C[OUT_BITS-1:0] : yp3[OUT_BITS-1:0];
+  wire [33:0]         yp3   = (t3 + 34'd1) >> 1;     // t3 < 2^19: no carry out
+  wire [33-OUT_BITS:0] yp_hi;
+  wire [OUT_BITS-1:0] yp_lo;
+  assign {yp_hi, yp_lo} = yp3;
+  wire [OUT_BITS-1:0] y3    = (|yp_hi) ? Q_C : yp_lo;
 
   // ---------------------------------------------------------------- control
   wire out_done = (state_q == ST_OUT) && (rd_cnt_q == len_q) && !v1_q && !v2_q && !v3_q && adv;
@@ -273,84 +301,79 @@ module softmax_softermax #(
   // ---------------------------------------------------------------- memories (no reset)
   always @(posedge clk_i) begin
     if (in_take) begin
-      row_mem[ld_cnt_q[AW-1:0]] <= in_data_i;
+      row_mem[ld_addr] <= in_data_i;
     end
     if (issue) begin
-      xrd_q <= row_mem[rd_cnt_q[AW-1:0]];
+      xrd_q <= row_mem[rd_addr];
     end
   end
 
   always @(posedge clk_i) begin
-    if (tbl_we_i && tbl_addr_i <= 5'd16) begin
+    if (tbl_we_i) begin
       pow2_mem[tbl_addr_i]  <= tbl_pow2_i;
       recip_mem[tbl_addr_i] <= tbl_recip_i;
     end
   end
 
   // ---------------------------------------------------------------- registers
+  // Control and output: reset.
   always @(posedge clk_i) begin
     if (!rst_ni) begin
       state_q     <= ST_LOAD;
       ld_cnt_q    <= {LW{1'b0}};
       ld_done_q   <= 1'b0;
-      len_q       <= ONE_C;
-      rd_cnt_q    <= {LW{1'b0}};
-      m_q         <= {C_BITS{1'b0}};
-      d_q         <= {D_BITS{1'b0}};
-      rec_q       <= 17'd0;
-      ex_q        <= {X_BITS{1'b0}};
       v1_q        <= 1'b0;
       v2_q        <= 1'b0;
       v3_q        <= 1'b0;
-      f1_q        <= 1'b0;
-      f2_q        <= 1'b0;
-      l1_q        <= 1'b0;
-      l2_q        <= 1'b0;
-      l3_q        <= 1'b0;
-      xin_q       <= {IN_BITS{1'b0}};
-      u2_q        <= {U_BITS{1'b0}};
-      e3_q        <= 17'd0;
       out_valid_q <= 1'b0;
-      out_last_q  <= 1'b0;
       out_data_q  <= {OUT_BITS{1'b0}};
     end else begin
       state_q   <= state_d;
       ld_cnt_q  <= ld_cnt_d;
       ld_done_q <= ld_done_d;
-      len_q     <= len_d;
-      rd_cnt_q  <= rd_cnt_d;
-      if (in_take) begin
-        xin_q <= in_data_i;
-      end
-      if (v2_q && state_q == ST_LOAD) begin
-        m_q <= mn2;
-        d_q <= dnew2;
-      end
-      if (state_q == ST_FIN) begin
-        rec_q <= rec_f;
-        ex_q  <= ex_f;
-      end
       if (adv) begin
         v1_q        <= in_take || issue;
-        f1_q        <= in_take && (ld_cnt_q == {LW{1'b0}});
-        l1_q        <= (in_take && in_last) || (issue && (rd_cnt_q == len_q - ONE_C));
         v2_q        <= v1_q;
-        f2_q        <= f1_q;
-        l2_q        <= l1_q;
         v3_q        <= v2_q && (state_q == ST_OUT);
-        l3_q        <= l2_q;
         out_valid_q <= v3_q;
-        out_last_q  <= l3_q;
-        // Data registers load only behind a valid element: nothing undefined reaches them.
-        if (v1_q) begin
-          u2_q <= u1;
-        end
-        if (v2_q) begin
-          e3_q <= e2;
-        end
         if (v3_q) begin
           out_data_q <= y3;
         end
+      end
+    end
+  end
+
+  // Data: no reset. Each is loaded before it is read: len with a row's first input, m and d by
+  // the row's first update (f2), rec, ex and rd_cnt in FIN, the stage registers behind their
+  // valid flags;
+  // the first/last flags follow the (reset) valid flags, and out_last_o means something only with
+  // out_valid_o.
+  always @(posedge clk_i) begin
+    len_q    <= len_d;
+    rd_cnt_q <= rd_cnt_d;
+    if (in_take) begin
+      xin_q <= in_data_i;
+    end
+    if (v2_q && state_q == ST_LOAD) begin
+      m_q <= mn2;
+      d_q <= dnew2;
+    end
+    if (state_q == ST_FIN) begin
+      rec_q <= rec_f;
+      ex_q  <= ex_f;
+    end
+    if (adv) begin
+      f1_q       <= in_take && (ld_cnt_q == {LW{1'b0}});
+      l1_q       <= (in_take && in_last) || (issue && (rd_cnt_q == len_q - ONE_C));
+      f2_q       <= f1_q;
+      l2_q       <= l1_q;
+      l3_q       <= l2_q;
+      out_last_q <= l3_q;
+      if (v1_q) begin
+        u2_q <= u1;
+      end
+      if (v2_q) begin
+        e3_q <= e2;
       end
     end
   end
