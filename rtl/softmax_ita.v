@@ -304,7 +304,7 @@ module softmax_ita #(
         v1_q        <= issue;
         v2_q        <= v1_q;
         out_valid_q <= v2_q && (state_q == ST_OUT);
-        if (v2_q && state_q == ST_OUT) begin
+        if (v2_q) begin  // in CSUM too: out_data_o means something only with out_valid_o
           out_data_q <= y2;
         end
       end

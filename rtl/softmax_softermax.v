@@ -278,7 +278,7 @@ module softmax_softermax #(
     end
     case (state_q)
       ST_LOAD: begin
-        if (v2_q && l2_q) begin  // the last element's update happens on this clock
+        if (ld_done_q && !v1_q && !v2_q) begin  // the last element's update is done
           state_d = ST_FIN;
         end
       end
@@ -344,8 +344,8 @@ module softmax_softermax #(
   end
 
   // Data: no reset. Each is loaded before it is read: len with a row's first input, m and d by
-  // the row's first update (f2), rec, ex and rd_cnt in FIN, the stage registers behind their
-  // valid flags;
+  // the row's first update (f2), rec and ex from d (steady after LOAD), rd_cnt in FIN, the
+  // stage registers behind their valid flags;
   // the first/last flags follow the (reset) valid flags, and out_last_o means something only with
   // out_valid_o.
   always @(posedge clk_i) begin
@@ -358,13 +358,11 @@ module softmax_softermax #(
       m_q <= mn2;
       d_q <= dnew2;
     end
-    if (state_q == ST_FIN) begin
-      rec_q <= rec_f;
-      ex_q  <= ex_f;
-    end
+    rec_q <= rec_f;  // functions of d, which holds still from FIN to the row's end
+    ex_q  <= ex_f;
     if (adv) begin
       f1_q       <= in_take && (ld_cnt_q == {LW{1'b0}});
-      l1_q       <= (in_take && in_last) || (issue && (rd_cnt_q == len_q - ONE_C));
+      l1_q       <= issue && (rd_cnt_q == len_q - ONE_C);
       f2_q       <= f1_q;
       l2_q       <= l1_q;
       l3_q       <= l2_q;
