@@ -11,7 +11,7 @@
 // requant(B_i): beta alone. Any other row has V >= C - 1 >= 1 (V is the sum over pairs of
 // (x_i - x_j)^2, and at least C - 1 pairs differ), so Ve >= 2^22, sig >= 2^11, inv <= 2^32.
 //
-// Widths (C <= 4096): |Sx| <= 2^19 (signed 20 at MAX_C = 4096: CW + 8), Sxx <= C*2^14 (CW + 14);
+// Widths (C <= MAX_C < 2^CW, C <= 4096): |Sx| <= 128*C (signed CW + 8), Sxx <= C*2^14 (CW + 14);
 // V = C^2 * var(x) <= C^2 * 127.5^2 < 2^38, so Ve < 2^60 (the eps adder of rtl/layernorm.v and two
 // radicand bits are gone: isqrt of 60 bits, 30 clocks), sig < 2^30; 2^43 + floor(sig/2) < 2^44
 // (divu 44 bits, 44 clocks); |d_i| <= 255*(C-1) (CW + 9 bits); |d_i*inv| fits the shared
