@@ -152,14 +152,13 @@ def _make(family: str, variant: str) -> BlockKind:
         else:
             g = rng.normal(1.0, 0.4, n)
             g[: min(n, 2)] = [2.5, -1.0][: min(n, 2)]
-            ctx = LayerNormContext(
-                g,
-                rng.normal(0.0, 0.5, n),
-                float(opts["eps"]),
-                float(opts["scale_in"]),
-                float(opts["scale_out"]),
-                out_bits,
-            )
+            args = (g, rng.normal(0.0, 0.5, n), float(opts["eps"]), float(opts["scale_in"]), float(opts["scale_out"]))
+            ctx = LayerNormContext(*args, out_bits)
+            if variant == "ptf":  # channel ranges 1x..8x apart: power-of-two factors 0..3 all drawn
+                from hwvit.variants.layernorm_forms import PtfContext, ptf_scale
+
+                absmax = float(opts["scale_in"]) * 127 * np.exp2(rng.integers(0, 4, n))
+                ctx = PtfContext(*args[:3], ptf_scale(absmax), args[4], out_bits, channel_absmax=absmax)
             scales = {"x": ctx.s_in, "y": ctx.s_out}
         v = variants.get(family, variant)
         vp = v.prepare(ctx)
