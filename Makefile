@@ -60,10 +60,10 @@ test-slurm: setup
 	fi
 	$(PY) -m pytest -q -m slurm -p no:cacheprovider --durations=0 tests/test_slurm.py
 
-# Opt-in: the arithmetic variants' Verilog (sim/test_variants.py) on both simulators; make test
-# runs each on Icarus.
+# Opt-in: the arithmetic variants' Verilog on Verilator too (sim/test_variants.py, the requant and
+# gemm roundings) and the variants' long rows; make test runs each variant on Icarus.
 test-variants: setup
-	$(PY) -m pytest -q -m "variants or not variants" -n $(JOBS) sim/test_variants.py
+	$(PY) -m pytest -q -m variants -n $(JOBS) --dist loadgroup sim/
 
 # Figures, not pass/fail: integer vs float forward, vector writing, GEMM utilization and
 # simulator speed; then the opt-in large simulations (pytest -m slow).

@@ -123,7 +123,7 @@ module layernorm_ibert #(
   localparam integer SXX_W  = CW + 14;            // Sxx <= C * 2^14, unsigned
   localparam integer MN_W   = CW + 8;             // mean dividend Sx + 128 C <= 255 C, unsigned
   localparam integer T_W    = CW + 10;            // t = C*mean - 2 Sx, |t| <= 384 C, signed
-  localparam integer MT_W   = CW + 17;            // mean * t, |.| <= 49152 C, signed
+  localparam integer MT_W   = (CW + 17 > 28) ? CW + 17 : 28; // mean * t, |.| <= 49152 C, signed; >= VAR_W
   localparam integer VAR_W  = 28;                 // var < 2^28 (isqrt needs an even width)
   localparam integer STD_W  = VAR_W / 2;          // std < 2^14
   localparam integer FAC_W  = 32;                 // factor <= 2^31
@@ -321,7 +321,7 @@ module layernorm_ibert #(
                                : (o6 < OUT_MIN) ? OUT_MIN[OUT_BITS-1:0] : o6[OUT_BITS-1:0];
 
   // Bits that are dropped by construction (y*factor's floored-off bit, the factor remainder).
-  wire unused_bits = ^{yf[0], div_rem_unused, x_sq[15]};
+  wire unused_bits = ^{yf[0], div_rem_unused, x_sq[15], ssq};  // ssq: its bits above VAR_W (MAX_C > 2048)
 
   assign out_valid_o = v6_q;
   assign out_data_o  = out6_q;

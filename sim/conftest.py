@@ -82,6 +82,14 @@ def simulator(request) -> str:
     return request.param
 
 
+@pytest.fixture(params=["icarus", pytest.param("verilator", marks=pytest.mark.variants)])
+def variant_simulator(request) -> str:
+    """The arithmetic variants' matrix: Icarus in make test, Verilator too in make test-variants
+    (marker ``variants``: a Verilator build per variant costs minutes make test has not got)."""
+    toolchain.require(request.param)
+    return request.param
+
+
 def _run_set(set_dir: Path, simulator: str, **kwargs) -> simulate.SimResult:
     result = simulate.run(set_dir, simulator, **kwargs)
     assert result.passed, result.message

@@ -478,7 +478,7 @@ ROUNDINGS = [
 
 
 @pytest.mark.parametrize("rounding", ROUNDINGS)
-def test_gemm_rounding_variant(tmp_path, simulator, rounding, run_set):
+def test_gemm_rounding_variant(tmp_path, variant_simulator, rounding, run_set):
     """A small set of each requant variant (channel 3: shift 0, every output on a rail or wrapped;
     channel 4: the largest shift; channel 5: acc / 2, a tie for every odd acc), acc and y bit-exact
     on the variant's build."""
@@ -488,7 +488,7 @@ def test_gemm_rounding_variant(tmp_path, simulator, rounding, run_set):
     set_dir = vectors.write_set(record, tmp_path / "s")
     assert vectors.read(set_dir).params["rounding"] == rounding
     assert blocks.get("gemm").verify(vectors.read(set_dir)) is None
-    result = run_set(set_dir, simulator, hdl_overrides=_overrides(ARRAYS[0]), seed=2)
+    result = run_set(set_dir, variant_simulator, hdl_overrides=_overrides(ARRAYS[0]), seed=2)
     assert result.extra["outputs"] == 2 * 6 * 10
 
 

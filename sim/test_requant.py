@@ -121,7 +121,7 @@ ROUNDINGS = [
 
 @pytest.mark.xdist_group(KIND)
 @pytest.mark.parametrize("rounding", ROUNDINGS)
-def test_rounding_variant(tmp_path, simulator, rounding, run_set):
+def test_rounding_variant(tmp_path, variant_simulator, rounding, run_set):
     """The variant's random set (its edges first: ties at every shift, both rails, int32 extremes)
     at OUT_BITS 6, bit-exact on its ROUNDING / WRAP build."""
     from hwvit import variants, vectors
@@ -136,7 +136,7 @@ def test_rounding_variant(tmp_path, simulator, rounding, run_set):
         assert (variants.get("requant", rounding[: -len("_wrap")]).kernel(vset["acc"], p) != y).any()
     else:
         assert (y == 31).any() and (y == -32).any()  # both rails
-    result = run_set(set_dir, simulator)
+    result = run_set(set_dir, variant_simulator)
     assert result.elements == 600
 
 

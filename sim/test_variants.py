@@ -2,14 +2,15 @@
 bit-exact through the generic stream bench (sim/byotb.py, the bind-file bench):
 
 - random sets of every variant kind with RTL: the edge rows first (both rails, alternating, zero,
-  one hot), a third of the rest narrow; at the kind's defaults, at a short row (1 element) and at
-  a long one with other widths;
+  one hot), a third of the rest narrow; at the kind's defaults, at a short row (1 element) and
+  (opt-in) at a long one with other widths;
 - the sets the digits model traces with that variant chosen (`--variant softmax=ibert`): the first
   encoder layer's, which hold what a real model feeds the block;
 - the GELU variants on rtl/gelu.v, each as the table it makes (random and traced sets).
 
-By default each set runs on Icarus; ``make test-variants`` runs them on both simulators (marker
-``variants``: Verilator builds of every variant cost minutes that make test's budget has not got).
+By default each set runs on Icarus; ``make test-variants`` runs them on both simulators and adds
+long rows with other widths (marker ``variants``: Verilator builds of every variant, and LayerNorm
+rows of 192 channels on Icarus, cost minutes that make test's budget has not got).
 The variant kinds' sets are computed by their exact kernels (hwvit.variants), themselves held to
 slow references by tests/test_variants_*.py.
 """
@@ -28,10 +29,15 @@ from hwvit.quant import QuantConfig, quantize_model
 
 VARIANT_RTL = sorted(k for k, spec in blocks.kinds().items() if spec.variant and spec.rtl)
 
-# Per family: (options, cases) of the random sets, beyond the kind's defaults.
+# Per family: (options, cases) of the random sets beyond the kind's defaults: a row of one element
+# (make test), a long row with other widths (make test-variants: minutes of Icarus for LayerNorm).
 SHAPES = {
-    "softmax": [({"row_len": 1}, 6), ({"row_len": 197, "in_bits": 10, "out_bits": 7}, 12)],
-    "layernorm": [({"c": 1}, 6), ({"c": 192, "out_bits": 6}, 12)],
+    "softmax": [({"row_len": 1}, 6)],
+    "layernorm": [({"c": 1}, 6)],
+}
+LONG = {
+    "softmax": ({"row_len": 197, "in_bits": 10, "out_bits": 7}, 12),
+    "layernorm": ({"c": 192, "out_bits": 6}, 12),
 }
 
 # Icarus by default; Verilator too under -m variants (make test-variants).
@@ -67,6 +73,18 @@ def test_variant_random_sets_bit_exact(kind, simulator, tmp_path, run_set):
         rows = vectors.read(set_dir).params["rows"]
         n = vectors.read(set_dir).params[ROW_KEY[spec.family]]
         assert res.elements == rows * n, res.line()
+
+
+@pytest.mark.variants
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+@pytest.mark.parametrize("kind", VARIANT_RTL)
+def test_variant_long_rows_bit_exact(kind, simulator, tmp_path, run_set):
+    spec = blocks.get(kind)
+    _require(simulator)
+    opts, cases = LONG[spec.family]
+    set_dir = _random_set(kind, tmp_path / "long", opts, cases, seed=13)
+    res = run_set(set_dir, simulator)
+    assert res.elements == cases * opts[ROW_KEY[spec.family]], res.line()
 
 
 @pytest.fixture(scope="module")
