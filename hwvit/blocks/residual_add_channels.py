@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from hwvit import ops
-from hwvit.blocks._common import U31, int_option, rails
+from hwvit.blocks._common import int_option, rails
 from hwvit.blocks.base import BlockKind
 from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX
 from hwvit.ops.reference import residual_add_ref
@@ -76,10 +76,6 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     return make_record(NAME, "random", params, {"a": s_a, "b": s_b}, a=a, b=b, mult_a=ma, mult_b=mb, shift=sh, y=y)
 
 
-def check_params(params: dict[str, Any]) -> str | None:
-    return None
-
-
 def verify(vset) -> str | None:
     """`hwvit check`: y computed again from a, b and the per-channel constants."""
     ma, mb, sh = (np.asarray(vset[k], dtype=np.int64) for k in ("mult_a", "mult_b", "shift"))
@@ -129,6 +125,4 @@ KIND = BlockKind(
     family="residual_add",
     variant="channels",
     verify=verify,
-    check_params=check_params,
 )
-_ = U31  # the per-channel multipliers share residual_add's range (checked in verify)
