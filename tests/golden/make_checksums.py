@@ -30,16 +30,18 @@ What is covered (every file of every set, one sha256 each):
   --entries, --a-signed/--a-unsigned, --set KEY=VALUE; --lut and --block-config only
   supply the same parameters from a file and are not exercised).
 
-The demo's sets depend on the CPU's vector width (found while taking these checksums): the float
-model's ``scores.softmax`` (ATen's vectorized exp) gives results one float32 ulp apart under
-ATen's AVX-512 and AVX2 kernels; calibration then finds activation maxima an ulp apart from
-layer 1 on, and the multipliers and softmax exp tables of layers 1-2 (and the core's prm/prog
-images) come out different. A Zen 3 (AVX2 only) and a Zen 4 (AVX-512) therefore write
-different demo sets. So the demo checksums are kept per ATen CPU capability, each taken in a
-subprocess with ``ATEN_CPU_CAPABILITY`` set: ``AVX512`` (this project's Zen 4, the default
-there) and ``AVX2`` (what an AVX2-only CPU runs; here emulated on the Zen 4 by that variable,
-not checked on a real Zen 3). The random sets do not depend on it (checked: identical under
-ATen AVX2, numpy without its AVX-512 dispatch, MKL at AVX2, one thread, PYTHONHASHSEED, TZ).
+The demo's sets depend on the float calibration's last bits (found while taking these checksums):
+the float model's ``scores.softmax`` (ATen's vectorized exp) gives results one float32 ulp apart
+under ATen's AVX-512 and AVX2 kernels, and the same AVX-512 capability on an Intel Xeon (family 6
+model 207) gave a head maximum an ulp away from a Zen 4's; calibration then finds activation maxima
+an ulp apart, and some multipliers and softmax exp tables (and the core's prm/prog images) come out
+different. The demo checksums are therefore kept per ATen CPU capability, each taken in a
+subprocess with ``ATEN_CPU_CAPABILITY`` set (``AVX512`` on the Zen 4, ``AVX2`` as an AVX2-only CPU
+runs it), and the test does not calibrate: it quantizes from the ranges pinned in
+demo_calibration.json (``--pin-calibration``, taken under ATen AVX2; rerun it on the machine that
+rewrites the JSON), whose sets are the ``AVX2`` entry on every CPU. The random sets do not depend
+on the CPU (checked: identical under ATen AVX2, numpy without its AVX-512 dispatch, MKL at AVX2,
+one thread, PYTHONHASHSEED, TZ; and on the Intel Xeon).
 
 manifest.yaml: both kinds of manifest record ``hwvit_version``, the one field that changes
 without the arithmetic or the format changing. Each manifest is hashed with exactly that one
@@ -115,14 +117,44 @@ def random_set_names() -> list[str]:
 # Writing the sets
 
 
-def demo_model() -> dict[str, Any]:
-    """The demo's steps 1-2: the shipped digits model, its held-out split, the integer model."""
+DEMO_CALIBRATION = HERE / "demo_calibration.json"
+PINNED_CAPABILITY = "AVX2"  # the ATen capability demo_calibration.json was taken under
+
+
+def demo_ranges(source) -> dict[str, float]:
+    """The demo's calibration (min/max over 256 training images) as the float model gives it on
+    this CPU: float32 sums whose last bits follow the CPU's vector kernels."""
+    from hwvit import pipeline
+    from hwvit.quant import QuantConfig
+    from hwvit.quant.calibrate import calibrate
+
+    qc = QuantConfig()
+    return calibrate(source.model, pipeline.calibration_inputs(source, 256), qc.calibration, qc.percentile)
+
+
+def load_demo_calibration() -> dict[str, float]:
+    """The calibration pinned in demo_calibration.json (JSON floats round-trip exactly)."""
+    doc = json.loads(DEMO_CALIBRATION.read_text())
+    return {path: float(value) for path, value in doc["ranges"].items()}
+
+
+def demo_model(pinned: bool = True) -> dict[str, Any]:
+    """The demo's steps 1-2: the shipped digits model, its held-out split, the integer model.
+
+    ``pinned``: quantize from the ranges of demo_calibration.json instead of calibrating here. The
+    float calibration's last bits differ between CPUs (ATen's AVX-512 and AVX2 exp; the same
+    capability on an AMD Zen 4 and an Intel Xeon gave a head maximum an ulp apart), so only a
+    pinned calibration makes the integer sets the same on every machine; everything after it is
+    integer arithmetic and must not move by a bit.
+    """
     from hwvit import pipeline
     from hwvit.quant import QuantConfig, quantize_model
 
     source = pipeline.load_source("digits")
     x_test, _ = pipeline.eval_inputs(source)
-    int_model = quantize_model(source.model, pipeline.calibration_inputs(source, 256), QuantConfig())
+    qc = QuantConfig()
+    cache = {(qc.calibration, qc.percentile, None): load_demo_calibration()} if pinned else None
+    int_model = quantize_model(source.model, pipeline.calibration_inputs(source, 256), qc, calibration_cache=cache)
     return {"source": source, "x_test": x_test, "int_model": int_model}
 
 
@@ -287,9 +319,30 @@ def _demo_json(out: Path, keep: Path | None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="hwvit-golden-") as tmp:
         root = keep or Path(tmp)
-        write_demo_sets(demo_model(), root)
+        write_demo_sets(demo_model(pinned=False), root)
         doc = {"capability": cpu_capability(), "sets": tree_checksums(root)}
     out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+def _pin_calibration() -> int:
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hwvit-golden-") as tmp:
+        out = Path(tmp) / "ranges.json"
+        env = {**os.environ, "ATEN_CPU_CAPABILITY": PINNED_CAPABILITY.lower()}
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ranges-json", str(out)], env=env, check=True)
+        doc = json.loads(out.read_text())
+    if doc["capability"] != PINNED_CAPABILITY:
+        raise SystemExit(f"ATEN_CPU_CAPABILITY={PINNED_CAPABILITY.lower()} ran ATen's {doc['capability']} kernels")
+    doc["about"] = (
+        "the digits demo's calibration ranges (min/max, 256 training images), taken under ATen "
+        f"{PINNED_CAPABILITY}; tests/test_golden_vectors.py quantizes from them, see make_checksums.demo_model"
+    )
+    DEMO_CALIBRATION.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"{len(doc['ranges'])} ranges -> {DEMO_CALIBRATION}")
     return 0
 
 
@@ -302,9 +355,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare with the JSON instead of writing it")
     parser.add_argument("--keep", type=Path, help="write the sets here (a new directory) instead of a temporary one")
     parser.add_argument("--demo-json", type=Path, help=argparse.SUPPRESS)  # one capability's demo sets (subprocess)
+    parser.add_argument(
+        "--pin-calibration",
+        action="store_true",
+        help=f"rewrite {DEMO_CALIBRATION.name} from a calibration under ATEN_CPU_CAPABILITY={PINNED_CAPABILITY.lower()}",
+    )
+    parser.add_argument("--ranges-json", type=Path, help=argparse.SUPPRESS)  # this process's calibration (subprocess)
     args = parser.parse_args(argv)
     if args.demo_json is not None:
         return _demo_json(args.demo_json, args.keep)
+    if args.ranges_json is not None:
+        from hwvit import pipeline
+
+        ranges = demo_ranges(pipeline.load_source("digits"))
+        args.ranges_json.write_text(json.dumps({"capability": cpu_capability(), "ranges": ranges}, indent=1) + "\n")
+        return 0
+    if args.pin_calibration:
+        return _pin_calibration()
     if args.keep is not None:
         sums = generate(args.keep)
     else:
