@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pin-calibration",
         action="store_true",
-        help=f"rewrite {DEMO_CALIBRATION.name} from a calibration under ATEN_CPU_CAPABILITY={PINNED_CAPABILITY.lower()}",
+        help=f"rewrite {DEMO_CALIBRATION.name} from a calibration under ATen {PINNED_CAPABILITY}",
     )
     parser.add_argument("--ranges-json", type=Path, help=argparse.SUPPRESS)  # this process's calibration (subprocess)
     args = parser.parse_args(argv)
