@@ -54,16 +54,21 @@ def test_features_are_the_real_cpuinfo_flags_all_of_them():
 
 
 def test_every_kernel_whose_flags_this_cpu_has_runs_here(monkeypatch):
-    """On this machine's real CPU: AVX2 means int16_avx2 runs; AVX-VNNI, or AVX512-VNNI with VL and F,
-    means int8_vnni runs its real tile (not the emulation), and the probe may choose it."""
+    """On this machine's real CPU: AVX2 means int16_avx2 runs; AMX with AVX512F/VL, else AVX-VNNI, else
+    AVX512-VNNI with VL and F, means int8_vnni runs that real tile (not the emulation), and the probe
+    may choose it."""
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
     monkeypatch.setattr(native, "_cpu_vnni", None)
+    monkeypatch.setattr(native, "_amx_ok", None)
     monkeypatch.setattr(cpu, "_features", None)  # read /proc/cpuinfo afresh
     raw = _raw_flags()
     if set(cpu.REQUIRES["int16"]) <= raw:
         assert gemm_backends.why_not_here("int16_avx2") is None
     want = None
-    if set(cpu.REQUIRES["avxvnni"]) <= raw:
+    if set(cpu.REQUIRES["amx"]) <= raw:  # Linux grants the tile state on every kernel since 5.16
+        assert native.amx_why() is None
+        want = native.KINDS["amx"]
+    elif set(cpu.REQUIRES["avxvnni"]) <= raw:
         want = native.KINDS["avxvnni"]
     elif set(cpu.REQUIRES["avx512vnni"]) <= raw:
         want = native.KINDS["avx512vnni"]

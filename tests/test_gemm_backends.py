@@ -293,12 +293,16 @@ def fresh_native(tmp_path, monkeypatch):
     return native
 
 
-@pytest.fixture(params=["int16", "vnni"])
+@pytest.fixture(params=["int16", "vnni", "amx"])
 def kind(request, vnni_here) -> int:
-    """The int16 kernel, and the int8 quad (vpdpbusd) kernel: the real one where the CPU has VNNI,
-    else its AVX2 emulation (the same packing, offset, tile and requant; only the instruction differs)."""
+    """The int16 kernel, the int8 quad (vpdpbusd) kernel: the real one where the CPU has VNNI, else its
+    AVX2 emulation (the same packing, offset, tile and requant; only the instruction differs), and the
+    AMX tile: the real one where the CPU has it and Linux grants it, else its emulation in C (the
+    same packing, padding and 32-row blocks)."""
     from hwvit.ops import native
 
+    if request.param == "amx":
+        return native.KINDS["amx"] if native.amx_why() is None else native.KINDS["amx_emulated"]
     return native.KINDS["int16"] if request.param == "int16" else vnni_here
 
 
@@ -335,13 +339,16 @@ def test_kernel_row_blocks_are_equal_tiles_within_the_cache_budget(kind):
     from hwvit.ops import native
 
     lib = native._load()
-    group = 2 if kind == native.KINDS["int16"] else 4
+    amx = kind in (native.KINDS["amx"], native.KINDS["amx_emulated"])
+    tile = 32 if amx else lib.hw_mr()  # the AMX block is two 16-row tiles
     for m, k in [(1, 1), (197, 768), (197, 3072), (12608, 768), (12608, 3072), (5, 200000)]:
         rows = lib.hw_row_block(kind, m, k)
         blocks = -(-m // rows)
-        assert rows % lib.hw_mr() == 0 and rows >= lib.hw_mr()
-        assert rows * -(-k // group) * 4 <= 384 * 1024 or rows == lib.hw_mr()
-        assert (blocks - 1) * rows < m <= blocks * rows and blocks * rows - m < blocks * lib.hw_mr()  # equal
+        row_bytes = lib.hw_packed_a_size(kind, 1, k) // tile * 4  # one packed row (K padded to its group)
+        assert row_bytes >= k and (row_bytes % 64 == 0 if amx else True)
+        assert rows % tile == 0 and rows >= tile
+        assert rows * row_bytes <= 384 * 1024 or rows == tile
+        assert (blocks - 1) * rows < m <= blocks * rows and blocks * rows - m < blocks * tile  # equal
     assert lib.hw_row_block(kind, 197, 768) >= 197  # 197 x 768 fits one block: W is read once
 
 
@@ -396,11 +403,13 @@ def test_vnni_kernel_offset_sums_at_their_limit(vnni_here):
 
 
 def test_vnni_kind_follows_the_cpu_flags(monkeypatch, fake_cpu):
-    """AVX-VNNI first, then AVX512-VNNI with AVX512VL; neither: a one-line reason, and the probe passes it over.
+    """AMX (with AVX512F/VL) first, then AVX-VNNI, then AVX512-VNNI with AVX512VL; none: a one-line reason, and
+    the probe passes it over.
     The flag sets are whole /proc/cpuinfo lines' worth: a Zen 4's has avx512vl among twenty others."""
     from hwvit.ops import native
 
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
+    monkeypatch.setattr(native, "_amx_ok", True)  # as if Linux granted the tile state (nothing runs here)
     zen4 = "fpu sse4_1 sse4_2 avx avx2 fma avx512f avx512dq avx512cd avx512bw avx512vl avx512_bf16 avx512_vnni"
     no_vnni = "^int8_vnni GEMM unavailable: the CPU has no AVX-VNNI or AVX512-VNNI$"
     for flags, want in [
@@ -408,6 +417,8 @@ def test_vnni_kind_follows_the_cpu_flags(monkeypatch, fake_cpu):
         (["avx2", "avx512f", "avx512_vnni", "avx512vl", "avx_vnni"], native.KINDS["avxvnni"]),
         (["avx2", "avx512f", "avx512_vnni", "avx512vl"], native.KINDS["avx512vnni"]),
         (zen4.split(), native.KINDS["avx512vnni"]),
+        ([*zen4.split(), "avx_vnni", "amx_tile", "amx_int8"], native.KINDS["amx"]),  # a Sapphire Rapids' set
+        (["avx2", "avx_vnni", "amx_tile", "amx_int8"], native.KINDS["avxvnni"]),  # no AVX-512 requantizer: no AMX
         (["avx2", "avx512f", "avx512_vnni"], "^int8_vnni GEMM unavailable: the CPU has AVX512-VNNI but not avx512vl"),
         (["avx2", "fma"], no_vnni),
         (["fma", "avx_vnni"], "^int8_vnni GEMM unavailable: the CPU has no AVX2$"),
@@ -474,12 +485,40 @@ def test_vnni_tiles_are_compiled_with_vpdpbusd():
     bodies = {}
     for block in text.split("\n\n"):
         head = block.strip().splitlines()[0] if block.strip() else ""
-        for name in ("tile_avxvnni", "tile_avx512vnni"):
+        for name in ("tile_avxvnni", "tile_avx512vnni", "tile_amx", "amx_config"):
             if head.endswith(f"<{name}>:"):
                 bodies[name] = block
-    assert set(bodies) == {"tile_avxvnni", "tile_avx512vnni"}
+    assert set(bodies) == {"tile_avxvnni", "tile_avx512vnni", "tile_amx", "amx_config"}
     assert bodies["tile_avxvnni"].count("{vex} vpdpbusd") == 12
     assert bodies["tile_avx512vnni"].count("vpdpbusd") == 12 and "{vex}" not in bodies["tile_avx512vnni"]
+    # the AMX block: four tdpbusd (2 A tiles x 2 W tiles) and four tile loads a step of 64 K-bytes
+    assert bodies["tile_amx"].count("tdpbusd") == 4 and bodies["tile_amx"].count("tileloadd") == 4
+    assert bodies["tile_amx"].count("tilestored") == 4 and bodies["tile_amx"].count("tilezero") == 4
+    assert "ldtilecfg" in bodies["amx_config"]
+
+
+def test_amx_tile_configuration_bytes():
+    """The configuration ldtilecfg reads (palette 1; bytes per row and rows of tiles 0-7) as the C
+    file spells it: a wrong width here would make tdpbusd fault or sum the wrong columns."""
+    import re
+
+    from hwvit.ops import native
+
+    text = native.SOURCE.read_text()
+    init = re.search(r"AMX_CFG\[64\][^=]*= \{([^}]*)\}", text).group(1)
+    cfg = [0] * 64
+    at = 0
+    for item in (x.strip() for x in init.split(",")):
+        if item.startswith("["):
+            index, value = item.split("=")
+            at = int(index.strip("[] "))
+            item = value
+        cfg[at] = int(item)
+        at += 1
+    assert cfg[0] == 1
+    colsb = [cfg[16 + 2 * t] + 256 * cfg[17 + 2 * t] for t in range(8)]
+    assert colsb == [64, 32, 64, 32, 64, 64, 64, 32]  # sums 16|8 columns, A 64 K-bytes, W 16|8 columns
+    assert cfg[48:56] == [16] * 8 and cfg[56:] == [0] * 8 and all(v == 0 for v in cfg[1:16] + cfg[32:48])
 
 
 def test_kernels_are_built_once_into_the_cache(fresh_native, tmp_path):

@@ -40,6 +40,8 @@ REQUIRES = {
     "avxvnni": ("avx2", "avx_vnni"),
     "avx512vnni": ("avx2", "avx512f", "avx512vl", "avx512_vnni"),  # vpdpbusd on ymm: the EVEX form needs VL
     "emulated": ("avx2",),
+    "amx": ("avx2", "avx512f", "avx512vl", "amx_tile", "amx_int8"),  # tdpbusd tiles; AVX-512 requantizer
+    "amx_emulated": ("avx2",),
 }
 
 # torch's probes of the same features (torch.cpu._is_<name>_supported), beside the flags they mirror

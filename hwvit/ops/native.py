@@ -2,7 +2,10 @@
 
 One library holds every kind of kernel (``KINDS``): ``int16`` (AVX2 ``vpmaddwd`` on int16 pairs, the
 ``int16_avx2`` backend), ``avxvnni`` and ``avx512vnni`` (``vpdpbusd`` on uint8/int8 quads, the
-``int8_vnni`` backend, on CPUs whose /proc/cpuinfo flags have AVX-VNNI, or AVX512-VNNI with AVX512VL)
+``int8_vnni`` backend, on CPUs whose /proc/cpuinfo flags have AVX-VNNI, or AVX512-VNNI with AVX512VL),
+``amx`` (AMX ``tdpbusd`` on the same uint8/int8 quads, 32-row blocks; ``int8_vnni`` runs it first where
+the CPU has AMX with AVX512F/VL and Linux grants the tile state), ``amx_emulated`` (that block in plain
+C, for the tests on CPUs without AMX)
 and ``emulated`` (the quads' sums formed with AVX2 instructions: the tests run the VNNI kernels'
 packing, offset and tile on CPUs without VNNI; set ``EMULATE_VNNI`` to make ``int8_vnni`` use it).
 The C source ships with the package; the first call compiles it with the system C compiler
@@ -41,7 +44,7 @@ from hwvit.ops import cpu
 SOURCE = Path(__file__).with_name("csrc") / "gemm_kernels.c"
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
 _JOBS_PER_THREAD = 4  # jobs per thread of a 2-D product: a thread slowed by another process holds up less
-KINDS = {"int16": 0, "avxvnni": 1, "avx512vnni": 2, "emulated": 3}  # the C file's KIND_* values
+KINDS = {"int16": 0, "avxvnni": 1, "avx512vnni": 2, "emulated": 3, "amx": 4, "amx_emulated": 5}  # the C KIND_*
 K_MAX = 1 << 16  # K of one call: int16 sums need K * 2^14 < 2^31, int8 quads K * 255 * 128 < 2^31
 EMULATE_VNNI = False  # tests: int8_vnni runs the "emulated" kind (AVX2) where the CPU has no VNNI
 _SMALL = 1 << 21  # multiply-adds below which one thread does the whole product
@@ -116,6 +119,7 @@ def _load() -> ctypes.CDLL:
                     getattr(lib, name).argtypes = [i64, i64, i64]
                     getattr(lib, name).restype = i64
                 lib.hw_nr.restype = lib.hw_mr.restype = lib.hw_vnni_built.restype = ctypes.c_int
+                lib.hw_amx_built.restype = lib.hw_amx_enable.restype = ctypes.c_int
                 llvmlite.binding.load_library_permanently(lib._name)  # for the numba callers below
                 _lib = lib
                 return lib
@@ -138,6 +142,8 @@ def _vnni_of_cpu() -> tuple[int | None, str]:
     if _cpu_vnni is None:
         if not _load().hw_vnni_built():
             _cpu_vnni = (None, "the C compiler is older than gcc 11 / clang 12 (no VNNI target)")
+        elif not cpu.missing("amx") and _amx_granted():
+            _cpu_vnni = (KINDS["amx"], "")
         elif not cpu.missing("avxvnni"):
             _cpu_vnni = (KINDS["avxvnni"], "")
         elif not cpu.missing("avx512vnni"):
@@ -150,9 +156,34 @@ def _vnni_of_cpu() -> tuple[int | None, str]:
     return _cpu_vnni
 
 
+_amx_ok: bool | None = None
+
+
+def _amx_granted() -> bool:
+    """Whether Linux gave this process the AMX tile state (asked once; without it tile
+    instructions fault) and the compiler built the AMX tile."""
+    global _amx_ok
+    if _amx_ok is None:
+        lib = _load()
+        _amx_ok = bool(lib.hw_amx_built()) and lib.hw_amx_enable() == 0
+    return _amx_ok
+
+
+def amx_why() -> str | None:
+    """Why the AMX tile does not run here (None when it does)."""
+    if cpu.missing("amx"):
+        return f"the CPU lacks {', '.join(cpu.missing('amx'))}"
+    if unavailable() is not None:
+        return unavailable()
+    if not _amx_granted():
+        return "Linux did not grant the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM), or the compiler is too old"
+    return None
+
+
 def vnni_kind() -> int:
-    """The kind ``int8_vnni`` runs here: AVX-VNNI, else AVX512-VNNI (with AVX512VL), else ``emulated`` when
-    ``EMULATE_VNNI`` is set; RuntimeError with one line saying why not."""
+    """The kind ``int8_vnni`` runs here: AMX (with AVX512F/VL, and Linux's permission), else AVX-VNNI,
+    else AVX512-VNNI (with AVX512VL), else ``emulated`` when ``EMULATE_VNNI`` is set; RuntimeError
+    with one line saying why not."""
     why = unavailable()
     if why is None:
         if EMULATE_VNNI:

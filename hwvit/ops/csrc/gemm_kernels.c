@@ -17,26 +17,42 @@
  *     VNNI. The offset sum stays exact while K * 255 * 128 < 2^31: K <= 2^16. The packed W carries
  *     each column's sum of w, and the tile's sums get -128 * colsum[n] back with the bias:
  *     sum (a + 128) w - 128 sum w = sum a w.
+ *   KIND_AMX (4), KIND_AMX_EMULATED (5), group 4: the same offset operands and column sums, multiplied
+ *     by AMX's tdpbusd (uint8 x int8 quads into int32, no saturation, as vpdpbusd) on 16 x 64-byte
+ *     tiles: a block of RB_AMX = 32 rows of A by one NR = 24 column panel of W is four int32
+ *     accumulator tiles (16 x 16 and 16 x 8 columns, twice), fed by two A tiles (16 rows x 64 bytes
+ *     of K, read straight from packed A with its row stride) and two W tiles (16 groups x 16 or 8
+ *     columns, read straight from the panel with its stride of NR lanes). K is padded to a multiple
+ *     of 64 bytes (16 groups) and A's rows to a multiple of 32, with zeros that add nothing. Kind 5
+ *     forms the same block's sums in plain C from the same layout: the tests check the AMX packing,
+ *     padding and blocking on CPUs without AMX. The kernel asks Linux for the tile state first
+ *     (hw_amx_enable: arch_prctl ARCH_REQ_XCOMP_PERM); without it AMX instructions fault.
  * Every operation is on integers. Results are written as int64 with an int64 bias per output column
  * added on the way out, or (hw_linear) requantized in the tile and written as int8/int16.
  *
  * Layouts (K is padded with zeros in W to a multiple of the group, which adds nothing):
- *   packed A: rows padded to a multiple of MR; row m holds its groups, one int32 lane each.
+ *   packed A: rows padded to a multiple of MR (RB_AMX for the AMX kinds); row m holds its groups,
+ *             one int32 lane each.
  *   packed W: panels of NR = 8 * NV output columns; panel p, group g holds, for j = 0..NR-1, the lane
  *             of column p*NR + j (zero past N); group 4 kinds then hold NR int32 column sums per
  *             panel, after all the panels.
  * The microkernel keeps MR x NR int32 sums in MR * NV = 12 of the 16 ymm registers.
  */
+#define _GNU_SOURCE /* syscall() */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define MR 4 /* the tile below is written out for MR = 4, NV = 3 */
 #define NV 3
 #define NR (8 * NV)
 #define A_BLOCK_BYTES (384 * 1024)
+#define RB_AMX 32 /* rows of A per AMX block: two 16-row A tiles */
+#define KG_AMX 16 /* groups of 4 bytes per A tile row: 64 bytes of K */
 
-enum { KIND_INT16 = 0, KIND_AVXVNNI = 1, KIND_AVX512VNNI = 2, KIND_EMULATED = 3 };
+enum { KIND_INT16 = 0, KIND_AVXVNNI = 1, KIND_AVX512VNNI = 2, KIND_EMULATED = 3, KIND_AMX = 4, KIND_AMX_EMULATED = 5 };
 
 /* Compilers that know the VNNI target names (gcc 11, clang 12 on): otherwise kinds 1 and 2 are not
  * built and hw_vnni_built() says so. */
@@ -50,9 +66,14 @@ enum { KIND_INT16 = 0, KIND_AVXVNNI = 1, KIND_AVX512VNNI = 2, KIND_EMULATED = 3 
 #endif
 #endif
 
+static int is_amx(int64_t kind) { return kind == KIND_AMX || kind == KIND_AMX_EMULATED; }
 static int64_t group_of(int64_t kind) { return kind == KIND_INT16 ? 2 : 4; }
-static int64_t groups_of(int64_t kind, int64_t k) { return (k + group_of(kind) - 1) / group_of(kind); }
-static int64_t rows_padded(int64_t m) { return (m + MR - 1) / MR * MR; }
+static int64_t groups_of(int64_t kind, int64_t k) {
+    const int64_t g = (k + group_of(kind) - 1) / group_of(kind);
+    return is_amx(kind) ? (g + KG_AMX - 1) / KG_AMX * KG_AMX : g;
+}
+static int64_t block_rows(int64_t kind) { return is_amx(kind) ? RB_AMX : MR; }
+static int64_t rows_padded(int64_t kind, int64_t m) { return (m + block_rows(kind) - 1) / block_rows(kind) * block_rows(kind); }
 static int64_t panels_of(int64_t n) { return (n + NR - 1) / NR; }
 
 int hw_mr(void) { return MR; }
@@ -60,7 +81,7 @@ int hw_nr(void) { return NR; }
 int hw_vnni_built(void) { return HW_CAN_VNNI; }
 
 /* int32 lanes of one packed A (M x K) and one packed W (N x K, with its column sums) */
-int64_t hw_packed_a_size(int64_t kind, int64_t m, int64_t k) { return rows_padded(m) * groups_of(kind, k); }
+int64_t hw_packed_a_size(int64_t kind, int64_t m, int64_t k) { return rows_padded(kind, m) * groups_of(kind, k); }
 int64_t hw_packed_w_size(int64_t kind, int64_t n, int64_t k) {
     return panels_of(n) * NR * (groups_of(kind, k) + (kind == KIND_INT16 ? 0 : 1));
 }
@@ -112,8 +133,7 @@ static void pack_w_pairs(const int8_t *src, int64_t n, int64_t k, int16_t *dst) 
     }
 }
 
-static void pack_w_quads(const int8_t *src, int64_t n, int64_t k, int8_t *dst) {
-    const int64_t ng = groups_of(KIND_EMULATED, k);
+static void pack_w_quads(const int8_t *src, int64_t n, int64_t k, int8_t *dst, int64_t ng) {
     int32_t *sums = (int32_t *)(void *)(dst + panels_of(n) * ng * NR * 4);
     for (int64_t p = 0; p < panels_of(n); p++) {
         int8_t *pan = dst + p * ng * NR * 4;
@@ -147,7 +167,7 @@ void hw_pack_w(int64_t kind, const int8_t *w, int64_t count, int64_t n, int64_t 
         if (kind == KIND_INT16)
             pack_w_pairs(w + b * n * k, n, k, (int16_t *)(void *)(out + b * size));
         else
-            pack_w_quads(w + b * n * k, n, k, (int8_t *)(void *)(out + b * size));
+            pack_w_quads(w + b * n * k, n, k, (int8_t *)(void *)(out + b * size), groups_of(kind, k));
     }
 }
 
@@ -217,18 +237,88 @@ __attribute__((target("avx2,avxvnni"))) TILE_FUNCTION(tile_avxvnni, DOT_AVXVNNI)
 __attribute__((target("avx2,avx512f,avx512vl,avx512vnni"))) TILE_FUNCTION(tile_avx512vnni, DOT_AVX512VNNI)
 #endif
 
+/* Compilers that know the AMX target names (gcc 11, clang 12 on). */
+#ifndef HW_CAN_AMX
+#define HW_CAN_AMX HW_CAN_VNNI
+#endif
+int hw_amx_built(void) { return HW_CAN_AMX; }
+
+/* Ask Linux for the AMX tile data state (permission is per process, for every thread): 0 when
+ * granted, else the errno-style -1 of the call (a kernel before 5.16, or AMX switched off). */
+int hw_amx_enable(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    return (int)syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */);
+#else
+    return -1;
+#endif
+}
+
+/* The AMX block: out[i][j] for 32 rows i of A (arow, ng groups a row, ng a multiple of 16) and the
+ * 24 columns j of one W panel (wq, NR lanes a group). Tiles 0-3 are the sums (rows 0-15 / 16-31 by
+ * columns 0-15 / 16-23), 4-5 the A tiles, 6-7 the W tiles; the tile configuration is loaded by the
+ * caller (amx_config). */
+#if HW_CAN_AMX
+/* The tile configuration (palette 1): bytes 16-47 hold each tile's bytes per row (uint16, little
+ * endian), bytes 48-63 its rows. Tiles 1, 3 and 7 are 8 columns wide (32 bytes), the rest 64 bytes;
+ * all 16 rows. A constant in memory: gcc dropped the stores to a local struct before ldtilecfg. */
+static const uint8_t AMX_CFG[64] __attribute__((aligned(64))) = {
+    1, 0, [16] = 64, 0, 32, 0, 64, 0, 32, 0, 64, 0, 64, 0, 64, 0, 32, 0, [48] = 16, 16, 16, 16, 16, 16, 16, 16};
+
+__attribute__((target("amx-tile"))) static void amx_config(void) { _tile_loadconfig(AMX_CFG); }
+
+__attribute__((target("amx-tile"))) static void amx_release(void) { _tile_release(); }
+
+__attribute__((target("amx-tile,amx-int8"))) static void tile_amx(const int32_t *arow, int64_t ng,
+                                                                  const int32_t *wq, int32_t out[RB_AMX][NR]) {
+    const int64_t astride = ng * 4, wstride = NR * 4;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t g = 0; g < ng; g += KG_AMX) {
+        _tile_loadd(4, arow + g, astride);
+        _tile_loadd(5, arow + 16 * ng + g, astride);
+        _tile_loadd(6, wq + g * NR, wstride);
+        _tile_loadd(7, wq + g * NR + 16, wstride);
+        _tile_dpbusd(0, 4, 6);
+        _tile_dpbusd(1, 4, 7);
+        _tile_dpbusd(2, 5, 6);
+        _tile_dpbusd(3, 5, 7);
+    }
+    _tile_stored(0, out[0], wstride);
+    _tile_stored(1, out[0] + 16, wstride);
+    _tile_stored(2, out[16], wstride);
+    _tile_stored(3, out[16] + 16, wstride);
+}
+#endif
+
+/* KIND_AMX_EMULATED: the same block's sums from the same layout, in plain C (uint8 a quads times
+ * int8 w quads, as tdpbusd) */
+static void tile_amx_emulated(const int32_t *arow, int64_t ng, const int32_t *wq, int32_t out[RB_AMX][NR]) {
+    for (int64_t i = 0; i < RB_AMX; i++)
+        for (int64_t j = 0; j < NR; j++) {
+            const uint8_t *a = (const uint8_t *)(const void *)(arow + i * ng);
+            const int8_t *w = (const int8_t *)(const void *)wq;
+            int32_t s = 0;
+            for (int64_t q = 0; q < ng; q++)
+                for (int64_t h = 0; h < 4; h++) s += (int32_t)a[4 * q + h] * (int32_t)w[(q * NR + j) * 4 + h];
+            out[i][j] = s;
+        }
+}
+
 /* rows of A per job for an M x K product: blocks of at most A_BLOCK_BYTES of packed A (3/4 of a
  * Zen 3 core's 512 KiB L2) stay in cache while a job's panels pass over them, and the blocks are
  * made equal. Without blocking, at batch 64 A (12608 x 768) was read from memory once per panel
  * (half speed); with blocks smaller than A needs, W is read from L3 once per block (197 x 768 in
  * two blocks: 20% slower than in one). */
 int64_t hw_row_block(int64_t kind, int64_t m, int64_t k) {
-    int64_t most = (A_BLOCK_BYTES / (groups_of(kind, k) * 4)) / MR * MR, blocks, rows;
-    if (most < MR) most = MR;
+    const int64_t rb = block_rows(kind);
+    int64_t most = (A_BLOCK_BYTES / (groups_of(kind, k) * 4)) / rb * rb, blocks, rows;
+    if (most < rb) most = rb;
     blocks = (m + most - 1) / most;
     if (blocks < 1) blocks = 1;
     rows = (m + blocks - 1) / blocks;
-    return (rows + MR - 1) / MR * MR;
+    return (rows + rb - 1) / rb * rb;
 }
 
 /* The requantizer of hwvit.ops.requant on four accumulators (int64 lanes holding int32 values):
@@ -314,8 +404,12 @@ static void store_row_i16(int16_t *dst, const int32_t *src) {
     _mm_storeu_si128((__m128i *)(dst + 16), _mm256_castsi256_si128(cc));
 }
 
-static void tile(int64_t kind, const int32_t *arow, int64_t ng, const int32_t *wq, int32_t out[MR][NR]) {
+static void tile(int64_t kind, const int32_t *arow, int64_t ng, const int32_t *wq, int32_t out[RB_AMX][NR]) {
     switch (kind) {
+#if HW_CAN_AMX
+    case KIND_AMX: tile_amx(arow, ng, wq, out); return;
+#endif
+    case KIND_AMX_EMULATED: tile_amx_emulated(arow, ng, wq, out); return;
     case KIND_INT16: tile_int16(arow, ng, wq, out); return;
 #if HW_CAN_VNNI
     case KIND_AVXVNNI: tile_avxvnni(arow, ng, wq, out); return;
@@ -340,14 +434,19 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
     const int64_t ng = groups_of(kind, k);
     const int32_t *colsum = kind == KIND_INT16 ? NULL : pw + panels_of(n) * ng * NR;
     const __m256i vlo = _mm256_set1_epi64x(lo), vhi = _mm256_set1_epi64x(hi);
-    int32_t out[MR][NR];
+    int32_t out[RB_AMX][NR]; /* MR rows of it for the vector kinds */
+    const int64_t rb = block_rows(kind);
     int64_t add[NR]; /* per column of the panel: the bias and the offset's correction */
     panel_rq q;
 #if HW_CAN_VNNI
-    const int wide_rq = mult != NULL && kind == KIND_AVX512VNNI; /* the AVX-512 requantizer (see above) */
+    /* the AVX-512 requantizer (see above): every CPU with AVX512-VNNI+VL or AMX has AVX512F and VL */
+    const int wide_rq = mult != NULL && (kind == KIND_AVX512VNNI || kind == KIND_AMX);
 #else
 #define requant_tile_avx512(out, q, lo, hi) ((void)0)
     const int wide_rq = 0;
+#endif
+#if HW_CAN_AMX
+    if (kind == KIND_AMX) amx_config(); /* per call: the configuration is per thread */
 #endif
     for (int64_t p = p0; p < p1; p++) {
         const int32_t *wpan = pw + p * ng * NR;
@@ -366,10 +465,11 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
             }
             for (int64_t j = cols; j < NR; j++) q.back[j] = INT64_MIN; /* 2^63 for shift 0 */
         }
-        for (int64_t r = r0; r < r1 && r < m; r += MR) {
+        for (int64_t r = r0; r < r1 && r < m; r += rb) {
             tile(kind, pa + r * ng, ng, wpan, out);
-            if (wide_rq) requant_tile_avx512(out, &q, lo, hi); /* all MR rows at once */
-            for (int64_t i = 0; i < MR && r + i < m; i++) {
+            if (wide_rq)
+                for (int64_t i = 0; i < rb && r + i < m; i += MR) requant_tile_avx512(out + i, &q, lo, hi);
+            for (int64_t i = 0; i < rb && r + i < m; i++) {
                 const int64_t at = (r + i) * n + c0;
                 if (!mult) {
                     int64_t *row = (int64_t *)y + at;
@@ -394,6 +494,9 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
             }
         }
     }
+#if HW_CAN_AMX
+    if (kind == KIND_AMX) amx_release();
+#endif
 }
 
 /* one job of a product: rows r0..r1-1, panels p0..p1-1 (numba's threads take the jobs) */
