@@ -82,9 +82,12 @@ class Bench:
         else:
             self.sig(p["input"]["valid"]).value = 0
             self.sig(p["output"]["ready"]).value = 0
+        # HWVIT_BYO_DRIVE (JSON {logical config name: value}): drive a configuration port with another
+        # value than the set's, e.g. a row length of 0 or above the build's maximum (clamping tests)
+        drive = json.loads(os.environ.get("HWVIT_BYO_DRIVE") or "{}")
         for logical, port in p["ports"].items():
             cfg = self.spec.config.get(logical)
-            self.sig(port).value = cfg.value(self.params) if cfg else 0
+            self.sig(port).value = int(drive[logical]) if logical in drive else cfg.value(self.params) if cfg else 0
 
     async def start(self) -> None:
         self.idle_inputs()

@@ -10,7 +10,8 @@ bit-exact through the generic stream bench (sim/byotb.py, the bind-file bench):
 
 By default each set runs on Icarus; ``make test-variants`` runs them on both simulators and adds
 long rows with other widths (marker ``variants``: Verilator builds of every variant, and LayerNorm
-rows of 192 channels on Icarus, cost minutes that make test's budget has not got).
+rows of 192 channels on Icarus, cost minutes that make test's budget has not got). Each LayerNorm
+variant's row-length clamp (cfg_c_i = 0, above MAX_C) runs here.
 The variant kinds' sets are computed by their exact kernels (hwvit.variants), themselves held to
 slow references by tests/test_variants_*.py.
 """
@@ -85,6 +86,25 @@ def test_variant_long_rows_bit_exact(kind, simulator, tmp_path, run_set):
     set_dir = _random_set(kind, tmp_path / "long", opts, cases, seed=13)
     res = run_set(set_dir, simulator)
     assert res.elements == cases * opts[ROW_KEY[spec.family]], res.line()
+
+
+LN_VARIANT_RTL = [k for k in VARIANT_RTL if blocks.get(k).family == "layernorm"]
+
+
+@pytest.mark.parametrize("c, drive", [(1, 0), (16, 17), (16, 31)], ids=["0->1", "17->16", "31->16"])
+@pytest.mark.parametrize("kind", LN_VARIANT_RTL)
+def test_layernorm_variant_row_len_clamped(kind, c, drive, tmp_path, run_set):
+    """Each LayerNorm variant's header, like rtl/layernorm.v, reads cfg_c_i = 0 as C = 1 and
+    cfg_c_i > MAX_C as MAX_C: built with MAX_C = 16 (a 5-bit cfg_c_i reaches 31), rows of the
+    clamped length driven with the out-of-range value must come out as the kernel's rows of that
+    length (mutation found nothing else reaching the clamp: a halved or truncated MAX_C survived)."""
+    import json
+
+    set_dir = _random_set(kind, tmp_path / "set", {"c": c}, 4, seed=17)
+    res = run_set(
+        set_dir, "icarus", hdl_overrides={"MAX_C": 16}, extra_env={"HWVIT_BYO_DRIVE": json.dumps({"c": drive})}
+    )
+    assert res.elements == 4 * c, res.line()
 
 
 @pytest.fixture(scope="module")

@@ -54,7 +54,9 @@ def run(
     kind = kind or vset.kind
     tb = tb_module(kind)
     if getattr(tb, "GENERIC", False):  # a streaming kind without a testbench module: the stream bench
-        return _run_generic(tb, kind, vset, set_dir, simulator, build_root, waves, seed, testcase, extra_env, test_dir)
+        return _run_generic(
+            tb, kind, vset, set_dir, simulator, build_root, waves, seed, testcase, extra_env, test_dir, hdl_overrides
+        )
     params = {**tb.hdl_parameters(vset), **(hdl_overrides or {})}  # e.g. another array size
     build_dir = build(kind, simulator, params, build_root, waves, coverage)
     result = run_test(
@@ -76,7 +78,9 @@ def run(
     return result
 
 
-def _run_generic(tb, kind, vset, set_dir, simulator, build_root, waves, seed, testcase, extra_env, test_dir):
+def _run_generic(
+    tb, kind, vset, set_dir, simulator, build_root, waves, seed, testcase, extra_env, test_dir, hdl_overrides=None
+):
     """A set through the generic stream bench (sim/byotb.py) bound to the kind's reference ports."""
     from hwvit.blocks import get
 
@@ -94,6 +98,7 @@ def _run_generic(tb, kind, vset, set_dir, simulator, build_root, waves, seed, te
         testcase=testcase,
         extra_env=extra_env,
         test_dir=test_dir,
+        hdl_overrides=hdl_overrides,
     )
 
 
@@ -111,16 +116,18 @@ def run_bind(
     testcase: str = "run_vectors",
     extra_env: dict[str, str] | None = None,
     test_dir: Path | None = None,
+    hdl_overrides: dict[str, Any] | None = None,
 ) -> SimResult:
     """A set through the stream bench (sim/byotb.py) driving ``top`` through ``bind`` (hwvit.byo.bind):
-    a team's block (hwvit.byo.run), or a kind's reference block with no testbench of its own."""
+    a team's block (hwvit.byo.run), or a kind's reference block with no testbench of its own.
+    ``hdl_overrides`` replace parameters the bind file chose (e.g. a smaller MAX_C)."""
     import json
 
     from hwvit import vectors
     from hwvit.simulate.build import build_design
 
     set_dir = Path(set_dir).resolve()
-    params = bind.hdl_parameters(vectors.read(set_dir).params)
+    params = {**bind.hdl_parameters(vectors.read(set_dir).params), **(hdl_overrides or {})}
     build_dir = build_design(name, simulator, list(sources), top, params, build_root, waves)
     env = {"HWVIT_BIND": json.dumps(bind.plan(top)), **(extra_env or {})}
     return run_test(
