@@ -137,7 +137,8 @@ class Mutant:
 
     @property
     def key(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}:{self.operator}"
+        """Unique among a file's mutants: a constant's +1 and -1 share line, column and operator."""
+        return f"{self.file}:{self.line}:{self.col}:{self.operator}:{self.new}"
 
 
 @dataclass

@@ -62,6 +62,10 @@ def test_each_mutant_changes_one_point(path):
         new = mutant.apply(text).split("\n")
         changed = [i for i, (a, b) in enumerate(zip(lines, new)) if a != b]
         assert changed == [mutant.line - 1] and new[mutant.line - 1].strip() == mutant.after, mutant
+    # The journal keys outcomes by mutant: two mutants with one key would share an outcome (a
+    # constant's +1 and -1 once did, hiding a survivor behind its killed twin).
+    keys = [mutant.key for mutant in found]
+    assert len(set(keys)) == len(keys), [k for k in keys if keys.count(k) > 1][:3]
 
 
 def test_equivalent_list_matches_real_mutants():
