@@ -45,17 +45,4 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_HOME])
 
 
-__all__ = [
-    "QuantConfig",
-    "bias_int",
-    "exp_shift_mult",
-    "exp_table",
-    "gelu_table",
-    "layernorm_params",
-    "quantize_multiplier",
-    "quantize_model",
-    "quantize_multipliers",
-    "quantize_weights",
-    "residual_params",
-    "weight_scales",
-]
+__all__ = sorted(_HOME)
