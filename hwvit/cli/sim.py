@@ -84,7 +84,7 @@ def sim(
       hwvit sim vec/ --simulator both -j 2
     hwvit sim vec/ --simulator icarus --cluster local:2 --junit results.xml
       hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
-      hwvit sim vec/ --coverage --coverage-out cov/
+      hwvit sim vec/softmax --coverage --coverage-out cov/
       hwvit rtl export team/
       hwvit sim vec/softmax --rtl team/rtl/softmax.v --rtl team/rtl/divu.v \\
           --bind team/bind/softmax.yaml --simulator icarus

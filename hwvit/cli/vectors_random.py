@@ -198,7 +198,7 @@ def vectors_random(
       hwvit vectors-random softmax --cases 16 --row-len 197 --seed 1 --out vec/softmax
       hwvit vectors-random gemm --cases 8 --k 64 --n 16 --a-unsigned --out vec/gemm
       hwvit vectors-random divu --cases 40 --set n_bits=48 --set d_bits=32 --set q_bits=25 --out vec/divu
-      hwvit vectors-random softmax --variant ibert --cases 16 --row-len 197 --out vec/softmax_ibert
+      hwvit vectors-random softmax --variant ibert --cases 16 --row-len 197 --out variants/softmax_ibert
     """
     from hwvit import vectors as vec
     from hwvit.cli.common import check_out_dir
