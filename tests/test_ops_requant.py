@@ -72,8 +72,9 @@ def test_requant_equals_exact_rational_rounding():
         q = Fraction(a * int(m[0]), 2 ** int(s[0]))
         want = max(-(2**15), min(2**15 - 1, int(np.floor(q + Fraction(1, 2)))))
         assert y == want
-    for a, mm, ss in zip(acc.tolist(), m.tolist(), s.tolist()):
-        y = int(ops.requant(np.array([a]), mm, ss, 16)[0])
+    # every element with its own M and s: per-channel multipliers over a (4000,) row
+    per = ops.requant(acc, m, s, 16)
+    for a, mm, ss, y in zip(acc.tolist(), m.tolist(), s.tolist(), per.tolist()):
         exact = Fraction(a * mm, 2**ss) + Fraction(1, 2)
         want = max(-(2**15), min(2**15 - 1, exact.numerator // exact.denominator))
         assert y == want
