@@ -61,9 +61,10 @@ test-slurm: setup
 	$(PY) -m pytest -q -m slurm -p no:cacheprovider --durations=0 tests/test_slurm.py
 
 # Opt-in: the arithmetic variants' Verilog on Verilator too (sim/test_variants.py, the requant and
-# gemm roundings) and the variants' long rows; make test runs each variant on Icarus.
+# gemm roundings), the variants' long rows and their yosys synthesis (tests/test_rtl_static.py);
+# make test runs each variant on Icarus and lints it.
 test-variants: setup
-	$(PY) -m pytest -q -m variants -n $(JOBS) --dist loadgroup sim/
+	$(PY) -m pytest -q -m variants -n $(JOBS) --dist loadgroup sim/ tests/test_rtl_static.py
 
 # Figures, not pass/fail: integer vs float forward, vector writing, GEMM utilization and
 # simulator speed; then the opt-in large simulations (pytest -m slow).
