@@ -107,6 +107,36 @@ def test_layernorm_variant_row_len_clamped(kind, c, drive, tmp_path, run_set):
     assert res.elements == 4 * c, res.line()
 
 
+# The softmax variants that clamp the row length like rtl/softmax.v; softmax_ita and
+# softmax_softermax document row_len_i in 1..MAX_N as their input contract instead (no clamp).
+SM_CLAMPING = ["softmax_ibert", "softmax_log2", "softmax_shiftmax"]
+
+
+def test_softmax_variants_say_how_they_take_a_row_length():
+    sm = {k for k in VARIANT_RTL if blocks.get(k).family == "softmax"}
+    assert set(SM_CLAMPING) < sm
+    root = toolchain.repo().root
+    for kind in sm - set(SM_CLAMPING):
+        assert "The row length, in 1..MAX_N," in (root / "rtl" / f"{kind}.v").read_text(), kind
+    for kind in SM_CLAMPING:
+        assert "MAX_N_C[LW-1:0]" in (root / "rtl" / f"{kind}.v").read_text(), kind
+
+
+@pytest.mark.parametrize("n, drive", [(1, 0), (16, 17), (16, 31)], ids=["0->1", "17->16", "31->16"])
+@pytest.mark.parametrize("kind", SM_CLAMPING)
+def test_softmax_variant_row_len_clamped(kind, n, drive, tmp_path, run_set):
+    """These softmax variants, like rtl/softmax.v, read row_len_i = 0 as a row of 1 and row_len_i >
+    MAX_N as MAX_N: built with MAX_N = 16 (a 5-bit row_len_i reaches 31), rows of the clamped
+    length driven with the out-of-range value come out as the kernel's rows of that length."""
+    import json
+
+    set_dir = _random_set(kind, tmp_path / "set", {"row_len": n}, 4, seed=19)
+    res = run_set(
+        set_dir, "icarus", hdl_overrides={"MAX_N": 16}, extra_env={"HWVIT_BYO_DRIVE": json.dumps({"row_len": drive})}
+    )
+    assert res.elements == 4 * n, res.line()
+
+
 @pytest.fixture(scope="module")
 def digits():
     source = pipeline.load_source("digits")
