@@ -8,6 +8,10 @@ from hwvit import pipeline
 from hwvit.analysis.compare import compare
 from hwvit.quant import QuantConfig, quantize_model
 
+# One xdist worker runs the module, so its 12-17 s fixture is computed once (split over two
+# workers, each computed it).
+pytestmark = pytest.mark.xdist_group("intvit_digits")
+
 
 @pytest.fixture(scope="module")
 def digits_result():
