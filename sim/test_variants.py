@@ -88,28 +88,12 @@ def test_variant_long_rows_bit_exact(kind, simulator, tmp_path, run_set):
     assert res.elements == cases * opts[ROW_KEY[spec.family]], res.line()
 
 
-LN_VARIANT_RTL = [k for k in VARIANT_RTL if blocks.get(k).family == "layernorm"]
-
-
-@pytest.mark.parametrize("c, drive", [(1, 0), (16, 17), (16, 31)], ids=["0->1", "17->16", "31->16"])
-@pytest.mark.parametrize("kind", LN_VARIANT_RTL)
-def test_layernorm_variant_row_len_clamped(kind, c, drive, tmp_path, run_set):
-    """Each LayerNorm variant's header, like rtl/layernorm.v, reads cfg_c_i = 0 as C = 1 and
-    cfg_c_i > MAX_C as MAX_C: built with MAX_C = 16 (a 5-bit cfg_c_i reaches 31), rows of the
-    clamped length driven with the out-of-range value must come out as the kernel's rows of that
-    length (mutation found nothing else reaching the clamp: a halved or truncated MAX_C survived)."""
-    import json
-
-    set_dir = _random_set(kind, tmp_path / "set", {"c": c}, 4, seed=17)
-    res = run_set(
-        set_dir, "icarus", hdl_overrides={"MAX_C": 16}, extra_env={"HWVIT_BYO_DRIVE": json.dumps({"c": drive})}
-    )
-    assert res.elements == 4 * c, res.line()
-
-
-# The softmax variants that clamp the row length like rtl/softmax.v; softmax_ita and
+# The variants that clamp the row length like rtl/softmax.v and rtl/layernorm.v (0 reads as 1, above
+# the maximum as the maximum): every LayerNorm variant and three softmax ones; softmax_ita and
 # softmax_softermax document row_len_i in 1..MAX_N as their input contract instead (no clamp).
 SM_CLAMPING = ["softmax_ibert", "softmax_log2", "softmax_shiftmax"]
+CLAMPING = [k for k in VARIANT_RTL if blocks.get(k).family == "layernorm"] + SM_CLAMPING
+MAX_PARAM = {"softmax": "MAX_N", "layernorm": "MAX_C"}
 
 
 def test_softmax_variants_say_how_they_take_a_row_length():
@@ -123,17 +107,19 @@ def test_softmax_variants_say_how_they_take_a_row_length():
 
 
 @pytest.mark.parametrize("n, drive", [(1, 0), (16, 17), (16, 31)], ids=["0->1", "17->16", "31->16"])
-@pytest.mark.parametrize("kind", SM_CLAMPING)
-def test_softmax_variant_row_len_clamped(kind, n, drive, tmp_path, run_set):
-    """These softmax variants, like rtl/softmax.v, read row_len_i = 0 as a row of 1 and row_len_i >
-    MAX_N as MAX_N: built with MAX_N = 16 (a 5-bit row_len_i reaches 31), rows of the clamped
-    length driven with the out-of-range value come out as the kernel's rows of that length."""
+@pytest.mark.parametrize("kind", CLAMPING)
+def test_variant_row_len_clamped(kind, n, drive, tmp_path, run_set):
+    """The row-length port (cfg_c_i, row_len_i) read as 0 -> 1 and above the maximum -> the maximum:
+    built with a maximum of 16 (a 5-bit port reaches 31), rows of the clamped length driven with the
+    out-of-range value must come out as the kernel's rows of that length (the campaign found
+    nothing else reaching the clamp: a halved or truncated maximum survived)."""
     import json
 
-    set_dir = _random_set(kind, tmp_path / "set", {"row_len": n}, 4, seed=19)
-    res = run_set(
-        set_dir, "icarus", hdl_overrides={"MAX_N": 16}, extra_env={"HWVIT_BYO_DRIVE": json.dumps({"row_len": drive})}
-    )
+    family = blocks.get(kind).family
+    key = ROW_KEY[family]
+    set_dir = _random_set(kind, tmp_path / "set", {key: n}, 4, seed=17)
+    env = {"HWVIT_BYO_DRIVE": json.dumps({key: drive})}
+    res = run_set(set_dir, "icarus", hdl_overrides={MAX_PARAM[family]: 16}, extra_env=env)
     assert res.elements == 4 * n, res.line()
 
 

@@ -171,10 +171,12 @@ def _amx_granted() -> bool:
 
 def amx_why() -> str | None:
     """Why the AMX tile does not run here (None when it does)."""
-    if cpu.missing("amx"):
-        return f"the CPU lacks {', '.join(cpu.missing('amx'))}"
-    if unavailable() is not None:
-        return unavailable()
+    lacks = cpu.missing("amx")
+    if lacks:
+        return f"the CPU lacks {', '.join(lacks)}"
+    why = unavailable()
+    if why is not None:
+        return why
     if not _amx_granted():
         return "Linux did not grant the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM), or the compiler is too old"
     return None

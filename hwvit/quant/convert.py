@@ -287,6 +287,12 @@ def build_head(model, s_x: float, scale: _Scales, x_bits: int, stream: _Ptf | No
     return IntReadout(s_in=s_in, norm=norm, pool=pool, pre_head_fc=pre_fc, pre_head_norm=pre_norm, head=head)
 
 
+def calibration_key(method: str, percentile: float, bits: int) -> tuple:
+    """The key of one calibration pass in ``quantize_model``'s ``calibration_cache``: MSE and entropy
+    depend on the point's width, min/max and percentile do not."""
+    return (method, percentile, bits if method in ("mse", "entropy") else None)
+
+
 def _calibrate(
     model, calib_inputs, recipe: Recipe, runs: dict | None = None
 ) -> tuple[dict[str, float], dict[str, str], set[str]]:
@@ -300,7 +306,7 @@ def _calibrate(
     runs = {} if runs is None else runs
 
     def ranges_for(how: tuple[str, float], bits: int) -> dict[str, float]:
-        key = (*how, bits if how[0] in ("mse", "entropy") else None)
+        key = calibration_key(*how, bits)
         if key not in runs:
             runs[key] = calibrate(model, calib_inputs, how[0], how[1], bits=bits)
         return runs[key]

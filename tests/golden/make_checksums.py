@@ -149,11 +149,13 @@ def demo_model(pinned: bool = True) -> dict[str, Any]:
     """
     from hwvit import pipeline
     from hwvit.quant import QuantConfig, quantize_model
+    from hwvit.quant.convert import calibration_key
 
     source = pipeline.load_source("digits")
     x_test, _ = pipeline.eval_inputs(source)
     qc = QuantConfig()
-    cache = {(qc.calibration, qc.percentile, None): load_demo_calibration()} if pinned else None
+    key = calibration_key(qc.calibration, qc.percentile, qc.act_bits)
+    cache = {key: load_demo_calibration()} if pinned else None
     int_model = quantize_model(source.model, pipeline.calibration_inputs(source, 256), qc, calibration_cache=cache)
     return {"source": source, "x_test": x_test, "int_model": int_model}
 
@@ -282,16 +284,15 @@ def cpu_capability() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
-def demo_checksums_in_subprocess(capability: str, root: Path) -> dict[str, dict[str, str]]:
-    """The demo sets' checksums from a fresh interpreter with ``ATEN_CPU_CAPABILITY=capability``
-    (read once at torch's import: it cannot change in a running process); sets under ``root``."""
+def _under_capability(capability: str, flag: str, out: Path, *extra: str) -> dict[str, Any]:
+    """Run this script with ``flag out`` in a fresh interpreter with ``ATEN_CPU_CAPABILITY=capability``
+    (read once at torch's import: it cannot change in a running process); the JSON it wrote, whose
+    ``capability`` must be the one asked for."""
     import os
     import subprocess
 
-    root.mkdir(parents=True, exist_ok=True)
-    out = root / f"demo-{capability}.json"
     env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--demo-json", str(out), "--keep", str(root / capability)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), flag, str(out), *extra]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} (ATEN_CPU_CAPABILITY={capability}): exit {proc.returncode}\n{proc.stderr}")
@@ -301,7 +302,15 @@ def demo_checksums_in_subprocess(capability: str, root: Path) -> dict[str, dict[
             f"ATEN_CPU_CAPABILITY={capability} ran ATen's {doc['capability']} kernels: this CPU cannot take the "
             f"{capability.upper()} checksums (rewriting the JSON needs a CPU with AVX-512)"
         )
-    return doc["sets"]
+    return doc
+
+
+def demo_checksums_in_subprocess(capability: str, root: Path) -> dict[str, dict[str, str]]:
+    """The demo sets' checksums from a fresh interpreter at ATen ``capability``; sets under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    return _under_capability(
+        capability, "--demo-json", root / f"demo-{capability}.json", "--keep", str(root / capability)
+    )["sets"]
 
 
 DEMO_CAPABILITIES = ("avx2", "avx512")
@@ -326,17 +335,10 @@ def _demo_json(out: Path, keep: Path | None) -> int:
 
 
 def _pin_calibration() -> int:
-    import os
-    import subprocess
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="hwvit-golden-") as tmp:
-        out = Path(tmp) / "ranges.json"
-        env = {**os.environ, "ATEN_CPU_CAPABILITY": PINNED_CAPABILITY.lower()}
-        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--ranges-json", str(out)], env=env, check=True)
-        doc = json.loads(out.read_text())
-    if doc["capability"] != PINNED_CAPABILITY:
-        raise SystemExit(f"ATEN_CPU_CAPABILITY={PINNED_CAPABILITY.lower()} ran ATen's {doc['capability']} kernels")
+        doc = _under_capability(PINNED_CAPABILITY.lower(), "--ranges-json", Path(tmp) / "ranges.json")
     doc["about"] = (
         "the digits demo's calibration ranges (min/max, 256 training images), taken under ATen "
         f"{PINNED_CAPABILITY}; tests/test_golden_vectors.py quantizes from them, see make_checksums.demo_model"
