@@ -194,3 +194,37 @@ def test_cli_source_refusals(args, message):
     res = CliRunner().invoke(main, ["mutate", *args, "--list"])
     assert res.exit_code == 1 and message in res.output and "Traceback" not in res.output, res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+def test_killer_named_from_the_failed_line():
+    mu = mutate.mutants(SNIPPET, "rtl/m.v")[0]
+    failed = "FAILED sim/test_requant.py::test_rounding_variant[icarus-gemmlowp] - AssertionError: requant"
+    assert mutate.killer(mutate.Outcome(mu, "killed", failed)) == "test_rounding_variant[icarus-gemmlowp]"
+    assert mutate.killer(mutate.Outcome(mu, "killed", "suite timed out after 120 s")) is None
+    assert mutate.killer(mutate.Outcome(mu, "survived", "4 passed in 3.1s")) is None
+
+
+def test_order_hook_puts_named_tests_first(monkeypatch):
+    """A name with parameters picks that one test; a bare prefix every test of the function."""
+
+    class Item:
+        def __init__(self, name):
+            self.name = name
+
+    names = [
+        "test_random[icarus-8]",
+        "test_random[icarus-6]",
+        "test_reset",
+        "test_variant[icarus-a]",
+        "test_variant[icarus-b]",
+    ]
+    items = [Item(n) for n in names]
+    monkeypatch.setenv(mutate.ORDER_ENV, "test_variant[icarus-b],test_reset,test_random")
+    mutate.pytest_collection_modifyitems(None, items)
+    assert [i.name for i in items] == [
+        "test_variant[icarus-b]",
+        "test_reset",
+        "test_random[icarus-8]",
+        "test_random[icarus-6]",
+        "test_variant[icarus-a]",
+    ]
