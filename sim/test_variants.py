@@ -23,10 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwvit import blocks, pipeline, toolchain, variants, vectors
+from hwvit import blocks, toolchain, variants, vectors
 from hwvit.blocks.variant_kinds import ROW_KEY
-from hwvit.intvit import trace_model
-from hwvit.quant import QuantConfig, quantize_model
 
 VARIANT_RTL = sorted(k for k, spec in blocks.kinds().items() if spec.variant and spec.rtl)
 
@@ -125,10 +123,23 @@ def test_variant_row_len_clamped(kind, n, drive, tmp_path, run_set):
 
 @pytest.fixture(scope="module")
 def digits():
+    from hwvit import pipeline  # torch: imported by the traced tests only (a mutant's run imports
+    # this module for its cheap tests first, and torch took 3-5 s of each)
+
     source = pipeline.load_source("digits")
     calib = pipeline.calibration_inputs(source, 32)
     x_test, _ = pipeline.eval_inputs(source, 1)
     return source, calib, x_test.numpy()
+
+
+def _trace(digits, **quant) -> list:
+    """The block records of the digits model quantized with these QuantConfig choices."""
+    from hwvit.intvit import trace_model
+    from hwvit.quant import QuantConfig, quantize_model
+
+    source, calib, x = digits
+    _, records, _ = trace_model(quantize_model(source.model, calib, QuantConfig(**quant)), x)
+    return records
 
 
 @pytest.mark.parametrize("simulator", SIMS)
@@ -137,9 +148,7 @@ def test_variant_traced_sets_bit_exact(kind, simulator, digits, tmp_path, run_se
     """The first layer's sets of this variant, as the digits model traces them with it chosen."""
     spec = blocks.get(kind)
     _require(simulator)
-    source, calib, x = digits
-    model = quantize_model(source.model, calib, QuantConfig(**{spec.family: spec.variant}))
-    _, records, _ = trace_model(model, x)
+    records = _trace(digits, **{spec.family: spec.variant})
     mine = [r for r in records if r.kind == kind and r.path.startswith("layers.0.")]
     assert mine, f"the digits model traced no {kind} set in layers.0"
     vectors.write_sets(mine, tmp_path, seed=0)
@@ -162,9 +171,7 @@ def test_gelu_variant_tables_bit_exact(variant, simulator, digits, tmp_path, run
     rec = vectors.random_record("gelu", 300, 5, variant=variant)
     assert rec.params["variant"] == variant
     vectors.write_sets([rec], tmp_path / "random", seed=5)
-    source, calib, x = digits
-    model = quantize_model(source.model, calib, QuantConfig(gelu=variant))
-    _, records, _ = trace_model(model, x)
+    records = _trace(digits, gelu=variant)
     traced = [r for r in records if r.kind == "gelu" and r.path.startswith("layers.0.")]
     assert traced and all(r.params["variant"] == variant for r in traced)
     vectors.write_sets(traced, tmp_path / "traced", seed=0)
