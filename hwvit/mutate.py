@@ -538,8 +538,10 @@ def fingerprint(root: Path, block: str, file: str) -> str:
 
 
 def suite_fingerprint(root: Path, block: str) -> str:
-    """The suite's text: a survivor recorded under another suite runs again (a new test may kill it)."""
-    return _digest(root, list(suite_of(block)[0]))
+    """The suite's text, with the block's Verilog test wrapper (sim/tb_<block>.v) where it has one: a
+    survivor recorded under another suite runs again (a new test or wrapper check may kill it)."""
+    wrapper = [f"sim/tb_{block}.v"] if (root / "sim" / f"tb_{block}.v").exists() else []
+    return _digest(root, [*suite_of(block)[0], *wrapper])
 
 
 class Journal:

@@ -134,16 +134,18 @@ module tb_gemm #(
   );
 
   // ---------------------------------------------------------------- memory ports
+  // Lanes past M or N get junk (the engine's port contract: they may hold anything, the engine
+  // zeroes them), so a lane the engine fails to mask shows in the results or in dirty_lanes_o.
   integer i, addr;
   always @(posedge clk_i) begin
     if (rd_en) begin
       for (i = 0; i < ROWS; i = i + 1) begin
         addr = (rd_m + i) * k_i + rd_k;
-        rd_a_q[i*8 +: 8] <= (addr < MAX_M * MAX_K) ? a_mem[addr] : 8'd0;
+        rd_a_q[i*8 +: 8] <= (rd_m + i < m_i && addr < MAX_M * MAX_K) ? a_mem[addr] : 8'hA5 ^ addr[7:0];
       end
       for (i = 0; i < COLS; i = i + 1) begin
         addr = (rd_n + i) * k_i + rd_k;
-        rd_w_q[i*8 +: 8] <= (addr < MAX_N * MAX_K) ? w_mem[addr] : 8'd0;
+        rd_w_q[i*8 +: 8] <= (rd_n + i < n_i && addr < MAX_N * MAX_K) ? w_mem[addr] : 8'h5B ^ addr[7:0];
       end
     end
     for (i = 0; i < COLS; i = i + 1) begin

@@ -228,3 +228,13 @@ def test_order_hook_puts_named_tests_first(monkeypatch):
         "test_random[icarus-6]",
         "test_variant[icarus-a]",
     ]
+
+
+def test_suite_fingerprint_covers_the_verilog_wrapper(tmp_path):
+    """A survivor runs again when the block's testbench wrapper changes, not only its test file."""
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim" / "test_gemm.py").write_text("def test_x(): pass\n")
+    (tmp_path / "sim" / "tb_gemm.v").write_text("module tb_gemm; endmodule\n")
+    before = mutate.suite_fingerprint(tmp_path, "gemm")
+    (tmp_path / "sim" / "tb_gemm.v").write_text("module tb_gemm; wire junk; endmodule\n")
+    assert mutate.suite_fingerprint(tmp_path, "gemm") != before
