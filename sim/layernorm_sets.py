@@ -142,3 +142,29 @@ def inv_rounding_record(c: int, out_bits: int, rows: int, seed: int, eps_int: in
             "y": Tensor(y, out_bits, True, "output"),
         },
     )
+
+
+def variance_row(c: int, sum_sq: int, rng: np.random.Generator) -> np.ndarray:
+    """A row of ``c`` (even) int8 values with sum 0 and sum of squares ``sum_sq`` (even), so its
+    V = C * Sxx - Sx^2 is exactly c * sum_sq: pairs (a, -a), the first chosen near the mean square
+    that is left, the last four by search (every integer is a sum of four squares; the remainder
+    is kept below 4 * 127^2)."""
+    import math
+
+    pairs, left = c // 2, sum_sq // 2
+    assert c % 2 == 0 and sum_sq % 2 == 0 and 0 <= left <= pairs * 127 * 127 and pairs >= 4
+    a = []
+    for i in range(pairs - 4):
+        v = min(127, math.isqrt(left // (pairs - i)))
+        a.append(v)
+        left -= v * v
+    squares = {v * v: v for v in range(128)}
+    for p in range(min(127, math.isqrt(left)), -1, -1):
+        for q in range(min(p, math.isqrt(left - p * p)), -1, -1):
+            for r in range(min(q, math.isqrt(left - p * p - q * q)), -1, -1):
+                s = left - p * p - q * q - r * r
+                if s in squares and squares[s] <= r:
+                    a += [p, q, r, squares[s]]
+                    row = np.array([v for v in a for v in (v, -v)], dtype=np.int64)
+                    return rng.permutation(row)
+    raise ValueError(f"no row of {c} with sum of squares {sum_sq}")

@@ -343,6 +343,56 @@ def test_row_period_unstalled(tmp_path, sim_run):
     assert cycles[1] - cycles[0] == 2 * (c + 82), cycles
 
 
+def _with_rows(base, x: np.ndarray):
+    """``base`` (a layernorm record) with its rows replaced by ``x`` and y recomputed by ops.layernorm."""
+    import dataclasses
+
+    from hwvit import ops
+
+    t, prm = base.tensors, base.params
+    y = ops.layernorm(
+        x, t["gamma"].data, t["beta"].data, prm["eps_int"], prm["multiplier"], prm["shift"], prm["out_bits"]
+    )
+    tensors = {**t, "x": dataclasses.replace(t["x"], data=x), "y": dataclasses.replace(t["y"], data=y)}
+    return dataclasses.replace(base, params={**prm, "rows": int(x.shape[0])}, tensors=tensors)
+
+
+def test_constant_row_skips_root_and_division(tmp_path, sim_run):
+    """rtl/layernorm.v: a row's first output comes 88 clocks after its last input, 11 for a constant
+    row (V = 0 skips the square root and the division). One unstalled row of each, otherwise the
+    same: the constant row's run is exactly 77 clocks shorter, and both are exact."""
+    from hwvit import vectors
+
+    c = 16
+    base = vectors.random_record("layernorm", cases=1, seed=32, c=c)
+    x = np.random.default_rng(32).integers(-128, 127, (1, c), endpoint=True)
+    x[0, 0], x[0, 1] = -100, 100  # V > 0
+    cycles = {}
+    for name, rows in (("varied", x), ("constant", np.full((1, c), -37))):
+        result = sim_run(
+            vectors.write_set(_with_rows(base, rows), tmp_path / name), "icarus", extra_env={"HWVIT_STALL": "0"}
+        )
+        assert result.passed, result.message
+        cycles[name] = result.cycles
+    assert cycles["varied"] - cycles["constant"] == 88 - 11, cycles
+
+
+def test_variance_at_2_to_the_37(simulator, tmp_path, run_set):
+    """Rows of 4096 whose V = C * Sxx - Sx^2 is 2^37 - 8192, 2^37 and 2^37 + 8192 (sum 0, sums of
+    squares 2^25 - 2, 2^25, 2^25 + 2): V's top bit alone set, which the zero-variance test must
+    read (a test on 37 of its 38 bits takes V = 2^37 for a constant row); exact."""
+    from hwvit import vectors
+
+    from layernorm_sets import variance_row
+
+    rng = np.random.default_rng(37)
+    x = np.stack([variance_row(4096, (1 << 25) + d, rng) for d in (-2, 0, 2)])
+    v = 4096 * (x * x).sum(axis=1) - x.sum(axis=1) ** 2
+    assert v.tolist() == [(1 << 37) - 8192, 1 << 37, (1 << 37) + 8192]
+    record = _with_rows(vectors.random_record("layernorm", cases=3, seed=37, c=4096), x)
+    assert run_set(vectors.write_set(record, tmp_path / "set"), simulator).elements == 3 * 4096
+
+
 # Static checks share no build with the simulations: their own group, so xdist may run them
 # on the other worker.
 static_group = pytest.mark.xdist_group("layernorm_static")
