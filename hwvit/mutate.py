@@ -322,6 +322,25 @@ def load_equivalent(root: Path) -> dict[tuple[str, str, str], str]:
     return out
 
 
+_WIRE_DECL = re.compile(r"\bwire\b[^;=]*?\b([A-Za-z_]\w*)\s*=")
+
+
+def dead_sink(text: str, mutant: Mutant) -> str | None:
+    """The name of the wire whose declaration's expression ``mutant`` changes, when nothing else in
+    the file reads that wire (a sink such as ``unused_bits`` that only tells the linter some bits are
+    dropped on purpose): such a mutant cannot change any output. None otherwise."""
+    code = _blank(text)
+    begin = code.rfind(";", 0, mutant.start) + 1
+    end = code.find(";", mutant.start)
+    # The statement runs from the last ';' (after any `end`s of blocks before it) to the next.
+    m = _WIRE_DECL.search(code, begin, end) if end >= 0 else None
+    if m is None or m.end() > mutant.start:  # a wire declaration, the change in its expression
+        return None
+    name = m.group(1)
+    uses = len(re.findall(rf"\b{re.escape(name)}\b", code))
+    return name if uses == 1 else None
+
+
 def stale_equivalent(root: Path) -> list[str]:
     """The reviewed entries that no longer hold, one line each: the mutant is no longer made, or it
     is made at another line than the entry names (the code around it changed: review it again)."""
@@ -405,6 +424,9 @@ def run_one(
         error = _compiles(tree, block, simulator)
         if error is not None:
             return Outcome(mutant, "did-not-compile", error, time.monotonic() - t0)
+        sink = dead_sink((root / mutant.file).read_text(), mutant) if mutant is not None else None
+        if sink is not None:  # no suite can see it: equivalent by construction, no run needed
+            return Outcome(mutant, "equivalent", f"dead code: wire {sink} is read nowhere", time.monotonic() - t0)
         skip = " or ".join([SUITE_SKIP, *(s for s in toolchain.SIMULATORS if s != simulator)])
         if simulator == toolchain.Simulator.ICARUS:
             skip += f" or {ICARUS_SKIP}"
@@ -732,6 +754,7 @@ def campaign(
                 if on_outcome:
                     on_outcome(block, outcome)
     rows = []
+    texts = {file: (root / file).read_text() for _, file, _, _ in plan}
     for block, file, fp, every in plan:
         counts: dict[str, int] = {}
         seconds = 0.0
@@ -740,7 +763,10 @@ def campaign(
             if (mu.file, mu.before, mu.after) in equivalent:
                 counts["equivalent"] = counts.get("equivalent", 0) + 1
             elif row is not None:
-                counts[row["status"]] = counts.get(row["status"], 0) + 1
+                status = row["status"]
+                if status == "survived" and dead_sink(texts[file], mu) is not None:
+                    status = "equivalent"  # journaled before run_one knew dead sinks
+                counts[status] = counts.get(status, 0) + 1
                 seconds += float(row["seconds"])
         rows.append(Row(block, file, len(every), counts, seconds))
     return rows
@@ -753,10 +779,11 @@ def survivors(chosen: list[tuple[str, str]], journal: Journal) -> list[dict]:
     out = []
     for block, file in chosen:
         fp, suite = fingerprint(root, block, file), suite_fingerprint(root, block)
-        for mu in mutants((root / file).read_text(), file):
+        text = (root / file).read_text()
+        for mu in mutants(text, file):
             row = journal.done.get((block, fp, mu.key))
             if row is None or row["status"] != "survived" or row.get("suite") != suite:
                 continue
-            if (mu.file, mu.before, mu.after) not in equivalent:
+            if (mu.file, mu.before, mu.after) not in equivalent and dead_sink(text, mu) is None:
                 out.append(row)
     return out

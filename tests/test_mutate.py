@@ -238,3 +238,35 @@ def test_suite_fingerprint_covers_the_verilog_wrapper(tmp_path):
     before = mutate.suite_fingerprint(tmp_path, "gemm")
     (tmp_path / "sim" / "tb_gemm.v").write_text("module tb_gemm; wire junk; endmodule\n")
     assert mutate.suite_fingerprint(tmp_path, "gemm") != before
+
+
+SINK = """module s (input wire [3:0] a_i, input wire [3:0] b_i, output wire [3:0] y_o);
+  wire [3:0] used = a_i & b_i;
+  assign y_o = used;
+  // bits dropped on purpose
+  wire unused_bits = ^{a_i[3:1],
+                       b_i[3:1]};
+endmodule
+"""
+
+
+def test_dead_sink_only_for_a_wire_nothing_reads():
+    by_name: dict[str | None, int] = {}
+    for m in mutate.mutants(SINK, "rtl/s.v"):
+        name = mutate.dead_sink(SINK, m)
+        by_name[name] = by_name.get(name, 0) + 1
+        if m.line in (5, 6):  # both lines of the sink's expression
+            assert name == "unused_bits", m
+        else:
+            assert name is None, m
+    assert by_name.get("unused_bits", 0) >= 4 and by_name.get(None, 0) >= 1, by_name
+
+
+def test_every_rtl_sink_is_read_nowhere():
+    """The sinks the campaign counts as equivalent without a run: named unused_*, one occurrence each."""
+    for path in sorted((ROOT / "rtl").glob("*.v")):
+        text = path.read_text()
+        for m in mutate.mutants(text, f"rtl/{path.name}"):
+            name = mutate.dead_sink(text, m)
+            if name is not None:
+                assert name.startswith("unused"), (path.name, name)
