@@ -270,3 +270,20 @@ def test_every_rtl_sink_is_read_nowhere():
             name = mutate.dead_sink(text, m)
             if name is not None:
                 assert name.startswith("unused"), (path.name, name)
+
+
+def test_equivalent_file_has_no_entry_glued_to_another():
+    """Each entry a mapping of its own keys: a duplicate key (an entry pasted onto the previous
+    one's reason) would let the later one silently replace it."""
+
+    class Strict(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        keys = [loader.construct_object(k, deep=deep) for k, _ in node.value]
+        assert len(keys) == len(set(keys)), f"line {node.start_mark.line + 1}: duplicate keys {keys}"
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    entries = yaml.load((ROOT / mutate.EQUIVALENT_FILE).read_text(), Loader=Strict)
+    assert all(set(e) == {"file", "line", "before", "after", "reason"} for e in entries)
