@@ -148,11 +148,12 @@ module tb_gemm #(
         rd_w_q[i*8 +: 8] <= (rd_n + i < n_i && addr < MAX_N * MAX_K) ? w_mem[addr] : 8'h5B ^ addr[7:0];
       end
     end
+    // Parameter lanes past N get junk too: the engine masks them (its drain zeroes those lanes).
     for (i = 0; i < COLS; i = i + 1) begin
       addr = prm_n + i;
-      prm_bias_q[i*32 +: 32] <= (addr < MAX_N) ? bias_mem[addr] : 32'd0;
-      prm_mult_q[i*31 +: 31] <= (addr < MAX_N) ? mult_mem[addr][30:0] : 31'd0;
-      prm_shift_q[i*6 +: 6]  <= (addr < MAX_N) ? shift_mem[addr][5:0] : 6'd0;
+      prm_bias_q[i*32 +: 32] <= (addr < n_i && addr < MAX_N) ? bias_mem[addr] : 32'h5A5A_0000 ^ addr;
+      prm_mult_q[i*31 +: 31] <= (addr < n_i && addr < MAX_N) ? mult_mem[addr][30:0] : 31'h2A5A_0000 ^ addr;
+      prm_shift_q[i*6 +: 6]  <= (addr < n_i && addr < MAX_N) ? shift_mem[addr][5:0] : 6'd17;
     end
   end
 
