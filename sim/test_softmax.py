@@ -275,17 +275,9 @@ if cocotb is not None:
             await RisingEdge(dut.clk_i)
             cycle += 1
 
-    @cocotb.test()
-    async def row_timing(dut):
-        """Unstalled rows, inputs always offered: handshake clocks give the row period (first
-        input to first input of the next row) and an idle block's latency (last input of the
-        first row to its first output); the outputs are checked as in run_vectors."""
-        vset = _sets()[0]
-        _idle(dut)
-        await tbutil.start(dut)
-        await _load_table(dut, vset)
-        x = vset["x"]
-        rows, n = x.shape
+    async def _unstalled(dut, words: list, rows: int, longest: int) -> tuple:
+        """Send (x, row length) words with no stalls on either side, inputs always offered, and
+        collect as many outputs: (sink, the handshake clocks of _handshakes)."""
         log: dict = {"in": [], "out": []}
         src = tbutil.Source(
             dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i, dut.row_len_i], 0.0, random.Random(0)
@@ -299,10 +291,24 @@ if cocotb is not None:
             0.0,
             random.Random(1),
         )
-        cocotb.start_soon(src.send([(int(v), n) for v in x.reshape(-1)]))
-        monitor = cocotb.start_soon(_handshakes(dut, log, x.size))
-        await with_timeout(sink.collect(x.size), 50 * rows * cycles_per_row(n, 16) * tbutil.CLK_NS, "ns")
+        cocotb.start_soon(src.send(words))
+        monitor = cocotb.start_soon(_handshakes(dut, log, len(words)))
+        await with_timeout(sink.collect(len(words)), 50 * rows * cycles_per_row(longest, 16) * tbutil.CLK_NS, "ns")
         await monitor
+        return sink, log
+
+    @cocotb.test()
+    async def row_timing(dut):
+        """Unstalled rows, inputs always offered: handshake clocks give the row period (first
+        input to first input of the next row) and an idle block's latency (last input of the
+        first row to its first output); the outputs are checked as in run_vectors."""
+        vset = _sets()[0]
+        _idle(dut)
+        await tbutil.start(dut)
+        await _load_table(dut, vset)
+        x = vset["x"]
+        rows, n = x.shape
+        sink, log = await _unstalled(dut, [(int(v), n) for v in x.reshape(-1)], rows, n)
         starts = log["in"][::n]
         # The first row loads into an idle block; from the second on, each row loads behind the
         # previous row's OUT pass: the steady period is between the starts of rows 2, 3, ...
@@ -330,24 +336,7 @@ if cocotb is not None:
         order = [(k, r) for r in range(min(int(v["x"].shape[0]) for v in sets)) for k in range(len(sets))]
         rows = [sets[k]["x"][r] for k, r in order]
         words = [(int(v), len(row)) for row in rows for v in row]
-        log: dict = {"in": [], "out": []}
-        src = tbutil.Source(
-            dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i, dut.row_len_i], 0.0, random.Random(0)
-        )
-        sink = tbutil.Sink(
-            dut.clk_i,
-            dut.out_valid_o,
-            dut.out_ready_i,
-            [dut.out_data_o, dut.out_last_o],
-            [False, False],
-            0.0,
-            random.Random(1),
-        )
-        cocotb.start_soon(src.send(words))
-        monitor = cocotb.start_soon(_handshakes(dut, log, len(words)))
-        longest = max(len(row) for row in rows)
-        await with_timeout(sink.collect(len(words)), 50 * len(rows) * cycles_per_row(longest, 16) * tbutil.CLK_NS, "ns")
-        await monitor
+        sink, log = await _unstalled(dut, words, len(rows), max(len(row) for row in rows))
         ends = np.cumsum([len(row) for row in rows]) - 1
         got = np.array(sink.words, dtype=np.int64)
         expected = np.concatenate([sets[k]["p"][r] for k, r in order])
