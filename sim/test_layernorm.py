@@ -315,34 +315,6 @@ def test_throughput_unstalled(ln_sets, sim_run):
     assert result.cycles <= unstalled_cycles(vset, {}), f"{result.cycles} cycles for {rows} rows of {c}"
 
 
-def test_row_period_unstalled(tmp_path, sim_run):
-    """docs/rtl.md: unstalled rows of C elements (V > 0) follow each other every C + 82 clocks.
-
-    The same rows with two more: the run takes exactly 2 * (C + 82) clocks longer. The bound of
-    test_throughput_unstalled (C + 90) would not see a row one clock slower.
-    """
-    import dataclasses
-
-    from hwvit import ops, vectors
-
-    c = 16
-    base = vectors.random_record("layernorm", cases=6, seed=31, c=c)
-    t, prm = base.tensors, base.params
-    x = np.random.default_rng(31).integers(-128, 127, (6, c), endpoint=True)
-    x[:, 0], x[:, 1] = -100, 100  # V > 0 in every row: each takes the square root and divider
-    cycles = []
-    for rows in (4, 6):
-        y = ops.layernorm(
-            x[:rows], t["gamma"].data, t["beta"].data, prm["eps_int"], prm["multiplier"], prm["shift"], prm["out_bits"]
-        )
-        tensors = {**t, "x": dataclasses.replace(t["x"], data=x[:rows]), "y": dataclasses.replace(t["y"], data=y)}
-        record = dataclasses.replace(base, params={**prm, "rows": rows}, tensors=tensors)
-        result = sim_run(vectors.write_set(record, tmp_path / f"r{rows}"), "icarus", extra_env={"HWVIT_STALL": "0"})
-        assert result.passed, result.message
-        cycles.append(result.cycles)
-    assert cycles[1] - cycles[0] == 2 * (c + 82), cycles
-
-
 def _with_rows(base, x: np.ndarray):
     """``base`` (a layernorm record) with its rows replaced by ``x`` and y recomputed by ops.layernorm."""
     import dataclasses
@@ -355,6 +327,27 @@ def _with_rows(base, x: np.ndarray):
     )
     tensors = {**t, "x": dataclasses.replace(t["x"], data=x), "y": dataclasses.replace(t["y"], data=y)}
     return dataclasses.replace(base, params={**prm, "rows": int(x.shape[0])}, tensors=tensors)
+
+
+def test_row_period_unstalled(tmp_path, sim_run):
+    """docs/rtl.md: unstalled rows of C elements (V > 0) follow each other every C + 82 clocks.
+
+    The same rows with two more: the run takes exactly 2 * (C + 82) clocks longer. The bound of
+    test_throughput_unstalled (C + 90) would not see a row one clock slower.
+    """
+    from hwvit import vectors
+
+    c = 16
+    base = vectors.random_record("layernorm", cases=6, seed=31, c=c)
+    x = np.random.default_rng(31).integers(-128, 127, (6, c), endpoint=True)
+    x[:, 0], x[:, 1] = -100, 100  # V > 0 in every row: each takes the square root and divider
+    cycles = []
+    for rows in (4, 6):
+        record = _with_rows(base, x[:rows])
+        result = sim_run(vectors.write_set(record, tmp_path / f"r{rows}"), "icarus", extra_env={"HWVIT_STALL": "0"})
+        assert result.passed, result.message
+        cycles.append(result.cycles)
+    assert cycles[1] - cycles[0] == 2 * (c + 82), cycles
 
 
 def test_constant_row_skips_root_and_division(tmp_path, sim_run):
