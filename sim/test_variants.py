@@ -121,6 +121,22 @@ def test_variant_row_len_clamped(kind, n, drive, tmp_path, run_set):
     assert res.elements == 4 * n, res.line()
 
 
+SM_VARIANTS = [k for k in VARIANT_RTL if blocks.get(k).family == "softmax"]
+
+
+@pytest.mark.parametrize("kind", SM_VARIANTS)
+def test_softmax_variant_difference_sweep(kind, tmp_path, run_set):
+    """Every difference a = max - x in 0..255 once, each in a row [max, max - a] at the default
+    scale: each exp value the block can form, beside the max alone, so that even an exp of 1 LSB
+    moves S and with it the max's p (random rows bury small exps under big ones: the campaign found
+    shiftmax's E = 0 cut moved from m >= 32 I_0 down to 16 I_0 alive, which flips the max's p from
+    128 to 127 at a = 178..222)."""
+    set_dir = _random_set(kind, tmp_path / "sweep", {"row_len": 2, "sweep": 1}, 1, seed=19)
+    assert vectors.read(set_dir).params["rows"] == 256
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 512, res.line()
+
+
 @pytest.fixture(scope="module")
 def digits():
     from hwvit import pipeline  # torch: imported by the traced tests only (a mutant's run imports

@@ -241,3 +241,28 @@ def test_variant_option_picks_the_variant_kind_table_or_rounding(tmp_path):
     assert res.exit_code != 0 and "--variant applies to" in res.output
     res = run(cli, ["vectors-random", "gelu", "--variant", "nope", "--out", str(tmp_path / "n")])
     assert res.exit_code != 0 and "unknown gelu variant 'nope'" in res.output
+
+
+def test_softmax_variant_difference_sweep(tmp_path):
+    """`--set sweep=1` on a softmax variant: one row per difference a = max - x, 0..2^in_bits - 1,
+    each the max then n - 1 copies of max - a, with the variant kernel's outputs; a row of one
+    element has no difference to sweep and is refused in one line."""
+    from click.testing import CliRunner
+
+    from hwvit import variants
+    from hwvit.cli import main as cli
+
+    run = CliRunner().invoke
+    out = tmp_path / "s"
+    args = ["vectors-random", "softmax", "--variant", "log2", "--in-bits", "6", "--row-len", "3"]
+    res = run(cli, [*args, "--set", "sweep=1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    got = vectors.read(out)
+    x = np.asarray(got["x"])
+    assert x.shape == (64, 3)
+    assert (x[:, 0] == 31).all()
+    assert x[:, 1].tolist() == list(range(31, -33, -1)) and (x[:, 2] == x[:, 1]).all()
+    p = {k: v for k, v in got.params.items() if k not in ("rows", "row_len", "variant", "rounding")}
+    assert np.array_equal(np.asarray(got["y"]), variants.get("softmax", "log2").kernel(x, p))
+    res = run(cli, [*args[:-1], "1", "--set", "sweep=1", "--out", str(tmp_path / "one")])
+    assert res.exit_code != 0 and "2 or more elements" in res.output and "Traceback" not in res.output

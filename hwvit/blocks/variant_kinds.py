@@ -169,6 +169,13 @@ def _make(family: str, variant: str) -> BlockKind:
         rows = [edges[i] if i < len(edges) else rng.integers(lo, hi, n, endpoint=True) for i in range(cases)]
         for i in range(len(edges), cases, 3):  # a third narrow: every difference near 0
             rows[i] = np.clip(hi - rng.integers(0, 8, n), lo, hi)
+        if family == "softmax" and opts.get("sweep"):
+            # every difference a = max - x once (2^in_bits rows, cases ignored): row a is the max
+            # followed by n - 1 copies of max - a, so each exp value sits beside the max alone
+            if n < 2:
+                raise ValueError(f"{name}: a difference sweep needs rows of 2 or more elements")
+            a = np.arange(hi - lo + 1, dtype=np.int64)
+            rows = list(np.concatenate([np.full((a.size, 1), hi), np.repeat((hi - a)[:, None], n - 1, 1)], 1))
         x = np.stack(rows).astype(np.int64)
         y = v.kernel(x, vp)
         if family == "softmax":
@@ -205,7 +212,7 @@ def _make(family: str, variant: str) -> BlockKind:
 
     defaults: dict[str, Any] = {ROW_KEY[family]: 64, "out_bits": 8}
     if family == "softmax":
-        defaults.update({"in_bits": 8, "scale_in": None})
+        defaults.update({"in_bits": 8, "scale_in": None, "sweep": 0})
     else:
         defaults.update({"eps": 1e-6, "scale_in": 0.05, "scale_out": 0.05})
     v_doc = "a team's own function" if custom else variants.get(family, variant).doc
