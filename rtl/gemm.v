@@ -14,8 +14,8 @@
 //     bias add, requant, output stream; gemm_out) overlaps the next tile: with no output stalls
 //     the array takes a beat every cycle when K >= 2*ROWS + COLS (a tile's results are read out
 //     2*ROWS + COLS cycles after its last beat issued; see docs/rtl.md);
-//   - cycles_o counts the cycles of the last job, beats_o the beats issued to the array:
-//     utilization = M*K*N / (cycles_o * ROWS * COLS).
+//   - cycles_o counts the cycles of the last job, beats_o the beats issued to the array
+//     (both 0 after reset, until a job starts): utilization = M*K*N / (cycles_o * ROWS * COLS).
 //
 // Memory ports (synchronous reads, 1 cycle latency, no handshake):
 //   operand port: for rd_en_o at cycle t, the cycle t+1 must present rd_a_i lane i =

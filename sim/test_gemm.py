@@ -256,7 +256,7 @@ def _idle_inputs(dut) -> None:
 
 
 async def _check_reset_state(dut, when: str) -> None:
-    """After reset: every engine output defined (no X/Z), idle, nothing valid."""
+    """After reset: every engine output defined (no X/Z), idle, nothing valid, the counters 0."""
     await ReadOnly()
     # The engine's outputs, as the wrapper's public wires (tb_gemm.v) and ports.
     values = {
@@ -278,6 +278,8 @@ async def _check_reset_state(dut, when: str) -> None:
     assert values["busy_o"] == 0 and values["done_o"] == 0 and values["out_valid"] == 0 and values["rd_en"] == 0, (
         f"{when}: engine not idle: {values}"
     )
+    # rtl/gemm.v's header: the counters read 0 after reset, until a job starts
+    assert values["cycles_o"] == 0 and values["beats_o"] == 0, f"{when}: counters not cleared: {values}"
     await RisingEdge(dut.clk_i)
 
 
