@@ -552,11 +552,26 @@ def _digest(root: Path, rels: Sequence[str]) -> str:
     return h.hexdigest()[:16]
 
 
+def code_of(text: str) -> str:
+    """Verilog ``text`` without its comments (a block comment's line breaks kept) and with trailing
+    blanks cut: what a mutant's behaviour and its key (line, column) depend on."""
+
+    def drop(m: re.Match) -> str:
+        return m.group(0) if m.group(0).startswith('"') else "\n" * m.group(0).count("\n")
+
+    code = re.sub(r"\"[^\"\n]*\"|//[^\n]*|/\*.*?\*/", drop, text, flags=re.S)
+    return "\n".join(line.rstrip() for line in code.split("\n"))
+
+
 def fingerprint(root: Path, block: str, file: str) -> str:
-    """What a killed (or did-not-compile) outcome depends on: the mutated file's text. A test added
+    """What a killed (or did-not-compile) outcome depends on: the mutated file's code. A test added
     to the suite cannot revive a killed mutant, so those outcomes survive suite edits; an edit of
-    the file makes its outcomes stale (they run again)."""
-    return _digest(root, [file])
+    the file's code makes its outcomes stale (they run again), an edit of a comment that moves no
+    line does not."""
+    import hashlib
+
+    code = code_of((root / file).read_text())
+    return hashlib.sha256(file.encode() + b"\0" + code.encode() + b"\0").hexdigest()[:16]
 
 
 def suite_fingerprint(root: Path, block: str) -> str:

@@ -240,6 +240,28 @@ def test_suite_fingerprint_covers_the_verilog_wrapper(tmp_path):
     assert mutate.suite_fingerprint(tmp_path, "gemm") != before
 
 
+def test_fingerprint_follows_code_not_comments(tmp_path):
+    """Outcomes stay current across a comment edit that moves no line (a header reworded), and go
+    stale with any code edit or a line added anywhere (mutant keys carry line numbers)."""
+    (tmp_path / "rtl").mkdir()
+    f = tmp_path / "rtl" / "b.v"
+    base = '// b: a block\nmodule b (input wire a_i, output wire y_o);  // ports\n  assign y_o = a_i; /* x\n y */\nendmodule\n'
+    f.write_text(base)
+    fp = mutate.fingerprint(tmp_path, "b", "rtl/b.v")
+    f.write_text(base.replace("a block", "a block, reworded at length").replace("x\n y", "z\n w"))
+    assert mutate.fingerprint(tmp_path, "b", "rtl/b.v") == fp
+    f.write_text(base + "\n")
+    assert mutate.fingerprint(tmp_path, "b", "rtl/b.v") != fp
+    f.write_text(base.replace("// b: a block\n", "// b: a block\n// more\n"))
+    assert mutate.fingerprint(tmp_path, "b", "rtl/b.v") != fp
+    f.write_text(base.replace("= a_i;", "= ~a_i;"))
+    assert mutate.fingerprint(tmp_path, "b", "rtl/b.v") != fp
+    f.write_text(base.replace('a_i; /*', 'a_i; initial $display("// one"); /*'))
+    one = mutate.fingerprint(tmp_path, "b", "rtl/b.v")
+    f.write_text(base.replace('a_i; /*', 'a_i; initial $display("// two"); /*'))
+    assert mutate.fingerprint(tmp_path, "b", "rtl/b.v") != one  # a string is code, even with // in it
+
+
 SINK = """module s (input wire [3:0] a_i, input wire [3:0] b_i, output wire [3:0] y_o);
   wire [3:0] used = a_i & b_i;
   assign y_o = used;
