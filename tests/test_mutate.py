@@ -245,7 +245,10 @@ def test_fingerprint_follows_code_not_comments(tmp_path):
     stale with any code edit or a line added anywhere (mutant keys carry line numbers)."""
     (tmp_path / "rtl").mkdir()
     f = tmp_path / "rtl" / "b.v"
-    base = '// b: a block\nmodule b (input wire a_i, output wire y_o);  // ports\n  assign y_o = a_i; /* x\n y */\nendmodule\n'
+    base = (
+        "// b: a block\nmodule b (input wire a_i, output wire y_o);  // ports\n"
+        "  assign y_o = a_i; /* x\n y */\nendmodule\n"
+    )
     f.write_text(base)
     fp = mutate.fingerprint(tmp_path, "b", "rtl/b.v")
     f.write_text(base.replace("a block", "a block, reworded at length").replace("x\n y", "z\n w"))
@@ -256,9 +259,9 @@ def test_fingerprint_follows_code_not_comments(tmp_path):
     assert mutate.fingerprint(tmp_path, "b", "rtl/b.v") != fp
     f.write_text(base.replace("= a_i;", "= ~a_i;"))
     assert mutate.fingerprint(tmp_path, "b", "rtl/b.v") != fp
-    f.write_text(base.replace('a_i; /*', 'a_i; initial $display("// one"); /*'))
+    f.write_text(base.replace("a_i; /*", 'a_i; initial $display("// one"); /*'))
     one = mutate.fingerprint(tmp_path, "b", "rtl/b.v")
-    f.write_text(base.replace('a_i; /*', 'a_i; initial $display("// two"); /*'))
+    f.write_text(base.replace("a_i; /*", 'a_i; initial $display("// two"); /*'))
     assert mutate.fingerprint(tmp_path, "b", "rtl/b.v") != one  # a string is code, even with // in it
 
 
