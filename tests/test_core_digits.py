@@ -89,6 +89,39 @@ def test_digits_icarus_one_image_bit_exact_on_4x4(digits):
     _check_cycles(run, core)
 
 
+# One layer, 5 tokens of 16 channels, attention 2 heads x 16 (the preset's head_dim): q, k, v and
+# the context are 32 wide, twice the tokens' width, as SimpleViT's dim_head allows.
+TINY = {"patch_size": 4, "dim": 16, "depth": 1, "heads": 2, "mlp_dim": 32}
+
+
+def test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact(tmp_path):
+    """A seeded random one-layer ViT whose attention is wider than its tokens (heads x head_dim = 32,
+    dim = 16), compiled and run on Icarus (4 x 4): every logit equal to the integer model's. The
+    compiler once laid q, k, v out 3 x dim wide, so the qkv GEMM's rows overwrote each other (191
+    of its outputs wrong). Seconds, not the digits image's half minute: a core mutant runs it first."""
+    from hwvit.cli.common import build_models
+    from hwvit.core.compile import compile_model
+    from hwvit.core.coredir import write_core_dir
+    from hwvit.core.shapes import shape_model
+    from hwvit.quant import QuantConfig
+
+    toolchain.require("icarus")
+    source, _, model = build_models({"preset": "digits", "config_path": dict(TINY)}, QuantConfig(), 64, 0)
+    assert (model.config.dim, model.config.inner_dim) == (16, 32)
+    x, _ = pipeline.eval_inputs(source, 1)
+    spec = {"preset": "digits", "config": TINY, "quant": QuantConfig().to_dict(), "calib_images": 64, "seed": 0}
+    write_core_dir(compile_model(model), tmp_path / "tiny", spec)
+    run = crun.run_images(read_core_dir(tmp_path / "tiny"), model, model.quantize_input(x.numpy()), "icarus", 4, 4)
+    assert len(set(run.expected[0].tolist())) > 5  # logits that tell classes apart, not a constant
+    np.testing.assert_array_equal(run.got, run.expected)
+    core = read_core_dir(tmp_path / "tiny")
+    _check_cycles(run, core)
+    stand_in = compile_model(shape_model(model.config), images=False).program  # `core estimate`'s
+    assert [(i.op, i.unit, i.n, i.a, i.b, i.d) for i in stand_in] == [
+        (i.op, i.unit, i.n, i.a, i.b, i.d) for i in core.program
+    ]
+
+
 def test_corrupted_weight_is_found_at_its_instruction(digits, tmp_path):
     model, core, xq, _ = digits
     bad = tmp_path / "bad"

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from hwvit import mutate
+from hwvit import mutate, toolchain
 from hwvit.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -312,3 +312,16 @@ def test_equivalent_file_has_no_entry_glued_to_another():
     Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     entries = yaml.load((ROOT / mutate.EQUIVALENT_FILE).read_text(), Loader=Strict)
     assert all(set(e) == {"file", "line", "before", "after", "reason"} for e in entries)
+
+
+def test_first_tests_exist_in_their_suites():
+    """Every test a block's mutants run first (its kind's mutate_first, the core's CORE_FIRST) is a
+    test function of that block's suite: a renamed test would silently lose the cheap first run."""
+    root = toolchain.repo().root
+    first = mutate.FIRST
+    assert mutate.CORE in first and "gemm" in first
+    for block, names in first.items():
+        files, _ = mutate.suite_of(block)
+        text = "".join((root / f).read_text() for f in files)
+        for name in names:
+            assert f"def {name.split('[')[0]}(" in text, (block, name)

@@ -245,6 +245,7 @@ def compile_model(m, images: bool = True) -> Compiled:
     has_cls = m.cls_q is not None
     t = npatch + int(has_cls)
     heads, hd = m.blocks[0].attn.heads if m.blocks else cfg.heads, cfg.head_dim
+    inner = heads * hd  # width of q, k, v and the context (SimpleViT's dim_head may make it != dim)
     mlp = m.blocks[0].fc1.w.shape[0] if m.blocks else 1
     bld = _Builder(m, images)
     act = bld.act
@@ -258,10 +259,10 @@ def compile_model(m, images: bool = True) -> Compiled:
     x0 = act("embed", t * dim)
     x = act("x", t * dim) if m.pos_add is not None else x0
     h = act("h", t * dim)
-    qkv = act("qkv", t * 3 * dim)
+    qkv = act("qkv", t * 3 * inner)
     s_buf = act("scores", heads * t * t)
     p_buf = act("probs", heads * t * t)
-    ctx = act("context", t * dim)
+    ctx = act("context", t * inner)
     y = act("y", t * dim)
     f1 = act("fc1", t * mlp)
     g = act("gelu", t * mlp)
@@ -291,10 +292,10 @@ def compile_model(m, images: bool = True) -> Compiled:
         at = blk.attn
         bld.layernorm(f"{pre}.norm1", blk.norm1, x, h, t, dim)
         if at.qkv is not None:
-            bld.linear(f"{pre}.attn.qkv", at.qkv, h, t, qkv, 3 * dim)
+            bld.linear(f"{pre}.attn.qkv", at.qkv, h, t, qkv, 3 * inner)
         else:
             for j, name in enumerate("qkv"):
-                bld.linear(f"{pre}.attn.{name}", getattr(at, name), h, t, qkv, 3 * dim, d_off=j * dim)
+                bld.linear(f"{pre}.attn.{name}", getattr(at, name), h, t, qkv, 3 * inner, d_off=j * inner)
         sc = bld.prm_words([isa.gemm_prm_word(0, at.scores_mult, at.scores_shift)])
         for k in range(heads):
             bld.gemm(
@@ -302,8 +303,8 @@ def compile_model(m, images: bool = True) -> Compiled:
                 t,
                 hd,
                 t,
-                Gen(qkv + k * hd, (3 * dim, 1, 0, 0)),
-                Gen(qkv + dim + k * hd, (3 * dim, 1, 0, 0)),
+                Gen(qkv + k * hd, (3 * inner, 1, 0, 0)),
+                Gen(qkv + inner + k * hd, (3 * inner, 1, 0, 0)),
                 Gen(s_buf + k * t * t, (t, 1, 0, 0)),
                 sc,
                 0,
@@ -323,15 +324,15 @@ def compile_model(m, images: bool = True) -> Compiled:
         )
         cx = bld.prm_words([isa.gemm_prm_word(0, at.ctx_mult, at.ctx_shift)])
         for k in range(heads):
-            # P.V: w[n, k'] = V^T[n, k'] = v[k', n]: n stride 1, k stride 3*dim
+            # P.V: w[n, k'] = V^T[n, k'] = v[k', n]: n stride 1, k stride 3*inner
             bld.gemm(
                 f"{pre}.attn.h{k}.av",
                 t,
                 t,
                 hd,
                 Gen(p_buf + k * t * t, (t, 1, 0, 0)),
-                Gen(qkv + 2 * dim + k * hd, (1, 3 * dim, 0, 0)),
-                Gen(ctx + k * hd, (dim, 1, 0, 0)),
+                Gen(qkv + 2 * inner + k * hd, (1, 3 * inner, 0, 0)),
+                Gen(ctx + k * hd, (inner, 1, 0, 0)),
                 cx,
                 0,
                 a_signed=False,

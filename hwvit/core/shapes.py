@@ -32,6 +32,7 @@ def _res() -> NS:
 def shape_model(cfg) -> NS:
     """An object with the attributes hwvit.core.compile reads from an IntViT, all zero."""
     d, f, h = cfg.dim, cfg.mlp_dim, cfg.heads
+    e = cfg.inner_dim  # q, k, v and the context: heads x head_dim, which SimpleViT lets differ from d
     pd = cfg.in_chans * cfg.patch_size**cfg.ndim
     t = (cfg.image_size // cfg.patch_size) ** cfg.ndim + int(cfg.cls_token)
     sep = cfg.qkv == Qkv.SEPARATE
@@ -47,15 +48,15 @@ def shape_model(cfg) -> NS:
             attn=NS(
                 heads=h,
                 head_dim=cfg.head_dim,
-                qkv=None if sep else _lin(3 * d, d),
-                q=_lin(d, d) if sep else None,
-                k=_lin(d, d) if sep else None,
-                v=_lin(d, d) if sep else None,
+                qkv=None if sep else _lin(3 * e, d),
+                q=_lin(e, d) if sep else None,
+                k=_lin(e, d) if sep else None,
+                v=_lin(e, d) if sep else None,
                 scores_mult=0,
                 scores_shift=0,
                 ctx_mult=0,
                 ctx_shift=0,
-                proj=_lin(d, d),
+                proj=_lin(d, e),
                 softmax=NS(exp="table", in_bits=8, out_bits=8, exp_table=_z(256)),
             ),
         )
