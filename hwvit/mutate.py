@@ -406,6 +406,13 @@ def _compiles(tree: Path, block: str, simulator: str) -> str | None:
     return errors[0] if errors else None
 
 
+def markers_of(block: str) -> str:
+    """The pytest marker expression a mutant's suite runs under: the variants' Verilator runs, opt-in
+    in make test, are in (their marker is not excluded); slow tests are out, except the core's (its
+    digits image on Icarus, kept out of make test's budget, is the core's strongest Icarus test)."""
+    return "not gpu and not slurm" + ("" if block == CORE else " and not slow")
+
+
 def killer(outcome: Outcome) -> str | None:
     """The test that killed a mutant (``test_x[icarus-8]``), from its outcome's FAILED line."""
     m = re.match(r"FAILED \S+?::(\S+)", outcome.detail) if outcome.status == "killed" else None
@@ -434,7 +441,7 @@ def run_one(
         if simulator == toolchain.Simulator.ICARUS:
             skip += f" or {ICARUS_SKIP}"
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]  # no -n: one process
-        cmd += ["-m", "not slow and not gpu and not slurm"]  # the variants' Verilator runs are opt-in in make test
+        cmd += ["-m", markers_of(block)]
         suite, within = suite_of(block)
         select = f"not ({skip})" if within is None else f"{within} and not ({skip})"
         cmd += ["-p", "hwvit.mutate", "-k", select, *suite]

@@ -1,8 +1,10 @@
 """The digits ViT through the RTL core (rtl/vit_core.v): every logit equal to the integer model's.
 
 Verilator: 10 held-out images on 8 x 8, the core's counters and per-instruction cycles equal to the
-cycle model; Icarus: one image on 4 x 4; a corrupted weight is found at the instruction that uses it.
-Expected logits come from the integer model (hwvit.intvit), never from the code under test.
+cycle model; Icarus: a one-layer random model on 4 x 4 (seconds), and one digits image on 4 x 4
+(half a minute: `make test-slow`, and every core mutant of `hwvit mutate`); a corrupted weight is
+found at the instruction that uses it. Expected logits come from the integer model (hwvit.intvit),
+never from the code under test.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def test_digits_verilator_ten_images_bit_exact(digits):
     _check_cycles(run, core)
 
 
+@pytest.mark.slow  # 33 s of make test's budget: the tiny model below shows Icarus on 4 x 4 there
 def test_digits_icarus_one_image_bit_exact_on_4x4(digits):
     model, core, xq, _ = digits
     toolchain.require("icarus")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -325,3 +326,12 @@ def test_first_tests_exist_in_their_suites():
         text = "".join((root / f).read_text() for f in files)
         for name in names:
             assert f"def {name.split('[')[0]}(" in text, (block, name)
+
+
+def test_core_mutants_run_the_slow_digits_image():
+    """make test leaves the digits image on Icarus out (slow), a core mutant's suite keeps it; block
+    suites leave slow tests out."""
+    text = (toolchain.repo().root / mutate.CORE_SUITE).read_text()
+    assert re.search(r"@pytest\.mark\.slow[^\n]*\ndef test_digits_icarus_one_image", text)
+    assert "slow" not in mutate.markers_of(mutate.CORE)
+    assert "not slow" in mutate.markers_of("gemm") and "not gpu" in mutate.markers_of(mutate.CORE)
