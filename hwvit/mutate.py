@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -763,9 +764,27 @@ def campaign(
         # neighbours tend to die by the same test (requant's rounding datapath by its gemmlowp test,
         # 14th of 16 in file order: 24-28 s a mutant with the fixed order, 4.4 s first).
         recent: dict[tuple[str, str], list[str]] = {}
+        # A mutant reviewed as equivalent while the campaign runs (hours) is not run when its turn
+        # comes: the list is read again whenever its file changes.
+        eq_file = root / EQUIVALENT_FILE
+        seen = {"stamp": eq_file.stat().st_mtime_ns if eq_file.exists() else 0, "eq": equivalent}
+        seen_lock = threading.Lock()
 
-        def one(item: tuple[str, str, Mutant]) -> tuple[str, str, Outcome]:
+        def reviewed(mu: Mutant) -> bool:
+            with seen_lock:
+                stamp = eq_file.stat().st_mtime_ns if eq_file.exists() else 0
+                if stamp != seen["stamp"]:
+                    try:
+                        seen["eq"] = load_equivalent(root)
+                    except ValueError:  # caught mid-edit: keep the last good list
+                        pass
+                    seen["stamp"] = stamp
+                return (mu.file, mu.before, mu.after) in seen["eq"]
+
+        def one(item: tuple[str, str, Mutant]) -> tuple[str, str, Outcome | None]:
             block, fp, mu = item
+            if reviewed(mu):
+                return block, fp, None
             outcome = run_one(mu, block, simulator, root, limits[(block, fp)], recent.get((block, fp), []))
             name = killer(outcome)
             if name is not None:
@@ -775,9 +794,12 @@ def campaign(
         with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             for fut in cf.as_completed([pool.submit(one, item) for item in work]):
                 block, fp, outcome = fut.result()
+                if outcome is None:  # reviewed as equivalent since the campaign started
+                    continue
                 journal.record(block, fp, outcome, suites[block])
                 if on_outcome:
                     on_outcome(block, outcome)
+    equivalent = load_equivalent(root) if run and work else equivalent  # as reviewed by now
     rows = []
     texts = {file: (root / file).read_text() for _, file, _, _ in plan}
     for block, file, fp, every in plan:

@@ -335,3 +335,54 @@ def test_core_mutants_run_the_slow_digits_image():
     assert re.search(r"@pytest\.mark\.slow[^\n]*\ndef test_digits_icarus_one_image", text)
     assert "slow" not in mutate.markers_of(mutate.CORE)
     assert "not slow" in mutate.markers_of("gemm") and "not gpu" in mutate.markers_of(mutate.CORE)
+
+
+def _campaign_tree(tmp_path: Path, monkeypatch) -> Path:
+    """A repository of one block ``b`` (rtl/b.v, sim/test_b.py) for campaign runs with a stub runner."""
+    (tmp_path / "rtl").mkdir()
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "rtl" / "b.v").write_text(
+        "module b (input wire [3:0] a_i, output wire [3:0] y_o);\n  assign y_o = a_i + 4'd1;\nendmodule\n"
+    )
+    (tmp_path / "sim" / "test_b.py").write_text("def test_b(): pass\n")
+    (tmp_path / mutate.EQUIVALENT_FILE).write_text("[]\n")
+    monkeypatch.setattr(toolchain, "repo", lambda: toolchain.Repo(tmp_path))
+    monkeypatch.setattr(toolchain, "require", lambda tool: tool)
+    return tmp_path
+
+
+def test_campaign_resumes_and_skips_what_was_reviewed_meanwhile(tmp_path, monkeypatch):
+    """The journal keeps each outcome: a second campaign runs nothing; a survivor runs again once the
+    suite changes, a killed mutant does not; a mutant written up as equivalent while the campaign
+    runs is not run when its turn comes, and the table counts it equivalent."""
+    root = _campaign_tree(tmp_path, monkeypatch)
+    every = mutate.mutants((root / "rtl" / "b.v").read_text(), "rtl/b.v")
+    assert len(every) >= 3
+    late = every[-1]
+    calls: list[str] = []
+
+    def fake_run_one(mutant, block, simulator, root_, timeout, first=()):
+        if mutant is None:
+            return mutate.Outcome(None, "survived", "baseline", 1.0)
+        calls.append(mutant.key)
+        if len(calls) == 1:  # someone reviews the last mutant while the first one runs
+            entry = {"file": late.file, "line": late.line, "before": late.before, "after": late.after, "reason": "r"}
+            (root / mutate.EQUIVALENT_FILE).write_text(yaml.safe_dump([entry]))
+        status = "killed" if mutant.key == every[0].key else "survived"
+        return mutate.Outcome(mutant, status, "FAILED sim/test_b.py::test_b" if status == "killed" else "1 passed", 1.0)
+
+    monkeypatch.setattr(mutate, "run_one", fake_run_one)
+    journal = mutate.Journal(tmp_path / "journal.jsonl")
+    rows = mutate.campaign([("b", "rtl/b.v")], journal, simulator="icarus", jobs=1)
+    assert late.key not in calls and len(calls) == len(every) - 1
+    (row,) = rows
+    assert row.counts.get("equivalent") == 1 and row.counts.get("killed") == 1
+    assert row.counts.get("survived") == len(every) - 2 and row.pending == 0
+
+    calls.clear()
+    again = mutate.campaign([("b", "rtl/b.v")], mutate.Journal(tmp_path / "journal.jsonl"), simulator="icarus")
+    assert calls == [] and again[0].counts == row.counts  # resumed from the journal: nothing ran
+
+    (root / "sim" / "test_b.py").write_text("def test_b(): assert True\n")  # the suite changed
+    mutate.campaign([("b", "rtl/b.v")], mutate.Journal(tmp_path / "journal.jsonl"), simulator="icarus")
+    assert sorted(calls) == sorted(m.key for m in every[1:-1])  # survivors again, not the killed one
