@@ -834,3 +834,19 @@ def survivors(chosen: list[tuple[str, str]], journal: Journal) -> list[dict]:
             if (mu.file, mu.before, mu.after) not in equivalent and dead_sink(text, mu) is None:
                 out.append(row)
     return out
+
+
+def killed_yet_equivalent(chosen: list[tuple[str, str]], journal: Journal) -> list[dict]:
+    """Journaled kills of mutants that sim/mutants_equivalent.yaml calls equivalent: a reviewing
+    error (an equivalent mutant cannot fail a test), or a flaky test. The table would count such a
+    mutant as equivalent, so the campaign names each one."""
+    root = toolchain.repo().root
+    equivalent = load_equivalent(root)
+    out = []
+    for block, file in chosen:
+        fp = fingerprint(root, block, file)
+        for mu in mutants((root / file).read_text(), file):
+            row = journal.done.get((block, fp, mu.key))
+            if row is not None and row["status"] == "killed" and (mu.file, mu.before, mu.after) in equivalent:
+                out.append(row)
+    return out

@@ -386,3 +386,28 @@ def test_campaign_resumes_and_skips_what_was_reviewed_meanwhile(tmp_path, monkey
     (root / "sim" / "test_b.py").write_text("def test_b(): assert True\n")  # the suite changed
     mutate.campaign([("b", "rtl/b.v")], mutate.Journal(tmp_path / "journal.jsonl"), simulator="icarus")
     assert sorted(calls) == sorted(m.key for m in every[1:-1])  # survivors again, not the killed one
+
+
+def test_a_killed_mutant_listed_equivalent_is_named(tmp_path, monkeypatch):
+    """A mutant the journal has killed but the reviewed list calls equivalent is a reviewing error:
+    the table would count it equivalent, so the campaign names it and exits 1."""
+    root = _campaign_tree(tmp_path, monkeypatch)
+    every = mutate.mutants((root / "rtl" / "b.v").read_text(), "rtl/b.v")
+
+    def fake_run_one(mutant, block, simulator, root_, timeout, first=()):
+        return mutate.Outcome(mutant, "survived" if mutant is None else "killed", "FAILED sim/test_b.py::test_b", 1.0)
+
+    monkeypatch.setattr(mutate, "run_one", fake_run_one)
+    journal = mutate.Journal(tmp_path / "journal.jsonl")
+    mutate.campaign([("b", "rtl/b.v")], journal, simulator="icarus")
+    assert mutate.killed_yet_equivalent([("b", "rtl/b.v")], journal) == []
+    m = every[0]
+    entry = {"file": m.file, "line": m.line, "before": m.before, "after": m.after, "reason": "wrong"}
+    (root / mutate.EQUIVALENT_FILE).write_text(yaml.safe_dump([entry]))
+    (bad,) = mutate.killed_yet_equivalent([("b", "rtl/b.v")], journal)
+    assert bad["key"] == m.key
+    monkeypatch.setattr(mutate, "targets", lambda include_core=True: [("b", "rtl/b.v")])
+    res = CliRunner().invoke(
+        main, ["mutate", "--all", "--block", "b", "--table", "--journal", str(tmp_path / "journal.jsonl")]
+    )
+    assert res.exit_code == 1 and f"KILLED BUT LISTED EQUIVALENT b rtl/b.v:{m.line}" in res.output, res.output

@@ -209,6 +209,12 @@ def _campaign(mut, blocks, simulator, jobs, timeout, journal, fresh, table_only,
     text = mut.table(rows)
     for row in mut.survivors(chosen, book):
         click.echo(f"SURVIVED {row['block']} {row['file']}:{row['line']}: {row['before']}  ->  {row['after']}")
+    wrong = mut.killed_yet_equivalent(chosen, book)
+    for row in wrong:
+        click.echo(
+            f"KILLED BUT LISTED EQUIVALENT {row['block']} {row['file']}:{row['line']}: {row['after']}"
+            f"  ({row['detail'][:120]}): review its entry in {mut.EQUIVALENT_FILE}"
+        )
     click.echo(text)
     if not table_only:
         click.echo(f"this run: {(time.monotonic() - t0) / 60:.1f} min wall on -j {jobs}; journal {path}")
@@ -217,4 +223,4 @@ def _campaign(mut, blocks, simulator, jobs, timeout, journal, fresh, table_only,
         click.echo(f"wrote {out_path}")
     pending = sum(r.pending for r in rows)
     survived = sum(r.counts.get("survived", 0) for r in rows)
-    sys.exit(1 if survived or (pending and not table_only) else 0)
+    sys.exit(1 if survived or wrong or (pending and not table_only) else 0)
