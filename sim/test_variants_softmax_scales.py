@@ -5,7 +5,10 @@ stays below 16):
 - a wide range (in_bits 12 at s_in = 0.5: differences up to 2047): the paths where the exponential
   reaches 0 or saturates (I-BERT's clamp at 30 x0, ShiftExp's q >= 32, log2's z >= 64) and the
   long shifts;
-- each variant's extreme scales (the smallest and largest s_in its constants support).
+- each variant's extreme scales (the smallest and largest s_in its constants support);
+- a difference sweep at a wide scale (every max - x in 0..255 once at s_in = 0.5, rows [max,
+  max - a]): each exponential from 1 down through the clamps beside the max alone, where random
+  rows put only a few elements between the clamps.
 
 Icarus only (short rows, few rows): the same random sets as sim/test_variants.py otherwise.
 """
@@ -33,6 +36,9 @@ SCALES = {
         {"in_bits": 12, "scale_in": 0.5},
         {"in_bits": 16, "scale_in": 2.0**-24, "out_bits": 16},
         {"in_bits": 16, "scale_in": 2.0**16, "out_bits": 3},
+        # q_b = floor(1.353 / s) just above 2^24 (2^24 + 2^15): q_b - rem crosses 2^24 within a row
+        # of 16-bit scores, where a 24-bit slice of it would go wrong for half the elements only
+        {"in_bits": 16, "scale_in": 1.353 / (2**24 + 2**15), "out_bits": 16},
     ],
 }
 
@@ -49,3 +55,19 @@ def test_softmax_variant_scales_bit_exact(kind, tmp_path, run_set):
         (set_dir,) = vectors.find_sets(out)
         res = run_set(set_dir, "icarus")
         assert res.elements == 10 * 40, res.line()
+
+
+@pytest.mark.parametrize("kind", sorted(SCALES))
+def test_softmax_variant_wide_difference_sweep(kind, tmp_path, run_set):
+    """Rows [max, max - a] for a = 0..255 at s_in = 0.5 (differences up to 127.5: I-BERT's z, ShiftExp's
+    q and log2's z all cross their clamps), 16-bit outputs (small exponentials still get a nonzero
+    probability): the campaign found log2's restoring division cut to five steps alive, which only
+    an exponential with z in 32..63 shows, and its E halved for every element alike."""
+    toolchain.require("icarus")
+    spec = blocks.get(kind)
+    options = {**spec.defaults, "in_bits": 8, "scale_in": 0.5, "out_bits": 16, "row_len": 2, "sweep": 1}
+    rec = spec.random(np.random.default_rng([23, spec.seed]), 1, options)
+    vectors.write_sets([rec], tmp_path / "sweep", seed=23)
+    (set_dir,) = vectors.find_sets(tmp_path / "sweep")
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 512, res.line()
