@@ -1,5 +1,4 @@
-"""All traced vector sets of one digits image (every block instance), on both simulators (make test:
-the first layer and the ends on Icarus; -m slow: those on Verilator too, and all 58 sets on both).
+"""All traced vector sets of one digits image (every block instance), on both simulators.
 
 The random sets of each block's own testbench cover corner cases; these check that what the
 integer model really produces (its parameters, shapes and value ranges) runs bit-exact too.
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hwvit import blocks, pipeline, simulate, toolchain, vectors
+from hwvit import blocks, pipeline, simulate, vectors
 from hwvit.intvit import trace_model
 from hwvit.quant import quantize_model
 from hwvit.record import KINDS, UNIT_KINDS
@@ -56,14 +55,10 @@ def _later_layer(d: Path) -> bool:
     return d.name.startswith("layers.") and not d.name.startswith("layers.0.")
 
 
-@pytest.mark.parametrize("simulator", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_traced_sets_of_the_first_layer_and_the_ends_bit_exact(traced_root, simulator):
     """Embedding, the whole first encoder layer, final norm and head (22 of the 58 sets: every kind,
     both GEMM signednesses); the later layers repeat the same blocks on other data (the slow test
-    below runs all 58, `make bench` / -m slow). On Verilator they are opt-in (-m slow, `make
-    test-slow`): 85 s of make test's budget, mostly model builds, where every block's own suite
-    already runs on Verilator in make test."""
-    toolchain.require(simulator)
+    below runs all 58, `make bench` / -m slow)."""
     every = vectors.find_sets(traced_root)
     sets = [d for d in every if not _later_layer(d)]
     assert {vectors.read_manifest(d)["kind"] for d in sets} == {vectors.read_manifest(d)["kind"] for d in every}
