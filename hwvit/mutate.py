@@ -554,12 +554,12 @@ def targets(include_core: bool = True) -> list[tuple[str, str]]:
     return out
 
 
-def _digest(root: Path, rels: Sequence[str]) -> str:
+def _digest(root: Path, rels: Sequence[str], read: Callable[[Path], bytes] = Path.read_bytes) -> str:
     import hashlib
 
     h = hashlib.sha256()
     for rel in rels:
-        h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+        h.update(rel.encode() + b"\0" + read(root / rel) + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -579,10 +579,7 @@ def fingerprint(root: Path, block: str, file: str) -> str:
     to the suite cannot revive a killed mutant, so those outcomes survive suite edits; an edit of
     the file's code makes its outcomes stale (they run again), an edit of a comment that moves no
     line does not."""
-    import hashlib
-
-    code = code_of((root / file).read_text())
-    return hashlib.sha256(file.encode() + b"\0" + code.encode() + b"\0").hexdigest()[:16]
+    return _digest(root, [file], lambda path: code_of(path.read_text()).encode())
 
 
 def suite_fingerprint(root: Path, block: str) -> str:
@@ -819,34 +816,31 @@ def campaign(
     return rows
 
 
-def survivors(chosen: list[tuple[str, str]], journal: Journal) -> list[dict]:
-    """The journal's survivors among the current mutants of ``chosen``."""
+def _journaled(chosen: list[tuple[str, str]], journal: Journal):
+    """(mutant, its file's text, its journaled row under today's fingerprint, whether that row is
+    under today's suite, whether the mutant is listed equivalent) for every journaled mutant."""
     root = toolchain.repo().root
     equivalent = load_equivalent(root)
-    out = []
     for block, file in chosen:
         fp, suite = fingerprint(root, block, file), suite_fingerprint(root, block)
         text = (root / file).read_text()
         for mu in mutants(text, file):
             row = journal.done.get((block, fp, mu.key))
-            if row is None or row["status"] != "survived" or row.get("suite") != suite:
-                continue
-            if (mu.file, mu.before, mu.after) not in equivalent and dead_sink(text, mu) is None:
-                out.append(row)
-    return out
+            if row is not None:
+                yield mu, text, row, row.get("suite") == suite, (mu.file, mu.before, mu.after) in equivalent
+
+
+def survivors(chosen: list[tuple[str, str]], journal: Journal) -> list[dict]:
+    """The journal's survivors among the current mutants of ``chosen``."""
+    return [
+        row
+        for mu, text, row, same_suite, listed in _journaled(chosen, journal)
+        if row["status"] == "survived" and same_suite and not listed and dead_sink(text, mu) is None
+    ]
 
 
 def killed_yet_equivalent(chosen: list[tuple[str, str]], journal: Journal) -> list[dict]:
     """Journaled kills of mutants that sim/mutants_equivalent.yaml calls equivalent: a reviewing
     error (an equivalent mutant cannot fail a test), or a flaky test. The table would count such a
     mutant as equivalent, so the campaign names each one."""
-    root = toolchain.repo().root
-    equivalent = load_equivalent(root)
-    out = []
-    for block, file in chosen:
-        fp = fingerprint(root, block, file)
-        for mu in mutants((root / file).read_text(), file):
-            row = journal.done.get((block, fp, mu.key))
-            if row is not None and row["status"] == "killed" and (mu.file, mu.before, mu.after) in equivalent:
-                out.append(row)
-    return out
+    return [row for _, _, row, _, listed in _journaled(chosen, journal) if row["status"] == "killed" and listed]

@@ -114,10 +114,10 @@ def test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact(tmp_path):
     x, _ = pipeline.eval_inputs(source, 1)
     spec = {"preset": "digits", "config": TINY, "quant": QuantConfig().to_dict(), "calib_images": 64, "seed": 0}
     write_core_dir(compile_model(model), tmp_path / "tiny", spec)
-    run = crun.run_images(read_core_dir(tmp_path / "tiny"), model, model.quantize_input(x.numpy()), "icarus", 4, 4)
+    core = read_core_dir(tmp_path / "tiny")
+    run = crun.run_images(core, model, model.quantize_input(x.numpy()), "icarus", 4, 4)
     assert len(set(run.expected[0].tolist())) > 5  # logits that tell classes apart, not a constant
     np.testing.assert_array_equal(run.got, run.expected)
-    core = read_core_dir(tmp_path / "tiny")
     _check_cycles(run, core)
     stand_in = compile_model(shape_model(model.config), images=False).program  # `core estimate`'s
     assert [(i.op, i.unit, i.n, i.a, i.b, i.d) for i in stand_in] == [

@@ -166,9 +166,6 @@ def _make(family: str, variant: str) -> BlockKind:
         one_hot = np.full(n, lo)
         one_hot[0] = hi
         edges.append(one_hot)
-        rows = [edges[i] if i < len(edges) else rng.integers(lo, hi, n, endpoint=True) for i in range(cases)]
-        for i in range(len(edges), cases, 3):  # a third narrow: every difference near 0
-            rows[i] = np.clip(hi - rng.integers(0, 8, n), lo, hi)
         if family == "softmax" and opts.get("sweep"):
             # every difference a = max - x once (2^in_bits rows, cases ignored): row a is the max
             # followed by n - 1 copies of max - a, so each exp value sits beside the max alone
@@ -176,6 +173,10 @@ def _make(family: str, variant: str) -> BlockKind:
                 raise ValueError(f"{name}: a difference sweep needs rows of 2 or more elements")
             a = np.arange(hi - lo + 1, dtype=np.int64)
             rows = list(np.concatenate([np.full((a.size, 1), hi), np.repeat((hi - a)[:, None], n - 1, 1)], 1))
+        else:
+            rows = [edges[i] if i < len(edges) else rng.integers(lo, hi, n, endpoint=True) for i in range(cases)]
+            for i in range(len(edges), cases, 3):  # a third narrow: every difference near 0
+                rows[i] = np.clip(hi - rng.integers(0, 8, n), lo, hi)
         x = np.stack(rows).astype(np.int64)
         y = v.kernel(x, vp)
         if family == "softmax":
