@@ -108,9 +108,11 @@ class Source:
         self.stall, self.rand = stall, rand
         self.valid.value = 0
 
-    async def send(self, words: Sequence[Sequence[int]]) -> None:
-        for word in words:
-            while self.stall and self.rand.random() < self.stall:
+    async def send(self, words: Sequence[Sequence[int]], eager: bool = False) -> None:
+        """``eager``: the first word is offered at once (in the clock the call starts in), stalls
+        after it."""
+        for i, word in enumerate(words):
+            while self.stall and not (eager and i == 0) and self.rand.random() < self.stall:
                 self.valid.value = 0
                 await RisingEdge(self.clk)
             self.valid.value = 1

@@ -71,3 +71,79 @@ def test_softmax_variant_wide_difference_sweep(kind, tmp_path, run_set):
     (set_dir,) = vectors.find_sets(tmp_path / "sweep")
     res = run_set(set_dir, "icarus")
     assert res.elements == 512, res.line()
+
+
+def _log2_threshold_rows(p: dict, n: int) -> tuple[np.ndarray, list[str]]:
+    """Rows of 16-bit scores whose sum S sits exactly at a log2 threshold of one element, built from
+    the exponentials E(max - x) this scale can form (hwvit.variants.hwsoftmax.log2_iexp), each
+    row padded to n with elements past the clamp (z >= 64: E = 0):
+
+    - ``at``: S = T, the least S with S^2 >= 2 E0^2 (the max's code 1, its p 2^(M-1)); S one less
+      gives code 0: a row sum started at -1 instead of 0 shows;
+    - ``below``: S = T - 1 and one element past the clamp: E = 1 there instead of 0 shows;
+    - ``tie``: an element with E = 8 and floor(S^2 / 2^31) = 64 = E^2 exactly (16-bit outputs: the
+      16th comparison): its code 16 by S^2 >= E^2 2^31, p 0; a strict compare gives code 15, p 1.
+    """
+    import bisect
+    import math
+
+    from hwvit.variants.hwsoftmax import log2_iexp
+
+    hi = (1 << 15) - 1
+    first: dict[int, int] = {}  # E -> the least difference giving it
+    for diff in range(1 << 16):
+        first.setdefault(log2_iexp(diff, p), diff)
+    far = 64 * int(p["q_ln2"])  # a >= 64 q_ln2: the clamp (k = 0 at this scale)
+    assert int(p["in_shift"]) == 0 and far < (1 << 16) and log2_iexp(far, p) == 0
+    values = sorted(e for e in first if e > 0)
+
+    def diffs_summing_to(rest: int) -> list[int]:  # greedy, largest E first: ends exact (E = 1 exists)
+        out = []
+        while rest > 0:
+            e = values[bisect.bisect_right(values, rest) - 1]
+            out.append(first[e])
+            rest -= e
+        return out
+
+    e0 = log2_iexp(0, p)
+    t = math.isqrt(2 * e0 * e0 - 1) + 1
+    tie_s = math.isqrt(64 << 31) + 1  # floor(S^2 / 2^31) = 64 from here on
+    assert (tie_s * tie_s) >> 31 == 64 and ((tie_s + 99) ** 2) >> 31 == 64
+    rows = {
+        "at": diffs_summing_to(t - e0),
+        "below": [*diffs_summing_to(t - 1 - e0), far],
+        "tie": [first[8], *diffs_summing_to(tie_s + 99 - e0 - 8)],
+    }
+    out = []
+    for name, diffs in rows.items():
+        row = [0, *diffs] + [far] * (n - 1 - len(diffs))
+        assert len(row) == n, name
+        total = sum(log2_iexp(d, p) for d in row)
+        assert total == {"at": t, "below": t - 1, "tie": tie_s + 99}[name], name
+        out.append([hi - d for d in row])
+    return np.array(out, dtype=np.int64), list(rows)
+
+
+def test_softmax_log2_threshold_rows(tmp_path, run_set):
+    """log2's codes right at their thresholds (in_bits 16, s_in 2^-10, 16-bit outputs): the row sum
+    exactly at the max's first threshold and one below it, and an element whose E^2 equals
+    floor(S^2 / 2^31) (see _log2_threshold_rows). The campaign found three mutants of
+    rtl/softmax_log2.v that random rows and sweeps never told apart: the row sum started at all ones,
+    E = 1 past the clamp, and the code compare > for >=."""
+    from hwvit import variants
+    from hwvit.variants.base import SoftmaxContext
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_log2")
+    ctx = SoftmaxContext(s_in=2.0**-10, in_bits=16, out_bits=16)
+    v = variants.get("softmax", "log2")
+    p = v.prepare(ctx)
+    x, names = _log2_threshold_rows(p, 16)
+    y = v.kernel(x, p)
+    # the max's p at S = T and T - 1; the E = 8 element's p in the tie row
+    assert [int(y[0, 0]), int(y[1, 0]), int(y[2, 1])] == [1 << 14, 1 << 15, 0], (names, y[:, :2])
+    rec = spec.traced("directed", x, y, p, 16, 16, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
+    vectors.write_sets([rec], tmp_path / "rows", seed=29)
+    (set_dir,) = vectors.find_sets(tmp_path / "rows")
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()

@@ -402,24 +402,27 @@ def _log2_kernel(x: Any, p: Params) -> np.ndarray:
     return ((np.int64(1) << top) >> code).reshape(shape)
 
 
+def log2_iexp(diff: int, p: Params, track: dict | None = None) -> int:
+    """E of one element ``diff = max - x >= 0`` below its row's max, on Python ints."""
+    q_ln2, q_b, q_c, n = (int(p[k]) for k in ("q_ln2", "q_b", "q_c", "exp_shift"))
+    d = -diff * 2 ** int(p["in_shift"])
+    _track(track, "d", d)
+    z, rem = divmod(-d, q_ln2)  # -d = z q_ln2 + rem, q_p = -rem
+    _track(track, "z", z)
+    _track(track, "qp", rem)
+    poly = (q_b - rem) ** 2 + q_c
+    _track(track, "L", poly)
+    # floor(poly * 2^(n - z)) on Python ints (>> floors, for any shift)
+    e = poly << (n - z) if n >= z else poly >> (z - n)
+    _track(track, "E", e)
+    return e
+
+
 def log2_row_ref(row: list[int], p: Params, track: dict | None = None) -> list[int]:
     """One row of log-int-softmax on Python ints: the code as the first k whose threshold fails."""
-    q_ln2, q_b, q_c, n = (int(p[k]) for k in ("q_ln2", "q_b", "q_c", "exp_shift"))
     big_m = int(p["out_bits"]) - 1
     top = max(row)
-    exps = []
-    for v in row:
-        d = (v - top) * 2 ** int(p["in_shift"])
-        _track(track, "d", d)
-        z, rem = divmod(-d, q_ln2)  # -d = z q_ln2 + rem, q_p = -rem
-        _track(track, "z", z)
-        _track(track, "qp", rem)
-        poly = (q_b - rem) ** 2 + q_c
-        _track(track, "L", poly)
-        # floor(poly * 2^(n - z)) on Python ints (>> floors, for any shift)
-        e = poly << (n - z) if n >= z else poly >> (z - n)
-        _track(track, "E", e)
-        exps.append(e)
+    exps = [log2_iexp(top - v, p, track) for v in row]
     total = sum(exps)
     _track(track, "S", total)
     _track(track, "S2", total * total)
