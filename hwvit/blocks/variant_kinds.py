@@ -166,7 +166,11 @@ def _make(family: str, variant: str) -> BlockKind:
         one_hot = np.full(n, lo)
         one_hot[0] = hi
         edges.append(one_hot)
-        if family == "softmax" and opts.get("sweep"):
+        if opts.get("x") is not None:  # rows given (directed tests), each of n scores in range
+            rows = list(np.asarray(opts["x"], dtype=np.int64).reshape(-1, n))
+            if any(r.min() < lo or r.max() > hi for r in rows):
+                raise ValueError(f"{name}: the given rows must lie in [{lo}, {hi}]")
+        elif family == "softmax" and opts.get("sweep"):
             # every difference a = max - x once (2^in_bits rows, cases ignored): row a is the max
             # followed by n - 1 copies of max - a, so each exp value sits beside the max alone
             if n < 2:

@@ -1,0 +1,89 @@
+"""The LayerNorm variants' Verilog twins (rtl/layernorm_no_eps.v, rtl/layernorm_ptf.v,
+rtl/layernorm_ivit.v, rtl/layernorm_ibert.v) at the corners random rows of 64 do not reach, as
+sim/test_layernorm.py holds rtl/layernorm.v to them:
+
+- a build with MAX_C = 40, not a power of two: full rows of 40 (all -128, one outlier) fill the top
+  bits of the row sums and differences, which a power-of-two MAX_C never reaches, so a sign taken
+  from the bit below the sign shows (the campaign found those sign copies alive in every variant);
+- rows of two one LSB apart (V = 1, the least variance above 0: the largest inverse, 2^32 in
+  rtl/layernorm_no_eps.v, its top bit set), against as many constant rows (V = 0): both exact, and
+  unstalled the constant rows faster by the skipped square root and division (each header says so);
+- (opt-in, make test-variants: rows of 4096 cost seconds each) rows of 4096 whose V is 2^37 and
+  2^37 +- 8192, and the alternating row (V near 2^38): the variance's top bits.
+
+Icarus, through the generic stream bench (sim/byotb.py), sets built by the kinds themselves with the
+rows given.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hwvit import blocks, toolchain, vectors
+
+LN_VARIANTS = sorted(
+    k for k, spec in blocks.kinds().items() if spec.variant and spec.rtl and spec.family == "layernorm"
+)
+
+
+def _set(kind: str, out, cases: int, seed: int, **opts):
+    spec = blocks.get(kind)
+    rec = spec.random(np.random.default_rng([seed, spec.seed]), cases, {**spec.defaults, **opts})
+    vectors.write_sets([rec], out, seed=seed)
+    (found,) = vectors.find_sets(out)
+    return found
+
+
+@pytest.mark.parametrize("kind", LN_VARIANTS)
+def test_layernorm_variant_max_c_not_a_power_of_two(kind, tmp_path, run_set):
+    toolchain.require("icarus")
+    rng = np.random.default_rng(40)
+    x = [np.full(40, -128), np.full(40, 127), np.where(np.arange(40) % 2 == 0, 127, -128)]
+    for lo, hi in ((-128, 127), (127, -128)):  # one outlier: |d| = 255 * 39 at its position
+        r = np.full(40, lo)
+        r[rng.integers(40)] = hi
+        x.append(r)
+    x.append(rng.integers(-128, 127, 40, endpoint=True))
+    set_dir = _set(kind, tmp_path / "c40", len(x), 40, c=40, x=np.stack(x))
+    res = run_set(set_dir, "icarus", hdl_overrides={"MAX_C": 40})
+    assert res.elements == len(x) * 40, res.line()
+
+
+@pytest.mark.parametrize("kind", LN_VARIANTS)
+def test_layernorm_variant_least_variance_and_constant_rows(kind, tmp_path, run_set):
+    """12 rows [k, k + 1] and [k + 1, k] (V = 1) against 12 constant rows (V = 0), unstalled: both exact, the
+    constant rows at least 40 clocks a row faster (the square root and the division, 47 to 85 clocks
+    a row in the four variants, are skipped there)."""
+    import json
+
+    toolchain.require("icarus")
+    ks = np.array([-128, -100, -65, -2, -1, 0, 1, 40, 63, 100, 125, 126])
+    varied = np.stack([np.where(np.arange(12) % 2 == 0, ks, ks + 1), np.where(np.arange(12) % 2 == 0, ks + 1, ks)], 1)
+    constant = np.stack([ks, ks], 1)
+    if kind == "layernorm_ptf":  # its channels' power-of-two factors (x_i << alpha_i) make V = 0 for 0s only
+        constant[:] = 0
+    cycles = {}
+    for name, x in (("varied", varied), ("constant", constant)):
+        set_dir = _set(kind, tmp_path / name, 12, 41, c=2, x=x)
+        res = run_set(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
+        assert res.elements == 24, res.line()
+        cycles[name] = res.cycles
+    assert cycles["varied"] - cycles["constant"] >= 12 * 40, json.dumps(cycles)
+
+
+@pytest.mark.variants
+@pytest.mark.parametrize("kind", LN_VARIANTS)
+def test_layernorm_variant_variance_near_2_to_the_38(kind, tmp_path, run_set):
+    from layernorm_sets import variance_row
+
+    toolchain.require("icarus")
+    rng = np.random.default_rng(37)
+    rows = [variance_row(4096, (1 << 25) + d, rng) for d in (-2, 0, 2)]
+    rows.append(np.where(np.arange(4096) % 2 == 0, 127, -128))
+    x = np.stack(rows)
+    v = 4096 * (x * x).sum(axis=1) - x.sum(axis=1) ** 2
+    assert v[:3].tolist() == [(1 << 37) - 8192, 1 << 37, (1 << 37) + 8192] and v[3] >= 1 << 37
+    set_dir = _set(kind, tmp_path / "c4096", 4, 37, c=4096, x=x)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 4 * 4096, res.line()
