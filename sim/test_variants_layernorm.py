@@ -9,7 +9,11 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
   rtl/layernorm_no_eps.v, its top bit set), against as many constant rows (V = 0): both exact, and
   unstalled the constant rows faster by the skipped square root and division (each header says so);
 - (opt-in, make test-variants: rows of 4096 cost seconds each) rows of 4096 whose V is 2^37 and
-  2^37 +- 8192, and the alternating row (V near 2^38): the variance's top bits.
+  2^37 +- 8192, and the alternating row (V near 2^38): the variance's top bits;
+- layernorm_no_eps is ops.layernorm at eps_int = 0, so rtl/layernorm.v's hand-made sets at eps 0
+  hold it too (sim/layernorm_sets.py): the special rows (G and B at their extremes, saturating
+  shifts) and the rows whose outputs flip with inv one off (its rounding 2^43 + sig/2), at C = 64
+  and (opt-in) 4096.
 
 Icarus, through the generic stream bench (sim/byotb.py), sets built by the kinds themselves with the
 rows given.
@@ -87,3 +91,33 @@ def test_layernorm_variant_variance_near_2_to_the_38(kind, tmp_path, run_set):
     set_dir = _set(kind, tmp_path / "c4096", 4, 37, c=4096, x=x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 4 * 4096, res.line()
+
+
+def _as_no_eps(record, out):
+    """A ``layernorm`` record at eps_int = 0 as a layernorm_no_eps set (its kernel agrees)."""
+    from hwvit import variants
+
+    t, p = record.tensors, record.params
+    assert p["eps_int"] == 0
+    x = t["x"].data
+    vp = {k: int(p[k]) for k in ("eps_int", "multiplier", "shift", "out_bits")}
+    vp.update(in_bits=8, gamma=t["gamma"].data, beta=t["beta"].data)
+    y = variants.get("layernorm", "no_eps").kernel(x, vp)
+    assert np.array_equal(y, t["y"].data)
+    rec = blocks.get("layernorm_no_eps").traced(record.path, x, y, vp, 8, vp["out_bits"], {"x": 0.05, "y": 0.05})
+    vectors.write_sets([rec], out, seed=7)
+    (found,) = vectors.find_sets(out)
+    return found
+
+
+@pytest.mark.parametrize("c", [64, pytest.param(4096, marks=pytest.mark.variants)], ids=["64", "4096"])
+def test_layernorm_no_eps_hand_made_rows(c, tmp_path, run_set):
+    from layernorm_sets import inv_rounding_record, special_record
+
+    toolchain.require("icarus")
+    records = [inv_rounding_record(c, 8, 8, seed=7)]
+    if c == 64:
+        records.append(special_record(48, 8, 0, seed=101))
+    for i, record in enumerate(records):
+        res = run_set(_as_no_eps(record, tmp_path / f"s{i}"), "icarus")
+        assert res.elements == record.tensors["x"].data.size, res.line()
