@@ -8,15 +8,17 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
 - rows of two one LSB apart (V = 1, the least variance above 0: the largest inverse, 2^32 in
   rtl/layernorm_no_eps.v, its top bit set), against as many constant rows (V = 0): both exact, and
   unstalled the constant rows faster by the skipped square root and division (each header says so);
-- (opt-in, make test-variants: rows of 4096 cost seconds each) rows of 4096 whose V is 2^37 and
+- rows of 4096 whose V is 2^37 and
   2^37 +- 8192, and the alternating row (V near 2^38): the variance's top bits;
 - layernorm_no_eps is ops.layernorm at eps_int = 0, so rtl/layernorm.v's hand-made sets at eps 0
   hold it too (sim/layernorm_sets.py): the special rows (G and B at their extremes, saturating
   shifts) and the rows whose outputs flip with inv one off (its rounding 2^43 + sig/2), at C = 64
-  and (opt-in) 4096.
+  and 4096.
 
 Icarus, through the generic stream bench (sim/byotb.py), sets built by the kinds themselves with the
-rows given.
+rows given. All opt-in (marker ``variants``, make test-variants: two minutes of Icarus that make
+test's budget has not got; make test checks each variant on its random sets, sim/test_variants.py);
+the mutation campaign runs them for the variant blocks (hwvit.mutate.markers_of).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import numpy as np
 import pytest
 
 from hwvit import blocks, toolchain, vectors
+
+pytestmark = pytest.mark.variants
 
 LN_VARIANTS = sorted(
     k for k, spec in blocks.kinds().items() if spec.variant and spec.rtl and spec.family == "layernorm"
@@ -76,7 +80,6 @@ def test_layernorm_variant_least_variance_and_constant_rows(kind, tmp_path, run_
     assert cycles["varied"] - cycles["constant"] >= 12 * 40, json.dumps(cycles)
 
 
-@pytest.mark.variants
 @pytest.mark.parametrize("kind", LN_VARIANTS)
 def test_layernorm_variant_variance_near_2_to_the_38(kind, tmp_path, run_set):
     from layernorm_sets import variance_row
@@ -110,7 +113,7 @@ def _as_no_eps(record, out):
     return found
 
 
-@pytest.mark.parametrize("c", [64, pytest.param(4096, marks=pytest.mark.variants)], ids=["64", "4096"])
+@pytest.mark.parametrize("c", [64, 4096])
 def test_layernorm_no_eps_hand_made_rows(c, tmp_path, run_set):
     from layernorm_sets import inv_rounding_record, special_record
 
