@@ -10,6 +10,10 @@ stays below 16):
   max - a]): each exponential from 1 down through the clamps beside the max alone, where random
   rows put only a few elements between the clamps.
 
+- softmax_log2 at its thresholds: rows whose sum sits exactly at a log2 code's boundary;
+- softmax_ibert with constants inside its ports' contract but from no scale (opt-in, marker
+  ``variants``): there the last unit of its z reaches the output.
+
 Icarus only (short rows, few rows): the same random sets as sim/test_variants.py otherwise.
 """
 
@@ -145,5 +149,46 @@ def test_softmax_log2_threshold_rows(tmp_path, run_set):
     rec = spec.traced("directed", x, y, p, 16, 16, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
     vectors.write_sets([rec], tmp_path / "rows", seed=29)
     (set_dir,) = vectors.find_sets(tmp_path / "rows")
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
+# softmax_ibert's constants chosen within its ports' contract (|x0| >= 1, b > |x0|, poly in [1, c],
+# P odd < 2^53, K <= 114, M <= 2^31, E >= 1; rtl/softmax_ibert.v's header) but from no input scale,
+# so that the last unit of z = round(exp 2^K / P) reaches e: at a real scale z is about 2^45 e, and
+# its rounding correction (zf + [2 rho > P] + [2 rho > 3 P]) moves e only where z M / 2^E lies
+# within 2^-45 of a rounding tie, which no row finds (the campaign found 30 mutants of the correction
+# and of n = poly 2^t mod 2^54 alive). Rows [max, max - a] (in_bits 14, 16-bit outputs: S < 2^16,
+# so each unit of e moves p).
+IBERT_POLY = {"x0_int": -200, "b_int": 300, "c_int": 30000, "in_bits": 14, "out_bits": 16}  # poly in [7500, 30000]
+IBERT_CONTRACT = {
+    # K = 0, P = 2^30 + 1, M / 2^E = 1: e = min(z, 2^15 - 1) with z = round(poly 2^(30 - q) / P) <= 30000;
+    # n = poly 2^(30 - q) < 2^45 and rho in [0, 2P) take every value the correction reads
+    "exact": {"exp_num": (1 << 30) + 1, "exp_den_log2": 0, "act_multiplier": 2, "act_shift": 1},
+    # K = 40, P = 1, M = 1, E = 71: z = n = poly 2^(70 - q) exactly (zf's bit 53 set for small q) and
+    # e = round_half_even(poly / 2^(q + 1)), a tie wherever poly mod 2^(q + 1) = 2^q
+    "ties": {"exp_num": 1, "exp_den_log2": 40, "act_multiplier": 1, "act_shift": 71},
+}
+
+
+@pytest.mark.variants  # 1571 rows of 2, each waiting ~125 clocks for R: 15 s of Icarus a set (make test-variants)
+@pytest.mark.parametrize("name", sorted(IBERT_CONTRACT))
+def test_softmax_ibert_contract_constants(name, tmp_path, run_set):
+    from hwvit import variants
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_ibert")
+    v = variants.get("softmax", "ibert")
+    p = {**IBERT_POLY, **IBERT_CONTRACT[name]}
+    hi = (1 << 13) - 1
+    # every a below 2 |x0| (q = 0, 1: each rem), every 7th up to the clamp at 30 |x0|, and past it
+    a = np.concatenate([np.arange(400), np.arange(400, 5800, 7), np.arange(5800, 6200)])
+    x = np.stack([np.full(a.size, hi), hi - a], 1)
+    y = v.kernel(x, p)
+    e16 = variants.ibert.ibert_softmax_e16(x, p)
+    assert e16.sum(axis=1).max() < 1 << 16 and (e16 < (1 << 15) - 1).all()
+    rec = spec.traced("contract", x, y, p, 14, 16, {"x": 1.0, "y": 2.0**-16})
+    vectors.write_sets([rec], tmp_path / name, seed=31)
+    (set_dir,) = vectors.find_sets(tmp_path / name)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
