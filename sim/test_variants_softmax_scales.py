@@ -165,9 +165,10 @@ IBERT_CONTRACT = {
     # K = 0, P = 2^30 + 1, M / 2^E = 1: e = min(z, 2^15 - 1) with z = round(poly 2^(30 - q) / P) <= 30000;
     # n = poly 2^(30 - q) < 2^45 and rho in [0, 2P) take every value the correction reads
     "exact": {"exp_num": (1 << 30) + 1, "exp_den_log2": 0, "act_multiplier": 2, "act_shift": 1},
-    # K = 40, P = 1, M = 1, E = 71: z = n = poly 2^(70 - q) exactly (zf's bit 53 set for small q) and
-    # e = round_half_even(poly / 2^(q + 1)), a tie wherever poly mod 2^(q + 1) = 2^q
-    "ties": {"exp_num": 1, "exp_den_log2": 40, "act_multiplier": 1, "act_shift": 71},
+    # K = 23, P = 1, M = 1, E = 54: z = n = poly 2^(53 - q) exactly and e = round_half_even(poly /
+    # 2^(q + 1)), a tie wherever poly mod 2^(q + 1) = 2^q, which is where zf's bit 53 (poly's bit q)
+    # is set: the top bit of the 54 that rho is formed from
+    "ties": {"exp_num": 1, "exp_den_log2": 23, "act_multiplier": 1, "act_shift": 54},
     # K = 0, P = 1, M = 1, E = 10: e = round(poly 2^(20 - q)), saturated for q < 20 (the max too) and
     # 7 to 117 at q = 28..30: where the clamp of a at 30 |x0| decides q
     "clamp": {"exp_num": 1, "exp_den_log2": 0, "act_multiplier": 1, "act_shift": 10},
