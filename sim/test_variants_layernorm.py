@@ -4,7 +4,8 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
 
 - a build with MAX_C = 40, not a power of two: full rows of 40 (all -128, one outlier) fill the top
   bits of the row sums and differences, which a power-of-two MAX_C never reaches, so a sign taken
-  from the bit below the sign shows (the campaign found those sign copies alive in every variant);
+  from the bit below the sign shows (the campaign found those sign copies alive in every variant;
+  layernorm_ptf's channels all at its widest factor, z = x << 3, there and at 4096);
 - rows of two one LSB apart (V = 1, the least variance above 0: the largest inverse, 2^32 in
   rtl/layernorm_no_eps.v, its top bit set), against as many constant rows (V = 0): both exact, and
   unstalled the constant rows faster by the skipped square root and division (each header says so);
@@ -13,7 +14,8 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
 - layernorm_no_eps is ops.layernorm at eps_int = 0, so rtl/layernorm.v's hand-made sets at eps 0
   hold it too (sim/layernorm_sets.py): the special rows (G and B at their extremes, saturating
   shifts) and the rows whose outputs flip with inv one off (its rounding 2^43 + sig/2), at C = 64
-  and 4096.
+  and 4096;
+- layernorm_ptf at its largest eps_int, 2^61: the square root's top bit.
 
 Icarus, through the generic stream bench (sim/byotb.py), sets built by the kinds themselves with the
 rows given. All opt-in (marker ``variants``, make test-variants: two minutes of Icarus that make
@@ -35,12 +37,28 @@ LN_VARIANTS = sorted(
 )
 
 
-def _set(kind: str, out, cases: int, seed: int, **opts):
+def _set(kind: str, out, cases: int, seed: int, constants: dict | None = None, **opts):
+    """A set of ``kind`` drawn with ``opts`` (``x``: the rows); ``constants`` replace prepared ones
+    (layernorm_ptf's ``alpha``, ``eps_int``), y then recomputed by the variant's kernel."""
+    from hwvit import variants
+
     spec = blocks.get(kind)
     rec = spec.random(np.random.default_rng([seed, spec.seed]), cases, {**spec.defaults, **opts})
+    if constants:
+        x = rec.tensors["x"].data
+        vp = {k: v for k, v in rec.params.items() if k not in ("rows", "c", "variant", "rounding")}
+        vp.update({k: t.data for k, t in rec.tensors.items() if k not in ("x", "y")}, **constants)
+        y = variants.get("layernorm", spec.variant).kernel(x, vp)
+        scales = {"x": rec.tensors["x"].scale, "y": rec.tensors["y"].scale}
+        rec = spec.traced(rec.path, x, y, vp, 8, int(vp["out_bits"]), scales)
     vectors.write_sets([rec], out, seed=seed)
     (found,) = vectors.find_sets(out)
     return found
+
+
+# layernorm_ptf's channels at the widest power-of-two factor (z = x << 3): its sums and differences
+# reach their top bits only there (random factors average 2^1.9)
+WIDEST = {"layernorm_ptf": lambda c: {"alpha": np.full(c, 3)}}
 
 
 @pytest.mark.parametrize("kind", LN_VARIANTS)
@@ -53,7 +71,7 @@ def test_layernorm_variant_max_c_not_a_power_of_two(kind, tmp_path, run_set):
         r[rng.integers(40)] = hi
         x.append(r)
     x.append(rng.integers(-128, 127, 40, endpoint=True))
-    set_dir = _set(kind, tmp_path / "c40", len(x), 40, c=40, x=np.stack(x))
+    set_dir = _set(kind, tmp_path / "c40", len(x), 40, WIDEST.get(kind, dict)(40), c=40, x=np.stack(x))
     res = run_set(set_dir, "icarus", hdl_overrides={"MAX_C": 40})
     assert res.elements == len(x) * 40, res.line()
 
@@ -91,7 +109,7 @@ def test_layernorm_variant_variance_near_2_to_the_38(kind, tmp_path, run_set):
     x = np.stack(rows)
     v = 4096 * (x * x).sum(axis=1) - x.sum(axis=1) ** 2
     assert v[:3].tolist() == [(1 << 37) - 8192, 1 << 37, (1 << 37) + 8192] and v[3] >= 1 << 37
-    set_dir = _set(kind, tmp_path / "c4096", 4, 37, c=4096, x=x)
+    set_dir = _set(kind, tmp_path / "c4096", 4, 37, WIDEST.get(kind, dict)(4096), c=4096, x=x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 4 * 4096, res.line()
 
@@ -124,3 +142,12 @@ def test_layernorm_no_eps_hand_made_rows(c, tmp_path, run_set):
     for i, record in enumerate(records):
         res = run_set(_as_no_eps(record, tmp_path / f"s{i}"), "icarus")
         assert res.elements == record.tensors["x"].data.size, res.line()
+
+
+def test_layernorm_ptf_largest_eps(tmp_path, run_set):
+    """eps_int = 2^61 (the largest layernorm_ptf takes): Ve >= 2^61, so sig >= 2^30.5 uses the top bit
+    of the square root's 31, which inv's dividend 2^43 + floor(sig / 2) reads."""
+    toolchain.require("icarus")
+    set_dir = _set("layernorm_ptf", tmp_path / "eps", 12, 43, {"eps_int": 1 << 61}, c=64)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 12 * 64, res.line()
