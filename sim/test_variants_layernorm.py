@@ -87,11 +87,12 @@ def test_layernorm_variant_least_variance_and_constant_rows(kind, tmp_path, run_
     ks = np.array([-128, -100, -65, -2, -1, 0, 1, 40, 63, 100, 125, 126])
     varied = np.stack([np.where(np.arange(12) % 2 == 0, ks, ks + 1), np.where(np.arange(12) % 2 == 0, ks + 1, ks)], 1)
     constant = np.stack([ks, ks], 1)
-    if kind == "layernorm_ptf":  # its channels' power-of-two factors (x_i << alpha_i) make V = 0 for 0s only
-        constant[:] = 0
+    # layernorm_ptf: both channels at factor 1 (z = x) and no eps, so V = 1 there too (Ve = 2^16, the
+    # least root 2^8 and the largest inverse 2^35, its top bit) and equal scores give V = 0
+    constants = {"alpha": np.zeros(2, dtype=np.int64), "eps_int": 0} if kind == "layernorm_ptf" else None
     cycles = {}
     for name, x in (("varied", varied), ("constant", constant)):
-        set_dir = _set(kind, tmp_path / name, 12, 41, c=2, x=x)
+        set_dir = _set(kind, tmp_path / name, 12, 41, constants, c=2, x=x)
         res = run_set(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
         assert res.elements == 24, res.line()
         cycles[name] = res.cycles
