@@ -105,13 +105,15 @@ def _checks(p: Params, c: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
     return g, b, vals[0], vals[1], vals[2]
 
 
-def hwvit_path_stages(z: np.ndarray, p: Params, t_bits: int) -> dict[str, np.ndarray]:
+def hwvit_path_stages(z: np.ndarray, p: Params, t_bits: int, inv_delta: int = 0) -> dict[str, np.ndarray]:
     """hwvit's LayerNorm on rows of integers ``z`` (R, C) at one scale, vectorized, with ``T = t_bits``:
 
     ``Sx = sum z``, ``Sxx = sum z^2``, ``V = C Sxx - Sx^2``, ``Ve = (V << 2T) + eps_int`` (< 2^62),
     ``sig = isqrt(Ve)``, ``inv = floor((2^43 + sig/2) / sig)`` (0 if sig = 0), ``d = C z - Sx``,
     ``y = (d inv + 2^(sh-1)) >> sh`` with ``sh = 43 - T - 10``, ``acc = y G + B``,
-    ``out = sat(round_half_up(acc M >> s))``. Widths per caller (ptf: ``layernorm_ptf``)."""
+    ``out = sat(round_half_up(acc M >> s))``. Widths per caller (ptf: ``layernorm_ptf``).
+    ``inv_delta`` (tests only) moves inv by that much where sig > 0: rows whose outputs change then
+    hold a block to inv's exact rounding."""
     from hwvit.ops import isqrt
 
     c = z.shape[1]
@@ -124,7 +126,7 @@ def hwvit_path_stages(z: np.ndarray, p: Params, t_bits: int) -> dict[str, np.nda
     v = c * sxx - sx * sx
     ve = (v << (2 * t_bits)) + int(eps)
     sig = isqrt(ve)  # raises on Ve >= 2^62
-    inv = np.where(sig > 0, ((1 << LN_K) + (sig >> 1)) // np.maximum(sig, 1), 0)
+    inv = np.where(sig > 0, ((1 << LN_K) + (sig >> 1)) // np.maximum(sig, 1) + inv_delta, 0)
     d = c * z - sx
     sh = LN_K - t_bits - LN_F
     prod = d * inv
@@ -220,7 +222,7 @@ def _ptf_prepare(ctx: LayerNormContext) -> Params:
     return {**base, "eps_int": int(eps_int), "alpha": alpha}
 
 
-def layernorm_ptf_stages(x: Any, p: Params) -> dict[str, np.ndarray]:
+def layernorm_ptf_stages(x: Any, p: Params, inv_delta: int = 0) -> dict[str, np.ndarray]:
     """PTF LayerNorm, every intermediate (int8 codes x, alpha_c in 0..3, C <= 4096):
 
     ``z = x << alpha`` signed 11 (``[-1024, 1016]``); ``Sx`` signed 23 (``|Sx| <= 2^22``);
@@ -236,7 +238,7 @@ def layernorm_ptf_stages(x: Any, p: Params) -> dict[str, np.ndarray]:
     if alpha.dtype.kind not in "iu" or alpha.shape != (c,) or alpha.min() < 0 or alpha.max() > PTF_K:
         raise ValueError(f"ptf: alpha must be integers in [0, {PTF_K}] of shape ({c},)")
     z = rows << alpha.astype(np.int64)
-    stages = hwvit_path_stages(z, p, PTF_T)
+    stages = hwvit_path_stages(z, p, PTF_T, inv_delta)
     return {"z": z, **stages, "out": stages["out"].reshape(arr.shape)}
 
 
