@@ -58,8 +58,18 @@ def _set(kind: str, out, cases: int, seed: int, constants: dict | None = None, *
 
 
 # layernorm_ptf's channels at the widest power-of-two factor (z = x << 3): its sums and differences
-# reach their top bits only there (random factors average 2^1.9)
-WIDEST = {"layernorm_ptf": lambda c: {"alpha": np.full(c, 3)}}
+# reach their top bits only there (random factors average 2^1.9); at 40 channels also B = +-(2^30 - 1)
+# on the first two (their outputs saturate, the other 38 stay in range)
+def _ptf_widest(c: int) -> dict:
+    got = {"alpha": np.full(c, 3)}
+    if c == 40:
+        spec = blocks.get("layernorm_ptf")
+        beta = spec.random(np.random.default_rng([40, spec.seed]), 1, {**spec.defaults, "c": c}).tensors["beta"].data
+        got["beta"] = np.concatenate([[(1 << 30) - 1, -((1 << 30) - 1)], beta[2:]])
+    return got
+
+
+WIDEST = {"layernorm_ptf": _ptf_widest}
 
 
 @pytest.mark.parametrize("kind", LN_VARIANTS)
