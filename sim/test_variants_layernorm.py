@@ -82,7 +82,7 @@ def test_layernorm_variant_max_c_not_a_power_of_two(kind, tmp_path, run_set):
         r[rng.integers(40)] = hi
         x.append(r)
     x.append(rng.integers(-128, 127, 40, endpoint=True))
-    set_dir = _set(kind, tmp_path / "c40", len(x), 40, WIDEST.get(kind, dict)(40), c=40, x=np.stack(x))
+    set_dir = _set(kind, tmp_path / "c40", len(x), 40, WIDEST.get(kind, lambda c: None)(40), c=40, x=np.stack(x))
     res = run_set(set_dir, "icarus", hdl_overrides={"MAX_C": 40})
     assert res.elements == len(x) * 40, res.line()
 
@@ -121,7 +121,7 @@ def test_layernorm_variant_variance_near_2_to_the_38(kind, tmp_path, run_set):
     x = np.stack(rows)
     v = 4096 * (x * x).sum(axis=1) - x.sum(axis=1) ** 2
     assert v[:3].tolist() == [(1 << 37) - 8192, 1 << 37, (1 << 37) + 8192] and v[3] >= 1 << 37
-    set_dir = _set(kind, tmp_path / "c4096", 4, 37, WIDEST.get(kind, dict)(4096), c=4096, x=x)
+    set_dir = _set(kind, tmp_path / "c4096", 4, 37, WIDEST.get(kind, lambda c: None)(4096), c=4096, x=x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 4 * 4096, res.line()
 
