@@ -196,3 +196,19 @@ def test_softmax_ibert_contract_constants(name, tmp_path, run_set):
     (set_dir,) = vectors.find_sets(tmp_path / name)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
+
+
+def test_softmax_ibert_row_waits_for_its_own_reciprocal(tmp_path, run_set):
+    """rtl/softmax_ibert.v's header: R = floor(2^(K+63) / P) is divided afresh from each row's first
+    input (the constants are sampled there), 125 clocks, and a row shorter than that waits for it in
+    REC, then f = floor(2^32 / S) takes 34 more. Unstalled rows of one element, one row at a time,
+    therefore take at least 159 clocks each; a divider started early (before the row, from the
+    constants then on the ports) lets them pass in about 126 (the campaign found `in_take || first`
+    alive, R being equal while the constants stay the same)."""
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_ibert")
+    rec = spec.random(np.random.default_rng([25, spec.seed]), 8, {**spec.defaults, "row_len": 1})
+    vectors.write_sets([rec], tmp_path / "one", seed=25)
+    (set_dir,) = vectors.find_sets(tmp_path / "one")
+    res = run_set(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
+    assert res.elements == 8 and res.cycles >= 8 * (125 + 34), res.line()
