@@ -61,8 +61,9 @@ test-slurm: setup
 	$(PY) -m pytest -q -m slurm -p no:cacheprovider --durations=0 tests/test_slurm.py
 
 # Opt-in: the arithmetic variants' Verilog on Verilator too (sim/test_variants.py, the requant and
-# gemm roundings), the variants' long rows and their yosys synthesis (tests/test_rtl_static.py);
-# make test runs each variant on Icarus and lints it.
+# gemm roundings), the variants' long rows, their corner sets on Icarus (sim/test_variants_layernorm.py,
+# softmax_ibert's contract constants: what the mutation campaign found random rows miss) and their
+# yosys synthesis (tests/test_rtl_static.py); make test runs each variant on Icarus and lints it.
 test-variants: setup
 	$(PY) -m pytest -q -m variants -n $(JOBS) --dist loadgroup sim/ tests/test_rtl_static.py
 
