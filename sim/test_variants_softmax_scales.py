@@ -12,7 +12,8 @@ stays below 16):
 
 - softmax_log2 at its thresholds: rows whose sum sits exactly at a log2 code's boundary;
 - softmax_ibert with constants inside its ports' contract but from no scale (opt-in, marker
-  ``variants``): there the last unit of its z reaches the output.
+  ``variants``): there the last unit of its z reaches the output; its rows waiting for their own R;
+- (opt-in) every softmax variant built with MAX_N = 40, not a power of two.
 
 Icarus only (short rows, few rows): the same random sets as sim/test_variants.py otherwise.
 """
@@ -172,6 +173,17 @@ IBERT_CONTRACT = {
     # K = 0, P = 1, M = 1, E = 10: e = round(poly 2^(20 - q)), saturated for q < 20 (the max too) and
     # 7 to 117 at q = 28..30: where the clamp of a at 30 |x0| decides q
     "clamp": {"exp_num": 1, "exp_den_log2": 0, "act_multiplier": 1, "act_shift": 10},
+    # as "exact" with c = 2^14 (b = 250 keeps poly >= 759): the max's e is 2^14 exactly and rows whose
+    # other element is past the clamp (e = 0) have S = 2^14, f = 2^18, e f = 2^32: p = 2^16, which
+    # the 16-bit output saturates to 2^16 - 1
+    "pow2": {
+        "b_int": 250,
+        "c_int": 1 << 14,
+        "exp_num": (1 << 30) + 1,
+        "exp_den_log2": 0,
+        "act_multiplier": 2,
+        "act_shift": 1,
+    },
 }
 
 
@@ -191,6 +203,8 @@ def test_softmax_ibert_contract_constants(name, tmp_path, run_set):
     y = v.kernel(x, p)
     e16 = variants.ibert.ibert_softmax_e16(x, p)
     assert e16.sum(axis=1).max() < 1 << 16 and ((e16 < (1 << 15) - 1).all() or name == "clamp")
+    if name == "pow2":
+        assert (y == (1 << 16) - 1).any()  # the saturated 2^16
     rec = spec.traced("contract", x, y, p, 14, 16, {"x": 1.0, "y": 2.0**-16})
     vectors.write_sets([rec], tmp_path / name, seed=31)
     (set_dir,) = vectors.find_sets(tmp_path / name)
@@ -212,3 +226,21 @@ def test_softmax_ibert_row_waits_for_its_own_reciprocal(tmp_path, run_set):
     (set_dir,) = vectors.find_sets(tmp_path / "one")
     res = run_set(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
     assert res.elements == 8 and res.cycles >= 8 * (125 + 34), res.line()
+
+
+@pytest.mark.variants
+@pytest.mark.parametrize(
+    "kind", ["softmax_ibert", "softmax_log2", "softmax_shiftmax", "softmax_ita", "softmax_softermax"]
+)
+def test_softmax_variant_max_n_not_a_power_of_two(kind, tmp_path, run_set):
+    """MAX_N = 40: the element counters get as many bits as the buffer addresses (clog2(41) =
+    clog2(40)), unlike every power-of-two build, so a buffer index one bit wider runs past the
+    counter (the campaign found softmax_ibert's e-buffer indices [AW:0] alive at MAX_N = 4096). Full
+    rows of 40, exact."""
+    toolchain.require("icarus")
+    spec = blocks.get(kind)
+    rec = spec.random(np.random.default_rng([27, spec.seed]), 6, {**spec.defaults, "row_len": 40})
+    vectors.write_sets([rec], tmp_path / "n40", seed=27)
+    (set_dir,) = vectors.find_sets(tmp_path / "n40")
+    res = run_set(set_dir, "icarus", hdl_overrides={"MAX_N": 40})
+    assert res.elements == 6 * 40, res.line()
