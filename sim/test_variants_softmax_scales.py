@@ -176,6 +176,9 @@ IBERT_CONTRACT = {
     # as "exact" with c = 2^14 (b = 250 keeps poly >= 759): the max's e is 2^14 exactly and rows whose
     # other element is past the clamp (e = 0) have S = 2^14, f = 2^18, e f = 2^32: p = 2^16, which
     # the 16-bit output saturates to 2^16 - 1
+    # c = 2^32 - 1, P = 3, K = 63: R = floor(2^126 / 3) ~ 2^124.4, so poly R reaches 2^156 (the top bit
+    # of the 157 that zf is cut from) with zf ~ 2^123.4 still below 2^124; M = 1, E = 109: e(max) ~ 2^14.4
+    "wide": {"c_int": (1 << 32) - 1, "exp_num": 3, "exp_den_log2": 63, "act_multiplier": 1, "act_shift": 109},
     "pow2": {
         "b_int": 250,
         "c_int": 1 << 14,
