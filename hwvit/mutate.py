@@ -601,7 +601,9 @@ class Journal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self.done: dict[tuple[str, str, str], dict] = {}
-        self.baselines: dict[tuple[str, str], float] = {}
+        # (block, file fingerprint, suite fingerprint) -> seconds of the unmutated suite: a suite
+        # edited since (a new test) is checked on the unmutated RTL again, and sets the time limit
+        self.baselines: dict[tuple[str, str, str], float] = {}
         if self.path.exists():
             for line in self.path.read_text().splitlines():
                 try:
@@ -609,7 +611,7 @@ class Journal:
                 except ValueError:  # a line cut short by an interrupt
                     continue
                 if row.get("baseline"):
-                    self.baselines[(row["block"], row["fp"])] = float(row["seconds"])
+                    self.baselines[(row["block"], row["fp"], row.get("suite", ""))] = float(row["seconds"])
                 else:
                     self.done[(row["block"], row["fp"], row["key"])] = row
 
@@ -640,9 +642,9 @@ class Journal:
         self.done[(block, fp, m.key)] = row
         self._append(row)
 
-    def record_baseline(self, block: str, fp: str, seconds: float) -> None:
-        self.baselines[(block, fp)] = seconds
-        self._append({"baseline": True, "block": block, "fp": fp, "seconds": round(seconds, 1)})
+    def record_baseline(self, block: str, fp: str, seconds: float, suite: str = "") -> None:
+        self.baselines[(block, fp, suite)] = seconds
+        self._append({"baseline": True, "block": block, "fp": fp, "suite": suite, "seconds": round(seconds, 1)})
 
 
 @dataclass
@@ -742,7 +744,7 @@ def campaign(
         toolchain.require("icarus")
         limits: dict[tuple[str, str], int] = {}
         keys = list(dict.fromkeys((b, f) for b, f, _ in work))
-        missing = [key for key in keys if journal.baselines.get(key) is None]
+        missing = [key for key in keys if journal.baselines.get((*key, suites[key[0]])) is None]
 
         def baseline(key: tuple[str, str]) -> tuple[tuple[str, str], Outcome]:
             return key, run_one(None, key[0], simulator, root, timeout or 3600)
@@ -753,9 +755,9 @@ def campaign(
                 if outcome.status != "survived":
                     suite = " ".join(suite_of(key[0])[0])
                     raise RuntimeError(f"{suite} fails for {key[0]} on the unmutated RTL: {outcome.detail}")
-                journal.record_baseline(key[0], key[1], outcome.seconds)
+                journal.record_baseline(key[0], key[1], outcome.seconds, suites[key[0]])
         for key in keys:
-            limits[key] = timeout or max(120, int(4 * journal.baselines[key]))
+            limits[key] = timeout or max(120, int(4 * journal.baselines[(*key, suites[key[0]])]))
 
         # The tests that killed the file's latest mutants run first: mutants come in line order, and
         # neighbours tend to die by the same test (requant's rounding datapath by its gemmlowp test,

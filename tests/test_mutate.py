@@ -388,6 +388,33 @@ def test_campaign_resumes_and_skips_what_was_reviewed_meanwhile(tmp_path, monkey
     assert sorted(calls) == sorted(m.key for m in every[1:-1])  # survivors again, not the killed one
 
 
+def test_an_edited_suite_is_checked_on_the_unmutated_rtl_again(tmp_path, monkeypatch):
+    """The unmutated suite runs once per (block, RTL, suite): after a test is added or edited it runs
+    again before any mutant, so a suite that fails on the unmutated RTL stops the campaign instead of
+    "killing" every mutant, and the time limit follows the suite's new length."""
+    root = _campaign_tree(tmp_path, monkeypatch)
+    baselines: list[int] = []
+    broken = {"now": False}
+
+    def fake_run_one(mutant, block, simulator, root_, timeout, first=()):
+        if mutant is None:
+            baselines.append(1)
+            status = "killed" if broken["now"] else "survived"
+            return mutate.Outcome(None, status, "FAILED sim/test_b.py::test_b" if broken["now"] else "1 passed", 1.0)
+        return mutate.Outcome(mutant, "survived", "1 passed", 1.0)
+
+    monkeypatch.setattr(mutate, "run_one", fake_run_one)
+    mutate.campaign([("b", "rtl/b.v")], mutate.Journal(tmp_path / "journal.jsonl"), simulator="icarus")
+    assert baselines == [1]
+    mutate.campaign([("b", "rtl/b.v")], mutate.Journal(tmp_path / "journal.jsonl"), simulator="icarus")
+    assert baselines == [1]  # nothing to run: no baseline either
+    (root / "sim" / "test_b.py").write_text("def test_b(): assert False\n")  # the suite changed (and broke)
+    broken["now"] = True
+    with pytest.raises(RuntimeError, match="fails for b on the unmutated RTL"):
+        mutate.campaign([("b", "rtl/b.v")], mutate.Journal(tmp_path / "journal.jsonl"), simulator="icarus")
+    assert baselines == [1, 1]
+
+
 def test_a_killed_mutant_listed_equivalent_is_named(tmp_path, monkeypatch):
     """A mutant the journal has killed but the reviewed list calls equivalent is a reviewing error:
     the table would count it equivalent, so the campaign names it and exits 1."""
