@@ -42,14 +42,13 @@ def test_sim_on_a_directory_without_sets(tmp_path):
 
 
 # One short set per testbench family: the one-stream blocks (requant), softmax, LayerNorm, GEMM,
-# the request/result units (divu, isqrt).
+# the request/result units (divu; isqrt shares its bench, sim/servetb.py, and its own reset test).
 STRESS_SETS = {
     "requant": {"cases": 64},
     "softmax": {"cases": 4, "row_len": 12},
     "layernorm": {"cases": 4, "c": 16},
     "gemm": {"cases": 6, "k": 12, "n": 8},
     "divu": {"cases": 24, "n_bits": 20, "d_bits": 12},
-    "isqrt": {"cases": 24, "in_bits": 16},
 }
 
 

@@ -59,9 +59,9 @@ def _later_layer(d: Path) -> bool:
 def test_traced_set_of_each_kind_bit_exact(traced_root, simulator):
     """One set per block kind and GEMM signedness, the first by name outside the later layers
     (embed.proj, layers.0.add1, layers.0.attn.h0.av with unsigned probabilities, layers.0.attn.softmax,
-    layers.0.mlp.gelu, layers.0.norm1): what the integer model really feeds each block. The other sets repeat the same blocks on other data and shapes
-    (the slow test below runs all 58, `make bench` / -m slow; each block's testbench covers its
-    shapes and corners)."""
+    layers.0.mlp.gelu, layers.0.norm1): what the integer model really feeds each block. The other
+    sets repeat the same blocks on other data and shapes (the slow test below runs all 58, `make
+    bench` / -m slow; each block's testbench covers its shapes and corners)."""
     every = vectors.find_sets(traced_root)
     chosen: dict[tuple, Path] = {}
     for d in sorted(every, key=lambda d: d.name):
