@@ -38,6 +38,19 @@ LN_VARIANTS = sorted(
 )
 
 
+def _constants(rec) -> dict:
+    """A LayerNorm variant record's prepared constants: its manifest integers and parameter tensors."""
+    got = {k: v for k, v in rec.params.items() if k not in ("rows", "c", "variant", "rounding")}
+    got.update({k: t.data for k, t in rec.tensors.items() if k not in ("x", "y")})
+    return got
+
+
+def _write(rec, out, seed: int):
+    vectors.write_sets([rec], out, seed=seed)
+    (found,) = vectors.find_sets(out)
+    return found
+
+
 def _set(kind: str, out, cases: int, seed: int, constants: dict | None = None, **opts):
     """A set of ``kind`` drawn with ``opts`` (``x``: the rows); ``constants`` replace prepared ones
     (layernorm_ptf's ``alpha``, ``eps_int``), y then recomputed by the variant's kernel."""
@@ -47,14 +60,11 @@ def _set(kind: str, out, cases: int, seed: int, constants: dict | None = None, *
     rec = spec.random(np.random.default_rng([seed, spec.seed]), cases, {**spec.defaults, **opts})
     if constants:
         x = rec.tensors["x"].data
-        vp = {k: v for k, v in rec.params.items() if k not in ("rows", "c", "variant", "rounding")}
-        vp.update({k: t.data for k, t in rec.tensors.items() if k not in ("x", "y")}, **constants)
+        vp = {**_constants(rec), **constants}
         y = variants.get("layernorm", spec.variant).kernel(x, vp)
         scales = {"x": rec.tensors["x"].scale, "y": rec.tensors["y"].scale}
         rec = spec.traced(rec.path, x, y, vp, 8, int(vp["out_bits"]), scales)
-    vectors.write_sets([rec], out, seed=seed)
-    (found,) = vectors.find_sets(out)
-    return found
+    return _write(rec, out, seed)
 
 
 # layernorm_ptf's channels at the widest power-of-two factor (z = x << 3): its sums and differences
@@ -138,9 +148,7 @@ def _as_no_eps(record, out):
     y = variants.get("layernorm", "no_eps").kernel(x, vp)
     assert np.array_equal(y, t["y"].data)
     rec = blocks.get("layernorm_no_eps").traced(record.path, x, y, vp, 8, vp["out_bits"], {"x": 0.05, "y": 0.05})
-    vectors.write_sets([rec], out, seed=7)
-    (found,) = vectors.find_sets(out)
-    return found
+    return _write(rec, out, 7)
 
 
 @pytest.mark.parametrize("c", [64, 4096])
@@ -168,8 +176,7 @@ def test_layernorm_ptf_inv_rounding_rows(eps, tmp_path, run_set):
     toolchain.require("icarus")
     spec = blocks.get("layernorm_ptf")
     base = spec.random(np.random.default_rng([44, spec.seed]), 1, {**spec.defaults, "c": 64})
-    p = {k: v for k, v in base.params.items() if k not in ("rows", "c", "variant", "rounding")}
-    p.update({k: t.data for k, t in base.tensors.items() if k not in ("x", "y")})
+    p = _constants(base)
     if eps == "2^61":
         p["eps_int"] = 1 << 61
     x = np.random.default_rng(45).integers(-128, 127, (100_000, 64), endpoint=True)
