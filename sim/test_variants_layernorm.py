@@ -190,3 +190,29 @@ def test_layernorm_ptf_inv_rounding_rows(eps, tmp_path, run_set):
     set_dir = _set("layernorm_ptf", tmp_path / "flip", 16, 44, constants, c=64, x=np.concatenate(rows))
     res = run_set(set_dir, "icarus")
     assert res.elements == 16 * 64, res.line()
+
+
+def test_layernorm_ivit_largest_y_and_beta_past_2_to_the_29(tmp_path, run_set):
+    """layernorm_ivit at the two values its sign extensions leave unseen in random rows (the campaign
+    found both alive): rows [k, k + 2] and [k + 2, k] at eps_int = 0 have mu = k + 1, Var = 2, std = 1,
+    factor = 2^62 and y = +-2^16, where y = +2^16 is the one value whose bit 16 differs from its sign
+    (the header's |y| <= 2^16); and B = 2^30 - 1, 2^29, -2^29 - 1, -(2^30 - 1), whose bit 29 differs
+    from their sign bit 30 (drawn B stay below 2^28)."""
+    from hwvit.variants.ivit import layernorm_stages
+
+    toolchain.require("icarus")
+    spec = blocks.get("layernorm_ivit")
+    ks = np.array([-128, -77, -3, -1, 0, 1, 50, 125])
+    x = np.concatenate([np.stack([ks, ks + 2], 1), np.stack([ks + 2, ks], 1)])
+    p = _constants(spec.random(np.random.default_rng([46, spec.seed]), 1, {**spec.defaults, "c": 2}))
+    p["eps_int"] = 0
+    assert (layernorm_stages(x, p)["y"] == 1 << 16).sum() == 16
+    set_dir = _set("layernorm_ivit", tmp_path / "y", 16, 46, {"eps_int": 0}, c=2, x=x)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 32, res.line()
+
+    beta = np.array([(1 << 30) - 1, 1 << 29, -(1 << 29) - 1, -((1 << 30) - 1)])
+    x = np.random.default_rng(47).integers(-128, 127, (8, 4), endpoint=True)
+    set_dir = _set("layernorm_ivit", tmp_path / "beta", 8, 47, {"beta": beta}, c=4, x=x)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 32, res.line()
