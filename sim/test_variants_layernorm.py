@@ -216,3 +216,36 @@ def test_layernorm_ivit_largest_y_and_beta_past_2_to_the_29(tmp_path, run_set):
     set_dir = _set("layernorm_ivit", tmp_path / "beta", 8, 47, {"beta": beta}, c=4, x=x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 32, res.line()
+
+
+def test_layernorm_ibert_contract_extremes(tmp_path, run_set):
+    """layernorm_ibert at the ends of its ports' contract, which drawn constants (|bias_int| < 2^29,
+    M in [2^30, 2^31), E 48..73) never reach (the campaign found six sign and rounding mutants alive):
+    bias_int at +-(2^47 - 1), 2^46 and -2^46 - 1 (bits 47 and 46 of a 48-bit bias differ, and
+    z = h + bias crosses 2^47), M = +-2^31 (M = 2^31 is the one value whose bit 31 differs from its
+    sign); and constant rows (y = 0, so z = bias_int) at E = 0, 1 and 2 with M = 1, where P = z is
+    rounded half to even at ties both ways (an odd P at E = 1 is a tie; E = 0 rounds nothing)."""
+    from hwvit.variants.ibert import ibert_requant_ref
+
+    toolchain.require("icarus")
+    b47 = (1 << 47) - 1
+    bias = np.array([b47, -b47, 1 << 46, -(1 << 46) - 1, 1 << 46, 12345, -6789, 0])
+    mult = np.array([1 << 30, 1 << 30, 1 << 31, 1 << 30, -(1 << 31), 1 << 31, -(1 << 31), 1 << 30])
+    shift = np.array([73, 73, 74, 73, 74, 40, 40, 50])
+    x = np.random.default_rng(48).integers(-128, 100, (8, 8), endpoint=True)
+    x[:, 0] = 127  # above every row's mean: y_0 > 0, h > 0, so z = h + 2^47 - 1 passes 2^47
+    set_dir = _set(
+        "layernorm_ibert", tmp_path / "wide", 8, 48, {"bias_int": bias, "multiplier": mult, "shift": shift}, c=8, x=x
+    )
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 64, res.line()
+
+    bias = np.array([1, 3, 3, -3, 5, -1, 6, -5])
+    shift = np.array([1, 1, 0, 1, 2, 1, 2, 0])
+    outs = [ibert_requant_ref(int(b), 1, int(e), 8) for b, e in zip(bias, shift)]
+    assert outs == [0, 2, 3, -2, 1, 0, 2, -5]  # ties to even at E = 1 (1/2, 3/2, -3/2, -1/2) and 6/4
+    x = np.repeat(np.array([[-128], [-1], [0], [77], [127]]), 8, axis=1)  # constant rows: var = 0, y = 0
+    constants = {"bias_int": bias, "multiplier": np.ones(8, dtype=np.int64), "shift": shift}
+    set_dir = _set("layernorm_ibert", tmp_path / "ties", 5, 49, constants, c=8, x=x)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 40, res.line()
