@@ -97,25 +97,49 @@ def test_digits_icarus_one_image_bit_exact_on_4x4(digits):
 TINY = {"patch_size": 4, "dim": 16, "depth": 1, "heads": 2, "mlp_dim": 32}
 
 
-def test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact(tmp_path):
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(int model, compiled dir, one quantized input) of a seeded random one-layer ViT (TINY)."""
+    from hwvit.cli.common import build_models
+    from hwvit.core.compile import compile_model
+    from hwvit.core.coredir import write_core_dir
+    from hwvit.quant import QuantConfig
+
+    source, _, model = build_models({"preset": "digits", "config_path": dict(TINY)}, QuantConfig(), 64, 0)
+    x, _ = pipeline.eval_inputs(source, 1)
+    spec = {"preset": "digits", "config": TINY, "quant": QuantConfig().to_dict(), "calib_images": 64, "seed": 0}
+    out = tmp_path_factory.mktemp("core") / "tiny"
+    write_core_dir(compile_model(model), out, spec)
+    return model, read_core_dir(out), model.quantize_input(x.numpy())
+
+
+def _altered(core, dest, key: str, edit) -> object:
+    """A copy of compiled dir ``core`` at ``dest`` whose ``key`` image (wgt, prog, ...) has its lines
+    passed through ``edit`` (a list of hex lines, changed in place), its sha256 in the manifest renewed."""
+    shutil.copytree(core.path, dest)
+    name = core.manifest["files"][key]["path"]
+    lines = (dest / name).read_text().splitlines()
+    edit(lines)
+    text = "\n".join(lines) + "\n"
+    (dest / name).write_text(text)
+    manifest = yaml.safe_load((dest / "manifest.yaml").read_text())
+    manifest["files"][key]["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    (dest / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return read_core_dir(dest)
+
+
+def test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact(tiny):
     """A seeded random one-layer ViT whose attention is wider than its tokens (heads x head_dim = 32,
     dim = 16), compiled and run on Icarus (4 x 4): every logit equal to the integer model's. The
     compiler once laid q, k, v out 3 x dim wide, so the qkv GEMM's rows overwrote each other (191
     of its outputs wrong). Seconds, not the digits image's half minute: a core mutant runs it first."""
-    from hwvit.cli.common import build_models
     from hwvit.core.compile import compile_model
-    from hwvit.core.coredir import write_core_dir
     from hwvit.core.shapes import shape_model
-    from hwvit.quant import QuantConfig
 
     toolchain.require("icarus")
-    source, _, model = build_models({"preset": "digits", "config_path": dict(TINY)}, QuantConfig(), 64, 0)
+    model, core, xq = tiny
     assert (model.config.dim, model.config.inner_dim) == (16, 32)
-    x, _ = pipeline.eval_inputs(source, 1)
-    spec = {"preset": "digits", "config": TINY, "quant": QuantConfig().to_dict(), "calib_images": 64, "seed": 0}
-    write_core_dir(compile_model(model), tmp_path / "tiny", spec)
-    core = read_core_dir(tmp_path / "tiny")
-    run = crun.run_images(core, model, model.quantize_input(x.numpy()), "icarus", 4, 4)
+    run = crun.run_images(core, model, xq, "icarus", 4, 4)
     assert len(set(run.expected[0].tolist())) > 5  # logits that tell classes apart, not a constant
     np.testing.assert_array_equal(run.got, run.expected)
     _check_cycles(run, core)
@@ -125,20 +149,41 @@ def test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact(tmp_path):
     ]
 
 
+def test_undefined_op_halts_like_end_icarus(tiny, tmp_path):
+    """An instruction whose op is none of END, GEMM, STREAM, LOAD halts the core there, as END does
+    (rtl/vit_core.v ST_ISSUE): with the first GEMM's op byte 0x81 (GEMM with bit 7 set) the run's
+    counters are the cycle model's for the program cut at that GEMM and ended, and the instructions
+    before it took their modelled cycles. A decoder that read fewer op bits would run the GEMM."""
+    toolchain.require("icarus")
+    model, core, xq = tiny
+    k = next(i for i, ins in enumerate(core.program) if ins.op == isa.OP_GEMM)
+
+    def undefined_op(lines):
+        lines[k] = lines[k][:-2] + f"{int(lines[k][-2:], 16) | 0x80:02x}"
+
+    bad = _altered(core, tmp_path / "bad", "prog", undefined_op)
+    job = crun._job(core, xq, "run", 4 * cycles.program_cycles(core.program, 4, 4)["total"] + 100_000)
+    job["prog_len"] = k + 1  # the per-instruction cycles are written up to the halt
+    result, _ = crun._simulate(bad, "icarus", 4, 4, job, None, "halt")
+    (image,) = result["images"]
+    cut = core.program[:k] + [core.program[-1]]  # ... then END
+    assert cut[-1].op == isa.OP_END
+    assert {n: image["cycles"][n] for n in ("total", "ctrl", "gemm", "row", "elem", "load")} == (
+        cycles.program_cycles(cut, 4, 4)
+    )
+    assert image["perf"] == [cycles.instr_cycles(ins, 4, 4) for ins in core.program[:k]]
+
+
 def test_corrupted_weight_is_found_at_its_instruction(digits, tmp_path):
     model, core, xq, _ = digits
-    bad = tmp_path / "bad"
-    shutil.copytree(core.path, bad)
     target = next(i for i, ins in enumerate(core.program) if ins.name == "layers.1.mlp.fc1")
     base = core.program[target].b.base
-    lines = (bad / "wgt.hex").read_text().splitlines()
-    lines[base + 5] = f"{(int(lines[base + 5], 16) ^ 0x40):02x}"  # one weight of channel 0, k = 5
-    text = "\n".join(lines) + "\n"
-    (bad / "wgt.hex").write_text(text)
-    manifest = yaml.safe_load((bad / "manifest.yaml").read_text())
-    manifest["files"]["wgt"]["sha256"] = hashlib.sha256(text.encode()).hexdigest()
-    (bad / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
-    info = crun.find_mismatch(read_core_dir(bad), model, xq[0], "verilator", 8, 8)
+
+    def flip(lines):  # one weight of channel 0, k = 5
+        lines[base + 5] = f"{(int(lines[base + 5], 16) ^ 0x40):02x}"
+
+    bad = _altered(core, tmp_path / "bad", "wgt", flip)
+    info = crun.find_mismatch(bad, model, xq[0], "verilator", 8, 8)
     assert info["instruction"] == target and info["name"] == "layers.1.mlp.fc1", info
     assert info["kind"] == isa.OP_NAMES[isa.OP_GEMM]
     assert info["expected"] != info["got"]
