@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,6 +173,27 @@ def test_undefined_op_halts_like_end_icarus(tiny, tmp_path):
         cycles.program_cycles(cut, 4, 4)
     )
     assert image["perf"] == [cycles.instr_cycles(ins, 4, 4) for ins in core.program[:k]]
+
+
+def test_loop_count_with_bit_31_runs_on_icarus(tiny, tmp_path):
+    """Loop counts are 32-bit: a STREAM whose outer count n3 has bit 31 set runs 2^31 more outer
+    loops, so the core is still busy long after the program's modelled cycles (the harness times
+    out), where a count read from 31 bits would finish on time."""
+    toolchain.require("icarus")
+    model, core, xq = tiny
+    j = next(i for i, ins in enumerate(core.program) if ins.op == isa.OP_STREAM)
+
+    def huge_n3(lines):  # f4 = n3: the hex digit of its bits 31..28 is the 40th from the right
+        d = len(lines[j]) - 40
+        lines[j] = lines[j][:d] + f"{int(lines[j][d], 16) | 8:x}" + lines[j][d + 1 :]
+
+    bad = _altered(core, tmp_path / "bad", "prog", huge_n3)
+    assert bad.program[j].n[3] >= 1 << 31
+    job = crun._job(core, xq, "run", cycles.program_cycles(core.program, 4, 4)["total"] + 2000)
+    with pytest.raises(RuntimeError, match="wrote no result") as err:
+        crun._simulate(bad, "icarus", 4, 4, job, None, "huge")
+    log = Path(str(err.value).split("see ", 1)[1].strip())
+    assert "timeout: program not done" in log.read_text()
 
 
 def test_corrupted_weight_is_found_at_its_instruction(digits, tmp_path):
