@@ -3,7 +3,8 @@
 Verilator: 10 held-out images on 8 x 8, the core's counters and per-instruction cycles equal to the
 cycle model; Icarus: a one-layer random model on 4 x 4 (seconds), and one digits image on 4 x 4
 (half a minute: `make test-slow`, and every core mutant of `hwvit mutate`); a corrupted weight is
-found at the instruction that uses it. Expected logits come from the integer model (hwvit.intvit),
+found at the instruction that uses it (digits on Verilator, the tiny model on Icarus); an undefined
+op halts the run; a loop count's bit 31 counts. Expected logits come from the integer model (hwvit.intvit),
 never from the code under test.
 """
 
@@ -196,21 +197,36 @@ def test_loop_count_with_bit_31_runs_on_icarus(tiny, tmp_path):
     assert "timeout: program not done" in log.read_text()
 
 
-def test_corrupted_weight_is_found_at_its_instruction(digits, tmp_path):
-    model, core, xq, _ = digits
-    target = next(i for i, ins in enumerate(core.program) if ins.name == "layers.1.mlp.fc1")
+def _corrupted_weight_found(model, core, x1, simulator: str, rows: int, cols: int, tmp_path, name: str) -> None:
+    """One weight of GEMM ``name`` (channel 0, k = 5) flipped in a copy of ``core``: stepping the
+    program (stop_pc_i, cont_i) finds the first wrong output at that instruction, channel 0."""
+    target = next(i for i, ins in enumerate(core.program) if ins.name == name)
     base = core.program[target].b.base
 
-    def flip(lines):  # one weight of channel 0, k = 5
+    def flip(lines):
         lines[base + 5] = f"{(int(lines[base + 5], 16) ^ 0x40):02x}"
 
     bad = _altered(core, tmp_path / "bad", "wgt", flip)
-    info = crun.find_mismatch(bad, model, xq[0], "verilator", 8, 8)
-    assert info["instruction"] == target and info["name"] == "layers.1.mlp.fc1", info
+    info = crun.find_mismatch(bad, model, x1, simulator, rows, cols)
+    assert info["instruction"] == target and info["name"] == name, info
     assert info["kind"] == isa.OP_NAMES[isa.OP_GEMM]
     assert info["expected"] != info["got"]
     assert len(info["at"]) == 2 and info["at"][1] == 0  # (token, channel): only channel 0's weight changed
     assert (tmp_path / "bad").exists() and info["scratchpad"].endswith("scratchpad.hex")
+
+
+def test_corrupted_weight_is_found_at_its_instruction_verilator(digits, tmp_path):
+    model, core, xq, _ = digits
+    toolchain.require("verilator")
+    _corrupted_weight_found(model, core, xq[0], "verilator", 8, 8, tmp_path, "layers.1.mlp.fc1")
+
+
+def test_corrupted_weight_is_found_by_stepping_icarus(tiny, tmp_path):
+    """The same search on Icarus (4 x 4), the tiny model: single-stepping checked in seconds on the
+    simulator of the mutation campaign (whose core suite leaves the Verilator tests out)."""
+    model, core, xq = tiny
+    toolchain.require("icarus")
+    _corrupted_weight_found(model, core, xq[0], "icarus", 4, 4, tmp_path, "layers.0.mlp.fc1")
 
 
 def test_estimate_stand_in_has_the_real_programs_shape(digits):
