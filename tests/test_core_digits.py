@@ -176,25 +176,47 @@ def test_undefined_op_halts_like_end_icarus(tiny, tmp_path):
     assert image["perf"] == [cycles.instr_cycles(ins, 4, 4) for ins in core.program[:k]]
 
 
-def test_loop_count_with_bit_31_runs_on_icarus(tiny, tmp_path):
-    """Loop counts are 32-bit: a STREAM whose outer count n3 has bit 31 set runs 2^31 more outer
-    loops, so the core is still busy long after the program's modelled cycles (the harness times
-    out), where a count read from 31 bits would finish on time."""
+@pytest.mark.parametrize(("op", "field"), [("stream", 4), ("load", 1)])
+def test_loop_count_with_bit_31_runs_on_icarus(op, field, tiny, tmp_path):
+    """Loop counts are 32-bit: a STREAM whose outer count n3 (f4) or a LOAD whose word count n0 (f1)
+    has bit 31 set runs 2^31 more loops, so the core is still busy long after the program's modelled
+    cycles (the harness times out), where a count read from 31 bits would finish on time."""
     toolchain.require("icarus")
     model, core, xq = tiny
-    j = next(i for i, ins in enumerate(core.program) if ins.op == isa.OP_STREAM)
+    code = {"stream": isa.OP_STREAM, "load": isa.OP_LOAD}[op]
+    j = next(i for i, ins in enumerate(core.program) if ins.op == code)
 
-    def huge_n3(lines):  # f4 = n3: the hex digit of its bits 31..28 is the 40th from the right
-        d = len(lines[j]) - 40
+    def huge_count(lines):  # the hex digit of field f's bits 31..28 is the (8 f + 8)th from the right
+        d = len(lines[j]) - 8 * field - 8
         lines[j] = lines[j][:d] + f"{int(lines[j][d], 16) | 8:x}" + lines[j][d + 1 :]
 
-    bad = _altered(core, tmp_path / "bad", "prog", huge_n3)
-    assert bad.program[j].n[3] >= 1 << 31
+    bad = _altered(core, tmp_path / "bad", "prog", huge_count)
+    assert bad.program[j].n[field - 1] >= 1 << 31
     job = crun._job(core, xq, "run", cycles.program_cycles(core.program, 4, 4)["total"] + 2000)
     with pytest.raises(RuntimeError, match="wrote no result") as err:
         crun._simulate(bad, "icarus", 4, 4, job, None, "huge")
     log = Path(str(err.value).split("see ", 1)[1].strip())
     assert "timeout: program not done" in log.read_text()
+
+
+def test_layernorm_eps_with_bit_61_icarus(tiny, tmp_path):
+    """eps_int is 62 bits (f25, f26): norm1 with eps_int = 2^61 (the most ops.layernorm takes, inside
+    the block's contract: Ve = (V << 22) + eps < 2^62 since V < 2^38) compiled and run on Icarus
+    equals the integer model with that eps, and differs from the model's own eps (it reaches the
+    logits)."""
+    import copy
+
+    from hwvit.core.compile import compile_model
+    from hwvit.core.coredir import write_core_dir
+
+    toolchain.require("icarus")
+    model, core, xq = tiny
+    wide = copy.deepcopy(model)
+    wide.blocks[0].norm1.eps_int = 1 << 61
+    write_core_dir(compile_model(wide), tmp_path / "eps", core.manifest["model"])
+    run = crun.run_images(read_core_dir(tmp_path / "eps"), wide, xq, "icarus", 4, 4)
+    np.testing.assert_array_equal(run.got, run.expected)
+    assert not np.array_equal(run.expected, np.asarray(model.forward(xq, quantized=True)).reshape(1, -1))
 
 
 def _corrupted_weight_found(model, core, x1, simulator: str, rows: int, cols: int, tmp_path, name: str) -> None:
