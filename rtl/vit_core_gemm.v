@@ -85,6 +85,7 @@ module vit_core_gemm #(
   wire [31:0] pn32 = {{(32 - N_BITS){1'b0}}, prm_n};
   wire [31:0] om32 = {{(32 - M_BITS){1'b0}}, out_m};
   wire [31:0] on32 = {{(32 - N_BITS){1'b0}}, out_n};
+  wire [31:0] n_eff = {{(32 - N_BITS){1'b0}}, n_i[N_BITS-1:0]};  // N as the engine reads it
   wire [31:0] a_org = a_gen_i[31:0] + m32 * a_gen_i[63:32] + k32 * a_gen_i[95:64];
   wire [31:0] w_org = w_gen_i[31:0] + n32 * w_gen_i[63:32] + k32 * w_gen_i[95:64];
   wire [31:0] p_org = p_gen_i[31:0] + pn32 * p_gen_i[63:32];
@@ -109,7 +110,7 @@ module vit_core_gemm #(
       assign bias[gi*32 +: 32]           = word[71:40];
       assign mult[gi*31 +: 31]           = word[39:9];
       assign shift[gi*6 +: 6]            = word[5:0];
-      assign wr_en_o[gi]                 = out_valid & (col < n_i);
+      assign wr_en_o[gi]                 = out_valid & (col < n_eff);  // the engine's N, not past it
       assign wr_addr_o[gi*AAW +: AAW]    = d_addr[AAW-1:0];
       assign wr_data_o[gi*8 +: 8]        = out_data[gi*8 +: 8];
       wire unused_lane = ^{w_addr[31:AAW], w_addr[31:WAW], p_addr[31:PAW], d_addr[31:AAW], word[8:6]};
