@@ -56,9 +56,7 @@ def _random_set(kind: str, out: Path, opts: dict, cases: int, seed: int) -> Path
     spec = blocks.get(kind)
     options = {**spec.defaults, **opts}
     rec = spec.random(np.random.default_rng([seed, spec.seed]), cases, options)
-    vectors.write_sets([rec], out, seed=seed)
-    (found,) = vectors.find_sets(out)
-    return found
+    return vectors.write_set(rec, out, seed=seed)
 
 
 @pytest.mark.parametrize("simulator", SIMS)

@@ -45,12 +45,6 @@ def _constants(rec) -> dict:
     return got
 
 
-def _write(rec, out, seed: int):
-    vectors.write_sets([rec], out, seed=seed)
-    (found,) = vectors.find_sets(out)
-    return found
-
-
 def _set(kind: str, out, cases: int, seed: int, constants: dict | None = None, **opts):
     """A set of ``kind`` drawn with ``opts`` (``x``: the rows); ``constants`` replace prepared ones
     (layernorm_ptf's ``alpha``, ``eps_int``), y then recomputed by the variant's kernel."""
@@ -64,7 +58,7 @@ def _set(kind: str, out, cases: int, seed: int, constants: dict | None = None, *
         y = variants.get("layernorm", spec.variant).kernel(x, vp)
         scales = {"x": rec.tensors["x"].scale, "y": rec.tensors["y"].scale}
         rec = spec.traced(rec.path, x, y, vp, 8, int(vp["out_bits"]), scales)
-    return _write(rec, out, seed)
+    return vectors.write_set(rec, out, seed=seed)
 
 
 # layernorm_ptf's channels at the widest power-of-two factor (z = x << 3): its sums and differences
@@ -148,7 +142,7 @@ def _as_no_eps(record, out):
     y = variants.get("layernorm", "no_eps").kernel(x, vp)
     assert np.array_equal(y, t["y"].data)
     rec = blocks.get("layernorm_no_eps").traced(record.path, x, y, vp, 8, vp["out_bits"], {"x": 0.05, "y": 0.05})
-    return _write(rec, out, 7)
+    return vectors.write_set(rec, out, seed=7)
 
 
 @pytest.mark.parametrize("c", [64, 4096])

@@ -25,14 +25,6 @@ import pytest
 
 from hwvit import blocks, toolchain, vectors
 
-
-def _write(rec, out, seed: int):
-    """``rec`` written as a vector set under ``out``; its directory."""
-    vectors.write_sets([rec], out, seed=seed)
-    (set_dir,) = vectors.find_sets(out)
-    return set_dir
-
-
 # kind -> (options beyond the kind's defaults) per set
 SCALES = {
     "softmax_ibert": [
@@ -64,7 +56,7 @@ def test_softmax_variant_scales_bit_exact(kind, tmp_path, run_set):
         options = {**spec.defaults, "row_len": 40, **opts}
         rec = spec.random(np.random.default_rng([21 + i, spec.seed]), 10, options)
         out = tmp_path / f"set{i}"
-        set_dir = _write(rec, out, 21 + i)
+        set_dir = vectors.write_set(rec, out, seed=21 + i)
         res = run_set(set_dir, "icarus")
         assert res.elements == 10 * 40, res.line()
 
@@ -79,7 +71,7 @@ def test_softmax_variant_wide_difference_sweep(kind, tmp_path, run_set):
     spec = blocks.get(kind)
     options = {**spec.defaults, "in_bits": 8, "scale_in": 0.5, "out_bits": 16, "row_len": 2, "sweep": 1}
     rec = spec.random(np.random.default_rng([23, spec.seed]), 1, options)
-    set_dir = _write(rec, tmp_path / "sweep", 23)
+    set_dir = vectors.write_set(rec, tmp_path / "sweep", seed=23)
     res = run_set(set_dir, "icarus")
     assert res.elements == 512, res.line()
 
@@ -154,7 +146,7 @@ def test_softmax_log2_threshold_rows(tmp_path, run_set):
     # the max's p at S = T and T - 1; the E = 8 element's p in the tie row
     assert [int(y[0, 0]), int(y[1, 0]), int(y[2, 1])] == [1 << 14, 1 << 15, 0], (names, y[:, :2])
     rec = spec.traced("directed", x, y, p, 16, 16, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
-    set_dir = _write(rec, tmp_path / "rows", 29)
+    set_dir = vectors.write_set(rec, tmp_path / "rows", seed=29)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
 
@@ -214,7 +206,7 @@ def test_softmax_ibert_contract_constants(name, tmp_path, run_set):
     if name == "pow2":
         assert (y == (1 << 16) - 1).any()  # the saturated 2^16
     rec = spec.traced("contract", x, y, p, 14, 16, {"x": 1.0, "y": 2.0**-16})
-    set_dir = _write(rec, tmp_path / name, 31)
+    set_dir = vectors.write_set(rec, tmp_path / name, seed=31)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
 
@@ -229,7 +221,7 @@ def test_softmax_ibert_row_waits_for_its_own_reciprocal(tmp_path, run_set):
     toolchain.require("icarus")
     spec = blocks.get("softmax_ibert")
     rec = spec.random(np.random.default_rng([25, spec.seed]), 8, {**spec.defaults, "row_len": 1})
-    set_dir = _write(rec, tmp_path / "one", 25)
+    set_dir = vectors.write_set(rec, tmp_path / "one", seed=25)
     res = run_set(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
     assert res.elements == 8 and res.cycles >= 8 * (125 + 34), res.line()
 
@@ -246,6 +238,6 @@ def test_softmax_variant_max_n_not_a_power_of_two(kind, tmp_path, run_set):
     toolchain.require("icarus")
     spec = blocks.get(kind)
     rec = spec.random(np.random.default_rng([27, spec.seed]), 6, {**spec.defaults, "row_len": 40})
-    set_dir = _write(rec, tmp_path / "n40", 27)
+    set_dir = vectors.write_set(rec, tmp_path / "n40", seed=27)
     res = run_set(set_dir, "icarus", hdl_overrides={"MAX_N": 40})
     assert res.elements == 6 * 40, res.line()

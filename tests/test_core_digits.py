@@ -10,6 +10,7 @@ never from the code under test.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 from pathlib import Path
@@ -130,6 +131,16 @@ def _altered(core, dest, key: str, edit) -> object:
     return read_core_dir(dest)
 
 
+def _with_instr(core, dest, j: int, **changes) -> object:
+    """A copy of compiled dir ``core`` at ``dest`` whose instruction ``j`` has ``changes`` (Instr
+    fields), encoded as the compiler encodes it (isa.Instr.word)."""
+
+    def edit(lines):
+        lines[j] = f"{dataclasses.replace(core.program[j], **changes).word():0{isa.WORD_BITS // 4}x}"
+
+    return _altered(core, dest, "prog", edit)
+
+
 def test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact(tiny):
     """A seeded random one-layer ViT whose attention is wider than its tokens (heads x head_dim = 32,
     dim = 16), compiled and run on Icarus (4 x 4): every logit equal to the integer model's. The
@@ -160,10 +171,7 @@ def test_undefined_op_halts_like_end_icarus(tiny, tmp_path):
     model, core, xq = tiny
     k = next(i for i, ins in enumerate(core.program) if ins.op == isa.OP_GEMM)
 
-    def undefined_op(lines):
-        lines[k] = lines[k][:-2] + f"{int(lines[k][-2:], 16) | 0x80:02x}"
-
-    bad = _altered(core, tmp_path / "bad", "prog", undefined_op)
+    bad = _with_instr(core, tmp_path / "bad", k, op=isa.OP_GEMM | 0x80)
     job = crun._job(core, xq, "run", 4 * cycles.program_cycles(core.program, 4, 4)["total"] + 100_000)
     job["prog_len"] = k + 1  # the per-instruction cycles are written up to the halt
     result, _ = crun._simulate(bad, "icarus", 4, 4, job, None, "halt")
@@ -186,11 +194,9 @@ def test_loop_count_with_bit_31_runs_on_icarus(op, field, tiny, tmp_path):
     code = {"stream": isa.OP_STREAM, "load": isa.OP_LOAD}[op]
     j = next(i for i, ins in enumerate(core.program) if ins.op == code)
 
-    def huge_count(lines):  # the hex digit of field f's bits 31..28 is the (8 f + 8)th from the right
-        d = len(lines[j]) - 8 * field - 8
-        lines[j] = lines[j][:d] + f"{int(lines[j][d], 16) | 8:x}" + lines[j][d + 1 :]
-
-    bad = _altered(core, tmp_path / "bad", "prog", huge_count)
+    n = list(core.program[j].n)
+    n[field - 1] |= 1 << 31
+    bad = _with_instr(core, tmp_path / "bad", j, n=tuple(n))
     assert bad.program[j].n[field - 1] >= 1 << 31
     job = crun._job(core, xq, "run", cycles.program_cycles(core.program, 4, 4)["total"] + 2000)
     with pytest.raises(RuntimeError, match="wrote no result") as err:
