@@ -200,7 +200,7 @@ def test_loop_count_with_bit_31_runs_on_icarus(op, field, tiny, tmp_path):
     assert bad.program[j].n[field - 1] >= 1 << 31
     job = crun._job(core, xq, "run", cycles.program_cycles(core.program, 4, 4)["total"] + 2000)
     with pytest.raises(RuntimeError, match="wrote no result") as err:
-        crun._simulate(bad, "icarus", 4, 4, job, None, "huge")
+        crun._simulate(bad, "icarus", 4, 4, job, None, f"huge-{op}")  # own run dir per case (xdist)
     log = Path(str(err.value).split("see ", 1)[1].strip())
     assert "timeout: program not done" in log.read_text()
 
