@@ -66,7 +66,10 @@ CORE = "vit_core"
 CORE_PARTS = ("vit_core_agu.v", "vit_core_gemm.v", "vit_core_ram.v", "vit_core_stream.v")
 CORE_SUITE = "tests/test_core_digits.py"
 # a one-layer random model on Icarus, ~5 s; the digits image after it takes 35-55 s
-CORE_FIRST = ("test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact",)
+CORE_FIRST = (
+    "test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact",
+    "test_tiny_model_loaded_through_the_host_port_icarus_bit_exact",
+)
 
 
 def suite_of(block: str) -> tuple[tuple[str, ...], str | None]:

@@ -4,8 +4,10 @@ hwvit.core.run builds the wrapper (hwvit.simulate.build, kind ``vit_core``), lin
 memory images into the run directory under the names the wrapper's $readmemh reads, and writes a
 job (JSON, named by HWVIT_CORE_JOB). The cocotb test below then, per image, writes core_in.hex,
 pulses load_i / start_i / dump_i and waits for the wrapper's done pulses: no Python runs while the
-core computes. ``steps`` mode runs one image an instruction at a time (stop_pc_i, cont_i) and dumps
-each instruction's output range, for the mismatch search. Results go to HWVIT_RESULT as JSON.
+core computes. With ``host_load`` in the job, preload_i first writes every memory through the host
+port (the core's $readmemh images then hold garbage). ``steps`` mode runs one image an instruction
+at a time (stop_pc_i, cont_i) and dumps each instruction's output range, for the mismatch search.
+Results go to HWVIT_RESULT as JSON.
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ if cocotb is not None:
         await RisingEdge(dut.clk_i)
         return parse_dump(Path("core_dump.hex"))
 
+    async def _preload(dut, words: int) -> None:
+        await _pulse(dut, dut.preload_i)
+        await _wait(dut, dut.preload_done_o, words + 100, "host preload")
+        await RisingEdge(dut.clk_i)
+
     async def _load(dut, image: list[int]) -> None:
         Path("core_in.hex").write_text("".join(f"{v & 0xFF:02x}\n" for v in image))
         await _pulse(dut, dut.load_i)
@@ -93,7 +100,7 @@ if cocotb is not None:
         job = json.loads(Path(os.environ["HWVIT_CORE_JOB"]).read_text())
         result_path = Path(os.environ["HWVIT_RESULT"])
         Clock(dut.clk_i, 10, unit="ns", impl="gpi").start()
-        for sig in (dut.load_i, dut.start_i, dut.cont_i, dut.dump_i, dut.dump_perf_i):
+        for sig in (dut.preload_i, dut.load_i, dut.start_i, dut.cont_i, dut.dump_i, dut.dump_perf_i):
             sig.value = 0
         dut.stop_pc_i.value = NEVER
         dut.rst_ni.value = 0
@@ -101,6 +108,8 @@ if cocotb is not None:
             await RisingEdge(dut.clk_i)
         dut.rst_ni.value = 1
         await RisingEdge(dut.clk_i)
+        if job.get("host_load"):
+            await _preload(dut, job["host_load"])
         out_base, out_len = job["out"]
         limit = job["timeout_cycles"]
         images = []

@@ -78,7 +78,7 @@ def _check_cycles(run: crun.CoreRun, core) -> None:
 def test_digits_verilator_ten_images_bit_exact(digits):
     model, core, xq, labels = digits
     toolchain.require("verilator")
-    run = crun.run_images(core, model, xq, "verilator", 8, 8)
+    run = crun.run_images(core, model, xq, "verilator", 8, 8, host_load=True)  # memories via the host port
     assert run.got.shape == (10, 10)
     np.testing.assert_array_equal(run.got, run.expected)
     assert (run.got.argmax(1) == run.expected.argmax(1)).all()
@@ -104,13 +104,14 @@ TINY = {"patch_size": 4, "dim": 16, "depth": 1, "heads": 2, "mlp_dim": 32}
 def tiny(tmp_path_factory):
     """(int model, compiled dir, one quantized input) of a seeded random one-layer ViT (TINY)."""
     from hwvit.cli.common import build_models
+    from hwvit.cli.core import _spec
     from hwvit.core.compile import compile_model
     from hwvit.core.coredir import write_core_dir
     from hwvit.quant import QuantConfig
 
     source, _, model = build_models({"preset": "digits", "config_path": dict(TINY)}, QuantConfig(), 64, 0)
     x, _ = pipeline.eval_inputs(source, 1)
-    spec = {"preset": "digits", "config": TINY, "quant": QuantConfig().to_dict(), "calib_images": 64, "seed": 0}
+    spec = _spec("digits", None, None, TINY, None, QuantConfig(), 64, 0)  # what `hwvit core run` rebuilds
     out = tmp_path_factory.mktemp("core") / "tiny"
     write_core_dir(compile_model(model), out, spec)
     return model, read_core_dir(out), model.quantize_input(x.numpy())
@@ -160,6 +161,35 @@ def test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact(tiny):
     assert [(i.op, i.unit, i.n, i.a, i.b, i.d) for i in stand_in] == [
         (i.op, i.unit, i.n, i.a, i.b, i.d) for i in core.program
     ]
+
+
+def test_tiny_model_loaded_through_the_host_port_icarus_bit_exact(tiny):
+    """The program, weights, parameters and constants written through the core's host port (select
+    1 wgt, 2 prm, 3 prog, 0 act, every word), as a host processor loads them, over memories whose
+    $readmemh images hold every bit inverted; between writes the bus carries junk (select, address,
+    data) with write enable low. Every logit equal to the integer model's. The other runs load the
+    memories by $readmemh and write only the input image, so a core that swapped two selects, or
+    wrote act without host_we_i, passed them."""
+    toolchain.require("icarus")
+    model, core, xq = tiny
+    run = crun.run_images(core, model, xq, "icarus", 4, 4, host_load=True)
+    for key, name in crun.LINKS.items():
+        right = (run.run_dir / crun.HOST_LINKS[key]).read_text().split()
+        wrong = (run.run_dir / name).read_text().split()
+        assert len(wrong) == len(right) and all(int(a, 16) & int(b, 16) == 0 for a, b in zip(right, wrong)), key
+        assert all(int(a, 16) | int(b, 16) == (1 << 4 * len(a)) - 1 for a, b in zip(right, wrong)), key
+    np.testing.assert_array_equal(run.got, run.expected)
+    _check_cycles(run, core)
+
+
+def test_core_run_host_load_cli_icarus(tiny):
+    """`hwvit core run --host-load` on Icarus: the image matches through the host-port load."""
+    toolchain.require("icarus")
+    _, core, _ = tiny
+    args = ["core", "run", str(core.path), "--images", "1", "--simulator", "icarus", "--rows", "4", "--cols", "4"]
+    res = CliRunner().invoke(main, [*args, "--host-load"])
+    assert res.exit_code == 0, res.output
+    assert "1/1 images matched: every output bit-exact (icarus, 4x4)" in res.output
 
 
 def test_undefined_op_halts_like_end_icarus(tiny, tmp_path):

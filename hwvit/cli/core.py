@@ -146,7 +146,13 @@ def _int_model(cdir):
 @click.option("--rows", type=click.IntRange(1, 64), default=8, show_default=True, help="GEMM array rows.")
 @click.option("--cols", type=click.IntRange(1, 64), default=8, show_default=True, help="GEMM array columns.")
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="Seed of random inputs.")
-def run(core_dir, images, simulator, rows, cols, seed):
+@click.option(
+    "--host-load",
+    is_flag=True,
+    help="Write the program, weights, parameters and constants through the core's host port, as a host "
+    "processor would (one cycle a memory word), over memories started with garbage; default: $readmemh.",
+)
+def run(core_dir, images, simulator, rows, cols, seed, host_load):
     """Run images through the RTL core and compare every output with the integer model.
 
     \b
@@ -168,7 +174,7 @@ def run(core_dir, images, simulator, rows, cols, seed):
     x, labels = pipeline.eval_inputs(source, images, seed)
     xq = m.quantize_input(x.numpy())
     try:
-        res = crun.run_images(cdir, m, xq, simulator, rows, cols)
+        res = crun.run_images(cdir, m, xq, simulator, rows, cols, host_load=host_load)
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         fail(f"{simulator} run failed: {str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__}")
     except SystemExit as exc:  # the cocotb runner exits when the build fails

@@ -15,12 +15,23 @@ from pathlib import Path
 
 import numpy as np
 
-from hwvit import simulate
+from hwvit import buildlock, simulate
 from hwvit.core import isa
 from hwvit.core.coredir import CoreDir
 
 KIND = "vit_core"
 LINKS = {"prog": "core_prog.hex", "act": "core_act.hex", "wgt": "core_wgt.hex", "prm": "core_prm.hex"}
+HOST_LINKS = {key: name.replace("core_", "host_") for key, name in LINKS.items()}
+
+
+def garbage_image(text: str) -> str:
+    """A $readmemh image of ``text``'s shape (lines, digits per line) with every bit inverted: what
+    the core's memories start from when the host port must load them (``host_load``)."""
+    out = []
+    for line in text.split():
+        width = len(line)
+        out.append(f"{~int(line, 16) & ((1 << 4 * width) - 1):0{width}x}")
+    return "\n".join(out) + "\n"
 
 
 @dataclass
@@ -55,42 +66,58 @@ def _signed8(v) -> np.ndarray:
 
 
 def _simulate(
-    core: CoreDir, simulator: str, rows: int, cols: int, job: dict, build_root: Path | None, tag: str
+    core: CoreDir,
+    simulator: str,
+    rows: int,
+    cols: int,
+    job: dict,
+    build_root: Path | None,
+    tag: str,
+    host_load: bool = False,
 ) -> tuple[dict, Path]:
     from cocotb_tools.runner import get_runner
 
     params = hdl_parameters(core, rows, cols)
     build_dir = simulate.build(KIND, simulator, params, build_root)
     run_dir = build_dir / "runs" / tag
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
-    for key, name in LINKS.items():
-        (run_dir / name).symlink_to(core.file(key).resolve())
-    job_file, result_file = run_dir / "job.json", run_dir / "result.json"
-    job_file.write_text(json.dumps(job))
-    env = {
-        "HWVIT_CORE_JOB": str(job_file),
-        "HWVIT_RESULT": str(result_file),
-        "PYTHONPATH": simulate.sim_pythonpath(),
-    }
-    runner = get_runner(simulator)
-    try:
-        runner.test(
-            test_module=f"test_{KIND}",
-            hdl_toplevel=simulate.tb_module(KIND).TOPLEVEL,
-            hdl_toplevel_lang="verilog",
-            testcase="run_core",
-            build_dir=build_dir,
-            test_dir=run_dir,
-            extra_env=env,
-            parameters=params,
-            log_file=run_dir / "sim.log",
-        )
-    except SystemExit:
-        pass
-    if not result_file.exists():
-        raise RuntimeError(f"the core testbench wrote no result; see {run_dir / 'sim.log'}")
-    return json.loads(result_file.read_text()), run_dir
+    # two runs of one tag in one build (pytest-xdist workers, two shells) take turns at its run dir
+    with buildlock.locked(run_dir.with_name(f"{tag}.lock")):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        for key, name in LINKS.items():
+            image = core.file(key).resolve()
+            if host_load:  # the host port is the only way the right words get in
+                (run_dir / HOST_LINKS[key]).symlink_to(image)
+                (run_dir / name).write_text(garbage_image(image.read_text()))
+            else:
+                (run_dir / name).symlink_to(image)
+        if host_load:
+            job = {**job, "host_load": sum(params[k] for k in ("ACT_DEPTH", "WGT_DEPTH", "PRM_DEPTH", "PROG_DEPTH"))}
+        job_file, result_file = run_dir / "job.json", run_dir / "result.json"
+        job_file.write_text(json.dumps(job))
+        env = {
+            "HWVIT_CORE_JOB": str(job_file),
+            "HWVIT_RESULT": str(result_file),
+            "PYTHONPATH": simulate.sim_pythonpath(),
+        }
+        runner = get_runner(simulator)
+        try:
+            runner.test(
+                test_module=f"test_{KIND}",
+                hdl_toplevel=simulate.tb_module(KIND).TOPLEVEL,
+                hdl_toplevel_lang="verilog",
+                testcase="run_core",
+                build_dir=build_dir,
+                test_dir=run_dir,
+                extra_env=env,
+                parameters=params,
+                log_file=run_dir / "sim.log",
+            )
+        except SystemExit:
+            pass
+        if not result_file.exists():
+            raise RuntimeError(f"the core testbench wrote no result; see {run_dir / 'sim.log'}")
+        return json.loads(result_file.read_text()), run_dir
 
 
 def _job(core: CoreDir, images: np.ndarray, mode: str, cycles_hint: int) -> dict:
@@ -118,13 +145,18 @@ def run_images(
     rows: int = 8,
     cols: int = 8,
     build_root: Path | None = None,
+    host_load: bool = False,
 ) -> CoreRun:
-    """Run quantized inputs ``xq`` (B, C, H, W) through the RTL; compare with ``int_model``."""
+    """Run quantized inputs ``xq`` (B, C, H, W) through the RTL; compare with ``int_model``.
+    ``host_load``: the program, weights, parameters and constants go in through the core's host
+    write port, as a host processor would load them, instead of the simulator's $readmemh."""
     from hwvit.core import cycles as cyc
 
     expected = np.asarray(int_model.forward(xq, quantized=True), dtype=np.int64).reshape(len(xq), -1)
     hint = 4 * cyc.program_cycles(core.program, rows, cols)["total"] + 100_000
-    result, run_dir = _simulate(core, simulator, rows, cols, _job(core, xq, "run", hint), build_root, "run")
+    result, run_dir = _simulate(
+        core, simulator, rows, cols, _job(core, xq, "run", hint), build_root, "host" if host_load else "run", host_load
+    )
     got = np.stack([_signed8(img["logits"]) for img in result["images"]])
     return CoreRun(
         simulator,
