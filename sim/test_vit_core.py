@@ -54,7 +54,7 @@ def parse_dump(path: Path) -> list[int]:
 try:
     import cocotb
     from cocotb.clock import Clock
-    from cocotb.triggers import RisingEdge, SimTimeoutError, with_timeout
+    from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 except ImportError:  # pragma: no cover
     cocotb = None
 
@@ -106,6 +106,10 @@ if cocotb is not None:
         dut.rst_ni.value = 0
         for _ in range(3):
             await RisingEdge(dut.clk_i)
+        await ReadOnly()  # the reset values, before the first clock without reset
+        after_reset = {"busy": int(dut.busy_o.value), "done": int(dut.done_o.value), "pc": int(dut.pc_o.value)}
+        after_reset |= _counters(dut)
+        await FallingEdge(dut.clk_i)
         dut.rst_ni.value = 1
         await RisingEdge(dut.clk_i)
         if job.get("host_load"):
@@ -138,4 +142,4 @@ if cocotb is not None:
             if not images:
                 entry["perf"] = await _dump(dut, 0, job["prog_len"] - 1, perf=True)  # END has none
             images.append(entry)
-        result_path.write_text(json.dumps({"images": images, "cpu_s": t_cpu}))
+        result_path.write_text(json.dumps({"images": images, "cpu_s": t_cpu, "after_reset": after_reset}))

@@ -68,6 +68,7 @@ def test_compile_is_deterministic(digits, tmp_path):
 
 
 def _check_cycles(run: crun.CoreRun, core) -> None:
+    assert set(run.after_reset) >= {"busy", "done", "pc", "total", "gemm_beats"} and run.reset_wrong == {}
     want = cycles.program_cycles(core.program, run.rows, run.cols)
     for c in run.cycles:
         assert {k: c[k] for k in want} == want

@@ -201,6 +201,9 @@ def run(core_dir, images, simulator, rows, cols, seed, host_load):
     if res.cpu_s > 0:
         click.echo(f"{simulator}: {total / res.cpu_s:,.0f} simulated cycles/s (simulator CPU time)")
     n = len(xq)
+    if res.reset_wrong:
+        click.echo(f"after reset the core shows {res.reset_wrong}: busy, done, pc and every counter must be 0")
+        raise SystemExit(1)
     if res.matched == n:
         click.echo(f"{n}/{n} images matched: every output bit-exact ({simulator}, {rows}x{cols})")
         return
