@@ -91,7 +91,7 @@ def test_digits_verilator_ten_images_bit_exact(digits):
 def test_digits_icarus_one_image_bit_exact_on_4x4(digits):
     model, core, xq, _ = digits
     toolchain.require("icarus")
-    run = crun.run_images(core, model, xq[:1], "icarus", 4, 4)  # a second array size
+    run = crun.run_images(core, model, xq[:1], "icarus", 4, 4, host_load=True)  # a second array size
     np.testing.assert_array_equal(run.got, run.expected)
     _check_cycles(run, core)
 
@@ -101,21 +101,36 @@ def test_digits_icarus_one_image_bit_exact_on_4x4(digits):
 TINY = {"patch_size": 4, "dim": 16, "depth": 1, "heads": 2, "mlp_dim": 32}
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """(int model, compiled dir, one quantized input) of a seeded random one-layer ViT (TINY)."""
-    from hwvit.cli.common import build_models
+def _tiny_dir(out: Path, biases: bool):
+    """(int model, compiled dir, one quantized input) of a seeded random one-layer ViT (TINY).
+    ``biases``: every Linear's bias drawn (seeded, both signs) before calibration; the preset's
+    random init leaves them 0, so no GEMM would add a bias. Without, the directory's model spec is
+    what `hwvit core run` rebuilds."""
+    import torch
+
+    from hwvit.cli.common import load_data
     from hwvit.cli.core import _spec
     from hwvit.core.compile import compile_model
     from hwvit.core.coredir import write_core_dir
-    from hwvit.quant import QuantConfig
+    from hwvit.quant import QuantConfig, quantize_model
 
-    source, _, model = build_models({"preset": "digits", "config_path": dict(TINY)}, QuantConfig(), 64, 0)
+    source, data = load_data({"preset": "digits", "config_path": dict(TINY)}, 0, 64)
+    if biases:
+        gen = torch.Generator().manual_seed(5)
+        with torch.no_grad():
+            for layer in source.model.modules():
+                if isinstance(layer, torch.nn.Linear) and layer.bias is not None:
+                    layer.bias.copy_(0.5 * torch.randn(layer.bias.shape, generator=gen))
+    model = quantize_model(source.model, data.calib, QuantConfig())
     x, _ = pipeline.eval_inputs(source, 1)
-    spec = _spec("digits", None, None, TINY, None, QuantConfig(), 64, 0)  # what `hwvit core run` rebuilds
-    out = tmp_path_factory.mktemp("core") / "tiny"
-    write_core_dir(compile_model(model), out, spec)
+    write_core_dir(compile_model(model), out, _spec("digits", None, None, TINY, None, QuantConfig(), 64, 0))
     return model, read_core_dir(out), model.quantize_input(x.numpy())
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """TINY with drawn biases (_tiny_dir): its GEMMs add biases of both signs."""
+    return _tiny_dir(tmp_path_factory.mktemp("core") / "tiny", biases=True)
 
 
 def _altered(core, dest, key: str, edit) -> object:
@@ -156,6 +171,8 @@ def test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact(tiny):
     assert (model.config.dim, model.config.inner_dim) == (16, 32)
     run = crun.run_images(core, model, xq, "icarus", 4, 4)
     assert len(set(run.expected[0].tolist())) > 5  # logits that tell classes apart, not a constant
+    bias = [int(word, 16) >> 40 for word in core.file("prm").read_text().split()]  # GEMM words: bias[31:0] on top
+    assert sum(b >= 1 << 31 for b in bias) > 20 and sum(0 < b < 1 << 31 for b in bias) > 20
     np.testing.assert_array_equal(run.got, run.expected)
     _check_cycles(run, core)
     stand_in = compile_model(shape_model(model.config), images=False).program  # `core estimate`'s
@@ -183,10 +200,10 @@ def test_tiny_model_loaded_through_the_host_port_icarus_bit_exact(tiny):
     _check_cycles(run, core)
 
 
-def test_core_run_host_load_cli_icarus(tiny):
+def test_core_run_host_load_cli_icarus(tmp_path):
     """`hwvit core run --host-load` on Icarus: the image matches through the host-port load."""
     toolchain.require("icarus")
-    _, core, _ = tiny
+    _, core, _ = _tiny_dir(tmp_path / "tiny", biases=False)  # the model its spec rebuilds
     args = ["core", "run", str(core.path), "--images", "1", "--simulator", "icarus", "--rows", "4", "--cols", "4"]
     res = CliRunner().invoke(main, [*args, "--host-load"])
     assert res.exit_code == 0, res.output
