@@ -5,7 +5,8 @@ memory images into the run directory under the names the wrapper's $readmemh rea
 job (JSON, named by HWVIT_CORE_JOB). The cocotb test below then, per image, writes core_in.hex,
 pulses load_i / start_i / dump_i and waits for the wrapper's done pulses: no Python runs while the
 core computes. With ``host_load`` in the job, preload_i first writes every memory through the host
-port (the core's $readmemh images then hold garbage). ``steps`` mode runs one image an instruction
+port (the core's $readmemh images then hold garbage). With ``poke``, the first image's run starts
+from counters with offsets added (Icarus). ``steps`` mode runs one image an instruction
 at a time (stop_pc_i, cont_i) and dumps each instruction's output range, for the mismatch search.
 Results go to HWVIT_RESULT as JSON.
 """
@@ -90,6 +91,15 @@ if cocotb is not None:
         await _pulse(dut, dut.load_i)
         await _wait(dut, dut.load_done_o, 4 * len(image) + 100, "input load")
 
+    async def _poke(dut, poke: dict) -> None:
+        """Add offsets to the core's counter registers (Icarus: their hierarchical names) half a
+        clock after start cleared them: {name: [offset, width]}. The counts they report then carry
+        the offset, so a counter's top bits are reached without 2^39 cycles of simulation."""
+        await FallingEdge(dut.clk_i)
+        for name, (offset, width) in poke.items():
+            reg = getattr(dut.dut, name)
+            reg.value = (int(reg.value) + offset) % (1 << width)
+
     def _counters(dut) -> dict:
         return {
             name: int(getattr(dut, f"cyc_{name}_o").value) for name in ("total", "ctrl", "gemm", "row", "elem", "load")
@@ -134,6 +144,8 @@ if cocotb is not None:
                 continue
             c0 = time.process_time()
             await _pulse(dut, dut.start_i)
+            if job.get("poke") and not images:
+                await _poke(dut, job["poke"])
             await _wait(dut, dut.done_o, limit, "program")
             t_cpu += time.process_time() - c0
             await RisingEdge(dut.clk_i)

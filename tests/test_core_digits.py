@@ -210,6 +210,24 @@ def test_core_run_host_load_cli_icarus(tmp_path):
     assert "1/1 images matched: every output bit-exact (icarus, 4x4)" in res.output
 
 
+def test_counters_carry_into_their_top_bits_icarus(tiny):
+    """The cycle counters (40 bit) and the per-instruction cycle count (32 bit) are started, just
+    after start clears them, from all ones below their top bit (cocotb writes the registers): the
+    first count carries through every bit, and each reported count is the cycle model's plus that
+    offset. No run lasts 2^39 cycles, so without this a counter one bit narrower passed."""
+    toolchain.require("icarus")
+    model, core, xq = tiny
+    run = crun.run_images(core, model, xq, "icarus", 4, 4, poke=crun.COUNTER_POKE)
+    np.testing.assert_array_equal(run.got, run.expected)
+    want = cycles.program_cycles(core.program, 4, 4)
+    for name in ("total", "ctrl", "gemm", "row", "elem", "load"):
+        offset, width = crun.COUNTER_POKE[f"c_{'tot' if name == 'total' else name}_q"]
+        assert want[name] > 0 and run.cycles[0][name] == (want[name] + offset) % (1 << width), name
+    per_instr = [cycles.instr_cycles(ins, 4, 4) for ins in core.program[:-1]]
+    offset, width = crun.COUNTER_POKE["icyc_q"]
+    assert run.perf == [(per_instr[0] + offset) % (1 << width), *per_instr[1:]]
+
+
 def test_undefined_op_halts_like_end_icarus(tiny, tmp_path):
     """An instruction whose op is none of END, GEMM, STREAM, LOAD halts the core there, as END does
     (rtl/vit_core.v ST_ISSUE): with the first GEMM's op byte 0x81 (GEMM with bit 7 set) the run's

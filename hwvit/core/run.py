@@ -24,6 +24,14 @@ LINKS = {"prog": "core_prog.hex", "act": "core_act.hex", "wgt": "core_wgt.hex", 
 HOST_LINKS = {key: name.replace("core_", "host_") for key, name in LINKS.items()}
 
 
+# Offsets the counter test adds to the core's counters as a run starts ({register: [offset, width]}):
+# all ones below the top bit, so the first count carries through every bit into the top one.
+COUNTER_POKE = {
+    **{f"c_{name}_q": [(1 << 39) - 1, 40] for name in ("tot", "ctrl", "gemm", "row", "elem", "load")},
+    "icyc_q": [(1 << 31) - 1, 32],
+}
+
+
 def garbage_image(text: str) -> str:
     """A $readmemh image of ``text``'s shape (lines, digits per line) with every bit inverted: what
     the core's memories start from when the host port must load them (``host_load``)."""
@@ -154,17 +162,20 @@ def run_images(
     cols: int = 8,
     build_root: Path | None = None,
     host_load: bool = False,
+    poke: dict | None = None,
 ) -> CoreRun:
     """Run quantized inputs ``xq`` (B, C, H, W) through the RTL; compare with ``int_model``.
     ``host_load``: the program, weights, parameters and constants go in through the core's host
-    write port, as a host processor would load them, instead of the simulator's $readmemh."""
+    write port, as a host processor would load them, instead of the simulator's $readmemh.
+    ``poke`` (Icarus; COUNTER_POKE): offsets added to counter registers as the first image starts;
+    its counters and per-instruction cycles then carry them."""
     from hwvit.core import cycles as cyc
 
     expected = np.asarray(int_model.forward(xq, quantized=True), dtype=np.int64).reshape(len(xq), -1)
     hint = 4 * cyc.program_cycles(core.program, rows, cols)["total"] + 100_000
-    result, run_dir = _simulate(
-        core, simulator, rows, cols, _job(core, xq, "run", hint), build_root, "host" if host_load else "run", host_load
-    )
+    job = _job(core, xq, "run", hint) | ({"poke": poke} if poke else {})
+    tag = "poke" if poke else "host" if host_load else "run"
+    result, run_dir = _simulate(core, simulator, rows, cols, job, build_root, tag, host_load)
     got = np.stack([_signed8(img["logits"]) for img in result["images"]])
     return CoreRun(
         simulator,
