@@ -149,9 +149,10 @@ if cocotb is not None:
             await _wait(dut, dut.done_o, limit, "program")
             t_cpu += time.process_time() - c0
             await RisingEdge(dut.clk_i)
-            counters = _counters(dut)
-            entry = {"logits": await _dump(dut, out_base, out_len), "cycles": counters}
+            entry = {"logits": await _dump(dut, out_base, out_len)}
             if not images:
                 entry["perf"] = await _dump(dut, 0, job["prog_len"] - 1, perf=True)  # END has none
+            # read as a host reads them, after the results: they hold until the next start
+            entry["cycles"] = _counters(dut) | {"pc": int(dut.pc_o.value)}
             images.append(entry)
         result_path.write_text(json.dumps({"images": images, "cpu_s": t_cpu, "after_reset": after_reset}))

@@ -72,6 +72,7 @@ def _check_cycles(run: crun.CoreRun, core) -> None:
     want = cycles.program_cycles(core.program, run.rows, run.cols)
     for c in run.cycles:
         assert {k: c[k] for k in want} == want
+        assert c["pc"] == len(core.program) - 1  # halted at END, held there after the run
     per_instr = [cycles.instr_cycles(ins, run.rows, run.cols) for ins in core.program[:-1]]
     assert run.perf == per_instr
 
@@ -187,10 +188,12 @@ def test_tiny_model_loaded_through_the_host_port_icarus_bit_exact(tiny):
     $readmemh images hold every bit inverted; between writes the bus carries junk (select, address,
     data) with write enable low. Every logit equal to the integer model's. The other runs load the
     memories by $readmemh and write only the input image, so a core that swapped two selects, or
-    wrote act without host_we_i, passed them."""
+    wrote act without host_we_i, passed them. Two images, the second started without a reset: its
+    counters too are the cycle model's (start_i clears them)."""
     toolchain.require("icarus")
     model, core, xq = tiny
-    run = crun.run_images(core, model, xq, "icarus", 4, 4, host_load=True)
+    run = crun.run_images(core, model, np.concatenate([xq, xq[..., ::-1]]), "icarus", 4, 4, host_load=True)
+    assert len(run.cycles) == 2 and not np.array_equal(run.expected[0], run.expected[1])
     for key, name in crun.LINKS.items():
         right = (run.run_dir / crun.HOST_LINKS[key]).read_text().split()
         wrong = (run.run_dir / name).read_text().split()
@@ -226,6 +229,24 @@ def test_counters_carry_into_their_top_bits_icarus(tiny):
     per_instr = [cycles.instr_cycles(ins, 4, 4) for ins in core.program[:-1]]
     offset, width = crun.COUNTER_POKE["icyc_q"]
     assert run.perf == [(per_instr[0] + offset) % (1 << width), *per_instr[1:]]
+
+
+def test_load_writes_exactly_its_table_entries_icarus(tiny, tmp_path):
+    """A LOAD writes n0 table entries, no more: with MAX_C = the model's 16 channels (the compiler
+    leaves room up to 32) the gamma/beta LOADs fill the LayerNorm table, so a 17th write (index 16)
+    would wrap onto channel 0 of every row. Every logit equal to the integer model's."""
+    from hwvit.core.compile import compile_model
+    from hwvit.core.coredir import write_core_dir
+
+    toolchain.require("icarus")
+    model, core, xq = tiny
+    compiled = compile_model(model)
+    assert compiled.sizes["MAX_C"] == 32 and model.config.dim == 16
+    compiled.sizes["MAX_C"] = 16
+    write_core_dir(compiled, tmp_path / "c16", core.manifest["model"])
+    run = crun.run_images(read_core_dir(tmp_path / "c16"), model, xq, "icarus", 4, 4)
+    np.testing.assert_array_equal(run.got, run.expected)
+    _check_cycles(run, core)
 
 
 def test_undefined_op_halts_like_end_icarus(tiny, tmp_path):
@@ -269,6 +290,30 @@ def test_loop_count_with_bit_31_runs_on_icarus(op, field, tiny, tmp_path):
         crun._simulate(bad, "icarus", 4, 4, job, None, f"huge-{op}")  # own run dir per case (xdist)
     log = Path(str(err.value).split("see ", 1)[1].strip())
     assert "timeout: program not done" in log.read_text()
+
+
+def test_load_of_2_to_the_15_plus_1_words_ends_icarus(tiny, tmp_path):
+    """A LOAD's table address is 16 bits: the first LOAD with n0 = 2^15 + 1 words (the next
+    instruction's op made undefined, so the core halts after it) ends in its modelled cycles, and
+    the counters are the cycle model's for the program cut there. An address kept in 15 bits wraps
+    before it reaches n0 - 1 and the LOAD never ends."""
+    toolchain.require("icarus")
+    model, core, xq = tiny
+    j = next(i for i, ins in enumerate(core.program) if ins.op == isa.OP_LOAD)
+    n = list(core.program[j].n)
+    n[0] = (1 << 15) + 1
+    long_load = _with_instr(core, tmp_path / "load", j, n=tuple(n))
+    bad = _with_instr(long_load, tmp_path / "halt", j + 1, op=isa.OP_GEMM | 0x80)
+    job = crun._job(core, xq, "run", cycles.program_cycles(core.program, 4, 4)["total"] + (1 << 17))
+    job["prog_len"] = j + 2  # the per-instruction cycles are written up to the halt
+    result, _ = crun._simulate(bad, "icarus", 4, 4, job, None, "long-load")
+    (image,) = result["images"]
+    cut = bad.program[: j + 1] + [core.program[-1]]
+    assert cut[-1].op == isa.OP_END and cycles.instr_cycles(bad.program[j], 4, 4) > 1 << 15
+    assert {k: image["cycles"][k] for k in ("total", "ctrl", "gemm", "row", "elem", "load")} == (
+        cycles.program_cycles(cut, 4, 4)
+    )
+    assert image["perf"] == [cycles.instr_cycles(ins, 4, 4) for ins in bad.program[: j + 1]]
 
 
 def test_layernorm_eps_with_bit_61_icarus(tiny, tmp_path):
