@@ -99,6 +99,24 @@ def test_a_moved_or_vanished_equivalent_is_named(tmp_path):
     assert "no such mutant any more" in stale, stale
 
 
+def test_an_equivalent_entry_holds_at_its_line_only(tmp_path):
+    """One text at two lines (a reset branch and a start branch assigning the same zeros): the
+    entry for one line's mutant does not make the other line's equivalent."""
+    text = (
+        "module m (input wire clk_i, input wire a_i, output reg q_o);\n"
+        "  always @(posedge clk_i) begin\n    if (a_i) begin\n      q_o <= 1'b0;\n"
+        "    end else begin\n      q_o <= 1'b0;\n    end\n  end\nendmodule\n"
+    )
+    twins = [m for m in mutate.mutants(text, "rtl/m.v") if m.after == "q_o <= 1'b1;"]
+    assert [m.line for m in twins] == [4, 6] and twins[0].before == twins[1].before
+    (tmp_path / "sim").mkdir()
+    first = twins[0]
+    entry = {"file": first.file, "line": first.line, "before": first.before, "after": first.after, "reason": "x" * 30}
+    (tmp_path / mutate.EQUIVALENT_FILE).write_text(yaml.safe_dump([entry]))
+    listed = mutate.load_equivalent(tmp_path)
+    assert mutate.key_of(twins[0]) in listed and mutate.key_of(twins[1]) not in listed
+
+
 def test_equivalent_entry_needs_a_reason(tmp_path):
     (tmp_path / "sim").mkdir()
     (tmp_path / mutate.EQUIVALENT_FILE).write_text("- {file: rtl/x.v, line: 3, before: a, after: b}\n")
