@@ -176,6 +176,9 @@ def test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact(tiny):
     assert sum(b >= 1 << 31 for b in bias) > 20 and sum(0 < b < 1 << 31 for b in bias) > 20
     np.testing.assert_array_equal(run.got, run.expected)
     _check_cycles(run, core)
+    # one layer: the logits read only the cls row, so every instruction's output is compared too
+    stepped = crun.find_mismatch(core, model, xq[0], "icarus", 4, 4)
+    assert stepped is not None and stepped["instruction"] is None, stepped
     stand_in = compile_model(shape_model(model.config), images=False).program  # `core estimate`'s
     assert [(i.op, i.unit, i.n, i.a, i.b, i.d) for i in stand_in] == [
         (i.op, i.unit, i.n, i.a, i.b, i.d) for i in core.program
@@ -231,22 +234,62 @@ def test_counters_carry_into_their_top_bits_icarus(tiny):
     assert run.perf == [(per_instr[0] + offset) % (1 << width), *per_instr[1:]]
 
 
-def test_load_writes_exactly_its_table_entries_icarus(tiny, tmp_path):
-    """A LOAD writes n0 table entries, no more: with MAX_C = the model's 16 channels (the compiler
-    leaves room up to 32) the gamma/beta LOADs fill the LayerNorm table, so a 17th write (index 16)
-    would wrap onto channel 0 of every row. Every logit equal to the integer model's."""
+def test_sizes_as_tight_as_the_program_icarus(tiny, tmp_path):
+    """The core built with MAX_M, MAX_K, MAX_N, MAX_ROW and MAX_C equal to the program's largest
+    GEMM dimensions, softmax row and LayerNorm row (the compiler rounds each up to the next power
+    of two above it, so their top bits were never 1): every logit equal to the integer model's.
+    This fills the LayerNorm table (a 17th gamma/beta write, one LOAD cycle too many, wraps onto
+    channel 0) and sets the top bit of every count the engines read (a count read one bit short
+    passes with the compiler's headroom)."""
     from hwvit.core.compile import compile_model
     from hwvit.core.coredir import write_core_dir
 
     toolchain.require("icarus")
     model, core, xq = tiny
     compiled = compile_model(model)
-    assert compiled.sizes["MAX_C"] == 32 and model.config.dim == 16
-    compiled.sizes["MAX_C"] = 16
-    write_core_dir(compiled, tmp_path / "c16", core.manifest["model"])
-    run = crun.run_images(read_core_dir(tmp_path / "c16"), model, xq, "icarus", 4, 4)
+    gemms = [i for i in compiled.program if i.op == isa.OP_GEMM]
+    rows = {
+        u: max(i.n[0] for i in compiled.program if i.op == isa.OP_STREAM and i.unit == u)
+        for u in (isa.U_SOFTMAX, isa.U_LAYERNORM)
+    }
+    tight = {
+        "MAX_M": max(i.n[0] for i in gemms),
+        "MAX_K": max(i.n[1] for i in gemms),
+        "MAX_N": max(i.n[2] for i in gemms),
+        "MAX_ROW": rows[isa.U_SOFTMAX],
+        "MAX_C": rows[isa.U_LAYERNORM],
+    }
+    assert tight["MAX_C"] == model.config.dim == 16 and tight["MAX_ROW"] == 5, tight
+    assert all(compiled.sizes[k] > v for k, v in tight.items()), (compiled.sizes, tight)
+    compiled.sizes.update(tight)
+    write_core_dir(compiled, tmp_path / "tight", core.manifest["model"])
+    run = crun.run_images(read_core_dir(tmp_path / "tight"), model, xq, "icarus", 4, 4)
     np.testing.assert_array_equal(run.got, run.expected)
     _check_cycles(run, core)
+
+
+def test_gemm_count_bits_past_n_bits_are_unread_icarus(tiny, tmp_path):
+    """A GEMM reads its N from N_BITS = clog2(MAX_N + 1) bits, the write mask too: the first Q.K^T
+    (N = 5 tokens, not a multiple of the 4 columns) with bit N_BITS of its N set runs as N = 5 and
+    its scores region ends as the unaltered program's (the logits read only the cls row). A mask
+    that read the set bit wrote the last tile's three columns past N over the next rows' first
+    scores."""
+    toolchain.require("icarus")
+    model, core, xq = tiny
+    j = next(i for i, ins in enumerate(core.program) if ins.op == isa.OP_GEMM and ins.n[2] % 4)
+    n_bits = crun.hdl_parameters(core, 4, 4)["MAX_N"].bit_length()  # clog2(MAX_N + 1)
+    n = list(core.program[j].n)
+    assert n[2] == 5 and n[2] < 1 << n_bits
+    n[2] |= 1 << n_bits
+    wide = _with_instr(core, tmp_path / "wide", j, n=tuple(n))
+    base, size = core.region("scores")
+    scores = []
+    for c, tag in ((core, "scores"), (wide, "scores-wide")):
+        job = crun._job(core, xq, "run", 4 * cycles.program_cycles(core.program, 4, 4)["total"] + 100_000)
+        job["out"] = [base, size]
+        result, _ = crun._simulate(c, "icarus", 4, 4, job, None, tag)
+        scores.append(result["images"][0]["logits"])
+    assert scores[0] == scores[1] and len(set(scores[0])) > 10
 
 
 def test_undefined_op_halts_like_end_icarus(tiny, tmp_path):
