@@ -314,11 +314,12 @@ def test_undefined_op_halts_like_end_icarus(tiny, tmp_path):
     assert image["perf"] == [cycles.instr_cycles(ins, 4, 4) for ins in core.program[:k]]
 
 
-@pytest.mark.parametrize(("op", "field"), [("stream", 4), ("load", 1)])
+@pytest.mark.parametrize(("op", "field"), [("stream", 1), ("stream", 2), ("stream", 3), ("stream", 4), ("load", 1)])
 def test_loop_count_with_bit_31_runs_on_icarus(op, field, tiny, tmp_path):
-    """Loop counts are 32-bit: a STREAM whose outer count n3 (f4) or a LOAD whose word count n0 (f1)
-    has bit 31 set runs 2^31 more loops, so the core is still busy long after the program's modelled
-    cycles (the harness times out), where a count read from 31 bits would finish on time."""
+    """Loop counts are 32-bit: a STREAM whose count n0, n1, n2 or n3 (f1-f4) or a LOAD whose word
+    count n0 (f1) has bit 31 set runs 2^31 more loops, so the core is still busy long after the
+    program's modelled cycles (the harness times out), where a count read from 31 bits would finish
+    on time."""
     toolchain.require("icarus")
     model, core, xq = tiny
     code = {"stream": isa.OP_STREAM, "load": isa.OP_LOAD}[op]
@@ -330,7 +331,7 @@ def test_loop_count_with_bit_31_runs_on_icarus(op, field, tiny, tmp_path):
     assert bad.program[j].n[field - 1] >= 1 << 31
     job = crun._job(core, xq, "run", cycles.program_cycles(core.program, 4, 4)["total"] + 2000)
     with pytest.raises(RuntimeError, match="wrote no result") as err:
-        crun._simulate(bad, "icarus", 4, 4, job, None, f"huge-{op}")  # own run dir per case (xdist)
+        crun._simulate(bad, "icarus", 4, 4, job, None, f"huge-{op}-{field}")  # own run dir per case (xdist)
     log = Path(str(err.value).split("see ", 1)[1].strip())
     assert "timeout: program not done" in log.read_text()
 
