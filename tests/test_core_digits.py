@@ -285,7 +285,7 @@ def test_gemm_count_bits_past_n_bits_are_unread_icarus(tiny, tmp_path):
     base, size = core.region("scores")
     scores = []
     for c, tag in ((core, "scores"), (wide, "scores-wide")):
-        job = crun._job(core, xq, "run", 4 * cycles.program_cycles(core.program, 4, 4)["total"] + 100_000)
+        job = crun._job(core, xq, "run", crun.cycle_limit(core, 4, 4))
         job["out"] = [base, size]
         result, _ = crun._simulate(c, "icarus", 4, 4, job, None, tag)
         scores.append(result["images"][0]["logits"])
@@ -302,7 +302,7 @@ def test_undefined_op_halts_like_end_icarus(tiny, tmp_path):
     k = next(i for i, ins in enumerate(core.program) if ins.op == isa.OP_GEMM)
 
     bad = _with_instr(core, tmp_path / "bad", k, op=isa.OP_GEMM | 0x80)
-    job = crun._job(core, xq, "run", 4 * cycles.program_cycles(core.program, 4, 4)["total"] + 100_000)
+    job = crun._job(core, xq, "run", crun.cycle_limit(core, 4, 4))
     job["prog_len"] = k + 1  # the per-instruction cycles are written up to the halt
     result, _ = crun._simulate(bad, "icarus", 4, 4, job, None, "halt")
     (image,) = result["images"]

@@ -55,11 +55,11 @@ class CoreRun:
     run_dir: Path
     mismatch: dict | None = None
     extra: dict = field(default_factory=dict)
-    after_reset: dict = field(default_factory=dict)  # busy, done, pc, counters the cycle after reset
+    after_reset: dict = field(default_factory=dict)  # busy, done, pc, counters as reset leaves them
 
     @property
     def reset_wrong(self) -> dict:
-        """What is not 0 the cycle after reset (busy, done, pc, every counter must be)."""
+        """What reset leaves other than 0 (busy, done, pc and every counter must be 0)."""
         return {k: v for k, v in self.after_reset.items() if v}
 
     @property
@@ -136,6 +136,14 @@ def _simulate(
         return json.loads(result_file.read_text()), run_dir
 
 
+def cycle_limit(core: CoreDir, rows: int, cols: int) -> int:
+    """Cycles the testbench waits for one run of the program before calling it hung: 4x the cycle
+    model's total, plus 100,000."""
+    from hwvit.core import cycles as cyc
+
+    return 4 * cyc.program_cycles(core.program, rows, cols)["total"] + 100_000
+
+
 def _job(core: CoreDir, images: np.ndarray, mode: str, cycles_hint: int) -> dict:
     base, size = core.region(core.manifest["output"]["region"])
     ranges = []
@@ -169,11 +177,8 @@ def run_images(
     write port, as a host processor would load them, instead of the simulator's $readmemh.
     ``poke`` (Icarus; COUNTER_POKE): offsets added to counter registers as the first image starts;
     its counters and per-instruction cycles then carry them."""
-    from hwvit.core import cycles as cyc
-
     expected = np.asarray(int_model.forward(xq, quantized=True), dtype=np.int64).reshape(len(xq), -1)
-    hint = 4 * cyc.program_cycles(core.program, rows, cols)["total"] + 100_000
-    job = _job(core, xq, "run", hint) | ({"poke": poke} if poke else {})
+    job = _job(core, xq, "run", cycle_limit(core, rows, cols)) | ({"poke": poke} if poke else {})
     tag = "poke" if poke else "host" if host_load else "run"
     result, run_dir = _simulate(core, simulator, rows, cols, job, build_root, tag, host_load)
     got = np.stack([_signed8(img["logits"]) for img in result["images"]])
@@ -195,13 +200,12 @@ def find_mismatch(
     core: CoreDir, int_model, x1: np.ndarray, simulator: str, rows: int, cols: int, build_root: Path | None = None
 ) -> dict | None:
     """Step one image through the program; the first instruction whose output differs, or None."""
-    from hwvit.core import cycles as cyc
     from hwvit.intvit import Trace
 
     tr = Trace(values=True)
     int_model.forward(x1[None], trace=tr, quantized=True)
-    hint = 4 * cyc.program_cycles(core.program, rows, cols)["total"] + 100_000
-    result, run_dir = _simulate(core, simulator, rows, cols, _job(core, x1[None], "steps", hint), build_root, "steps")
+    job = _job(core, x1[None], "steps", cycle_limit(core, rows, cols))
+    result, run_dir = _simulate(core, simulator, rows, cols, job, build_root, "steps")
     steps = result["images"][0]["steps"]
     for i, ins in enumerate(core.program[:-1]):
         if not ins.check:
