@@ -106,7 +106,9 @@ def _tiny_dir(out: Path, biases: bool):
     """(int model, compiled dir, one quantized input) of a seeded random one-layer ViT (TINY).
     ``biases``: every Linear's bias drawn (seeded, both signs) before calibration; the preset's
     random init leaves them 0, so no GEMM would add a bias. Without, the directory's model spec is
-    what `hwvit core run` rebuilds."""
+    what `hwvit core run` rebuilds. The scratchpad's regions start at act_base = the power of two
+    at or above the layout's size, so every region lies in the scratchpad's upper half: every act
+    address has its top bit set (from 0, the top bit was 0 in every operand a GEMM read)."""
     import torch
 
     from hwvit.cli.common import load_data
@@ -124,7 +126,11 @@ def _tiny_dir(out: Path, biases: bool):
                     layer.bias.copy_(0.5 * torch.randn(layer.bias.shape, generator=gen))
     model = quantize_model(source.model, data.calib, QuantConfig())
     x, _ = pipeline.eval_inputs(source, 1)
-    write_core_dir(compile_model(model), out, _spec("digits", None, None, TINY, None, QuantConfig(), 64, 0))
+    size = max(b + n for b, n in compile_model(model, images=False).regions.values())
+    compiled = compile_model(model, act_base=1 << (size - 1).bit_length())
+    depth = compiled.sizes["ACT_DEPTH"]
+    assert depth & (depth - 1) == 0 and min(b for b, _ in compiled.regions.values()) >= depth // 2, compiled.sizes
+    write_core_dir(compiled, out, _spec("digits", None, None, TINY, None, QuantConfig(), 64, 0))
     return model, read_core_dir(out), model.quantize_input(x.numpy())
 
 
@@ -179,7 +185,7 @@ def test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact(tiny):
     # one layer: the logits read only the cls row, so every instruction's output is compared too
     stepped = crun.find_mismatch(core, model, xq[0], "icarus", 4, 4)
     assert stepped is not None and stepped["instruction"] is None, stepped
-    stand_in = compile_model(shape_model(model.config), images=False).program  # `core estimate`'s
+    stand_in = compile_model(shape_model(model.config), images=False, act_base=core.sizes["IN_BASE"]).program
     assert [(i.op, i.unit, i.n, i.a, i.b, i.d) for i in stand_in] == [
         (i.op, i.unit, i.n, i.a, i.b, i.d) for i in core.program
     ]
@@ -246,7 +252,7 @@ def test_sizes_as_tight_as_the_program_icarus(tiny, tmp_path):
 
     toolchain.require("icarus")
     model, core, xq = tiny
-    compiled = compile_model(model)
+    compiled = compile_model(model, act_base=core.sizes["IN_BASE"])
     gemms = [i for i in compiled.program if i.op == isa.OP_GEMM]
     rows = {
         u: max(i.n[0] for i in compiled.program if i.op == isa.OP_STREAM and i.unit == u)
@@ -407,7 +413,7 @@ def test_layernorm_eps_with_bit_61_icarus(tiny, tmp_path):
     model, core, xq = tiny
     wide = copy.deepcopy(model)
     wide.blocks[0].norm1.eps_int = 1 << 61
-    write_core_dir(compile_model(wide), tmp_path / "eps", core.manifest["model"])
+    write_core_dir(compile_model(wide, act_base=core.sizes["IN_BASE"]), tmp_path / "eps", core.manifest["model"])
     run = crun.run_images(read_core_dir(tmp_path / "eps"), wide, xq, "icarus", 4, 4)
     np.testing.assert_array_equal(run.got, run.expected)
     assert not np.array_equal(run.expected, np.asarray(model.forward(xq, quantized=True)).reshape(1, -1))

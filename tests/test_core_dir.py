@@ -86,6 +86,39 @@ def test_bad_core_dirs_are_one_line_errors(digits_shape_dir, tmp_path):
         read_core_dir(garbled)
 
 
+def test_act_base_moves_every_scratchpad_region():
+    """compile_model(act_base=B): every region, the input (IN_BASE) and every scratchpad operand (a
+    GEMM's a, its d, its w when w_act; a STREAM's a, b and d) B words up, the act image 0 below B
+    and the base-0 image above it, ACT_DEPTH covering the top; the rest of the program unchanged.
+    Bad bases are refused."""
+    model = shape_model(load_preset("digits"))
+    low, high = compile_model(model), compile_model(model, act_base=3000)
+    assert {k: (b + 3000, n) for k, (b, n) in low.regions.items()} == high.regions
+    assert high.sizes["IN_BASE"] == low.sizes["IN_BASE"] + 3000 == 3000
+    top = max(b + n for b, n in high.regions.values())
+    assert high.sizes["ACT_DEPTH"] == -(-top // 1024) * 1024 and len(high.act) == top
+    assert not high.act[:3000].any() and (high.act[3000:] == low.act).all()
+    assert {k: v for k, v in high.sizes.items() if k not in ("ACT_DEPTH", "IN_BASE")} == {
+        k: v for k, v in low.sizes.items() if k not in ("ACT_DEPTH", "IN_BASE")
+    }
+    assert len(low.program) == len(high.program) and (low.wgt == high.wgt).all() and low.prm == high.prm
+    moved = 0
+    for lo, hi in zip(low.program, high.program):
+        act_side = {"a", "d"} if lo.op in (isa.OP_GEMM, isa.OP_STREAM) else set()
+        if lo.w_act or (lo.op == isa.OP_STREAM and lo.b != isa.Gen()):  # the residual add's second input
+            act_side.add("b")
+        for g in ("a", "b", "d"):
+            assert getattr(hi, g).base - getattr(lo, g).base == (3000 if g in act_side else 0), (lo.name, g)
+            assert getattr(hi, g).strides == getattr(lo, g).strides
+        moved += len(act_side)
+        unmoved = [f for i, f in enumerate(lo.fields()) if i not in (5, 10, 15)]
+        assert unmoved == [f for i, f in enumerate(hi.fields()) if i not in (5, 10, 15)]
+    assert moved > 20
+    for bad in (-1, 2**30, True, 1.5):
+        with pytest.raises(CoreCompileError, match="act_base"):
+            compile_model(model, act_base=bad)
+
+
 def test_unsupported_model_is_refused():
     with pytest.raises(CoreCompileError, match="patch embedding 'linear1d'"):
         compile_model(shape_model(load_preset("ecg1d")))

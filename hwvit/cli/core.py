@@ -42,8 +42,15 @@ def _spec(preset, checkpoint, family, config_path, heads, qconfig, calib_images,
 @calib_images_option
 @seed_option("Seed of random weights and calibration inputs.")
 @out_option("Output core directory.", required=True)
+@click.option(
+    "--act-base",
+    type=click.IntRange(0, 2**30 - 1),
+    default=0,
+    show_default=True,
+    help="Scratchpad address of the model's first region (its input); the words below are left to the host.",
+)
 @force_option
-def compile(qconfig, recipe, calib_images, seed, out_dir, force, **kw):  # noqa: A001 - the command's name
+def compile(qconfig, recipe, calib_images, seed, out_dir, act_base, force, **kw):  # noqa: A001 - the command's name
     """Compile the integer model for the RTL core (rtl/vit_core.v): program, memory images, manifest.
 
     The core's requant saturates every activation to int8: a recipe may set weight widths,
@@ -62,7 +69,7 @@ def compile(qconfig, recipe, calib_images, seed, out_dir, force, **kw):  # noqa:
     )
     _, _, int_model = build_models(kw, qconfig, calib_images, seed, recipe=recipe)
     try:
-        compiled = compile_model(int_model)
+        compiled = compile_model(int_model, act_base=act_base)
         write_core_dir(
             compiled,
             out_dir,
@@ -104,7 +111,7 @@ def core():
 def _int_model(cdir):
     """The integer model the directory was compiled from, checked by recompiling it."""
     from hwvit.cli.common import build_models
-    from hwvit.core.compile import compile_model
+    from hwvit.core.compile import CoreCompileError, compile_model
     from hwvit.quant import QuantConfig
     from hwvit.quant.recipe import from_dict
 
@@ -120,9 +127,13 @@ def _int_model(cdir):
             "heads": spec.get("heads"),
         }
         source, _, m = build_models(model, qconfig, int(spec["calib_images"]), int(spec["seed"]), recipe=recipe)
+        act_base = int(cdir.sizes["IN_BASE"])  # the first region is the input
     except (KeyError, TypeError, ValueError) as exc:
         fail(f"{cdir.path}: manifest model entry unusable ({exc})")
-    again = compile_model(m)
+    try:
+        again = compile_model(m, act_base=act_base)
+    except CoreCompileError as exc:
+        fail(f"{cdir.path}: {exc}")
     if [i.word() for i in again.program] != [i.word() for i in cdir.program] or len(again.program) != len(cdir.program):
         fail(f"{cdir.path}: the program differs from a fresh compile of its model; recompile it")
     return source, m

@@ -42,8 +42,8 @@ class Compiled:
 
 
 class _Alloc:
-    def __init__(self):
-        self.top = 0
+    def __init__(self, start: int = 0):
+        self.top = start
         self.regions: dict[str, tuple[int, int]] = {}
 
     def __call__(self, name: str, size: int) -> int:
@@ -62,11 +62,11 @@ def _round_up(v: int, q: int) -> int:
 
 
 class _Builder:
-    def __init__(self, model, images: bool = True):
+    def __init__(self, model, images: bool = True, act_base: int = 0):
         self.m = model
         self.images = images  # False: the program and layout only (estimates of large models)
         self.prog: list[Instr] = []
-        self.act = _Alloc()
+        self.act = _Alloc(act_base)
         self.act_init: dict[int, np.ndarray] = {}
         self.wgt: list[np.ndarray] = []
         self.wgt_top = 0
@@ -230,12 +230,16 @@ def _check_model(m) -> None:
         raise CoreCompileError(f"model {cfg.name!r} uses {problems[0]}; the core runs {SUPPORTED}")
 
 
-def compile_model(m, images: bool = True) -> Compiled:
+def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
     """IntViT -> Compiled (program, memory images, layout). Deterministic.
 
     ``images=False`` skips the weight image (the program and sizes are the same).
+    ``act_base``: the scratchpad address of the first region (the input, IN_BASE); the words below
+    it are left to the host (0 in the act image) and ACT_DEPTH covers them.
     """
     _check_model(m)
+    if isinstance(act_base, bool) or not isinstance(act_base, int) or not 0 <= act_base < 2**30:
+        raise CoreCompileError(f"act_base must be an integer in [0, 2^30), got {act_base!r}")
     cfg = m.config
     c_in, hh, ww = tuple(cfg.input_shape)
     p = m.patch_embed.patch_size
@@ -247,7 +251,7 @@ def compile_model(m, images: bool = True) -> Compiled:
     heads, hd = m.blocks[0].attn.heads if m.blocks else cfg.heads, cfg.head_dim
     inner = heads * hd  # width of q, k, v and the context (SimpleViT's dim_head may make it != dim)
     mlp = m.blocks[0].fc1.w.shape[0] if m.blocks else 1
-    bld = _Builder(m, images)
+    bld = _Builder(m, images, act_base)
     act = bld.act
 
     # ---- scratchpad layout: input, constants, buffers
