@@ -6,7 +6,10 @@ job (JSON, named by HWVIT_CORE_JOB). The cocotb test below then, per image, writ
 pulses load_i / start_i / dump_i and waits for the wrapper's done pulses: no Python runs while the
 core computes. With ``host_load`` in the job, preload_i first writes every memory through the host
 port (the core's $readmemh images then hold garbage). With ``poke``, the first image's run starts
-from counters with offsets added (Icarus). ``steps`` mode runs one image an instruction
+from counters with offsets added (Icarus). With ``stop_after`` N, each image's run is cut N cycles
+after start (reset held for 3 cycles, as a host's watchdog would; the memories keep their words)
+and the output range is dumped then, busy or not: what a run has written by a given cycle, for
+programs that never end. ``steps`` mode runs one image an instruction
 at a time (stop_pc_i, cont_i) and dumps each instruction's output range, for the mismatch search.
 Results go to HWVIT_RESULT as JSON.
 """
@@ -55,7 +58,7 @@ def parse_dump(path: Path) -> list[int]:
 try:
     import cocotb
     from cocotb.clock import Clock
-    from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge, SimTimeoutError, with_timeout
+    from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 except ImportError:  # pragma: no cover
     cocotb = None
 
@@ -146,6 +149,17 @@ if cocotb is not None:
             await _pulse(dut, dut.start_i)
             if job.get("poke") and not images:
                 await _poke(dut, job["poke"])
+            if job.get("stop_after"):
+                await ClockCycles(dut.clk_i, job["stop_after"])
+                await FallingEdge(dut.clk_i)
+                busy = int(dut.busy_o.value)
+                dut.rst_ni.value = 0
+                await ClockCycles(dut.clk_i, 3)
+                await FallingEdge(dut.clk_i)
+                dut.rst_ni.value = 1
+                await RisingEdge(dut.clk_i)
+                images.append({"logits": await _dump(dut, out_base, out_len), "busy_at_stop": busy})
+                continue
             await _wait(dut, dut.done_o, limit, "program")
             t_cpu += time.process_time() - c0
             await RisingEdge(dut.clk_i)

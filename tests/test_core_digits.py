@@ -342,6 +342,72 @@ def test_loop_count_with_bit_31_runs_on_icarus(op, field, tiny, tmp_path):
     assert "timeout: program not done" in log.read_text()
 
 
+def _first_addresses(n, gen: isa.Gen, count: int) -> np.ndarray:
+    """The first ``count`` addresses of a generator over loop counts ``n`` (level 0 innermost),
+    counts of any size (isa.gen_addresses enumerates them all)."""
+    out = []
+    for k in range(count):
+        idx = []
+        for c in n:
+            idx.append(k % c)
+            k //= c
+        out.append((gen.base + sum(i * st for i, st in zip(idx, gen.strides))) & isa.MASK32)
+    return np.array(out, dtype=np.int64)
+
+
+@pytest.mark.parametrize("unit", ["copy", "add"])
+@pytest.mark.parametrize("field", [1, 2, 3, 4])
+def test_stream_count_with_bit_31_on_icarus(field, unit, tiny, tmp_path):
+    """A STREAM copy or residual add whose count n0, n1, n2 or n3 (the others 3) has bit 31 set
+    never ends, so the timeout test above cannot tell its engines apart. Cut after 400 cycles
+    (harness ``stop_after``), the core is busy and its first 120 output bytes (d = element index)
+    are the copy / ops residual_add_ref of the bytes at the a (and b) generators' first 120
+    addresses, counted with bit 31. A read-side generator (a or b) that took the count from 31 bits
+    moves to the next level (at n3: stops) after 3 loops at that level: the bytes it would give are
+    computed here and differ; a write side that did ends the instruction after 81 elements."""
+    from hwvit.ops.reference import residual_add_ref
+
+    toolchain.require("icarus")
+    model, core, xq = tiny
+    base = core.sizes["IN_BASE"]
+    n = [3, 3, 3, 3]
+    n[field - 1] |= 1 << 31
+    src = isa.Gen(base + 40, (1, 4, 13, -11 & isa.MASK32))
+    src_b = isa.Gen(base + 61, (-1 & isa.MASK32, 7, -5 & isa.MASK32, 19)) if unit == "add" else isa.Gen()
+    dst = isa.Gen(0, (1, 3, 9, 27))  # below IN_BASE: the 0s the tiny layout leaves to the host
+    op = {"copy": isa.U_COPY, "add": isa.U_ADD}[unit]
+    ins = isa.Instr(op=isa.OP_STREAM, unit=op, n=tuple(n), a=src, b=src_b, d=dst, mult_a=3, mult_b=5, shift=2)
+    fields = ("op", "unit", "n", "a", "b", "d", "mult_a", "mult_b", "shift")
+    first = _with_instr(core, tmp_path / "s", 0, **{f: getattr(ins, f) for f in fields})
+    prog = _with_instr(first, tmp_path / "prog", 1, op=isa.OP_END)
+    job = crun._job(core, xq, "run", 20_000)
+    job["out"], job["prog_len"], job["stop_after"] = [0, 120], 2, 400
+    result, _ = crun._simulate(prog, "icarus", 4, 4, job, None, f"huge-{unit}-{field}")
+    (image,) = result["images"]
+
+    act = np.array([int(v, 16) for v in core.file("act").read_text().split()], dtype=np.int64)
+    act[base : base + core.sizes["IN_LEN"]] = xq.reshape(-1) & 0xFF
+    assert not act[:base].any()
+    assert (_first_addresses(n, dst, 120) == np.arange(120)).all()
+    short = list(n)
+    short[field - 1] = 3  # the count read from 31 bits: 3 loops at that level
+
+    def out(a_counts, b_counts) -> np.ndarray:
+        a = act[_first_addresses(a_counts, src, 120)]
+        if unit == "copy":
+            return a
+        b = act[_first_addresses(b_counts, src_b, 120)]
+        return np.array(residual_add_ref(*(list((v ^ 128) - 128) for v in (a, b)), 3, 5, 2)) & 0xFF
+
+    want = out(n, n)
+    for wrong in (out(short, n), out(n, short)) if unit == "add" else (out(short, n),):
+        if field == 4:  # the short side ends after 81 elements, the write side waits
+            wrong = np.r_[want[:81], np.zeros(39, np.int64)]
+        assert (want != wrong).sum() > 10
+    assert image["busy_at_stop"] == 1
+    np.testing.assert_array_equal(np.asarray(image["logits"]), want)
+
+
 def test_load_of_2_to_the_15_plus_1_words_ends_icarus(tiny, tmp_path):
     """A LOAD's table address is 16 bits: the first LOAD with n0 = 2^15 + 1 words (the next
     instruction's op made undefined, so the core halts after it) ends in its modelled cycles, and
