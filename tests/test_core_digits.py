@@ -342,6 +342,25 @@ def test_loop_count_with_bit_31_runs_on_icarus(op, field, tiny, tmp_path):
     assert "timeout: program not done" in log.read_text()
 
 
+def _run_alone(core, xq, ins: isa.Instr, tmp_path: Path, tag: str, out: list[int], **job) -> dict:
+    """Instruction ``ins`` then END as a program of their own in ``core``'s memories, run on Icarus
+    (4 x 4) with the tiny image: the harness result of the image, ``out`` ([base, length]) dumped."""
+    fields = ("op", "unit", "n", "a", "b", "d", "mult_a", "mult_b", "shift")
+    first = _with_instr(core, tmp_path / f"{tag}-1", 0, **{f: getattr(ins, f) for f in fields})
+    prog = _with_instr(first, tmp_path / f"{tag}-2", 1, op=isa.OP_END)
+    spec = crun._job(core, xq, "run", 20_000) | {"out": out, "prog_len": 2, **job}
+    result, _ = crun._simulate(prog, "icarus", 4, 4, spec, None, tag)
+    (image,) = result["images"]
+    return image
+
+
+def _act_after_load(core, xq) -> np.ndarray:
+    """The scratchpad when a program starts: act.hex with the image the testbench writes at IN_BASE."""
+    act = np.array([int(v, 16) for v in core.file("act").read_text().split()], dtype=np.int64)
+    act[core.sizes["IN_BASE"] : core.sizes["IN_BASE"] + core.sizes["IN_LEN"]] = xq.reshape(-1) & 0xFF
+    return act
+
+
 def _first_addresses(n, gen: isa.Gen, count: int) -> np.ndarray:
     """The first ``count`` addresses of a generator over loop counts ``n`` (level 0 innermost),
     counts of any size (isa.gen_addresses enumerates them all)."""
@@ -377,16 +396,9 @@ def test_stream_count_with_bit_31_on_icarus(field, unit, tiny, tmp_path):
     dst = isa.Gen(0, (1, 3, 9, 27))  # below IN_BASE: the 0s the tiny layout leaves to the host
     op = {"copy": isa.U_COPY, "add": isa.U_ADD}[unit]
     ins = isa.Instr(op=isa.OP_STREAM, unit=op, n=tuple(n), a=src, b=src_b, d=dst, mult_a=3, mult_b=5, shift=2)
-    fields = ("op", "unit", "n", "a", "b", "d", "mult_a", "mult_b", "shift")
-    first = _with_instr(core, tmp_path / "s", 0, **{f: getattr(ins, f) for f in fields})
-    prog = _with_instr(first, tmp_path / "prog", 1, op=isa.OP_END)
-    job = crun._job(core, xq, "run", 20_000)
-    job["out"], job["prog_len"], job["stop_after"] = [0, 120], 2, 400
-    result, _ = crun._simulate(prog, "icarus", 4, 4, job, None, f"huge-{unit}-{field}")
-    (image,) = result["images"]
+    image = _run_alone(core, xq, ins, tmp_path, f"huge-{unit}-{field}", [0, 120], stop_after=400)
 
-    act = np.array([int(v, 16) for v in core.file("act").read_text().split()], dtype=np.int64)
-    act[base : base + core.sizes["IN_LEN"]] = xq.reshape(-1) & 0xFF
+    act = _act_after_load(core, xq)
     assert not act[:base].any()
     assert (_first_addresses(n, dst, 120) == np.arange(120)).all()
     short = list(n)
@@ -445,15 +457,9 @@ def test_stream_copy_over_four_loop_levels_icarus(tiny, tmp_path):
     src = isa.Gen(base + 38, (1, 3, 8, -18 & isa.MASK32))
     dst = isa.Gen(core.sizes["ACT_DEPTH"] - 128, (1, 3, 9, 27))
     copy = isa.Instr(op=isa.OP_STREAM, unit=isa.U_COPY, n=n, a=src, d=dst, name="copy4")
-    first = _with_instr(core, tmp_path / "copy", 0, **{f: getattr(copy, f) for f in ("op", "unit", "n", "a", "b", "d")})
-    prog = _with_instr(first, tmp_path / "prog", 1, op=isa.OP_END)
-    job = crun._job(core, xq, "run", 20_000)
-    job["out"], job["prog_len"] = [dst.base, 81], 2
-    result, _ = crun._simulate(prog, "icarus", 4, 4, job, None, "copy4")
-    (image,) = result["images"]
+    image = _run_alone(core, xq, copy, tmp_path, "copy4", [dst.base, 81])
 
-    act = np.array([int(v, 16) for v in core.file("act").read_text().split()], dtype=np.int64)
-    act[base : base + length] = xq.reshape(-1) & 0xFF  # the image the testbench writes at IN_BASE
+    act = _act_after_load(core, xq)
     s = isa.gen_addresses(n, isa.Gen(src.base, (1, 3, 8, -18))).reshape(-1)
     assert s.min() >= base and s.max() < base + length and len(set(s.tolist())) > 50
     d = isa.gen_addresses(n, dst).reshape(-1)
