@@ -69,7 +69,7 @@ CORE_SUITE = "tests/test_core_digits.py"
 CORE_FIRST = (
     "test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact",
     "test_tiny_model_loaded_through_the_host_port_icarus_bit_exact",
-    "test_stream_copy_over_four_loop_levels_icarus",
+    "test_stream_over_four_loop_levels_icarus",
 )
 
 

@@ -342,14 +342,18 @@ def test_loop_count_with_bit_31_runs_on_icarus(op, field, tiny, tmp_path):
     assert "timeout: program not done" in log.read_text()
 
 
-def _run_alone(core, xq, ins: isa.Instr, tmp_path: Path, tag: str, out: list[int], **job) -> dict:
-    """Instruction ``ins`` then END as a program of their own in ``core``'s memories, run on Icarus
-    (4 x 4) with the tiny image: the harness result of the image, ``out`` ([base, length]) dumped."""
-    fields = ("op", "unit", "n", "a", "b", "d", "mult_a", "mult_b", "shift")
-    first = _with_instr(core, tmp_path / f"{tag}-1", 0, **{f: getattr(ins, f) for f in fields})
-    prog = _with_instr(first, tmp_path / f"{tag}-2", 1, op=isa.OP_END)
-    spec = crun._job(core, xq, "run", 20_000) | {"out": out, "prog_len": 2, **job}
-    result, _ = crun._simulate(prog, "icarus", 4, 4, spec, None, tag)
+def _run_alone(core, xq, ins, tmp_path: Path, tag: str, out: list[int], **job) -> dict:
+    """Instruction ``ins`` (or a list of them) then END as a program of its own in ``core``'s
+    memories, run on Icarus (4 x 4) with image ``xq``: the harness result of the image, ``out``
+    ([base, length]) dumped."""
+    prog = [*(ins if isinstance(ins, list) else [ins]), isa.end()]
+
+    def edit(lines):
+        lines[: len(prog)] = [f"{i.word():0{isa.WORD_BITS // 4}x}" for i in prog]
+
+    alone = _altered(core, tmp_path / tag, "prog", edit)
+    spec = crun._job(core, xq, "run", 20_000) | {"out": out, "prog_len": len(prog), **job}
+    result, _ = crun._simulate(alone, "icarus", 4, 4, spec, None, tag)
     (image,) = result["images"]
     return image
 
@@ -378,9 +382,9 @@ def _first_addresses(n, gen: isa.Gen, count: int) -> np.ndarray:
 @pytest.mark.parametrize("field", [1, 2, 3, 4])
 def test_stream_count_with_bit_31_on_icarus(field, unit, tiny, tmp_path):
     """A STREAM copy or residual add whose count n0, n1, n2 or n3 (the others 3) has bit 31 set
-    never ends, so the timeout test above cannot tell its engines apart. Cut after 400 cycles
-    (harness ``stop_after``), the core is busy and its first 120 output bytes (d = element index)
-    are the copy / ops residual_add_ref of the bytes at the a (and b) generators' first 120
+    never ends, so the timeout test above cannot tell its engines apart. Cut after 600 cycles
+    (harness ``stop_after``), the core is busy and its first 200 output bytes (d = element index)
+    are the copy / ops residual_add_ref of the bytes at the a (and b) generators' first 200
     addresses, counted with bit 31. A read-side generator (a or b) that took the count from 31 bits
     moves to the next level (at n3: stops) after 3 loops at that level: the bytes it would give are
     computed here and differ; a write side that did ends the instruction after 81 elements."""
@@ -396,25 +400,25 @@ def test_stream_count_with_bit_31_on_icarus(field, unit, tiny, tmp_path):
     dst = isa.Gen(0, (1, 3, 9, 27))  # below IN_BASE: the 0s the tiny layout leaves to the host
     op = {"copy": isa.U_COPY, "add": isa.U_ADD}[unit]
     ins = isa.Instr(op=isa.OP_STREAM, unit=op, n=tuple(n), a=src, b=src_b, d=dst, mult_a=3, mult_b=5, shift=2)
-    image = _run_alone(core, xq, ins, tmp_path, f"huge-{unit}-{field}", [0, 120], stop_after=400)
+    image = _run_alone(core, xq, ins, tmp_path, f"huge-{unit}-{field}", [0, 200], stop_after=600)
 
     act = _act_after_load(core, xq)
     assert not act[:base].any()
-    assert (_first_addresses(n, dst, 120) == np.arange(120)).all()
+    assert (_first_addresses(n, dst, 200) == np.arange(200)).all()
     short = list(n)
     short[field - 1] = 3  # the count read from 31 bits: 3 loops at that level
 
     def out(a_counts, b_counts) -> np.ndarray:
-        a = act[_first_addresses(a_counts, src, 120)]
+        a = act[_first_addresses(a_counts, src, 200)]
         if unit == "copy":
             return a
-        b = act[_first_addresses(b_counts, src_b, 120)]
+        b = act[_first_addresses(b_counts, src_b, 200)]
         return np.array(residual_add_ref(*(list((v ^ 128) - 128) for v in (a, b)), 3, 5, 2)) & 0xFF
 
     want = out(n, n)
     for wrong in (out(short, n), out(n, short)) if unit == "add" else (out(short, n),):
         if field == 4:  # the short side ends after 81 elements, the write side waits
-            wrong = np.r_[want[:81], np.zeros(39, np.int64)]
+            wrong = np.r_[want[:81], np.zeros(119, np.int64)]
         assert (want != wrong).sum() > 10
     assert image["busy_at_stop"] == 1
     np.testing.assert_array_equal(np.asarray(image["logits"]), want)
@@ -444,31 +448,122 @@ def test_load_of_2_to_the_15_plus_1_words_ends_icarus(tiny, tmp_path):
     assert image["perf"] == [cycles.instr_cycles(ins, 4, 4) for ins in bad.program[: j + 1]]
 
 
-def test_stream_copy_over_four_loop_levels_icarus(tiny, tmp_path):
-    """A STREAM copy whose four loop counts are all 3 (a count of 2 hides an index that steps by
-    2) and whose source strides differ per level, one negative (modulo 2^32), as a program of its
-    own: the bytes it writes are the scratchpad's at isa.gen_addresses' source addresses, in element
-    order, and it takes its modelled cycles. The compiled programs use two levels at most, so a
-    third or fourth level's count or stride could be wrong without any run noticing."""
+def test_gelu_stream_ignores_its_parameter_base_icarus(tiny, tmp_path):
+    """A GELU STREAM reads no parameter word: after the GELU table's LOAD, a GELU stream over 64
+    bytes (every 4th int8 value, -128 and 127 among them) whose p_base field points the core's
+    parameter read one word below the table (so the word the LOAD logic then reads is the table's
+    last entry, not its first) gives ops gelu_ref of the model's table on every byte. A table
+    written on the unit field alone (without the LOAD's write enable) took that word into entry 0
+    (x = -128) during the stream."""
+    from hwvit.ops.reference import gelu_ref
+
+    toolchain.require("icarus")
+    model, core, _ = tiny
+    load = next(i for i in core.program if i.op == isa.OP_LOAD and i.unit == isa.U_GELU)
+    table = [int(v) for v in model.blocks[0].gelu.table]
+    assert load.n[0] == 256 and load.p_base >= 1 and table[0] != table[255]
+    x = np.arange(-128, 128, 4)
+    x[-1] = 127
+    base, length = core.sizes["IN_BASE"], core.sizes["IN_LEN"]
+    assert x.size == length
+    gelu = isa.Instr(
+        op=isa.OP_STREAM,
+        unit=isa.U_GELU,
+        n=(length, 1, 1, 1),
+        a=isa.Gen(base, (1, 0, 0, 0)),
+        d=isa.Gen(0, (1, 0, 0, 0)),
+        p_base=load.p_base - 1,
+    )
+    image = _run_alone(core, x.reshape(1, -1), [load, gelu], tmp_path, "gelu-pbase", [0, length])
+    want = np.array(gelu_ref(x.tolist(), table)) & 0xFF
+    assert len(set(want.tolist())) > 20
+    np.testing.assert_array_equal(np.asarray(image["logits"]), want)
+
+
+def test_softmax_exp_table_every_entry_and_bit_icarus(tiny, tmp_path):
+    """The exp table as ops.softmax takes it: 256 unsigned 24-bit entries, T[0] = 2^23. The test
+    models' tables are below 2^23 past d = 0 and no score row holds both 127 and -128, so bit 23
+    of an entry and entry 255 were never read. Here a softmax LOAD writes T[d] = round(2^23
+    exp(-max(d - 2, 0)/64)) (2^23 at d = 1, 2; about 2^17 at 255), a LayerNorm LOAD of 16 words
+    follows, then a softmax STREAM over 8 rows of 8, each holding 127, -128, 126, 125 and 111 (d =
+    0, 255, 1, 2, 16), its p_base pointing the core's parameter read at another entry. Every byte
+    is ops softmax_ref's with that table; a table cut at 255 entries, read without bit 23, or
+    written without the LOAD's write enable (entry 16, the last LOAD's end) gives other bytes."""
+    from hwvit.ops.reference import softmax_ref
+
+    toolchain.require("icarus")
+    model, core, _ = tiny
+    load = next(i for i in core.program if i.op == isa.OP_LOAD and i.unit == isa.U_SOFTMAX)
+    ln_load = next(i for i in core.program if i.op == isa.OP_LOAD and i.unit == isa.U_LAYERNORM)
+    table = [int(round(2**23 * np.exp(-max(d - 2, 0) / 64))) for d in range(256)]
+    assert load.n[0] == 256 and ln_load.n[0] == 16 and table[:3] == [2**23] * 3 and table[255] > 2**16
+
+    def edit(lines):
+        lines[load.p_base : load.p_base + 256] = [f"{v:0{len(lines[0])}x}" for v in table]
+
+    mine = _altered(core, tmp_path / "exp", "prm", edit)
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, size=(8, 8))
+    for r in range(8):
+        x[r, rng.permutation(8)[:5]] = (127, -128, 126, 125, 111)
+    base = core.sizes["IN_BASE"]
+    smax = isa.Instr(
+        op=isa.OP_STREAM,
+        unit=isa.U_SOFTMAX,
+        n=(8, 8, 1, 1),
+        a=isa.Gen(base, (1, 8, 0, 0)),
+        d=isa.Gen(0, (1, 8, 0, 0)),
+        p_base=load.p_base + 255 - 16,  # unused by softmax; p_base + 16 is T[255]'s word
+    )
+    image = _run_alone(mine, x.reshape(1, -1), [load, ln_load, smax], tmp_path, "exp-table", [0, 64])
+
+    def out(t) -> np.ndarray:
+        return np.array([softmax_ref(row.tolist(), t) for row in x]).reshape(-1) & 0xFF
+
+    want = out(table)
+    for wrong in (table[:255], [table[0]] + [v % 2**23 for v in table[1:]], table[:16] + [table[255]] + table[17:]):
+        assert (want != out(wrong)).sum() >= 8
+    np.testing.assert_array_equal(np.asarray(image["logits"]), want)
+
+
+@pytest.mark.parametrize("unit", ["copy", "add"])
+def test_stream_over_four_loop_levels_icarus(unit, tiny, tmp_path):
+    """A STREAM copy, or residual add, whose four loop counts are all 3 (a count of 2 hides an index
+    that steps by 2) and whose source strides differ per level and per source, some negative (modulo
+    2^32), as a program of its own: the bytes it writes are the scratchpad's at isa.gen_addresses'
+    source addresses (the add: ops residual_add_ref of the a and b bytes), in element order, and it
+    takes its modelled cycles. The compiled programs use two levels at most, so a third or fourth
+    level's count or stride could be wrong without any run noticing (the b generator's too)."""
+    from hwvit.ops.reference import residual_add_ref
+
     toolchain.require("icarus")
     model, core, xq = tiny
     base, length = core.sizes["IN_BASE"], core.sizes["IN_LEN"]
     n = (3, 3, 3, 3)
-    src = isa.Gen(base + 38, (1, 3, 8, -18 & isa.MASK32))
+    strides = {"a": (1, 3, 8, -18), "b": (2, -1, 5, 7)}
+    src = isa.Gen(base + 38, tuple(v & isa.MASK32 for v in strides["a"]))
+    src_b = isa.Gen(base + 20, tuple(v & isa.MASK32 for v in strides["b"])) if unit == "add" else isa.Gen()
     dst = isa.Gen(core.sizes["ACT_DEPTH"] - 128, (1, 3, 9, 27))
-    copy = isa.Instr(op=isa.OP_STREAM, unit=isa.U_COPY, n=n, a=src, d=dst, name="copy4")
-    image = _run_alone(core, xq, copy, tmp_path, "copy4", [dst.base, 81])
+    op = {"copy": isa.U_COPY, "add": isa.U_ADD}[unit]
+    ins = isa.Instr(op=isa.OP_STREAM, unit=op, n=n, a=src, b=src_b, d=dst, mult_a=3, mult_b=5, shift=2, name=unit)
+    image = _run_alone(core, xq, ins, tmp_path, f"{unit}4", [dst.base, 81])
 
     act = _act_after_load(core, xq)
-    s = isa.gen_addresses(n, isa.Gen(src.base, (1, 3, 8, -18))).reshape(-1)
-    assert s.min() >= base and s.max() < base + length and len(set(s.tolist())) > 50
+    s = isa.gen_addresses(n, isa.Gen(src.base, strides["a"])).reshape(-1)
+    s_b = isa.gen_addresses(n, isa.Gen(base + 20, strides["b"])).reshape(-1)
+    for addr in (s, s_b):
+        assert addr.min() >= base and addr.max() < base + length and len(set(addr.tolist())) > 30
     d = isa.gen_addresses(n, dst).reshape(-1)
+    assert sorted(d - dst.base) == list(range(81))
+    got = act[s]
+    if unit == "add":
+        got = np.array(residual_add_ref(*(list((act[v] ^ 128) - 128) for v in (s, s_b)), 3, 5, 2)) & 0xFF
     want = np.zeros(81, dtype=np.int64)
-    want[d - dst.base] = act[s]
-    assert sorted(d - dst.base) == list(range(81)) and len(set(want.tolist())) > 20
+    want[d - dst.base] = got
+    assert len(set(want.tolist())) > 20
     np.testing.assert_array_equal(np.asarray(image["logits"]), want)
-    assert image["perf"] == [cycles.instr_cycles(copy, 4, 4)]
-    assert image["cycles"]["elem"] == cycles.program_cycles([copy, isa.end()], 4, 4)["elem"]
+    assert image["perf"] == [cycles.instr_cycles(ins, 4, 4)]
+    assert image["cycles"]["elem"] == cycles.program_cycles([ins, isa.end()], 4, 4)["elem"]
 
 
 def test_layernorm_eps_with_bit_61_icarus(tiny, tmp_path):
