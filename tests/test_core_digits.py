@@ -526,6 +526,61 @@ def test_softmax_exp_table_every_entry_and_bit_icarus(tiny, tmp_path):
     np.testing.assert_array_equal(np.asarray(image["logits"]), want)
 
 
+def test_layernorm_parameters_of_both_signs_saturating_icarus(tiny, tmp_path):
+    """LayerNorm's gamma is signed 15 bit and its output saturates to int8. The tiny model's norms
+    have gamma 2^14 - 1 and beta 0, and their outputs never saturate. Here a LayerNorm LOAD writes
+    gammas of alternating sign near 2^14 and betas of +-2^25 (half the channels), a GELU LOAD of
+    256 words follows, then a LayerNorm STREAM (norm1's M, shift and eps) over the input's 4 rows
+    of 16, its p_base pointing the core's parameter read at channel 5's word. Every byte is ops
+    layernorm_ref's, with outputs saturated at both ends; gamma read without its sign, a 9-bit
+    output cut to a byte, or a channel-0 write without the LOAD's write enable give other bytes."""
+    from hwvit.ops.reference import layernorm_ref
+
+    toolchain.require("icarus")
+    model, core, xq = tiny
+    ln = model.blocks[0].norm1
+    ln_load = next(i for i in core.program if i.op == isa.OP_LOAD and i.unit == isa.U_LAYERNORM)
+    gelu_load = next(i for i in core.program if i.op == isa.OP_LOAD and i.unit == isa.U_GELU)
+    gamma = [(-1) ** c * (2**14 - 1 - 300 * c) for c in range(16)]
+    beta = [(-1) ** (c // 2) * 2**25 * (c % 3) for c in range(16)]
+    assert ln_load.n[0] == 16 and gelu_load.n[0] == 256 and min(gamma) < 0
+
+    def edit(lines):
+        words = [isa.ln_prm_word(g, b) for g, b in zip(gamma, beta)]
+        lines[ln_load.p_base : ln_load.p_base + 16] = [f"{v:0{len(lines[0])}x}" for v in words]
+
+    mine = _altered(core, tmp_path / "ln", "prm", edit)
+    base = core.sizes["IN_BASE"]
+    norm = isa.Instr(
+        op=isa.OP_STREAM,
+        unit=isa.U_LAYERNORM,
+        n=(16, 4, 1, 1),
+        a=isa.Gen(base, (1, 16, 0, 0)),
+        d=isa.Gen(0, (1, 16, 0, 0)),
+        mult_a=int(ln.mult),
+        shift=int(ln.shift),
+        eps=int(ln.eps_int),
+        p_base=(ln_load.p_base + 5 - 256) & isa.MASK32,  # unused by LayerNorm; + 256 is channel 5's word
+    )
+    image = _run_alone(mine, xq, [ln_load, gelu_load, norm], tmp_path, "ln-signs", [0, 64])
+
+    rows = xq.reshape(4, 16)
+
+    def out(g, b, bits=8) -> np.ndarray:
+        got = [layernorm_ref(r.tolist(), g, b, int(ln.eps_int), int(ln.mult), int(ln.shift), bits) for r in rows]
+        return np.array(got).reshape(-1) & 0xFF
+
+    want = out(gamma, beta)
+    assert (want == 127).sum() >= 5 and (want == 128).sum() >= 5 and ((want > 128) | (want < 127)).sum() >= 20
+    for wrong in (
+        out([g & 0x3FFF for g in gamma], beta),
+        out(gamma, beta, 9),
+        out(gamma[5:6] + gamma[1:], beta[5:6] + beta[1:]),
+    ):
+        assert (want != wrong).sum() >= 3
+    np.testing.assert_array_equal(np.asarray(image["logits"]), want)
+
+
 @pytest.mark.parametrize("unit", ["copy", "add"])
 def test_stream_over_four_loop_levels_icarus(unit, tiny, tmp_path):
     """A STREAM copy, or residual add, whose four loop counts are all 3 (a count of 2 hides an index
