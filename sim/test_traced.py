@@ -2,7 +2,8 @@
 
 The random sets of each block's own testbench cover corner cases; these check that what the
 integer model really produces (its parameters, shapes and value ranges) runs bit-exact too: one set
-of each kind in make test (both simulators), all 58 under -m slow.
+of each kind in make test on Icarus (on Verilator under -m slow: 55 s of make test's budget, and
+every kind's own testbench runs on Verilator there), all 58 under -m slow.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hwvit import blocks, pipeline, simulate, vectors
+from hwvit import blocks, pipeline, simulate, toolchain, vectors
 from hwvit.intvit import trace_model
 from hwvit.quant import quantize_model
 from hwvit.record import KINDS, UNIT_KINDS
@@ -56,7 +57,13 @@ def _later_layer(d: Path) -> bool:
     return d.name.startswith("layers.") and not d.name.startswith("layers.0.")
 
 
-def test_traced_set_of_each_kind_bit_exact(traced_root, simulator):
+@pytest.fixture(params=["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
+def traced_simulator(request) -> str:
+    toolchain.require(request.param)
+    return request.param
+
+
+def test_traced_set_of_each_kind_bit_exact(traced_root, traced_simulator):
     """One set per block kind and GEMM signedness, the first by name outside the later layers
     (embed.proj, layers.0.add1, layers.0.attn.h0.av with unsigned probabilities, layers.0.attn.softmax,
     layers.0.mlp.gelu, layers.0.norm1): what the integer model really feeds each block. The other
@@ -71,7 +78,7 @@ def test_traced_set_of_each_kind_bit_exact(traced_root, simulator):
         chosen.setdefault((manifest["kind"], manifest["params"].get("a_signed")), d)
     kinds = {vectors.read_manifest(d)["kind"] for d in every}
     assert {k for k, _ in chosen} == kinds and (("gemm", True) in chosen and ("gemm", False) in chosen)
-    _run_bit_exact(list(chosen.values()), simulator)
+    _run_bit_exact(list(chosen.values()), traced_simulator)
 
 
 @pytest.mark.slow
