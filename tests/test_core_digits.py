@@ -362,6 +362,29 @@ def _run_alone(core, xq, ins, tmp_path: Path, tag: str, out: list[int], **job) -
     return image
 
 
+def _with_prm_words(core, dest: Path, base: int, words) -> object:
+    """A copy of ``core`` at ``dest`` whose parameter words from ``base`` on are ``words``."""
+
+    def edit(lines):
+        lines[base : base + len(words)] = [f"{int(v):0{len(lines[0])}x}" for v in words]
+
+    return _altered(core, dest, "prm", edit)
+
+
+def _row_stream(core, unit: int, c: int, rows: int, **fields) -> isa.Instr:
+    """A STREAM of ``unit`` over ``rows`` rows of ``c`` bytes from IN_BASE to address 0 (below the
+    tiny layout: the host's words)."""
+    gen = (1, c, 0, 0)
+    return isa.Instr(
+        op=isa.OP_STREAM,
+        unit=unit,
+        n=(c, rows, 1, 1),
+        a=isa.Gen(core.sizes["IN_BASE"], gen),
+        d=isa.Gen(0, gen),
+        **fields,
+    )
+
+
 def _act_after_load(core, xq) -> np.ndarray:
     """The scratchpad when a program starts: act.hex with the image the testbench writes at IN_BASE."""
     act = np.array([int(v, 16) for v in core.file("act").read_text().split()], dtype=np.int64)
@@ -502,23 +525,13 @@ def test_softmax_exp_table_every_entry_and_bit_icarus(tiny, tmp_path):
     table = [int(round(2**23 * np.exp(-max(d - 2, 0) / 64))) for d in range(256)]
     assert load.n[0] == 256 and ln_load.n[0] == 16 and table[:3] == [2**23] * 3 and table[255] > 2**16
 
-    def edit(lines):
-        lines[load.p_base : load.p_base + 256] = [f"{v:0{len(lines[0])}x}" for v in table]
-
-    mine = _altered(core, tmp_path / "exp", "prm", edit)
+    mine = _with_prm_words(core, tmp_path / "exp", load.p_base, table)
     rng = np.random.default_rng(7)
     x = rng.integers(-128, 128, size=(8, 8))
     for r in range(8):
         x[r, rng.permutation(8)[:5]] = (127, -128, 126, 125, 111)
-    base = core.sizes["IN_BASE"]
-    smax = isa.Instr(
-        op=isa.OP_STREAM,
-        unit=isa.U_SOFTMAX,
-        n=(8, 8, 1, 1),
-        a=isa.Gen(base, (1, 8, 0, 0)),
-        d=isa.Gen(0, (1, 8, 0, 0)),
-        p_base=load.p_base + 255 - 16,  # unused by softmax; p_base + 16 is T[255]'s word
-    )
+    # p_base is unused by softmax; p_base + 16 is T[255]'s word
+    smax = _row_stream(core, isa.U_SOFTMAX, 8, 8, p_base=load.p_base + 255 - 16)
     image = _run_alone(mine, x.reshape(1, -1), [load, ln_load, smax], tmp_path, "exp-table", [0, 64])
 
     def out(t) -> np.ndarray:
@@ -549,18 +562,13 @@ def test_layernorm_parameters_of_both_signs_saturating_icarus(tiny, tmp_path):
     beta = [(-1) ** (c // 2) * 2**25 * (c % 3) for c in range(16)]
     assert ln_load.n[0] == 16 and gelu_load.n[0] == 256 and min(gamma) < 0
 
-    def edit(lines):
-        words = [isa.ln_prm_word(g, b) for g, b in zip(gamma, beta)]
-        lines[ln_load.p_base : ln_load.p_base + 16] = [f"{v:0{len(lines[0])}x}" for v in words]
-
-    mine = _altered(core, tmp_path / "ln", "prm", edit)
-    base = core.sizes["IN_BASE"]
-    norm = isa.Instr(
-        op=isa.OP_STREAM,
-        unit=isa.U_LAYERNORM,
-        n=(16, 4, 1, 1),
-        a=isa.Gen(base, (1, 16, 0, 0)),
-        d=isa.Gen(0, (1, 16, 0, 0)),
+    words = [isa.ln_prm_word(g, b) for g, b in zip(gamma, beta)]
+    mine = _with_prm_words(core, tmp_path / "ln", ln_load.p_base, words)
+    norm = _row_stream(
+        core,
+        isa.U_LAYERNORM,
+        16,
+        4,
         mult_a=int(ln.mult),
         shift=int(ln.shift),
         eps=int(ln.eps_int),
