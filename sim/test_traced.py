@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hwvit import blocks, pipeline, simulate, toolchain, vectors
+from hwvit import blocks, pipeline, simulate, vectors
 from hwvit.intvit import trace_model
 from hwvit.quant import quantize_model
 from hwvit.record import KINDS, UNIT_KINDS
@@ -57,13 +57,10 @@ def _later_layer(d: Path) -> bool:
     return d.name.startswith("layers.") and not d.name.startswith("layers.0.")
 
 
-@pytest.fixture(params=["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
-def traced_simulator(request) -> str:
-    toolchain.require(request.param)
-    return request.param
-
-
-def test_traced_set_of_each_kind_bit_exact(traced_root, traced_simulator):
+@pytest.mark.parametrize(
+    "simulator", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)], indirect=True
+)  # conftest's fixture, Verilator under -m slow
+def test_traced_set_of_each_kind_bit_exact(traced_root, simulator):
     """One set per block kind and GEMM signedness, the first by name outside the later layers
     (embed.proj, layers.0.add1, layers.0.attn.h0.av with unsigned probabilities, layers.0.attn.softmax,
     layers.0.mlp.gelu, layers.0.norm1): what the integer model really feeds each block. The other
@@ -78,7 +75,7 @@ def test_traced_set_of_each_kind_bit_exact(traced_root, traced_simulator):
         chosen.setdefault((manifest["kind"], manifest["params"].get("a_signed")), d)
     kinds = {vectors.read_manifest(d)["kind"] for d in every}
     assert {k for k, _ in chosen} == kinds and (("gemm", True) in chosen and ("gemm", False) in chosen)
-    _run_bit_exact(list(chosen.values()), traced_simulator)
+    _run_bit_exact(list(chosen.values()), simulator)
 
 
 @pytest.mark.slow

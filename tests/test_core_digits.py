@@ -25,6 +25,7 @@ from hwvit.cli import main
 from hwvit.core import cycles, isa
 from hwvit.core import run as crun
 from hwvit.core.coredir import read_core_dir
+from hwvit.ops.reference import residual_add_ref
 
 pytestmark = pytest.mark.xdist_group("vit_core")
 
@@ -393,16 +394,17 @@ def _act_after_load(core, xq) -> np.ndarray:
 
 
 def _first_addresses(n, gen: isa.Gen, count: int) -> np.ndarray:
-    """The first ``count`` addresses of a generator over loop counts ``n`` (level 0 innermost),
-    counts of any size (isa.gen_addresses enumerates them all)."""
-    out = []
-    for k in range(count):
-        idx = []
-        for c in n:
-            idx.append(k % c)
-            k //= c
-        out.append((gen.base + sum(i * st for i, st in zip(idx, gen.strides))) & isa.MASK32)
-    return np.array(out, dtype=np.int64)
+    """The first ``count`` addresses (modulo 2^32) of a generator over loop counts ``n`` of any size,
+    starting over after the last element: isa.gen_addresses over each count capped at ``count``
+    (a level of more than ``count`` loops never wraps within them)."""
+    every = isa.gen_addresses(tuple(min(c, count) for c in n), gen).reshape(-1)
+    return every[np.arange(count) % every.size] & isa.MASK32
+
+
+def _added(a, b) -> np.ndarray:
+    """Bytes of ops residual_add_ref (M_a 3, M_b 5, shift 2, the bit-31 and four-level streams')
+    of the scratchpad bytes ``a`` and ``b`` read as int8."""
+    return np.array(residual_add_ref(*(list((v ^ 128) - 128) for v in (a, b)), 3, 5, 2)) & 0xFF
 
 
 @pytest.mark.parametrize("unit", ["copy", "add"])
@@ -415,8 +417,6 @@ def test_stream_count_with_bit_31_on_icarus(field, unit, tiny, tmp_path):
     addresses, counted with bit 31. A read-side generator (a or b) that took the count from 31 bits
     moves to the next level (at n3: stops) after 3 loops at that level: the bytes it would give are
     computed here and differ; a write side that did ends the instruction after 81 elements."""
-    from hwvit.ops.reference import residual_add_ref
-
     toolchain.require("icarus")
     model, core, xq = tiny
     base = core.sizes["IN_BASE"]
@@ -439,8 +439,7 @@ def test_stream_count_with_bit_31_on_icarus(field, unit, tiny, tmp_path):
         a = act[_first_addresses(a_counts, src, 200)]
         if unit == "copy":
             return a
-        b = act[_first_addresses(b_counts, src_b, 200)]
-        return np.array(residual_add_ref(*(list((v ^ 128) - 128) for v in (a, b)), 3, 5, 2)) & 0xFF
+        return _added(a, act[_first_addresses(b_counts, src_b, 200)])
 
     want = out(n, n)
     for wrong in (out(short, n), out(n, short)) if unit == "add" else (out(short, n),):
@@ -491,16 +490,9 @@ def test_gelu_stream_ignores_its_parameter_base_icarus(tiny, tmp_path):
     assert load.n[0] == 256 and load.p_base >= 1 and table[0] != table[255]
     x = np.arange(-128, 128, 4)
     x[-1] = 127
-    base, length = core.sizes["IN_BASE"], core.sizes["IN_LEN"]
+    length = core.sizes["IN_LEN"]
     assert x.size == length
-    gelu = isa.Instr(
-        op=isa.OP_STREAM,
-        unit=isa.U_GELU,
-        n=(length, 1, 1, 1),
-        a=isa.Gen(base, (1, 0, 0, 0)),
-        d=isa.Gen(0, (1, 0, 0, 0)),
-        p_base=load.p_base - 1,
-    )
+    gelu = _row_stream(core, isa.U_GELU, length, 1, p_base=load.p_base - 1)
     image = _run_alone(core, x.reshape(1, -1), [load, gelu], tmp_path, "gelu-pbase", [0, length])
     want = np.array(gelu_ref(x.tolist(), table)) & 0xFF
     assert len(set(want.tolist())) > 20
@@ -601,8 +593,6 @@ def test_stream_over_four_loop_levels_icarus(unit, tiny, tmp_path):
     source addresses (the add: ops residual_add_ref of the a and b bytes), in element order, and it
     takes its modelled cycles. The compiled programs use two levels at most, so a third or fourth
     level's count or stride could be wrong without any run noticing (the b generator's too)."""
-    from hwvit.ops.reference import residual_add_ref
-
     toolchain.require("icarus")
     model, core, xq = tiny
     base, length = core.sizes["IN_BASE"], core.sizes["IN_LEN"]
@@ -624,7 +614,7 @@ def test_stream_over_four_loop_levels_icarus(unit, tiny, tmp_path):
     assert sorted(d - dst.base) == list(range(81))
     got = act[s]
     if unit == "add":
-        got = np.array(residual_add_ref(*(list((act[v] ^ 128) - 128) for v in (s, s_b)), 3, 5, 2)) & 0xFF
+        got = _added(act[s], act[s_b])
     want = np.zeros(81, dtype=np.int64)
     want[d - dst.base] = got
     assert len(set(want.tolist())) > 20
