@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from hwvit import ops
+from hwvit.ops import frozen
 from hwvit.ops import gemm_backends as gb
 from hwvit.ops.reference import gemm_ref
 
@@ -121,11 +122,11 @@ def test_read_only_weights_are_converted_once_and_writable_ones_each_call():
     assert not np.array_equal(first, gb.matmul(a, w, "float_blocked"))
     w.flags.writeable = False
     gb.matmul(a, w, "float_blocked")
-    assert any(ref() is w for ref, _ in gb._float_cache.values())
+    assert frozen.held(w)
     view = np.ones((3, 40), np.int8)
     ro = view[:]
     ro.flags.writeable = False  # read-only view of writable memory: not frozen
-    assert not gb._frozen(ro)
+    assert not frozen.frozen(ro)
 
 
 def test_probe_picks_an_exact_backend_and_caches_it(cache_dir, monkeypatch):
@@ -364,6 +365,52 @@ def test_kernel_batched_split_over_threads(kind):
     assert np.array_equal(native.matmul_packed(*odd, kind=kind), gb._int64(*odd))
     with pytest.raises(ValueError, match="no bias"):
         native.matmul_packed(a, w, bias=np.zeros(197, np.int64), kind=kind)
+
+
+def test_packed_a_rows_are_the_layout_in_any_row_ranges(kind):
+    """hw_pack_a_rows writes rows [r0, r1) of a packed A: row r < M is a's row (int16 values, or bytes
+    a XOR 0x80 / a + 128 as they are) zero-padded to the packed width, rows past M are zeros. Packed in
+    ranges that split the blocks anyhow (threads do that), the result is the same bytes."""
+    from hwvit.ops import native
+
+    lib = native._load()
+    rng = np.random.default_rng(32)
+    for m, k in [(1, 1), (5, 3), (33, 7), (197, 64), (65, 197)]:
+        a = _i8(rng.integers(-128, 128, (m, k)))
+        padded, words = lib.hw_rows_padded(kind, m), lib.hw_packed_a_size(kind, m, k)
+        width = words // padded  # int32 words of one packed row
+        if kind == native.KINDS["int16"]:
+            want = np.zeros((padded, 2 * width), np.int16)
+            want[:m, :k] = a
+        else:
+            want = np.zeros((padded, 4 * width), np.uint8)
+            want[:m, :k] = a.view(np.uint8) ^ 0x80
+        cuts = sorted({0, padded, *rng.integers(0, padded + 1, 3).tolist()})
+        got = np.full(words, -1, np.int32)  # every word must be written
+        for r0, r1 in zip(cuts, cuts[1:]):
+            lib.hw_pack_a_rows(kind, a.ctypes.data, m, k, r0, r1, got.ctypes.data, 0x80)
+        assert got.view(want.dtype).tolist() == want.reshape(-1).tolist(), (m, k)
+        assert np.array_equal(got, native._pack_a(a, kind))  # the serial packer: the same layout
+
+
+def test_linear_packed_packs_in_the_kernel(kind):
+    """native.linear_packed packs A inside its parallel loop (row ranges by all threads for one product;
+    each entry's A, and its W, in that entry's job for a batch): the requantized reference on every
+    kernel, M off the 32-row packing step, K off the quad, int8 a and uint8 a + 128."""
+    from hwvit.ops import native
+
+    rng = np.random.default_rng(33)
+    for a_shape, n in [((197, 768), 70), ((33, 5), 3), ((70, 130), 26), ((12, 197, 64), 197), ((3, 9, 21), 7)]:
+        a = _i8(rng.integers(-128, 128, a_shape))
+        w = _i8(rng.integers(-128, 128, (*a_shape[:-2], n, a_shape[-1])))
+        bias = rng.integers(-(2**20), 2**20, (*a_shape[:-2], n))
+        mult, shift = rng.integers(1 << 28, 1 << 31, n), rng.integers(24, 31, n)
+        want = ops.requant(gb._int64(a, w) + (bias[:, None, :] if a.ndim == 3 else bias), mult, shift, 8)
+        got = native.linear_packed(a, w, None, bias, mult, shift, -128, 127, kind)
+        assert np.array_equal(got, want), a_shape
+        if kind != native.KINDS["int16"]:  # uint8 holding a + 128 (P.V's probabilities): packed as it is
+            biased = (a.view(np.uint8) ^ 0x80).astype(np.uint8)
+            assert np.array_equal(native.linear_packed(biased, w, None, bias, mult, shift, -128, 127, kind), want)
 
 
 def test_int16_kernel_int32_sums_at_their_limit():

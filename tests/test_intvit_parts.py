@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -58,10 +59,37 @@ def test_numpy_and_torch_run_the_same_kernel_calls_in_the_same_order(ecg, record
     assert pos_adds == depth  # ECG: after the embedding and before every later block
     assert np_calls.count("softmax") == depth and np_calls.count("residual_add") == 2 * depth + pos_adds
     assert np_calls.count("const") == 1 + (int_model.cls_q is not None)  # the position table narrowed once
-    per_block = (1 if int_model.blocks[0].attn.qkv is not None else 3) + 5  # q/k/v or qkv, qk, av, proj, fc1, fc2
+    # qkv, qk, av, proj, fc1, fc2; separate q, k, v run as one joined call unless records keep theirs
+    per_block = (1 if int_model.blocks[0].attn.qkv is not None or not records else 3) + 5
     products = 1 + depth * per_block + 2  # embed.proj ... pre_head.fc, head
     product = "gemm" if records else "linear"  # with records the accumulators are kept: gemm, then requant
     assert np_calls.count(product) == products and np_calls.count("layernorm") == 2 * depth + 2
+
+
+def test_joined_qkv_gives_the_separate_projections_integers(ecg):
+    """Without records the separate q, k, v projections run as one GEMM over stacked weights; with
+    records each keeps its own call. Every traced value and the logits agree; a writable weight
+    (which could change between calls) is never joined."""
+    model, int_model = ecg
+    attn = int_model.blocks[0].attn
+    assert attn.qkv is None and attn._joined_qkv() is attn._joined_qkv()  # made once
+    x = inputs_for(model, 2, 5).numpy()
+    runs = {}
+    for records in (True, False):
+        tr = Trace(records=records, values=True)
+        runs[records] = (int_model.run(x, tr, False, NUMPY), tr.values)
+    (sep_logits, sep_values), (joined_logits, joined_values) = runs[True], runs[False]
+    assert np.array_equal(sep_logits, joined_logits)
+    assert {p for p in sep_values if p.endswith((".q", ".k", ".v"))} == {
+        f"layers.{i}.attn.{n}" for i in range(len(int_model.blocks)) for n in "qkv"
+    }
+    assert sep_values.keys() == joined_values.keys()
+    for path, (q, scale) in sep_values.items():
+        assert np.array_equal(q, joined_values[path][0]), path
+        assert np.array_equal(np.asarray(scale), np.asarray(joined_values[path][1])), path
+    writable = copy.copy(attn.k)
+    writable.w = np.array(attn.k.w)  # assigned after construction: writable
+    assert dataclasses.replace(attn, k=writable)._joined_qkv() is None
 
 
 def test_bench_gemm_timer_sees_the_forward_gemms(ecg):

@@ -146,6 +146,39 @@ def test_quantize_rounds_half_away_and_saturates():
         assert np.array_equal(got[~ties], np.array(want)[~ties])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bits", [2, 8, 16, 32])
+def test_quantize_kernel_equals_the_numpy_steps(dtype, bits, monkeypatch):
+    """A scalar scale and a float32/float64 input take the one-pass numba kernel; a (1,) scale takes the
+    numpy steps. The same integers for ties of both signs, values an ulp beside a tie, -0.0,
+    subnormals, the saturation bounds and far past them, in a strided 3-D view, narrow or not."""
+    rng = np.random.default_rng(bits)
+    scale = float(rng.uniform(1e-3, 0.2))
+    top = 2.0 ** (bits - 1)
+    ties = ((rng.integers(-int(top), int(top), 300) + 0.5) * scale).astype(dtype)
+    big, tiny = np.finfo(np.float32).max, np.finfo(dtype).smallest_subnormal  # x / scale stays finite
+    edges = [0.0, -0.0, tiny, -tiny, top * scale, -top * scale, (top - 0.5) * scale, -(top + 0.5) * scale, big, -big]
+    parts = [rng.normal(0, top * scale * 0.6, 3000), ties, np.nextafter(ties, big), np.nextafter(ties, -big), edges]
+    vals = np.concatenate([np.asarray(p).astype(dtype) for p in parts])
+    import importlib
+
+    from hwvit.ops import _jit
+
+    requant_module = importlib.import_module("hwvit.ops.requant")  # the module, not ops.requant the function
+    calls = []
+    spy = lambda *args: calls.append(args[1]) or _jit.quantize_flat(*args)  # noqa: E731
+    monkeypatch.setattr(requant_module._jit, "quantize_flat", spy, raising=False)
+    x = np.zeros((2, vals.size, 3), dtype)[1, :, ::2]  # strided view
+    x[:, 0], x[:, 1] = vals, -vals
+    for narrow in (False, True):
+        fast = ops.quantize(x, scale, bits, narrow=narrow)
+        steps = ops.quantize(x, np.array([scale]), bits, narrow=narrow)
+        assert fast.dtype == steps.dtype and fast.shape == x.shape
+        assert np.array_equal(fast, steps)
+    assert int(fast.min()) == -int(top) and int(fast.max()) == int(top) - 1
+    assert calls == [scale, scale]  # the scalar scale took the kernel, the (1,) scale the steps
+
+
 @pytest.mark.parametrize(
     "x, scale",
     [(np.array([np.nan]), 1.0), (np.array([np.inf]), 1.0), (np.array([1.0]), 0.0), (np.array([1.0]), -1.0)],

@@ -23,7 +23,7 @@ from hwvit.blocks import requant as requant_block
 from hwvit.blocks import residual_add as residual_block
 from hwvit.blocks import softmax as softmax_block
 from hwvit.intvit.kernels import NUMPY
-from hwvit.intvit.qparams import Arith, Requant, RequantOut
+from hwvit.intvit.qparams import Arith, Requant, RequantOut, read_only
 from hwvit.intvit.trace import Trace
 
 
@@ -35,6 +35,10 @@ class IntLinear(RequantOut):
     bias: np.ndarray  # (N,) int32 values
     s_in: float
     requant: Requant  # per output channel: (N,) multipliers and shifts
+
+    def __post_init__(self):
+        # read-only, so the kernels check them and pack w once, not at every call (hwvit.ops.frozen)
+        self.w, self.bias = read_only(self.w), read_only(self.bias)
 
     def __call__(self, x, tr: Trace, path: str, value: bool = True, k=NUMPY):
         """requant(gemm(x, w) + bias): one GEMM-engine pass, recorded as a `gemm` block. ``value``:

@@ -24,6 +24,7 @@ from hwvit.intvit.kernels import NUMPY
 from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax
 from hwvit.intvit.qparams import Requant
 from hwvit.intvit.trace import NO_TRACE, Trace
+from hwvit.ops import frozen
 
 
 @dataclass(kw_only=True)
@@ -67,6 +68,39 @@ class IntAttention:
     ctx_bits = property(lambda self: self.context.out_bits)
     s_ctx = property(lambda self: self.context.s_out)
 
+    def _joined_qkv(self):
+        """The separate q, k and v projections as one: their weights, biases, multipliers and shifts
+        stacked by output channel, so one GEMM call (one pass over x) gives all three. Every output
+        channel keeps its own bias, multiplier and shift, so the integers are those of the three calls.
+        None where they cannot be joined (another rounding, another width, writable weights); made
+        once while the parts stay the same (hwvit.ops.frozen)."""
+        parts = (self.q, self.k, self.v)
+        rqs = [p.requant for p in parts]
+        if any(not r.is_default or r.out_bits != rqs[0].out_bits for r in rqs):
+            return None
+        inputs = tuple(v for p in parts for v in (p.w, p.bias, p.requant.mult, p.requant.shift))
+        if not all(map(frozen.immutable, inputs)):
+            return None
+
+        def join():
+            def stack(values):
+                return np.concatenate([np.broadcast_to(np.asarray(v), p.w.shape[:1]) for v, p in zip(values, parts)])
+
+            return IntLinear(
+                w=np.concatenate([p.w for p in parts]),
+                bias=stack([p.bias for p in parts]),
+                s_in=self.q.s_in,
+                # s_out is q's; nothing reads it: the three parts are traced at their own scales
+                requant=Requant(
+                    mult=stack([r.mult for r in rqs]),
+                    shift=stack([r.shift for r in rqs]),
+                    out_bits=rqs[0].out_bits,
+                    s_out=rqs[0].s_out,
+                ),
+            )
+
+        return frozen.derived(inputs, "joined_qkv", join)
+
     def _tag(self, path: str, b: int, i: int) -> str:
         """Record path of batch-head index i: layers.0.attn.h3 (one image) or ...img1.h3."""
         img, head = divmod(i, self.heads)
@@ -107,6 +141,9 @@ class IntAttention:
         h, hd = self.heads, self.head_dim
         if self.qkv is not None:
             y = self.qkv(x, tr, f"{path}.qkv", k=k).reshape(b, n, 3, h, hd)
+            qh, kh, vh = (k.permute(y[:, :, i], (0, 2, 1, 3)) for i in range(3))  # (B, H, N, hd)
+        elif (joined := None if tr.keep_records else self._joined_qkv()) is not None:
+            y = joined.requant.linear(k, x.reshape(b * n, -1), joined.w, joined.bias).reshape(b, n, 3, h, hd)
             qh, kh, vh = (k.permute(y[:, :, i], (0, 2, 1, 3)) for i in range(3))  # (B, H, N, hd)
         else:
             qh, kh, vh = (

@@ -175,3 +175,28 @@ def widen_bias(acc, bias):
         for j in range(n):
             out[i, j] = np.int64(acc[i, j]) + bias[j]
     return out
+
+
+@njit(parallel=True, cache=True)
+def quantize_flat(x, scale, lo, hi, out):
+    """out[i] = clamp(round_half_away(x[i] / scale), lo, hi) for a flat float array x and a scalar
+    scale, in float64 step for step as ``hwvit.ops.requant.quantize`` writes it (x / scale, clipped
+    to [lo - 1, hi + 1], truncated, the fraction compared with 0.5: every step exact or correctly
+    rounded IEEE, so the same doubles); returns whether every x[i] is finite (the caller refuses the
+    result otherwise)."""
+    n = x.shape[0]
+    bad = 0
+    below, above = np.float64(lo - 1), np.float64(hi + 1)
+    for i in prange(n):
+        xi = np.float64(x[i])
+        if not np.isfinite(xi):
+            bad += 1
+            xi = 0.0
+        v = xi / scale
+        v = below if v < below else (above if v > above else v)
+        whole = np.trunc(v)
+        frac = v - whole
+        if abs(frac) >= 0.5:
+            whole += 1.0 if v > 0 else -1.0
+        out[i] = np.int64(lo if whole < lo else (hi if whole > hi else whole))
+    return bad == 0

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import ACC, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
-from hwvit.ops import gemm_backends
+from hwvit.ops import frozen, gemm_backends
 from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_array, channel_param, check_bits, per_channel
 from hwvit.ops.requant import requant
@@ -53,28 +53,23 @@ def int8_operand(x: Any, name: str, lo: int, hi: int, offset: int = 0) -> np.nda
     return out.reshape(arr.shape)
 
 
-def _operands(
-    a: Any, w: Any, bias: Any, a_signed: bool, keep_uint8: bool = False
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Checked int8 ``a8`` (unsigned a offset by -128), ``w8``, the int64 bias and the offset;
-    ValueError on bad input, OverflowError unless the int32 accumulator bound holds.
+def _a_operand(a: Any, a_signed: bool, keep_uint8: bool = False) -> tuple[np.ndarray, int]:
+    """Checked int8 ``a8`` (unsigned a offset by -128: a*w = (a-128)*w + 128*w) and the offset.
     ``keep_uint8``: an unsigned ``a`` that is a uint8 array (its dtype is its range) comes back as it
     is, the offset form ``(a - 128) + 128`` that the quad kernels pack directly."""
-    # Both operands become int8 (unsigned a is offset by -128: a*w = (a-128)*w + 128*w).
     offset = 0 if a_signed else 128
     if keep_uint8 and not a_signed and isinstance(a, np.ndarray) and a.dtype == np.uint8:
-        a8 = a
-    else:
-        a8 = int8_operand(a, "a", *((-128, 127) if a_signed else (0, 255)), offset=offset)
+        return a, offset
+    return int8_operand(a, "a", *((-128, 127) if a_signed else (0, 255)), offset=offset), offset
+
+
+def _weights(w: Any, bias: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Checked int8 ``w8`` and the int64 bias; ValueError on bad input, OverflowError unless the
+    int32 accumulator bound holds for any ``a`` (it depends on K and the bias alone)."""
     w8 = int8_operand(w, "w", -128, 127)
-    batched = w8.ndim == 3  # one weight matrix per batch entry: attention's Q.K^T and P.V per head
     if w8.ndim not in (2, 3):
         raise ValueError(f"w: expected shape (N, K) or (B, N, K), got {w8.shape}")
     n_out, k = w8.shape[-2:]
-    if batched and (a8.ndim != 3 or a8.shape[0] != w8.shape[0] or a8.shape[-1] != k):
-        raise ValueError(f"a: expected shape ({w8.shape[0]}, M, {k}) to match batched w {w8.shape}, got {a8.shape}")
-    if a8.ndim < 2 or a8.shape[-1] != k:
-        raise ValueError(f"a: expected shape (..., M, {k}) to match w {w8.shape}, got {a8.shape}")
     if k == 0:
         raise ValueError("gemm: K must be >= 1")
     if bias is None:
@@ -88,6 +83,25 @@ def _operands(
         raise OverflowError(
             f"gemm: K*255*128 + max|bias| = {bound} >= 2^31 (K={k}); the int32 accumulator could overflow"
         )
+    return w8, b
+
+
+def _match(a8: np.ndarray, w8: np.ndarray) -> None:
+    """ValueError unless ``a8``'s shape fits ``w8``'s: (..., M, K) for (N, K), (B, M, K) for (B, N, K)."""
+    k = w8.shape[-1]
+    if w8.ndim == 3 and (a8.ndim != 3 or a8.shape[0] != w8.shape[0] or a8.shape[-1] != k):
+        raise ValueError(f"a: expected shape ({w8.shape[0]}, M, {k}) to match batched w {w8.shape}, got {a8.shape}")
+    if a8.ndim < 2 or a8.shape[-1] != k:
+        raise ValueError(f"a: expected shape (..., M, {k}) to match w {w8.shape}, got {a8.shape}")
+
+
+def _operands(
+    a: Any, w: Any, bias: Any, a_signed: bool, keep_uint8: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Checked ``a8``, ``w8``, the int64 bias and a's offset (``_a_operand``, ``_weights``)."""
+    a8, offset = _a_operand(a, a_signed, keep_uint8)
+    w8, b = _weights(w, bias)
+    _match(a8, w8)
     return a8, w8, b, offset
 
 
@@ -122,6 +136,24 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
     return _product(*_operands(a, w, bias, a_signed))
 
 
+def _linear_params(w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int, offset: int) -> tuple:
+    """What ``linear`` derives from its weights and parameters alone, checked: (w8, b, the bias the
+    fused kernel adds (an unsigned a's ``128 * rowsum(w)`` in it; None for batched w), (N,) int64
+    multipliers and shifts, lo, hi). Made once for a layer's read-only arrays (``frozen``)."""
+
+    def make():
+        w8, b = _weights(w, bias)
+        n_out = w8.shape[-2]
+        bits = check_bits(out_bits, "out_bits", *OUT_BITS)
+        m = channel_param(multiplier, "multiplier", 0, MULT_MAX, (n_out,))
+        s = channel_param(shift, "shift", 0, SHIFT_MAX, (n_out,))
+        ref = np.empty((0, n_out))  # per_channel only reads the channel count
+        fused_bias = _bias_for(b, offset, w8) if w8.ndim == 2 else None
+        return (w8, b, fused_bias, per_channel(m, ref), per_channel(s, ref), *signed(bits).range)
+
+    return frozen.derived((w, bias, multiplier, shift, out_bits, offset), "linear", make)
+
+
 def linear(
     a: Any,
     w: Any,
@@ -137,24 +169,22 @@ def linear(
     On a backend that can (``int16_avx2``, ``int8_vnni``: ``gemm_backends.matmul_requant``), the
     requant runs inside the GEMM tile as the sums are stored, vectorized, and the accumulators are
     never written out (2-D ``w``, and batched ``w`` one entry per job). The same integers either
-    way; ``narrow`` as in ``requant``.
+    way; ``narrow`` as in ``requant``. A layer's read-only ``w``, bias, multipliers and shifts are
+    checked once, not at every call (``hwvit.ops.frozen``); ``a`` is checked at every call.
     """
     keep = gemm_backends.takes_offset_uint8()  # P.V's uint8 probabilities packed as they are
-    a8, w8, b, offset = _operands(a, w, bias, a_signed, keep_uint8=keep)
+    a8, offset = _a_operand(a, a_signed, keep_uint8=keep)
+    w8, b, fused_bias, m, s, lo, hi = _linear_params(w, bias, multiplier, shift, out_bits, offset)
+    _match(a8, w8)
     if a8.size and w8.shape[-2]:
         n_out, k = w8.shape[-2:]
         out_shape = (*a8.shape[:-1], n_out)
-        bits = check_bits(out_bits, "out_bits", *OUT_BITS)
-        m = channel_param(multiplier, "multiplier", 0, MULT_MAX, out_shape)
-        s = channel_param(shift, "shift", 0, SHIFT_MAX, out_shape)
-        lo, hi = signed(bits).range
-        ref = np.empty((0, n_out))  # per_channel only reads the channel count
         if w8.ndim == 2:
-            a2, bias2 = a8.reshape(-1, k), _bias_for(b, offset, w8)
+            a2, bias2 = a8.reshape(-1, k), fused_bias
         else:  # one product per entry (attention); an unsigned a's offset term differs per entry
             a2 = a8
             bias2 = b + offset * w8.sum(axis=2, dtype=np.int64) if offset else np.broadcast_to(b, w8.shape[:2])
-        y = gemm_backends.matmul_requant(a2, w8, bias2, per_channel(m, ref), per_channel(s, ref), lo, hi)
+        y = gemm_backends.matmul_requant(a2, w8, bias2, m, s, lo, hi)
         if y is not None:
             return (y if narrow else y.astype(np.int64)).reshape(out_shape)
     if a8.dtype == np.uint8:  # kept for the quad kernel, which declined (K past one call): narrow now

@@ -34,12 +34,11 @@ import json
 import os
 import time
 import warnings
-import weakref
 from pathlib import Path
 
 import numpy as np
 
-from hwvit.ops import cpu
+from hwvit.ops import cpu, frozen
 
 F32_BLOCK = 1024  # 1024 * 2^14 = 2^24: every partial sum of int8 products fits float32's 24-bit significand
 F64_BLOCK = 1 << 39  # 2^39 * 2^14 = 2^53
@@ -90,34 +89,9 @@ def _int_mm(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
     return np.stack([torch._int_mm(at[i], wt[i].t()).numpy() for i in range(at.shape[0])]).astype(np.int64)
 
 
-# float copies of read-only weight matrices (a layer's weights are converted once, not per call)
-_float_cache: dict[tuple, tuple[weakref.ref, np.ndarray]] = {}
-
-
-def _frozen(x) -> bool:
-    """Whether no one can write ``x``'s memory: read-only all along its chain of bases."""
-    while isinstance(x, np.ndarray):
-        if x.flags.writeable:
-            return False
-        x = x.base
-    return x is None or isinstance(x, bytes)
-
-
 def _derived(x: np.ndarray, tag: str, make) -> np.ndarray:
     """``make(x)``; for a read-only array it is made once and kept while the array lives (it cannot change)."""
-    if not _frozen(x):
-        return make(x)
-    key = (id(x), tag, x.shape)
-    hit = _float_cache.get(key)
-    if hit is not None and hit[0]() is x:
-        return hit[1]
-    out = make(x)
-    try:
-        ref = weakref.ref(x, lambda _r, k=key: _float_cache.pop(k, None))
-    except TypeError:
-        return out
-    _float_cache[key] = (ref, out)
-    return out
+    return frozen.derived((x,), ("gemm_backends", tag), lambda: make(x))
 
 
 def _as_float(x: np.ndarray, dtype) -> np.ndarray:

@@ -59,6 +59,9 @@ _P, _I = types.voidptr, types.int64
 _hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_I, _P, _P, *[_I] * 7, _P, _P))
 _hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_I, _P, _P, *[_I] * 5, _P))
 _hw_linear = types.ExternalFunction("hw_linear", types.void(_I, _P, _P, *[_I] * 8, _P, _P, _P, *[_I] * 3, _P))
+_hw_pack_a_rows = types.ExternalFunction("hw_pack_a_rows", types.void(_I, _P, *[_I] * 4, _P, _I))
+_hw_pack_w = types.ExternalFunction("hw_pack_w", types.void(_I, _P, *[_I] * 3, _P))
+_PACK_ROWS = 32  # rows of packed A per job of the packing loop (a multiple of every kind's block rows)
 
 
 def _compiler() -> str | None:
@@ -115,6 +118,8 @@ def _load() -> ctypes.CDLL:
                 for name in ("hw_pack_a", "hw_pack_a_biased", "hw_pack_w"):
                     getattr(lib, name).argtypes = [i64, ptr, i64, i64, i64, ptr]
                     getattr(lib, name).restype = None
+                lib.hw_rows_padded.argtypes, lib.hw_rows_padded.restype = [i64, i64], i64
+                lib.hw_pack_a_rows.argtypes, lib.hw_pack_a_rows.restype = [i64, ptr, i64, i64, i64, i64, ptr, i64], None
                 for name in ("hw_packed_a_size", "hw_packed_w_size", "hw_row_block"):
                     getattr(lib, name).argtypes = [i64, i64, i64]
                     getattr(lib, name).restype = i64
@@ -214,14 +219,49 @@ def _tiles_parallel(kind, pa, pw, m, k, n, n_panels, rows, row_jobs, panels, pan
 
 @njit(parallel=True, cache=True)
 def _linear_parallel(
-    kind, pa, pw, m, k, n, entries, n_panels, rows, row_jobs, panels, panel_jobs, bias, mult, shift, lo, hi, y
+    kind,
+    a8,
+    flip,
+    padded,
+    pa,
+    sa,
+    w8,
+    pw,
+    sw,
+    pack_w,
+    m,
+    k,
+    n,
+    entries,
+    n_panels,
+    rows,
+    row_jobs,
+    panels,
+    panel_jobs,
+    bias,
+    mult,
+    shift,
+    lo,
+    hi,
+    y,
 ):
-    """hw_linear per job: one job per entry of a batch of products (``entries`` > 0, each whole), else
-    the grid of jobs of ``_tiles_parallel``; ``y`` int8 or int16."""
+    """Pack A, then hw_linear per job. ``padded``: the packed rows of one A; ``sa``, ``sw``: int32
+    words of one packed A, W. A batch of products (``entries`` > 0): one job per entry, which packs
+    its own A (and its W, where ``pack_w``) and runs it whole. One product: A packed by all threads
+    (_PACK_ROWS rows a job), then the grid of jobs of ``_tiles_parallel``. ``y`` int8 or int16;
+    ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one holding a + 128."""
+    if entries == 0:
+        for c in prange((padded + _PACK_ROWS - 1) // _PACK_ROWS):
+            r0 = c * _PACK_ROWS
+            _hw_pack_a_rows(kind, a8.ctypes.data, m, k, r0, min(r0 + _PACK_ROWS, padded), pa.ctypes.data, flip)
     jobs = entries if entries > 0 else row_jobs * panel_jobs
     for j in prange(jobs):
         whole = entries > 0  # a job is one entry, whole; else one block of the grid
-        e = j if whole else 0
+        e = np.int64(j) if whole else np.int64(0)
+        if whole:
+            _hw_pack_a_rows(kind, a8[e].ctypes.data, m, k, 0, padded, pa[e * sa :].ctypes.data, flip)
+            if pack_w:
+                _hw_pack_w(kind, w8[e].ctypes.data, 1, n, k, pw[e * sw :].ctypes.data)
         r0 = 0 if whole else (j // panel_jobs) * rows
         p0 = 0 if whole else (j % panel_jobs) * panels
         r1 = m if whole else min(r0 + rows, m)
@@ -363,15 +403,49 @@ def linear_packed(
     if not -(1 << 15) <= lo <= hi < 1 << 15:
         raise ValueError(f"linear_packed: [{lo}, {hi}] must lie within 16 bits")
     y = np.empty((*a8.shape[:-1], n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
-    pa = _pack_a(a8, kind)
-    pw = pack_w(w8, kind) if packed_w is None else packed_w
+    if a8.dtype == np.uint8 and kind == KINDS["int16"]:
+        raise ValueError("the int16 kernel takes int8 a only")
+    entries = a8.shape[0] if a8.ndim == 3 else 0
+    sa, sw = lib.hw_packed_a_size(kind, m, k), lib.hw_packed_w_size(kind, n, k)
+    pa = np.empty(max(entries, 1) * sa, np.int32)  # packed in the kernel: by all threads, or per entry in its job
+    w8 = np.ascontiguousarray(w8, np.int8)
+    pack_in_jobs = packed_w is None and entries > 0
+    if packed_w is not None:
+        pw = packed_w
+    elif pack_in_jobs:
+        pw = np.empty(entries * sw, np.int32)
+    else:
+        pw = pack_w(w8, kind)
     bias, mult, shift = (np.ascontiguousarray(v, np.int64) for v in (bias, mult, shift))
     threads = numba.get_num_threads() if m * n * k >= _SMALL else 1
-    old = numba.set_parallel_chunksize(1)
+    grid = (-(-n // lib.hw_nr()), 0, 0, 0, 0) if entries else _grid(lib, kind, m, k, n, threads)
+    flip = 0 if a8.dtype == np.uint8 else 0x80
+    padded = lib.hw_rows_padded(kind, m)
+    old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
     try:
-        entries = a8.shape[0] if a8.ndim == 3 else 0
-        grid = (-(-n // lib.hw_nr()), 0, 0, 0, 0) if entries else _grid(lib, kind, m, k, n, threads)
-        _linear_parallel(kind, pa, pw, m, k, n, entries, *grid, bias, mult, shift, lo, hi, y)
+        _linear_parallel(
+            kind,
+            a8,
+            flip,
+            padded,
+            pa,
+            sa,
+            w8,
+            pw,
+            sw,
+            pack_in_jobs,
+            m,
+            k,
+            n,
+            entries,
+            *grid,
+            bias,
+            mult,
+            shift,
+            lo,
+            hi,
+            y,
+        )
     finally:
         numba.set_parallel_chunksize(old)
     return y

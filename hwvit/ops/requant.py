@@ -49,14 +49,19 @@ def quantize(x_float: Any, scale: Any, bits: int = 8, narrow: bool = False) -> n
     x = np.asarray(x_float)
     if x.dtype.kind not in "fiu" or x.dtype == np.bool_:
         raise ValueError(f"quantize: expected a real array, got dtype {x.dtype}")
-    x = x.astype(np.float64)
     scale = np.asarray(scale, dtype=np.float64)
+    lo, hi = signed(bits).range
+    if scale.ndim == 0 and x.dtype in (np.float32, np.float64) and np.isfinite(scale) and scale > 0:
+        out = np.empty(x.shape, dtype=out_dtype(lo, hi, narrow))  # the kernel: the same steps, one pass
+        if not _jit.quantize_flat(np.ascontiguousarray(x).reshape(-1), float(scale), lo, hi, out.reshape(-1)):
+            raise ValueError("quantize: input holds NaN or infinity")
+        return out
+    x = x.astype(np.float64)
     if not np.all(np.isfinite(x)):
         raise ValueError("quantize: input holds NaN or infinity")
     if not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
         raise ValueError(f"quantize: scale must be finite and > 0, got {scale}")
     v = x / scale
-    lo, hi = signed(bits).range
     v = np.clip(v, lo - 1, hi + 1)  # beyond the range the rounding does not matter
     whole = np.trunc(v)
     frac = v - whole  # exact in binary floating point

@@ -86,26 +86,36 @@ int64_t hw_packed_w_size(int64_t kind, int64_t n, int64_t k) {
     return panels_of(n) * NR * (groups_of(kind, k) + (kind == KIND_INT16 ? 0 : 1));
 }
 
-/* count matrices (M x K, contiguous, one after another) -> packed A, one after another. For group 4
+/* Rows [r0, r1) of one packed A from one M x K matrix (contiguous): row r < M holds its K values and
+ * zeros to the padded width, a row past M (up to the padded row count) is all zeros. For group 4
  * the packed byte is a + 128: from int8 a it is a XOR 0x80 (flip = 0x80); from a byte that already
  * holds a + 128 (an unsigned [0, 255] operand whose product keeps the offset form) it is copied
- * (flip = 0). */
-static void pack_a(int64_t kind, const int8_t *a, int64_t count, int64_t m, int64_t k, int32_t *out, uint8_t flip) {
-    const int64_t ng = groups_of(kind, k), size = hw_packed_a_size(kind, m, k);
-    for (int64_t b = 0; b < count; b++) {
-        int32_t *dst = out + b * size;
-        const int8_t *src = a + b * m * k;
-        memset(dst, 0, (size_t)size * sizeof(int32_t));
+ * (flip = 0). Disjoint row ranges write disjoint memory: threads may pack one matrix together. */
+void hw_pack_a_rows(int64_t kind, const int8_t *a, int64_t m, int64_t k, int64_t r0, int64_t r1, int32_t *out,
+                    int64_t flip) {
+    const int64_t ng = groups_of(kind, k);
+    const uint8_t x = (uint8_t)flip;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t valid = r < m ? k : 0;
         if (kind == KIND_INT16) {
-            int16_t *d16 = (int16_t *)dst;
-            for (int64_t r = 0; r < m; r++)
-                for (int64_t c = 0; c < k; c++) d16[r * ng * 2 + c] = src[r * k + c];
+            int16_t *row = (int16_t *)(void *)out + r * ng * 2;
+            for (int64_t c = 0; c < valid; c++) row[c] = a[r * k + c];
+            memset(row + valid, 0, (size_t)(ng * 2 - valid) * sizeof(int16_t));
         } else {
-            uint8_t *d8 = (uint8_t *)dst;
-            for (int64_t r = 0; r < m; r++)
-                for (int64_t c = 0; c < k; c++) d8[r * ng * 4 + c] = (uint8_t)((uint8_t)src[r * k + c] ^ flip);
+            uint8_t *row = (uint8_t *)(void *)out + r * ng * 4;
+            for (int64_t c = 0; c < valid; c++) row[c] = (uint8_t)((uint8_t)a[r * k + c] ^ x);
+            memset(row + valid, 0, (size_t)(ng * 4 - valid));
         }
     }
+}
+
+int64_t hw_rows_padded(int64_t kind, int64_t m) { return rows_padded(kind, m); }
+
+/* count matrices (M x K, contiguous, one after another) -> packed A, one after another */
+static void pack_a(int64_t kind, const int8_t *a, int64_t count, int64_t m, int64_t k, int32_t *out, uint8_t flip) {
+    const int64_t size = hw_packed_a_size(kind, m, k);
+    for (int64_t b = 0; b < count; b++)
+        hw_pack_a_rows(kind, a + b * m * k, m, k, 0, rows_padded(kind, m), out + b * size, flip);
 }
 
 void hw_pack_a(int64_t kind, const int8_t *a, int64_t count, int64_t m, int64_t k, int32_t *out) {

@@ -1,0 +1,73 @@
+"""Work done once for inputs that cannot change: a layer's read-only weights and parameters.
+
+A model's layers hand the same weight matrix, bias, multipliers and shifts to the kernels on every
+forward. Checking them (ranges, shapes, the accumulator bound) and deriving what the kernels want
+from them (packed or float copies, per-channel vectors) needs doing only once, if nothing can write
+them in between: ``derived`` keeps the result for inputs that are read-only numpy arrays, all along
+their chain of bases (``frozen``), or immutable scalars, while those arrays live. Anything else
+(a writable array, a torch tensor, a list) is worked on again at every call.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+_cache: dict[tuple, tuple[tuple, Any]] = {}  # key -> (weak references to its arrays, the result)
+_SCALARS = (int, float, str, bytes, np.integer, np.floating)
+
+
+def frozen(x: Any) -> bool:
+    """Whether no one can write ``x``'s memory: a numpy array read-only all along its chain of bases."""
+    if not isinstance(x, np.ndarray):
+        return False
+    while isinstance(x, np.ndarray):
+        if x.flags.writeable:
+            return False
+        x = x.base
+    return x is None or isinstance(x, bytes)
+
+
+def _part(x: Any) -> tuple | None:
+    """The key of one input: its identity for a frozen array, its value for an immutable scalar or
+    None; None where the input could change."""
+    if x is None or (isinstance(x, _SCALARS) and not isinstance(x, bool)):
+        return ("value", type(x).__name__, x)
+    if isinstance(x, bool):
+        return ("value", "bool", x)
+    if frozen(x):
+        return ("array", id(x), x.shape, x.dtype.str)
+    return None
+
+
+def immutable(x: Any) -> bool:
+    """Whether ``x`` cannot change: a ``frozen`` array, a scalar (int, float, str, bytes) or None."""
+    return _part(x) is not None
+
+
+def derived(inputs: tuple, tag: Any, make: Callable[[], Any]) -> Any:
+    """``make()``, kept for these ``inputs`` under ``tag`` when every input is immutable (and made
+    afresh otherwise). An exception from ``make`` is raised every time: nothing is kept."""
+    parts = tuple(_part(x) for x in inputs)
+    if any(p is None for p in parts):
+        return make()
+    key = (tag, parts)
+    arrays = tuple(x for x in inputs if isinstance(x, np.ndarray))
+    hit = _cache.get(key)
+    if hit is not None and len(hit[0]) == len(arrays) and all(r() is x for r, x in zip(hit[0], arrays)):
+        return hit[1]
+    out = make()
+    try:
+        refs = tuple(weakref.ref(x, lambda _r, k=key, c=_cache: c.pop(k, None)) for x in arrays)
+    except TypeError:
+        return out
+    _cache[key] = (refs, out)
+    return out
+
+
+def held(x: np.ndarray) -> bool:
+    """Whether something derived from array ``x`` is kept (the tests ask)."""
+    return any(any(r() is x for r in refs) for refs, _ in _cache.values())
