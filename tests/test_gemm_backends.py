@@ -396,7 +396,7 @@ def test_packed_a_rows_are_the_layout_in_any_row_ranges(kind):
 def test_linear_packed_packs_in_the_kernel(kind):
     """native.linear_packed packs A inside its parallel loop (row ranges by all threads for one product;
     each entry's A, and its W, in that entry's job for a batch): the requantized reference on every
-    kernel, M off the 32-row packing step, K off the quad, int8 a and uint8 a + 128."""
+    kernel, M off the 32-row packing step, K off the quad, int8 a and unsigned uint8 a."""
     from hwvit.ops import native
 
     rng = np.random.default_rng(33)
@@ -408,9 +408,11 @@ def test_linear_packed_packs_in_the_kernel(kind):
         want = ops.requant(gb._int64(a, w) + (bias[:, None, :] if a.ndim == 3 else bias), mult, shift, 8)
         got = native.linear_packed(a, w, None, bias, mult, shift, -128, 127, kind)
         assert np.array_equal(got, want), a_shape
-        if kind != native.KINDS["int16"]:  # uint8 holding a + 128 (P.V's probabilities): packed as it is
-            biased = (a.view(np.uint8) ^ 0x80).astype(np.uint8)
-            assert np.array_equal(native.linear_packed(biased, w, None, bias, mult, shift, -128, 127, kind), want)
+        if kind != native.KINDS["int16"]:  # unsigned bytes (P.V's probabilities) multiplied as they are
+            u = (a.view(np.uint8) ^ 0x80).astype(np.uint8)  # 0..255, every byte value
+            acc = gb._int64(u.astype(np.int64), w) + (bias[:, None, :] if a.ndim == 3 else bias)
+            got = native.linear_packed(u, w, None, bias, mult, shift, -128, 127, kind)
+            assert np.array_equal(got, ops.requant(acc, mult, shift, 8)), a_shape
 
 
 def test_int16_kernel_int32_sums_at_their_limit():

@@ -179,11 +179,13 @@ def linear(
     if a8.size and w8.shape[-2]:
         n_out, k = w8.shape[-2:]
         out_shape = (*a8.shape[:-1], n_out)
+        as_is = a8.dtype == np.uint8  # unsigned a kept as bytes: the quad kernel multiplies a itself
         if w8.ndim == 2:
-            a2, bias2 = a8.reshape(-1, k), fused_bias
-        else:  # one product per entry (attention); an unsigned a's offset term differs per entry
+            a2, bias2 = a8.reshape(-1, k), b if as_is else fused_bias
+        else:  # one product per entry (attention); an offset a's correction differs per entry
             a2 = a8
-            bias2 = b + offset * w8.sum(axis=2, dtype=np.int64) if offset else np.broadcast_to(b, w8.shape[:2])
+            offset_term = offset and not as_is
+            bias2 = b + offset * w8.sum(axis=2, dtype=np.int64) if offset_term else np.broadcast_to(b, w8.shape[:2])
         y = gemm_backends.matmul_requant(a2, w8, bias2, m, s, lo, hi)
         if y is not None:
             return (y if narrow else y.astype(np.int64)).reshape(out_shape)

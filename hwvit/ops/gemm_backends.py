@@ -258,8 +258,8 @@ def matmul(a8: np.ndarray, w8: np.ndarray, name: str | None = None, bias: np.nda
 
 
 def takes_offset_uint8(name: str | None = None) -> bool:
-    """Whether ``matmul_requant`` on backend ``name`` takes a uint8 ``a8`` holding ``a + 128`` (the
-    quad kernels pack that byte as it is; int8 a is XORed with 0x80 into the same byte)."""
+    """Whether ``matmul_requant`` on backend ``name`` takes an unsigned uint8 ``a8`` as it is (the quad
+    instruction multiplies unsigned bytes; int8 a is XORed with 0x80 into a + 128 and corrected)."""
     return (name or backend()) == "int8_vnni"
 
 
@@ -276,7 +276,7 @@ def matmul_requant(
     """``requant(bias + a8 @ w8^T)`` in one pass where the backend can (int16_avx2 and int8_vnni, K
     that one call takes): int8 or int16 (M, N), or per entry of (B, M, K) x (B, N, K) with a (B, N)
     bias; else None and the caller requantizes. Arguments checked by ``hwvit.ops.gemm.linear``. A uint8
-    ``a8`` holds ``a + 128`` (only where ``takes_offset_uint8``)."""
+    ``a8`` (only where ``takes_offset_uint8``) is multiplied as it is: unsigned bytes, no offset."""
     name = name or backend()
     if name not in _FUSED_BIAS:
         return None

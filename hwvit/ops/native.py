@@ -58,7 +58,7 @@ _cpu_vnni: tuple[int | None, str] | None = None  # _vnni_of_cpu's answer, once k
 _P, _I = types.voidptr, types.int64
 _hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_I, _P, _P, *[_I] * 7, _P, _P))
 _hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_I, _P, _P, *[_I] * 5, _P))
-_hw_linear = types.ExternalFunction("hw_linear", types.void(_I, _P, _P, *[_I] * 8, _P, _P, _P, *[_I] * 3, _P))
+_hw_linear = types.ExternalFunction("hw_linear", types.void(_I, _P, _P, *[_I] * 8, _P, _P, _P, *[_I] * 3, _P, _I))
 _hw_pack_a_rows = types.ExternalFunction("hw_pack_a_rows", types.void(_I, _P, *[_I] * 4, _P, _I))
 _hw_pack_w = types.ExternalFunction("hw_pack_w", types.void(_I, _P, *[_I] * 3, _P))
 _PACK_ROWS = 32  # rows of packed A per job of the packing loop (a multiple of every kind's block rows)
@@ -244,12 +244,14 @@ def _linear_parallel(
     lo,
     hi,
     y,
+    raw,
 ):
     """Pack A, then hw_linear per job. ``padded``: the packed rows of one A; ``sa``, ``sw``: int32
     words of one packed A, W. A batch of products (``entries`` > 0): one job per entry, which packs
     its own A (and its W, where ``pack_w``) and runs it whole. One product: A packed by all threads
     (_PACK_ROWS rows a job), then the grid of jobs of ``_tiles_parallel``. ``y`` int8 or int16;
-    ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one holding a + 128."""
+    ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one; ``raw``: 1 for uint8 (its bytes are the
+    operand, no offset correction)."""
     if entries == 0:
         for c in prange((padded + _PACK_ROWS - 1) // _PACK_ROWS):
             r0 = c * _PACK_ROWS
@@ -285,6 +287,7 @@ def _linear_parallel(
             hi,
             y.itemsize,
             y.ctypes.data,
+            raw,
         )
 
 
@@ -389,7 +392,8 @@ def linear_packed(
     the sums are stored (the int32 sums are never written out): (M, K) x (N, K) -> (M, N), or per
     entry of (B, M, K) x (B, N, K) with a (B, N) bias -> (B, M, N); int8 when [lo, hi] fits it,
     else int16. ``packed_w``: ``pack_w(w8, kind)`` made earlier, or None. A uint8 ``a8`` (group-4
-    kinds) holds ``a + 128``: the product is of ``a8 - 128``, packed without a pass to take 128 off.
+    kinds: an unsigned operand, P.V's probabilities) is multiplied as it is: its bytes are what the
+    quad instruction takes, so neither a pass over it nor the kernel's offset correction is needed.
 
     The caller (``hwvit.ops.gemm.linear``) has checked everything the kernel trusts: |bias| + K * 255
     * 128 < 2^31, mult (N,) in [0, 2^31 - 1], shift (N,) in [0, 62], [lo, hi] within 16 bits, K at
@@ -445,6 +449,7 @@ def linear_packed(
             lo,
             hi,
             y,
+            int(flip == 0),  # raw: unsigned bytes multiplied as they are
         )
     finally:
         numba.set_parallel_chunksize(old)

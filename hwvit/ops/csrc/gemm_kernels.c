@@ -440,9 +440,10 @@ static void tile(int64_t kind, const int32_t *arow, int64_t ng, const int32_t *w
  * Rows past M are computed on the zero padding and not written. */
 static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0,
                   int64_t r1, int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult, const int64_t *shift,
-                  int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
+                  int64_t lo, int64_t hi, int64_t out_bytes, void *y, int64_t raw) {
     const int64_t ng = groups_of(kind, k);
-    const int32_t *colsum = kind == KIND_INT16 ? NULL : pw + panels_of(n) * ng * NR;
+    /* raw (group 4): the packed bytes are the unsigned operand itself, not a + 128: no correction */
+    const int32_t *colsum = kind == KIND_INT16 || raw ? NULL : pw + panels_of(n) * ng * NR;
     const __m256i vlo = _mm256_set1_epi64x(lo), vhi = _mm256_set1_epi64x(hi);
     int32_t out[RB_AMX][NR]; /* MR rows of it for the vector kinds */
     const int64_t rb = block_rows(kind);
@@ -512,7 +513,7 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
 /* one job of a product: rows r0..r1-1, panels p0..p1-1 (numba's threads take the jobs) */
 void hw_gemm_tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m, int64_t k, int64_t n, int64_t r0,
                    int64_t r1, int64_t p0, int64_t p1, const int64_t *bias, int64_t *c) {
-    tiles(kind, pa, pw, m, k, n, r0, r1, p0, p1, bias, NULL, NULL, 0, 0, 8, c);
+    tiles(kind, pa, pw, m, k, n, r0, r1, p0, p1, bias, NULL, NULL, 0, 0, 8, c, 0);
 }
 
 /* one job of a requantized product (numba's threads take the jobs): rows r0..r1-1 and panels
@@ -521,9 +522,9 @@ void hw_gemm_tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m
  * term); every entry shares mult and shift. */
 void hw_linear(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m, int64_t k, int64_t n, int64_t e,
                int64_t r0, int64_t r1, int64_t p0, int64_t p1, const int64_t *bias, const int64_t *mult,
-               const int64_t *shift, int64_t lo, int64_t hi, int64_t out_bytes, void *y) {
+               const int64_t *shift, int64_t lo, int64_t hi, int64_t out_bytes, void *y, int64_t raw) {
     tiles(kind, pa + e * hw_packed_a_size(kind, m, k), pw + e * hw_packed_w_size(kind, n, k), m, k, n, r0, r1, p0,
-          p1, bias + e * n, mult, shift, lo, hi, out_bytes, (char *)y + e * m * n * out_bytes);
+          p1, bias + e * n, mult, shift, lo, hi, out_bytes, (char *)y + e * m * n * out_bytes, raw);
 }
 
 /* entries b0..b1-1 of a batch of products, no bias (threads take the entries) */
@@ -532,5 +533,5 @@ void hw_gemm_batch(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m
     const int64_t sa = hw_packed_a_size(kind, m, k), sw = hw_packed_w_size(kind, n, k);
     for (int64_t b = b0; b < b1; b++)
         tiles(kind, pa + b * sa, pw + b * sw, m, k, n, 0, m, 0, panels_of(n), NULL, NULL, NULL, 0, 0, 8,
-              c + b * m * n);
+              c + b * m * n, 0);
 }
