@@ -368,29 +368,42 @@ def test_kernel_batched_split_over_threads(kind):
 
 
 def test_packed_a_rows_are_the_layout_in_any_row_ranges(kind):
-    """hw_pack_a_rows writes rows [r0, r1) of a packed A: row r < M is a's row (int16 values, or bytes
-    a XOR 0x80 / a + 128 as they are) zero-padded to the packed width, rows past M are zeros. Packed in
-    ranges that split the blocks anyhow (threads do that), the result is the same bytes."""
+    """hw_pack_a_rows writes rows [r0, r1) of a packed A from a matrix in any layout (element (r, c) at
+    a[r * sm + c * sk]: contiguous, transposed, every other row and column reversed, a broadcast row):
+    row r < M is a's row (int16 values, or the bytes a XOR 0x80) zero-padded to the packed width,
+    rows past M are zeros. Packed in ranges that split the blocks anyhow (threads do that), the same
+    bytes; and hw_pack_w_strided packs a strided W as the contiguous packer packs its copy."""
     from hwvit.ops import native
 
     lib = native._load()
     rng = np.random.default_rng(32)
     for m, k in [(1, 1), (5, 3), (33, 7), (197, 64), (65, 197)]:
-        a = _i8(rng.integers(-128, 128, (m, k)))
-        padded, words = lib.hw_rows_padded(kind, m), lib.hw_packed_a_size(kind, m, k)
-        width = words // padded  # int32 words of one packed row
-        if kind == native.KINDS["int16"]:
-            want = np.zeros((padded, 2 * width), np.int16)
-            want[:m, :k] = a
-        else:
-            want = np.zeros((padded, 4 * width), np.uint8)
-            want[:m, :k] = a.view(np.uint8) ^ 0x80
-        cuts = sorted({0, padded, *rng.integers(0, padded + 1, 3).tolist()})
-        got = np.full(words, -1, np.int32)  # every word must be written
-        for r0, r1 in zip(cuts, cuts[1:]):
-            lib.hw_pack_a_rows(kind, a.ctypes.data, m, k, r0, r1, got.ctypes.data, 0x80)
-        assert got.view(want.dtype).tolist() == want.reshape(-1).tolist(), (m, k)
-        assert np.array_equal(got, native._pack_a(a, kind))  # the serial packer: the same layout
+        base = _i8(rng.integers(-128, 128, (2 * k, 2 * m)))
+        layouts = {
+            "contiguous": _i8(rng.integers(-128, 128, (m, k))),
+            "transposed": base.T[:m, :k],
+            "strided, reversed": base.T[::-2, ::-2],
+            "broadcast row": np.broadcast_to(base.T[0, :k], (m, k)),
+        }
+        for layout, a in layouts.items():
+            assert a.shape == (m, k), layout
+            padded, words = lib.hw_rows_padded(kind, m), lib.hw_packed_a_size(kind, m, k)
+            width = words // padded  # int32 words of one packed row
+            if kind == native.KINDS["int16"]:
+                want = np.zeros((padded, 2 * width), np.int16)
+                want[:m, :k] = a
+            else:
+                want = np.zeros((padded, 4 * width), np.uint8)
+                want[:m, :k] = a.view(np.uint8) ^ 0x80
+            cuts = sorted({0, padded, *rng.integers(0, padded + 1, 3).tolist()})
+            got = np.full(words, -1, np.int32)  # every word must be written
+            for r0, r1 in zip(cuts, cuts[1:]):
+                lib.hw_pack_a_rows(kind, a.ctypes.data, m, k, *a.strides, r0, r1, got.ctypes.data, 0x80)
+            assert got.view(want.dtype).tolist() == want.reshape(-1).tolist(), (m, k, layout)
+            assert np.array_equal(got, native._pack_a(np.ascontiguousarray(a), kind))  # the serial packer
+            w_got = np.full(lib.hw_packed_w_size(kind, m, k), -1, np.int32)
+            lib.hw_pack_w_strided(kind, a.ctypes.data, m, k, *a.strides, w_got.ctypes.data)
+            assert np.array_equal(w_got, native.pack_w(np.ascontiguousarray(a), kind)), (m, k, layout)
 
 
 def test_linear_packed_packs_in_the_kernel(kind):
@@ -413,6 +426,19 @@ def test_linear_packed_packs_in_the_kernel(kind):
             acc = gb._int64(u.astype(np.int64), w) + (bias[:, None, :] if a.ndim == 3 else bias)
             got = native.linear_packed(u, w, None, bias, mult, shift, -128, 127, kind)
             assert np.array_equal(got, ops.requant(acc, mult, shift, 8)), a_shape
+    # attention's operands as the forward hands them: per-head views of one (N, 3, H, hd) output
+    y = _i8(rng.integers(-128, 128, (197, 3, 12, 64)))
+    q, k_, v_t = y[:, 0].transpose(1, 0, 2), y[:, 1].transpose(1, 0, 2), y[:, 2].transpose(1, 2, 0)
+    p = rng.integers(0, 256, (12, 197, 197)).astype(np.uint8)
+    for a, w in [(q, k_), (p, v_t), (q[:, ::-3], k_[::-1, 5:])]:
+        assert not (a.flags.c_contiguous and w.flags.c_contiguous)
+        if a.dtype == np.uint8 and kind == native.KINDS["int16"]:
+            a = _i8(a.astype(np.int16) - 128)
+        n = w.shape[1]
+        bias = rng.integers(-(2**20), 2**20, (12, n))
+        mult, shift = rng.integers(1 << 28, 1 << 31, n), rng.integers(20, 31, n)
+        want = ops.requant(gb._int64(a, w) + bias[:, None, :], mult, shift, 8)
+        assert np.array_equal(native.linear_packed(a, w, None, bias, mult, shift, -128, 127, kind), want)
 
 
 def test_int16_kernel_int32_sums_at_their_limit():

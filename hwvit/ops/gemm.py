@@ -32,10 +32,11 @@ def _int8_matmul(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None)
     return gemm_backends.matmul(a8, w8, bias=bias)
 
 
-def int8_operand(x: Any, name: str, lo: int, hi: int, offset: int = 0) -> np.ndarray:
+def int8_operand(x: Any, name: str, lo: int, hi: int, offset: int = 0, contiguous: bool = True) -> np.ndarray:
     """``x - offset`` as a contiguous int8 array, refusing values outside ``[lo, hi]``.
 
-    An int8 array needs no check; anything else is checked and narrowed in one pass.
+    An int8 array needs no check (and with ``contiguous=False`` comes back in its own layout, for a
+    kernel that packs any strides); anything else is checked and narrowed in one pass.
     """
     if type(x).__module__.split(".")[0] == "torch":
         x = x.detach().cpu().numpy()
@@ -43,7 +44,7 @@ def int8_operand(x: Any, name: str, lo: int, hi: int, offset: int = 0) -> np.nda
     if arr.dtype.kind not in "iu":
         raise ValueError(f"{name}: expected an integer array, got dtype {arr.dtype}")
     if arr.dtype == np.int8 and offset == 0 and lo <= -128 and hi >= 127:
-        return np.ascontiguousarray(arr)
+        return np.ascontiguousarray(arr) if contiguous else arr
     flat = np.ascontiguousarray(arr).reshape(-1)
     if flat.dtype == np.uint64:
         flat = as_int_array(flat, name)  # refuses values past int64
@@ -53,25 +54,30 @@ def int8_operand(x: Any, name: str, lo: int, hi: int, offset: int = 0) -> np.nda
     return out.reshape(arr.shape)
 
 
-def _a_operand(a: Any, a_signed: bool, keep_uint8: bool = False) -> tuple[np.ndarray, int]:
+def _a_operand(a: Any, a_signed: bool, keep_uint8: bool = False, contiguous: bool = True) -> tuple[np.ndarray, int]:
     """Checked int8 ``a8`` (unsigned a offset by -128: a*w = (a-128)*w + 128*w) and the offset.
     ``keep_uint8``: an unsigned ``a`` that is a uint8 array (its dtype is its range) comes back as it
     is, the offset form ``(a - 128) + 128`` that the quad kernels pack directly."""
     offset = 0 if a_signed else 128
     if keep_uint8 and not a_signed and isinstance(a, np.ndarray) and a.dtype == np.uint8:
         return a, offset
-    return int8_operand(a, "a", *((-128, 127) if a_signed else (0, 255)), offset=offset), offset
+    bounds = (-128, 127) if a_signed else (0, 255)
+    return int8_operand(a, "a", *bounds, offset=offset, contiguous=contiguous), offset
 
 
-def _weights(w: Any, bias: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Checked int8 ``w8`` and the int64 bias; ValueError on bad input, OverflowError unless the
-    int32 accumulator bound holds for any ``a`` (it depends on K and the bias alone)."""
-    w8 = int8_operand(w, "w", -128, 127)
+def _w8(w: Any, contiguous: bool = True) -> np.ndarray:
+    """Checked int8 ``w8``: (N, K) or (B, N, K), K >= 1."""
+    w8 = int8_operand(w, "w", -128, 127, contiguous=contiguous)
     if w8.ndim not in (2, 3):
         raise ValueError(f"w: expected shape (N, K) or (B, N, K), got {w8.shape}")
-    n_out, k = w8.shape[-2:]
-    if k == 0:
+    if w8.shape[-1] == 0:
         raise ValueError("gemm: K must be >= 1")
+    return w8
+
+
+def _bias(bias: Any, n_out: int, k: int) -> np.ndarray:
+    """The checked int64 bias of ``n_out`` channels (zeros for None); OverflowError unless the int32
+    accumulator bound holds for any ``a`` (it depends on K and the bias alone)."""
     if bias is None:
         b = np.zeros(n_out, dtype=np.int64)
     else:
@@ -83,7 +89,13 @@ def _weights(w: Any, bias: Any) -> tuple[np.ndarray, np.ndarray]:
         raise OverflowError(
             f"gemm: K*255*128 + max|bias| = {bound} >= 2^31 (K={k}); the int32 accumulator could overflow"
         )
-    return w8, b
+    return b
+
+
+def _weights(w: Any, bias: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Checked int8 ``w8`` and the int64 bias (``_w8``, ``_bias``)."""
+    w8 = _w8(w)
+    return w8, _bias(bias, *w8.shape[-2:])
 
 
 def _match(a8: np.ndarray, w8: np.ndarray) -> None:
@@ -137,21 +149,27 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
 
 
 def _linear_params(w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int, offset: int) -> tuple:
-    """What ``linear`` derives from its weights and parameters alone, checked: (w8, b, the bias the
-    fused kernel adds (an unsigned a's ``128 * rowsum(w)`` in it; None for batched w), (N,) int64
-    multipliers and shifts, lo, hi). Made once for a layer's read-only arrays (``frozen``)."""
+    """What ``linear`` derives from its weights and parameters alone, checked: (w8 in its own layout,
+    b, the bias with an offset a's ``128 * rowsum(w)`` for 2-D w, (N,) int64 multipliers and shifts,
+    lo, hi). The checks of the bias, the bound and the requant parameters are made once for
+    immutable ones (read-only arrays, ints, None: ``hwvit.ops.frozen``), whatever ``w`` is (attention
+    passes fresh K and V^T with the same scalar parameters at every call)."""
+    w8 = _w8(w, contiguous=False)  # int8 w in its own layout: the fused kernel packs any strides
+    n_out, k = w8.shape[-2:]
+    b = frozen.derived((bias, n_out, k), "linear-bias", lambda: _bias(bias, n_out, k))
 
-    def make():
-        w8, b = _weights(w, bias)
-        n_out = w8.shape[-2]
+    def requant_params():
         bits = check_bits(out_bits, "out_bits", *OUT_BITS)
         m = channel_param(multiplier, "multiplier", 0, MULT_MAX, (n_out,))
         s = channel_param(shift, "shift", 0, SHIFT_MAX, (n_out,))
         ref = np.empty((0, n_out))  # per_channel only reads the channel count
-        fused_bias = _bias_for(b, offset, w8) if w8.ndim == 2 else None
-        return (w8, b, fused_bias, per_channel(m, ref), per_channel(s, ref), *signed(bits).range)
+        return (per_channel(m, ref), per_channel(s, ref), *signed(bits).range)
 
-    return frozen.derived((w, bias, multiplier, shift, out_bits, offset), "linear", make)
+    rq = frozen.derived((multiplier, shift, out_bits, n_out), "linear-requant", requant_params)
+    fused_bias = b
+    if offset and w8.ndim == 2:
+        fused_bias = frozen.derived((w8, bias, offset), "linear-offset", lambda: _bias_for(b, offset, w8))
+    return (w8, b, fused_bias, *rq)
 
 
 def linear(
@@ -173,7 +191,8 @@ def linear(
     checked once, not at every call (``hwvit.ops.frozen``); ``a`` is checked at every call.
     """
     keep = gemm_backends.takes_offset_uint8()  # P.V's uint8 probabilities packed as they are
-    a8, offset = _a_operand(a, a_signed, keep_uint8=keep)
+    # int8 a and w in their own layouts (attention's per-head views): the fused kernel packs them
+    a8, offset = _a_operand(a, a_signed, keep_uint8=keep, contiguous=False)
     w8, b, fused_bias, m, s, lo, hi = _linear_params(w, bias, multiplier, shift, out_bits, offset)
     _match(a8, w8)
     if a8.size and w8.shape[-2]:
@@ -191,4 +210,5 @@ def linear(
             return (y if narrow else y.astype(np.int64)).reshape(out_shape)
     if a8.dtype == np.uint8:  # kept for the quad kernel, which declined (K past one call): narrow now
         a8 = int8_operand(a8, "a", 0, 255, offset=offset)
+    a8, w8 = np.ascontiguousarray(a8), np.ascontiguousarray(w8)  # as ops.gemm hands them on
     return requant(_product(a8, w8, b, offset), multiplier, shift, out_bits, narrow=narrow)

@@ -59,8 +59,8 @@ _P, _I = types.voidptr, types.int64
 _hw_gemm_tiles = types.ExternalFunction("hw_gemm_tiles", types.void(_I, _P, _P, *[_I] * 7, _P, _P))
 _hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_I, _P, _P, *[_I] * 5, _P))
 _hw_linear = types.ExternalFunction("hw_linear", types.void(_I, _P, _P, *[_I] * 8, _P, _P, _P, *[_I] * 3, _P, _I))
-_hw_pack_a_rows = types.ExternalFunction("hw_pack_a_rows", types.void(_I, _P, *[_I] * 4, _P, _I))
-_hw_pack_w = types.ExternalFunction("hw_pack_w", types.void(_I, _P, *[_I] * 3, _P))
+_hw_pack_a_rows = types.ExternalFunction("hw_pack_a_rows", types.void(_I, _P, *[_I] * 6, _P, _I))
+_hw_pack_w_strided = types.ExternalFunction("hw_pack_w_strided", types.void(_I, _P, *[_I] * 4, _P))
 _PACK_ROWS = 32  # rows of packed A per job of the packing loop (a multiple of every kind's block rows)
 
 
@@ -119,7 +119,9 @@ def _load() -> ctypes.CDLL:
                     getattr(lib, name).argtypes = [i64, ptr, i64, i64, i64, ptr]
                     getattr(lib, name).restype = None
                 lib.hw_rows_padded.argtypes, lib.hw_rows_padded.restype = [i64, i64], i64
-                lib.hw_pack_a_rows.argtypes, lib.hw_pack_a_rows.restype = [i64, ptr, i64, i64, i64, i64, ptr, i64], None
+                lib.hw_pack_a_rows.argtypes = [i64, ptr, *[i64] * 6, ptr, i64]
+                lib.hw_pack_w_strided.argtypes = [i64, ptr, *[i64] * 4, ptr]
+                lib.hw_pack_a_rows.restype = lib.hw_pack_w_strided.restype = None
                 for name in ("hw_packed_a_size", "hw_packed_w_size", "hw_row_block"):
                     getattr(lib, name).argtypes = [i64, i64, i64]
                     getattr(lib, name).restype = i64
@@ -252,18 +254,21 @@ def _linear_parallel(
     (_PACK_ROWS rows a job), then the grid of jobs of ``_tiles_parallel``. ``y`` int8 or int16;
     ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one; ``raw``: 1 for uint8 (its bytes are the
     operand, no offset correction)."""
+    sm, sk = a8.strides[-2], a8.strides[-1]  # one byte an element: strides in elements
     if entries == 0:
         for c in prange((padded + _PACK_ROWS - 1) // _PACK_ROWS):
             r0 = c * _PACK_ROWS
-            _hw_pack_a_rows(kind, a8.ctypes.data, m, k, r0, min(r0 + _PACK_ROWS, padded), pa.ctypes.data, flip)
+            r1 = min(r0 + _PACK_ROWS, padded)
+            _hw_pack_a_rows(kind, a8.ctypes.data, m, k, sm, sk, r0, r1, pa.ctypes.data, flip)
     jobs = entries if entries > 0 else row_jobs * panel_jobs
     for j in prange(jobs):
         whole = entries > 0  # a job is one entry, whole; else one block of the grid
         e = np.int64(j) if whole else np.int64(0)
         if whole:
-            _hw_pack_a_rows(kind, a8[e].ctypes.data, m, k, 0, padded, pa[e * sa :].ctypes.data, flip)
+            _hw_pack_a_rows(kind, a8[e].ctypes.data, m, k, sm, sk, 0, padded, pa[e * sa :].ctypes.data, flip)
             if pack_w:
-                _hw_pack_w(kind, w8[e].ctypes.data, 1, n, k, pw[e * sw :].ctypes.data)
+                wn, wk = w8.strides[-2], w8.strides[-1]
+                _hw_pack_w_strided(kind, w8[e].ctypes.data, n, k, wn, wk, pw[e * sw :].ctypes.data)
         r0 = 0 if whole else (j // panel_jobs) * rows
         p0 = 0 if whole else (j % panel_jobs) * panels
         r1 = m if whole else min(r0 + rows, m)
@@ -400,7 +405,8 @@ def linear_packed(
     most ``k_limit(kind)``.
     """
     lib = _load()
-    a8 = np.ascontiguousarray(a8) if a8.dtype == np.uint8 else np.ascontiguousarray(a8, np.int8)
+    if a8.dtype not in (np.int8, np.uint8):
+        a8 = np.ascontiguousarray(a8, np.int8)  # int8 and uint8 are packed in any layout, strides and all
     m, k = a8.shape[-2:]
     n = w8.shape[-2]
     _check_k(k, kind)
@@ -412,8 +418,8 @@ def linear_packed(
     entries = a8.shape[0] if a8.ndim == 3 else 0
     sa, sw = lib.hw_packed_a_size(kind, m, k), lib.hw_packed_w_size(kind, n, k)
     pa = np.empty(max(entries, 1) * sa, np.int32)  # packed in the kernel: by all threads, or per entry in its job
-    w8 = np.ascontiguousarray(w8, np.int8)
     pack_in_jobs = packed_w is None and entries > 0
+    w8 = w8 if pack_in_jobs and w8.dtype == np.int8 else np.ascontiguousarray(w8, np.int8)
     if packed_w is not None:
         pw = packed_w
     elif pack_in_jobs:
