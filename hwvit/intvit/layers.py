@@ -74,6 +74,10 @@ class IntLayerNorm(RequantOut):
     requant: Requant  # of y*G + B to the output
     arith: Arith | None = None  # another arithmetic (hwvit.variants) in place of hwvit's
 
+    def __post_init__(self):
+        # read-only, so the kernel checks them once, not at every call (hwvit.ops.frozen)
+        self.gamma, self.beta = read_only(self.gamma), read_only(self.beta)
+
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         rows = x.reshape(-1, x.shape[-1])
         if self.arith is not None:

@@ -38,13 +38,17 @@ def _part(x: Any) -> tuple | None:
         return ("value", type(x).__name__, x)
     if isinstance(x, bool):
         return ("value", "bool", x)
+    if isinstance(x, tuple):  # a shape, or a tuple of immutable scalars (no arrays: they need weakrefs)
+        parts = tuple(None if isinstance(v, np.ndarray) else _part(v) for v in x)
+        return None if any(p is None for p in parts) else ("tuple", parts)
     if frozen(x):
         return ("array", id(x), x.shape, x.dtype.str)
     return None
 
 
 def immutable(x: Any) -> bool:
-    """Whether ``x`` cannot change: a ``frozen`` array, a scalar (int, float, str, bytes) or None."""
+    """Whether ``x`` cannot change: a ``frozen`` array, a scalar (int, float, str, bytes), None, or a
+    tuple of these."""
     return _part(x) is not None
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import BETA, GAMMA, INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
+from hwvit.ops import frozen
 from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, out_dtype
 
@@ -44,25 +45,28 @@ def layernorm(
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_C:
         raise ValueError(f"layernorm: rows must hold 1..{MAX_C} elements, got shape {x.shape}")
     c = x.shape[-1]
-    g = as_int_array(gamma, "gamma", -G_MAX, G_MAX)
-    b = as_int_array(beta, "beta", -B_MAX, B_MAX)
-    if g.shape != (c,) or b.shape != (c,):
-        raise ValueError(f"layernorm: gamma {g.shape} and beta {b.shape} must have shape ({c},)")
-    eps = int(as_int_array(eps_int, "eps_int", 0, EPS_MAX))
 
-    m = int(as_int_array(multiplier, "multiplier", 0, MULT_MAX))
-    s = int(as_int_array(shift, "shift", 0, SHIFT_MAX))
-    out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
-    lo, hi = signed(out_bits).range
+    def params():  # checked once for immutable parameters (ints, read-only arrays: hwvit.ops.frozen)
+        g = as_int_array(gamma, "gamma", -G_MAX, G_MAX)
+        b = as_int_array(beta, "beta", -B_MAX, B_MAX)
+        if g.shape != (c,) or b.shape != (c,):
+            raise ValueError(f"layernorm: gamma {g.shape} and beta {b.shape} must have shape ({c},)")
+        eps = int(as_int_array(eps_int, "eps_int", 0, EPS_MAX))
+        m = int(as_int_array(multiplier, "multiplier", 0, MULT_MAX))
+        s = int(as_int_array(shift, "shift", 0, SHIFT_MAX))
+        bits = check_bits(out_bits, "out_bits", *OUT_BITS)
+        return (np.ascontiguousarray(g), np.ascontiguousarray(b), eps, m, s, *signed(bits).range)
+
+    g, b, eps, m, s, lo, hi = frozen.derived(
+        (gamma, beta, eps_int, multiplier, shift, out_bits, c), "layernorm", params
+    )
     # Per row (docs/arithmetic.md): Sx signed 20, Sxx unsigned 27, V = C*Sxx - Sx^2 < 2^39,
     # Ve = (V << 22) + eps_int < 2^62, sig = isqrt(Ve) < 2^31, inv <= 2^32 (0 when sig = 0: then
     # every d is 0), d = C*x - Sx signed 21, y = (d*inv + 2^21) >> 22 signed 17, acc = y*G + B
     # signed 32, then requant (|acc * M| < 2^62).
     rows = as_rows(x, keep_dtype=True)
     out = np.empty(rows.shape, dtype=out_dtype(lo, hi, narrow))
-    ve = _jit.layernorm_rows(
-        rows, np.ascontiguousarray(g), np.ascontiguousarray(b), eps, m, s, lo, hi, LN_T, LN_K, LN_F, out
-    )
+    ve = _jit.layernorm_rows(rows, g, b, eps, m, s, lo, hi, LN_T, LN_K, LN_F, out)
     if ve.size and int(ve.max()) >= VE_LIMIT:
         raise OverflowError(f"layernorm: (V << 22) + eps_int = {int(ve.max())} >= 2^62")
     return out.reshape(x.shape)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
+from hwvit.ops import frozen
 from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_operand, as_rows, channel_param, check_bits, out_dtype, per_channel
 
@@ -32,13 +33,21 @@ def residual_add(
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         raise ValueError(f"residual_add: shapes {a.shape} and {b.shape} do not broadcast") from None
-    ma = channel_param(mult_a, "mult_a", 0, MULT_MAX, shape)
-    mb = channel_param(mult_b, "mult_b", 0, MULT_MAX, shape)
-    s = channel_param(shift, "shift", 1, SHIFT_MAX, shape)
+    channels = shape[-1] if shape else 1
+
+    def params():  # checked once for immutable parameters (ints, read-only arrays: hwvit.ops.frozen)
+        ref = np.empty((0, channels))  # per_channel only reads the channel count
+        checked = (
+            channel_param(mult_a, "mult_a", 0, MULT_MAX, shape),
+            channel_param(mult_b, "mult_b", 0, MULT_MAX, shape),
+            channel_param(shift, "shift", 1, SHIFT_MAX, shape),
+        )
+        return tuple(per_channel(v, ref) for v in checked)
+
+    ma, mb, s = frozen.derived((mult_a, mult_b, shift, shape), "residual_add", params)
     lo, hi = signed(out_bits).range
-    a_rows = as_rows(np.broadcast_to(a, shape), keep_dtype=True)
-    b_rows = as_rows(np.broadcast_to(b, shape), keep_dtype=True)
-    ref = a_rows.reshape(shape) if shape else a_rows
+    a_rows = as_rows(a if a.shape == shape else np.broadcast_to(a, shape), keep_dtype=True)
+    b_rows = as_rows(b if b.shape == shape else np.broadcast_to(b, shape), keep_dtype=True)
     out = np.empty(a_rows.shape, dtype=out_dtype(lo, hi, narrow))
-    _jit.residual_rows(a_rows, b_rows, per_channel(ma, ref), per_channel(mb, ref), per_channel(s, ref), lo, hi, out)
+    _jit.residual_rows(a_rows, b_rows, ma, mb, s, lo, hi, out)
     return out.reshape(shape)
