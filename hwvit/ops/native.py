@@ -220,40 +220,17 @@ def _tiles_parallel(kind, pa, pw, m, k, n, n_panels, rows, row_jobs, panels, pan
 
 
 @njit(parallel=True, cache=True)
-def _linear_parallel(
-    kind,
-    a8,
-    flip,
-    padded,
-    pa,
-    sa,
-    w8,
-    pw,
-    sw,
-    pack_w,
-    m,
-    k,
-    n,
-    entries,
-    n_panels,
-    rows,
-    row_jobs,
-    panels,
-    panel_jobs,
-    bias,
-    mult,
-    shift,
-    lo,
-    hi,
-    y,
-    raw,
-):
+def _linear_parallel(kind, a8, w8, pa, pw, bias, mult, shift, y, dims, grid, packing):
     """Pack A, then hw_linear per job. ``padded``: the packed rows of one A; ``sa``, ``sw``: int32
     words of one packed A, W. A batch of products (``entries`` > 0): one job per entry, which packs
     its own A (and its W, where ``pack_w``) and runs it whole. One product: A packed by all threads
     (_PACK_ROWS rows a job), then the grid of jobs of ``_tiles_parallel``. ``y`` int8 or int16;
     ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one; ``raw``: 1 for uint8 (its bytes are the
-    operand, no offset correction)."""
+    operand, no offset correction). ``dims``: (m, k, n, entries, lo, hi); ``grid``: ``_grid``'s;
+    ``packing``: (flip, padded, sa, sw, pack_w, raw)."""
+    m, k, n, entries, lo, hi = dims
+    n_panels, rows, row_jobs, panels, panel_jobs = grid
+    flip, padded, sa, sw, pack_w, raw = packing
     sm, sk = a8.strides[-2], a8.strides[-1]  # one byte an element: strides in elements
     if entries == 0:
         for c in prange((padded + _PACK_ROWS - 1) // _PACK_ROWS):
@@ -433,30 +410,8 @@ def linear_packed(
     padded = lib.hw_rows_padded(kind, m)
     old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
     try:
-        _linear_parallel(
-            kind,
-            a8,
-            flip,
-            padded,
-            pa,
-            sa,
-            w8,
-            pw,
-            sw,
-            pack_in_jobs,
-            m,
-            k,
-            n,
-            entries,
-            *grid,
-            bias,
-            mult,
-            shift,
-            lo,
-            hi,
-            y,
-            int(flip == 0),  # raw: unsigned bytes multiplied as they are
-        )
+        dims, packing = (m, k, n, entries, lo, hi), (flip, padded, sa, sw, int(pack_in_jobs), int(flip == 0))
+        _linear_parallel(kind, a8, w8, pa, pw, bias, mult, shift, y, dims, grid, packing)  # raw: uint8 as it is
     finally:
         numba.set_parallel_chunksize(old)
     return y
