@@ -177,6 +177,25 @@ def test_quantize_kernel_equals_the_numpy_steps(dtype, bits, monkeypatch):
         assert np.array_equal(fast, steps)
     assert int(fast.min()) == -int(top) and int(fast.max()) == int(top) - 1
     assert calls == [scale, scale]  # the scalar scale took the kernel, the (1,) scale the steps
+    ops.quantize(vals[:100], scale, bits)  # a small array: the numpy steps, no numba import for it
+    assert calls == [scale, scale]
+
+
+def test_quantizing_parameters_imports_no_numba():
+    """A testbench process quantizes a few parameters (LayerNorm's gamma and beta): the numpy steps,
+    without importing numba (its import and kernel load cost seconds in every simulation)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from hwvit.quant import params\n"
+        "p = params.layernorm_params(np.linspace(0.5, 2, 64), np.zeros(64), 1e-6, 64, 0.05, 0.1, 8)\n"
+        "assert p['gamma'].shape == (64,)\n"
+        "print('numba' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
 
 
 @pytest.mark.parametrize(

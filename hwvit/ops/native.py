@@ -220,32 +220,33 @@ def _tiles_parallel(kind, pa, pw, m, k, n, n_panels, rows, row_jobs, panels, pan
 
 
 @njit(parallel=True, cache=True)
-def _linear_parallel(kind, a8, w8, pa, pw, bias, mult, shift, y, dims, grid, packing):
+def _linear_parallel(kind, a_at, w_at, pa, pw, bias, mult, shift, y, dims, grid, packing):
     """Pack A, then hw_linear per job. ``padded``: the packed rows of one A; ``sa``, ``sw``: int32
     words of one packed A, W. A batch of products (``entries`` > 0): one job per entry, which packs
     its own A (and its W, where ``pack_w``) and runs it whole. One product: A packed by all threads
     (_PACK_ROWS rows a job), then the grid of jobs of ``_tiles_parallel``. ``y`` int8 or int16;
     ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one; ``raw``: 1 for uint8 (its bytes are the
     operand, no offset correction). ``dims``: (m, k, n, entries, lo, hi); ``grid``: ``_grid``'s;
-    ``packing``: (flip, padded, sa, sw, pack_w, raw)."""
+    ``packing``: (flip, padded, sa, sw, pack_w, raw). A and W come as (address, entry stride, row
+    stride, K stride), in bytes (one byte an element): any layout, and one compiled signature."""
     m, k, n, entries, lo, hi = dims
     n_panels, rows, row_jobs, panels, panel_jobs = grid
     flip, padded, sa, sw, pack_w, raw = packing
-    sm, sk = a8.strides[-2], a8.strides[-1]  # one byte an element: strides in elements
+    a_addr, a_se, a_sm, a_sk = a_at
+    w_addr, w_se, w_sn, w_sk = w_at
     if entries == 0:
         for c in prange((padded + _PACK_ROWS - 1) // _PACK_ROWS):
             r0 = c * _PACK_ROWS
             r1 = min(r0 + _PACK_ROWS, padded)
-            _hw_pack_a_rows(kind, a8.ctypes.data, m, k, sm, sk, r0, r1, pa.ctypes.data, flip)
+            _hw_pack_a_rows(kind, a_addr, m, k, a_sm, a_sk, r0, r1, pa.ctypes.data, flip)
     jobs = entries if entries > 0 else row_jobs * panel_jobs
     for j in prange(jobs):
         whole = entries > 0  # a job is one entry, whole; else one block of the grid
         e = np.int64(j) if whole else np.int64(0)
         if whole:
-            _hw_pack_a_rows(kind, a8[e].ctypes.data, m, k, sm, sk, 0, padded, pa[e * sa :].ctypes.data, flip)
+            _hw_pack_a_rows(kind, a_addr + e * a_se, m, k, a_sm, a_sk, 0, padded, pa[e * sa :].ctypes.data, flip)
             if pack_w:
-                wn, wk = w8.strides[-2], w8.strides[-1]
-                _hw_pack_w_strided(kind, w8[e].ctypes.data, n, k, wn, wk, pw[e * sw :].ctypes.data)
+                _hw_pack_w_strided(kind, w_addr + e * w_se, n, k, w_sn, w_sk, pw[e * sw :].ctypes.data)
         r0 = 0 if whole else (j // panel_jobs) * rows
         p0 = 0 if whole else (j % panel_jobs) * panels
         r1 = m if whole else min(r0 + rows, m)
@@ -403,7 +404,8 @@ def linear_packed(
         pw = np.empty(entries * sw, np.int32)
     else:
         pw = pack_w(w8, kind)
-    bias, mult, shift = (np.ascontiguousarray(v, np.int64) for v in (bias, mult, shift))
+    # flat int64 vectors (a batch's (B, N) bias entry after entry): one compiled signature
+    bias, mult, shift = (np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
     threads = numba.get_num_threads() if m * n * k >= _SMALL else 1
     grid = (-(-n // lib.hw_nr()), 0, 0, 0, 0) if entries else _grid(lib, kind, m, k, n, threads)
     flip = 0 if a8.dtype == np.uint8 else 0x80
@@ -411,7 +413,9 @@ def linear_packed(
     old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
     try:
         dims, packing = (m, k, n, entries, lo, hi), (flip, padded, sa, sw, int(pack_in_jobs), int(flip == 0))
-        _linear_parallel(kind, a8, w8, pa, pw, bias, mult, shift, y, dims, grid, packing)  # raw: uint8 as it is
+        # A and W by address and strides (the arrays live in this frame for the call)
+        a_at, w_at = ((x.ctypes.data, *((0,) * (3 - x.ndim)), *x.strides) for x in (a8, w8))
+        _linear_parallel(kind, a_at, w_at, pa, pw, bias, mult, shift, y, dims, grid, packing)
     finally:
         numba.set_parallel_chunksize(old)
     return y

@@ -37,6 +37,9 @@ def requant(acc: Any, multiplier: Any, shift: Any, out_bits: int = 8, narrow: bo
     return out.reshape(acc.shape)
 
 
+_KERNEL_MIN = 1 << 12  # elements from which quantize runs as one numba pass (a model input: 150 528)
+
+
 def quantize(x_float: Any, scale: Any, bits: int = 8, narrow: bool = False) -> np.ndarray:
     """``sat_bits(round_half_away(x / scale))``: the model-input boundary, the only float->int op.
 
@@ -51,7 +54,8 @@ def quantize(x_float: Any, scale: Any, bits: int = 8, narrow: bool = False) -> n
         raise ValueError(f"quantize: expected a real array, got dtype {x.dtype}")
     scale = np.asarray(scale, dtype=np.float64)
     lo, hi = signed(bits).range
-    if scale.ndim == 0 and x.dtype in (np.float32, np.float64) and np.isfinite(scale) and scale > 0:
+    big = x.size >= _KERNEL_MIN  # small arrays (parameters, a testbench's values) need no numba import
+    if big and scale.ndim == 0 and x.dtype in (np.float32, np.float64) and np.isfinite(scale) and scale > 0:
         out = np.empty(x.shape, dtype=out_dtype(lo, hi, narrow))  # the kernel: the same steps, one pass
         if not _jit.quantize_flat(np.ascontiguousarray(x).reshape(-1), float(scale), lo, hi, out.reshape(-1)):
             raise ValueError("quantize: input holds NaN or infinity")
