@@ -151,8 +151,13 @@ def test_readme_quotes_help_examples_of_every_command():
 
 # `hwvit demo` is `make demo` itself (~5 min: every traced set on Verilator, which
 # sim/test_traced.py already runs, plus the RTL core): opt-in with -m slow to keep make test short.
+# So are `sim`'s and `sweep`'s examples (54 and 27 s on 2 cores: both simulators, a Dask cluster,
+# coverage; sim/test_sim_cli.py, tests/test_cluster.py and the sweep tests run each of those paths).
+SLOW_EXAMPLES = {"demo", "sim", "sweep"}
+
+
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "demo" else n for n in sorted(_commands())]
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_EXAMPLES else n for n in sorted(_commands())]
 )
 def test_help_examples_run(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

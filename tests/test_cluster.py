@@ -218,6 +218,8 @@ def test_unreachable_scheduler_one_line(traced):
     assert r.stdout == ""
 
 
+# 29-33 s: make test's budget (the sim and sweep cluster tests keep Dask in it); make bench runs it
+@pytest.mark.slow
 def test_compare_local_cluster_equals_local():
     args = ["compare", "--model", "digits", "--calib-images", "32", "--limit", "32", "--batch", "16", "--json"]
     local = _hwvit(*args)
