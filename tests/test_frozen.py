@@ -15,12 +15,6 @@ from hwvit.ops import frozen
 from hwvit.ops.reference import gemm_ref, layernorm_ref, requant_ref, residual_add_ref
 
 
-def _read_only(x):
-    x = np.array(x)
-    x.flags.writeable = False
-    return x
-
-
 def test_derived_keeps_work_only_for_immutable_inputs():
     made = []
 
@@ -28,7 +22,7 @@ def test_derived_keeps_work_only_for_immutable_inputs():
         made.append(1)
         return len(made)
 
-    fixed = _read_only(np.arange(4))
+    fixed = frozen.read_only(np.arange(4))
     assert frozen.derived((fixed, 3, None, (2, 5)), "t", make) == frozen.derived((fixed, 3, None, (2, 5)), "t", make)
     assert len(made) == 1 and frozen.held(fixed)
     frozen.derived((fixed, 4, None, (2, 5)), "t", make)  # another scalar: another entry
@@ -45,7 +39,7 @@ def test_derived_keeps_work_only_for_immutable_inputs():
 
 
 def test_an_error_is_raised_every_time_and_a_dead_array_leaves_the_cache():
-    fixed = _read_only(np.arange(3))
+    fixed = frozen.read_only(np.arange(3))
 
     def bad():
         raise ValueError("no")
@@ -65,7 +59,7 @@ def test_writable_parameters_changed_in_place_are_read_again():
     calls: each call equals the reference of the values it was given."""
     rng = np.random.default_rng(3)
     a = rng.integers(-128, 128, (5, 12)).astype(np.int8)
-    w = _read_only(rng.integers(-128, 128, (7, 12)).astype(np.int8))
+    w = frozen.read_only(rng.integers(-128, 128, (7, 12)).astype(np.int8))
     # int32: the kernels work on int64 copies, which a stale cache would keep
     bias = rng.integers(-1000, 1000, 7).astype(np.int32)
     mult, shift = rng.integers(1 << 29, 1 << 30, 7).astype(np.int32), np.full(7, 20, np.int32)

@@ -23,8 +23,9 @@ from hwvit.blocks import requant as requant_block
 from hwvit.blocks import residual_add as residual_block
 from hwvit.blocks import softmax as softmax_block
 from hwvit.intvit.kernels import NUMPY
-from hwvit.intvit.qparams import Arith, Requant, RequantOut, read_only
+from hwvit.intvit.qparams import Arith, Requant, RequantOut
 from hwvit.intvit.trace import Trace
+from hwvit.ops import frozen
 
 
 @dataclass(kw_only=True)
@@ -38,7 +39,7 @@ class IntLinear(RequantOut):
 
     def __post_init__(self):
         # read-only, so the kernels check them and pack w once, not at every call (hwvit.ops.frozen)
-        self.w, self.bias = read_only(self.w), read_only(self.bias)
+        self.w, self.bias = frozen.read_only(self.w), frozen.read_only(self.bias)
 
     def __call__(self, x, tr: Trace, path: str, value: bool = True, k=NUMPY):
         """requant(gemm(x, w) + bias): one GEMM-engine pass, recorded as a `gemm` block. ``value``:
@@ -76,7 +77,7 @@ class IntLayerNorm(RequantOut):
 
     def __post_init__(self):
         # read-only, so the kernel checks them once, not at every call (hwvit.ops.frozen)
-        self.gamma, self.beta = read_only(self.gamma), read_only(self.beta)
+        self.gamma, self.beta = frozen.read_only(self.gamma), frozen.read_only(self.beta)
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         rows = x.reshape(-1, x.shape[-1])

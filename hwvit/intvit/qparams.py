@@ -17,15 +17,6 @@ import numpy as np
 from hwvit.ops import frozen
 
 
-def read_only(x: np.ndarray) -> np.ndarray:
-    """``x`` as an array no one can write: itself if it is so already, else a read-only copy."""
-    if frozen.frozen(x):
-        return x
-    out = np.array(x)
-    out.flags.writeable = False
-    return out
-
-
 @dataclass(frozen=True, kw_only=True, eq=False)  # eq: per-channel arrays have no truth value
 class Requant:
     """sat_out_bits(rshift_round(acc * mult, shift)): the result is at scale ``s_out``."""
@@ -41,7 +32,7 @@ class Requant:
         assert np.shape(self.mult) == np.shape(self.shift), "requant: one shift per multiplier"
         for name in ("mult", "shift"):  # read-only: the kernels check them once (hwvit.ops.frozen)
             if isinstance(getattr(self, name), np.ndarray):
-                object.__setattr__(self, name, read_only(getattr(self, name)))
+                object.__setattr__(self, name, frozen.read_only(getattr(self, name)))
 
     @property
     def is_default(self) -> bool:

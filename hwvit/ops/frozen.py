@@ -34,16 +34,23 @@ def frozen(x: Any) -> bool:
 def _part(x: Any) -> tuple | None:
     """The key of one input: its identity for a frozen array, its value for an immutable scalar or
     None; None where the input could change."""
-    if x is None or (isinstance(x, _SCALARS) and not isinstance(x, bool)):
+    if x is None or isinstance(x, _SCALARS):  # bool is an int: its type name keeps True apart from 1
         return ("value", type(x).__name__, x)
-    if isinstance(x, bool):
-        return ("value", "bool", x)
     if isinstance(x, tuple):  # a shape, or a tuple of immutable scalars (no arrays: they need weakrefs)
         parts = tuple(None if isinstance(v, np.ndarray) else _part(v) for v in x)
         return None if any(p is None for p in parts) else ("tuple", parts)
     if frozen(x):
         return ("array", id(x), x.shape, x.dtype.str)
     return None
+
+
+def read_only(x: Any) -> np.ndarray:
+    """``x`` as an array no one can write: itself if it is ``frozen`` already, else a read-only copy."""
+    if frozen(x):
+        return x
+    out = np.array(x)
+    out.flags.writeable = False
+    return out
 
 
 def immutable(x: Any) -> bool:

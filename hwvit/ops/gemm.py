@@ -193,18 +193,22 @@ def linear(
     keep = gemm_backends.takes_offset_uint8()  # P.V's uint8 probabilities packed as they are
     # int8 a and w in their own layouts (attention's per-head views): the fused kernel packs them
     a8, offset = _a_operand(a, a_signed, keep_uint8=keep, contiguous=False)
-    w8, b, fused_bias, m, s, lo, hi = _linear_params(w, bias, multiplier, shift, out_bits, offset)
+    # unsigned a kept as uint8 bytes: the quad kernel multiplies a itself, no offset to correct
+    kernel_offset = 0 if a8.dtype == np.uint8 else offset
+    w8, b, fused_bias, m, s, lo, hi = _linear_params(w, bias, multiplier, shift, out_bits, kernel_offset)
     _match(a8, w8)
     if a8.size and w8.shape[-2]:
         n_out, k = w8.shape[-2:]
         out_shape = (*a8.shape[:-1], n_out)
-        as_is = a8.dtype == np.uint8  # unsigned a kept as bytes: the quad kernel multiplies a itself
         if w8.ndim == 2:
-            a2, bias2 = a8.reshape(-1, k), b if as_is else fused_bias
+            a2, bias2 = a8.reshape(-1, k), fused_bias
         else:  # one product per entry (attention); an offset a's correction differs per entry
             a2 = a8
-            offset_term = offset and not as_is
-            bias2 = b + offset * w8.sum(axis=2, dtype=np.int64) if offset_term else np.broadcast_to(b, w8.shape[:2])
+            bias2 = (
+                b + kernel_offset * w8.sum(axis=2, dtype=np.int64)
+                if kernel_offset
+                else np.broadcast_to(b, w8.shape[:2])
+            )
         y = gemm_backends.matmul_requant(a2, w8, bias2, m, s, lo, hi)
         if y is not None:
             return (y if narrow else y.astype(np.int64)).reshape(out_shape)

@@ -225,13 +225,14 @@ def _linear_parallel(kind, a_at, w_at, pa, pw, bias, mult, shift, y, dims, grid,
     words of one packed A, W. A batch of products (``entries`` > 0): one job per entry, which packs
     its own A (and its W, where ``pack_w``) and runs it whole. One product: A packed by all threads
     (_PACK_ROWS rows a job), then the grid of jobs of ``_tiles_parallel``. ``y`` int8 or int16;
-    ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one; ``raw``: 1 for uint8 (its bytes are the
-    operand, no offset correction). ``dims``: (m, k, n, entries, lo, hi); ``grid``: ``_grid``'s;
-    ``packing``: (flip, padded, sa, sw, pack_w, raw). A and W come as (address, entry stride, row
+    ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one (its bytes are the operand: the tile runs
+    raw, with no offset correction). ``dims``: (m, k, n, entries, lo, hi); ``grid``: ``_grid``'s;
+    ``packing``: (flip, padded, sa, sw, pack_w). A and W come as (address, entry stride, row
     stride, K stride), in bytes (one byte an element): any layout, and one compiled signature."""
     m, k, n, entries, lo, hi = dims
     n_panels, rows, row_jobs, panels, panel_jobs = grid
-    flip, padded, sa, sw, pack_w, raw = packing
+    flip, padded, sa, sw, pack_w = packing
+    raw = 1 if flip == 0 else 0
     a_addr, a_se, a_sm, a_sk = a_at
     w_addr, w_se, w_sn, w_sk = w_at
     if entries == 0:
@@ -412,7 +413,7 @@ def linear_packed(
     padded = lib.hw_rows_padded(kind, m)
     old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
     try:
-        dims, packing = (m, k, n, entries, lo, hi), (flip, padded, sa, sw, int(pack_in_jobs), int(flip == 0))
+        dims, packing = (m, k, n, entries, lo, hi), (flip, padded, sa, sw, int(pack_in_jobs))
         # A and W by address and strides (the arrays live in this frame for the call)
         a_at, w_at = ((x.ctypes.data, *((0,) * (3 - x.ndim)), *x.strides) for x in (a8, w8))
         _linear_parallel(kind, a_at, w_at, pa, pw, bias, mult, shift, y, dims, grid, packing)
