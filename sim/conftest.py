@@ -192,6 +192,7 @@ def _run_unit(
                     "HWVIT_RESULT": str(result_file),
                     "HWVIT_SIMULATOR": simulator,
                     "PYTHONPATH": os.pathsep.join([str(repo.sim), str(repo.root)]),
+                    **launch.assertion_rewriting_env(),
                     **(extra_env or {}),
                 },
                 log_file=build_dir / "sim.log",

@@ -115,6 +115,7 @@ def _simulate(
             "HWVIT_CORE_JOB": str(job_file),
             "HWVIT_RESULT": str(result_file),
             "PYTHONPATH": simulate.sim_pythonpath(),
+            **simulate.assertion_rewriting_env(),
         }
         runner = get_runner(simulator)
         try:

@@ -14,12 +14,21 @@ module's public interface from before the split.
 from hwvit.simresult import SimResult
 from hwvit.simulate.batch import run_many, run_on_cluster
 from hwvit.simulate.build import DEFAULT_BUILD_ROOT, build, build_design, default_build_root, tb_module
-from hwvit.simulate.launch import RESET_TESTCASES, run, run_bind, run_stress, run_test, sim_pythonpath
+from hwvit.simulate.launch import (
+    RESET_TESTCASES,
+    assertion_rewriting_env,
+    run,
+    run_bind,
+    run_stress,
+    run_test,
+    sim_pythonpath,
+)
 
 __all__ = [
     "DEFAULT_BUILD_ROOT",
     "RESET_TESTCASES",
     "SimResult",
+    "assertion_rewriting_env",
     "build",
     "build_design",
     "default_build_root",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,20 @@ def sim_pythonpath() -> str:
     """PYTHONPATH of a simulation: the testbenches, the hwvit package, then the caller's path."""
     parts = [str(toolchain.repo().sim), str(toolchain.package_root()), os.environ.get("PYTHONPATH", "")]
     return os.pathsep.join(p for p in parts if p)
+
+
+def assertion_rewriting_env() -> dict[str, str]:
+    """What the simulator's Python is told about pytest's assertion rewriting, which cocotb installs
+    before it imports a testbench: only the testbenches' own modules are rewritten (cocotb's default
+    pattern, ``*.py``, rewrites every module imported after it, numpy and hwvit included: an AST parse
+    and compile of each on every run where bytecode is not written, PYTHONDONTWRITEBYTECODE, 1.2 of a
+    small set's 2.9 s), and pytest's plugins are not loaded into the simulator (anyio, xdist: nothing
+    a testbench uses). A value the caller's environment sets is kept."""
+    wanted = {  # pytest splits the pattern list as shell words: a path with a space stays one
+        "COCOTB_REWRITE_ASSERTION_FILES": shlex.quote(str(toolchain.repo().sim / "*.py")),
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
+    return {name: value for name, value in wanted.items() if name not in os.environ}
 
 
 def run(
@@ -176,6 +191,7 @@ def run_test(
         "HWVIT_SIMULATOR": simulator,
         "HWVIT_WAVES": "1" if waves else "0",
         "PYTHONPATH": sim_pythonpath(),
+        **assertion_rewriting_env(),
     }
     env.update(extra_env or {})
     # The runner hands the simulator this process's sys.path as PYTHONPATH (it overrides ours).
