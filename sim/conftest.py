@@ -14,10 +14,13 @@ each run's ``coverage.dat`` is copied there under a unique name, for ``hwvit sim
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as tests/conftest.py says, before any import loads OpenMP
+
 import fcntl
 import hashlib
 import json
-import os
 import shutil
 import uuid
 from pathlib import Path

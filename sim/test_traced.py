@@ -18,7 +18,7 @@ from hwvit.quant import quantize_model
 from hwvit.record import KINDS, UNIT_KINDS
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def traced_root(tmp_path_factory) -> Path:
     """Every block instance of one digits test image, as vector sets (58 sets)."""
     source = pipeline.load_source("digits")

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
+# Two xdist workers share the cores: an OpenMP thread (numba's kernels, torch) that spins after each
+# parallel region holds a core the other worker needs. On a 2-core Zen 3, tests/test_gemm_layouts.py
+# beside another GEMM test file took 15.0 s, 5.1 s with sleeping threads (as alone). Set before
+# numba or torch loads its OpenMP runtime, which reads it once; subprocesses inherit it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import pytest
 
 

@@ -65,7 +65,7 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def traced(tmp_path_factory) -> Path:
     """5 digits traced sets, plus one requant set with one wrong output element (a failing case)."""
     out = tmp_path_factory.mktemp("traced")
@@ -79,7 +79,7 @@ def traced(tmp_path_factory) -> Path:
     return sub
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def with_failure(traced, tmp_path_factory) -> Path:
     tree = tmp_path_factory.mktemp("withfail")
     shutil.copytree(traced, tree, dirs_exist_ok=True)

@@ -30,7 +30,7 @@ from hwvit.ops.reference import residual_add_ref
 pytestmark = pytest.mark.xdist_group("vit_core")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def digits(tmp_path_factory):
     """(int model, compiled dir, held-out inputs quantized, labels), compiled by `hwvit compile`."""
     from hwvit.cli.common import build_models
@@ -135,7 +135,7 @@ def _tiny_dir(out: Path, biases: bool):
     return model, read_core_dir(out), model.quantize_input(x.numpy())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def tiny(tmp_path_factory):
     """TINY with drawn biases (_tiny_dir): its GEMMs add biases of both signs."""
     return _tiny_dir(tmp_path_factory.mktemp("core") / "tiny", biases=True)

@@ -44,7 +44,7 @@ def _photos(root):
     return photos
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def vit_dir(tmp_path_factory):
     """A HF ViT (32x32 inputs, 3 named classes) saved with the preprocessor above."""
     from transformers import ViTConfig, ViTForImageClassification

@@ -13,7 +13,7 @@ from hwvit.quant import QuantConfig, quantize_model
 pytestmark = pytest.mark.xdist_group("intvit_digits")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def digits_result():
     source = pipeline.load_source("digits")
     int_model = quantize_model(source.model, pipeline.calibration_inputs(source, 256), QuantConfig())

@@ -23,7 +23,7 @@ def _sets(root):
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def vector_trees(tmp_path_factory):
     root = tmp_path_factory.mktemp("rec")
     recipe = root / "r.yaml"

@@ -28,7 +28,7 @@ from hwvit.report.write import FILES, write_report
 IMAGES = 40
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def result():
     source = pipeline.load_source("digits")
     int_model = quantize_model(source.model, pipeline.calibration_inputs(source, 64), QuantConfig())
@@ -36,7 +36,7 @@ def result():
     return compare(source.model, int_model, inputs, labels, name=source.name)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def report(result, tmp_path_factory):
     out = tmp_path_factory.mktemp("rep") / "report"
     path = write_report(result, out)

@@ -15,7 +15,7 @@ GROUPS = "embed.*,layers.*.attn.*,layers.*.mlp.*,head"
 TARGET = 1.0  # percentage points of top-1
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def sens(tmp_path_factory):
     out = tmp_path_factory.mktemp("sens") / "s"
     res = CliRunner().invoke(

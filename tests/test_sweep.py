@@ -60,7 +60,7 @@ def test_cost_columns():
     assert "no hardware cost" in cost(QuantConfig(calibration="percentile"))["cost_note"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def quick_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sw") / "sweep"
     res = CliRunner().invoke(

@@ -35,7 +35,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> 
     return out.stdout
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def installed(tmp_path_factory) -> tuple[Path, Path]:
     """(target, checkout copy): the wheel built from a copy of the checkout and pip-installed into a
     fresh target dir."""
