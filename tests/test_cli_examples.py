@@ -152,8 +152,9 @@ def test_readme_quotes_help_examples_of_every_command():
 # `hwvit demo` is `make demo` itself (~5 min: every traced set on Verilator, which
 # sim/test_traced.py already runs, plus the RTL core): opt-in with -m slow to keep make test short.
 # So are `sim`'s and `sweep`'s examples (54 and 27 s on 2 cores: both simulators, a Dask cluster,
-# coverage; sim/test_sim_cli.py, tests/test_cluster.py and the sweep tests run each of those paths).
-SLOW_EXAMPLES = {"demo", "sim", "sweep"}
+# coverage; sim/test_sim_cli.py, tests/test_cluster.py and the sweep tests run each of those paths),
+# and `bench`'s (15-17 s: ViT-B/16 and the peer; tests/test_cli.py's four bench tests run its options).
+SLOW_EXAMPLES = {"bench", "demo", "sim", "sweep"}
 
 
 @pytest.mark.parametrize(
