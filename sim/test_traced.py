@@ -17,6 +17,10 @@ from hwvit.intvit import trace_model
 from hwvit.quant import quantize_model
 from hwvit.record import KINDS, UNIT_KINDS
 
+# One xdist worker runs the module: on a fresh clone its fixture (quantize, trace, write 58 sets,
+# numba compiling the kernels) took 26 s in each of two workers at once (2-core Zen 3).
+pytestmark = pytest.mark.xdist_group("traced")
+
 
 @pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def traced_root(tmp_path_factory) -> Path:
