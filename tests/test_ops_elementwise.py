@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 from fractions import Fraction
 
@@ -36,6 +37,38 @@ def test_gelu_matches_reference():
     for view in (x.T, x[:, ::3].astype(np.int8), x[::-2]):  # strided, narrow dtype: same lookups
         assert ops.gelu(view, t).tolist() == [gelu_ref(r, t.tolist()) for r in view.tolist()]
     assert ops.gelu(np.zeros((0, 4), dtype=np.int64), t).shape == (0, 4)
+
+
+def test_gelu_int8_vector_lookup_equals_the_reference(monkeypatch):
+    """int8 x, 8-bit table, narrow: the AVX2 kernel (native.lookup_i8: vpshufb per 16-entry row)
+    from _VECTOR_MIN elements. Every index, every table entry at both rails, lengths around the
+    kernel's 32-element step and the threshold, strided views: equal to gelu_ref and to the numba
+    lookup (the same call with the threshold out of reach)."""
+    from hwvit.ops import native
+
+    gelu_module = importlib.import_module("hwvit.ops.gelu")  # hwvit.ops.gelu is also the function
+
+    assert native.unavailable() is None  # AVX2 and a C compiler: the build machine's CPUs have both
+    rng = np.random.default_rng(51)
+    every = np.arange(-128, 128, dtype=np.int8)
+    tables = [gelu_table(0.05, 0.02), rng.integers(-128, 128, 256), np.where(np.arange(256) % 2, 127, -128)]
+    calls = []
+    monkeypatch.setattr(native, "lookup_i8", lambda x, t, real=native.lookup_i8: calls.append(x.size) or real(x, t))
+    for table in tables:
+        for n in (4096, 4097, 4127, 4128, 5000, 197 * 3072):
+            x = np.concatenate([every, rng.integers(-128, 128, n - 256).astype(np.int8)])
+            y = ops.gelu(x, table, 8, narrow=True)
+            assert y.dtype == np.int8 and calls[-1] == n
+            assert y.tolist() == gelu_ref(x.tolist(), table.tolist(), 8)
+            monkeypatch.setattr(gelu_module, "_VECTOR_MIN", 1 << 62)
+            assert np.array_equal(ops.gelu(x, table, 8, narrow=True), y)  # the numba lookup
+            monkeypatch.setattr(gelu_module, "_VECTOR_MIN", 1 << 12)
+        x = rng.integers(-128, 128, (128, 96)).astype(np.int8)
+        for view in (x.T, x[:, ::3], x[::-1]):
+            assert ops.gelu(view, table, 8, narrow=True).tolist() == [
+                gelu_ref(r, table.tolist()) for r in view.tolist()
+            ]
+    assert len(calls) == 3 * (6 + 3)  # every call above from 4096 elements (x[:, ::3]: 4096) took the kernel
 
 
 @pytest.mark.parametrize("bad", [-129, 128, -(2**40), 2**40])

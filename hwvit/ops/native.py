@@ -8,6 +8,8 @@ the CPU has AMX with AVX512F/VL and Linux grants the tile state), ``amx_emulated
 C, for the tests on CPUs without AMX)
 and ``emulated`` (the quads' sums formed with AVX2 instructions: the tests run the VNNI kernels'
 packing, offset and tile on CPUs without VNNI; set ``EMULATE_VNNI`` to make ``int8_vnni`` use it).
+The same library holds ``hw_lookup_i8``, ``ops.gelu``'s AVX2 table lookup for int8 inputs
+(``lookup_i8``: ``vpshufb`` over the table's 16-entry rows; docs/arithmetic.md).
 The C source ships with the package; the first call compiles it with the system C compiler
 (``$CC``, else ``cc``, ``gcc`` or ``clang``: the one Verilator already needs) into
 ``$XDG_CACHE_HOME/hwvit/native/<hash>/``, keyed by the source, the flags and the compiler, written to
@@ -62,6 +64,8 @@ _hw_linear = types.ExternalFunction("hw_linear", types.void(_I, _P, _P, *[_I] * 
 _hw_pack_a_rows = types.ExternalFunction("hw_pack_a_rows", types.void(_I, _P, *[_I] * 6, _P, _I))
 _hw_pack_w_strided = types.ExternalFunction("hw_pack_w_strided", types.void(_I, _P, *[_I] * 4, _P))
 _PACK_ROWS = 32  # rows of packed A per job of the packing loop (a multiple of every kind's block rows)
+_hw_lookup_i8 = types.ExternalFunction("hw_lookup_i8", types.void(_P, _I, _P, _P))
+_LOOKUP_CHUNK = 1 << 16  # elements per job of the lookup (a multiple of the kernel's 32)
 
 
 def _compiler() -> str | None:
@@ -119,6 +123,7 @@ def _load() -> ctypes.CDLL:
                     getattr(lib, name).argtypes = [i64, ptr, i64, i64, i64, ptr]
                     getattr(lib, name).restype = None
                 lib.hw_rows_padded.argtypes, lib.hw_rows_padded.restype = [i64, i64], i64
+                lib.hw_lookup_i8.argtypes, lib.hw_lookup_i8.restype = [ptr, i64, ptr, ptr], None
                 lib.hw_pack_a_rows.argtypes = [i64, ptr, *[i64] * 6, ptr, i64]
                 lib.hw_pack_w_strided.argtypes = [i64, ptr, *[i64] * 4, ptr]
                 lib.hw_pack_a_rows.restype = lib.hw_pack_w_strided.restype = None
@@ -420,3 +425,25 @@ def linear_packed(
     finally:
         numba.set_parallel_chunksize(old)
     return y
+
+
+@njit(parallel=True, cache=True)
+def _lookup_parallel(x_at, n, table_at, out_at):
+    """hw_lookup_i8 on chunks of _LOOKUP_CHUNK elements, one job each (addresses of int8 arrays)."""
+    for c in prange((n + _LOOKUP_CHUNK - 1) // _LOOKUP_CHUNK):
+        start = c * _LOOKUP_CHUNK
+        _hw_lookup_i8(x_at + start, min(n - start, _LOOKUP_CHUNK), table_at, out_at + start)
+
+
+def lookup_i8(x8: np.ndarray, table8: np.ndarray) -> np.ndarray:
+    """``table8[x8 + 128]`` for an int8 ``x8`` (any shape) and a (256,) int8 table: AVX2 ``vpshufb``
+    over the table's sixteen 16-entry rows, 32 elements at a time (``hw_lookup_i8``), chunks of
+    64 Ki elements on numba's threads. Every index of an int8 is in the table: nothing to check."""
+    _load()
+    x8 = np.ascontiguousarray(x8)
+    table8 = np.ascontiguousarray(table8)
+    if x8.dtype != np.int8 or table8.dtype != np.int8 or table8.shape != (256,):
+        raise ValueError("lookup_i8: int8 x and a (256,) int8 table")
+    out = np.empty(x8.shape, np.int8)
+    _lookup_parallel(x8.ctypes.data, x8.size, table8.ctypes.data, out.ctypes.data)
+    return out

@@ -553,3 +553,26 @@ void hw_gemm_batch(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m
         tiles(kind, pa + b * sa, pw + b * sw, m, k, n, 0, m, 0, panels_of(n), NULL, NULL, NULL, 0, 0, 8,
               c + b * m * n, 0);
 }
+
+/* out[i] = table[x[i] + 128] for int8 x and a 256-entry int8 table (hwvit.ops.gelu's lookup at 8
+ * bits), 32 elements at a time: the index x + 128 = x XOR 0x80 is split into its high nibble h and
+ * low nibble l; for each h = 0..15, vpshufb picks entry l of the table's 16 entries 16h..16h+15 (in
+ * both 128-bit lanes) and vpblendvb keeps it where the element's own high nibble is h. Every
+ * element takes exactly the one table entry its index names: no arithmetic on the values. */
+void hw_lookup_i8(const int8_t *x, int64_t n, const int8_t *table, int8_t *out) {
+    __m256i rows[16];
+    for (int h = 0; h < 16; h++)
+        rows[h] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(table + 16 * h)));
+    const __m256i flip = _mm256_set1_epi8((char)0x80), nib = _mm256_set1_epi8(0x0f);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i idx = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x + i)), flip);
+        const __m256i lo = _mm256_and_si256(idx, nib), hi = _mm256_and_si256(_mm256_srli_epi16(idx, 4), nib);
+        __m256i r = _mm256_setzero_si256();
+        for (int h = 0; h < 16; h++)
+            r = _mm256_blendv_epi8(r, _mm256_shuffle_epi8(rows[h], lo),
+                                   _mm256_cmpeq_epi8(hi, _mm256_set1_epi8((char)h)));
+        _mm256_storeu_si256((__m256i *)(out + i), r);
+    }
+    for (; i < n; i++) out[i] = table[(int64_t)x[i] + 128];
+}
