@@ -81,8 +81,7 @@ def _env(target: Path, cache: Path) -> dict[str, str]:
     env.update(PYTHONPATH=str(target), XDG_CACHE_HOME=str(cache))
     # ccache's objects stay the caller's (Verilator's runtime, the same for every build: ~19 s of
     # compiling per cold build); hwvit's own cache, the builds included, is the new one above
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    env.setdefault("CCACHE_DIR", str(Path(base) / "ccache"))
+    env.setdefault("CCACHE_DIR", str(toolchain.cache_dir().parent / "ccache"))  # ccache's default there
     return env
 
 
