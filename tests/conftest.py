@@ -28,8 +28,10 @@ def real_vnni() -> bool:
 def vnni_here(monkeypatch):
     """``int8_vnni`` runs here: the real vpdpbusd kernel where the CPU has it, else the same packing,
     offset and tile with the quads' sums formed by AVX2 instructions (``native.EMULATE_VNNI``)."""
-    from hwvit.ops import native
+    from hwvit.ops import gemm_backends, native
 
+    # a probe made while the emulation is on is this test's only (the process's choice comes back after)
+    monkeypatch.setattr(gemm_backends, "_probe_result", gemm_backends._probe_result)
     monkeypatch.setattr(native, "EMULATE_VNNI", False)
     if not real_vnni():
         monkeypatch.setattr(native, "EMULATE_VNNI", True)

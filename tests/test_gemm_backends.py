@@ -421,24 +421,40 @@ def test_linear_packed_packs_in_the_kernel(kind):
         want = ops.requant(gb._int64(a, w) + (bias[:, None, :] if a.ndim == 3 else bias), mult, shift, 8)
         got = native.linear_packed(a, w, None, bias, mult, shift, -128, 127, kind)
         assert np.array_equal(got, want), a_shape
-        if kind != native.KINDS["int16"]:  # unsigned bytes (P.V's probabilities) multiplied as they are
-            u = (a.view(np.uint8) ^ 0x80).astype(np.uint8)  # 0..255, every byte value
-            acc = gb._int64(u.astype(np.int64), w) + (bias[:, None, :] if a.ndim == 3 else bias)
-            got = native.linear_packed(u, w, None, bias, mult, shift, -128, 127, kind)
-            assert np.array_equal(got, ops.requant(acc, mult, shift, 8)), a_shape
+        # unsigned bytes (P.V's probabilities) multiplied as they are (int16: zero-extended)
+        u = (a.view(np.uint8) ^ 0x80).astype(np.uint8)  # 0..255, every byte value
+        acc = gb._int64(u.astype(np.int64), w) + (bias[:, None, :] if a.ndim == 3 else bias)
+        got = native.linear_packed(u, w, None, bias, mult, shift, -128, 127, kind)
+        assert np.array_equal(got, ops.requant(acc, mult, shift, 8)), a_shape
     # attention's operands as the forward hands them: per-head views of one (N, 3, H, hd) output
     y = _i8(rng.integers(-128, 128, (197, 3, 12, 64)))
     q, k_, v_t = y[:, 0].transpose(1, 0, 2), y[:, 1].transpose(1, 0, 2), y[:, 2].transpose(1, 2, 0)
     p = rng.integers(0, 256, (12, 197, 197)).astype(np.uint8)
     for a, w in [(q, k_), (p, v_t), (q[:, ::-3], k_[::-1, 5:])]:
         assert not (a.flags.c_contiguous and w.flags.c_contiguous)
-        if a.dtype == np.uint8 and kind == native.KINDS["int16"]:
-            a = _i8(a.astype(np.int16) - 128)
         n = w.shape[1]
         bias = rng.integers(-(2**20), 2**20, (12, n))
         mult, shift = rng.integers(1 << 28, 1 << 31, n), rng.integers(20, 31, n)
         want = ops.requant(gb._int64(a, w) + bias[:, None, :], mult, shift, 8)
         assert np.array_equal(native.linear_packed(a, w, None, bias, mult, shift, -128, 127, kind), want)
+
+
+def test_int16_kernel_unsigned_a_at_the_bound():
+    """uint8 a on the int16 kernel: K * 255 * 128 < 2^31 is ops.gemm's bound (K <= 65793); at that K,
+    a = 255 against w = -128 and w = 127 sums to -255 * 128 * K and 255 * 127 * K in one call, and
+    a zero-extended 255 is not a sign-extended -1 (a wrong widening gives +128 * K)."""
+    from hwvit.ops import native
+
+    k = (2**31 - 1) // (255 * 128)
+    assert k == 65793 and k * 255 * 128 < 2**31 <= (k + 1) * 255 * 128
+    a = np.full((3, k), 255, np.uint8)
+    w = np.stack([np.full(k, -128), np.full(k, 127)]).astype(np.int8)
+    got = native.linear_packed(
+        a, w, None, np.zeros(2, np.int64), np.ones(2, np.int64), np.full(2, 16), -(2**15), 2**15 - 1
+    )
+    want = [(-255 * 128 * k + (1 << 15)) >> 16, (255 * 127 * k + (1 << 15)) >> 16]
+    assert got.tolist() == [want] * 3 and got.dtype == np.int16
+    assert ops.linear(a, w, None, 1, 16, 16, a_signed=False).tolist() == [want] * 3
 
 
 def test_int16_kernel_int32_sums_at_their_limit():
@@ -544,6 +560,25 @@ def test_vnni_unavailable_is_passed_over_by_the_probe(cache_dir, monkeypatch, fa
     with pytest.raises(RuntimeError, match="int8_vnni GEMM unavailable"):
         gb.matmul(a, a, "int8_vnni")
     assert gb.run_probe()["exact"]["int8_vnni"] is False
+
+
+def test_the_probe_never_times_the_emulated_vnni(cache_dir, monkeypatch, vnni_here):
+    """The tests' AVX2 stand-in for vpdpbusd is exact and checked as such, but it is not the CPU's
+    VNNI: the probe times int8_vnni only where the real instruction runs (a probe made during an
+    emulated test once chose it, and every later forward in that process failed)."""
+    from hwvit.ops import native
+
+    seen = []
+
+    def fake_time_layer(names, rounds, shapes):
+        seen.extend(names)
+        return {"best": {n: 1.0 for n in names}, "median": {n: 1.0 for n in names}, "dropped": []}
+
+    monkeypatch.setattr(gb, "time_layer", fake_time_layer)
+    result = gb.run_probe()
+    assert result["exact"]["int8_vnni"] is True
+    assert ("int8_vnni" in seen) is (not native.EMULATE_VNNI) and "int16_avx2" in seen
+    assert result["backend"] != "int8_vnni" or not native.EMULATE_VNNI
 
 
 def test_vnni_tiles_are_compiled_with_vpdpbusd():

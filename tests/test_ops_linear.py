@@ -160,7 +160,7 @@ def test_batched_entries(backend, fused, a_signed, bits):
 
 def test_uint8_probabilities_are_packed_as_they_are(backend, fused):
     """P.V's a is uint8 softmax output: the quad kernel packs those bytes as they are (a - 128 + 128),
-    with no pass to take 128 off; the int16 kernel gets them narrowed. Either way the reference's
+    with no pass to take 128 off; the int16 kernel widens them to 0..255. Either way the reference's
     integers, 2-D and batched, and past one call's K (the kernel declines; narrowed, then blocked)."""
     from hwvit.ops import native
 
@@ -177,9 +177,17 @@ def test_uint8_probabilities_are_packed_as_they_are(backend, fused):
         kind = native.vnni_kind()
         a = rng.integers(0, 256, (3, 10)).astype(np.uint8)
         assert np.array_equal(native._pack_a(a, kind), native._pack_a((a.astype(np.int16) - 128).astype(np.int8), kind))
-        assert gb.takes_offset_uint8("int8_vnni") and not gb.takes_offset_uint8("int16_avx2")
-        with pytest.raises(ValueError, match="int16 kernel takes int8 a only"):
-            native._pack_a(a, native.KINDS["int16"])
+    assert gb.takes_offset_uint8("int8_vnni") and gb.takes_offset_uint8("int16_avx2")
+    assert not gb.takes_offset_uint8("int_mm") and not gb.takes_offset_uint8("float_blocked")
+    a = rng.integers(0, 256, (5, 7)).astype(np.uint8)
+    a[0, :3] = (0, 255, 128)
+    packed = native._pack_a(a, native.KINDS["int16"]).view(np.int16).reshape(8, -1)  # rows to MR, K to pairs
+    assert packed[:5, :7].tolist() == a.tolist() and not packed[5:].any() and not packed[:, 7:].any()
+    spread = np.zeros((5, 14), np.uint8)
+    spread[:, ::2] = a  # element (r, c) at r * 14 + c * 2: the strided packing path
+    pa = np.empty_like(packed.view(np.int32).reshape(-1))
+    native._load().hw_pack_a_rows(native.KINDS["int16"], spread.ctypes.data, 5, 7, 14, 2, 0, 8, pa.ctypes.data, 0)
+    assert pa.view(np.int16).reshape(8, -1)[:5, :7].tolist() == a.tolist()
     k = native.K_MAX + 1  # K * 255 * 128 < 2^31 still; one call takes 2^16
     a = np.full((2, k), 255, np.uint8)
     w = np.full((3, k), -128, np.int64)

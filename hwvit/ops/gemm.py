@@ -5,7 +5,8 @@ backend ``hwvit.ops.gemm_backends`` picks for this machine by measurement (``tor
 where the CPU has int8 dot products, exact float32 BLAS over K-blocks of <= 1024 on AVX2-only
 CPUs, int64 as the exact fallback); every backend is exact.
 Unsigned ``a`` (softmax probabilities in P.V) is offset into int8:
-``a*w = (a-128)*w + 128*w``.
+``a*w = (a-128)*w + 128*w``, except on hwvit's own kernels, which take uint8 as it is (the quad
+instruction multiplies unsigned bytes; the int16 kernel widens them to 0..255).
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ def linear(
     keep = gemm_backends.takes_offset_uint8()  # P.V's uint8 probabilities packed as they are
     # int8 a and w in their own layouts (attention's per-head views): the fused kernel packs them
     a8, offset = _a_operand(a, a_signed, keep_uint8=keep, contiguous=False)
-    # unsigned a kept as uint8 bytes: the quad kernel multiplies a itself, no offset to correct
+    # unsigned a kept as uint8 bytes: the quad kernel multiplies a itself and the int16 kernel widens
+    # it to 0..255, no offset to correct
     kernel_offset = 0 if a8.dtype == np.uint8 else offset
     w8, b, fused_bias, m, s, lo, hi = _linear_params(w, bias, multiplier, shift, out_bits, kernel_offset)
     _match(a8, w8)

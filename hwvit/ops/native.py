@@ -299,15 +299,14 @@ def pack_w(w8: np.ndarray, kind: int = 0) -> np.ndarray:
 
 
 def _pack_a(a8: np.ndarray, kind: int) -> np.ndarray:
-    """Packed A of int8 ``a8``, or, for a group-4 kind, of a uint8 ``a8`` that holds ``a + 128``
-    already (an unsigned operand in offset form: packed as it is, no pass to take 128 off first)."""
+    """Packed A of int8 ``a8``, or of a uint8 ``a8``: for a group-4 kind it holds ``a + 128`` already
+    (an unsigned operand in offset form: packed as it is, no pass to take 128 off first); for int16
+    the values 0..255 themselves, zero-extended."""
     lib = _load()
     m, k = a8.shape[-2:]
     count = a8.shape[0] if a8.ndim == 3 else 1
     out = np.empty(count * lib.hw_packed_a_size(kind, m, k), np.int32)
     if a8.dtype == np.uint8:
-        if kind == KINDS["int16"]:
-            raise ValueError("the int16 kernel takes int8 a only")
         lib.hw_pack_a_biased(kind, a8.ctypes.data, count, m, k, out.ctypes.data)
     else:
         lib.hw_pack_a(kind, a8.ctypes.data, count, m, k, out.ctypes.data)
@@ -380,9 +379,10 @@ def linear_packed(
     """``ops.requant(bias + a8 @ w8^T, mult, shift)`` clamped to [lo, hi], computed in the tile as
     the sums are stored (the int32 sums are never written out): (M, K) x (N, K) -> (M, N), or per
     entry of (B, M, K) x (B, N, K) with a (B, N) bias -> (B, M, N); int8 when [lo, hi] fits it,
-    else int16. ``packed_w``: ``pack_w(w8, kind)`` made earlier, or None. A uint8 ``a8`` (group-4
-    kinds: an unsigned operand, P.V's probabilities) is multiplied as it is: its bytes are what the
-    quad instruction takes, so neither a pass over it nor the kernel's offset correction is needed.
+    else int16. ``packed_w``: ``pack_w(w8, kind)`` made earlier, or None. A uint8 ``a8`` (an unsigned
+    operand, P.V's probabilities) is multiplied as it is: its bytes are what the quad instruction
+    takes, and the int16 kernel widens them to 0..255, so neither a pass over it nor an offset
+    correction is needed.
 
     The caller (``hwvit.ops.gemm.linear``) has checked everything the kernel trusts: |bias| + K * 255
     * 128 < 2^31, mult (N,) in [0, 2^31 - 1], shift (N,) in [0, 62], [lo, hi] within 16 bits, K at
@@ -397,8 +397,6 @@ def linear_packed(
     if not -(1 << 15) <= lo <= hi < 1 << 15:
         raise ValueError(f"linear_packed: [{lo}, {hi}] must lie within 16 bits")
     y = np.empty((*a8.shape[:-1], n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
-    if a8.dtype == np.uint8 and kind == KINDS["int16"]:
-        raise ValueError("the int16 kernel takes int8 a only")
     entries = a8.shape[0] if a8.ndim == 3 else 0
     sa, sw = lib.hw_packed_a_size(kind, m, k), lib.hw_packed_w_size(kind, n, k)
     pa = np.empty(max(entries, 1) * sa, np.int32)  # packed in the kernel: by all threads, or per entry in its job

@@ -90,8 +90,11 @@ int64_t hw_packed_w_size(int64_t kind, int64_t n, int64_t k) {
  * (strides in elements, any sign; contiguous: sm = K, sk = 1): row r < M holds its K values and
  * zeros to the padded width, a row past M (up to the padded row count) is all zeros. For group 4
  * the packed byte is a + 128: from int8 a it is a XOR 0x80 (flip = 0x80); an unsigned byte that
- * the tile takes as it is (raw) is copied (flip = 0). Disjoint row ranges write disjoint memory:
- * threads may pack one matrix together. */
+ * the tile takes as it is (raw) is copied (flip = 0). For int16 an int8 a (flip = 0x80) is
+ * sign-extended and an unsigned byte (flip = 0: P.V's probabilities, 0..255) zero-extended: int16
+ * holds both, and vpmaddwd's pair sums (|a*w| <= 255 * 128) and the K-sums (the caller's bound
+ * K * 255 * 128 + |bias| < 2^31) stay int32, so no offset is needed. Disjoint row ranges write
+ * disjoint memory: threads may pack one matrix together. */
 void hw_pack_a_rows(int64_t kind, const int8_t *a, int64_t m, int64_t k, int64_t sm, int64_t sk, int64_t r0,
                     int64_t r1, int32_t *out, int64_t flip) {
     const int64_t ng = groups_of(kind, k);
@@ -101,7 +104,9 @@ void hw_pack_a_rows(int64_t kind, const int8_t *a, int64_t m, int64_t k, int64_t
         const int8_t *src = a + (r < m ? r * sm : 0);
         if (kind == KIND_INT16) {
             int16_t *row = (int16_t *)(void *)out + r * ng * 2;
-            if (sk == 1)
+            if (flip == 0) /* unsigned bytes, zero-extended */
+                for (int64_t c = 0; c < valid; c++) row[c] = (uint8_t)src[c * sk];
+            else if (sk == 1)
                 for (int64_t c = 0; c < valid; c++) row[c] = src[c];
             else
                 for (int64_t c = 0; c < valid; c++) row[c] = src[c * sk];
@@ -130,7 +135,7 @@ void hw_pack_a(int64_t kind, const int8_t *a, int64_t count, int64_t m, int64_t 
     pack_a(kind, a, count, m, k, out, 0x80);
 }
 
-/* group-4 kinds only: a holds a + 128 as uint8 already */
+/* a holds unsigned bytes: for group 4, a + 128 of an offset operand; for int16, the values 0..255 */
 void hw_pack_a_biased(int64_t kind, const uint8_t *a, int64_t count, int64_t m, int64_t k, int32_t *out) {
     pack_a(kind, (const int8_t *)a, count, m, k, out, 0);
 }
