@@ -33,7 +33,7 @@ def test_info_shows_toolchain_and_presets():
     for preset in ("vit-b16", "vit-tiny", "simple-vit", "ecg1d", "digits"):
         assert preset in lines["presets"]
     assert lines["heap"].startswith("kept (glibc")  # every hwvit command keeps freed arrays (hwvit/heap.py)
-    assert lines["kernels"].startswith("int16_avx2 runs here; int8_vnni ")
+    assert lines["kernels"].startswith("int16_avx2 runs here; int8_avx2 runs here; int8_vnni ")
 
 
 def test_info_says_which_kernels_run_on_this_cpu(monkeypatch, fake_cpu):
@@ -46,17 +46,17 @@ def test_info_says_which_kernels_run_on_this_cpu(monkeypatch, fake_cpu):
     lines = dict(line.split(None, 1) for line in res.output.strip().splitlines())
     no_vnni = "the CPU has no AVX-VNNI or AVX512-VNNI"
     assert lines["int8-flags"] == "avx2 fma"  # the int8-relevant ones, in a fixed order
-    assert lines["kernels"] == f"int16_avx2 runs here; int8_vnni not here ({no_vnni})"
+    assert lines["kernels"] == f"int16_avx2 runs here; int8_avx2 runs here; int8_vnni not here ({no_vnni})"
     assert lines["gemm"] == f"int8_vnni (HWVIT_GEMM=int8_vnni), cannot run here: {no_vnni}"
     assert f"int8_vnni not here ({no_vnni})" in lines["backends"] and "int64 runs here" in lines["backends"]
     # Faked flags must not run the real tile (SIGILL where the CPU lacks it): its exactness check runs int64.
     monkeypatch.setitem(gemm_backends._IMPL, "int8_vnni", gemm_backends._int64)
     fake_cpu(["avx2", "avx_vnni"])
     lines = dict(line.split(None, 1) for line in run("info").output.strip().splitlines())
-    assert lines["kernels"] == "int16_avx2 runs here; int8_vnni runs here (avxvnni tile)"
+    assert lines["kernels"] == "int16_avx2 runs here; int8_avx2 runs here; int8_vnni runs here (avxvnni tile)"
     fake_cpu("avx2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16".split())
     lines = dict(line.split(None, 1) for line in run("info").output.strip().splitlines())
-    assert lines["kernels"] == "int16_avx2 runs here; int8_vnni runs here (avx512vnni tile)"
+    assert lines["kernels"] == "int16_avx2 runs here; int8_avx2 runs here; int8_vnni runs here (avx512vnni tile)"
     assert lines["int8-flags"] == "avx2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16"
 
 
@@ -143,7 +143,9 @@ def test_bench_all_backends_times_every_exact_backend(monkeypatch):
     (data,) = json.loads(res.output)["runs"]
     here = [n for n in gemm_backends.BACKENDS if gemm_backends.why_not_here(n) is None]
     assert sorted(data["backends_ms"]) == sorted(here)
-    assert {"int16_avx2", "int8_vnni", "int64"} <= set(here)  # this project's CPUs: AVX2 at least (int8_vnni emulated)
+    assert {"int16_avx2", "int8_avx2", "int8_vnni", "int64"} <= set(
+        here
+    )  # this project's CPUs: AVX2 at least (int8_vnni emulated)
     assert all(ms > 0 for ms in data["backends_ms"].values())
     assert data["torch_int8_ms"] is None
 

@@ -230,6 +230,7 @@ def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
     monkeypatch.setitem(gb._IMPL, "float64", off_by_one)
     monkeypatch.setitem(gb._IMPL, "float_blocked_torch", off_by_one)
     monkeypatch.setitem(gb._IMPL, "int16_avx2", off_by_one)
+    monkeypatch.setitem(gb._IMPL, "int8_avx2", off_by_one)
     monkeypatch.setitem(gb._IMPL, "int8_vnni", off_by_one)
 
     def broken(*_args):
@@ -240,6 +241,7 @@ def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
     assert res["exact"] == {
         "int_mm": False,
         "int8_vnni": False,
+        "int8_avx2": False,
         "int16_avx2": False,
         "float_blocked": False,
         "float_blocked_torch": False,
@@ -294,14 +296,16 @@ def fresh_native(tmp_path, monkeypatch):
     return native
 
 
-@pytest.fixture(params=["int16", "vnni", "amx"])
+@pytest.fixture(params=["int16", "split7", "vnni", "amx"])
 def kind(request, vnni_here) -> int:
-    """The int16 kernel, the int8 quad (vpdpbusd) kernel: the real one where the CPU has VNNI, else its
-    AVX2 emulation (the same packing, offset, tile and requant; only the instruction differs), and the
-    AMX tile: the real one where the CPU has it and Linux grants it, else its emulation in C (the
-    same packing, padding and 32-row blocks)."""
+    """The int16 kernel, the 7-bit split quads (vpmaddubsw, outliers listed), the int8 quad (vpdpbusd)
+    kernel: the real one where the CPU has VNNI, else its AVX2 emulation (the same packing, offset,
+    tile and requant; only the instruction differs), and the AMX tile: the real one where the CPU has
+    it and Linux grants it, else its emulation in C (the same packing, padding and 32-row blocks)."""
     from hwvit.ops import native
 
+    if request.param == "split7":
+        return native.KINDS["split7"]
     if request.param == "amx":
         return native.KINDS["amx"] if native.amx_why() is None else native.KINDS["amx_emulated"]
     return native.KINDS["int16"] if request.param == "int16" else vnni_here
@@ -346,6 +350,8 @@ def test_kernel_row_blocks_are_equal_tiles_within_the_cache_budget(kind):
         rows = lib.hw_row_block(kind, m, k)
         blocks = -(-m // rows)
         row_bytes = lib.hw_packed_a_size(kind, 1, k) // tile * 4  # one packed row (K padded to its group)
+        if kind == native.KINDS["split7"]:  # the quads only: a row's outlier list is read once per panel
+            row_bytes = -(-k // 4) * 4
         assert row_bytes >= k and (row_bytes % 64 == 0 if amx else True)
         assert rows % tile == 0 and rows >= tile
         assert rows * row_bytes <= 384 * 1024 or rows == tile
@@ -388,6 +394,9 @@ def test_packed_a_rows_are_the_layout_in_any_row_ranges(kind):
         for layout, a in layouts.items():
             assert a.shape == (m, k), layout
             padded, words = lib.hw_rows_padded(kind, m), lib.hw_packed_a_size(kind, m, k)
+            if kind == native.KINDS["split7"]:
+                _check_split7_packing(lib, a, padded, words, rng)
+                continue
             width = words // padded  # int32 words of one packed row
             if kind == native.KINDS["int16"]:
                 want = np.zeros((padded, 2 * width), np.int16)
@@ -404,6 +413,81 @@ def test_packed_a_rows_are_the_layout_in_any_row_ranges(kind):
             w_got = np.full(lib.hw_packed_w_size(kind, m, k), -1, np.int32)
             lib.hw_pack_w_strided(kind, a.ctypes.data, m, k, *a.strides, w_got.ctypes.data)
             assert np.array_equal(w_got, native.pack_w(np.ascontiguousarray(a), kind)), (m, k, layout)
+
+
+def _split7_rows(a: np.ndarray, signed: bool) -> tuple[np.ndarray, list[list[int]]]:
+    """What the split7 packing holds for a: the 7-bit part of each element (clamp(a, -64, 63) + 64, or
+    min(a, 127) unsigned) and each row's outliers as (k << 16) | (a2 & 0xffff), a2 = a - clamp."""
+    lo, hi = (-64, 63) if signed else (0, 127)
+    a = np.asarray(a, np.int64)
+    a1 = np.clip(a, lo, hi)
+    lists = [
+        [(int(c) << 16) | (int(row[c] - a1[r, c]) & 0xFFFF) for c in np.flatnonzero(row != a1[r])]
+        for r, row in enumerate(a)
+    ]
+    return (a1 - lo).astype(np.uint8), lists
+
+
+def _check_split7_packing(lib, a, padded, words, rng):
+    """The split7 layout of a (any strides) from row ranges packed in any order: the quads, then per
+    padded row its outlier count and entries (the rest of each row's K + 1 slots is scratch)."""
+    m, k = a.shape
+    ng = -(-k // 4)
+    assert words == padded * ng + padded * (k + 1)
+    sevens, lists = _split7_rows(a, signed=True)
+    cuts = sorted({0, padded, *rng.integers(0, padded + 1, 3).tolist()})
+    got = np.full(words, -1, np.int32)
+    for r0, r1 in zip(cuts, cuts[1:]):
+        lib.hw_pack_a_rows(native_kind_split7(), a.ctypes.data, m, k, *a.strides, r0, r1, got.ctypes.data, 0x80)
+    quads = got[: padded * ng].view(np.uint8).reshape(padded, 4 * ng)
+    want = np.zeros((padded, 4 * ng), np.uint8)
+    want[:m, :k] = sevens
+    assert quads.tolist() == want.tolist()
+    tails = got[padded * ng :].reshape(padded, k + 1)
+    for r in range(padded):
+        entries = lists[r] if r < m else []
+        assert tails[r, 0] == len(entries) and tails[r, 1 : 1 + len(entries)].view(np.uint32).tolist() == entries
+
+
+def native_kind_split7() -> int:
+    from hwvit.ops import native
+
+    return native.KINDS["split7"]
+
+
+def test_split7_splits_at_the_seven_bit_edges():
+    """int8 a at -128, -65, -64, 63, 64, 127 and uint8 a at 127, 128, 255: the 7-bit part and the outlier
+    lists are what clamp(a, -64, 63) (min(a, 127)) says, and the product is exact at K = 2^16 of the
+    worst values: all outliers (a = -128, w = -128: 2^30; a = 127 with w = -128), none (a = 63)."""
+    from hwvit.ops import native
+
+    lib = native._load()
+    split7 = native.KINDS["split7"]
+    a = np.array([[-128, -65, -64, 63, 64, 127, 0, -1]], np.int8)
+    packed = native._pack_a(a, split7)
+    padded, ng = lib.hw_rows_padded(split7, 1), 2
+    assert packed[: padded * ng].view(np.uint8)[:8].tolist() == [0, 0, 0, 127, 127, 127, 64, 63]
+    entries = packed[padded * ng :][1 : 1 + packed[padded * ng]].view(np.uint32).tolist()
+    assert entries == [(0 << 16) | (-64 & 0xFFFF), (1 << 16) | (-1 & 0xFFFF), (4 << 16) | 1, (5 << 16) | 64]
+    u = np.array([[127, 128, 255, 0]], np.uint8)
+    packed = native._pack_a(u, split7)
+    assert packed[:padded].view(np.uint8)[:4].tolist() == [127, 127, 127, 0]
+    assert packed[padded : padded + 3].view(np.uint32).tolist()[1:] == [(1 << 16) | 1, (2 << 16) | 128]
+    k = native.K_MAX
+    w = np.full((3, k), -128, np.int8)
+    w[1] = 127
+    for value, want in [
+        (-128, [2**30, -128 * 127 * k]),
+        (127, [-127 * 128 * k, 127 * 127 * k]),
+        (63, [-63 * 128 * k, 63 * 127 * k]),
+    ]:
+        got = gb.matmul(np.full((2, k), value, np.int8), w, "int8_avx2")
+        assert got[:, :2].tolist() == [want] * 2 and got[:, 2].tolist() == [want[0]] * 2
+    uu = np.full((2, k), 255, np.uint8)
+    y = native.linear_packed(
+        uu, w, None, np.zeros(3, np.int64), np.ones(3, np.int64), np.full(3, 16), -(2**15), 2**15 - 1, split7
+    )
+    assert y[:, 1].tolist() == [(255 * 127 * k + (1 << 15)) >> 16] * 2
 
 
 def test_linear_packed_packs_in_the_kernel(kind):

@@ -168,13 +168,13 @@ def test_public_gemm_and_linear_take_any_layout(name, monkeypatch):
 
 def _native_kinds() -> list[str]:
     """The C tiles: each that this CPU runs, and the emulation standing in for the VNNI tile it lacks."""
-    kinds = ["int16", "emulated", "amx_emulated"]
+    kinds = ["int16", "split7", "emulated", "amx_emulated"]
     kinds += [k for k in ("avxvnni", "avx512vnni") if not cpu.missing(k)]
     kinds += ["amx"] if native.amx_why() is None else []
     return kinds
 
 
-@pytest.mark.parametrize("kind", ["int16", "avxvnni", "avx512vnni", "emulated", "amx", "amx_emulated"])
+@pytest.mark.parametrize("kind", ["int16", "split7", "avxvnni", "avx512vnni", "emulated", "amx", "amx_emulated"])
 def test_native_tiles_every_layout(kind):
     """Each C tile directly (matmul_packed and the requantizing linear_packed): the real instruction
     where this CPU has it, else the emulation of the group-4 tile, which shares its packing and loop."""

@@ -40,7 +40,7 @@ def _compute_rows() -> list[tuple[str, str]]:
         gemm += f", cannot run here: {why}"
     status = {name: gemm_backends.why_not_here(name) for name in gemm_backends.BACKENDS}
     kernels = []  # hwvit's own C kernels: whether each runs on this CPU
-    for name in ("int16_avx2", "int8_vnni"):
+    for name in ("int16_avx2", "int8_avx2", "int8_vnni"):
         kernels.append(f"{name} " + (f"not here ({status[name]})" if status[name] else "runs here"))
     if status["int8_vnni"] is None:
         tile = {v: k for k, v in native.KINDS.items()}[native.vnni_kind()]

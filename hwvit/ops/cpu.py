@@ -42,6 +42,7 @@ REQUIRES = {
     "emulated": ("avx2",),
     "amx": ("avx2", "avx512f", "avx512vl", "amx_tile", "amx_int8"),  # tdpbusd tiles; AVX-512 requantizer
     "amx_emulated": ("avx2",),
+    "split7": ("avx2",),
 }
 
 # torch's probes of the same features (torch.cpu._is_<name>_supported), beside the flags they mirror

@@ -7,7 +7,10 @@ One library holds every kind of kernel (``KINDS``): ``int16`` (AVX2 ``vpmaddwd``
 the CPU has AMX with AVX512F/VL and Linux grants the tile state), ``amx_emulated`` (that block in plain
 C, for the tests on CPUs without AMX)
 and ``emulated`` (the quads' sums formed with AVX2 instructions: the tests run the VNNI kernels'
-packing, offset and tile on CPUs without VNNI; set ``EMULATE_VNNI`` to make ``int8_vnni`` use it).
+packing, offset and tile on CPUs without VNNI; set ``EMULATE_VNNI`` to make ``int8_vnni`` use it),
+and ``split7`` (the ``int8_avx2`` backend: AVX2 ``vpmaddubsw`` quads on the 7-bit part of each
+activation, ``clamp(a, -64, 63) + 64``, which cannot saturate, plus each row's rare outliers
+``a - clamp(a, -64, 63)`` listed at packing and added to the tile's int32 sums).
 The same library holds ``hw_lookup_i8``, ``ops.gelu``'s AVX2 table lookup for int8 inputs
 (``lookup_i8``: ``vpshufb`` over the table's 16-entry rows; docs/arithmetic.md).
 The C source ships with the package; the first call compiles it with the system C compiler
@@ -46,7 +49,7 @@ from hwvit.ops import cpu
 SOURCE = Path(__file__).with_name("csrc") / "gemm_kernels.c"
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
 _JOBS_PER_THREAD = 4  # jobs per thread of a 2-D product: a thread slowed by another process holds up less
-KINDS = {"int16": 0, "avxvnni": 1, "avx512vnni": 2, "emulated": 3, "amx": 4, "amx_emulated": 5}  # the C KIND_*
+KINDS = {"int16": 0, "avxvnni": 1, "avx512vnni": 2, "emulated": 3, "amx": 4, "amx_emulated": 5, "split7": 6}  # C KIND_*
 K_MAX = 1 << 16  # K of one call: int16 sums need K * 2^14 < 2^31, int8 quads K * 255 * 128 < 2^31
 EMULATE_VNNI = False  # tests: int8_vnni runs the "emulated" kind (AVX2) where the CPU has no VNNI
 _SMALL = 1 << 21  # multiply-adds below which one thread does the whole product

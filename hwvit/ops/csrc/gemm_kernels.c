@@ -27,12 +27,24 @@
  *     forms the same block's sums in plain C from the same layout: the tests check the AMX packing,
  *     padding and blocking on CPUs without AMX. The kernel asks Linux for the tile state first
  *     (hw_amx_enable: arch_prctl ARCH_REQ_XCOMP_PERM); without it AMX instructions fault.
+ *   KIND_SPLIT7 (6), group 4, AVX2: the quads of vpmaddubsw (uint8 x int8 pairs summed into int16
+ *     with saturation), vpmaddwd by ones and vpaddd, exact because the unsigned operand is kept to 7
+ *     bits: |pair| <= 2 * 127 * 128 = 32512 < 2^15. An int8 a is split as a = a1 + a2 with
+ *     a1 = clamp(a, -64, 63), packed as a1 + 64 in [0, 127] (the tile's sums get -64 * colsum back with
+ *     the bias, as the VNNI kinds' -128 * colsum); an unsigned a (raw: P.V's probabilities) as
+ *     a1 = min(a, 127), no offset. a2 = a - a1 is 0 unless |a| > 63 (or a > 127): those outliers are
+ *     listed per row after the packed rows, (k, a2) in one int32 each, and added to the tile's int32
+ *     sums (sum over the row's outliers of a2 * w[n, k], vpmaddwd of the panel's sign-extended w bytes
+ *     by the pair (a2, 0)) before the bias and the requant. Every partial sum is a sum of terms
+ *     (a1 + 64 + a2) * w or (a1 + 64) * w, |term| <= 192 * 128 (255 * 128 unsigned), so it stays in
+ *     int32 under ops.gemm's bound K * 255 * 128 + |bias| < 2^31; K <= 2^16 (the list's 16 bits of k).
  * Every operation is on integers. Results are written as int64 with an int64 bias per output column
  * added on the way out, or (hw_linear) requantized in the tile and written as int8/int16.
  *
  * Layouts (K is padded with zeros in W to a multiple of the group, which adds nothing):
  *   packed A: rows padded to a multiple of MR (RB_AMX for the AMX kinds); row m holds its groups,
- *             one int32 lane each.
+ *             one int32 lane each; KIND_SPLIT7 then holds, per padded row, K + 1 int32: the count of
+ *             the row's outliers, then each as (k << 16) | (a2 & 0xffff).
  *   packed W: panels of NR = 8 * NV output columns; panel p, group g holds, for j = 0..NR-1, the lane
  *             of column p*NR + j (zero past N); group 4 kinds then hold NR int32 column sums per
  *             panel, after all the panels.
@@ -52,7 +64,15 @@
 #define RB_AMX 32 /* rows of A per AMX block: two 16-row A tiles */
 #define KG_AMX 16 /* groups of 4 bytes per A tile row: 64 bytes of K */
 
-enum { KIND_INT16 = 0, KIND_AVXVNNI = 1, KIND_AVX512VNNI = 2, KIND_EMULATED = 3, KIND_AMX = 4, KIND_AMX_EMULATED = 5 };
+enum {
+    KIND_INT16 = 0,
+    KIND_AVXVNNI = 1,
+    KIND_AVX512VNNI = 2,
+    KIND_EMULATED = 3,
+    KIND_AMX = 4,
+    KIND_AMX_EMULATED = 5,
+    KIND_SPLIT7 = 6
+};
 
 /* Compilers that know the VNNI target names (gcc 11, clang 12 on): otherwise kinds 1 and 2 are not
  * built and hw_vnni_built() says so. */
@@ -81,7 +101,9 @@ int hw_nr(void) { return NR; }
 int hw_vnni_built(void) { return HW_CAN_VNNI; }
 
 /* int32 lanes of one packed A (M x K) and one packed W (N x K, with its column sums) */
-int64_t hw_packed_a_size(int64_t kind, int64_t m, int64_t k) { return rows_padded(kind, m) * groups_of(kind, k); }
+int64_t hw_packed_a_size(int64_t kind, int64_t m, int64_t k) {
+    return rows_padded(kind, m) * (groups_of(kind, k) + (kind == KIND_SPLIT7 ? k + 1 : 0));
+}
 int64_t hw_packed_w_size(int64_t kind, int64_t n, int64_t k) {
     return panels_of(n) * NR * (groups_of(kind, k) + (kind == KIND_INT16 ? 0 : 1));
 }
@@ -111,6 +133,36 @@ void hw_pack_a_rows(int64_t kind, const int8_t *a, int64_t m, int64_t k, int64_t
             else
                 for (int64_t c = 0; c < valid; c++) row[c] = src[c * sk];
             memset(row + valid, 0, (size_t)(ng * 2 - valid) * sizeof(int16_t));
+        } else if (kind == KIND_SPLIT7) {
+            /* int8 a (flip 0x80): a1 = clamp(a, -64, 63) stored as a1 + 64; unsigned (flip 0): min(a, 127) */
+            const int lo = flip ? -64 : 0, hi = flip ? 63 : 127;
+            uint8_t *row = (uint8_t *)(void *)out + r * ng * 4;
+            int32_t *list = out + rows_padded(kind, m) * ng + r * (k + 1), count = 0;
+            int64_t c = 0;
+            if (sk == 1) { /* 32 at a time: the clamp by vpmaxsb/vpminsb (vpminub unsigned), outliers by mask */
+                const __m256i vlo = _mm256_set1_epi8((char)lo), vhi = _mm256_set1_epi8((char)hi);
+                const __m256i shift = _mm256_set1_epi8((char)-lo);
+                for (; c + 32 <= valid; c += 32) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(src + c));
+                    const __m256i a1 = flip ? _mm256_min_epi8(_mm256_max_epi8(v, vlo), vhi) : _mm256_min_epu8(v, vhi);
+                    _mm256_storeu_si256((__m256i *)(row + c), _mm256_add_epi8(a1, shift));
+                    uint32_t odd = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, a1));
+                    for (; odd; odd &= odd - 1) {
+                        const int64_t at = c + __builtin_ctz(odd);
+                        const int x = flip ? (int)src[at] : (int)(uint8_t)src[at];
+                        const int y = x < lo ? lo : (x > hi ? hi : x);
+                        list[1 + count++] = (int32_t)(((uint32_t)at << 16) | (uint32_t)(uint16_t)(int16_t)(x - y));
+                    }
+                }
+            }
+            for (; c < valid; c++) {
+                const int v = flip ? (int)src[c * sk] : (int)(uint8_t)src[c * sk];
+                const int a1 = v < lo ? lo : (v > hi ? hi : v);
+                row[c] = (uint8_t)(a1 - lo);
+                if (v != a1) list[1 + count++] = (int32_t)(((uint32_t)c << 16) | (uint32_t)(uint16_t)(int16_t)(v - a1));
+            }
+            memset(row + valid, 0, (size_t)(ng * 4 - valid));
+            list[0] = count;
         } else {
             uint8_t *row = (uint8_t *)(void *)out + r * ng * 4;
             if (sk == 1)
@@ -215,6 +267,9 @@ static inline int32_t lane(const int32_t *p) { /* one packed lane, read without 
 #define DOT_AVXVNNI(s, av, wv) _mm256_dpbusd_avx_epi32((s), (av), (wv))
 #define DOT_AVX512VNNI(s, av, wv) _mm256_dpbusd_epi32((s), (av), (wv))
 #define DOT_EMULATED(s, av, wv) dpbusd_avx2((s), (av), (wv))
+/* 7-bit uint8 quads (KIND_SPLIT7): int16 pair sums that cannot saturate, then pairs of pairs */
+#define DOT_SPLIT7(s, av, wv) \
+    _mm256_add_epi32((s), _mm256_madd_epi16(_mm256_maddubs_epi16((av), (wv)), _mm256_set1_epi16(1)))
 
 /* vpdpbusd from AVX2 instructions: uint8 av times int8 wv, each lane's four products added to s */
 static inline __m256i dpbusd_avx2(__m256i s, __m256i av, __m256i wv) {
@@ -265,6 +320,7 @@ static inline __m256i dpbusd_avx2(__m256i s, __m256i av, __m256i wv) {
 
 TILE_FUNCTION(tile_int16, DOT_INT16)
 TILE_FUNCTION(tile_emulated, DOT_EMULATED)
+TILE_FUNCTION(tile_split7, DOT_SPLIT7)
 #if HW_CAN_VNNI
 __attribute__((target("avx2,avxvnni"))) TILE_FUNCTION(tile_avxvnni, DOT_AVXVNNI)
 __attribute__((target("avx2,avx512f,avx512vl,avx512vnni"))) TILE_FUNCTION(tile_avx512vnni, DOT_AVX512VNNI)
@@ -444,12 +500,41 @@ static void tile(int64_t kind, const int32_t *arow, int64_t ng, const int32_t *w
 #endif
     case KIND_AMX_EMULATED: tile_amx_emulated(arow, ng, wq, out); return;
     case KIND_INT16: tile_int16(arow, ng, wq, out); return;
+    case KIND_SPLIT7: tile_split7(arow, ng, wq, out); return;
 #if HW_CAN_VNNI
     case KIND_AVXVNNI: tile_avxvnni(arow, ng, wq, out); return;
     case KIND_AVX512VNNI: tile_avx512vnni(arow, ng, wq, out); return;
 #endif
     default: tile_emulated(arow, ng, wq, out); /* group 4 without VNNI built: never asked for (hw_vnni_built) */
     }
+}
+
+/* KIND_SPLIT7: a row's outliers (list[0] of them, then (k << 16) | (a2 & 0xffff) each) times the
+ * NR columns of one W panel, added to the row's NR int32 sums. The panel's group k / 4 holds w[n, k]
+ * as byte k % 4 of column n's lane: shifted to the top and back arithmetically it is the int32 w
+ * (|w| <= 128, so its low 16 bits are w as int16 and its high 16 bits the sign); vpmaddwd by the
+ * int16 pair (a2, 0) gives w * a2 exactly (|a2| <= 128). */
+#define OUTLIER_W(group, j, up) \
+    _mm256_srai_epi32(_mm256_sll_epi32(_mm256_loadu_si256((const __m256i *)((group) + (j))), (up)), 24)
+
+static void add_outliers(const int32_t *list, const int32_t *wpan, int32_t *sums) {
+    if (list[0] == 0) return;
+    /* the row's NR sums stay in three registers while its outliers are added */
+    __m256i s0 = _mm256_loadu_si256((const __m256i *)sums), s1 = _mm256_loadu_si256((const __m256i *)(sums + 8));
+    __m256i s2 = _mm256_loadu_si256((const __m256i *)(sums + 16));
+    for (int32_t t = 1; t <= list[0]; t++) {
+        const uint32_t e = (uint32_t)list[t];
+        const int64_t c = (int64_t)(e >> 16);
+        const __m256i a2 = _mm256_set1_epi32((int32_t)(e & 0xffffu));
+        const __m128i up = _mm_cvtsi32_si128((int)(24 - 8 * (c & 3)));
+        const int32_t *group = wpan + (c >> 2) * NR;
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(OUTLIER_W(group, 0, up), a2));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(OUTLIER_W(group, 8, up), a2));
+        s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(OUTLIER_W(group, 16, up), a2));
+    }
+    _mm256_storeu_si256((__m256i *)sums, s0);
+    _mm256_storeu_si256((__m256i *)(sums + 8), s1);
+    _mm256_storeu_si256((__m256i *)(sums + 16), s2);
 }
 
 /* For rows r0..r1-1 (r0 a multiple of MR) and the columns of panels p0..p1-1 of an M x N product:
@@ -467,6 +552,8 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
     const int64_t ng = groups_of(kind, k);
     /* raw (group 4): the packed bytes are the unsigned operand itself, not a + 128: no correction */
     const int32_t *colsum = kind == KIND_INT16 || raw ? NULL : pw + panels_of(n) * ng * NR;
+    const int64_t offset = kind == KIND_SPLIT7 ? 64 : 128; /* what the packed unsigned a holds above a (a1) */
+    const int32_t *outliers = kind == KIND_SPLIT7 ? pa + rows_padded(kind, m) * ng : NULL;
     const __m256i vlo = _mm256_set1_epi64x(lo), vhi = _mm256_set1_epi64x(hi);
     int32_t out[RB_AMX][NR]; /* MR rows of it for the vector kinds */
     const int64_t rb = block_rows(kind);
@@ -486,7 +573,7 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
         const int32_t *wpan = pw + p * ng * NR;
         const int64_t c0 = p * NR, cols = n - c0 < NR ? n - c0 : NR;
         for (int64_t j = 0; j < cols; j++)
-            add[j] = (bias ? bias[c0 + j] : 0) - (colsum ? 128 * (int64_t)colsum[c0 + j] : 0);
+            add[j] = (bias ? bias[c0 + j] : 0) - (colsum ? offset * (int64_t)colsum[c0 + j] : 0);
         if (mult) {
             memset(&q, 0, sizeof q); /* columns past N: mult 0, shift 0, so their lanes are 0 */
             for (int64_t j = 0; j < cols; j++) {
@@ -501,6 +588,8 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
         }
         for (int64_t r = r0; r < r1 && r < m; r += rb) {
             tile(kind, pa + r * ng, ng, wpan, out);
+            if (outliers)
+                for (int64_t i = 0; i < rb && r + i < m; i++) add_outliers(outliers + (r + i) * (k + 1), wpan, out[i]);
             if (wide_rq)
                 for (int64_t i = 0; i < rb && r + i < m; i += MR) requant_tile_avx512(out + i, &q, lo, hi);
             for (int64_t i = 0; i < rb && r + i < m; i++) {
