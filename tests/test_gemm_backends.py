@@ -415,25 +415,39 @@ def test_packed_a_rows_are_the_layout_in_any_row_ranges(kind):
             assert np.array_equal(w_got, native.pack_w(np.ascontiguousarray(a), kind)), (m, k, layout)
 
 
-def _split7_rows(a: np.ndarray, signed: bool) -> tuple[np.ndarray, list[list[int]]]:
+def _split7_rows(a: np.ndarray, signed: bool) -> tuple[np.ndarray, list[tuple[list[int], list[int]]]]:
     """What the split7 packing holds for a: the 7-bit part of each element (clamp(a, -64, 63) + 64, or
-    min(a, 127) unsigned) and each row's outliers as (k << 16) | (a2 & 0xffff), a2 = a - clamp."""
+    min(a, 127) unsigned) and each row's outliers, positive and negative, as (k << 16) | |a2| in
+    ascending k, a2 = a - clamp."""
     lo, hi = (-64, 63) if signed else (0, 127)
     a = np.asarray(a, np.int64)
     a1 = np.clip(a, lo, hi)
-    lists = [
-        [(int(c) << 16) | (int(row[c] - a1[r, c]) & 0xFFFF) for c in np.flatnonzero(row != a1[r])]
-        for r, row in enumerate(a)
-    ]
-    return (a1 - lo).astype(np.uint8), lists
+    rows = []
+    for r, row in enumerate(a):
+        odd = [(int(c), int(row[c] - a1[r, c])) for c in np.flatnonzero(row != a1[r])]
+        rows.append(([(c << 16) | d for c, d in odd if d > 0], [(c << 16) | -d for c, d in odd if d < 0]))
+    return (a1 - lo).astype(np.uint8), rows
+
+
+def _split7_lists(packed: np.ndarray, padded: int, ng: int, k: int) -> list[tuple[list[int], list[int]]]:
+    """Each padded row's positive and negative outlier entries from a packed split7 A, ascending k."""
+    tails = packed[padded * ng :].reshape(padded, k + 2)
+    out = []
+    for row in tails:
+        pos, neg = int(row[0]), int(row[1])
+        assert pos + neg <= k
+        out.append(
+            (sorted(row[2 : 2 + pos].view(np.uint32).tolist()), sorted(row[k + 2 - neg :].view(np.uint32).tolist()))
+        )
+    return out
 
 
 def _check_split7_packing(lib, a, padded, words, rng):
     """The split7 layout of a (any strides) from row ranges packed in any order: the quads, then per
-    padded row its outlier count and entries (the rest of each row's K + 1 slots is scratch)."""
+    padded row its outlier counts and entries (the rest of each row's K + 2 slots is scratch)."""
     m, k = a.shape
     ng = -(-k // 4)
-    assert words == padded * ng + padded * (k + 1)
+    assert words == padded * ng + padded * (k + 2)
     sevens, lists = _split7_rows(a, signed=True)
     cuts = sorted({0, padded, *rng.integers(0, padded + 1, 3).tolist()})
     got = np.full(words, -1, np.int32)
@@ -443,10 +457,7 @@ def _check_split7_packing(lib, a, padded, words, rng):
     want = np.zeros((padded, 4 * ng), np.uint8)
     want[:m, :k] = sevens
     assert quads.tolist() == want.tolist()
-    tails = got[padded * ng :].reshape(padded, k + 1)
-    for r in range(padded):
-        entries = lists[r] if r < m else []
-        assert tails[r, 0] == len(entries) and tails[r, 1 : 1 + len(entries)].view(np.uint32).tolist() == entries
+    assert _split7_lists(got, padded, ng, k) == lists + [([], [])] * (padded - m)
 
 
 def native_kind_split7() -> int:
@@ -458,7 +469,8 @@ def native_kind_split7() -> int:
 def test_split7_splits_at_the_seven_bit_edges():
     """int8 a at -128, -65, -64, 63, 64, 127 and uint8 a at 127, 128, 255: the 7-bit part and the outlier
     lists are what clamp(a, -64, 63) (min(a, 127)) says, and the product is exact at K = 2^16 of the
-    worst values: all outliers (a = -128, w = -128: 2^30; a = 127 with w = -128), none (a = 63)."""
+    worst values: all outliers (a = -128, w = -128: 2^30), a = 127 with w = -128, none (a = 63), and
+    outliers of both signs in one row."""
     from hwvit.ops import native
 
     lib = native._load()
@@ -467,22 +479,25 @@ def test_split7_splits_at_the_seven_bit_edges():
     packed = native._pack_a(a, split7)
     padded, ng = lib.hw_rows_padded(split7, 1), 2
     assert packed[: padded * ng].view(np.uint8)[:8].tolist() == [0, 0, 0, 127, 127, 127, 64, 63]
-    entries = packed[padded * ng :][1 : 1 + packed[padded * ng]].view(np.uint32).tolist()
-    assert entries == [(0 << 16) | (-64 & 0xFFFF), (1 << 16) | (-1 & 0xFFFF), (4 << 16) | 1, (5 << 16) | 64]
+    pos, neg = _split7_lists(packed, padded, ng, 8)[0]
+    assert pos == [(4 << 16) | 1, (5 << 16) | 64] and neg == [(0 << 16) | 64, (1 << 16) | 1]
     u = np.array([[127, 128, 255, 0]], np.uint8)
     packed = native._pack_a(u, split7)
     assert packed[:padded].view(np.uint8)[:4].tolist() == [127, 127, 127, 0]
-    assert packed[padded : padded + 3].view(np.uint32).tolist()[1:] == [(1 << 16) | 1, (2 << 16) | 128]
+    assert _split7_lists(packed, padded, 1, 4)[0] == ([(1 << 16) | 1, (2 << 16) | 128], [])
     k = native.K_MAX
     w = np.full((3, k), -128, np.int8)
     w[1] = 127
-    for value, want in [
+    cases = [
         (-128, [2**30, -128 * 127 * k]),
         (127, [-127 * 128 * k, 127 * 127 * k]),
         (63, [-63 * 128 * k, 63 * 127 * k]),
-    ]:
+    ]
+    for value, want in cases:
         got = gb.matmul(np.full((2, k), value, np.int8), w, "int8_avx2")
         assert got[:, :2].tolist() == [want] * 2 and got[:, 2].tolist() == [want[0]] * 2
+    mixed = np.resize(np.array([-128, 127, 5, -70, 100], np.int8), (2, k))
+    assert np.array_equal(gb.matmul(mixed, w, "int8_avx2"), gb._int64(mixed, w))
     uu = np.full((2, k), 255, np.uint8)
     y = native.linear_packed(
         uu, w, None, np.zeros(3, np.int64), np.ones(3, np.int64), np.full(3, 16), -(2**15), 2**15 - 1, split7

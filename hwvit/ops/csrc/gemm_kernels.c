@@ -33,9 +33,9 @@
  *     a1 = clamp(a, -64, 63), packed as a1 + 64 in [0, 127] (the tile's sums get -64 * colsum back with
  *     the bias, as the VNNI kinds' -128 * colsum); an unsigned a (raw: P.V's probabilities) as
  *     a1 = min(a, 127), no offset. a2 = a - a1 is 0 unless |a| > 63 (or a > 127): those outliers are
- *     listed per row after the packed rows, (k, a2) in one int32 each, and added to the tile's int32
- *     sums (sum over the row's outliers of a2 * w[n, k], vpmaddwd of the panel's sign-extended w bytes
- *     by the pair (a2, 0)) before the bias and the requant. Every partial sum is a sum of terms
+ *     listed per row after the packed rows, (k, |a2|) in one int32 each, positive and negative apart,
+ *     and added to the tile's int32 sums (sum over the row's outliers of a2 * w[n, k]: vpmaddubsw of
+ *     |a2| placed in byte k % 4 against the panel's group, by sign) before the bias and the requant. Every partial sum is a sum of terms
  *     (a1 + 64 + a2) * w or (a1 + 64) * w, |term| <= 192 * 128 (255 * 128 unsigned), so it stays in
  *     int32 under ops.gemm's bound K * 255 * 128 + |bias| < 2^31; K <= 2^16 (the list's 16 bits of k).
  * Every operation is on integers. Results are written as int64 with an int64 bias per output column
@@ -43,8 +43,9 @@
  *
  * Layouts (K is padded with zeros in W to a multiple of the group, which adds nothing):
  *   packed A: rows padded to a multiple of MR (RB_AMX for the AMX kinds); row m holds its groups,
- *             one int32 lane each; KIND_SPLIT7 then holds, per padded row, K + 1 int32: the count of
- *             the row's outliers, then each as (k << 16) | (a2 & 0xffff).
+ *             one int32 lane each; KIND_SPLIT7 then holds, per padded row, K + 2 int32: the counts of
+ *             the row's positive and negative outliers, the positive ones from the third slot up and
+ *             the negative ones from the last slot down, each as (k << 16) | |a2|.
  *   packed W: panels of NR = 8 * NV output columns; panel p, group g holds, for j = 0..NR-1, the lane
  *             of column p*NR + j (zero past N); group 4 kinds then hold NR int32 column sums per
  *             panel, after all the panels.
@@ -102,10 +103,20 @@ int hw_vnni_built(void) { return HW_CAN_VNNI; }
 
 /* int32 lanes of one packed A (M x K) and one packed W (N x K, with its column sums) */
 int64_t hw_packed_a_size(int64_t kind, int64_t m, int64_t k) {
-    return rows_padded(kind, m) * (groups_of(kind, k) + (kind == KIND_SPLIT7 ? k + 1 : 0));
+    return rows_padded(kind, m) * (groups_of(kind, k) + (kind == KIND_SPLIT7 ? k + 2 : 0));
 }
 int64_t hw_packed_w_size(int64_t kind, int64_t n, int64_t k) {
     return panels_of(n) * NR * (groups_of(kind, k) + (kind == KIND_INT16 ? 0 : 1));
+}
+
+/* One KIND_SPLIT7 outlier of a row (column c, remainder a2 != 0, |a2| <= 128) into its list of K + 2
+ * int32: (c << 16) | |a2|, the positive ones from slot 2 up, the negative ones from slot K + 1 down. */
+static void split7_outlier(int32_t *list, int64_t k, int64_t c, int a2, int32_t *pos, int32_t *neg) {
+    const uint32_t e = ((uint32_t)c << 16) | (uint32_t)(a2 < 0 ? -a2 : a2);
+    if (a2 > 0)
+        list[2 + (*pos)++] = (int32_t)e;
+    else
+        list[k + 1 - (*neg)++] = (int32_t)e;
 }
 
 /* Rows [r0, r1) of one packed A from one M x K matrix whose element (r, c) is a[r * sm + c * sk]
@@ -137,7 +148,7 @@ void hw_pack_a_rows(int64_t kind, const int8_t *a, int64_t m, int64_t k, int64_t
             /* int8 a (flip 0x80): a1 = clamp(a, -64, 63) stored as a1 + 64; unsigned (flip 0): min(a, 127) */
             const int lo = flip ? -64 : 0, hi = flip ? 63 : 127;
             uint8_t *row = (uint8_t *)(void *)out + r * ng * 4;
-            int32_t *list = out + rows_padded(kind, m) * ng + r * (k + 1), count = 0;
+            int32_t *list = out + rows_padded(kind, m) * ng + r * (k + 2), pos = 0, neg = 0;
             int64_t c = 0;
             if (sk == 1) { /* 32 at a time: the clamp by vpmaxsb/vpminsb (vpminub unsigned), outliers by mask */
                 const __m256i vlo = _mm256_set1_epi8((char)lo), vhi = _mm256_set1_epi8((char)hi);
@@ -151,7 +162,7 @@ void hw_pack_a_rows(int64_t kind, const int8_t *a, int64_t m, int64_t k, int64_t
                         const int64_t at = c + __builtin_ctz(odd);
                         const int x = flip ? (int)src[at] : (int)(uint8_t)src[at];
                         const int y = x < lo ? lo : (x > hi ? hi : x);
-                        list[1 + count++] = (int32_t)(((uint32_t)at << 16) | (uint32_t)(uint16_t)(int16_t)(x - y));
+                        split7_outlier(list, k, at, x - y, &pos, &neg);
                     }
                 }
             }
@@ -159,10 +170,10 @@ void hw_pack_a_rows(int64_t kind, const int8_t *a, int64_t m, int64_t k, int64_t
                 const int v = flip ? (int)src[c * sk] : (int)(uint8_t)src[c * sk];
                 const int a1 = v < lo ? lo : (v > hi ? hi : v);
                 row[c] = (uint8_t)(a1 - lo);
-                if (v != a1) list[1 + count++] = (int32_t)(((uint32_t)c << 16) | (uint32_t)(uint16_t)(int16_t)(v - a1));
+                if (v != a1) split7_outlier(list, k, c, v - a1, &pos, &neg);
             }
             memset(row + valid, 0, (size_t)(ng * 4 - valid));
-            list[0] = count;
+            list[0] = pos, list[1] = neg;
         } else {
             uint8_t *row = (uint8_t *)(void *)out + r * ng * 4;
             if (sk == 1)
@@ -514,27 +525,36 @@ static void tile(int64_t kind, const int32_t *arow, int64_t ng, const int32_t *w
  * as byte k % 4 of column n's lane: shifted to the top and back arithmetically it is the int32 w
  * (|w| <= 128, so its low 16 bits are w as int16 and its high 16 bits the sign); vpmaddwd by the
  * int16 pair (a2, 0) gives w * a2 exactly (|a2| <= 128). */
-#define OUTLIER_W(group, j, up) \
-    _mm256_srai_epi32(_mm256_sll_epi32(_mm256_loadu_si256((const __m256i *)((group) + (j))), (up)), 24)
+/* |a2| * w[n, k] for NR columns: |a2| placed in byte k % 4 of every lane is vpmaddubsw's unsigned
+ * operand against the panel's group k / 4 (int8 w), so each int16 pair holds |a2| * w and a zero
+ * (|a2| <= 128: no saturation); vpmaddwd by ones makes it the int32 lane. */
+#define OUTLIER_PRODUCT(group, j, mag) \
+    _mm256_madd_epi16(_mm256_maddubs_epi16((mag), _mm256_loadu_si256((const __m256i *)((group) + (j)))), ones)
 
-static void add_outliers(const int32_t *list, const int32_t *wpan, int32_t *sums) {
-    if (list[0] == 0) return;
-    /* the row's NR sums stay in three registers while its outliers are added */
-    __m256i s0 = _mm256_loadu_si256((const __m256i *)sums), s1 = _mm256_loadu_si256((const __m256i *)(sums + 8));
-    __m256i s2 = _mm256_loadu_si256((const __m256i *)(sums + 16));
-    for (int32_t t = 1; t <= list[0]; t++) {
-        const uint32_t e = (uint32_t)list[t];
-        const int64_t c = (int64_t)(e >> 16);
-        const __m256i a2 = _mm256_set1_epi32((int32_t)(e & 0xffffu));
-        const __m128i up = _mm_cvtsi32_si128((int)(24 - 8 * (c & 3)));
-        const int32_t *group = wpan + (c >> 2) * NR;
-        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(OUTLIER_W(group, 0, up), a2));
-        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(OUTLIER_W(group, 8, up), a2));
-        s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(OUTLIER_W(group, 16, up), a2));
+static void add_outliers(const int32_t *list, int64_t k, const int32_t *wpan, int32_t *sums) {
+    const int32_t pos = list[0], neg = list[1];
+    if (pos + neg == 0) return;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i d[2][3]; /* the positive outliers' products, then the negative ones' (|a2| * w) */
+    for (int side = 0; side < 2; side++) {
+        const int32_t *at = side == 0 ? list + 2 : list + k + 2 - neg;
+        const int32_t count = side == 0 ? pos : neg;
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0;
+        for (int32_t t = 0; t < count; t++) {
+            const uint32_t e = (uint32_t)at[t], c = e >> 16;
+            const __m256i mag = _mm256_set1_epi32((int32_t)((e & 0xffffu) << (8 * (c & 3))));
+            const int32_t *group = wpan + (int64_t)(c >> 2) * NR;
+            s0 = _mm256_add_epi32(s0, OUTLIER_PRODUCT(group, 0, mag));
+            s1 = _mm256_add_epi32(s1, OUTLIER_PRODUCT(group, 8, mag));
+            s2 = _mm256_add_epi32(s2, OUTLIER_PRODUCT(group, 16, mag));
+        }
+        d[side][0] = s0, d[side][1] = s1, d[side][2] = s2;
     }
-    _mm256_storeu_si256((__m256i *)sums, s0);
-    _mm256_storeu_si256((__m256i *)(sums + 8), s1);
-    _mm256_storeu_si256((__m256i *)(sums + 16), s2);
+    for (int j = 0; j < 3; j++) {
+        /* |positive - negative| <= K * 128 * 128 <= 2^30, and the row's sum plus it is the exact total */
+        const __m256i s = _mm256_loadu_si256((const __m256i *)(sums + 8 * j));
+        _mm256_storeu_si256((__m256i *)(sums + 8 * j), _mm256_add_epi32(s, _mm256_sub_epi32(d[0][j], d[1][j])));
+    }
 }
 
 /* For rows r0..r1-1 (r0 a multiple of MR) and the columns of panels p0..p1-1 of an M x N product:
@@ -589,7 +609,7 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
         for (int64_t r = r0; r < r1 && r < m; r += rb) {
             tile(kind, pa + r * ng, ng, wpan, out);
             if (outliers)
-                for (int64_t i = 0; i < rb && r + i < m; i++) add_outliers(outliers + (r + i) * (k + 1), wpan, out[i]);
+                for (int64_t i = 0; i < rb && r + i < m; i++) add_outliers(outliers + (r + i) * (k + 2), k, wpan, out[i]);
             if (wide_rq)
                 for (int64_t i = 0; i < rb && r + i < m; i += MR) requant_tile_avx512(out + i, &q, lo, hi);
             for (int64_t i = 0; i < rb && r + i < m; i++) {
