@@ -36,6 +36,16 @@ def test_info_shows_toolchain_and_presets():
     assert lines["kernels"].startswith("int16_avx2 runs here; int8_avx2 runs here; int8_vnni ")
 
 
+def test_info_refuses_an_unknown_backend_in_one_line(monkeypatch):
+    from hwvit.ops import gemm_backends
+
+    monkeypatch.setenv(gemm_backends.ENV, "int8_avx3")
+    res = CliRunner().invoke(main, ["info"])
+    assert res.exit_code == 1
+    assert res.output.startswith("Error: HWVIT_GEMM: unknown GEMM backend 'int8_avx3'; choose one of ")
+    assert res.output.count("\n") == 1 and "Traceback" not in res.output
+
+
 def test_info_says_which_kernels_run_on_this_cpu(monkeypatch, fake_cpu):
     from hwvit.ops import gemm_backends, native
 

@@ -71,8 +71,14 @@ def info() -> None:
       hwvit info
     """
     from hwvit import blocks, variants
+    from hwvit.cli.common import fail
     from hwvit.float.config import list_presets
+    from hwvit.ops import gemm_backends
 
+    try:
+        gemm_backends.named()  # a bad HWVIT_GEMM: one line, before anything is printed
+    except ValueError as exc:
+        fail(f"{gemm_backends.ENV}: {exc}")
     rows = [
         ("hwvit", __version__),
         ("python", platform.python_version()),
