@@ -520,12 +520,9 @@ static void tile(int64_t kind, const int32_t *arow, int64_t ng, const int32_t *w
     }
 }
 
-/* KIND_SPLIT7: a row's outliers (list[0] of them, then (k << 16) | (a2 & 0xffff) each) times the
- * NR columns of one W panel, added to the row's NR int32 sums. The panel's group k / 4 holds w[n, k]
- * as byte k % 4 of column n's lane: shifted to the top and back arithmetically it is the int32 w
- * (|w| <= 128, so its low 16 bits are w as int16 and its high 16 bits the sign); vpmaddwd by the
- * int16 pair (a2, 0) gives w * a2 exactly (|a2| <= 128). */
-/* |a2| * w[n, k] for NR columns: |a2| placed in byte k % 4 of every lane is vpmaddubsw's unsigned
+/* KIND_SPLIT7: a row's outliers (list[0] positive ones from slot 2 up, list[1] negative ones from slot
+ * K + 1 down, each (k << 16) | |a2|) times the NR columns of one W panel, added to the row's NR int32
+ * sums. |a2| * w[n, k] for NR columns: |a2| placed in byte k % 4 of every lane is vpmaddubsw's unsigned
  * operand against the panel's group k / 4 (int8 w), so each int16 pair holds |a2| * w and a zero
  * (|a2| <= 128: no saturation); vpmaddwd by ones makes it the int32 lane. */
 #define OUTLIER_PRODUCT(group, j, mag) \
