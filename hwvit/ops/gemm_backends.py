@@ -142,22 +142,26 @@ def _native(kind: int, tag: str, a8: np.ndarray, w8: np.ndarray, bias: np.ndarra
     return out if bias is None else out + bias
 
 
-def _int16_avx2(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+def _kind_of(name: str) -> int:
+    """The C kernel kind (``native.KINDS``) that backend ``name`` runs: int8_vnni the VNNI kind of this
+    CPU (one packing for every group-4 kind), int8_avx2 the 7-bit split, int16_avx2 the int16 one."""
     from hwvit.ops import native
 
-    return _native(native.KINDS["int16"], "int16_avx2", a8, w8, bias)
+    if name == "int8_vnni":
+        return native.vnni_kind()
+    return native.KINDS["split7" if name == "int8_avx2" else "int16"]
+
+
+def _int16_avx2(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    return _native(_kind_of("int16_avx2"), "int16_avx2", a8, w8, bias)
 
 
 def _int8_avx2(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-    from hwvit.ops import native
-
-    return _native(native.KINDS["split7"], "int8_avx2", a8, w8, bias)
+    return _native(_kind_of("int8_avx2"), "int8_avx2", a8, w8, bias)
 
 
 def _int8_vnni(a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-    from hwvit.ops import native
-
-    return _native(native.vnni_kind(), "int8_vnni", a8, w8, bias)  # one packing for every group-4 kind
+    return _native(_kind_of("int8_vnni"), "int8_vnni", a8, w8, bias)
 
 
 def _float_blocked(a8: np.ndarray, w8: np.ndarray) -> np.ndarray:
@@ -304,9 +308,7 @@ def matmul_requant(
         return None
     from hwvit.ops import native
 
-    kind = {"int8_vnni": native.vnni_kind, "int8_avx2": lambda: native.KINDS["split7"]}.get(
-        name, lambda: native.KINDS["int16"]
-    )()
+    kind = _kind_of(name)
     if a8.shape[-1] > native.k_limit(kind):
         return None
     packed = _derived(w8, name, lambda w: native.pack_w(w, kind)) if w8.ndim == 2 else None

@@ -158,11 +158,10 @@ void hw_pack_a_rows(int64_t kind, const int8_t *a, int64_t m, int64_t k, int64_t
                     const __m256i a1 = flip ? _mm256_min_epi8(_mm256_max_epi8(v, vlo), vhi) : _mm256_min_epu8(v, vhi);
                     _mm256_storeu_si256((__m256i *)(row + c), _mm256_add_epi8(a1, shift));
                     uint32_t odd = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, a1));
-                    for (; odd; odd &= odd - 1) {
+                    for (; odd; odd &= odd - 1) { /* a2 = a - a1, a1 = the byte just stored + lo */
                         const int64_t at = c + __builtin_ctz(odd);
                         const int x = flip ? (int)src[at] : (int)(uint8_t)src[at];
-                        const int y = x < lo ? lo : (x > hi ? hi : x);
-                        split7_outlier(list, k, at, x - y, &pos, &neg);
+                        split7_outlier(list, k, at, x - (row[at] + lo), &pos, &neg);
                     }
                 }
             }
