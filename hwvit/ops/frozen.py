@@ -62,14 +62,28 @@ def immutable(x: Any) -> bool:
 def derived(inputs: tuple, tag: Any, make: Callable[[], Any]) -> Any:
     """``make()``, kept for these ``inputs`` under ``tag`` when every input is immutable (and made
     afresh otherwise). An exception from ``make`` is raised every time: nothing is kept."""
-    parts = tuple(_part(x) for x in inputs)
-    if any(p is None for p in parts):
-        return make()
-    key = (tag, parts)
-    arrays = tuple(x for x in inputs if isinstance(x, np.ndarray))
+    # the keys of _part, written out for arrays and scalars: this runs at every kernel call
+    parts = []
+    arrays = []
+    for x in inputs:
+        if isinstance(x, np.ndarray):
+            if not frozen(x):
+                return make()
+            parts.append(("array", id(x), x.shape, x.dtype.str))
+            arrays.append(x)
+        else:
+            p = _part(x)
+            if p is None:
+                return make()
+            parts.append(p)
+    key = (tag, tuple(parts))
     hit = _cache.get(key)
-    if hit is not None and len(hit[0]) == len(arrays) and all(r() is x for r, x in zip(hit[0], arrays)):
-        return hit[1]
+    if hit is not None and len(hit[0]) == len(arrays):
+        for ref, x in zip(hit[0], arrays):
+            if ref() is not x:
+                break
+        else:
+            return hit[1]
     out = make()
     try:
         refs = tuple(weakref.ref(x, lambda _r, k=key, c=_cache: c.pop(k, None)) for x in arrays)

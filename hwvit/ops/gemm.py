@@ -197,7 +197,12 @@ def linear(
     # unsigned a kept as uint8 bytes: the quad kernel multiplies a itself and the int16 kernel widens
     # it to 0..255, no offset to correct
     kernel_offset = 0 if a8.dtype == np.uint8 else offset
-    w8, b, fused_bias, m, s, lo, hi = _linear_params(w, bias, multiplier, shift, out_bits, kernel_offset)
+    # all of it kept at once for a layer's read-only weights and parameters (one lookup a call)
+    w8, b, fused_bias, m, s, lo, hi = frozen.derived(
+        (w, bias, multiplier, shift, out_bits, kernel_offset),
+        "linear-params",
+        lambda: _linear_params(w, bias, multiplier, shift, out_bits, kernel_offset),
+    )
     _match(a8, w8)
     if a8.size and w8.shape[-2]:
         n_out, k = w8.shape[-2:]

@@ -142,11 +142,23 @@ def _native(kind: int, tag: str, a8: np.ndarray, w8: np.ndarray, bias: np.ndarra
     return out if bias is None else out + bias
 
 
+_native_mod = None  # hwvit.ops.native once imported: it loads numba, so not at hwvit's import
+
+
+def _native_module():
+    """hwvit.ops.native, imported on first use and kept (the kernel calls ask for it every time)."""
+    global _native_mod
+    if _native_mod is None:
+        from hwvit.ops import native
+
+        _native_mod = native
+    return _native_mod
+
+
 def _kind_of(name: str) -> int:
     """The C kernel kind (``native.KINDS``) that backend ``name`` runs: int8_vnni the VNNI kind of this
     CPU (one packing for every group-4 kind), int8_avx2 the 7-bit split, int16_avx2 the int16 one."""
-    from hwvit.ops import native
-
+    native = _native_module()
     if name == "int8_vnni":
         return native.vnni_kind()
     return native.KINDS["split7" if name == "int8_avx2" else "int16"]
@@ -306,8 +318,7 @@ def matmul_requant(
     name = name or backend()
     if name not in _FUSED_BIAS:
         return None
-    from hwvit.ops import native
-
+    native = _native_module()
     kind = _kind_of(name)
     if a8.shape[-1] > native.k_limit(kind):
         return None

@@ -31,6 +31,7 @@ numba's OpenMP workers spin for a while after each kernel, and two pools on two 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -368,6 +369,15 @@ def _grid(lib: ctypes.CDLL, kind: int, m: int, k: int, n: int, threads: int) -> 
     return n_panels, rows, row_jobs, panels, -(-n_panels // panels)
 
 
+@functools.lru_cache(maxsize=1024)
+def _layout(kind: int, m: int, k: int, n: int, entries: int, threads: int) -> tuple:
+    """(words of one packed A, of one packed W, ``_grid``'s grid, padded rows) of a product: asked
+    of the library once per shape, not at every call."""
+    lib = _load()
+    grid = (-(-n // lib.hw_nr()), 0, 0, 0, 0) if entries else _grid(lib, kind, m, k, n, threads)
+    return lib.hw_packed_a_size(kind, m, k), lib.hw_packed_w_size(kind, n, k), grid, lib.hw_rows_padded(kind, m)
+
+
 def linear_packed(
     a8: np.ndarray,
     w8: np.ndarray,
@@ -391,7 +401,7 @@ def linear_packed(
     * 128 < 2^31, mult (N,) in [0, 2^31 - 1], shift (N,) in [0, 62], [lo, hi] within 16 bits, K at
     most ``k_limit(kind)``.
     """
-    lib = _load()
+    _load()  # the library's symbols, which _linear_parallel calls, are in the process
     if a8.dtype not in (np.int8, np.uint8):
         a8 = np.ascontiguousarray(a8, np.int8)  # int8 and uint8 are packed in any layout, strides and all
     m, k = a8.shape[-2:]
@@ -401,7 +411,8 @@ def linear_packed(
         raise ValueError(f"linear_packed: [{lo}, {hi}] must lie within 16 bits")
     y = np.empty((*a8.shape[:-1], n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
     entries = a8.shape[0] if a8.ndim == 3 else 0
-    sa, sw = lib.hw_packed_a_size(kind, m, k), lib.hw_packed_w_size(kind, n, k)
+    threads = numba.get_num_threads() if m * n * k >= _SMALL and not entries else 1
+    sa, sw, grid, padded = _layout(kind, m, k, n, entries, threads)
     pa = np.empty(max(entries, 1) * sa, np.int32)  # packed in the kernel: by all threads, or per entry in its job
     pack_in_jobs = packed_w is None and entries > 0
     w8 = w8 if pack_in_jobs and w8.dtype == np.int8 else np.ascontiguousarray(w8, np.int8)
@@ -413,15 +424,12 @@ def linear_packed(
         pw = pack_w(w8, kind)
     # flat int64 vectors (a batch's (B, N) bias entry after entry): one compiled signature
     bias, mult, shift = (np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
-    threads = numba.get_num_threads() if m * n * k >= _SMALL else 1
-    grid = (-(-n // lib.hw_nr()), 0, 0, 0, 0) if entries else _grid(lib, kind, m, k, n, threads)
     flip = 0 if a8.dtype == np.uint8 else 0x80
-    padded = lib.hw_rows_padded(kind, m)
+    dims, packing = (m, k, n, entries, lo, hi), (flip, padded, sa, sw, int(pack_in_jobs))
+    # A and W by address and strides (the arrays live in this frame for the call)
+    a_at, w_at = ((x.ctypes.data, *((0,) * (3 - x.ndim)), *x.strides) for x in (a8, w8))
     old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
     try:
-        dims, packing = (m, k, n, entries, lo, hi), (flip, padded, sa, sw, int(pack_in_jobs))
-        # A and W by address and strides (the arrays live in this frame for the call)
-        a_at, w_at = ((x.ctypes.data, *((0,) * (3 - x.ndim)), *x.strides) for x in (a8, w8))
         _linear_parallel(kind, a_at, w_at, pa, pw, bias, mult, shift, y, dims, grid, packing)
     finally:
         numba.set_parallel_chunksize(old)
