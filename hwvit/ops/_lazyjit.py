@@ -8,8 +8,12 @@ from typing import Any
 
 
 class _LazyJit:
+    _module: Any = None
+
     def __getattr__(self, name: str) -> Any:
-        module = importlib.import_module("hwvit.ops._jit")
+        module = _LazyJit._module
+        if module is None:  # imported once; every kernel call asks again
+            module = _LazyJit._module = importlib.import_module("hwvit.ops._jit")
         return getattr(module, name)
 
 

@@ -15,11 +15,14 @@ import numpy as np
 NARROW_DTYPES = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "int64"))
 
 
+# (dtype, min, max) of each, read once: np.iinfo is built anew at every call
+_NARROW_RANGES = tuple((dt, int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in NARROW_DTYPES)
+
+
 def narrow_dtype(lo: int, hi: int) -> np.dtype:
     """The narrowest of ``NARROW_DTYPES`` that holds every integer in ``[lo, hi]``."""
-    for dt in NARROW_DTYPES:
-        info = np.iinfo(dt)
-        if info.min <= lo and hi <= info.max:
+    for dt, dmin, dmax in _NARROW_RANGES:
+        if dmin <= lo and hi <= dmax:
             return dt
     raise ValueError(f"no integer dtype holds [{lo}, {hi}]")
 
@@ -40,8 +43,8 @@ def as_int_operand(x: Any, name: str, lo: int | None = None, hi: int | None = No
     arr = np.asarray(x)
     if arr.dtype not in NARROW_DTYPES:
         return as_int_array(arr, name, lo, hi)
-    info = np.iinfo(arr.dtype)
-    if (lo is None or lo <= info.min) and (hi is None or info.max <= hi):
+    _, dmin, dmax = _NARROW_RANGES[NARROW_DTYPES.index(arr.dtype)]
+    if (lo is None or lo <= dmin) and (hi is None or dmax <= hi):
         return arr
     return _check_range(arr, name, lo, hi)
 
