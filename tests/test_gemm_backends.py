@@ -222,6 +222,32 @@ def test_a_cached_choice_is_rechecked_not_trusted_forever(cache_dir, monkeypatch
     assert len(calls) == 3  # its backend is no longer exact here: measured again
 
 
+def test_a_backend_passed_over_then_exact_now_brings_a_new_probe(cache_dir, monkeypatch):
+    """An entry that excluded a backend as not exact (it raised or was wrong when the probe ran) is
+    measured again once that backend is exact here: a failure since fixed does not keep it out of the
+    choice for RECHECK_S. While it still fails, the entry is reused."""
+    calls = []
+
+    def fake_probe():
+        calls.append(1)
+        return {"backend": "float_blocked", "times_ms": {}, "exact": {"float64": len(calls) > 1}, "made": time.time()}
+
+    def broken(*_args):
+        raise TypeError("'NoneType' object is not callable")
+
+    monkeypatch.setattr(gb, "run_probe", fake_probe)
+    monkeypatch.setitem(gb._IMPL, "float64", broken)
+    gb.probe()
+    monkeypatch.setattr(gb, "_probe_result", None)
+    assert gb.probe()["exact"] == {"float64": False} and len(calls) == 1  # still failing: reused
+    monkeypatch.setitem(gb._IMPL, "float64", gb._float64)
+    monkeypatch.setattr(gb, "_probe_result", None)
+    assert gb.probe()["exact"] == {"float64": True} and len(calls) == 2  # exact now: measured again
+    monkeypatch.setattr(gb, "_probe_result", None)
+    gb.probe()
+    assert len(calls) == 2
+
+
 def test_probe_refuses_an_inexact_backend(cache_dir, monkeypatch):
     def off_by_one(a8, w8):
         return gb._int64(a8, w8) + 1

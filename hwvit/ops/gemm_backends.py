@@ -511,11 +511,17 @@ def run_probe(rounds: int = 5, shapes: tuple = FORWARD_SHAPES) -> dict:
 
 
 def _still_good(entry: object) -> bool:
-    """A cached entry is used while it is recent and its backend still runs here and is still exact."""
+    """A cached entry is used while it is recent, its backend still runs here and is still exact, and
+    every backend it passed over as not exact still is not: one that failed then (a kernel that did not
+    build, a bug since fixed) and runs exactly now gets a new probe instead of seven days' exclusion."""
     if not isinstance(entry, dict) or entry.get("backend") not in BACKENDS:
         return False
     made = entry.get("made")
     if not isinstance(made, (int, float)) or not 0 <= time.time() - made < RECHECK_S:
+        return False
+    exact = entry.get("exact")
+    passed_over = [n for n, ok in exact.items() if ok is False and n in BACKENDS] if isinstance(exact, dict) else []
+    if any(is_exact(name) for name in passed_over):
         return False
     return entry["backend"] == "int64" or is_exact(entry["backend"])
 
