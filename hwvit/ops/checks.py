@@ -15,13 +15,13 @@ import numpy as np
 NARROW_DTYPES = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "int64"))
 
 
-# (dtype, min, max) of each, read once: np.iinfo is built anew at every call
-_NARROW_RANGES = tuple((dt, int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in NARROW_DTYPES)
+# each one's (min, max), read once (np.iinfo is built anew at every call); in NARROW_DTYPES' order
+_RANGES = {dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in NARROW_DTYPES}
 
 
 def narrow_dtype(lo: int, hi: int) -> np.dtype:
     """The narrowest of ``NARROW_DTYPES`` that holds every integer in ``[lo, hi]``."""
-    for dt, dmin, dmax in _NARROW_RANGES:
+    for dt, (dmin, dmax) in _RANGES.items():
         if dmin <= lo and hi <= dmax:
             return dt
     raise ValueError(f"no integer dtype holds [{lo}, {hi}]")
@@ -41,9 +41,9 @@ def as_int_operand(x: Any, name: str, lo: int | None = None, hi: int | None = No
     if type(x).__module__.split(".")[0] == "torch":
         x = x.detach().cpu().numpy()
     arr = np.asarray(x)
-    if arr.dtype not in NARROW_DTYPES:
+    if arr.dtype not in _RANGES:
         return as_int_array(arr, name, lo, hi)
-    _, dmin, dmax = _NARROW_RANGES[NARROW_DTYPES.index(arr.dtype)]
+    dmin, dmax = _RANGES[arr.dtype]
     if (lo is None or lo <= dmin) and (hi is None or dmax <= hi):
         return arr
     return _check_range(arr, name, lo, hi)

@@ -62,20 +62,16 @@ def immutable(x: Any) -> bool:
 def derived(inputs: tuple, tag: Any, make: Callable[[], Any]) -> Any:
     """``make()``, kept for these ``inputs`` under ``tag`` when every input is immutable (and made
     afresh otherwise). An exception from ``make`` is raised every time: nothing is kept."""
-    # the keys of _part, written out for arrays and scalars: this runs at every kernel call
+    # plain loops, no generator expressions: this runs at every kernel call
     parts = []
     arrays = []
     for x in inputs:
+        p = _part(x)
+        if p is None:
+            return make()
+        parts.append(p)
         if isinstance(x, np.ndarray):
-            if not frozen(x):
-                return make()
-            parts.append(("array", id(x), x.shape, x.dtype.str))
             arrays.append(x)
-        else:
-            p = _part(x)
-            if p is None:
-                return make()
-            parts.append(p)
     key = (tag, tuple(parts))
     hit = _cache.get(key)
     if hit is not None and len(hit[0]) == len(arrays):

@@ -154,7 +154,8 @@ def _linear_params(w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int
     b, the bias with an offset a's ``128 * rowsum(w)`` for 2-D w, (N,) int64 multipliers and shifts,
     lo, hi). The checks of the bias, the bound and the requant parameters are made once for
     immutable ones (read-only arrays, ints, None: ``hwvit.ops.frozen``), whatever ``w`` is (attention
-    passes fresh K and V^T with the same scalar parameters at every call)."""
+    passes fresh K and V^T with the same scalar parameters at every call); ``linear`` keeps the whole
+    result for a layer's read-only w."""
     w8 = _w8(w, contiguous=False)  # int8 w in its own layout: the fused kernel packs any strides
     n_out, k = w8.shape[-2:]
     b = frozen.derived((bias, n_out, k), "linear-bias", lambda: _bias(bias, n_out, k))
@@ -169,7 +170,7 @@ def _linear_params(w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int
     rq = frozen.derived((multiplier, shift, out_bits, n_out), "linear-requant", requant_params)
     fused_bias = b
     if offset and w8.ndim == 2:
-        fused_bias = frozen.derived((w8, bias, offset), "linear-offset", lambda: _bias_for(b, offset, w8))
+        fused_bias = _bias_for(b, offset, w8)  # kept with the rest by linear's lookup where w and bias are
     return (w8, b, fused_bias, *rq)
 
 

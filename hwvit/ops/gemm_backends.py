@@ -129,8 +129,7 @@ def _float_blocks(a8: np.ndarray, w8: np.ndarray, dtype, block: int) -> np.ndarr
 
 def _native(kind: int, tag: str, a8: np.ndarray, w8: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     """hwvit's C kernel ``kind`` (``hwvit.ops.native``), K longer than one call takes in blocks added in int64."""
-    from hwvit.ops import native
-
+    native = _native_module()
     k = a8.shape[-1]
     if k <= native.k_limit(kind):
         packed = _derived(w8, tag, lambda w: native.pack_w(w, kind))
@@ -258,8 +257,7 @@ _FUSED_BIAS = {"int16_avx2", "int8_avx2", "int8_vnni"}  # backends that add the 
 def why_unavailable(name: str) -> str | None:
     """One line saying why backend ``name`` cannot run on this machine, or None (int16_avx2 needs AVX2
     and a C compiler, int8_vnni VNNI as well; the others fail, if at all, on their first call)."""
-    from hwvit.ops import native
-
+    native = _native_module()
     if name in ("int16_avx2", "int8_avx2"):
         why = native.unavailable()
         return f"{name} GEMM unavailable: {why}" if why else None
@@ -358,8 +356,8 @@ def _machine_key() -> str:
     import torch
 
     from hwvit import __version__
-    from hwvit.ops import native
 
+    native = _native_module()
     feats = cpu.features()
     parts = [
         feats.model,
@@ -487,8 +485,7 @@ def time_layer(names: list[str], rounds: int = 5, shapes: tuple = FORWARD_SHAPES
 def run_probe(rounds: int = 5, shapes: tuple = FORWARD_SHAPES) -> dict:
     """Exactness (against int64, at the extremes) of every backend but int64, then the time of one
     ViT-B/16 layer's products on each exact one (``time_layer``); the fastest is chosen."""
-    from hwvit.ops import native
-
+    native = _native_module()
     exact = {name: is_exact(name) for name in BACKENDS}
     # the tests' VNNI emulation (AVX2 instructions standing in for vpdpbusd) checks exactness, never speed
     emulated = {"int8_vnni"} if native.EMULATE_VNNI else set()
