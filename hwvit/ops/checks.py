@@ -84,13 +84,29 @@ def channel_param(value: Any, name: str, lo: int, hi: int, shape: tuple[int, ...
     return arr
 
 
+def writable(x: np.ndarray) -> np.ndarray:
+    """``x``, or a copy where it is read-only (a frozen parameter, hwvit.ops.frozen): to numba a
+    read-only array is a type of its own, and every kernel signature costs a second or more of
+    compiling; the kernels only read these arrays, so one writable signature serves both."""
+    return x if x.flags.writeable else x.copy()
+
+
+def narrow_operand(x: np.ndarray, bits: int) -> np.ndarray:
+    """``x``, whose values are checked to lie in signed ``bits``, as int8 (bits <= 8) or int16:
+    exact, and a row kernel then compiles for one or two input dtypes instead of one for each dtype
+    a caller passes (seconds each, in every fresh checkout)."""
+    dtype = np.int8 if bits <= 8 else np.int16
+    return x if x.dtype == dtype else x.astype(dtype)
+
+
 def as_rows(x: np.ndarray, keep_dtype: bool = False) -> np.ndarray:
     """(..., N) -> contiguous (R, N) int64, or in x's own dtype with ``keep_dtype`` (a scalar
-    becomes one row of one element)."""
-    return np.ascontiguousarray(x.reshape(-1, x.shape[-1] if x.ndim else 1), dtype=None if keep_dtype else np.int64)
+    becomes one row of one element); writable (``writable``)."""
+    rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1] if x.ndim else 1), dtype=None if keep_dtype else np.int64)
+    return writable(rows)
 
 
 def per_channel(param: np.ndarray, data: np.ndarray) -> np.ndarray:
-    """A checked scalar or (N,) channel parameter as a contiguous (N,) int64 vector."""
+    """A checked scalar or (N,) channel parameter as a contiguous, writable (N,) int64 vector."""
     n = data.shape[-1] if data.ndim else 1
-    return np.ascontiguousarray(np.broadcast_to(param, (n,)), dtype=np.int64)
+    return writable(np.ascontiguousarray(np.broadcast_to(param, (n,)), dtype=np.int64))

@@ -12,7 +12,7 @@ import numpy as np
 
 from hwvit.formats import signed
 from hwvit.ops._lazyjit import jit as _jit
-from hwvit.ops.checks import as_int_array, as_int_operand, check_bits, narrow_dtype
+from hwvit.ops.checks import as_int_array, as_int_operand, check_bits, narrow_dtype, narrow_operand
 
 _VECTOR_MIN = 1 << 12  # elements from which an int8 lookup runs on the AVX2 kernel (one FFN: 605 184)
 
@@ -25,7 +25,9 @@ def gelu(x: Any, table: Any, in_bits: int = 8, narrow: bool = False) -> np.ndarr
     table = as_int_array(table, "table", *signed(16).range)
     if table.shape != (1 << in_bits,):
         raise ValueError(f"table: expected {1 << in_bits} entries for in_bits={in_bits}, got shape {table.shape}")
-    x = as_int_operand(x, "x")  # its range is checked by the lookup, in the same pass
+    x = as_int_operand(x, "x")  # an int8 or int16 x: its range is checked by the lookup, in the same pass
+    if x.dtype not in (np.int8, np.int16):  # checked here, then narrowed (exact): two kernel signatures
+        x = narrow_operand(as_int_operand(x, "x", *signed(in_bits).range), in_bits)
     dtype = narrow_dtype(int(table.min()), int(table.max())) if narrow else np.int64
     if x.dtype == np.int8 and in_bits == 8 and dtype == np.int8 and x.size >= _VECTOR_MIN:
         from hwvit.ops import native  # imported here: numba with it, which small callers never need

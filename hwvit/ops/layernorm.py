@@ -15,7 +15,7 @@ import numpy as np
 from hwvit.formats import BETA, GAMMA, INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
 from hwvit.ops import frozen
 from hwvit.ops._lazyjit import jit as _jit
-from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, out_dtype
+from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, narrow_operand, out_dtype, writable
 
 LN_T = 11  # extra bits of sig: V is scaled by 2^(2T), so floor(sqrt) costs <= 2^-11 relative
 LN_K = 43  # inv = round(2^K / sig) <= 2^32
@@ -41,7 +41,7 @@ def layernorm(
     ``hwvit.quant.layernorm_params`` (shape (C,)), ``eps_int`` in units of ``2^-22 * C^2 * LSB^2``
     (``V << 22``'s units: 22 fractional bits, so a small eps is not rounded away). ``narrow``: the
     result in the narrowest dtype holding ``out_bits`` instead of int64 (``requant``'s)."""
-    x = as_int_operand(x, "x", *INT8.range)
+    x = narrow_operand(as_int_operand(x, "x", *INT8.range), 8)
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_C:
         raise ValueError(f"layernorm: rows must hold 1..{MAX_C} elements, got shape {x.shape}")
     c = x.shape[-1]
@@ -55,7 +55,7 @@ def layernorm(
         m = int(as_int_array(multiplier, "multiplier", 0, MULT_MAX))
         s = int(as_int_array(shift, "shift", 0, SHIFT_MAX))
         bits = check_bits(out_bits, "out_bits", *OUT_BITS)
-        return (np.ascontiguousarray(g), np.ascontiguousarray(b), eps, m, s, *signed(bits).range)
+        return (writable(np.ascontiguousarray(g)), writable(np.ascontiguousarray(b)), eps, m, s, *signed(bits).range)
 
     g, b, eps, m, s, lo, hi = frozen.derived(
         (gamma, beta, eps_int, multiplier, shift, out_bits, c), "layernorm", params

@@ -221,26 +221,31 @@ def k_limit(kind: int) -> int:
 @njit(parallel=True, cache=True)
 def _tiles_parallel(kind, pa, pw, m, k, n, n_panels, rows, row_jobs, panels, panel_jobs, bias, c):
     """hw_gemm_tiles on a grid of jobs: ``row_jobs`` blocks of ``rows`` rows x ``panel_jobs`` groups of
-    ``panels`` of the ``n_panels`` panels; with a chunk size of 1 an idle thread takes the next job."""
+    ``panels`` of the ``n_panels`` panels; with a chunk size of 1 an idle thread takes the next job.
+    The arrays (packed A, packed W, bias, c) by address, as in ``_linear_parallel``."""
     for j in prange(row_jobs * panel_jobs):
         r0, p0 = (j // panel_jobs) * rows, (j % panel_jobs) * panels
         r1, p1 = min(r0 + rows, m), min(p0 + panels, n_panels)
-        _hw_gemm_tiles(kind, pa.ctypes.data, pw.ctypes.data, m, k, n, r0, r1, p0, p1, bias.ctypes.data, c.ctypes.data)
+        _hw_gemm_tiles(kind, pa, pw, m, k, n, r0, r1, p0, p1, bias, c)
 
 
 @njit(parallel=True, cache=True)
-def _linear_parallel(kind, a_at, w_at, pa, pw, bias, mult, shift, y, dims, grid, packing):
+def _linear_parallel(kind, a_at, w_at, at, dims, grid, packing):
     """Pack A, then hw_linear per job. ``padded``: the packed rows of one A; ``sa``, ``sw``: int32
     words of one packed A, W. A batch of products (``entries`` > 0): one job per entry, which packs
     its own A (and its W, where ``pack_w``) and runs it whole. One product: A packed by all threads
-    (_PACK_ROWS rows a job), then the grid of jobs of ``_tiles_parallel``. ``y`` int8 or int16;
-    ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one (its bytes are the operand: the tile runs
-    raw, with no offset correction). ``dims``: (m, k, n, entries, lo, hi); ``grid``: ``_grid``'s;
-    ``packing``: (flip, padded, sa, sw, pack_w). A and W come as (address, entry stride, row
-    stride, K stride), in bytes (one byte an element): any layout, and one compiled signature."""
-    m, k, n, entries, lo, hi = dims
+    (_PACK_ROWS rows a job), then the grid of jobs of ``_tiles_parallel``. ``out_bytes``: 1 (int8
+    y) or 2 (int16); ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one (its bytes are the
+    operand: the tile runs raw, with no offset correction). ``dims``: (m, k, n, entries, lo, hi,
+    out_bytes); ``grid``: ``_grid``'s; ``packing``: (flip, padded, sa, sw, pack_w). A and W come as
+    (address, entry stride, row stride, K stride), in bytes (one byte an element): any layout; the
+    scratch and the vectors as addresses ``at``: (packed A, packed W, bias, mult, shift, y). Only
+    integers and tuples of them: one compiled signature whatever the dtypes and flags of the arrays
+    (a read-only array is a type of its own to numba, and each signature costs seconds to compile)."""
+    m, k, n, entries, lo, hi, out_bytes = dims
     n_panels, rows, row_jobs, panels, panel_jobs = grid
     flip, padded, sa, sw, pack_w = packing
+    pa, pw, bias, mult, shift, y = at
     raw = 1 if flip == 0 else 0
     a_addr, a_se, a_sm, a_sk = a_at
     w_addr, w_se, w_sn, w_sk = w_at
@@ -248,47 +253,27 @@ def _linear_parallel(kind, a_at, w_at, pa, pw, bias, mult, shift, y, dims, grid,
         for c in prange((padded + _PACK_ROWS - 1) // _PACK_ROWS):
             r0 = c * _PACK_ROWS
             r1 = min(r0 + _PACK_ROWS, padded)
-            _hw_pack_a_rows(kind, a_addr, m, k, a_sm, a_sk, r0, r1, pa.ctypes.data, flip)
+            _hw_pack_a_rows(kind, a_addr, m, k, a_sm, a_sk, r0, r1, pa, flip)
     jobs = entries if entries > 0 else row_jobs * panel_jobs
     for j in prange(jobs):
         whole = entries > 0  # a job is one entry, whole; else one block of the grid
         e = np.int64(j) if whole else np.int64(0)
         if whole:
-            _hw_pack_a_rows(kind, a_addr + e * a_se, m, k, a_sm, a_sk, 0, padded, pa[e * sa :].ctypes.data, flip)
+            _hw_pack_a_rows(kind, a_addr + e * a_se, m, k, a_sm, a_sk, 0, padded, pa + 4 * e * sa, flip)
             if pack_w:
-                _hw_pack_w_strided(kind, w_addr + e * w_se, n, k, w_sn, w_sk, pw[e * sw :].ctypes.data)
+                _hw_pack_w_strided(kind, w_addr + e * w_se, n, k, w_sn, w_sk, pw + 4 * e * sw)
         r0 = 0 if whole else (j // panel_jobs) * rows
         p0 = 0 if whole else (j % panel_jobs) * panels
         r1 = m if whole else min(r0 + rows, m)
         p1 = n_panels if whole else min(p0 + panels, n_panels)
-        _hw_linear(
-            kind,
-            pa.ctypes.data,
-            pw.ctypes.data,
-            m,
-            k,
-            n,
-            e,
-            r0,
-            r1,
-            p0,
-            p1,
-            bias.ctypes.data,
-            mult.ctypes.data,
-            shift.ctypes.data,
-            lo,
-            hi,
-            y.itemsize,
-            y.ctypes.data,
-            raw,
-        )
+        _hw_linear(kind, pa, pw, m, k, n, e, r0, r1, p0, p1, bias, mult, shift, lo, hi, out_bytes, y, raw)
 
 
 @njit(parallel=True, cache=True)
 def _batch_parallel(kind, pa, pw, m, k, n, entries, c):
-    """hw_gemm_batch, one job per entry."""
+    """hw_gemm_batch, one job per entry (the arrays by address)."""
     for b in prange(entries):
-        _hw_gemm_batch(kind, pa.ctypes.data, pw.ctypes.data, m, k, n, b, b + 1, c.ctypes.data)
+        _hw_gemm_batch(kind, pa, pw, m, k, n, b, b + 1, c)
 
 
 def pack_w(w8: np.ndarray, kind: int = 0) -> np.ndarray:
@@ -349,11 +334,12 @@ def matmul_packed(
             if bias is not None:
                 raise ValueError("a batched product takes no bias")
             c = np.empty((a8.shape[0], m, n), np.int64)
-            _batch_parallel(kind, pa, pw, m, k, n, a8.shape[0], c)
+            _batch_parallel(kind, pa.ctypes.data, pw.ctypes.data, m, k, n, a8.shape[0], c.ctypes.data)
             return c
         c = np.empty((m, n), np.int64)
         bias = np.zeros(n, np.int64) if bias is None else np.ascontiguousarray(bias, np.int64)
-        _tiles_parallel(kind, pa, pw, m, k, n, *_grid(lib, kind, m, k, n, threads), bias, c)
+        grid = _grid(lib, kind, m, k, n, threads)
+        _tiles_parallel(kind, pa.ctypes.data, pw.ctypes.data, m, k, n, *grid, bias.ctypes.data, c.ctypes.data)
         return c
     finally:
         numba.set_parallel_chunksize(old)
@@ -425,12 +411,13 @@ def linear_packed(
     # flat int64 vectors (a batch's (B, N) bias entry after entry): one compiled signature
     bias, mult, shift = (np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
     flip = 0 if a8.dtype == np.uint8 else 0x80
-    dims, packing = (m, k, n, entries, lo, hi), (flip, padded, sa, sw, int(pack_in_jobs))
-    # A and W by address and strides (the arrays live in this frame for the call)
+    dims, packing = (m, k, n, entries, lo, hi, y.itemsize), (flip, padded, sa, sw, int(pack_in_jobs))
+    # every array by address (each lives in this frame for the call), A and W with their strides
     a_at, w_at = ((x.ctypes.data, *((0,) * (3 - x.ndim)), *x.strides) for x in (a8, w8))
+    at = (pa.ctypes.data, pw.ctypes.data, bias.ctypes.data, mult.ctypes.data, shift.ctypes.data, y.ctypes.data)
     old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
     try:
-        _linear_parallel(kind, a_at, w_at, pa, pw, bias, mult, shift, y, dims, grid, packing)
+        _linear_parallel(kind, a_at, w_at, at, dims, grid, packing)
     finally:
         numba.set_parallel_chunksize(old)
     return y

@@ -14,7 +14,15 @@ import numpy as np
 from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, signed
 from hwvit.ops import frozen
 from hwvit.ops._lazyjit import jit as _jit
-from hwvit.ops.checks import as_int_operand, as_rows, channel_param, check_bits, out_dtype, per_channel
+from hwvit.ops.checks import (
+    as_int_operand,
+    as_rows,
+    channel_param,
+    check_bits,
+    narrow_operand,
+    out_dtype,
+    per_channel,
+)
 
 
 def residual_add(
@@ -27,8 +35,8 @@ def residual_add(
     instead of int64 (``requant``'s).
     """
     out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
-    a = as_int_operand(a, "a", *INT8.range)  # int8 arrays as they are, no scan
-    b = as_int_operand(b, "b", *INT8.range)
+    a = narrow_operand(as_int_operand(a, "a", *INT8.range), 8)  # int8 arrays as they are, no scan
+    b = narrow_operand(as_int_operand(b, "b", *INT8.range), 8)
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:

@@ -17,7 +17,7 @@ import numpy as np
 
 from hwvit.formats import EXP, MULT_MAX, signed
 from hwvit.ops._lazyjit import jit as _jit
-from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, out_dtype
+from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, narrow_operand, out_dtype
 
 EXP_FRAC = 23  # T[0] = 2^23: entries off by <= 1/2 move p by <= Q * N * 2^-24 (0.004 LSB at N = 256)
 EXP_ONE = 1 << EXP_FRAC
@@ -45,7 +45,7 @@ def softmax(
     """
     out_bits = check_bits(out_bits, "out_bits", 1, 16)
     in_bits = check_bits(in_bits, "in_bits", 2, 16)
-    x = as_int_operand(x, "x", *signed(in_bits).range)
+    x = narrow_operand(as_int_operand(x, "x", *signed(in_bits).range), in_bits)
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_ROW:
         raise ValueError(f"softmax: rows must hold 1..{MAX_ROW} elements, got shape {x.shape}")
     if exp == "table":
