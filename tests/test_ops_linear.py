@@ -92,6 +92,30 @@ def test_random_against_reference(fused, bits, a_signed):
         assert got.tolist() == _reference(a, w, bias, mult, shift, bits), (m, k, n)
 
 
+@pytest.mark.parametrize("bits", [4, 8, 16])
+def test_shifts_from_32_up_take_the_high_half_path(fused, backend, bits):
+    """A panel whose every shift is >= 32 is requantized from the products' high halves (requant8_high:
+    even and odd columns multiplied apart, then gathered): per-column multipliers and shifts, all
+    different, catch a column taking another's; a panel with one shift of 31 takes the other path."""
+    rng = np.random.default_rng(32 + bits)
+    for m, k, n in [(5, 40, 24), (9, 33, 49), (4, 7, 73), (3, 300, 8)]:
+        a = rng.integers(-128, 128, (m, k))
+        a[0] = 127
+        w = rng.integers(-128, 128, (n, k))
+        w[0] = -128
+        bias = rng.integers(-(2**24), 2**24, n)
+        mult = rng.integers(0, MULT_MAX + 1, n)
+        mult[:2] = MULT_MAX, 0
+        shift = rng.integers(32, SHIFT_MAX + 1, n)
+        shift[:2] = 32, SHIFT_MAX
+        if n > 24:
+            shift[30] = 31  # the second panel: the general path
+        want = _reference(a, w, bias, mult, shift, bits)
+        for name in (fused, "int8_avx2"):
+            backend(name)
+            assert _fused(a, w, bias, mult, shift, bits).tolist() == want, (name, m, k, n)
+
+
 def test_large_threaded_equals_requant_of_gemm(fused):
     """Several row blocks and panel groups over the threads; per-tensor and per-channel parameters."""
     rng = np.random.default_rng(5)

@@ -430,6 +430,12 @@ int64_t hw_row_block(int64_t kind, int64_t m, int64_t k) {
 typedef struct {
     int64_t mult[NR], round[NR], shift[NR], back[NR]; /* per column of a panel */
     int32_t bias[NR];
+    /* requant8_high's operands (a panel whose every shift is >= 32): per group of 8 columns, the
+     * even columns' and the odd columns' mult and rounding term as int64 lanes, and shift - 32 per
+     * column as int32 lanes */
+    int64_t mult_even[NR / 2], mult_odd[NR / 2], round_even[NR / 2], round_odd[NR / 2];
+    int32_t shift_high[NR];
+    int high; /* every column's shift >= 32 */
 } panel_rq;
 
 static __m256i requant4(__m256i acc, const panel_rq *q, int64_t j, __m256i lo, __m256i hi) {
@@ -452,6 +458,28 @@ static void requant8(int32_t *sums, const panel_rq *q, int64_t j, __m256i lo, __
     /* each result lies in [lo, hi], so its low 32 bits are the value: gather them, four and four */
     const __m256i low0 = _mm256_permutevar8x32_epi32(r0, evens), low1 = _mm256_permutevar8x32_epi32(r1, evens);
     _mm256_storeu_si256((__m256i *)sums, _mm256_permute2x128_si256(low0, low1, 0x20));
+}
+
+/* The same requantizer for eight columns j..j+7 whose shifts are all >= 32, in half the instructions:
+ * v = acc * mult + 2^(shift-1) is formed as above (vpmuldq of the even columns' sums, and of the odd
+ * columns' moved down by 32 bits), and floor(v / 2^shift) = floor(floor(v / 2^32) / 2^(shift-32)):
+ * floor(v / 2^32) is v's high 32 bits (two's complement), which a blend gathers for all eight columns
+ * into one register, and vpsravd shifts them arithmetically by shift - 32 per lane. |v| < 2^62, so
+ * the high half is below 2^30 in magnitude and every step stays in int32; the clamp is vpmaxsd and
+ * vpminsd. The same integers as requant8 (the tests run every shift 0..62 at its ties). */
+static void requant8_high(int32_t *sums, const panel_rq *q, int64_t j, __m256i lo, __m256i hi) {
+    const __m256i s = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)sums),
+                                       _mm256_loadu_si256((const __m256i *)(q->bias + j)));
+    const int64_t h = j / 2; /* the int64 lanes of columns j, j+2, j+4, j+6 (even) and j+1, ... (odd) */
+    const __m256i even = _mm256_add_epi64(_mm256_mul_epi32(s, _mm256_loadu_si256((const __m256i *)(q->mult_even + h))),
+                                          _mm256_loadu_si256((const __m256i *)(q->round_even + h)));
+    const __m256i odd = _mm256_add_epi64(
+        _mm256_mul_epi32(_mm256_srli_epi64(s, 32), _mm256_loadu_si256((const __m256i *)(q->mult_odd + h))),
+        _mm256_loadu_si256((const __m256i *)(q->round_odd + h)));
+    /* dword 2i: the high half of even lane i (moved down); dword 2i + 1: the high half of odd lane i */
+    const __m256i high = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xaa);
+    const __m256i y = _mm256_srav_epi32(high, _mm256_loadu_si256((const __m256i *)(q->shift_high + j)));
+    _mm256_storeu_si256((__m256i *)sums, _mm256_min_epi32(_mm256_max_epi32(y, lo), hi));
 }
 
 #if HW_CAN_VNNI
@@ -571,6 +599,7 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
     const int64_t offset = kind == KIND_SPLIT7 ? 64 : 128; /* what the packed unsigned a holds above a (a1) */
     const int32_t *outliers = kind == KIND_SPLIT7 ? pa + rows_padded(kind, m) * ng : NULL;
     const __m256i vlo = _mm256_set1_epi64x(lo), vhi = _mm256_set1_epi64x(hi);
+    const __m256i vlo32 = _mm256_set1_epi32((int32_t)lo), vhi32 = _mm256_set1_epi32((int32_t)hi);
     int32_t out[RB_AMX][NR]; /* MR rows of it for the vector kinds */
     const int64_t rb = block_rows(kind);
     int64_t add[NR]; /* per column of the panel: the bias and the offset's correction */
@@ -601,6 +630,19 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
                 q.bias[j] = (int32_t)add[j];
             }
             for (int64_t j = cols; j < NR; j++) q.back[j] = INT64_MIN; /* 2^63 for shift 0 */
+            q.high = 1;
+            for (int64_t j = 0; j < NR; j++) {
+                const int64_t s = j < cols ? q.shift[j] : 32; /* columns past N: mult 0, so 0 */
+                q.high &= s >= 32;
+                q.shift_high[j] = (int32_t)(s - 32);
+                if (j % 2 == 0) {
+                    q.mult_even[j / 2] = q.mult[j];
+                    q.round_even[j / 2] = (int64_t)1 << (s - 1);
+                } else {
+                    q.mult_odd[j / 2] = q.mult[j];
+                    q.round_odd[j / 2] = (int64_t)1 << (s - 1);
+                }
+            }
         }
         for (int64_t r = r0; r < r1 && r < m; r += rb) {
             tile(kind, pa + r * ng, ng, wpan, out);
@@ -615,7 +657,9 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
                     for (int64_t j = 0; j < cols; j++) row[j] = (int64_t)out[i][j] + add[j];
                     continue;
                 }
-                if (!wide_rq)
+                if (!wide_rq && q.high)
+                    for (int64_t j = 0; j < NR; j += 8) requant8_high(out[i] + j, &q, j, vlo32, vhi32);
+                else if (!wide_rq)
                     for (int64_t j = 0; j < NR; j += 8) requant8(out[i] + j, &q, j, vlo, vhi);
                 if (out_bytes == 1) {
                     int8_t *row = (int8_t *)y + at;
