@@ -632,16 +632,14 @@ static void tiles(int64_t kind, const int32_t *pa, const int32_t *pw, int64_t m,
             for (int64_t j = cols; j < NR; j++) q.back[j] = INT64_MIN; /* 2^63 for shift 0 */
             q.high = 1;
             for (int64_t j = 0; j < NR; j++) {
-                const int64_t s = j < cols ? q.shift[j] : 32; /* columns past N: mult 0, so 0 */
+                /* columns past N: shift 32 and mult 0, so 0; q.round already holds 2^(s-1) (0 for s = 0) */
+                const int64_t s = j < cols ? q.shift[j] : 32, round = j < cols ? q.round[j] : (int64_t)1 << 31;
                 q.high &= s >= 32;
                 q.shift_high[j] = (int32_t)(s - 32);
-                if (j % 2 == 0) {
-                    q.mult_even[j / 2] = q.mult[j];
-                    q.round_even[j / 2] = (int64_t)1 << (s - 1);
-                } else {
-                    q.mult_odd[j / 2] = q.mult[j];
-                    q.round_odd[j / 2] = (int64_t)1 << (s - 1);
-                }
+                if (j % 2 == 0)
+                    q.mult_even[j / 2] = q.mult[j], q.round_even[j / 2] = round;
+                else
+                    q.mult_odd[j / 2] = q.mult[j], q.round_odd[j / 2] = round;
             }
         }
         for (int64_t r = r0; r < r1 && r < m; r += rb) {
