@@ -70,6 +70,21 @@ def test_softmax_batched_rows_and_long_rows_match_reference():
     assert [got16[i].tolist() for i in range(2)] == [softmax_ref(r, t16.tolist()) for r in x16.tolist()]
 
 
+@pytest.mark.parametrize("rows", [15, 16, 17, 37, 100])
+def test_softmax_many_rows_each_match_reference(rows):
+    """Rows are computed in chunks of 16 sharing one exp buffer: counts below, at and past a chunk,
+    every row kind in one batch, a short table (d past its end reads 0) and the shift-and-add exp."""
+    rng = np.random.default_rng(23 + rows)
+    s_in = 0.07
+    x = np.stack([_row(rng, r % 6, 29, s_in) for r in range(rows)])
+    table = exp_table(s_in, 64)
+    got = ops.softmax(x, table)
+    assert [r.tolist() for r in got] == [softmax_ref(r, table.tolist()) for r in x.tolist()]
+    mult = exp_shift_mult(s_in)
+    got = ops.softmax(x, None, exp="shift", exp_mult=mult)
+    assert [r.tolist() for r in got] == [softmax_ref(r, None, exp="shift", exp_mult=mult) for r in x.tolist()]
+
+
 def test_softmax_accuracy_vs_float():
     """Max error <= 1 LSB vs float64 softmax; every row sums to exactly Q (so the mean bias is 0)."""
     rng = np.random.default_rng(22)

@@ -26,6 +26,13 @@ MAX_ROW = 4096  # S <= 4096 * 2^23 = 2^35 (36 bits)
 SHIFT_FRAC = 16  # exp="shift": fractional bits of d * m
 
 
+def _padded(table: np.ndarray) -> np.ndarray:
+    """The table with one 0 after it, as the row kernel reads it (an index past the end reads 0)."""
+    out = np.zeros(table.shape[0] + 1, dtype=np.int64)
+    out[:-1] = table
+    return out
+
+
 def softmax(
     x: Any,
     exp_table: Any,
@@ -69,7 +76,7 @@ def softmax(
     out = np.empty(rows.shape, dtype=out_dtype(0, q, narrow))
     _jit.softmax_rows(
         rows,
-        np.ascontiguousarray(table, dtype=np.int64),
+        _padded(table),
         q,
         RECIP_SHIFT,
         exp == "shift",
