@@ -217,3 +217,33 @@ def test_uint8_probabilities_are_packed_as_they_are(backend, fused):
     w = np.full((3, k), -128, np.int64)
     got = ops.linear(a, w, None, 1, 16, 16, a_signed=False)
     assert np.array_equal(got, np.full((2, 3), (255 * -128 * k + (1 << 15)) >> 16))
+
+
+def test_a_read_only_layer_is_planned_once_per_kernel(backend, vnni_here, monkeypatch):
+    """A layer's read-only weights and parameters: W is packed once for its plan (the addresses of the
+    packed W and the vectors kept with it), not at every call; a call on another fused backend makes
+    that kernel's plan; every call, in any layout of a (strided, transposed, uint8), is the reference's."""
+    from hwvit.ops import frozen, native
+
+    packs = []
+    real_pack = native.pack_w
+    monkeypatch.setattr(native, "pack_w", lambda w8, kind: packs.append(kind) or real_pack(w8, kind))
+    rng = np.random.default_rng(91)
+    n, k = 50, 70
+    w = frozen.read_only(rng.integers(-128, 128, (n, k)).astype(np.int8))
+    bias = frozen.read_only(rng.integers(-(2**20), 2**20, n))
+    mult = frozen.read_only(rng.integers(0, MULT_MAX + 1, n))
+    shift = frozen.read_only(rng.integers(20, SHIFT_MAX + 1, n))
+    wide = rng.integers(-128, 128, (9, 2 * k)).astype(np.int8)
+    layouts = [wide[:, ::2], np.ascontiguousarray(wide[:, :k].T).T, wide[:, :k], wide[:1, :k]]
+    for name in ("int8_avx2", "int16_avx2", "int8_vnni", "int8_avx2"):
+        backend(name)
+        for a in layouts:
+            assert _fused(a, w, bias, mult, shift, 8).tolist() == _reference(a, w, bias, mult, shift, 8), name
+        u = rng.integers(0, 256, (6, k)).astype(np.uint8)
+        got = _fused(u, w, bias, mult, shift, 16, a_signed=False)
+        assert got.tolist() == _reference(u, w, bias, mult, shift, 16), name
+    kinds = [native.KINDS["split7"], native.KINDS["int16"], vnni_here]
+    # one pack per kernel and offset: signed a (offset 0) and uint8 a (kept as bytes, offset 0 too,
+    # but out_bits 16 is another parameter set): the split kind's plans are reused on the fourth pass
+    assert sorted(packs) == sorted(kinds * 2), packs

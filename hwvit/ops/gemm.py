@@ -149,10 +149,13 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
     return _product(*_operands(a, w, bias, a_signed))
 
 
-def _linear_params(w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int, offset: int) -> tuple:
+def _linear_params(
+    w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int, offset: int, kind: int | None = None
+) -> tuple:
     """What ``linear`` derives from its weights and parameters alone, checked: (w8 in its own layout,
     b, the bias with an offset a's ``128 * rowsum(w)`` for 2-D w, (N,) int64 multipliers and shifts,
-    lo, hi). The checks of the bias, the bound and the requant parameters are made once for
+    lo, hi, and for 2-D w on the fused C kernel ``kind`` its ``gemm_backends.linear_plan``, else
+    None). The checks of the bias, the bound and the requant parameters are made once for
     immutable ones (read-only arrays, ints, None: ``hwvit.ops.frozen``), whatever ``w`` is (attention
     passes fresh K and V^T with the same scalar parameters at every call); ``linear`` keeps the whole
     result for a layer's read-only w."""
@@ -171,7 +174,7 @@ def _linear_params(w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int
     fused_bias = b
     if offset and w8.ndim == 2:
         fused_bias = _bias_for(b, offset, w8)  # kept with the rest by linear's lookup where w and bias are
-    return (w8, b, fused_bias, *rq)
+    return (w8, b, fused_bias, *rq, gemm_backends.linear_plan(w8, fused_bias, rq[0], rq[1], kind))
 
 
 def linear(
@@ -192,22 +195,28 @@ def linear(
     way; ``narrow`` as in ``requant``. A layer's read-only ``w``, bias, multipliers and shifts are
     checked once, not at every call (``hwvit.ops.frozen``); ``a`` is checked at every call.
     """
-    keep = gemm_backends.takes_offset_uint8()  # P.V's uint8 probabilities packed as they are
+    name = gemm_backends.backend()  # asked once a call: the env, set_backend or the probe's
+    kind = gemm_backends.fused_kind(name)
+    keep = gemm_backends.takes_offset_uint8(name)  # P.V's uint8 probabilities packed as they are
     # int8 a and w in their own layouts (attention's per-head views): the fused kernel packs them
     a8, offset = _a_operand(a, a_signed, keep_uint8=keep, contiguous=False)
     # unsigned a kept as uint8 bytes: the quad kernel multiplies a itself and the int16 kernel widens
     # it to 0..255, no offset to correct
     kernel_offset = 0 if a8.dtype == np.uint8 else offset
-    # all of it kept at once for a layer's read-only weights and parameters (one lookup a call)
-    w8, b, fused_bias, m, s, lo, hi = frozen.derived(
-        (w, bias, multiplier, shift, out_bits, kernel_offset),
+    # all of it kept at once for a layer's read-only weights and parameters (one lookup a call), with
+    # the 2-D product's plan for the fused kernel: W packed, the vectors and their addresses
+    w8, b, fused_bias, m, s, lo, hi, plan = frozen.derived(
+        (w, bias, multiplier, shift, out_bits, kernel_offset, kind),
         "linear-params",
-        lambda: _linear_params(w, bias, multiplier, shift, out_bits, kernel_offset),
+        lambda: _linear_params(w, bias, multiplier, shift, out_bits, kernel_offset, kind),
     )
     _match(a8, w8)
     if a8.size and w8.shape[-2]:
         n_out, k = w8.shape[-2:]
         out_shape = (*a8.shape[:-1], n_out)
+        if plan is not None:  # 2-D w on a fused kernel: the call with the layer's work done once
+            y = gemm_backends.linear_planned(a8.reshape(-1, k), plan, lo, hi)
+            return (y if narrow else y.astype(np.int64)).reshape(out_shape)
         if w8.ndim == 2:
             a2, bias2 = a8.reshape(-1, k), fused_bias
         else:  # one product per entry (attention); an offset a's correction differs per entry
@@ -217,7 +226,7 @@ def linear(
                 if kernel_offset
                 else np.broadcast_to(b, w8.shape[:2])
             )
-        y = gemm_backends.matmul_requant(a2, w8, bias2, m, s, lo, hi)
+        y = gemm_backends.matmul_requant(a2, w8, bias2, m, s, lo, hi, name)
         if y is not None:
             return (y if narrow else y.astype(np.int64)).reshape(out_shape)
     if a8.dtype == np.uint8:  # kept for the quad kernel, which declined (K past one call): narrow now

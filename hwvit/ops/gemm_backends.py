@@ -324,6 +324,30 @@ def matmul_requant(
     return native.linear_packed(a8, w8, packed, bias, mult, shift, lo, hi, kind)
 
 
+def fused_kind(name: str) -> int | None:
+    """The C kernel kind backend ``name`` runs where it requantizes in its tile (``matmul_requant``), else None."""
+    return _kind_of(name) if name in _FUSED_BIAS else None
+
+
+def linear_plan(
+    w8: np.ndarray, bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, kind: int | None
+) -> tuple | None:
+    """A layer's ``native.plan_linear`` for 2-D ``w8`` on fused kind ``kind`` (``fused_kind``), or None
+    where there is none (another backend, batched w, K past one call): ``hwvit.ops.gemm.linear``
+    keeps it with the layer's other derived parameters."""
+    if kind is None or w8.ndim != 2:
+        return None
+    native = _native_module()
+    if w8.shape[-1] > native.k_limit(kind):
+        return None
+    return native.plan_linear(w8, bias, mult, shift, kind)
+
+
+def linear_planned(a8: np.ndarray, plan: tuple, lo: int, hi: int) -> np.ndarray:
+    """``native.linear_planned``: the requantized product of 2-D ``a8`` with a ``linear_plan``."""
+    return _native_module().linear_planned(a8, plan, lo, hi)
+
+
 def cpu_info() -> dict:
     """CPU model, the int8-relevant flags it has, torch's capability, core count (``hwvit.ops.cpu``)."""
     feats = cpu.features()

@@ -415,11 +415,47 @@ def linear_packed(
     # every array by address (each lives in this frame for the call), A and W with their strides
     a_at, w_at = ((x.ctypes.data, *((0,) * (3 - x.ndim)), *x.strides) for x in (a8, w8))
     at = (pa.ctypes.data, pw.ctypes.data, bias.ctypes.data, mult.ctypes.data, shift.ctypes.data, y.ctypes.data)
-    old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
+    _run_linear(kind, a_at, w_at, at, dims, grid, packing)
+    return y
+
+
+def _run_linear(kind: int, a_at: tuple, w_at: tuple, at: tuple, dims: tuple, grid: tuple, packing: tuple) -> None:
+    """``_linear_parallel`` with its jobs handed out one at a time, to whichever thread is free (numba's
+    chunk size is set from Python: set inside the compiled function, it keeps numba from caching it)."""
+    old = numba.set_parallel_chunksize(1)
     try:
         _linear_parallel(kind, a_at, w_at, at, dims, grid, packing)
     finally:
         numba.set_parallel_chunksize(old)
+
+
+def plan_linear(w8: np.ndarray, bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, kind: int) -> tuple:
+    """What ``linear_planned`` needs of one layer, made once for a layer's read-only parameters
+    (``hwvit.ops.gemm.linear`` keeps it with them): the kind, N, K, W packed for the kind, the
+    (N,) int64 bias, multipliers and shifts as contiguous vectors, and the four addresses (the tuple
+    holds the arrays, so the addresses stay good while it lives). Checked by the caller as for
+    ``linear_packed``; K at most ``k_limit(kind)``."""
+    _load()
+    n, k = w8.shape
+    _check_k(k, kind)
+    pw = pack_w(np.ascontiguousarray(w8, np.int8), kind)
+    vectors = tuple(np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
+    return (kind, n, k, pw, vectors, (pw.ctypes.data, *(v.ctypes.data for v in vectors)))
+
+
+def linear_planned(a8: np.ndarray, plan: tuple, lo: int, hi: int) -> np.ndarray:
+    """``linear_packed`` of a 2-D int8 (or uint8) ``a8`` in any layout with a layer's ``plan_linear``:
+    the same kernel call, with the per-layer work done once (packing, the vectors, their addresses),
+    which is most of the Python a call costs (tests/test_ops_linear.py holds it to the same integers)."""
+    kind, n, k, _, _, (pw_at, bias_at, mult_at, shift_at) = plan
+    m = a8.shape[0]
+    y = np.empty((m, n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
+    sa, sw, grid, padded = _layout(kind, m, k, n, 0, numba.get_num_threads() if m * n * k >= _SMALL else 1)
+    pa = np.empty(sa, np.int32)  # packed by all threads in the kernel
+    flip = 0 if a8.dtype == np.uint8 else 0x80
+    at = (pa.ctypes.data, pw_at, bias_at, mult_at, shift_at, y.ctypes.data)
+    dims, packing = (m, k, n, 0, lo, hi, y.itemsize), (flip, padded, sa, sw, 0)
+    _run_linear(kind, (a8.ctypes.data, 0, *a8.strides), (0, 0, 0, 0), at, dims, grid, packing)
     return y
 
 
