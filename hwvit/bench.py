@@ -38,6 +38,98 @@ def _gemm_timer(box: list[float]):
             setattr(ops, name, fn)
 
 
+_OPS = ("gemm", "linear", "requant", "quantize", "layernorm", "softmax", "gelu", "residual_add", "mean_pool")
+
+
+@contextlib.contextmanager
+def _op_timer(into: dict, compiled_box: list[float]):
+    """Time every top-level hwvit.ops call (an op called inside another counts as that one's) by
+    name into ``into`` ({op: [calls, seconds, seconds in compiled kernels]}), and every call of
+    hwvit's compiled kernels (the numba functions of hwvit.ops._jit and hwvit.ops.native, which run
+    the C kernels) to the op that made it. The forward looks both up on their modules at each call."""
+    import sys
+
+    from numba.core.dispatcher import Dispatcher
+
+    current: list = [None]  # the top-level op running now
+
+    def op_timer(name, fn):
+        def timed(*args, **kwargs):
+            if current[0] is not None:
+                return fn(*args, **kwargs)
+            current[0] = name
+            t0, c0 = time.perf_counter(), compiled_box[0]
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                row = into.setdefault(name, [0, 0.0, 0.0])
+                row[0] += 1
+                row[1] += time.perf_counter() - t0
+                row[2] += compiled_box[0] - c0
+                current[0] = None
+
+        return timed
+
+    def kernel_timer(fn):
+        def timed(*args):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                compiled_box[0] += time.perf_counter() - t0
+
+        return timed
+
+    patched = [(ops, name, getattr(ops, name)) for name in _OPS]
+    for module_name in ("hwvit.ops._jit", "hwvit.ops.native"):  # loaded by the warm-up forward, if used
+        module = sys.modules.get(module_name)
+        if module is not None:
+            patched += [(module, n, f) for n, f in vars(module).items() if isinstance(f, Dispatcher)]
+    for module, name, fn in patched:
+        setattr(module, name, op_timer(name, fn) if module is ops else kernel_timer(fn))
+    try:
+        yield
+    finally:
+        for module, name, fn in patched:
+            setattr(module, name, fn)
+
+
+def breakdown(run_int, repeats: int) -> dict:
+    """Where the int forward's time goes, per hwvit.ops entry: calls, milliseconds a forward, and of
+    them the milliseconds in hwvit's compiled kernels (numba, C) and the rest (Python, numpy, torch,
+    allocation), plus the forward's time outside every op (the model's own code and any kernel called
+    around hwvit.ops, such as an arithmetic variant's). A loop of its own: the wrappers cost a few
+    microseconds a call, so the bench's main figures are taken without them. Medians over ``repeats``."""
+    runs = []
+    for _ in range(repeats):
+        per_op: dict = {}
+        compiled = [0.0]
+        with _op_timer(per_op, compiled):
+            t0 = time.perf_counter()
+            run_int()
+            total = time.perf_counter() - t0
+        runs.append((total, per_op))
+    names = sorted(
+        {n for _, per_op in runs for n in per_op},
+        key=lambda n: -statistics.median(per_op.get(n, [0, 0.0, 0.0])[1] for _, per_op in runs),
+    )
+    ops_rows = {}
+    for n in names:
+        rows = [per_op.get(n, [0, 0.0, 0.0]) for _, per_op in runs]
+        ops_rows[n] = {
+            "calls": int(statistics.median(r[0] for r in rows)),
+            "ms": 1e3 * statistics.median(r[1] for r in rows),
+            "compiled_ms": 1e3 * statistics.median(r[2] for r in rows),
+            "rest_ms": 1e3 * statistics.median(r[1] - r[2] for r in rows),
+        }
+    outside = [total - sum(r[1] for r in per_op.values()) for total, per_op in runs]
+    return {
+        "forward_ms": 1e3 * statistics.median(total for total, _ in runs),
+        "ops": ops_rows,
+        "outside_ops_ms": 1e3 * statistics.median(outside),
+    }
+
+
 def torch_dynamic_int8(model: torch.nn.Module) -> torch.nn.Module:
     """The peer a user would reach for instead of hwvit: PyTorch's dynamic int8 quantization of the
     float model's Linear layers (int8 weights, activations quantized per call, fbgemm/oneDNN kernels;
@@ -77,11 +169,12 @@ def bench_forward(
     device: str = "cpu",
     peer: bool = True,
     backends: list[str] | None = None,
+    with_breakdown: bool = False,
 ) -> dict:
     """Median int and float forward times on ``batch`` inputs (random weights), their ratio, images/s,
     the share of int time outside GEMM (CPU only), the GEMM backend and the CPU (or GPU); on the CPU
     also the torch dynamic int8 peer (``peer``) and the int forward on each backend of ``backends``,
-    all interleaved in one loop."""
+    all interleaved in one loop; ``with_breakdown`` (CPU): ``breakdown`` of the int forward after them."""
     from hwvit import heap, pipeline
     from hwvit.intvit.device import DeviceForward, resolve_device
     from hwvit.ops import gemm_backends
@@ -174,6 +267,8 @@ def bench_forward(
         "cpu_flags": cpu["flags"],
         "heap": heap.state(),
     }
+    if on_cpu and with_breakdown:
+        res["breakdown"] = breakdown(lambda: run_int(xn), repeats)
     if not on_cpu:
         res["gpu"] = torch.cuda.get_device_name(dev)
     return res

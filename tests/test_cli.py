@@ -143,6 +143,45 @@ def test_bench_table_names_cpu_backend_and_peer():
     assert len(rows) == 1 and len(rows[0]) == 9  # batch, 3 times, 2 ratios, 2 rates, the share
 
 
+def test_bench_breakdown_splits_the_int_forward_by_op():
+    """--breakdown: per hwvit.ops entry its calls (as many as a forward makes, counted here by a wrapper
+    of the test's own), its ms, and the ms in hwvit's compiled kernels, which can only be part of it;
+    afterwards every op and kernel is the module's own again."""
+    import sys
+
+    from numba.core.dispatcher import Dispatcher
+
+    from hwvit import ops, pipeline
+    from hwvit.ops import native
+    from hwvit.quant import quantize_model
+
+    args = ("bench", "--model", "digits", "--repeats", "2", "--batch", "1", "--no-peer", "--gemm", "int8_avx2")
+    res = run(*args, "--breakdown", "--json")
+    assert res.exit_code == 0, res.output
+    (data,) = json.loads(res.output)["runs"]
+    b = data["breakdown"]
+    source = pipeline.load_source("digits", seed=0)
+    model = quantize_model(source.model.eval(), pipeline.calibration_inputs(source, 2, 0))
+    counted = []
+    real = ops.linear
+    ops.linear = lambda *a, **k: counted.append(1) or real(*a, **k)
+    try:
+        model.forward(pipeline.eval_inputs(source, 1, 0)[0].numpy())
+    finally:
+        ops.linear = real
+    assert b["ops"]["linear"]["calls"] == len(counted) > 0
+    for name, row in b["ops"].items():
+        assert row["calls"] > 0 and 0 <= row["compiled_ms"] <= row["ms"] <= b["forward_ms"], name
+        assert row["rest_ms"] >= 0, name
+    assert b["ops"]["linear"]["compiled_ms"] > 0  # the C kernels ran, and were timed as such
+    assert sum(row["ms"] for row in b["ops"].values()) < 1.5 * b["forward_ms"]
+    assert ops.linear is sys.modules["hwvit.ops.gemm"].linear and isinstance(native._linear_parallel, Dispatcher)
+    text = run(*args, "--breakdown").output
+    assert "int forward by hwvit.ops entry" in text and "compiled ms" in text
+    assert any(line.split()[:1] == ["linear"] for line in text.splitlines())
+    assert "breakdown" not in json.loads(run(*args, "--json").output)["runs"][0]
+
+
 @pytest.mark.usefixtures("vnni_here")
 def test_bench_all_backends_times_every_exact_backend(monkeypatch):
     from hwvit.ops import gemm_backends

@@ -36,9 +36,15 @@ from hwvit.cli.common import (
     show_default=True,
     help="Time PyTorch's dynamic int8 quantization of the float model beside them (CPU only).",
 )
+@click.option(
+    "--breakdown",
+    is_flag=True,
+    help="Then time the int forward once more per batch, split by hwvit.ops entry: calls, ms, and the ms in "
+    "hwvit's compiled kernels against the rest (Python, numpy, allocation) (CPU only).",
+)
 @compute_options
 @json_option
-def bench(preset, repeats, batch, all_backends, peer, device, as_json):
+def bench(preset, repeats, batch, all_backends, peer, breakdown, device, as_json):
     """Time the bit-exact integer forward against the float forward and PyTorch's own int8, side by side.
 
     For each batch size (default 1 and 16), in one loop with the runs interleaved: int_ms (hwvit's
@@ -50,11 +56,14 @@ def bench(preset, repeats, batch, all_backends, peer, device, as_json):
     batch 1 and faster at batch 16. --all-backends adds the int forward on every exact backend (in a
     loop of its own after the first, int64 once), so anyone can see that the default is the fastest
     here. The figures for the targets: `hwvit bench` (about a minute on 2 cores) and
-    `hwvit bench --batch 1 --all-backends`.
+    `hwvit bench --batch 1 --all-backends`. --breakdown shows where the int forward's time goes: per
+    hwvit.ops entry, its calls and milliseconds, and how much of them ran in hwvit's compiled kernels
+    and how much in the Python and numpy around them (on many cores the latter can dominate).
 
     \b
     Example:
       hwvit bench --model digits --repeats 3
+      hwvit bench --model digits --batch 1 --breakdown
       hwvit bench --model digits --batch 1 --all-backends --json
       hwvit bench --model vit-tiny --batch 8 --repeats 1 --gemm float64
     """
@@ -67,7 +76,17 @@ def bench(preset, repeats, batch, all_backends, peer, device, as_json):
     runs = []
     try:
         for b in dict.fromkeys(batch):
-            runs.append(bench_forward(preset, repeats, batch=b, device=device, peer=peer, backends=backends))
+            runs.append(
+                bench_forward(
+                    preset,
+                    repeats,
+                    batch=b,
+                    device=device,
+                    peer=peer,
+                    backends=backends,
+                    with_breakdown=breakdown and device == "cpu",
+                )
+            )
     except ValueError as exc:
         fail(first_line(exc))
     if as_json:
@@ -107,8 +126,25 @@ def bench(preset, repeats, batch, all_backends, peer, device, as_json):
             fastest = min(r["backends_ms"], key=r["backends_ms"].get)
             cells = ", ".join(f"{n} {ms:.1f}" for n, ms in sorted(r["backends_ms"].items(), key=lambda kv: kv[1]))
             click.echo(f"batch {r['batch']} int forward ms by backend: {cells} (fastest {fastest})")
+    if breakdown and device != "cpu":
+        click.echo("breakdown: CPU only (the device forward runs torch kernels)")
+    for r in runs:
+        if r.get("breakdown"):
+            _print_breakdown(r["batch"], r["breakdown"], r["repeats"])
     if first.get("gemm_probe_ms"):
         click.echo(
             "probe (one ViT-B/16 layer's products) ms: "
             + ", ".join(f"{k} {v:.1f}" for k, v in first["gemm_probe_ms"].items())
         )
+
+
+def _print_breakdown(batch: int, b: dict, repeats: int) -> None:
+    click.echo(
+        f"batch {batch} int forward by hwvit.ops entry (median of {repeats}, {b['forward_ms']:.1f} ms a forward):"
+    )
+    click.echo(f"  {'op':<14} {'calls':>5}  {'ms':>8}  {'compiled ms':>11}  {'rest ms':>8}")
+    for name, row in b["ops"].items():
+        click.echo(
+            f"  {name:<14} {row['calls']:>5}  {row['ms']:>8.2f}  {row['compiled_ms']:>11.2f}  {row['rest_ms']:>8.2f}"
+        )
+    click.echo(f"  {'outside ops':<14} {'':>5}  {b['outside_ops_ms']:>8.2f}")
