@@ -220,9 +220,11 @@ def test_uint8_probabilities_are_packed_as_they_are(backend, fused):
 
 
 def test_a_read_only_layer_is_planned_once_per_kernel(backend, vnni_here, monkeypatch):
-    """A layer's read-only weights and parameters: W is packed once for its plan (the addresses of the
-    packed W and the vectors kept with it), not at every call; a call on another fused backend makes
-    that kernel's plan; every call, in any layout of a (strided, transposed, uint8), is the reference's."""
+    """A layer's read-only weights and parameters: W is packed once per kernel for its plans (the
+    addresses of the packed W and the vectors kept with them), not at every call, and the plain
+    product (ops.gemm, as traced forwards call it) uses the same packed W; a call on another fused
+    backend makes that kernel's plan; every call, in any layout of a (strided, transposed, uint8), is
+    the reference's."""
     from hwvit.ops import frozen, native
 
     packs = []
@@ -243,7 +245,9 @@ def test_a_read_only_layer_is_planned_once_per_kernel(backend, vnni_here, monkey
         u = rng.integers(0, 256, (6, k)).astype(np.uint8)
         got = _fused(u, w, bias, mult, shift, 16, a_signed=False)
         assert got.tolist() == _reference(u, w, bias, mult, shift, 16), name
-    kinds = [native.KINDS["split7"], native.KINDS["int16"], vnni_here]
-    # one pack per kernel and offset: signed a (offset 0) and uint8 a (kept as bytes, offset 0 too,
-    # but out_bits 16 is another parameter set): the split kind's plans are reused on the fourth pass
-    assert sorted(packs) == sorted(kinds * 2), packs
+    # one packed W per kernel, shared by the plans of both out_bits and by the plain product's path
+    assert sorted(packs) == sorted([native.KINDS["split7"], native.KINDS["int16"], vnni_here]), packs
+    backend("int16_avx2")
+    acc = ops.gemm(layouts[0], w, bias)
+    assert acc.tolist() == gemm_ref(layouts[0].tolist(), w.tolist(), bias.tolist())
+    assert len(packs) == 3, packs

@@ -150,15 +150,15 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
 
 
 def _linear_params(
-    w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int, offset: int, kind: int | None = None
+    w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int, offset: int, name: str = "", kind: int | None = None
 ) -> tuple:
     """What ``linear`` derives from its weights and parameters alone, checked: (w8 in its own layout,
     b, the bias with an offset a's ``128 * rowsum(w)`` for 2-D w, (N,) int64 multipliers and shifts,
-    lo, hi, and for 2-D w on the fused C kernel ``kind`` its ``gemm_backends.linear_plan``, else
-    None). The checks of the bias, the bound and the requant parameters are made once for
-    immutable ones (read-only arrays, ints, None: ``hwvit.ops.frozen``), whatever ``w`` is (attention
-    passes fresh K and V^T with the same scalar parameters at every call); ``linear`` keeps the whole
-    result for a layer's read-only w."""
+    lo, hi, and for 2-D w on backend ``name``'s fused C kernel ``kind`` its
+    ``gemm_backends.linear_plan``, else None). The checks of the bias, the bound and the requant
+    parameters are made once for immutable ones (read-only arrays, ints, None: ``hwvit.ops.frozen``),
+    whatever ``w`` is (attention passes fresh K and V^T with the same scalar parameters at every
+    call); ``linear`` keeps the whole result for a layer's read-only w."""
     w8 = _w8(w, contiguous=False)  # int8 w in its own layout: the fused kernel packs any strides
     n_out, k = w8.shape[-2:]
     b = frozen.derived((bias, n_out, k), "linear-bias", lambda: _bias(bias, n_out, k))
@@ -174,7 +174,7 @@ def _linear_params(
     fused_bias = b
     if offset and w8.ndim == 2:
         fused_bias = _bias_for(b, offset, w8)  # kept with the rest by linear's lookup where w and bias are
-    return (w8, b, fused_bias, *rq, gemm_backends.linear_plan(w8, fused_bias, rq[0], rq[1], kind))
+    return (w8, b, fused_bias, *rq, gemm_backends.linear_plan(w8, fused_bias, rq[0], rq[1], name, kind))
 
 
 def linear(
@@ -206,9 +206,9 @@ def linear(
     # all of it kept at once for a layer's read-only weights and parameters (one lookup a call), with
     # the 2-D product's plan for the fused kernel: W packed, the vectors and their addresses
     w8, b, fused_bias, m, s, lo, hi, plan = frozen.derived(
-        (w, bias, multiplier, shift, out_bits, kernel_offset, kind),
+        (w, bias, multiplier, shift, out_bits, kernel_offset, name, kind),
         "linear-params",
-        lambda: _linear_params(w, bias, multiplier, shift, out_bits, kernel_offset, kind),
+        lambda: _linear_params(w, bias, multiplier, shift, out_bits, kernel_offset, name, kind),
     )
     _match(a8, w8)
     if a8.size and w8.shape[-2]:

@@ -330,17 +330,19 @@ def fused_kind(name: str) -> int | None:
 
 
 def linear_plan(
-    w8: np.ndarray, bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, kind: int | None
+    w8: np.ndarray, bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, name: str, kind: int | None
 ) -> tuple | None:
-    """A layer's ``native.plan_linear`` for 2-D ``w8`` on fused kind ``kind`` (``fused_kind``), or None
-    where there is none (another backend, batched w, K past one call): ``hwvit.ops.gemm.linear``
-    keeps it with the layer's other derived parameters."""
+    """A layer's ``native.plan_linear`` for 2-D ``w8`` on backend ``name``'s fused kind ``kind``
+    (``fused_kind``), or None where there is none (another backend, batched w, K past one call):
+    ``hwvit.ops.gemm.linear`` keeps it with the layer's other derived parameters. Its packed W is
+    the one ``matmul_requant`` and the plain product keep for ``w8`` on this backend: one copy."""
     if kind is None or w8.ndim != 2:
         return None
     native = _native_module()
     if w8.shape[-1] > native.k_limit(kind):
         return None
-    return native.plan_linear(w8, bias, mult, shift, kind)
+    packed = _derived(w8, name, lambda w: native.pack_w(w, kind))
+    return native.plan_linear(w8, packed, bias, mult, shift, kind)
 
 
 def linear_planned(a8: np.ndarray, plan: tuple, lo: int, hi: int) -> np.ndarray:

@@ -429,16 +429,18 @@ def _run_linear(kind: int, a_at: tuple, w_at: tuple, at: tuple, dims: tuple, gri
         numba.set_parallel_chunksize(old)
 
 
-def plan_linear(w8: np.ndarray, bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, kind: int) -> tuple:
+def plan_linear(
+    w8: np.ndarray, packed_w: np.ndarray, bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, kind: int
+) -> tuple:
     """What ``linear_planned`` needs of one layer, made once for a layer's read-only parameters
-    (``hwvit.ops.gemm.linear`` keeps it with them): the kind, N, K, W packed for the kind, the
-    (N,) int64 bias, multipliers and shifts as contiguous vectors, and the four addresses (the tuple
-    holds the arrays, so the addresses stay good while it lives). Checked by the caller as for
-    ``linear_packed``; K at most ``k_limit(kind)``."""
+    (``hwvit.ops.gemm.linear`` keeps it with them): the kind, N, K, W packed for the kind
+    (``pack_w(w8, kind)``), the (N,) int64 bias, multipliers and shifts as contiguous vectors, and the
+    four addresses (the tuple holds the arrays, so the addresses stay good while it lives). Checked by
+    the caller as for ``linear_packed``; K at most ``k_limit(kind)``."""
     _load()
     n, k = w8.shape
     _check_k(k, kind)
-    pw = pack_w(np.ascontiguousarray(w8, np.int8), kind)
+    pw = packed_w
     vectors = tuple(np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
     return (kind, n, k, pw, vectors, (pw.ctypes.data, *(v.ctypes.data for v in vectors)))
 
