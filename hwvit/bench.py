@@ -12,25 +12,27 @@ import torch
 from hwvit import ops
 
 
+def _timed(fn, box: list[float]):
+    """``fn``, adding the seconds each call takes to ``box[0]``."""
+
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            box[0] += time.perf_counter() - t0
+
+    return timed
+
+
 @contextlib.contextmanager
 def _gemm_timer(box: list[float]):
     """Time every ops.gemm and ops.linear call (the integer layers call them through the module
     attributes). ops.linear's time counts as GEMM time whole: where the backend requantizes inside
     the GEMM the two cannot be told apart."""
     real = {name: getattr(ops, name) for name in ("gemm", "linear")}
-
-    def timer(fn):
-        def timed(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                box[0] += time.perf_counter() - t0
-
-        return timed
-
     for name, fn in real.items():
-        setattr(ops, name, timer(fn))
+        setattr(ops, name, _timed(fn, box))
     try:
         yield
     finally:
@@ -70,23 +72,13 @@ def _op_timer(into: dict, compiled_box: list[float]):
 
         return timed
 
-    def kernel_timer(fn):
-        def timed(*args):
-            t0 = time.perf_counter()
-            try:
-                return fn(*args)
-            finally:
-                compiled_box[0] += time.perf_counter() - t0
-
-        return timed
-
     patched = [(ops, name, getattr(ops, name)) for name in _OPS]
     for module_name in ("hwvit.ops._jit", "hwvit.ops.native"):  # loaded by the warm-up forward, if used
         module = sys.modules.get(module_name)
         if module is not None:
             patched += [(module, n, f) for n, f in vars(module).items() if isinstance(f, Dispatcher)]
     for module, name, fn in patched:
-        setattr(module, name, op_timer(name, fn) if module is ops else kernel_timer(fn))
+        setattr(module, name, op_timer(name, fn) if module is ops else _timed(fn, compiled_box))
     try:
         yield
     finally:

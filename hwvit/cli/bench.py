@@ -84,7 +84,7 @@ def bench(preset, repeats, batch, all_backends, peer, breakdown, device, as_json
                     device=device,
                     peer=peer,
                     backends=backends,
-                    with_breakdown=breakdown and device == "cpu",
+                    with_breakdown=breakdown,
                 )
             )
     except ValueError as exc:

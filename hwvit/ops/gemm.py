@@ -150,7 +150,7 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
 
 
 def _linear_params(
-    w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int, offset: int, name: str = "", kind: int | None = None
+    w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int, offset: int, name: str, kind: int | None
 ) -> tuple:
     """What ``linear`` derives from its weights and parameters alone, checked: (w8 in its own layout,
     b, the bias with an offset a's ``128 * rowsum(w)`` for 2-D w, (N,) int64 multipliers and shifts,

@@ -395,25 +395,22 @@ def linear_packed(
     _check_k(k, kind)
     if not -(1 << 15) <= lo <= hi < 1 << 15:
         raise ValueError(f"linear_packed: [{lo}, {hi}] must lie within 16 bits")
-    y = np.empty((*a8.shape[:-1], n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
-    entries = a8.shape[0] if a8.ndim == 3 else 0
-    threads = numba.get_num_threads() if m * n * k >= _SMALL and not entries else 1
-    sa, sw, grid, padded = _layout(kind, m, k, n, entries, threads)
-    pa = np.empty(max(entries, 1) * sa, np.int32)  # packed in the kernel: by all threads, or per entry in its job
-    pack_in_jobs = packed_w is None and entries > 0
+    if a8.ndim == 2:  # one product: the call a layer's plan makes, with W packed now if need be
+        pw = pack_w(np.ascontiguousarray(w8, np.int8), kind) if packed_w is None else packed_w
+        return linear_planned(a8, plan_linear(w8, pw, bias, mult, shift, kind), lo, hi)
+    entries = a8.shape[0]  # a batch: one job per entry, which packs its own A (and W, unless given)
+    y = np.empty((entries, m, n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
+    sa, sw, grid, padded = _layout(kind, m, k, n, entries, 1)
+    pa = np.empty(entries * sa, np.int32)
+    pack_in_jobs = packed_w is None
     w8 = w8 if pack_in_jobs and w8.dtype == np.int8 else np.ascontiguousarray(w8, np.int8)
-    if packed_w is not None:
-        pw = packed_w
-    elif pack_in_jobs:
-        pw = np.empty(entries * sw, np.int32)
-    else:
-        pw = pack_w(w8, kind)
+    pw = np.empty(entries * sw, np.int32) if pack_in_jobs else packed_w
     # flat int64 vectors (a batch's (B, N) bias entry after entry): one compiled signature
     bias, mult, shift = (np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
     flip = 0 if a8.dtype == np.uint8 else 0x80
     dims, packing = (m, k, n, entries, lo, hi, y.itemsize), (flip, padded, sa, sw, int(pack_in_jobs))
     # every array by address (each lives in this frame for the call), A and W with their strides
-    a_at, w_at = ((x.ctypes.data, *((0,) * (3 - x.ndim)), *x.strides) for x in (a8, w8))
+    a_at, w_at = ((x.ctypes.data, *x.strides) for x in (a8, w8))
     at = (pa.ctypes.data, pw.ctypes.data, bias.ctypes.data, mult.ctypes.data, shift.ctypes.data, y.ctypes.data)
     _run_linear(kind, a_at, w_at, at, dims, grid, packing)
     return y
@@ -440,9 +437,8 @@ def plan_linear(
     _load()
     n, k = w8.shape
     _check_k(k, kind)
-    pw = packed_w
     vectors = tuple(np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
-    return (kind, n, k, pw, vectors, (pw.ctypes.data, *(v.ctypes.data for v in vectors)))
+    return (kind, n, k, packed_w, vectors, (packed_w.ctypes.data, *(v.ctypes.data for v in vectors)))
 
 
 def linear_planned(a8: np.ndarray, plan: tuple, lo: int, hi: int) -> np.ndarray:
