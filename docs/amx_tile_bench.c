@@ -1,7 +1,9 @@
 /* The AMX tile of hwvit's C kernels, timed on one thread (docs/performance.md, session 21): the
  * kernel's 32 x 24 block (tile_amx) against variants of it, and the whole hw_linear (block, requant,
  * stores) with W reused (it stays in L2 where it fits) and with W cycled through 16 copies (it comes
- * from L3 or memory, as in a forward, where every layer's W is new). It includes the kernel source
+ * from L3 or memory, as in a forward, where every layer's W is new), over all panels in one call and
+ * in calls of 2 panels (a 16-thread forward's jobs), with the packed operands on a cache line and
+ * 16 bytes past one. It includes the kernel source
  * for its static functions. Variants: the loads and tdpbusd reordered; no tile stores (what the
  * stores cost); 32-column panels (a 128-byte W stride, no half-width tiles: the layout a 32-wide
  * AMX panel would have); 32 x 16 blocks with the inputs double-buffered. Only hw_linear computes
@@ -112,18 +114,26 @@ int main(void) {
                 hw_pack_a(kd, a8, 1, m, k, qa);
                 for (int64_t c = 0; c < copies; c++) hw_pack_w(kd, w8, 1, n, k, qw + c * sw);
                 int64_t rp = reps / 4 + 16;
-                for (int cold = 0; cold < 2; cold++) {
-                    hw_linear(kd, qa, qw, m, k, n, 0, 0, m, 0, np, bias, mult, shift, -128, 127, 1, y, 0);
+                /* W hot; W cold over all panels in one call and in calls of 2 panels (a 16-thread
+                 * forward's jobs); both again with the packed operands 16 bytes past a cache line */
+                int32_t *qa16 = al(sa * 4 + 64), *qw16 = al(copies * sw * 4 + 64);
+                memcpy(qa16 + 4, qa, sa * 4); /* the same packed operands 16 bytes past a cache line */
+                memcpy(qw16 + 4, qw, copies * sw * 4);
+                for (int mode = 0; mode < 5; mode++) {
+                    const int cold = mode > 0, off = mode >= 3 ? 4 : 0, step = mode == 2 || mode == 4 ? 2 : np;
+                    static const char *label[] = {"W hot", "W cold", "jobs2", "W cold +16", "jobs2 +16"};
+                    const int32_t *ga = off ? qa16 + 4 : qa, *gw = off ? qw16 + 4 : qw;
+                    hw_linear(kd, ga, gw, m, k, n, 0, 0, m, 0, np, bias, mult, shift, -128, 127, 1, y, 0);
                     t0 = now();
                     for (int64_t r = 0; r < rp; r++)
-                        hw_linear(kd, qa, qw + (cold ? r % copies : 0) * sw, m, k, n, 0, 0, m, 0, np, bias, mult, shift,
-                                  -128, 127, 1, y, 0);
+                        for (int64_t p0 = 0; p0 < np; p0 += step)
+                            hw_linear(kd, ga, gw + (cold ? r % copies : 0) * sw, m, k, n, 0, 0, m, p0,
+                                      p0 + step < np ? p0 + step : np, bias, mult, shift, -128, 127, 1, y, 0);
                     double s = now() - t0;
-                    printf("K=%5d %-22s %-7s %7.1f ns/block %8.1f us/call %7.1f GMAC/s\n", (int)k, names[q],
-                           cold ? "W cold" : "W hot", 1e9 * s / (rp * blocks), 1e6 * s / rp,
-                           (double)m * n * k * rp / s / 1e9);
+                    printf("K=%5d %-22s %-10s %7.1f ns/block %8.1f us/call %7.1f GMAC/s\n", (int)k, names[q],
+                           label[mode], 1e9 * s / (rp * blocks), 1e6 * s / rp, (double)m * n * k * rp / s / 1e9);
                 }
-                free(qa); free(qw);
+                free(qa); free(qw); free(qa16); free(qw16);
             }
             free(a8); free(w8); free(y); free(bias); free(mult); free(shift);
         }

@@ -564,6 +564,27 @@ def test_linear_packed_packs_in_the_kernel(kind):
         assert np.array_equal(native.linear_packed(a, w, None, bias, mult, shift, -128, 127, kind), want)
 
 
+def test_packed_operands_start_on_a_cache_line(kind):
+    """W packed once per layer starts on a 64-byte line (the AMX kernel took 1.5x as long 16 bytes
+    past one); a call's scratch is lined up in the compiled code, with room for all of it after the
+    line-up; the products made that way are the reference's (test_linear_packed_packs_in_the_kernel)."""
+    from hwvit.ops import native
+
+    rng = np.random.default_rng(35)
+    for shape in [(1, 1), (24, 64), (25, 65), (70, 768), (3, 7, 130)]:
+        w = _i8(rng.integers(-128, 128, shape))
+        for _ in range(4):  # numpy's own alignment is 16 bytes: several allocations, each on a line
+            assert native.pack_w(w, kind).ctypes.data % 64 == 0, shape
+    for count in (1, 5, 16, 17, 1000, 43008):
+        x = native._words(count)
+        assert x.ctypes.data % 64 == 0 and x.size == count and x.dtype == np.int32 and x.flags.writeable
+        buf = native._scratch(count)
+        start = native._line_up(buf.ctypes.data)
+        assert start % 64 == 0 and 0 <= start - buf.ctypes.data < 64
+        assert start + 4 * count <= buf.ctypes.data + buf.nbytes  # the kernel's words fit after the line-up
+    assert [native._line_up(x) for x in (0, 1, 63, 64, 65, 4096 + 16)] == [0, 64, 64, 64, 128, 4096 + 64]
+
+
 def test_int16_kernel_unsigned_a_at_the_bound():
     """uint8 a on the int16 kernel: K * 255 * 128 < 2^31 is ops.gemm's bound (K <= 65793); at that K,
     a = 255 against w = -128 and w = 127 sums to -255 * 128 * K and 255 * 127 * K in one call, and

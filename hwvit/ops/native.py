@@ -69,6 +69,7 @@ _hw_pack_a_rows = types.ExternalFunction("hw_pack_a_rows", types.void(_I, _P, *[
 _hw_pack_w_strided = types.ExternalFunction("hw_pack_w_strided", types.void(_I, _P, *[_I] * 4, _P))
 _PACK_ROWS = 32  # rows of packed A per job of the packing loop (a multiple of every kind's block rows)
 _hw_lookup_i8 = types.ExternalFunction("hw_lookup_i8", types.void(_P, _I, _P, _P))
+_LINE = 64  # bytes: packed operands start on a cache line (_words)
 _LOOKUP_CHUNK = 1 << 16  # elements per job of the lookup (a multiple of the kernel's 32)
 
 
@@ -239,13 +240,17 @@ def _linear_parallel(kind, a_at, w_at, at, dims, grid, packing):
     operand: the tile runs raw, with no offset correction). ``dims``: (m, k, n, entries, lo, hi,
     out_bytes); ``grid``: ``_grid``'s; ``packing``: (flip, padded, sa, sw, pack_w). A and W come as
     (address, entry stride, row stride, K stride), in bytes (one byte an element): any layout; the
-    scratch and the vectors as addresses ``at``: (packed A, packed W, bias, mult, shift, y). Only
+    scratch and the vectors as addresses ``at``: (packed A, packed W, bias, mult, shift, y), the
+    packed A (and W where ``pack_w``) a ``_scratch`` buffer, used from its first cache line on. Only
     integers and tuples of them: one compiled signature whatever the dtypes and flags of the arrays
     (a read-only array is a type of its own to numba, and each signature costs seconds to compile)."""
     m, k, n, entries, lo, hi, out_bytes = dims
     n_panels, rows, row_jobs, panels, panel_jobs = grid
     flip, padded, sa, sw, pack_w = packing
     pa, pw, bias, mult, shift, y = at
+    pa = _line_up(pa)  # the packed operands this call makes start on a cache line (_scratch)
+    if pack_w:
+        pw = _line_up(pw)
     raw = 1 if flip == 0 else 0
     a_addr, a_se, a_sm, a_sk = a_at
     w_addr, w_se, w_sn, w_sk = w_at
@@ -276,13 +281,35 @@ def _batch_parallel(kind, pa, pw, m, k, n, entries, c):
         _hw_gemm_batch(kind, pa, pw, m, k, n, b, b + 1, c)
 
 
+def _words(count: int) -> np.ndarray:
+    """An uninitialized int32 vector of ``count`` words starting on a 64-byte boundary (a cache line).
+    The packed operands are read in rows of 64 bytes (an AMX tile row, an AVX-512 load) or 32: from
+    numpy's 16-byte alignment such a row can span two lines (the AMX kernel then took 1.5x as long,
+    docs/performance.md, session 24). The scratch of a call is aligned in the compiled code instead
+    (``_scratch``, ``_linear_parallel``): a few microseconds of Python less a call."""
+    buf = np.empty(count + _LINE // 4, np.int32)
+    skip = (-buf.ctypes.data % _LINE) // 4
+    return buf[skip : skip + count]
+
+
+def _scratch(count: int) -> np.ndarray:
+    """Room for ``count`` int32 words from the first 64-byte boundary in it on (``_line_up``)."""
+    return np.empty(count + _LINE // 4, np.int32)
+
+
+@njit(cache=True)
+def _line_up(address):
+    """The first 64-byte boundary at or after ``address`` (a ``_scratch`` buffer's start)."""
+    return (address + _LINE - 1) // _LINE * _LINE
+
+
 def pack_w(w8: np.ndarray, kind: int = 0) -> np.ndarray:
     """(N, K) or (B, N, K) int8 -> the kernel's panels for ``kind`` (one per entry, one after another)."""
     lib = _load()
     w8 = np.ascontiguousarray(w8, np.int8)
     n, k = w8.shape[-2:]
     count = w8.shape[0] if w8.ndim == 3 else 1
-    out = np.empty(count * lib.hw_packed_w_size(kind, n, k), np.int32)
+    out = _words(count * lib.hw_packed_w_size(kind, n, k))
     lib.hw_pack_w(kind, w8.ctypes.data, count, n, k, out.ctypes.data)
     return out
 
@@ -294,7 +321,7 @@ def _pack_a(a8: np.ndarray, kind: int) -> np.ndarray:
     lib = _load()
     m, k = a8.shape[-2:]
     count = a8.shape[0] if a8.ndim == 3 else 1
-    out = np.empty(count * lib.hw_packed_a_size(kind, m, k), np.int32)
+    out = _words(count * lib.hw_packed_a_size(kind, m, k))
     if a8.dtype == np.uint8:
         lib.hw_pack_a_biased(kind, a8.ctypes.data, count, m, k, out.ctypes.data)
     else:
@@ -401,10 +428,10 @@ def linear_packed(
     entries = a8.shape[0]  # a batch: one job per entry, which packs its own A (and W, unless given)
     y = np.empty((entries, m, n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
     sa, sw, grid, padded = _layout(kind, m, k, n, entries, 1)
-    pa = np.empty(entries * sa, np.int32)
+    pa = _scratch(entries * sa)
     pack_in_jobs = packed_w is None
     w8 = w8 if pack_in_jobs and w8.dtype == np.int8 else np.ascontiguousarray(w8, np.int8)
-    pw = np.empty(entries * sw, np.int32) if pack_in_jobs else packed_w
+    pw = _scratch(entries * sw) if pack_in_jobs else packed_w  # a packed_w from pack_w is aligned
     # flat int64 vectors (a batch's (B, N) bias entry after entry): one compiled signature
     bias, mult, shift = (np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
     flip = 0 if a8.dtype == np.uint8 else 0x80
@@ -449,7 +476,7 @@ def linear_planned(a8: np.ndarray, plan: tuple, lo: int, hi: int) -> np.ndarray:
     m = a8.shape[0]
     y = np.empty((m, n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
     sa, sw, grid, padded = _layout(kind, m, k, n, 0, numba.get_num_threads() if m * n * k >= _SMALL else 1)
-    pa = np.empty(sa, np.int32)  # packed by all threads in the kernel
+    pa = _scratch(sa)  # packed by all threads in the kernel, from its first cache line on
     flip = 0 if a8.dtype == np.uint8 else 0x80
     at = (pa.ctypes.data, pw_at, bias_at, mult_at, shift_at, y.ctypes.data)
     dims, packing = (m, k, n, 0, lo, hi, y.itemsize), (flip, padded, sa, sw, 0)
