@@ -67,6 +67,10 @@ _hw_gemm_batch = types.ExternalFunction("hw_gemm_batch", types.void(_I, _P, _P, 
 _hw_linear = types.ExternalFunction("hw_linear", types.void(_I, _P, _P, *[_I] * 8, _P, _P, _P, *[_I] * 3, _P, _I))
 _hw_pack_a_rows = types.ExternalFunction("hw_pack_a_rows", types.void(_I, _P, *[_I] * 6, _P, _I))
 _hw_pack_w_strided = types.ExternalFunction("hw_pack_w_strided", types.void(_I, _P, *[_I] * 4, _P))
+_hw_row_block = types.ExternalFunction("hw_row_block", types.int64(_I, _I, _I))
+_hw_reset_jobs = types.ExternalFunction("hw_reset_jobs", types.void(_P))
+_hw_next_job = types.ExternalFunction("hw_next_job", types.int64(_P))
+_NR = 24  # columns of a W panel (the C NR; _load checks it)
 _PACK_ROWS = 32  # rows of packed A per job of the packing loop (a multiple of every kind's block rows)
 _hw_lookup_i8 = types.ExternalFunction("hw_lookup_i8", types.void(_P, _I, _P, _P))
 _LINE = 64  # bytes: packed operands start on a cache line (_words)
@@ -137,9 +141,12 @@ def _load() -> ctypes.CDLL:
                     getattr(lib, name).restype = i64
                 lib.hw_nr.restype = lib.hw_mr.restype = lib.hw_vnni_built.restype = ctypes.c_int
                 lib.hw_amx_built.restype = lib.hw_amx_enable.restype = ctypes.c_int
-                llvmlite.binding.load_library_permanently(lib._name)  # for the numba callers below
-                _lib = lib
-                return lib
+                if lib.hw_nr() != _NR:  # the compiled callers below take the panel width as a constant
+                    _why = f"the kernel's panels are {lib.hw_nr()} columns, native.py's _NR {_NR}"
+                else:
+                    llvmlite.binding.load_library_permanently(lib._name)  # for the numba callers below
+                    _lib = lib
+                    return lib
     raise RuntimeError(f"int16_avx2 GEMM unavailable: {_why}")
 
 
@@ -219,59 +226,94 @@ def k_limit(kind: int) -> int:
     return 2 * K_MAX - 1 if kind == KINDS["int16"] else K_MAX
 
 
-@njit(parallel=True, cache=True)
-def _tiles_parallel(kind, pa, pw, m, k, n, n_panels, rows, row_jobs, panels, panel_jobs, bias, c):
-    """hw_gemm_tiles on a grid of jobs: ``row_jobs`` blocks of ``rows`` rows x ``panel_jobs`` groups of
-    ``panels`` of the ``n_panels`` panels; with a chunk size of 1 an idle thread takes the next job.
-    The arrays (packed A, packed W, bias, c) by address, as in ``_linear_parallel``."""
-    for j in prange(row_jobs * panel_jobs):
-        r0, p0 = (j // panel_jobs) * rows, (j % panel_jobs) * panels
-        r1, p1 = min(r0 + rows, m), min(p0 + panels, n_panels)
-        _hw_gemm_tiles(kind, pa, pw, m, k, n, r0, r1, p0, p1, bias, c)
+@njit(cache=True)
+def _grid(kind, m, k, n, threads):
+    """(panels in all, rows per job, row jobs, panels per job, panel jobs) of a 2-D product on
+    ``threads`` threads: row blocks that fit L2 (``hw_row_block``) by groups of panels, about
+    _JOBS_PER_THREAD jobs a thread; one job on one thread."""
+    rows = _hw_row_block(kind, m, k)
+    row_jobs, n_panels = -(-m // rows), -(-n // _NR)
+    panel_jobs = min(n_panels, max(1, -(-threads * _JOBS_PER_THREAD // row_jobs))) if threads > 1 else 1
+    panels = -(-n_panels // panel_jobs)
+    return n_panels, rows, row_jobs, panels, -(-n_panels // panels)
+
+
+def _threads_for(m: int, k: int, n: int) -> int:
+    """numba's threads for an M x K x N product, one below _SMALL multiply-adds (asked in Python:
+    ``numba.get_num_threads`` inside a compiled function keeps numba from caching it)."""
+    return numba.get_num_threads() if m * n * k >= _SMALL else 1
 
 
 @njit(parallel=True, cache=True)
-def _linear_parallel(kind, a_at, w_at, at, dims, grid, packing):
+def _tiles_parallel(kind, pa, pw, m, k, n, bias, c, counter, threads):
+    """hw_gemm_tiles on ``_grid``'s jobs for ``threads`` threads, handed out by the job counter (a
+    ``_scratch`` buffer's first line) to one worker a thread. The arrays (packed A, packed W, bias, c)
+    by address, as in ``_linear_parallel``."""
+    n_panels, rows, row_jobs, panels, panel_jobs = _grid(kind, m, k, n, threads)
+    jobs = row_jobs * panel_jobs
+    counter = _line_up(counter)
+    _hw_reset_jobs(counter)
+    for _ in prange(min(threads, jobs)):
+        j = _hw_next_job(counter)
+        while j < jobs:
+            r0, p0 = (j // panel_jobs) * rows, (j % panel_jobs) * panels
+            r1, p1 = min(r0 + rows, m), min(p0 + panels, n_panels)
+            _hw_gemm_tiles(kind, pa, pw, m, k, n, r0, r1, p0, p1, bias, c)
+            j = _hw_next_job(counter)
+
+
+@njit(parallel=True, cache=True)
+def _linear_parallel(kind, a_at, w_at, at, dims, packing):
     """Pack A, then hw_linear per job. ``padded``: the packed rows of one A; ``sa``, ``sw``: int32
     words of one packed A, W. A batch of products (``entries`` > 0): one job per entry, which packs
     its own A (and its W, where ``pack_w``) and runs it whole. One product: A packed by all threads
-    (_PACK_ROWS rows a job), then the grid of jobs of ``_tiles_parallel``. ``out_bytes``: 1 (int8
-    y) or 2 (int16); ``flip``: 0x80 for an int8 ``a8``, 0 for a uint8 one (its bytes are the
-    operand: the tile runs raw, with no offset correction). ``dims``: (m, k, n, entries, lo, hi,
-    out_bytes); ``grid``: ``_grid``'s; ``packing``: (flip, padded, sa, sw, pack_w). A and W come as
-    (address, entry stride, row stride, K stride), in bytes (one byte an element): any layout; the
-    scratch and the vectors as addresses ``at``: (packed A, packed W, bias, mult, shift, y), the
-    packed A (and W where ``pack_w``) a ``_scratch`` buffer, used from its first cache line on. Only
-    integers and tuples of them: one compiled signature whatever the dtypes and flags of the arrays
-    (a read-only array is a type of its own to numba, and each signature costs seconds to compile)."""
-    m, k, n, entries, lo, hi, out_bytes = dims
-    n_panels, rows, row_jobs, panels, panel_jobs = grid
+    (_PACK_ROWS rows a job), then ``_grid``'s jobs. The jobs are handed out by a counter (``hw_next_job``)
+    to one worker a thread: an idle thread takes the next one (no chunk size to set from Python, a few
+    microseconds a call). ``out_bytes``: 1 (int8 y) or 2 (int16); ``flip``: 0x80 for an int8 ``a8``,
+    0 for a uint8 one (its bytes are the operand: the tile runs raw, with no offset correction).
+    ``dims``: (m, k, n, entries, lo, hi, out_bytes, threads); ``packing``: (flip, padded, sa, sw, pack_w). A and
+    W come as (address, entry stride, row stride, K stride), in bytes (one byte an element): any
+    layout; the scratch and the vectors as addresses ``at``: (packed A, packed W, bias, mult, shift,
+    y), the packed A a ``_scratch`` buffer (its first cache line the job counter, packed A from the
+    next one on) and W, where ``pack_w``, one too (from its first line on). Only integers and tuples of
+    them: one compiled signature whatever the dtypes and flags of the arrays (a read-only array is a
+    type of its own to numba, and each signature costs seconds to compile)."""
+    m, k, n, entries, lo, hi, out_bytes, threads = dims
     flip, padded, sa, sw, pack_w = packing
     pa, pw, bias, mult, shift, y = at
-    pa = _line_up(pa)  # the packed operands this call makes start on a cache line (_scratch)
+    counter = _line_up(pa)  # a line of its own: every worker adds to it
+    pa = counter + _LINE  # the packed operands this call makes start on a cache line (_scratch)
     if pack_w:
         pw = _line_up(pw)
     raw = 1 if flip == 0 else 0
     a_addr, a_se, a_sm, a_sk = a_at
     w_addr, w_se, w_sn, w_sk = w_at
-    if entries == 0:
+    if entries > 0:
+        n_panels, rows, row_jobs, panels, panel_jobs = -(-n // _NR), m, 1, -(-n // _NR), 1
+        jobs = entries
+    else:
+        n_panels, rows, row_jobs, panels, panel_jobs = _grid(kind, m, k, n, threads)
+        jobs = row_jobs * panel_jobs
         for c in prange((padded + _PACK_ROWS - 1) // _PACK_ROWS):
             r0 = c * _PACK_ROWS
             r1 = min(r0 + _PACK_ROWS, padded)
             _hw_pack_a_rows(kind, a_addr, m, k, a_sm, a_sk, r0, r1, pa, flip)
-    jobs = entries if entries > 0 else row_jobs * panel_jobs
-    for j in prange(jobs):
-        whole = entries > 0  # a job is one entry, whole; else one block of the grid
-        e = np.int64(j) if whole else np.int64(0)
-        if whole:
-            _hw_pack_a_rows(kind, a_addr + e * a_se, m, k, a_sm, a_sk, 0, padded, pa + 4 * e * sa, flip)
-            if pack_w:
-                _hw_pack_w_strided(kind, w_addr + e * w_se, n, k, w_sn, w_sk, pw + 4 * e * sw)
-        r0 = 0 if whole else (j // panel_jobs) * rows
-        p0 = 0 if whole else (j % panel_jobs) * panels
-        r1 = m if whole else min(r0 + rows, m)
-        p1 = n_panels if whole else min(p0 + panels, n_panels)
-        _hw_linear(kind, pa, pw, m, k, n, e, r0, r1, p0, p1, bias, mult, shift, lo, hi, out_bytes, y, raw)
+    _hw_reset_jobs(counter)
+    for _ in prange(min(threads, jobs)):
+        j = _hw_next_job(counter)
+        while j < jobs:
+            whole = entries > 0  # a job is one entry, whole; else one block of the grid
+            e = j if whole else 0
+            if whole:
+                _hw_pack_a_rows(kind, a_addr + e * a_se, m, k, a_sm, a_sk, 0, padded, pa + 4 * e * sa, flip)
+                if pack_w:
+                    _hw_pack_w_strided(kind, w_addr + e * w_se, n, k, w_sn, w_sk, pw + 4 * e * sw)
+            r0 = 0 if whole else (j // panel_jobs) * rows
+            p0 = 0 if whole else (j % panel_jobs) * panels
+            r1 = m if whole else min(r0 + rows, m)
+            p1 = n_panels if whole else min(p0 + panels, n_panels)
+            _hw_linear(kind, pa, pw, m, k, n, e, r0, r1, p0, p1, bias, mult, shift, lo, hi, out_bytes, y, raw)
+            j = _hw_next_job(counter)
 
 
 @njit(parallel=True, cache=True)
@@ -293,8 +335,9 @@ def _words(count: int) -> np.ndarray:
 
 
 def _scratch(count: int) -> np.ndarray:
-    """Room for ``count`` int32 words from the first 64-byte boundary in it on (``_line_up``)."""
-    return np.empty(count + _LINE // 4, np.int32)
+    """Room for a cache line (a job counter) and ``count`` int32 words after the first 64-byte
+    boundary in it (``_line_up``)."""
+    return np.empty(count + 2 * _LINE // 4, np.int32)
 
 
 @njit(cache=True)
@@ -347,48 +390,35 @@ def matmul_packed(
     K at most ``k_limit(kind)`` (``gemm_backends`` splits longer K). ``packed_w``: ``pack_w(w8, kind)``
     made earlier; ``bias``: (N,) int64 or None.
     """
-    lib = _load()
+    _load()  # the library's symbols, which the compiled callers call, are in the process
     a8, w8 = np.ascontiguousarray(a8, np.int8), np.ascontiguousarray(w8, np.int8)
     m, k = a8.shape[-2:]
     n = w8.shape[-2]
     _check_k(k, kind)
     pa = _pack_a(a8, kind)
     pw = pack_w(w8, kind) if packed_w is None else packed_w
-    threads = numba.get_num_threads() if m * n * k >= _SMALL else 1
-    old = numba.set_parallel_chunksize(1)  # jobs handed out one at a time, to whichever thread is free
-    try:
-        if a8.ndim == 3:
-            if bias is not None:
-                raise ValueError("a batched product takes no bias")
-            c = np.empty((a8.shape[0], m, n), np.int64)
-            _batch_parallel(kind, pa.ctypes.data, pw.ctypes.data, m, k, n, a8.shape[0], c.ctypes.data)
-            return c
-        c = np.empty((m, n), np.int64)
-        bias = np.zeros(n, np.int64) if bias is None else np.ascontiguousarray(bias, np.int64)
-        grid = _grid(lib, kind, m, k, n, threads)
-        _tiles_parallel(kind, pa.ctypes.data, pw.ctypes.data, m, k, n, *grid, bias.ctypes.data, c.ctypes.data)
+    if a8.ndim == 3:
+        if bias is not None:
+            raise ValueError("a batched product takes no bias")
+        c = np.empty((a8.shape[0], m, n), np.int64)
+        _batch_parallel(kind, pa.ctypes.data, pw.ctypes.data, m, k, n, a8.shape[0], c.ctypes.data)
         return c
-    finally:
-        numba.set_parallel_chunksize(old)
-
-
-def _grid(lib: ctypes.CDLL, kind: int, m: int, k: int, n: int, threads: int) -> tuple[int, int, int, int, int]:
-    """(panels in all, rows per job, row jobs, panels per job, panel jobs) of a 2-D product: row
-    blocks that fit L2 (``hw_row_block``) by groups of panels, about _JOBS_PER_THREAD jobs a thread."""
-    rows = lib.hw_row_block(kind, m, k)
-    row_jobs, n_panels = -(-m // rows), -(-n // lib.hw_nr())
-    panel_jobs = min(n_panels, max(1, -(-threads * _JOBS_PER_THREAD // row_jobs))) if threads > 1 else 1
-    panels = -(-n_panels // panel_jobs)
-    return n_panels, rows, row_jobs, panels, -(-n_panels // panels)
+    c = np.empty((m, n), np.int64)
+    bias = np.zeros(n, np.int64) if bias is None else np.ascontiguousarray(bias, np.int64)
+    counter = _scratch(0)
+    threads = _threads_for(m, k, n)
+    _tiles_parallel(
+        kind, pa.ctypes.data, pw.ctypes.data, m, k, n, bias.ctypes.data, c.ctypes.data, counter.ctypes.data, threads
+    )
+    return c
 
 
 @functools.lru_cache(maxsize=1024)
-def _layout(kind: int, m: int, k: int, n: int, entries: int, threads: int) -> tuple:
-    """(words of one packed A, of one packed W, ``_grid``'s grid, padded rows) of a product: asked
-    of the library once per shape, not at every call."""
+def _sizes(kind: int, m: int, k: int, n: int) -> tuple[int, int, int]:
+    """(int32 words of one packed A, of one packed W, padded rows) of a product: asked of the library
+    once per shape, not at every call."""
     lib = _load()
-    grid = (-(-n // lib.hw_nr()), 0, 0, 0, 0) if entries else _grid(lib, kind, m, k, n, threads)
-    return lib.hw_packed_a_size(kind, m, k), lib.hw_packed_w_size(kind, n, k), grid, lib.hw_rows_padded(kind, m)
+    return lib.hw_packed_a_size(kind, m, k), lib.hw_packed_w_size(kind, n, k), lib.hw_rows_padded(kind, m)
 
 
 def linear_packed(
@@ -427,7 +457,7 @@ def linear_packed(
         return linear_planned(a8, plan_linear(w8, pw, bias, mult, shift, kind), lo, hi)
     entries = a8.shape[0]  # a batch: one job per entry, which packs its own A (and W, unless given)
     y = np.empty((entries, m, n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
-    sa, sw, grid, padded = _layout(kind, m, k, n, entries, 1)
+    sa, sw, padded = _sizes(kind, m, k, n)
     pa = _scratch(entries * sa)
     pack_in_jobs = packed_w is None
     w8 = w8 if pack_in_jobs and w8.dtype == np.int8 else np.ascontiguousarray(w8, np.int8)
@@ -435,22 +465,13 @@ def linear_packed(
     # flat int64 vectors (a batch's (B, N) bias entry after entry): one compiled signature
     bias, mult, shift = (np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
     flip = 0 if a8.dtype == np.uint8 else 0x80
-    dims, packing = (m, k, n, entries, lo, hi, y.itemsize), (flip, padded, sa, sw, int(pack_in_jobs))
+    dims = (m, k, n, entries, lo, hi, y.itemsize, numba.get_num_threads())
+    packing = (flip, padded, sa, sw, int(pack_in_jobs))
     # every array by address (each lives in this frame for the call), A and W with their strides
     a_at, w_at = ((x.ctypes.data, *x.strides) for x in (a8, w8))
     at = (pa.ctypes.data, pw.ctypes.data, bias.ctypes.data, mult.ctypes.data, shift.ctypes.data, y.ctypes.data)
-    _run_linear(kind, a_at, w_at, at, dims, grid, packing)
+    _linear_parallel(kind, a_at, w_at, at, dims, packing)
     return y
-
-
-def _run_linear(kind: int, a_at: tuple, w_at: tuple, at: tuple, dims: tuple, grid: tuple, packing: tuple) -> None:
-    """``_linear_parallel`` with its jobs handed out one at a time, to whichever thread is free (numba's
-    chunk size is set from Python: set inside the compiled function, it keeps numba from caching it)."""
-    old = numba.set_parallel_chunksize(1)
-    try:
-        _linear_parallel(kind, a_at, w_at, at, dims, grid, packing)
-    finally:
-        numba.set_parallel_chunksize(old)
 
 
 def plan_linear(
@@ -475,12 +496,12 @@ def linear_planned(a8: np.ndarray, plan: tuple, lo: int, hi: int) -> np.ndarray:
     kind, n, k, _, _, (pw_at, bias_at, mult_at, shift_at) = plan
     m = a8.shape[0]
     y = np.empty((m, n), np.int8 if -128 <= lo and hi <= 127 else np.int16)
-    sa, sw, grid, padded = _layout(kind, m, k, n, 0, numba.get_num_threads() if m * n * k >= _SMALL else 1)
-    pa = _scratch(sa)  # packed by all threads in the kernel, from its first cache line on
+    sa, sw, padded = _sizes(kind, m, k, n)
+    pa = _scratch(sa)  # the job counter, then A packed by all threads in the kernel
     flip = 0 if a8.dtype == np.uint8 else 0x80
     at = (pa.ctypes.data, pw_at, bias_at, mult_at, shift_at, y.ctypes.data)
-    dims, packing = (m, k, n, 0, lo, hi, y.itemsize), (flip, padded, sa, sw, 0)
-    _run_linear(kind, (a8.ctypes.data, 0, *a8.strides), (0, 0, 0, 0), at, dims, grid, packing)
+    dims, packing = (m, k, n, 0, lo, hi, y.itemsize, _threads_for(m, k, n)), (flip, padded, sa, sw, 0)
+    _linear_parallel(kind, (a8.ctypes.data, 0, *a8.strides), (0, 0, 0, 0), at, dims, packing)
     return y
 
 

@@ -405,6 +405,13 @@ static void tile_amx_emulated(const int32_t *arow, int64_t ng, const int32_t *wq
         }
 }
 
+/* The job counter of a compiled caller's workers (hwvit/ops/native.py): each worker takes the next
+ * job number until none is left, so a thread slowed by another process takes fewer jobs. The jobs
+ * write disjoint outputs; the counter only shares them out (relaxed order), and the parallel
+ * region's start and end order everything else. */
+void hw_reset_jobs(int64_t *counter) { __atomic_store_n(counter, 0, __ATOMIC_RELAXED); }
+int64_t hw_next_job(int64_t *counter) { return __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED); }
+
 /* rows of A per job for an M x K product: blocks of at most A_BLOCK_BYTES of packed A (3/4 of a
  * Zen 3 core's 512 KiB L2) stay in cache while a job's panels pass over them, and the blocks are
  * made equal. Without blocking, at batch 64 A (12608 x 768) was read from memory once per panel
