@@ -12,7 +12,7 @@ import pytest
 
 from hwvit import ops
 from hwvit.ops import frozen
-from hwvit.ops.reference import gemm_ref, layernorm_ref, requant_ref, residual_add_ref
+from hwvit.ops.reference import gelu_ref, gemm_ref, layernorm_ref, requant_ref, residual_add_ref, softmax_ref
 
 
 def test_derived_keeps_work_only_for_immutable_inputs():
@@ -83,3 +83,28 @@ def test_writable_parameters_changed_in_place_are_read_again():
         want = [layernorm_ref(r.tolist(), gamma.tolist(), beta.tolist(), 1 << 10, 1 << 30, 34) for r in x]
         assert got.tolist() == want
         gamma[::2] *= -1
+
+
+def test_tables_are_checked_once_when_read_only_and_read_again_when_writable():
+    """ops.gelu and ops.softmax keep a read-only table's checked form (the int8 copy the AVX2 lookup
+    takes, the softmax table with its trailing 0), and read a writable table changed in place anew,
+    on the AVX2 lookup path (int8, 4096+ elements) and the row kernel."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(-128, 128, (64, 80)).astype(np.int8)  # 5120 elements: the AVX2 lookup
+    table = rng.integers(-128, 128, 256).astype(np.int64)
+    for _ in range(2):
+        got = ops.gelu(x, table, 8, narrow=True)
+        assert got.reshape(-1).tolist() == gelu_ref(x.reshape(-1).tolist(), table.tolist(), 8)
+        table[:128] = -table[:128] - 1  # -t - 1 stays in int8
+    fixed = frozen.read_only(table)
+    assert ops.gelu(x, fixed, 8, narrow=True).tolist() == ops.gelu(x, fixed, 8, narrow=True).tolist()
+    assert frozen.held(fixed)
+    rows = rng.integers(-128, 128, (6, 19)).astype(np.int8)
+    exp_table = np.array([round(2**23 * np.exp(-d / 16)) for d in range(40)], dtype=np.int64)
+    for _ in range(2):
+        got = ops.softmax(rows, exp_table, 8, 8)
+        assert got.tolist() == [softmax_ref(r.tolist(), exp_table.tolist(), 8) for r in rows]
+        exp_table[1:] //= 3  # T[0] stays 2^23
+    fixed = frozen.read_only(exp_table)
+    ops.softmax(rows, fixed, 8, 8)
+    assert frozen.held(fixed)

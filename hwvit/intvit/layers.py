@@ -119,6 +119,10 @@ class IntGelu:
     s_out: float
     variant: str = "lut"
 
+    def __post_init__(self):
+        # read-only, so the kernel checks it once, not at every call (hwvit.ops.frozen)
+        self.table = frozen.read_only(self.table)
+
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         y = k.gelu(x, self.table, self.in_bits)
         if tr.keep_records:
@@ -140,6 +144,10 @@ class IntSoftmax:
     exp: str = "table"  # "table" (the RTL twin) or "shift" (shift-and-add, Python only)
     exp_mult: int | None = None
     arith: Arith | None = None  # another arithmetic (hwvit.variants) in place of hwvit's
+
+    def __post_init__(self):
+        # read-only, so the kernel checks it once, not at every call (hwvit.ops.frozen)
+        self.exp_table = frozen.read_only(self.exp_table)
 
     @property
     def s_out(self) -> float:

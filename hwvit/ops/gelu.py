@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import signed
+from hwvit.ops import frozen
 from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_array, as_int_operand, check_bits, narrow_dtype, narrow_operand
 
@@ -22,18 +23,23 @@ def gelu(x: Any, table: Any, in_bits: int = 8, narrow: bool = False) -> np.ndarr
 
     ``narrow``: the result in the narrowest dtype holding the table's values instead of int64."""
     in_bits = check_bits(in_bits, "in_bits", 2, 16)
-    table = as_int_array(table, "table", *signed(16).range)
-    if table.shape != (1 << in_bits,):
-        raise ValueError(f"table: expected {1 << in_bits} entries for in_bits={in_bits}, got shape {table.shape}")
+
+    def checked():  # once for a read-only table (hwvit.ops.frozen), else at every call
+        t = np.array(as_int_array(table, "table", *signed(16).range))  # the kernel's own (writable) copy
+        if t.shape != (1 << in_bits,):
+            raise ValueError(f"table: expected {1 << in_bits} entries for in_bits={in_bits}, got shape {t.shape}")
+        dt = narrow_dtype(int(t.min()), int(t.max())) if narrow else np.int64
+        return t, dt, t.astype(np.int8) if dt == np.int8 else None
+
+    table, dtype, table8 = frozen.derived((table, in_bits, narrow), "gelu-table", checked)
     x = as_int_operand(x, "x")  # an int8 or int16 x: its range is checked by the lookup, in the same pass
     if x.dtype not in (np.int8, np.int16):  # checked here, then narrowed (exact): two kernel signatures
         x = narrow_operand(as_int_operand(x, "x", *signed(in_bits).range), in_bits)
-    dtype = narrow_dtype(int(table.min()), int(table.max())) if narrow else np.int64
-    if x.dtype == np.int8 and in_bits == 8 and dtype == np.int8 and x.size >= _VECTOR_MIN:
+    if x.dtype == np.int8 and in_bits == 8 and table8 is not None and x.size >= _VECTOR_MIN:
         from hwvit.ops import native  # imported here: numba with it, which small callers never need
 
         if native.unavailable() is None:  # an int8 x always indexes the 256 entries: no check
-            return native.lookup_i8(x, table.astype(np.int8))
+            return native.lookup_i8(x, table8)
     out = np.empty(x.size, dtype=dtype)
     ok = _jit.lookup_flat(np.ascontiguousarray(x).reshape(-1), table, 1 << (in_bits - 1), out)
     if not ok:

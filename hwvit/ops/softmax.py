@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from hwvit.formats import EXP, MULT_MAX, signed
+from hwvit.ops import frozen
 from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, narrow_operand, out_dtype
 
@@ -56,17 +57,22 @@ def softmax(
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_ROW:
         raise ValueError(f"softmax: rows must hold 1..{MAX_ROW} elements, got shape {x.shape}")
     if exp == "table":
-        table = as_int_array(exp_table, "exp_table", *EXP.range)
-        if table.ndim != 1 or not 1 <= table.shape[0] <= 1 << in_bits:
-            raise ValueError(f"exp_table: expected 1..{1 << in_bits} entries, got shape {table.shape}")
-        if int(table[0]) != EXP_ONE:
-            raise ValueError(f"exp_table: T[0] must be 2^{EXP_FRAC} = {EXP_ONE}, got {int(table[0])}")
+
+        def checked():  # once for a read-only table (hwvit.ops.frozen), else at every call
+            t = as_int_array(exp_table, "exp_table", *EXP.range)
+            if t.ndim != 1 or not 1 <= t.shape[0] <= 1 << in_bits:
+                raise ValueError(f"exp_table: expected 1..{1 << in_bits} entries, got shape {t.shape}")
+            if int(t[0]) != EXP_ONE:
+                raise ValueError(f"exp_table: T[0] must be 2^{EXP_FRAC} = {EXP_ONE}, got {int(t[0])}")
+            return _padded(t)
+
+        padded = frozen.derived((exp_table, in_bits), "softmax-table", checked)
         mult = 0
     elif exp == "shift":
         if exp_mult is None:
             raise ValueError("softmax: exp='shift' needs exp_mult = round(s_in * log2(e) * 2^16)")
         mult = int(as_int_array(exp_mult, "exp_mult", 0, MULT_MAX))
-        table = np.full(1, EXP_ONE, dtype=np.int64)  # unused by the shift-and-add path
+        padded = _padded(np.full(1, EXP_ONE, dtype=np.int64))  # unused by the shift-and-add path
     else:
         raise ValueError(f"softmax: exp must be 'table' or 'shift', got {exp!r}")
     q = (1 << out_bits) - 1
@@ -76,7 +82,7 @@ def softmax(
     out = np.empty(rows.shape, dtype=out_dtype(0, q, narrow))
     _jit.softmax_rows(
         rows,
-        _padded(table),
+        padded,
         q,
         RECIP_SHIFT,
         exp == "shift",
