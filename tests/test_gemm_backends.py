@@ -534,7 +534,8 @@ def test_split7_splits_at_the_seven_bit_edges():
 def test_linear_packed_packs_in_the_kernel(kind):
     """native.linear_packed packs A inside its parallel loop (row ranges by all threads for one product;
     each entry's A, and its W, in that entry's job for a batch): the requantized reference on every
-    kernel, M off the 32-row packing step, K off the quad, int8 a and unsigned uint8 a."""
+    kernel, M off the 32-row packing step, K off the quad, int8 a and unsigned uint8 a, a batch's bias
+    per entry and shared."""
     from hwvit.ops import native
 
     rng = np.random.default_rng(33)
@@ -546,6 +547,9 @@ def test_linear_packed_packs_in_the_kernel(kind):
         want = ops.requant(gb._int64(a, w) + (bias[:, None, :] if a.ndim == 3 else bias), mult, shift, 8)
         got = native.linear_packed(a, w, None, bias, mult, shift, -128, 127, kind)
         assert np.array_equal(got, want), a_shape
+        if a.ndim == 3:  # one (N,) bias row that every entry shares (attention's, without an offset)
+            shared = ops.requant(gb._int64(a, w) + bias[0], mult, shift, 8)
+            assert np.array_equal(native.linear_packed(a, w, None, bias[0], mult, shift, -128, 127, kind), shared)
         # unsigned bytes (P.V's probabilities) multiplied as they are (int16: zero-extended)
         u = (a.view(np.uint8) ^ 0x80).astype(np.uint8)  # 0..255, every byte value
         acc = gb._int64(u.astype(np.int64), w) + (bias[:, None, :] if a.ndim == 3 else bias)

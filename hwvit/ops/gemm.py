@@ -220,12 +220,8 @@ def linear(
         if w8.ndim == 2:
             a2, bias2 = a8.reshape(-1, k), fused_bias
         else:  # one product per entry (attention); an offset a's correction differs per entry
-            a2 = a8
-            bias2 = (
-                b + kernel_offset * w8.sum(axis=2, dtype=np.int64)
-                if kernel_offset
-                else np.broadcast_to(b, w8.shape[:2])
-            )
+            a2 = a8  # without one, every entry shares the (N,) bias
+            bias2 = b + kernel_offset * w8.sum(axis=2, dtype=np.int64) if kernel_offset else b
         y = gemm_backends.matmul_requant(a2, w8, bias2, m, s, lo, hi, name)
         if y is not None:
             return (y if narrow else y.astype(np.int64)).reshape(out_shape)

@@ -311,8 +311,9 @@ def matmul_requant(
 ) -> np.ndarray | None:
     """``requant(bias + a8 @ w8^T)`` in one pass where the backend can (int16_avx2 and int8_vnni, K
     that one call takes): int8 or int16 (M, N), or per entry of (B, M, K) x (B, N, K) with a (B, N)
-    bias; else None and the caller requantizes. Arguments checked by ``hwvit.ops.gemm.linear``. A uint8
-    ``a8`` (only where ``takes_offset_uint8``) is multiplied as it is: unsigned bytes, no offset."""
+    bias or an (N,) one every entry shares; else None and the caller requantizes. Arguments checked
+    by ``hwvit.ops.gemm.linear``. A uint8 ``a8`` (only where ``takes_offset_uint8``) is multiplied as
+    it is: unsigned bytes, no offset."""
     name = name or backend()
     if name not in _FUSED_BIAS:
         return None

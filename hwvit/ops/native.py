@@ -271,7 +271,9 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
     to one worker a thread: an idle thread takes the next one (no chunk size to set from Python, a few
     microseconds a call). ``out_bytes``: 1 (int8 y) or 2 (int16); ``flip``: 0x80 for an int8 ``a8``,
     0 for a uint8 one (its bytes are the operand: the tile runs raw, with no offset correction).
-    ``dims``: (m, k, n, entries, lo, hi, out_bytes, threads); ``packing``: (flip, padded, sa, sw, pack_w). A and
+    ``dims``: (m, k, n, entries, lo, hi, out_bytes, threads); ``packing``: (flip, padded, sa, sw, pack_w,
+    bias_step): ``bias_step`` the int64 words from one entry's bias row to the next (N; 0: one row
+    that every entry shares). A and
     W come as (address, entry stride, row stride, K stride), in bytes (one byte an element): any
     layout; the scratch and the vectors as addresses ``at``: (packed A, packed W, bias, mult, shift,
     y), the packed A a ``_scratch`` buffer (its first cache line the job counter, packed A from the
@@ -279,7 +281,7 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
     them: one compiled signature whatever the dtypes and flags of the arrays (a read-only array is a
     type of its own to numba, and each signature costs seconds to compile)."""
     m, k, n, entries, lo, hi, out_bytes, threads = dims
-    flip, padded, sa, sw, pack_w = packing
+    flip, padded, sa, sw, pack_w, bias_step = packing
     pa, pw, bias, mult, shift, y = at
     counter = _line_up(pa)  # a line of its own: every worker adds to it
     pa = counter + _LINE  # the packed operands this call makes start on a cache line (_scratch)
@@ -312,7 +314,9 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
             p0 = 0 if whole else (j % panel_jobs) * panels
             r1 = m if whole else min(r0 + rows, m)
             p1 = n_panels if whole else min(p0 + panels, n_panels)
-            _hw_linear(kind, pa, pw, m, k, n, e, r0, r1, p0, p1, bias, mult, shift, lo, hi, out_bytes, y, raw)
+            # entry e's operands, bias row and output (hw_linear's own entry offsets, with the bias's step)
+            ea, ew, eb, ey = pa + 4 * e * sa, pw + 4 * e * sw, bias + 8 * e * bias_step, y + e * m * n * out_bytes
+            _hw_linear(kind, ea, ew, m, k, n, 0, r0, r1, p0, p1, eb, mult, shift, lo, hi, out_bytes, ey, raw)
             j = _hw_next_job(counter)
 
 
@@ -434,7 +438,8 @@ def linear_packed(
 ) -> np.ndarray:
     """``ops.requant(bias + a8 @ w8^T, mult, shift)`` clamped to [lo, hi], computed in the tile as
     the sums are stored (the int32 sums are never written out): (M, K) x (N, K) -> (M, N), or per
-    entry of (B, M, K) x (B, N, K) with a (B, N) bias -> (B, M, N); int8 when [lo, hi] fits it,
+    entry of (B, M, K) x (B, N, K) with a (B, N) bias, or an (N,) one that every entry shares,
+    -> (B, M, N); int8 when [lo, hi] fits it,
     else int16. ``packed_w``: ``pack_w(w8, kind)`` made earlier, or None. A uint8 ``a8`` (an unsigned
     operand, P.V's probabilities) is multiplied as it is: its bytes are what the quad instruction
     takes, and the int16 kernel widens them to 0..255, so neither a pass over it nor an offset
@@ -466,7 +471,7 @@ def linear_packed(
     bias, mult, shift = (np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
     flip = 0 if a8.dtype == np.uint8 else 0x80
     dims = (m, k, n, entries, lo, hi, y.itemsize, numba.get_num_threads())
-    packing = (flip, padded, sa, sw, int(pack_in_jobs))
+    packing = (flip, padded, sa, sw, int(pack_in_jobs), n if bias.size > n else 0)
     # every array by address (each lives in this frame for the call), A and W with their strides
     a_at, w_at = ((x.ctypes.data, *x.strides) for x in (a8, w8))
     at = (pa.ctypes.data, pw.ctypes.data, bias.ctypes.data, mult.ctypes.data, shift.ctypes.data, y.ctypes.data)
@@ -500,7 +505,7 @@ def linear_planned(a8: np.ndarray, plan: tuple, lo: int, hi: int) -> np.ndarray:
     pa = _scratch(sa)  # the job counter, then A packed by all threads in the kernel
     flip = 0 if a8.dtype == np.uint8 else 0x80
     at = (pa.ctypes.data, pw_at, bias_at, mult_at, shift_at, y.ctypes.data)
-    dims, packing = (m, k, n, 0, lo, hi, y.itemsize, _threads_for(m, k, n)), (flip, padded, sa, sw, 0)
+    dims, packing = (m, k, n, 0, lo, hi, y.itemsize, _threads_for(m, k, n)), (flip, padded, sa, sw, 0, 0)
     _linear_parallel(kind, (a8.ctypes.data, 0, *a8.strides), (0, 0, 0, 0), at, dims, packing)
     return y
 
