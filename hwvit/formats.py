@@ -113,12 +113,25 @@ class IntFormat:
         return f"{self.bits}-bit {'signed' if self.signed else 'unsigned'}"
 
 
+_FORMATS: dict[tuple[int, bool], IntFormat] = {}  # one IntFormat per width and sign: the kernels ask per call
+
+
+def _format(bits: int, is_signed: bool) -> IntFormat:
+    """The (immutable) IntFormat, made once per int width; anything else is made, and checked, anew."""
+    if type(bits) is not int:  # a bool, a float, a list: IntFormat says what is wrong
+        return IntFormat(bits, is_signed)
+    fmt = _FORMATS.get((bits, is_signed))
+    if fmt is None:
+        fmt = _FORMATS[bits, is_signed] = IntFormat(bits, is_signed)
+    return fmt
+
+
 def signed(bits: int) -> IntFormat:
-    return IntFormat(bits, True)
+    return _format(bits, True)
 
 
 def unsigned(bits: int) -> IntFormat:
-    return IntFormat(bits, False)
+    return _format(bits, False)
 
 
 # The fixed widths of docs/arithmetic.md.

@@ -29,3 +29,14 @@ def test_fixed_widths():
 def test_rejects_bad_formats(bits, sign):
     with pytest.raises(ValueError):
         IntFormat(bits, sign)
+
+
+def test_formats_are_made_once_per_width_and_checked_every_time():
+    """The kernels ask for signed(bits) at every call: one immutable IntFormat per int width and sign,
+    and a bad width (a bool, a float, out of range) is refused each time, never cached."""
+    assert signed(8) is signed(8) and unsigned(8) is unsigned(8) and signed(8) is not unsigned(8)
+    assert signed(8).range == (-128, 127) and unsigned(8).range == (0, 255)
+    for bad in (True, 8.0, 0, 65):
+        for _ in range(2):
+            with pytest.raises(ValueError, match="bits must be an integer"):
+                signed(bad)
