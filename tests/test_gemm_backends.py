@@ -589,6 +589,55 @@ def test_packed_operands_start_on_a_cache_line(kind):
     assert [native._line_up(x) for x in (0, 1, 63, 64, 65, 4096 + 16)] == [0, 64, 64, 64, 128, 4096 + 64]
 
 
+def test_workers_pack_a_then_wait_for_it_in_one_loop(kind):
+    """One product's workers pack A in 32-row chunks, then wait for every chunk before their first
+    tile (one parallel loop): the chunks cover all of A and the products are the reference's, many
+    chunks and jobs, repeated, on every kernel, on one thread (its worker packs it all) and on all.
+    (That a wait holds until the last chunk is counted: test_a_wait_for_jobs_ends_at_the_last_one.)"""
+    import numba
+
+    from hwvit.ops import native
+
+    rng = np.random.default_rng(36)
+    a = _i8(rng.integers(-128, 128, (389, 320)))  # 13 chunks of packed A
+    w = _i8(rng.integers(-128, 128, (300, 320)))
+    bias = rng.integers(-(2**20), 2**20, 300)
+    mult, shift = rng.integers(1 << 28, 1 << 31, 300), rng.integers(24, 31, 300)
+    want = ops.requant(gb._int64(a, w) + bias, mult, shift, 8)
+    plan = native.plan_linear(w, native.pack_w(w, kind), bias, mult, shift, kind)
+    threads = numba.get_num_threads()
+    try:
+        for t in sorted({1, threads}):
+            numba.set_num_threads(t)
+            for _ in range(20):
+                assert np.array_equal(native.linear_planned(a, plan, -128, 127), want), t
+    finally:
+        numba.set_num_threads(threads)
+
+
+def test_a_wait_for_jobs_ends_at_the_last_one():
+    """hw_wait_jobs(done, total) returns only once hw_job_done has counted ``total`` jobs: a thread
+    waiting for 3 is still waiting after 2 (ctypes lets go of the GIL during the C call)."""
+    import ctypes
+    import threading
+    import time
+
+    from hwvit.ops import native
+
+    lib = native._load()
+    lib.hw_wait_jobs.argtypes, lib.hw_wait_jobs.restype = [ctypes.c_void_p, ctypes.c_int64], None
+    lib.hw_job_done.argtypes, lib.hw_job_done.restype = [ctypes.c_void_p], None
+    done = np.zeros(8, np.int64)
+    waiter = threading.Thread(target=lib.hw_wait_jobs, args=(done.ctypes.data, 3))
+    waiter.start()
+    for count in range(3):
+        time.sleep(0.05)
+        assert waiter.is_alive(), f"the wait ended after {count} of 3 jobs"
+        lib.hw_job_done(done.ctypes.data)
+    waiter.join(timeout=10)
+    assert not waiter.is_alive() and done[0] == 3
+
+
 def test_int16_kernel_unsigned_a_at_the_bound():
     """uint8 a on the int16 kernel: K * 255 * 128 < 2^31 is ops.gemm's bound (K <= 65793); at that K,
     a = 255 against w = -128 and w = 127 sums to -255 * 128 * K and 255 * 127 * K in one call, and

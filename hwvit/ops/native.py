@@ -70,6 +70,8 @@ _hw_pack_w_strided = types.ExternalFunction("hw_pack_w_strided", types.void(_I, 
 _hw_row_block = types.ExternalFunction("hw_row_block", types.int64(_I, _I, _I))
 _hw_reset_jobs = types.ExternalFunction("hw_reset_jobs", types.void(_P))
 _hw_next_job = types.ExternalFunction("hw_next_job", types.int64(_P))
+_hw_job_done = types.ExternalFunction("hw_job_done", types.void(_P))
+_hw_wait_jobs = types.ExternalFunction("hw_wait_jobs", types.void(_P, _I))
 _NR = 24  # columns of a W panel (the C NR; _load checks it)
 _PACK_ROWS = 32  # rows of packed A per job of the packing loop (a multiple of every kind's block rows)
 _hw_lookup_i8 = types.ExternalFunction("hw_lookup_i8", types.void(_P, _I, _P, _P))
@@ -264,45 +266,54 @@ def _tiles_parallel(kind, pa, pw, m, k, n, bias, c, counter, threads):
 
 @njit(parallel=True, cache=True)
 def _linear_parallel(kind, a_at, w_at, at, dims, packing):
-    """Pack A, then hw_linear per job. ``padded``: the packed rows of one A; ``sa``, ``sw``: int32
-    words of one packed A, W. A batch of products (``entries`` > 0): one job per entry, which packs
-    its own A (and its W, where ``pack_w``) and runs it whole. One product: A packed by all threads
-    (_PACK_ROWS rows a job), then ``_grid``'s jobs. The jobs are handed out by a counter (``hw_next_job``)
-    to one worker a thread: an idle thread takes the next one (no chunk size to set from Python, a few
-    microseconds a call). ``out_bytes``: 1 (int8 y) or 2 (int16); ``flip``: 0x80 for an int8 ``a8``,
-    0 for a uint8 one (its bytes are the operand: the tile runs raw, with no offset correction).
-    ``dims``: (m, k, n, entries, lo, hi, out_bytes, threads); ``packing``: (flip, padded, sa, sw, pack_w,
-    bias_step): ``bias_step`` the int64 words from one entry's bias row to the next (N; 0: one row
-    that every entry shares). A and
-    W come as (address, entry stride, row stride, K stride), in bytes (one byte an element): any
-    layout; the scratch and the vectors as addresses ``at``: (packed A, packed W, bias, mult, shift,
-    y), the packed A a ``_scratch`` buffer (its first cache line the job counter, packed A from the
-    next one on) and W, where ``pack_w``, one too (from its first line on). Only integers and tuples of
-    them: one compiled signature whatever the dtypes and flags of the arrays (a read-only array is a
-    type of its own to numba, and each signature costs seconds to compile)."""
+    """Pack A, then hw_linear per job, in one parallel loop of workers (one a thread) that take
+    numbered jobs from counters in C (``hw_next_job``): an idle thread takes the next one, and no
+    chunk size is set from Python. ``padded``: the packed rows of one A; ``sa``, ``sw``: int32 words
+    of one packed A, W. A batch of products (``entries`` > 0): one job per entry, which packs its own
+    A (and its W, where ``pack_w``) and runs it whole. One product: the workers first pack A in chunks
+    of _PACK_ROWS rows, each counted done when written; a worker waits for all of them
+    (``hw_wait_jobs``) before its first block of ``_grid``'s jobs (a second parallel loop cost a
+    fork and join, 11 us a call on 16 threads). ``out_bytes``: 1 (int8 y) or 2 (int16); ``flip``: 0x80
+    for an int8 ``a8``, 0 for a uint8 one (its bytes are the operand: the tile runs raw, with no
+    offset correction). ``dims``: (m, k, n, entries, lo, hi, out_bytes, threads); ``packing``: (flip,
+    padded, sa, sw, pack_w, bias_step): ``bias_step`` the int64 words from one entry's bias row to
+    the next (N; 0: one row that every entry shares). A and W come as (address, entry stride, row
+    stride, K stride), in bytes (one byte an element): any layout; the scratch and the vectors as
+    addresses ``at``: (packed A, packed W, bias, mult, shift, y), the packed A a ``_scratch`` buffer
+    (three counters on lines of their own from its first cache line, packed A after them) and W,
+    where ``pack_w``, one too (from its first line on). Only integers and tuples of them: one compiled
+    signature whatever the dtypes and flags of the arrays (a read-only array is a type of its own to
+    numba, and each signature costs seconds to compile)."""
     m, k, n, entries, lo, hi, out_bytes, threads = dims
     flip, padded, sa, sw, pack_w, bias_step = packing
     pa, pw, bias, mult, shift, y = at
-    counter = _line_up(pa)  # a line of its own: every worker adds to it
-    pa = counter + _LINE  # the packed operands this call makes start on a cache line (_scratch)
+    next_chunk = _line_up(pa)  # three counters, a line each (every worker adds to them), then packed A
+    chunks_done, next_job = next_chunk + _LINE, next_chunk + 2 * _LINE
+    pa = next_chunk + 3 * _LINE  # the packed operands this call makes start on a cache line (_scratch)
     if pack_w:
         pw = _line_up(pw)
     raw = 1 if flip == 0 else 0
     a_addr, a_se, a_sm, a_sk = a_at
     w_addr, w_se, w_sn, w_sk = w_at
-    if entries > 0:
+    if entries > 0:  # each job packs its own entry
         n_panels, rows, row_jobs, panels, panel_jobs = -(-n // _NR), m, 1, -(-n // _NR), 1
-        jobs = entries
-    else:
+        jobs, chunks = entries, 0
+    else:  # the workers pack A in chunks of _PACK_ROWS rows first, then run the grid
         n_panels, rows, row_jobs, panels, panel_jobs = _grid(kind, m, k, n, threads)
-        jobs = row_jobs * panel_jobs
-        for c in prange((padded + _PACK_ROWS - 1) // _PACK_ROWS):
+        jobs, chunks = row_jobs * panel_jobs, (padded + _PACK_ROWS - 1) // _PACK_ROWS
+    _hw_reset_jobs(next_chunk)
+    _hw_reset_jobs(chunks_done)
+    _hw_reset_jobs(next_job)
+    for _ in prange(min(threads, max(jobs, chunks))):
+        c = _hw_next_job(next_chunk)
+        while c < chunks:
             r0 = c * _PACK_ROWS
-            r1 = min(r0 + _PACK_ROWS, padded)
-            _hw_pack_a_rows(kind, a_addr, m, k, a_sm, a_sk, r0, r1, pa, flip)
-    _hw_reset_jobs(counter)
-    for _ in prange(min(threads, jobs)):
-        j = _hw_next_job(counter)
+            _hw_pack_a_rows(kind, a_addr, m, k, a_sm, a_sk, r0, min(r0 + _PACK_ROWS, padded), pa, flip)
+            _hw_job_done(chunks_done)
+            c = _hw_next_job(next_chunk)
+        j = _hw_next_job(next_job)
+        if j < jobs:
+            _hw_wait_jobs(chunks_done, chunks)  # all of A packed (one parallel loop, not two)
         while j < jobs:
             whole = entries > 0  # a job is one entry, whole; else one block of the grid
             e = j if whole else 0
@@ -317,7 +328,7 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
             # entry e's operands, bias row and output (hw_linear's own entry offsets, with the bias's step)
             ea, ew, eb, ey = pa + 4 * e * sa, pw + 4 * e * sw, bias + 8 * e * bias_step, y + e * m * n * out_bytes
             _hw_linear(kind, ea, ew, m, k, n, 0, r0, r1, p0, p1, eb, mult, shift, lo, hi, out_bytes, ey, raw)
-            j = _hw_next_job(counter)
+            j = _hw_next_job(next_job)
 
 
 @njit(parallel=True, cache=True)
@@ -339,9 +350,9 @@ def _words(count: int) -> np.ndarray:
 
 
 def _scratch(count: int) -> np.ndarray:
-    """Room for a cache line (a job counter) and ``count`` int32 words after the first 64-byte
+    """Room for three cache lines (job counters) and ``count`` int32 words after the first 64-byte
     boundary in it (``_line_up``)."""
-    return np.empty(count + 2 * _LINE // 4, np.int32)
+    return np.empty(count + 4 * _LINE // 4, np.int32)
 
 
 @njit(cache=True)

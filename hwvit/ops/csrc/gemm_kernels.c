@@ -412,6 +412,15 @@ static void tile_amx_emulated(const int32_t *arow, int64_t ng, const int32_t *wq
 void hw_reset_jobs(int64_t *counter) { __atomic_store_n(counter, 0, __ATOMIC_RELAXED); }
 int64_t hw_next_job(int64_t *counter) { return __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED); }
 
+/* A job whose output others read in the same parallel region (a chunk of packed A): its worker
+ * counts it done (release: its writes before the count), and a worker about to read them waits for
+ * the count to reach the total (acquire), pausing between reads. A job is counted by the worker that
+ * took it, which never waits before finishing it: a wait ends once those workers run. */
+void hw_job_done(int64_t *done) { __atomic_fetch_add(done, 1, __ATOMIC_RELEASE); }
+void hw_wait_jobs(const int64_t *done, int64_t total) {
+    while (__atomic_load_n(done, __ATOMIC_ACQUIRE) < total) _mm_pause();
+}
+
 /* rows of A per job for an M x K product: blocks of at most A_BLOCK_BYTES of packed A (3/4 of a
  * Zen 3 core's 512 KiB L2) stay in cache while a job's panels pass over them, and the blocks are
  * made equal. Without blocking, at batch 64 A (12608 x 768) was read from memory once per panel
