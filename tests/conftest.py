@@ -51,3 +51,18 @@ def fake_cpu(monkeypatch):
         return fake
 
     return set_flags
+
+
+@pytest.fixture(params=["int16", "split7", "vnni", "amx"])
+def kind(request, vnni_here) -> int:
+    """The int16 kernel, the 7-bit split quads (vpmaddubsw, outliers listed), the int8 quad (vpdpbusd)
+    kernel: the real one where the CPU has VNNI, else its AVX2 emulation (the same packing, offset,
+    tile and requant; only the instruction differs), and the AMX tile: the real one where the CPU has
+    it and Linux grants it, else its emulation in C (the same packing, padding and 32-row blocks)."""
+    from hwvit.ops import native
+
+    if request.param == "split7":
+        return native.KINDS["split7"]
+    if request.param == "amx":
+        return native.KINDS["amx"] if native.amx_why() is None else native.KINDS["amx_emulated"]
+    return native.KINDS["int16"] if request.param == "int16" else vnni_here

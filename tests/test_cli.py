@@ -162,14 +162,16 @@ def test_bench_breakdown_splits_the_int_forward_by_op():
     b = data["breakdown"]
     source = pipeline.load_source("digits", seed=0)
     model = quantize_model(source.model.eval(), pipeline.calibration_inputs(source, 2, 0))
-    counted = []
-    real = ops.linear
+    counted, heads = [], []
+    real, real_heads = ops.linear, ops.attention_heads
     ops.linear = lambda *a, **k: counted.append(1) or real(*a, **k)
+    ops.attention_heads = lambda *a, **k: heads.append(1) or real_heads(*a, **k)
     try:
         model.forward(pipeline.eval_inputs(source, 1, 0)[0].numpy())
     finally:
-        ops.linear = real
+        ops.linear, ops.attention_heads = real, real_heads
     assert b["ops"]["linear"]["calls"] == len(counted) > 0
+    assert b["ops"]["attention_heads"]["calls"] == len(heads) > 0  # Q.K^T, softmax and P.V: one call a block
     for name, row in b["ops"].items():
         assert row["calls"] > 0 and 0 <= row["compiled_ms"] <= row["ms"] <= b["forward_ms"], name
         assert row["rest_ms"] >= 0, name

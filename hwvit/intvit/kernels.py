@@ -48,6 +48,13 @@ class NumpyKernels:
     def residual_add(self, a, b, mult_a: int, mult_b: int, shift: int, out_bits: int):
         return ops.residual_add(a, b, mult_a, mult_b, shift, out_bits, narrow=True)
 
+    def attention_heads(self, q, k, v, scores, softmax, context):
+        """Per entry (image x head) of (E, N, hd) q, k, v: the context of Q.K^T requantized by
+        ``scores`` (a Requant), the ``softmax`` (an IntSoftmax: its table and widths) and P.V
+        requantized by ``context`` (``ops.attention_heads``: one call for the three)."""
+        sm, ctx = (scores.mult, scores.shift, scores.out_bits), (context.mult, context.shift, context.out_bits)
+        return ops.attention_heads(q, k, v, *sm, softmax.exp_table, softmax.out_bits, *ctx, narrow=True)
+
     def variant(self, v, x, params):
         """An arithmetic variant's exact kernel (hwvit.variants) on ``x``."""
         return v.kernel(np.asarray(x).astype(np.int64, copy=False), params)

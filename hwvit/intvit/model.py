@@ -155,6 +155,9 @@ class IntAttention:
         vh = k.value(tr, f"{path}.v", vh, self.s_v)
         # All heads (and images) in one batched GEMM call each; one record per head for the RTL.
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (qh, kh, vh))
+        if self._heads_at_once(tr, k):  # nothing traced between: the three steps as one call
+            ctx = k.attention_heads(qs, ks, vs, self.scores, self.softmax, self.context)
+            return self._output(ctx, tr, path, b, n, k)
         scores = self._product(tr, path, b, "qk", qs, ks, k)  # (B*H, N, N)
         scores = scores.reshape(b, h, n, n)
         scores = k.value(tr, f"{path}.scores", scores, self.scores.s_out)
@@ -163,6 +166,20 @@ class IntAttention:
         ps = probs.reshape(b * h, n, n)
         vt = k.permute(vs, (0, 2, 1))  # (B*H, hd, N): V^T, the GEMM's weight rows
         ctx = self._product(tr, path, b, "av", ps, vt, k)  # (B*H, N, hd)
+        return self._output(ctx, tr, path, b, n, k)
+
+    def _heads_at_once(self, tr: Trace, k) -> bool:
+        """Whether Q.K^T, softmax and P.V may run as one ``attention_heads`` call: nothing of them is
+        traced or forced, hwvit's own arithmetic in all three, and a provider that has the call."""
+        sm = self.softmax
+        plain = sm.arith is None and sm.exp == "table" and sm.in_bits == self.scores.out_bits
+        quiet = not (tr.keep_records or tr.keep_values or tr.force is not None)
+        rounding = self.scores.is_default and self.context.is_default
+        return quiet and plain and rounding and hasattr(k, "attention_heads")
+
+    def _output(self, ctx, tr: Trace, path: str, b: int, n: int, k):
+        """(B*H, N, hd) context -> (B, N, H*hd), traced, then the output projection."""
+        h, hd = self.heads, self.head_dim
         ctx = k.permute(ctx.reshape(b, h, n, hd), (0, 2, 1, 3))  # (B, N, H, hd)
         ctx = ctx.reshape(b, n, h * hd)
         ctx = k.value(tr, f"{path}.context", ctx, self.context.s_out)

@@ -6,12 +6,14 @@ kernels return the narrowest dtype holding their output width instead, as the in
 uses them; an int8 operand needs no range scan). docs/arithmetic.md states each
 kernel's widths, rounding and saturation; ``hwvit.ops.reference`` holds slow plain-Python twins
 used by the tests. Kernels share names with their Verilog twins: ``ops.<kind>`` <-> ``rtl/<kind>.v``
-(requant, gemm, gelu, softmax, layernorm, residual_add, round_sat, divu, isqrt).
+(requant, gemm, gelu, softmax, layernorm, residual_add, round_sat, divu, isqrt). ``attention_heads``
+is the composition linear -> softmax -> linear of attention's heads in one call, with their integers.
 """
 
 from __future__ import annotations
 
 from hwvit.formats import Rounding
+from hwvit.ops.attention import attention_heads
 from hwvit.ops.divu import divu
 from hwvit.ops.gelu import gelu
 from hwvit.ops.gemm import gemm, linear
@@ -28,6 +30,7 @@ __all__ = [
     "LN_K",
     "LN_T",
     "Rounding",
+    "attention_heads",
     "divu",
     "gelu",
     "gemm",

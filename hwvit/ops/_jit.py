@@ -77,46 +77,54 @@ def residual_rows(a, b, mult_a, mult_b, shift, lo, hi, out):
 SOFTMAX_CHUNK = 16  # rows per parallel job: one exp buffer for them, and fewer jobs for prange
 
 
+@njit(inline="always")
+def softmax_row(x, i, table, q, recip_shift, use_shift, shift_mult, exp_frac, shift_frac, e, out):
+    """Row ``i`` of (R, N) ``x`` into ``out[i]``: E = T[max - x] (or shift-and-add when use_shift),
+    one reciprocal, probabilities as differences of the rounded cumulative sums (the row sums to q).
+    ``table`` holds the exp table and one 0 after it: an index d past the table's end reads that 0
+    (``min(d, L)``, no branch), which is the d >= L case of the contract. ``e``: an (N,) int64 buffer."""
+    n = x.shape[1]
+    last = table.shape[0] - 1  # the 0 entry
+    mx32 = np.int32(x[i, 0])  # inputs are at most 16 bits: int32 lanes vectorize wider
+    for j in range(1, n):
+        mx32 = max(mx32, np.int32(x[i, j]))
+    mx = np.int64(mx32)
+    total = np.int64(0)
+    if use_shift:  # I-ViT shift-and-add: 2^23 * (1 - f/2) >> q
+        one = _ONE << exp_frac
+        frac_mask = (_ONE << shift_frac) - 1
+        for j in range(n):
+            t = (mx - np.int64(x[i, j])) * shift_mult
+            qq = t >> shift_frac
+            r = t & frac_mask
+            ev = np.int64(0) if qq >= exp_frac + 1 else (one - (r << (exp_frac - shift_frac - 1))) >> qq
+            e[j] = ev
+            total += ev
+    else:
+        for j in range(n):
+            ev = table[min(mx - np.int64(x[i, j]), last)]
+            e[j] = ev
+            total += ev
+    recip = ((q << recip_shift) + (total >> 1)) // total
+    half = _ONE << (recip_shift - 1)
+    running = np.int64(0)
+    prev = np.int64(0)
+    for j in range(n):
+        running += e[j]
+        cum = (running * recip + half) >> recip_shift
+        out[i, j] = cum - prev
+        prev = cum
+
+
 @njit(parallel=True, cache=True)
 def softmax_rows(x, table, q, recip_shift, use_shift, shift_mult, exp_frac, shift_frac, out):
-    """Rows of (R, N) into ``out``: E = T[max - x] (or shift-and-add when use_shift), one
-    reciprocal per row, probabilities as differences of the rounded cumulative sums (every row
-    sums to q). ``table`` holds the exp table and one 0 after it: an index d past the table's end
-    reads that 0 (``min(d, L)``, no branch), which is the d >= L case of the contract."""
+    """Rows of (R, N) into ``out`` (``softmax_row``), in chunks of SOFTMAX_CHUNK rows that share one
+    exp buffer."""
     rows, n = x.shape
-    last = table.shape[0] - 1  # the 0 entry
-    one = _ONE << exp_frac
-    frac_mask = (_ONE << shift_frac) - 1
-    half = _ONE << (recip_shift - 1)
     for c in prange((rows + SOFTMAX_CHUNK - 1) // SOFTMAX_CHUNK):
         e = np.empty(n, dtype=np.int64)
         for i in range(c * SOFTMAX_CHUNK, min(rows, (c + 1) * SOFTMAX_CHUNK)):
-            mx32 = np.int32(x[i, 0])  # inputs are at most 16 bits: int32 lanes vectorize wider
-            for j in range(1, n):
-                mx32 = max(mx32, np.int32(x[i, j]))
-            mx = np.int64(mx32)
-            total = np.int64(0)
-            if use_shift:  # I-ViT shift-and-add: 2^23 * (1 - f/2) >> q
-                for j in range(n):
-                    t = (mx - np.int64(x[i, j])) * shift_mult
-                    qq = t >> shift_frac
-                    r = t & frac_mask
-                    ev = np.int64(0) if qq >= exp_frac + 1 else (one - (r << (exp_frac - shift_frac - 1))) >> qq
-                    e[j] = ev
-                    total += ev
-            else:
-                for j in range(n):
-                    ev = table[min(mx - np.int64(x[i, j]), last)]
-                    e[j] = ev
-                    total += ev
-            recip = ((q << recip_shift) + (total >> 1)) // total
-            running = np.int64(0)
-            prev = np.int64(0)
-            for j in range(n):
-                running += e[j]
-                cum = (running * recip + half) >> recip_shift
-                out[i, j] = cum - prev
-                prev = cum
+            softmax_row(x, i, table, q, recip_shift, use_shift, shift_mult, exp_frac, shift_frac, e, out)
 
 
 @njit(inline="always")

@@ -149,6 +149,20 @@ def gemm(a: Any, w: Any, bias: Any = None, a_signed: bool = True) -> np.ndarray:
     return _product(*_operands(a, w, bias, a_signed))
 
 
+def requant_vectors(multiplier: Any, shift: Any, out_bits: int, n_out: int) -> tuple:
+    """Checked (multipliers, shifts) as (n_out,) int64 vectors (per tensor or per output channel) and
+    the output's (lo, hi); made once for immutable parameters (``hwvit.ops.frozen``)."""
+
+    def make():
+        bits = check_bits(out_bits, "out_bits", *OUT_BITS)
+        m = channel_param(multiplier, "multiplier", 0, MULT_MAX, (n_out,))
+        s = channel_param(shift, "shift", 0, SHIFT_MAX, (n_out,))
+        ref = np.empty((0, n_out))  # per_channel only reads the channel count
+        return (per_channel(m, ref), per_channel(s, ref), *signed(bits).range)
+
+    return frozen.derived((multiplier, shift, out_bits, n_out), "linear-requant", make)
+
+
 def _linear_params(
     w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int, offset: int, name: str, kind: int | None
 ) -> tuple:
@@ -162,15 +176,7 @@ def _linear_params(
     w8 = _w8(w, contiguous=False)  # int8 w in its own layout: the fused kernel packs any strides
     n_out, k = w8.shape[-2:]
     b = frozen.derived((bias, n_out, k), "linear-bias", lambda: _bias(bias, n_out, k))
-
-    def requant_params():
-        bits = check_bits(out_bits, "out_bits", *OUT_BITS)
-        m = channel_param(multiplier, "multiplier", 0, MULT_MAX, (n_out,))
-        s = channel_param(shift, "shift", 0, SHIFT_MAX, (n_out,))
-        ref = np.empty((0, n_out))  # per_channel only reads the channel count
-        return (per_channel(m, ref), per_channel(s, ref), *signed(bits).range)
-
-    rq = frozen.derived((multiplier, shift, out_bits, n_out), "linear-requant", requant_params)
+    rq = requant_vectors(multiplier, shift, out_bits, n_out)
     fused_bias = b
     if offset and w8.ndim == 2:
         fused_bias = _bias_for(b, offset, w8)  # kept with the rest by linear's lookup where w and bias are

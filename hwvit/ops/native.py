@@ -46,6 +46,7 @@ from numba import njit, prange, types
 
 from hwvit import toolchain
 from hwvit.ops import cpu
+from hwvit.ops._jit import softmax_row
 
 SOURCE = Path(__file__).with_name("csrc") / "gemm_kernels.c"
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
@@ -329,6 +330,92 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
             ea, ew, eb, ey = pa + 4 * e * sa, pw + 4 * e * sw, bias + 8 * e * bias_step, y + e * m * n * out_bytes
             _hw_linear(kind, ea, ew, m, k, n, 0, r0, r1, p0, p1, eb, mult, shift, lo, hi, out_bytes, ey, raw)
             j = _hw_next_job(next_job)
+
+
+@njit(parallel=True, cache=True)
+def _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, sizes, scratch, scores, probs, ebuf, table):
+    """``attention_heads``: per entry e, one job of a worker (one a thread, entries from a counter):
+    Q.K^T requantized to int8 scores (pack q[e] and k[e], hw_linear), the softmax of each score row
+    to uint8 probabilities (``_jit.softmax_row``), P.V^T requantized to the int8 context (pack the
+    probabilities raw, v[e] as W with its rows along hd, hw_linear). The worker's scores, probabilities
+    and exp buffer are its rows of ``scores``, ``probs``, ``ebuf``; its packed operands a slot of
+    ``sizes[-1]`` words in ``scratch`` after the counter's line. q, k, v come as (address, entry
+    stride, row stride, K stride) in bytes (v's row stride along hd, its K stride along the tokens);
+    ``vecs``: (zero bias, score multipliers, score shifts, context multipliers, context shifts), (N,)
+    or (hd,) int64 addresses; ``dims``: (E, N, hd, threads, score lo, hi, context lo, hi, softmax q,
+    recip_shift, exp_frac, shift_frac); ``sizes``: words of the packed Q, K, P, V^T (each a whole
+    number of cache lines), their padded rows, and a slot's words."""
+    q_addr, q_se, q_sm, q_sk = q_at
+    k_addr, k_se, k_sn, k_sk = k_at
+    v_addr, v_se, v_sd, v_sn = v_at
+    zero, s_mult, s_shift, c_mult, c_shift = vecs
+    entries, n, hd, threads, slo, shi, clo, chi, qmax, recip_shift, exp_frac, shift_frac = dims
+    sa1, sw1, sa2, sw2, pad1, pad2, slot = sizes
+    counter = _line_up(scratch)
+    _hw_reset_jobs(counter)
+    for t in prange(min(threads, entries)):
+        pa1 = counter + _LINE + 4 * t * slot
+        pw1 = pa1 + 4 * sa1
+        pa2 = pw1 + 4 * sw1
+        pw2 = pa2 + 4 * sa2
+        sc, pr, e_buf = scores[t], probs[t], ebuf[t]
+        e = _hw_next_job(counter)
+        while e < entries:
+            _hw_pack_a_rows(kind, q_addr + e * q_se, n, hd, q_sm, q_sk, 0, pad1, pa1, 0x80)
+            _hw_pack_w_strided(kind, k_addr + e * k_se, n, hd, k_sn, k_sk, pw1)
+            s_at, panels = sc.ctypes.data, -(-n // _NR)
+            _hw_linear(kind, pa1, pw1, n, hd, n, 0, 0, n, 0, panels, zero, s_mult, s_shift, slo, shi, 1, s_at, 0)
+            for i in range(n):
+                softmax_row(sc, i, table, qmax, recip_shift, False, 0, exp_frac, shift_frac, e_buf, pr)
+            _hw_pack_a_rows(kind, pr.ctypes.data, n, n, n, 1, 0, pad2, pa2, 0)
+            _hw_pack_w_strided(kind, v_addr + e * v_se, hd, n, v_sd, v_sn, pw2)
+            ctx = y_at + e * n * hd
+            _hw_linear(kind, pa2, pw2, n, n, hd, 0, 0, n, 0, -(-hd // _NR), zero, c_mult, c_shift, clo, chi, 1, ctx, 1)
+            e = _hw_next_job(counter)
+
+
+def attention_heads(
+    q8: np.ndarray,
+    k8: np.ndarray,
+    v8: np.ndarray,
+    scores: tuple,
+    table: np.ndarray,
+    qmax: int,
+    context: tuple,
+    kind: int,
+) -> np.ndarray:
+    """Per entry e of int8 (E, N, hd) ``q8``, ``k8``, ``v8`` in any layout: the int8 context
+    ``requant(softmax(requant(q8[e] @ k8[e]^T)) @ v8[e])`` (E, N, hd), every step on the integers
+    of ``linear_packed`` and ``ops.softmax`` (table form), one compiled call whose jobs are the
+    entries. ``scores``, ``context``: ((N,) / (hd,) int64 multipliers, shifts, lo, hi) with [lo, hi]
+    within int8; ``table``: the softmax's exp table with its trailing 0 (``softmax._padded``),
+    ``qmax``: 2^out_bits - 1 of the probabilities (<= 255). Checked by ``hwvit.ops.attention_heads``."""
+    from hwvit.ops.softmax import EXP_FRAC, RECIP_SHIFT, SHIFT_FRAC
+
+    _load()
+    entries, n, hd = q8.shape
+    for k in (hd, n):
+        _check_k(k, kind)
+    y = np.empty((entries, n, hd), np.int8)
+    sa1, sw1, pad1 = _sizes(kind, n, hd, n)
+    sa2, sw2, pad2 = _sizes(kind, n, n, hd)
+    whole = tuple(-(-v // 16) * 16 for v in (sa1, sw1, sa2, sw2))  # each part on a cache line
+    threads = min(numba.get_num_threads(), entries)
+    slot = sum(whole)
+    scratch = _scratch(threads * slot)
+    sc = np.empty((threads, n, n), np.int8)
+    pr = np.empty((threads, n, n), np.uint8)
+    eb = np.empty((threads, n), np.int64)
+    zero = np.zeros(max(n, hd), np.int64)
+    (smult, sshift, slo, shi), (cmult, cshift, clo, chi) = scores, context
+    vecs = (zero.ctypes.data, smult.ctypes.data, sshift.ctypes.data, cmult.ctypes.data, cshift.ctypes.data)
+    dims = (entries, n, hd, threads, slo, shi, clo, chi, qmax, RECIP_SHIFT, EXP_FRAC, SHIFT_FRAC)
+    q_at, k_at = ((x.ctypes.data, *x.strides) for x in (q8, k8))
+    v_at = (v8.ctypes.data, v8.strides[0], v8.strides[2], v8.strides[1])
+    sizes = (*whole, pad1, pad2, slot)
+    at = (q_at, k_at, v_at, y.ctypes.data, vecs, dims, sizes, scratch.ctypes.data)
+    _attention_parallel(kind, *at, sc, pr, eb, table)
+    return y
 
 
 @njit(parallel=True, cache=True)

@@ -34,6 +34,21 @@ def _padded(table: np.ndarray) -> np.ndarray:
     return out
 
 
+def table_of(exp_table: Any, in_bits: int) -> np.ndarray:
+    """The checked exp table with one 0 after it (``_padded``), as the row kernel reads it; made
+    once for a read-only table (``hwvit.ops.frozen``), else at every call."""
+
+    def checked():
+        t = as_int_array(exp_table, "exp_table", *EXP.range)
+        if t.ndim != 1 or not 1 <= t.shape[0] <= 1 << in_bits:
+            raise ValueError(f"exp_table: expected 1..{1 << in_bits} entries, got shape {t.shape}")
+        if int(t[0]) != EXP_ONE:
+            raise ValueError(f"exp_table: T[0] must be 2^{EXP_FRAC} = {EXP_ONE}, got {int(t[0])}")
+        return _padded(t)
+
+    return frozen.derived((exp_table, in_bits), "softmax-table", checked)
+
+
 def softmax(
     x: Any,
     exp_table: Any,
@@ -57,16 +72,7 @@ def softmax(
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_ROW:
         raise ValueError(f"softmax: rows must hold 1..{MAX_ROW} elements, got shape {x.shape}")
     if exp == "table":
-
-        def checked():  # once for a read-only table (hwvit.ops.frozen), else at every call
-            t = as_int_array(exp_table, "exp_table", *EXP.range)
-            if t.ndim != 1 or not 1 <= t.shape[0] <= 1 << in_bits:
-                raise ValueError(f"exp_table: expected 1..{1 << in_bits} entries, got shape {t.shape}")
-            if int(t[0]) != EXP_ONE:
-                raise ValueError(f"exp_table: T[0] must be 2^{EXP_FRAC} = {EXP_ONE}, got {int(t[0])}")
-            return _padded(t)
-
-        padded = frozen.derived((exp_table, in_bits), "softmax-table", checked)
+        padded = table_of(exp_table, in_bits)
         mult = 0
     elif exp == "shift":
         if exp_mult is None:
