@@ -119,3 +119,25 @@ def test_the_forward_takes_it_only_when_nothing_between_is_traced(monkeypatch):
     recorded = int_model.forward(x, trace=Trace(records=True))
     assert len(calls) == len(int_model.blocks)
     assert np.array_equal(plain, traced) and np.array_equal(plain, recorded)
+
+
+def test_one_worker_runs_every_entry(vnni_here):
+    """On one numba thread the one worker takes every entry from the counter in turn, reusing its
+    buffers: the same integers as the three calls."""
+    import numba
+
+    from hwvit.ops import native
+    from hwvit.ops.softmax import table_of
+
+    rng = np.random.default_rng(43)
+    q, k, v = _heads(rng, 5, 30, 20)
+    table = _table(rng)
+    want = _three_calls(q, k, v, 1 << 30, 37, 8, table, 8, 1 << 30, 36, 8)
+    scores, context = requant_vectors(1 << 30, 37, 8, 30), requant_vectors(1 << 30, 36, 8, 20)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        got = native.attention_heads(q, k, v, scores, table_of(table, 8), 255, context, vnni_here)
+    finally:
+        numba.set_num_threads(threads)
+    assert np.array_equal(got, want)
