@@ -16,7 +16,7 @@ import numpy as np
 
 from hwvit.formats import OUT_BITS
 from hwvit.ops import gemm_backends
-from hwvit.ops.checks import check_bits
+from hwvit.ops.checks import as_int_operand, check_bits
 from hwvit.ops.gemm import linear, requant_vectors
 from hwvit.ops.softmax import softmax, table_of
 
@@ -53,7 +53,7 @@ def attention_heads(
         return y if narrow else y.astype(np.int64)
     s = linear(q, k, None, scores_mult, scores_shift, scores_bits, narrow=True)
     p = softmax(s, exp_table, out_bits=probs_bits, in_bits=scores_bits, narrow=True)
-    vt = np.swapaxes(v.detach().cpu().numpy() if type(v).__module__.split(".")[0] == "torch" else np.asarray(v), 1, 2)
+    vt = np.swapaxes(as_int_operand(v, "v"), 1, 2)  # V^T: P.V's weight rows (a torch v as numpy)
     return linear(p, vt, None, ctx_mult, ctx_shift, ctx_bits, a_signed=False, narrow=narrow)
 
 
@@ -68,9 +68,8 @@ def _fused_inputs(q: Any, k: Any, v: Any, scores_bits: int, probs_bits: int, ctx
     widths = (check_bits(scores_bits, "scores_bits", *OUT_BITS), check_bits(probs_bits, "probs_bits", 1, 16))
     if widths != (8, 8) or check_bits(ctx_bits, "ctx_bits", *OUT_BITS) != 8:
         return None
-    name = gemm_backends.backend()
-    kind = gemm_backends.fused_kind(name)
-    if kind is None or not gemm_backends.takes_offset_uint8(name):
+    kind = gemm_backends.fused_kind(gemm_backends.backend())  # such a backend takes uint8 P as it is
+    if kind is None:
         return None
     from hwvit.ops import native
 

@@ -315,10 +315,10 @@ def matmul_requant(
     by ``hwvit.ops.gemm.linear``. A uint8 ``a8`` (only where ``takes_offset_uint8``) is multiplied as
     it is: unsigned bytes, no offset."""
     name = name or backend()
-    if name not in _FUSED_BIAS:
+    kind = fused_kind(name)
+    if kind is None:
         return None
     native = _native_module()
-    kind = _kind_of(name)
     if a8.shape[-1] > native.k_limit(kind):
         return None
     packed = _derived(w8, name, lambda w: native.pack_w(w, kind)) if w8.ndim == 2 else None
