@@ -142,9 +142,10 @@ def _print_breakdown(batch: int, b: dict, repeats: int) -> None:
     click.echo(
         f"batch {batch} int forward by hwvit.ops entry (median of {repeats}, {b['forward_ms']:.1f} ms a forward):"
     )
-    click.echo(f"  {'op':<14} {'calls':>5}  {'ms':>8}  {'compiled ms':>11}  {'rest ms':>8}")
+    w = max([15, *map(len, b["ops"])])  # the name column: attention_heads and the rest
+    click.echo(f"  {'op':<{w}} {'calls':>5}  {'ms':>8}  {'compiled ms':>11}  {'rest ms':>8}")
     for name, row in b["ops"].items():
         click.echo(
-            f"  {name:<14} {row['calls']:>5}  {row['ms']:>8.2f}  {row['compiled_ms']:>11.2f}  {row['rest_ms']:>8.2f}"
+            f"  {name:<{w}} {row['calls']:>5}  {row['ms']:>8.2f}  {row['compiled_ms']:>11.2f}  {row['rest_ms']:>8.2f}"
         )
-    click.echo(f"  {'outside ops':<14} {'':>5}  {b['outside_ops_ms']:>8.2f}")
+    click.echo(f"  {'outside ops':<{w}} {'':>5}  {b['outside_ops_ms']:>8.2f}")
