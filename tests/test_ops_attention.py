@@ -102,10 +102,14 @@ def test_other_widths_and_operands_take_the_three_calls(vnni_here, monkeypatch):
 
 
 def test_the_forward_takes_it_only_when_nothing_between_is_traced(monkeypatch):
-    """IntViT.forward: one attention_heads call a block when untraced, none with records or values
+    """IntViT.forward going layer by layer (no ``ops.encoder_block``, which runs attention's heads in
+    its own compiled call): one attention_heads call a block when untraced, none with records or values
     (they need the scores and probabilities); the logits are the same either way."""
+    from hwvit.intvit.kernels import NumpyKernels
     from hwvit.intvit.trace import Trace
     from hwvit.quant import quantize_model
+
+    monkeypatch.delattr(NumpyKernels, "encoder_block")
 
     model = small_model("vit-b16")
     int_model = quantize_model(model, inputs_for(model, 8, 1))

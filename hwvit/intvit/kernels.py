@@ -55,6 +55,11 @@ class NumpyKernels:
         sm, ctx = (scores.mult, scores.shift, scores.out_bits), (context.mult, context.shift, context.out_bits)
         return ops.attention_heads(q, k, v, *sm, softmax.exp_table, softmax.out_bits, *ctx, narrow=True)
 
+    def encoder_block(self, x, block):
+        """A whole encoder block (an ``ops.encoder.EncoderBlock`` of its parameters) on (B, N, D) tokens:
+        ``ops.encoder_block``, its ten kernels in one call where it can, with their integers."""
+        return ops.encoder_block(x, block, narrow=True)
+
     def variant(self, v, x, params):
         """An arithmetic variant's exact kernel (hwvit.variants) on ``x``."""
         return v.kernel(np.asarray(x).astype(np.int64, copy=False), params)

@@ -24,6 +24,7 @@ from hwvit.intvit.kernels import NUMPY
 from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax
 from hwvit.intvit.qparams import Requant
 from hwvit.intvit.trace import NO_TRACE, Trace
+from hwvit.ops import encoder as ops_encoder
 from hwvit.ops import frozen
 
 
@@ -198,6 +199,8 @@ class IntBlock:
     add2: IntResidual
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
+        if hasattr(k, "encoder_block") and (parts := self._parts(tr)) is not None:  # nothing traced
+            return k.encoder_block(x, parts)
         h = self.norm1(x, tr, f"{path}.norm1", k=k)
         x = self.add1(x, self.attn(h, tr, f"{path}.attn", k=k), tr, f"{path}.add1", k=k)
         h = self.norm2(x, tr, f"{path}.norm2", k=k)
@@ -205,6 +208,41 @@ class IntBlock:
         h = self.gelu(h, tr, f"{path}.mlp.gelu", k=k)
         h = self.fc2(h, tr, f"{path}.mlp.fc2", k=k)
         return self.add2(x, h, tr, f"{path}.add2", k=k)
+
+    def _parts(self, tr: Trace) -> ops_encoder.EncoderBlock | None:
+        """The block as ``ops.encoder_block`` takes it (one call for its ten kernels, with their
+        integers), or None where the forward must go layer by layer: something traced or forced,
+        another arithmetic than hwvit's own in a LayerNorm, the softmax or a requant, separate q, k, v
+        projections that cannot be joined."""
+        if tr.keep_records or tr.keep_values or tr.force is not None:
+            return None
+        attn, sm = self.attn, self.attn.softmax
+        if self.norm1.arith is not None or self.norm2.arith is not None or not attn._heads_at_once(tr, NUMPY):
+            return None
+        qkv = attn.qkv if attn.qkv is not None else attn._joined_qkv()
+        lins = (qkv, attn.proj, self.fc1, self.fc2)
+        if qkv is None or not all(lin.requant.is_default for lin in lins):
+            return None
+
+        def linear(lin: IntLinear) -> ops_encoder.Linear:
+            return ops_encoder.Linear(lin.w, lin.bias, lin.mult, lin.shift, lin.out_bits)
+
+        def norm(ln: IntLayerNorm) -> ops_encoder.Norm:
+            return ops_encoder.Norm(ln.gamma, ln.beta, ln.eps_int, ln.mult, ln.shift, ln.out_bits)
+
+        def add(r: IntResidual) -> ops_encoder.Add:
+            return ops_encoder.Add(r.mult_a, r.mult_b, r.shift, r.out_bits)
+
+        sc, ctx = attn.scores, attn.context
+        heads = ops_encoder.Heads(
+            attn.heads, attn.head_dim, sc.mult, sc.shift, sc.out_bits, sm.exp_table, sm.out_bits,
+            ctx.mult, ctx.shift, ctx.out_bits,
+        )  # fmt: skip
+        gelu = ops_encoder.Lookup(self.gelu.table, self.gelu.in_bits)
+        return ops_encoder.EncoderBlock(
+            norm(self.norm1), linear(qkv), heads, linear(attn.proj), add(self.add1),
+            norm(self.norm2), linear(self.fc1), gelu, linear(self.fc2), add(self.add2),
+        )  # fmt: skip
 
 
 @dataclass(kw_only=True)

@@ -7,7 +7,8 @@ uses them; an int8 operand needs no range scan). docs/arithmetic.md states each
 kernel's widths, rounding and saturation; ``hwvit.ops.reference`` holds slow plain-Python twins
 used by the tests. Kernels share names with their Verilog twins: ``ops.<kind>`` <-> ``rtl/<kind>.v``
 (requant, gemm, gelu, softmax, layernorm, residual_add, round_sat, divu, isqrt). ``attention_heads``
-is the composition linear -> softmax -> linear of attention's heads in one call, with their integers.
+is the composition linear -> softmax -> linear of attention's heads in one call, with their integers;
+``encoder_block`` that of a whole pre-norm encoder block's ten kernels (``hwvit.ops.encoder``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from hwvit.formats import Rounding
 from hwvit.ops.attention import attention_heads
 from hwvit.ops.divu import divu
+from hwvit.ops.encoder import encoder_block
 from hwvit.ops.gelu import gelu
 from hwvit.ops.gemm import gemm, linear
 from hwvit.ops.isqrt import isqrt
@@ -32,6 +34,7 @@ __all__ = [
     "Rounding",
     "attention_heads",
     "divu",
+    "encoder_block",
     "gelu",
     "gemm",
     "isqrt",

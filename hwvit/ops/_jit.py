@@ -64,14 +64,19 @@ def lookup_flat(x, table, offset, out):
     return bad == 0
 
 
+@njit(inline="always")
+def residual_row(a, b, i, mult_a, mult_b, shift, lo, hi, out):
+    """Row ``i``: out[i, j] = clamp(round_shift(a*Ma[j] + b*Mb[j], s[j]))."""
+    for j in range(a.shape[1]):
+        v = np.int64(a[i, j]) * mult_a[j] + np.int64(b[i, j]) * mult_b[j]
+        out[i, j] = _clamp(_round_shift(v, shift[j]), lo, hi)
+
+
 @njit(parallel=True, cache=True)
 def residual_rows(a, b, mult_a, mult_b, shift, lo, hi, out):
     """out[i, j] = clamp(round_shift(a*Ma[j] + b*Mb[j], s[j])) for (R, N) a and b, into ``out``."""
-    rows, n = a.shape
-    for i in prange(rows):
-        for j in range(n):
-            v = np.int64(a[i, j]) * mult_a[j] + np.int64(b[i, j]) * mult_b[j]
-            out[i, j] = _clamp(_round_shift(v, shift[j]), lo, hi)
+    for i in prange(a.shape[0]):
+        residual_row(a, b, i, mult_a, mult_b, shift, lo, hi, out)
 
 
 SOFTMAX_CHUNK = 16  # rows per parallel job: one exp buffer for them, and fewer jobs for prange
@@ -138,30 +143,54 @@ def _isqrt(n):
     return r
 
 
-@njit(parallel=True, cache=True)
-def layernorm_rows(x, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, out):
-    """Rows of (R, C) into ``out``: sums, one isqrt and one division per row, then y*G + B and
-    requant. Returns, per row, Ve = (V << 2T) + eps, which the caller checks is < 2^62.
-    """
-    rows, c = x.shape
-    ves = np.empty(rows, dtype=np.int64)
+@njit(inline="always")
+def layernorm_row(x, i, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, out):
+    """Row ``i`` of (R, C) ``x`` into ``out[i]``: sums, one isqrt and one division, then y*G + B and
+    requant. Returns Ve = (V << 2T) + eps, which the caller checks is < 2^62."""
+    c = x.shape[1]
     sh = k_bits - t_bits - f_bits
     half = _ONE << (sh - 1)
+    sx = np.int64(0)
+    sxx = np.int64(0)
+    for j in range(c):
+        xv = np.int64(x[i, j])
+        sx += xv
+        sxx += xv * xv
+    v = c * sxx - sx * sx
+    ve = (v << (2 * t_bits)) + eps
+    sig = _isqrt(ve)
+    inv = ((_ONE << k_bits) + (sig >> 1)) // sig if sig > 0 else np.int64(0)
+    for j in range(c):
+        y = ((c * np.int64(x[i, j]) - sx) * inv + half) >> sh
+        out[i, j] = _clamp(_round_shift((y * gamma[j] + beta[j]) * mult, shift), lo, hi)
+    return ve
+
+
+@njit(parallel=True, cache=True)
+def layernorm_rows(x, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, out):
+    """Rows of (R, C) into ``out`` (``layernorm_row``). Returns, per row, Ve = (V << 2T) + eps,
+    which the caller checks is < 2^62."""
+    rows = x.shape[0]
+    ves = np.empty(rows, dtype=np.int64)
     for i in prange(rows):
-        sx = np.int64(0)
-        sxx = np.int64(0)
-        for j in range(c):
-            xv = np.int64(x[i, j])
-            sx += xv
-            sxx += xv * xv
-        v = c * sxx - sx * sx
-        ves[i] = (v << (2 * t_bits)) + eps
-        sig = _isqrt(ves[i])
-        inv = ((_ONE << k_bits) + (sig >> 1)) // sig if sig > 0 else np.int64(0)
-        for j in range(c):
-            y = ((c * np.int64(x[i, j]) - sx) * inv + half) >> sh
-            out[i, j] = _clamp(_round_shift((y * gamma[j] + beta[j]) * mult, shift), lo, hi)
+        ves[i] = layernorm_row(x, i, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, out)
     return ves
+
+
+@njit(parallel=True, cache=True)
+def residual_layernorm_rows(a, b, add, sums, norm, out):
+    """``residual_rows`` of (R, C) ``a`` and ``b`` into ``sums``, then ``layernorm_rows`` of those
+    sums into ``out``, row by row in one pass (the row is still in cache for its norm). ``add``:
+    (Ma, Mb, s vectors, lo, hi); ``norm``: (gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits,
+    f_bits). Returns the largest Ve (the caller checks it is < 2^62)."""
+    ma, mb, s, rlo, rhi = add
+    g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits = norm
+    rows = a.shape[0]
+    ves = np.empty(rows, dtype=np.int64)
+    for i in prange(rows):
+        residual_row(a, b, i, ma, mb, s, rlo, rhi, sums)
+        ves[i] = layernorm_row(sums, i, g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, out)
+    return ves.max() if rows else np.int64(0)
 
 
 @njit(parallel=True, cache=True)

@@ -24,14 +24,7 @@ def gelu(x: Any, table: Any, in_bits: int = 8, narrow: bool = False) -> np.ndarr
     ``narrow``: the result in the narrowest dtype holding the table's values instead of int64."""
     in_bits = check_bits(in_bits, "in_bits", 2, 16)
 
-    def checked():  # once for a read-only table (hwvit.ops.frozen), else at every call
-        t = np.array(as_int_array(table, "table", *signed(16).range))  # the kernel's own (writable) copy
-        if t.shape != (1 << in_bits,):
-            raise ValueError(f"table: expected {1 << in_bits} entries for in_bits={in_bits}, got shape {t.shape}")
-        dt = narrow_dtype(int(t.min()), int(t.max())) if narrow else np.int64
-        return t, dt, t.astype(np.int8) if dt == np.int8 else None
-
-    table, dtype, table8 = frozen.derived((table, in_bits, narrow), "gelu-table", checked)
+    table, dtype, table8 = lookup_table(table, in_bits, narrow)
     x = as_int_operand(x, "x")  # an int8 or int16 x: its range is checked by the lookup, in the same pass
     if x.dtype not in (np.int8, np.int16):  # checked here, then narrowed (exact): two kernel signatures
         x = narrow_operand(as_int_operand(x, "x", *signed(in_bits).range), in_bits)
@@ -46,3 +39,17 @@ def gelu(x: Any, table: Any, in_bits: int = 8, narrow: bool = False) -> np.ndarr
         lo, hi = signed(in_bits).range
         raise ValueError(f"x: values must lie in [{lo}, {hi}], got [{int(x.min())}, {int(x.max())}]")
     return out.reshape(x.shape)
+
+
+def lookup_table(table: Any, in_bits: int, narrow: bool) -> tuple:
+    """(the checked table as an int64 copy of its own, the output dtype, the table as int8 where
+    ``narrow`` and its values fit int8, else None); made once for a read-only table (hwvit.ops.frozen)."""
+
+    def checked():
+        t = np.array(as_int_array(table, "table", *signed(16).range))  # the kernel's own (writable) copy
+        if t.shape != (1 << in_bits,):
+            raise ValueError(f"table: expected {1 << in_bits} entries for in_bits={in_bits}, got shape {t.shape}")
+        dt = narrow_dtype(int(t.min()), int(t.max())) if narrow else np.int64
+        return t, dt, t.astype(np.int8) if dt == np.int8 else None
+
+    return frozen.derived((table, in_bits, narrow), "gelu-table", checked)

@@ -183,6 +183,18 @@ def _linear_params(
     return (w8, b, fused_bias, *rq, gemm_backends.linear_plan(w8, fused_bias, rq[0], rq[1], name, kind))
 
 
+def layer_params(
+    w: Any, bias: Any, multiplier: Any, shift: Any, out_bits: int, offset: int, name: str, kind: int | None
+) -> tuple:
+    """``_linear_params``, kept whole for a layer's read-only weights and parameters (one lookup a
+    call): (w8, b, the fused kernel's bias, multipliers, shifts, lo, hi, its plan or None)."""
+    return frozen.derived(
+        (w, bias, multiplier, shift, out_bits, offset, name, kind),
+        "linear-params",
+        lambda: _linear_params(w, bias, multiplier, shift, out_bits, offset, name, kind),
+    )
+
+
 def linear(
     a: Any,
     w: Any,
@@ -211,11 +223,8 @@ def linear(
     kernel_offset = 0 if a8.dtype == np.uint8 else offset
     # all of it kept at once for a layer's read-only weights and parameters (one lookup a call), with
     # the 2-D product's plan for the fused kernel: W packed, the vectors and their addresses
-    w8, b, fused_bias, m, s, lo, hi, plan = frozen.derived(
-        (w, bias, multiplier, shift, out_bits, kernel_offset, name, kind),
-        "linear-params",
-        lambda: _linear_params(w, bias, multiplier, shift, out_bits, kernel_offset, name, kind),
-    )
+    params = layer_params(w, bias, multiplier, shift, out_bits, kernel_offset, name, kind)
+    w8, b, fused_bias, m, s, lo, hi, plan = params
     _match(a8, w8)
     if a8.size and w8.shape[-2]:
         n_out, k = w8.shape[-2:]

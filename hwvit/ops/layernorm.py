@@ -45,21 +45,7 @@ def layernorm(
     if x.ndim == 0 or not 1 <= x.shape[-1] <= MAX_C:
         raise ValueError(f"layernorm: rows must hold 1..{MAX_C} elements, got shape {x.shape}")
     c = x.shape[-1]
-
-    def params():  # checked once for immutable parameters (ints, read-only arrays: hwvit.ops.frozen)
-        g = as_int_array(gamma, "gamma", -G_MAX, G_MAX)
-        b = as_int_array(beta, "beta", -B_MAX, B_MAX)
-        if g.shape != (c,) or b.shape != (c,):
-            raise ValueError(f"layernorm: gamma {g.shape} and beta {b.shape} must have shape ({c},)")
-        eps = int(as_int_array(eps_int, "eps_int", 0, EPS_MAX))
-        m = int(as_int_array(multiplier, "multiplier", 0, MULT_MAX))
-        s = int(as_int_array(shift, "shift", 0, SHIFT_MAX))
-        bits = check_bits(out_bits, "out_bits", *OUT_BITS)
-        return (writable(np.ascontiguousarray(g)), writable(np.ascontiguousarray(b)), eps, m, s, *signed(bits).range)
-
-    g, b, eps, m, s, lo, hi = frozen.derived(
-        (gamma, beta, eps_int, multiplier, shift, out_bits, c), "layernorm", params
-    )
+    g, b, eps, m, s, lo, hi = norm_params(gamma, beta, eps_int, multiplier, shift, out_bits, c)
     # Per row (docs/arithmetic.md): Sx signed 20, Sxx unsigned 27, V = C*Sxx - Sx^2 < 2^39,
     # Ve = (V << 22) + eps_int < 2^62, sig = isqrt(Ve) < 2^31, inv <= 2^32 (0 when sig = 0: then
     # every d is 0), d = C*x - Sx signed 21, y = (d*inv + 2^21) >> 22 signed 17, acc = y*G + B
@@ -70,3 +56,21 @@ def layernorm(
     if ve.size and int(ve.max()) >= VE_LIMIT:
         raise OverflowError(f"layernorm: (V << 22) + eps_int = {int(ve.max())} >= 2^62")
     return out.reshape(x.shape)
+
+
+def norm_params(gamma: Any, beta: Any, eps_int: int, multiplier: Any, shift: Any, out_bits: int, c: int) -> tuple:
+    """The checked parameters of a LayerNorm of rows of ``c``: ((C,) int64 G and B, eps, M, s, lo, hi);
+    made once for immutable ones (ints, read-only arrays: hwvit.ops.frozen)."""
+
+    def params():
+        g = as_int_array(gamma, "gamma", -G_MAX, G_MAX)
+        b = as_int_array(beta, "beta", -B_MAX, B_MAX)
+        if g.shape != (c,) or b.shape != (c,):
+            raise ValueError(f"layernorm: gamma {g.shape} and beta {b.shape} must have shape ({c},)")
+        eps = int(as_int_array(eps_int, "eps_int", 0, EPS_MAX))
+        m = int(as_int_array(multiplier, "multiplier", 0, MULT_MAX))
+        s = int(as_int_array(shift, "shift", 0, SHIFT_MAX))
+        bits = check_bits(out_bits, "out_bits", *OUT_BITS)
+        return (writable(np.ascontiguousarray(g)), writable(np.ascontiguousarray(b)), eps, m, s, *signed(bits).range)
+
+    return frozen.derived((gamma, beta, eps_int, multiplier, shift, out_bits, c), "layernorm", params)

@@ -46,7 +46,7 @@ from numba import njit, prange, types
 
 from hwvit import toolchain
 from hwvit.ops import cpu
-from hwvit.ops._jit import softmax_row
+from hwvit.ops._jit import layernorm_rows, residual_layernorm_rows, residual_rows, softmax_row
 
 SOURCE = Path(__file__).with_name("csrc") / "gemm_kernels.c"
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
@@ -76,6 +76,11 @@ _hw_wait_jobs = types.ExternalFunction("hw_wait_jobs", types.void(_P, _I))
 _NR = 24  # columns of a W panel (the C NR; _load checks it)
 _PACK_ROWS = 32  # rows of packed A per job of the packing loop (a multiple of every kind's block rows)
 _hw_lookup_i8 = types.ExternalFunction("hw_lookup_i8", types.void(_P, _I, _P, _P))
+_hw_copy_rows = types.ExternalFunction("hw_copy_rows", types.void(_P, _I, _I, _P, _I))
+_hw_packed_a_size = types.ExternalFunction("hw_packed_a_size", types.int64(_I, _I, _I))
+_hw_packed_w_size = types.ExternalFunction("hw_packed_w_size", types.int64(_I, _I, _I))
+_hw_rows_padded = types.ExternalFunction("hw_rows_padded", types.int64(_I, _I))
+_hw_now_ns = types.ExternalFunction("hw_now_ns", types.int64())
 _LINE = 64  # bytes: packed operands start on a cache line (_words)
 _LOOKUP_CHUNK = 1 << 16  # elements per job of the lookup (a multiple of the kernel's 32)
 
@@ -333,45 +338,103 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
 
 
 @njit(parallel=True, cache=True)
-def _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, sizes, scratch, scores, probs, ebuf, table):
+def _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, scores, probs, ebuf, ctx, scratch, table):
     """``attention_heads``: per entry e, one job of a worker (one a thread, entries from a counter):
     Q.K^T requantized to int8 scores (pack q[e] and k[e], hw_linear), the softmax of each score row
     to uint8 probabilities (``_jit.softmax_row``), P.V^T requantized to the int8 context (pack the
-    probabilities raw, v[e] as W with its rows along hd, hw_linear). The worker's scores, probabilities
-    and exp buffer are its rows of ``scores``, ``probs``, ``ebuf``; its packed operands a slot of
-    ``sizes[-1]`` words in ``scratch`` after the counter's line. q, k, v come as (address, entry
-    stride, row stride, K stride) in bytes (v's row stride along hd, its K stride along the tokens);
-    ``vecs``: (zero bias, score multipliers, score shifts, context multipliers, context shifts), (N,)
-    or (hd,) int64 addresses; ``dims``: (E, N, hd, threads, score lo, hi, context lo, hi, softmax q,
-    recip_shift, exp_frac, shift_frac); ``sizes``: words of the packed Q, K, P, V^T (each a whole
-    number of cache lines), their padded rows, and a slot's words."""
-    q_addr, q_se, q_sm, q_sk = q_at
-    k_addr, k_se, k_sn, k_sk = k_at
-    v_addr, v_se, v_sd, v_sn = v_at
+    probabilities raw, v[e] as W with its rows along hd, hw_linear). The worker's scores, probabilities,
+    exp buffer and context are its rows of ``scores``, ``probs``, ``ebuf``, ``ctx``; its packed
+    operands a slot of its own in ``scratch``, after the counter's line (``_attention_buffers``).
+
+    Entry e is head ``e % heads`` of image ``e // heads``; q, k, v come as (address, image stride,
+    head stride, row stride, K stride) in bytes (v's row stride along hd, its K stride along the
+    tokens), the (N, hd) context goes to (address, image stride, head stride, row stride): the
+    heads of an (E, N, hd) array (heads = E, image stride 0) or the column blocks of a (B, N, H*hd)
+    activation alike. ``vecs``: (zero bias, score multipliers, score shifts, context multipliers,
+    context shifts), (N,) or (hd,) int64 addresses; ``dims``: (E, heads, N, hd, threads, score lo,
+    hi, context lo, hi, softmax q, recip_shift, exp_frac, shift_frac)."""
+    q_addr, q_si, q_sh, q_sm, q_sk = q_at
+    k_addr, k_si, k_sh, k_sn, k_sk = k_at
+    v_addr, v_si, v_sh, v_sd, v_sn = v_at
+    y_addr, y_si, y_sh, y_sm = y_at
     zero, s_mult, s_shift, c_mult, c_shift = vecs
-    entries, n, hd, threads, slo, shi, clo, chi, qmax, recip_shift, exp_frac, shift_frac = dims
-    sa1, sw1, sa2, sw2, pad1, pad2, slot = sizes
-    counter = _line_up(scratch)
+    entries, heads, n, hd, threads, slo, shi, clo, chi, qmax, recip_shift, exp_frac, shift_frac = dims
+    (sa1, sw1, sa2, sw2), pad1, pad2 = _attention_slot(kind, n, hd)
+    slot = sa1 + sw1 + sa2 + sw2
+    workers = min(threads, entries)
+    counter = _line_up(scratch.ctypes.data)
     _hw_reset_jobs(counter)
-    for t in prange(min(threads, entries)):
+    for t in prange(workers):
         pa1 = counter + _LINE + 4 * t * slot
         pw1 = pa1 + 4 * sa1
         pa2 = pw1 + 4 * sw1
         pw2 = pa2 + 4 * sa2
-        sc, pr, e_buf = scores[t], probs[t], ebuf[t]
+        sc, pr, e_buf, own = scores[t], probs[t], ebuf[t], ctx[t].ctypes.data
         e = _hw_next_job(counter)
         while e < entries:
-            _hw_pack_a_rows(kind, q_addr + e * q_se, n, hd, q_sm, q_sk, 0, pad1, pa1, 0x80)
-            _hw_pack_w_strided(kind, k_addr + e * k_se, n, hd, k_sn, k_sk, pw1)
+            img, head = e // heads, e % heads
+            q_e, k_e = q_addr + img * q_si + head * q_sh, k_addr + img * k_si + head * k_sh
+            _hw_pack_a_rows(kind, q_e, n, hd, q_sm, q_sk, 0, pad1, pa1, 0x80)
+            _hw_pack_w_strided(kind, k_e, n, hd, k_sn, k_sk, pw1)
             s_at, panels = sc.ctypes.data, -(-n // _NR)
             _hw_linear(kind, pa1, pw1, n, hd, n, 0, 0, n, 0, panels, zero, s_mult, s_shift, slo, shi, 1, s_at, 0)
             for i in range(n):
                 softmax_row(sc, i, table, qmax, recip_shift, False, 0, exp_frac, shift_frac, e_buf, pr)
             _hw_pack_a_rows(kind, pr.ctypes.data, n, n, n, 1, 0, pad2, pa2, 0)
-            _hw_pack_w_strided(kind, v_addr + e * v_se, hd, n, v_sd, v_sn, pw2)
-            ctx = y_at + e * n * hd
-            _hw_linear(kind, pa2, pw2, n, n, hd, 0, 0, n, 0, -(-hd // _NR), zero, c_mult, c_shift, clo, chi, 1, ctx, 1)
+            _hw_pack_w_strided(kind, v_addr + img * v_si + head * v_sh, hd, n, v_sd, v_sn, pw2)
+            y_e = y_addr + img * y_si + head * y_sh
+            panels = -(-hd // _NR)
+            if y_sm == hd:  # the entry's (N, hd) context is contiguous where it goes: written there
+                _hw_linear(kind, pa2, pw2, n, n, hd, 0, 0, n, 0, panels, zero, c_mult, c_shift, clo, chi, 1, y_e, 1)
+            else:  # into the worker's own, then row by row to its place
+                _hw_linear(kind, pa2, pw2, n, n, hd, 0, 0, n, 0, panels, zero, c_mult, c_shift, clo, chi, 1, own, 1)
+                _hw_copy_rows(own, n, hd, y_e, y_sm)
             e = _hw_next_job(counter)
+
+
+@njit(cache=True)
+def _lines(words):
+    """``words`` int32 words rounded up to whole cache lines."""
+    return -(-words // (_LINE // 4)) * (_LINE // 4)
+
+
+@njit(cache=True)
+def _sizes_of(kind, m, k, n):
+    """(int32 words of one packed A, of one packed W, padded rows) of an M x K x N product."""
+    return _hw_packed_a_size(kind, m, k), _hw_packed_w_size(kind, n, k), _hw_rows_padded(kind, m)
+
+
+@njit(cache=True)
+def _attention_slot(kind, n, hd):
+    """(int32 words of a worker's packed Q, K, P and V^T, each a whole number of cache lines; the
+    padded rows of Q and of P) for ``_attention_parallel``."""
+    sa1, sw1, pad1 = _sizes_of(kind, n, hd, n)
+    sa2, sw2, pad2 = _sizes_of(kind, n, n, hd)
+    return (_lines(sa1), _lines(sw1), _lines(sa2), _lines(sw2)), pad1, pad2
+
+
+@njit(cache=True)
+def _attention_buffers(kind, workers, n, hd):
+    """Each worker's scores, probabilities, exp buffer and context for ``_attention_parallel``, and the
+    scratch for the counter and every worker's packed operands. Made by the caller and passed in as
+    arrays: an array that compiled code only takes the address of is freed after that (numba frees a
+    variable after its last use), before the C code it was handed to has run."""
+    words, _, _ = _attention_slot(kind, n, hd)
+    slot = words[0] + words[1] + words[2] + words[3]
+    return (
+        np.empty((workers, n, n), np.int8),
+        np.empty((workers, n, n), np.uint8),
+        np.empty((workers, n), np.int64),
+        np.empty((workers, n, hd), np.int8),
+        np.empty(workers * slot + 2 * _LINE // 4, np.int32),
+    )
+
+
+@njit(cache=True)
+def _keep_alive(array):
+    """A use of ``array`` after the C calls that had only its address: numba frees an array after its
+    variable's last use, and taking ``.ctypes.data`` is a use that ends there."""
+    return array.size
 
 
 def attention_heads(
@@ -397,25 +460,101 @@ def attention_heads(
     for k in (hd, n):
         _check_k(k, kind)
     y = np.empty((entries, n, hd), np.int8)
-    sa1, sw1, pad1 = _sizes(kind, n, hd, n)
-    sa2, sw2, pad2 = _sizes(kind, n, n, hd)
-    whole = tuple(-(-v // 16) * 16 for v in (sa1, sw1, sa2, sw2))  # each part on a cache line
     threads = min(numba.get_num_threads(), entries)
-    slot = sum(whole)
-    scratch = _scratch(threads * slot)
-    sc = np.empty((threads, n, n), np.int8)
-    pr = np.empty((threads, n, n), np.uint8)
-    eb = np.empty((threads, n), np.int64)
     zero = np.zeros(max(n, hd), np.int64)
     (smult, sshift, slo, shi), (cmult, cshift, clo, chi) = scores, context
     vecs = (zero.ctypes.data, smult.ctypes.data, sshift.ctypes.data, cmult.ctypes.data, cshift.ctypes.data)
-    dims = (entries, n, hd, threads, slo, shi, clo, chi, qmax, RECIP_SHIFT, EXP_FRAC, SHIFT_FRAC)
-    q_at, k_at = ((x.ctypes.data, *x.strides) for x in (q8, k8))
-    v_at = (v8.ctypes.data, v8.strides[0], v8.strides[2], v8.strides[1])
-    sizes = (*whole, pad1, pad2, slot)
-    at = (q_at, k_at, v_at, y.ctypes.data, vecs, dims, sizes, scratch.ctypes.data)
-    _attention_parallel(kind, *at, sc, pr, eb, table)
+    dims = (entries, entries, n, hd, threads, slo, shi, clo, chi, qmax, RECIP_SHIFT, EXP_FRAC, SHIFT_FRAC)
+    q_at, k_at = ((x.ctypes.data, 0, *x.strides) for x in (q8, k8))
+    v_at = (v8.ctypes.data, 0, v8.strides[0], v8.strides[2], v8.strides[1])
+    y_at = (y.ctypes.data, 0, n * hd, hd)
+    _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, *_attention_buffers(kind, threads, n, hd), table)
     return y
+
+
+@njit(cache=True)
+def _linear_into(kind, a, lin, y, scratch, threads):
+    """``linear_planned`` of the 2-D int8 ``a`` (contiguous) into the int8 ``y``, in compiled code: ``lin``
+    is (N, K, packed W, bias, multipliers, shifts, lo, hi), the last four vectors by address;
+    ``scratch`` an int32 buffer of at least the packed A's words and four cache lines."""
+    n, k, pw, bias, mult, shift, lo, hi = lin
+    m = a.shape[0]
+    sa, sw, padded = _sizes_of(kind, m, k, n)
+    t = threads if m * n * k >= _SMALL else 1
+    at = (scratch.ctypes.data, pw, bias, mult, shift, y.ctypes.data)
+    dims, packing = (m, k, n, 0, lo, hi, 1, t), (0x80, padded, sa, sw, 0, 0)
+    _linear_parallel(kind, (a.ctypes.data, 0, k, 1), (0, 0, 0, 0), at, dims, packing)
+
+
+@njit(cache=True)
+def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, threads):
+    """One pre-norm encoder block on the (B*N, D) int8 rows ``x`` of ``images`` images, every step
+    one of the kernels the separate calls run, on the same integers, with no Python between them:
+    LayerNorm (``layernorm_rows``), the qkv projection (``_linear_into``), every head's attention
+    (``_attention_parallel``, reading q, k and v where the projection put them and writing each head's
+    context to its columns), the output projection, the residual add and the second LayerNorm in one
+    pass (``residual_layernorm_rows``), fc1, GELU in place (``hw_lookup_i8``), fc2 and the second
+    residual add. ``norms``: two (gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits);
+    ``lins``: qkv, proj, fc1, fc2 as ``_linear_into`` takes them; ``adds``: two (Ma, Mb, s vectors,
+    lo, hi); ``att``: (heads, head dim, zero bias, score multipliers, shifts (addresses), lo, hi, context
+    multipliers, shifts, lo, hi, softmax q, recip_shift, exp_frac, shift_frac); ``table``: the exp
+    table with its trailing 0. Returns the (B*N, D) int8 output, the largest Ve of the two norms and
+    the nanoseconds spent in the four projections (``hwvit bench`` counts them as GEMM time)."""
+    m, d = x.shape
+    n = m // images
+    qkv, proj, fc1, fc2 = lins
+    heads, hd, zero, s_mult, s_shift, slo, shi, c_mult, c_shift, clo, chi, qmax, recip_shift, exp_frac, shift_frac = att
+    inner = heads * hd  # the width of q, k, v and the context (D in ViT-B/16, not in every model)
+    words = 0
+    for lin in (qkv, proj, fc1, fc2):
+        words = max(words, _hw_packed_a_size(kind, m, lin[1]))
+    scratch = np.empty(words + 4 * _LINE // 4, np.int32)
+    g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits = norms[0]
+    h = np.empty((m, d), np.int8)
+    ve = layernorm_rows(x, g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, h).max()
+    qkv_out = np.empty((m, 3 * inner), np.int8)
+    t0 = _hw_now_ns()
+    _linear_into(kind, h, qkv, qkv_out, scratch, threads)
+    spent = _hw_now_ns() - t0
+    ctx = np.empty((m, inner), np.int8)
+    entries = images * heads
+    workers = min(threads, entries)
+    row, at = 3 * inner, qkv_out.ctypes.data  # q, k, v: column blocks 0, 1, 2 of the projection
+    q_at, k_at = (at, n * row, hd, row, 1), (at + inner, n * row, hd, row, 1)
+    v_at = (at + 2 * inner, n * row, hd, 1, row)
+    y_at = (ctx.ctypes.data, n * inner, hd, inner)
+    dims = (entries, heads, n, hd, workers, slo, shi, clo, chi, qmax, recip_shift, exp_frac, shift_frac)
+    vecs = (zero, s_mult, s_shift, c_mult, c_shift)
+    _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, *_attention_buffers(kind, workers, n, hd), table)
+    _keep_alive(qkv_out)  # read by address above
+    a = np.empty((m, d), np.int8)
+    t0 = _hw_now_ns()
+    _linear_into(kind, ctx, proj, a, scratch, threads)
+    spent += _hw_now_ns() - t0
+    x1 = np.empty((m, d), np.int8)
+    ve = max(ve, residual_layernorm_rows(x, a, adds[0], x1, norms[1], h))
+    f = np.empty((m, fc1[0]), np.int8)
+    t0 = _hw_now_ns()
+    _linear_into(kind, h, fc1, f, scratch, threads)
+    spent += _hw_now_ns() - t0
+    _lookup_parallel(f.ctypes.data, f.size, gelu_at, f.ctypes.data)  # in place: each chunk read, then written
+    t0 = _hw_now_ns()
+    _linear_into(kind, f, fc2, a, scratch, threads)
+    spent += _hw_now_ns() - t0
+    out = np.empty((m, d), np.int8)
+    ma, mb, s, rlo, rhi = adds[1]
+    residual_rows(x1, a, ma, mb, s, rlo, rhi, out)
+    return out, ve, spent
+
+
+def encoder_block(x8: np.ndarray, images: int, plan: tuple) -> tuple[np.ndarray, int, int]:
+    """``_encoder_block`` on the C-contiguous (B*N, D) int8 rows ``x8`` of ``images`` images with a
+    block's plan (``hwvit.ops.encoder``: kind, norms, linears, adds, attention, GELU table address,
+    exp table; every shape and width checked there): the (B*N, D) int8 output, the largest Ve and
+    the nanoseconds in the projections."""
+    _load()
+    kind, norms, lins, adds, att, gelu_at, table = plan[:7]  # plan[7]: the arrays behind its addresses
+    return _encoder_block(kind, x8, images, norms, lins, adds, att, gelu_at, table, numba.get_num_threads())
 
 
 @njit(parallel=True, cache=True)

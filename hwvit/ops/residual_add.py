@@ -41,9 +41,21 @@ def residual_add(
         shape = a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         raise ValueError(f"residual_add: shapes {a.shape} and {b.shape} do not broadcast") from None
+    ma, mb, s = add_params(mult_a, mult_b, shift, shape)
+    lo, hi = signed(out_bits).range
+    a_rows = as_rows(a if a.shape == shape else np.broadcast_to(a, shape), keep_dtype=True)
+    b_rows = as_rows(b if b.shape == shape else np.broadcast_to(b, shape), keep_dtype=True)
+    out = np.empty(a_rows.shape, dtype=out_dtype(lo, hi, narrow))
+    _jit.residual_rows(a_rows, b_rows, ma, mb, s, lo, hi, out)
+    return out.reshape(shape)
+
+
+def add_params(mult_a: Any, mult_b: Any, shift: Any, shape: tuple) -> tuple:
+    """The checked (Ma, Mb, s) of a residual add of data of ``shape``, each a contiguous (C,) int64
+    vector of the last axis; made once for immutable ones (ints, read-only arrays: hwvit.ops.frozen)."""
     channels = shape[-1] if shape else 1
 
-    def params():  # checked once for immutable parameters (ints, read-only arrays: hwvit.ops.frozen)
+    def params():
         ref = np.empty((0, channels))  # per_channel only reads the channel count
         checked = (
             channel_param(mult_a, "mult_a", 0, MULT_MAX, shape),
@@ -52,10 +64,4 @@ def residual_add(
         )
         return tuple(per_channel(v, ref) for v in checked)
 
-    ma, mb, s = frozen.derived((mult_a, mult_b, shift, shape), "residual_add", params)
-    lo, hi = signed(out_bits).range
-    a_rows = as_rows(a if a.shape == shape else np.broadcast_to(a, shape), keep_dtype=True)
-    b_rows = as_rows(b if b.shape == shape else np.broadcast_to(b, shape), keep_dtype=True)
-    out = np.empty(a_rows.shape, dtype=out_dtype(lo, hi, narrow))
-    _jit.residual_rows(a_rows, b_rows, ma, mb, s, lo, hi, out)
-    return out.reshape(shape)
+    return frozen.derived((mult_a, mult_b, shift, shape), "residual_add", params)

@@ -56,6 +56,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MR 4 /* the tile below is written out for MR = 4, NV = 3 */
@@ -743,4 +744,18 @@ void hw_lookup_i8(const int8_t *x, int64_t n, const int8_t *table, int8_t *out) 
         _mm256_storeu_si256((__m256i *)(out + i), r);
     }
     for (; i < n; i++) out[i] = table[(int64_t)x[i] + 128];
+}
+
+/* rows x cols bytes from a contiguous block at src to rows dst_stride bytes apart at dst (attention's
+ * context of one head, (N, hd), into its columns of the (N, H*hd) activation) */
+void hw_copy_rows(const int8_t *src, int64_t rows, int64_t cols, int8_t *dst, int64_t dst_stride) {
+    for (int64_t r = 0; r < rows; r++) memcpy(dst + r * dst_stride, src + r * cols, (size_t)cols);
+}
+
+/* a monotonic clock in nanoseconds (hwvit bench: the time the compiled encoder block spends in its
+ * four projections, GEMM time as the bench counts it) */
+int64_t hw_now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }

@@ -1,0 +1,226 @@
+"""A whole pre-norm encoder block: ``layernorm`` -> qkv ``linear`` -> ``attention_heads`` -> ``linear`` ->
+``residual_add`` -> ``layernorm`` -> ``linear`` -> ``gelu`` -> ``linear`` -> ``residual_add``.
+
+``encoder_block`` is the composition of those ten kernels, with their integers: it has no Verilog
+twin of its own (the RTL runs the blocks one by one, and ``composed`` is its reference). Where the
+GEMM backend requantizes in its tile (``int8_avx2``, ``int16_avx2``, ``int8_vnni``), every width is 8
+bits and the GELU table's values fit int8, the block is one compiled call (``native.encoder_block``):
+the same kernels one after another with no Python between them, attention reading q, k and v where
+the projection put them, the first residual add and the second LayerNorm in one pass over the rows.
+Anywhere else it makes the ten calls. A ViT-B/16 forward made about 130 calls from Python before,
+each paying its checks and dispatch with the interpreter's state evicted by the GEMM before it; it
+makes 12 of these (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hwvit.ops import frozen, gemm_backends
+from hwvit.ops.attention import attention_heads
+from hwvit.ops.checks import as_int_operand, narrow_operand
+from hwvit.ops.gelu import gelu, lookup_table
+from hwvit.ops.gemm import layer_params, linear, requant_vectors
+from hwvit.ops.layernorm import LN_F, LN_K, LN_T, MAX_C, VE_LIMIT, layernorm, norm_params
+from hwvit.ops.residual_add import add_params, residual_add
+from hwvit.ops.softmax import EXP_FRAC, RECIP_SHIFT, SHIFT_FRAC, table_of
+
+
+class Norm(NamedTuple):
+    """``layernorm``'s parameters."""
+
+    gamma: Any
+    beta: Any
+    eps_int: int
+    mult: Any
+    shift: Any
+    out_bits: int = 8
+
+
+class Linear(NamedTuple):
+    """``linear``'s parameters: (N, K) weights, (N,) bias, multipliers and shifts per tensor or channel."""
+
+    w: Any
+    bias: Any
+    mult: Any
+    shift: Any
+    out_bits: int = 8
+
+
+class Heads(NamedTuple):
+    """``attention_heads``'s parameters, with the number of heads and their width: q, k, v and the
+    context are ``heads * head_dim`` wide (the block's width D in most models, not in all)."""
+
+    heads: int
+    head_dim: int
+    scores_mult: Any
+    scores_shift: Any
+    scores_bits: int
+    exp_table: Any
+    probs_bits: int
+    ctx_mult: Any
+    ctx_shift: Any
+    ctx_bits: int
+
+
+class Add(NamedTuple):
+    """``residual_add``'s parameters (a: the residual stream, b: the branch)."""
+
+    mult_a: Any
+    mult_b: Any
+    shift: Any
+    out_bits: int = 8
+
+
+class Lookup(NamedTuple):
+    """``gelu``'s table and input width."""
+
+    table: Any
+    in_bits: int = 8
+
+
+class EncoderBlock(NamedTuple):
+    """One block's parameters. ``qkv``'s (3 * heads * head_dim, D) rows are q's, k's and v's output
+    channels, each heads x head_dim (q's channels ``h*hd .. (h+1)*hd - 1`` are head h's); ``proj``
+    takes the (heads * head_dim) context back to D."""
+
+    norm1: Norm
+    qkv: Linear
+    attention: Heads
+    proj: Linear
+    add1: Add
+    norm2: Norm
+    fc1: Linear
+    gelu: Lookup
+    fc2: Linear
+    add2: Add
+
+
+def encoder_block(x: Any, block: EncoderBlock, narrow: bool = False) -> np.ndarray:
+    """``composed(x, block)`` for (B, N, D) signed 8-bit tokens ``x``, in one compiled call where it can
+    (see the module); the same integers either way. ``narrow`` as in ``linear``."""
+    x = narrow_operand(as_int_operand(x, "x", -128, 127), 8)  # int8 as it is; anything else checked
+    fused = _fused_plan(x, block)
+    if fused is None:
+        return composed(x, block, narrow)
+    from hwvit.ops import native
+
+    b, n, d = x.shape
+    y, ve, _ = native.encoder_block(np.ascontiguousarray(x).reshape(b * n, d), b, fused)
+    if ve >= VE_LIMIT:
+        raise OverflowError(f"layernorm: (V << 22) + eps_int = {ve} >= 2^62")
+    y = y.reshape(b, n, d)
+    return y if narrow else y.astype(np.int64)
+
+
+def composed(x: Any, block: EncoderBlock, narrow: bool = False) -> np.ndarray:
+    """The block as its ten kernel calls, each checking its inputs: the reference of the one-call path."""
+    x = as_int_operand(x, "x")
+    if x.ndim != 3:
+        raise ValueError(f"encoder_block: x must be (B, N, D) tokens, got shape {x.shape}")
+    b, n, d = x.shape
+    p, att = block, block.attention
+    heads, hd = att.heads, att.head_dim
+    if heads < 1 or hd < 1:
+        raise ValueError(f"encoder_block: {heads} heads of {hd} channels")
+    inner = heads * hd
+    h = layernorm(x, *p.norm1, narrow=True)
+    y = linear(h, *p.qkv, narrow=True)
+    if y.shape[-1] != 3 * inner:
+        raise ValueError(f"encoder_block: the qkv projection gives {y.shape[-1]} channels, not 3 x {heads} x {hd}")
+    y = y.reshape(b, n, 3, heads, hd)
+    q, k, v = (y[:, :, i].transpose(0, 2, 1, 3).reshape(b * heads, n, hd) for i in range(3))
+    scores, probs = (att.scores_mult, att.scores_shift, att.scores_bits), (att.exp_table, att.probs_bits)
+    ctx = attention_heads(q, k, v, *scores, *probs, att.ctx_mult, att.ctx_shift, att.ctx_bits, narrow=True)
+    ctx = ctx.reshape(b, heads, n, hd).transpose(0, 2, 1, 3).reshape(b, n, inner)
+    x1 = residual_add(x, linear(ctx, *p.proj, narrow=True), *p.add1, narrow=True)
+    h = layernorm(x1, *p.norm2, narrow=True)
+    g = gelu(linear(h, *p.fc1, narrow=True), *p.gelu, narrow=True)
+    return residual_add(x1, linear(g, *p.fc2, narrow=True), *p.add2, narrow=narrow)
+
+
+def _fused_plan(x: np.ndarray, block: EncoderBlock) -> tuple | None:
+    """What ``native.encoder_block`` takes for this block (kind, norms, linears, adds, attention,
+    GELU table address, exp table), or None where the one call does not run: an int8 (B, N, D) x,
+    8-bit widths throughout, a GELU table of int8 values, a backend that requantizes in its tile,
+    shapes that chain, K within one call. Made once for a block's immutable parameters and a token
+    count (``hwvit.ops.frozen``)."""
+    if x.dtype != np.int8 or x.ndim != 3 or 0 in x.shape:
+        return None
+    kind = gemm_backends.fused_kind(gemm_backends.backend())
+    if kind is None:
+        return None
+    name = gemm_backends.backend()
+    leaves = tuple(v for part in block for v in part)
+    key = (*leaves, x.shape[1], x.shape[2], name, kind)
+    return frozen.derived(key, "encoder-block", lambda: _plan(x, block, name, kind))
+
+
+def _plan(x: np.ndarray, block: EncoderBlock, name: str, kind: int) -> tuple | None:
+    from hwvit.ops import native
+
+    n, d = x.shape[1:]
+    att = block.attention
+    widths = (
+        *(p.out_bits for p in (block.norm1, block.norm2, block.qkv, block.proj, block.fc1, block.fc2)),
+        *(p.out_bits for p in (block.add1, block.add2)),
+        att.scores_bits,
+        att.probs_bits,
+        att.ctx_bits,
+        block.gelu.in_bits,
+    )
+    if any(not isinstance(w, (int, np.integer)) or w != 8 for w in widths) or not 1 <= d <= MAX_C:
+        return None
+    if not all(isinstance(v, (int, np.integer)) and v >= 1 for v in (att.heads, att.head_dim)):
+        return None
+    hd = att.head_dim
+    inner = att.heads * hd
+    lins = []
+    for lin, rows in ((block.qkv, 3 * inner), (block.proj, d), (block.fc1, None), (block.fc2, d)):
+        w = lin.w
+        if not isinstance(w, np.ndarray) or w.ndim != 2 or (rows is not None and w.shape[0] != rows):
+            return None
+        _, _, _, _, _, lo, hi, plan = layer_params(w, lin.bias, lin.mult, lin.shift, lin.out_bits, 0, name, kind)
+        if plan is None:  # K past one call
+            return None
+        _, n_out, k, _, _, (pw_at, bias_at, mult_at, shift_at) = plan
+        lins.append(((n_out, k, pw_at, bias_at, mult_at, shift_at, lo, hi), plan))
+    (qkv, _), (proj, _), (fc1, _), (fc2, _) = lins
+    if qkv[1] != d or proj[1] != inner or fc1[1] != d or fc2[1] != fc1[0]:
+        return None
+    if max(n, hd) > native.k_limit(kind):
+        return None
+    _, _, table8 = lookup_table(block.gelu.table, 8, True)
+    if table8 is None:  # values past int8
+        return None
+    norms = tuple(norm_params(*p[:5], p.out_bits, d) for p in (block.norm1, block.norm2))
+    adds = tuple(add_params(a.mult_a, a.mult_b, a.shift, (n, d)) for a in (block.add1, block.add2))
+    scores = requant_vectors(att.scores_mult, att.scores_shift, 8, n)
+    context = requant_vectors(att.ctx_mult, att.ctx_shift, 8, hd)
+    table = table_of(att.exp_table, 8)
+    zero = np.zeros(max(n, hd), np.int64)
+    at = (
+        att.heads,
+        hd,
+        zero.ctypes.data,
+        scores[0].ctypes.data,
+        scores[1].ctypes.data,
+        *scores[2:],
+        context[0].ctypes.data,
+        context[1].ctypes.data,
+        *context[2:],
+        255,
+        RECIP_SHIFT,
+        EXP_FRAC,
+        SHIFT_FRAC,
+    )
+    norm_tuples = tuple((*v, LN_T, LN_K, LN_F) for v in norms)
+    add_tuples = tuple((*v, -128, 127) for v in adds)
+    keep = (lins, scores, context, zero, table8)  # the arrays whose addresses the plan holds
+    fused = (kind, norm_tuples, tuple(lin for lin, _ in lins), add_tuples, at, table8.ctypes.data, table)
+    return (*fused, keep)
+
+
+__all__ = ["Add", "EncoderBlock", "Heads", "Linear", "Lookup", "Norm", "composed", "encoder_block"]

@@ -1,0 +1,224 @@
+"""ops.encoder_block: a whole pre-norm encoder block in one compiled call equals its ten kernel calls
+(``encoder.composed``, on the exact int64 backend) on every kernel kind, shape, tail and extreme; other
+widths and backends take the ten calls; bad parameters are refused as the ten calls refuse them; the
+integer ViT takes it only where nothing in the block is traced."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_intvit import SMALL, inputs_for, small_model
+
+from hwvit import ops
+from hwvit.ops import encoder, frozen
+from hwvit.ops import gemm_backends as gb
+from hwvit.ops.softmax import EXP_ONE
+
+# (images, tokens, width, heads, head width, MLP width): one of each, tails off the 24-column panel,
+# the 4-byte quad and the 32-row block, a batch whose heads read q, k, v across images, heads x head
+# width other than the width (as in vit-tiny), ViT-B/16's attention shape
+SHAPES = [
+    (1, 1, 4, 1, 4, 4),
+    (2, 5, 24, 3, 8, 40),
+    (3, 33, 48, 4, 12, 72),
+    (2, 7, 20, 3, 9, 30),
+    (1, 197, 128, 2, 64, 100),
+]
+
+
+def _ro(a):
+    return frozen.read_only(np.asarray(a))
+
+
+def _linear(rng, n, k, big_bias=False):
+    w = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    w[0] = -128  # a row of the extreme weight: its sums reach K * 128 * 128
+    bound = (1 << 31) - k * 255 * 128 - 1  # the accumulator bound the kernels require
+    bias = rng.integers(-bound, bound, n) if big_bias else rng.integers(-(1 << 16), 1 << 16, n)
+    return encoder.Linear(_ro(w), _ro(bias), _ro(rng.integers(1 << 20, 1 << 31, n)), _ro(rng.integers(30, 40, n)), 8)
+
+
+def _norm(rng, d):
+    gamma = rng.integers(-16383, 16384, d)
+    return encoder.Norm(_ro(gamma), _ro(rng.integers(-(1 << 30), 1 << 30, d)), 1 << 22, 1 << 20, 27, 8)
+
+
+def _exp_table(rng, entries=256):
+    t = np.sort(rng.integers(0, EXP_ONE, entries))[::-1].copy()
+    t[0] = EXP_ONE
+    return _ro(t)
+
+
+def _block(rng, d, heads, f, gelu=None, per_channel_add=False, hd=None):
+    def add():
+        if per_channel_add:
+            return encoder.Add(_ro(rng.integers(1 << 28, 1 << 30, d)), _ro(rng.integers(1 << 27, 1 << 30, d)), 31)
+        return encoder.Add(int(rng.integers(1 << 28, 1 << 30)), int(rng.integers(1 << 27, 1 << 30)), 31, 8)
+
+    table = rng.integers(-128, 128, 256) if gelu is None else gelu
+    hd = d // heads if hd is None else hd
+    heads_p = encoder.Heads(heads, hd, 1 << 30, 37, 8, _exp_table(rng), 8, (1 << 30) + 12345, 36, 8)
+    return encoder.EncoderBlock(
+        _norm(rng, d), _linear(rng, 3 * heads * hd, d), heads_p, _linear(rng, d, heads * hd, big_bias=True), add(),
+        _norm(rng, d), _linear(rng, f, d), encoder.Lookup(_ro(table), 8), _linear(rng, d, f), add(),
+    )  # fmt: skip
+
+
+def _tokens(rng, b, n, d):
+    x = rng.integers(-128, 128, (b, n, d)).astype(np.int8)
+    x[0, 0] = 127  # a constant row: variance 0, every normalized value 0
+    if n > 1:
+        x[0, 1, ::2], x[0, 1, 1::2] = -128, 127  # the widest row
+    return x
+
+
+def _ten_calls(x, block):
+    """The composition itself, on the exact int64 backend."""
+    with gb.using("int64"):
+        return encoder.composed(x, block, narrow=True)
+
+
+@pytest.mark.parametrize("per_channel_add", [False, True])
+def test_one_call_equals_the_ten_on_every_kernel(kind, per_channel_add):
+    from hwvit.ops import native
+
+    rng = np.random.default_rng(50)
+    for b, n, d, heads, hd, f in SHAPES:
+        block = _block(rng, d, heads, f, per_channel_add=per_channel_add, hd=hd)
+        x = _tokens(rng, b, n, d)
+        want = _ten_calls(x, block)
+        plan = encoder._plan(x, block, f"test-kind-{kind}", kind)
+        assert plan is not None and plan[0] == kind
+        got, ve, spent = native.encoder_block(x.reshape(b * n, d), b, plan)
+        assert got.dtype == np.int8 and np.array_equal(got.reshape(b, n, d), want), (b, n, d, heads, hd, f)
+        assert 0 < ve < 1 << 62 and spent > 0
+        assert len(np.unique(want)) > min(20, want.size // 2)  # not a saturated block
+
+
+@pytest.mark.parametrize("name", ["int8_avx2", "int16_avx2", "int8_vnni", "float64", "int64"])
+def test_the_op_on_each_backend(name, vnni_here, monkeypatch):
+    """The fused backends take the one call (counted), the others the ten; the integers are the same."""
+    from hwvit.ops import native
+
+    calls = []
+    real = native.encoder_block
+    monkeypatch.setattr(native, "encoder_block", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setenv(gb.ENV, name)
+    rng = np.random.default_rng(51)
+    block = _block(rng, 48, 4, 72)
+    x = _tokens(rng, 2, 21, 48)
+    got = ops.encoder_block(x, block)
+    assert got.dtype == np.int64 and np.array_equal(got, _ten_calls(x, block))
+    assert len(calls) == (0 if name in ("float64", "int64") else 1)
+    narrow = ops.encoder_block(x, block, narrow=True)
+    assert narrow.dtype == np.int8 and np.array_equal(narrow, got)
+
+
+def test_other_widths_and_operands_take_the_ten_calls(vnni_here, monkeypatch):
+    """9-bit scores, a 7-bit LayerNorm, 10-bit fc1 outputs, int16 tokens, writable parameters: the
+    ten calls or a plan made afresh, with the same integers."""
+    from hwvit.ops import native
+
+    calls = []
+    real = native.encoder_block
+    monkeypatch.setattr(native, "encoder_block", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setenv(gb.ENV, "int8_vnni")
+    rng = np.random.default_rng(52)
+    base = _block(rng, 24, 2, 36)
+    x = _tokens(rng, 1, 9, 24)
+    att9 = base.attention._replace(scores_bits=9, exp_table=_exp_table(rng, 512))
+    scores9 = base._replace(attention=att9)
+    norm7 = base._replace(norm1=base.norm1._replace(out_bits=7))
+    fc1_10 = base._replace(
+        fc1=base.fc1._replace(out_bits=10), gelu=encoder.Lookup(_ro(rng.integers(-128, 128, 1024)), 10)
+    )
+    for block in (scores9, norm7, fc1_10):
+        assert np.array_equal(ops.encoder_block(x, block, narrow=True), _ten_calls(x, block))
+    assert calls == []
+    assert np.array_equal(ops.encoder_block(x.astype(np.int16), base), _ten_calls(x, base))  # checked, narrowed
+    writable = base._replace(proj=encoder.Linear(*(np.array(v) for v in base.proj[:4]), 8))
+    assert np.array_equal(ops.encoder_block(x, writable), _ten_calls(x, writable))
+    assert len(calls) == 2
+
+
+def test_bad_blocks_are_refused_as_the_ten_calls_refuse_them(vnni_here, monkeypatch):
+    monkeypatch.setenv(gb.ENV, "int8_vnni")
+    rng = np.random.default_rng(53)
+    block = _block(rng, 24, 2, 36)
+    x = _tokens(rng, 1, 9, 24)
+    wide = x.astype(np.int16)
+    wide[0, 0, 0] = 128
+    with pytest.raises(ValueError, match="x: values must lie in"):
+        ops.encoder_block(wide, block)
+    with pytest.raises(ValueError, match="72 channels, not 3 x 5 x 12"):
+        ops.encoder_block(x, block._replace(attention=block.attention._replace(heads=5)))
+    with pytest.raises(ValueError, match="0 heads"):
+        ops.encoder_block(x, block._replace(attention=block.attention._replace(heads=0)))
+    with pytest.raises(ValueError, match="tokens, got shape"):
+        ops.encoder_block(x[0], block)
+    with pytest.raises(ValueError, match="gamma"):
+        ops.encoder_block(x, block._replace(norm2=block.norm2._replace(gamma=_ro(np.full(24, 20000)))))
+    wide_gelu = block._replace(gelu=encoder.Lookup(_ro(rng.integers(-300, 300, 256)), 8))
+    with pytest.raises(ValueError, match="a: values must lie in"):  # GELU outputs past fc2's int8 input
+        ops.encoder_block(x, wide_gelu)
+    short = block._replace(qkv=_linear(rng, 48, 24))
+    with pytest.raises(ValueError, match="48 channels, not 3 x 2 x 12"):
+        ops.encoder_block(x, short)
+    with pytest.raises(ValueError, match="a: expected shape"):  # fc2 takes 36 inputs, fc1 gives 40
+        ops.encoder_block(x, block._replace(fc1=_linear(rng, 40, 24)))
+
+
+def test_one_thread(vnni_here, monkeypatch):
+    """On one numba thread every parallel step runs on the one worker: the same integers."""
+    import numba
+
+    monkeypatch.setenv(gb.ENV, "int8_vnni")
+    rng = np.random.default_rng(54)
+    block = _block(rng, 48, 4, 72)
+    x = _tokens(rng, 2, 40, 48)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        got = ops.encoder_block(x, block, narrow=True)
+    finally:
+        numba.set_num_threads(threads)
+    assert np.array_equal(got, _ten_calls(x, block))
+
+
+def test_repeated_calls_agree(vnni_here, monkeypatch):
+    """Every buffer the compiled block hands to C by address lives until the C code has run: a buffer
+    freed early (numba frees an array after its last use, and taking its address is one) is reused by
+    the next allocation and the result changes from call to call. 30 calls, one result."""
+    monkeypatch.setenv(gb.ENV, "int8_vnni")
+    rng = np.random.default_rng(55)
+    block = _block(rng, 96, 4, 192)
+    x = _tokens(rng, 1, 65, 96)
+    want = _ten_calls(x, block)
+    for _ in range(30):
+        assert np.array_equal(ops.encoder_block(x, block, narrow=True), want)
+
+
+@pytest.mark.parametrize("preset", sorted(SMALL))
+def test_the_forward_takes_it_only_when_nothing_in_the_block_is_traced(preset, monkeypatch):
+    """IntViT.forward: one encoder_block call a block when untraced, none with records or values;
+    the logits are the same either way (and with the block's layers called one by one)."""
+    from hwvit.intvit.kernels import NumpyKernels
+    from hwvit.intvit.trace import Trace
+    from hwvit.quant import quantize_model
+
+    model = small_model(preset)
+    int_model = quantize_model(model, inputs_for(model, 8, 1))
+    x = inputs_for(model, 3, 2).numpy()
+    calls = []
+    real = ops.encoder_block
+    monkeypatch.setattr(ops, "encoder_block", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    plain = int_model.forward(x)
+    assert len(calls) == len(int_model.blocks)
+    traced = int_model.forward(x, trace=Trace(values=True))
+    recorded = int_model.forward(x, trace=Trace(records=True))
+    assert len(calls) == len(int_model.blocks)
+    monkeypatch.delattr(NumpyKernels, "encoder_block")
+    layer_by_layer = int_model.forward(x)
+    assert len(calls) == len(int_model.blocks)
+    for other in (traced, recorded, layer_by_layer):
+        assert np.array_equal(plain, other)
