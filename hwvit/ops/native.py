@@ -283,7 +283,9 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
     for an int8 ``a8``, 0 for a uint8 one (its bytes are the operand: the tile runs raw, with no
     offset correction). ``dims``: (m, k, n, entries, lo, hi, out_bytes, threads); ``packing``: (flip,
     padded, sa, sw, pack_w, bias_step): ``bias_step`` the int64 words from one entry's bias row to
-    the next (N; 0: one row that every entry shares). A and W come as (address, entry stride, row
+    the next (N; 0: one row that every entry shares), ``lut``: 0, or the address of a 256-entry int8
+    table that each job's int8 outputs are looked up in as soon as it has stored them (GELU after fc1,
+    while the block is in cache: ``hw_lookup_i8`` in place). A and W come as (address, entry stride, row
     stride, K stride), in bytes (one byte an element): any layout; the scratch and the vectors as
     addresses ``at``: (packed A, packed W, bias, mult, shift, y), the packed A a ``_scratch`` buffer
     (three counters on lines of their own from its first cache line, packed A after them) and W,
@@ -291,7 +293,7 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
     signature whatever the dtypes and flags of the arrays (a read-only array is a type of its own to
     numba, and each signature costs seconds to compile)."""
     m, k, n, entries, lo, hi, out_bytes, threads = dims
-    flip, padded, sa, sw, pack_w, bias_step = packing
+    flip, padded, sa, sw, pack_w, bias_step, lut = packing
     pa, pw, bias, mult, shift, y = at
     next_chunk = _line_up(pa)  # three counters, a line each (every worker adds to them), then packed A
     chunks_done, next_job = next_chunk + _LINE, next_chunk + 2 * _LINE
@@ -334,6 +336,10 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
             # entry e's operands, bias row and output (hw_linear's own entry offsets, with the bias's step)
             ea, ew, eb, ey = pa + 4 * e * sa, pw + 4 * e * sw, bias + 8 * e * bias_step, y + e * m * n * out_bytes
             _hw_linear(kind, ea, ew, m, k, n, 0, r0, r1, p0, p1, eb, mult, shift, lo, hi, out_bytes, ey, raw)
+            if lut != 0:  # the job's rows r0..r1, columns of panels p0..p1, in place
+                c0 = p0 * _NR
+                for r in range(r0, r1):
+                    _hw_lookup_i8(ey + r * n + c0, min(p1 * _NR, n) - c0, lut, ey + r * n + c0)
             j = _hw_next_job(next_job)
 
 
@@ -473,16 +479,17 @@ def attention_heads(
 
 
 @njit(cache=True)
-def _linear_into(kind, a, lin, y, scratch, threads):
+def _linear_into(kind, a, lin, y, scratch, threads, lut):
     """``linear_planned`` of the 2-D int8 ``a`` (contiguous) into the int8 ``y``, in compiled code: ``lin``
     is (N, K, packed W, bias, multipliers, shifts, lo, hi), the last four vectors by address;
-    ``scratch`` an int32 buffer of at least the packed A's words and four cache lines."""
+    ``scratch`` an int32 buffer of at least the packed A's words and four cache lines; ``lut``: 0, or
+    a table the outputs are looked up in (``_linear_parallel``)."""
     n, k, pw, bias, mult, shift, lo, hi = lin
     m = a.shape[0]
     sa, sw, padded = _sizes_of(kind, m, k, n)
     t = threads if m * n * k >= _SMALL else 1
     at = (scratch.ctypes.data, pw, bias, mult, shift, y.ctypes.data)
-    dims, packing = (m, k, n, 0, lo, hi, 1, t), (0x80, padded, sa, sw, 0, 0)
+    dims, packing = (m, k, n, 0, lo, hi, 1, t), (0x80, padded, sa, sw, 0, 0, lut)
     _linear_parallel(kind, (a.ctypes.data, 0, k, 1), (0, 0, 0, 0), at, dims, packing)
 
 
@@ -493,7 +500,7 @@ def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, thre
     LayerNorm (``layernorm_rows``), the qkv projection (``_linear_into``), every head's attention
     (``_attention_parallel``, reading q, k and v where the projection put them and writing each head's
     context to its columns), the output projection, the residual add and the second LayerNorm in one
-    pass (``residual_layernorm_rows``), fc1, GELU in place (``hw_lookup_i8``), fc2 and the second
+    pass (``residual_layernorm_rows``), fc1 with GELU's lookup in each of its jobs, fc2 and the second
     residual add. ``norms``: two (gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits);
     ``lins``: qkv, proj, fc1, fc2 as ``_linear_into`` takes them; ``adds``: two (Ma, Mb, s vectors,
     lo, hi); ``att``: (heads, head dim, zero bias, score multipliers, shifts (addresses), lo, hi, context
@@ -514,7 +521,7 @@ def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, thre
     ve = layernorm_rows(x, g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, h).max()
     qkv_out = np.empty((m, 3 * inner), np.int8)
     t0 = _hw_now_ns()
-    _linear_into(kind, h, qkv, qkv_out, scratch, threads)
+    _linear_into(kind, h, qkv, qkv_out, scratch, threads, 0)
     spent = _hw_now_ns() - t0
     ctx = np.empty((m, inner), np.int8)
     entries = images * heads
@@ -529,17 +536,16 @@ def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, thre
     _keep_alive(qkv_out)  # read by address above
     a = np.empty((m, d), np.int8)
     t0 = _hw_now_ns()
-    _linear_into(kind, ctx, proj, a, scratch, threads)
+    _linear_into(kind, ctx, proj, a, scratch, threads, 0)
     spent += _hw_now_ns() - t0
     x1 = np.empty((m, d), np.int8)
     ve = max(ve, residual_layernorm_rows(x, a, adds[0], x1, norms[1], h))
     f = np.empty((m, fc1[0]), np.int8)
     t0 = _hw_now_ns()
-    _linear_into(kind, h, fc1, f, scratch, threads)
+    _linear_into(kind, h, fc1, f, scratch, threads, gelu_at)  # GELU in place, job by job
     spent += _hw_now_ns() - t0
-    _lookup_parallel(f.ctypes.data, f.size, gelu_at, f.ctypes.data)  # in place: each chunk read, then written
     t0 = _hw_now_ns()
-    _linear_into(kind, f, fc2, a, scratch, threads)
+    _linear_into(kind, f, fc2, a, scratch, threads, 0)
     spent += _hw_now_ns() - t0
     out = np.empty((m, d), np.int8)
     ma, mb, s, rlo, rhi = adds[1]
@@ -708,7 +714,7 @@ def linear_packed(
     bias, mult, shift = (np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
     flip = 0 if a8.dtype == np.uint8 else 0x80
     dims = (m, k, n, entries, lo, hi, y.itemsize, numba.get_num_threads())
-    packing = (flip, padded, sa, sw, int(pack_in_jobs), n if bias.size > n else 0)
+    packing = (flip, padded, sa, sw, int(pack_in_jobs), n if bias.size > n else 0, 0)
     # every array by address (each lives in this frame for the call), A and W with their strides
     a_at, w_at = ((x.ctypes.data, *x.strides) for x in (a8, w8))
     at = (pa.ctypes.data, pw.ctypes.data, bias.ctypes.data, mult.ctypes.data, shift.ctypes.data, y.ctypes.data)
@@ -742,7 +748,7 @@ def linear_planned(a8: np.ndarray, plan: tuple, lo: int, hi: int) -> np.ndarray:
     pa = _scratch(sa)  # the job counter, then A packed by all threads in the kernel
     flip = 0 if a8.dtype == np.uint8 else 0x80
     at = (pa.ctypes.data, pw_at, bias_at, mult_at, shift_at, y.ctypes.data)
-    dims, packing = (m, k, n, 0, lo, hi, y.itemsize, _threads_for(m, k, n)), (flip, padded, sa, sw, 0, 0)
+    dims, packing = (m, k, n, 0, lo, hi, y.itemsize, _threads_for(m, k, n)), (flip, padded, sa, sw, 0, 0, 0)
     _linear_parallel(kind, (a8.ctypes.data, 0, *a8.strides), (0, 0, 0, 0), at, dims, packing)
     return y
 
