@@ -36,6 +36,12 @@ def test_derived_keeps_work_only_for_immutable_inputs():
     assert not frozen.frozen(view) and not frozen.immutable(view)
     assert not frozen.immutable((1, np.zeros(2)))  # arrays inside a tuple are never keys
     assert frozen.immutable((1, (2, "x"))) and frozen.immutable(None) and not frozen.immutable([1])
+    # ``otherwise``: called in make's place where an input could change (the joined qkv: None), and
+    # only there; a torch tensor or a list is never a key either
+    assert frozen.derived((writable, 3), "t", make, otherwise=lambda: "fresh") == "fresh"
+    assert frozen.derived(([1, 2],), "t", make, otherwise=lambda: "fresh") == "fresh"
+    assert len(made) == 4
+    assert frozen.derived((fixed, 3, None, (2, 5)), "t", make, otherwise=lambda: "fresh") == 1
 
 
 def test_an_error_is_raised_every_time_and_a_dead_array_leaves_the_cache():

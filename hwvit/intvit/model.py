@@ -80,8 +80,6 @@ class IntAttention:
         if any(not r.is_default or r.out_bits != rqs[0].out_bits for r in rqs):
             return None
         inputs = tuple(v for p in parts for v in (p.w, p.bias, p.requant.mult, p.requant.shift))
-        if not all(map(frozen.immutable, inputs)):
-            return None
 
         def join():
             def stack(values):
@@ -100,7 +98,7 @@ class IntAttention:
                 ),
             )
 
-        return frozen.derived(inputs, "joined_qkv", join)
+        return frozen.derived(inputs, "joined_qkv", join, otherwise=lambda: None)
 
     def _tag(self, path: str, b: int, i: int) -> str:
         """Record path of batch-head index i: layers.0.attn.h3 (one image) or ...img1.h3."""

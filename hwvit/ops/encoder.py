@@ -149,10 +149,10 @@ def _fused_plan(x: np.ndarray, block: EncoderBlock) -> tuple | None:
     count (``hwvit.ops.frozen``)."""
     if x.dtype != np.int8 or x.ndim != 3 or 0 in x.shape:
         return None
-    kind = gemm_backends.fused_kind(gemm_backends.backend())
+    name = gemm_backends.backend()
+    kind = gemm_backends.fused_kind(name)
     if kind is None:
         return None
-    name = gemm_backends.backend()
     leaves = tuple(v for part in block for v in part)
     key = (*leaves, x.shape[1], x.shape[2], name, kind)
     return frozen.derived(key, "encoder-block", lambda: _plan(x, block, name, kind))

@@ -59,9 +59,11 @@ def immutable(x: Any) -> bool:
     return _part(x) is not None
 
 
-def derived(inputs: tuple, tag: Any, make: Callable[[], Any]) -> Any:
+def derived(inputs: tuple, tag: Any, make: Callable[[], Any], otherwise: Callable[[], Any] | None = None) -> Any:
     """``make()``, kept for these ``inputs`` under ``tag`` when every input is immutable (and made
-    afresh otherwise). An exception from ``make`` is raised every time: nothing is kept."""
+    afresh otherwise, or ``otherwise()`` in its place where given). An exception from ``make`` is
+    raised every time: nothing is kept."""
+    fresh = make if otherwise is None else otherwise
     # one pass, plain loops, no key objects beyond the tuple: this runs at every kernel call
     # (about 180 times a ViT-B/16 forward). An array's key is its identity, shape and dtype (a
     # read-only array's shape can be set in place); a scalar's its class and value (True is not 1).
@@ -70,7 +72,7 @@ def derived(inputs: tuple, tag: Any, make: Callable[[], Any]) -> Any:
     for x in inputs:
         if isinstance(x, np.ndarray):
             if not frozen(x):
-                return make()
+                return fresh()
             key.append((id(x), x.shape, x.dtype))
             arrays.append(x)
         elif x is None or isinstance(x, _SCALARS):
@@ -78,7 +80,7 @@ def derived(inputs: tuple, tag: Any, make: Callable[[], Any]) -> Any:
         else:
             p = _part(x)  # a tuple of scalars; anything else: None
             if p is None:
-                return make()
+                return fresh()
             key.append(p)
     key = tuple(key)
     hit = _cache.get(key)
