@@ -39,6 +39,20 @@ def vnni_here(monkeypatch):
 
 
 @pytest.fixture
+def counted(monkeypatch):
+    """``counted(module, name)``: a list that gains one entry at each call of ``module.name`` from now
+    on (the function itself still runs); the module's own function is back after the test."""
+
+    def count(module, name):
+        seen = []
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, **kw: seen.append(1) or real(*a, **kw))
+        return seen
+
+    return count
+
+
+@pytest.fixture
 def fake_cpu(monkeypatch):
     """``fake_cpu(flags)``: this process sees a CPU with exactly those /proc/cpuinfo flags (as
     ``hwvit.ops.cpu.features()`` reports them); the kernels' once-per-process answer is reset."""

@@ -1,12 +1,11 @@
 """ops.attention_heads: Q.K^T requantized, softmax, P.V requantized for every head in one call equals
-the three calls (ops.linear, ops.softmax, ops.linear) on every kernel kind, layout, tail and extreme,
-and the integer ViT takes it only where nothing between the three is traced."""
+the three calls (ops.linear, ops.softmax, ops.linear) on every kernel kind, layout, tail and extreme
+(the integer ViT's use of it: tests/test_ops_encoder.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_intvit import inputs_for, small_model
 
 from hwvit import ops
 from hwvit.ops import gemm_backends as gb
@@ -62,13 +61,11 @@ def test_one_call_equals_the_three_on_every_kernel(kind, per_channel):
 
 
 @pytest.mark.parametrize("name", ["int8_avx2", "int16_avx2", "int8_vnni", "float64"])
-def test_the_op_on_each_backend(name, vnni_here, monkeypatch):
+def test_the_op_on_each_backend(name, vnni_here, monkeypatch, counted):
     """The fused backends take the one call (counted), the others the three; the integers are the same."""
     from hwvit.ops import native
 
-    calls = []
-    real = native.attention_heads
-    monkeypatch.setattr(native, "attention_heads", lambda *a: calls.append(1) or real(*a))
+    calls = counted(native, "attention_heads")
     monkeypatch.setenv(gb.ENV, name)
     rng = np.random.default_rng(41)
     q, k, v = _heads(rng, 6, 50, 32)
@@ -99,30 +96,6 @@ def test_other_widths_and_operands_take_the_three_calls(vnni_here, monkeypatch):
     bad[0] = 5  # T[0] must be 2^23
     with pytest.raises(ValueError, match="T\\[0\\] must be"):
         ops.attention_heads(q, k, v, 1 << 30, 37, 8, bad, 8, 1 << 30, 37, 8)
-
-
-def test_the_forward_takes_it_only_when_nothing_between_is_traced(monkeypatch):
-    """IntViT.forward going layer by layer (no ``ops.encoder_block``, which runs attention's heads in
-    its own compiled call): one attention_heads call a block when untraced, none with records or values
-    (they need the scores and probabilities); the logits are the same either way."""
-    from hwvit.intvit.kernels import NumpyKernels
-    from hwvit.intvit.trace import Trace
-    from hwvit.quant import quantize_model
-
-    monkeypatch.delattr(NumpyKernels, "encoder_block")
-
-    model = small_model("vit-b16")
-    int_model = quantize_model(model, inputs_for(model, 8, 1))
-    x = inputs_for(model, 3, 2).numpy()
-    calls = []
-    real = ops.attention_heads
-    monkeypatch.setattr(ops, "attention_heads", lambda *a, **kw: calls.append(1) or real(*a, **kw))
-    plain = int_model.forward(x)
-    assert len(calls) == len(int_model.blocks)
-    traced = int_model.forward(x, trace=Trace(values=True))
-    recorded = int_model.forward(x, trace=Trace(records=True))
-    assert len(calls) == len(int_model.blocks)
-    assert np.array_equal(plain, traced) and np.array_equal(plain, recorded)
 
 
 def test_one_worker_runs_every_entry(vnni_here):

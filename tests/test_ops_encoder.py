@@ -96,13 +96,11 @@ def test_one_call_equals_the_ten_on_every_kernel(kind, per_channel_add):
 
 
 @pytest.mark.parametrize("name", ["int8_avx2", "int16_avx2", "int8_vnni", "float64", "int64"])
-def test_the_op_on_each_backend(name, vnni_here, monkeypatch):
+def test_the_op_on_each_backend(name, vnni_here, monkeypatch, counted):
     """The fused backends take the one call (counted), the others the ten; the integers are the same."""
     from hwvit.ops import native
 
-    calls = []
-    real = native.encoder_block
-    monkeypatch.setattr(native, "encoder_block", lambda *a: calls.append(1) or real(*a))
+    calls = counted(native, "encoder_block")
     monkeypatch.setenv(gb.ENV, name)
     rng = np.random.default_rng(51)
     block = _block(rng, 48, 4, 72)
@@ -114,14 +112,12 @@ def test_the_op_on_each_backend(name, vnni_here, monkeypatch):
     assert narrow.dtype == np.int8 and np.array_equal(narrow, got)
 
 
-def test_other_widths_and_operands_take_the_ten_calls(vnni_here, monkeypatch):
+def test_other_widths_and_operands_take_the_ten_calls(vnni_here, monkeypatch, counted):
     """9-bit scores, a 7-bit LayerNorm, 10-bit fc1 outputs, int16 tokens, writable parameters: the
     ten calls or a plan made afresh, with the same integers."""
     from hwvit.ops import native
 
-    calls = []
-    real = native.encoder_block
-    monkeypatch.setattr(native, "encoder_block", lambda *a: calls.append(1) or real(*a))
+    calls = counted(native, "encoder_block")
     monkeypatch.setenv(gb.ENV, "int8_vnni")
     rng = np.random.default_rng(52)
     base = _block(rng, 24, 2, 36)
@@ -199,9 +195,10 @@ def test_repeated_calls_agree(vnni_here, monkeypatch):
 
 
 @pytest.mark.parametrize("preset", sorted(SMALL))
-def test_the_forward_takes_it_only_when_nothing_in_the_block_is_traced(preset, monkeypatch):
+def test_the_forward_takes_it_only_when_nothing_in_the_block_is_traced(preset, monkeypatch, counted):
     """IntViT.forward: one encoder_block call a block when untraced, none with records or values;
-    the logits are the same either way (and with the block's layers called one by one)."""
+    going layer by layer (a provider without encoder_block), one attention_heads call a block, none
+    with records or values (they need the scores and probabilities); the logits are the same in all."""
     from hwvit.intvit.kernels import NumpyKernels
     from hwvit.intvit.trace import Trace
     from hwvit.quant import quantize_model
@@ -209,16 +206,21 @@ def test_the_forward_takes_it_only_when_nothing_in_the_block_is_traced(preset, m
     model = small_model(preset)
     int_model = quantize_model(model, inputs_for(model, 8, 1))
     x = inputs_for(model, 3, 2).numpy()
-    calls = []
-    real = ops.encoder_block
-    monkeypatch.setattr(ops, "encoder_block", lambda *a, **kw: calls.append(1) or real(*a, **kw))
-    plain = int_model.forward(x)
-    assert len(calls) == len(int_model.blocks)
-    traced = int_model.forward(x, trace=Trace(values=True))
-    recorded = int_model.forward(x, trace=Trace(records=True))
-    assert len(calls) == len(int_model.blocks)
+    depth = len(int_model.blocks)
+    calls = {name: counted(ops, name) for name in ("encoder_block", "attention_heads")}
+
+    def forward_counted(trace=None):
+        before = {name: len(seen) for name, seen in calls.items()}
+        out = int_model.forward(x, trace=trace)
+        return out, tuple(len(seen) - before[name] for name, seen in calls.items())
+
+    plain, counts = forward_counted()
+    assert counts == (depth, 0)
+    for trace in (Trace(values=True), Trace(records=True)):
+        out, counts = forward_counted(trace)
+        assert counts == (0, 0) and np.array_equal(out, plain)
     monkeypatch.delattr(NumpyKernels, "encoder_block")
-    layer_by_layer = int_model.forward(x)
-    assert len(calls) == len(int_model.blocks)
-    for other in (traced, recorded, layer_by_layer):
-        assert np.array_equal(plain, other)
+    layer_by_layer, counts = forward_counted()
+    assert counts == (0, depth) and np.array_equal(layer_by_layer, plain)
+    out, counts = forward_counted(Trace(values=True))
+    assert counts == (0, 0) and np.array_equal(out, plain)
