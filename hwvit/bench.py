@@ -55,6 +55,7 @@ def _gemm_timer(box: list[float]):
 
 
 _OPS = (
+    "encoder_blocks",
     "encoder_block",
     "gemm",
     "linear",

@@ -194,12 +194,40 @@ def test_repeated_calls_agree(vnni_here, monkeypatch):
         assert np.array_equal(ops.encoder_block(x, block, narrow=True), want)
 
 
+def test_a_stack_of_blocks_equals_each_block_in_turn(vnni_here, monkeypatch, counted):
+    """ops.encoder_blocks: every block's one call in turn (counted), or where one block cannot run as
+    one call, each block as encoder_block takes it; the integers of the ten calls block after block."""
+    from hwvit.ops import native
+
+    monkeypatch.setenv(gb.ENV, "int8_vnni")
+    rng = np.random.default_rng(56)
+    blocks = [_block(rng, 48, 4, 72) for _ in range(3)]
+    x = _tokens(rng, 2, 19, 48)
+    want = x
+    for block in blocks:
+        want = _ten_calls(want, block)
+    calls = counted(native, "encoder_block")
+    got = ops.encoder_blocks(x, blocks)
+    assert got.dtype == np.int64 and np.array_equal(got, want) and len(calls) == 3
+    mixed = [blocks[0], blocks[1]._replace(norm2=blocks[1].norm2._replace(out_bits=7)), blocks[2]]
+    want = x
+    for block in mixed:
+        want = _ten_calls(want, block)
+    got = ops.encoder_blocks(x, mixed, narrow=True)
+    assert got.dtype == np.int8 and np.array_equal(got, want) and len(calls) == 5  # blocks 0 and 2
+    assert np.array_equal(ops.encoder_blocks(x, []), x)
+    with pytest.raises(ValueError, match="x: values must lie in"):
+        ops.encoder_blocks(x.astype(np.int16) * 2, blocks)
+
+
 @pytest.mark.parametrize("preset", sorted(SMALL))
 def test_the_forward_takes_it_only_when_nothing_in_the_block_is_traced(preset, monkeypatch, counted):
-    """IntViT.forward: one encoder_block call a block when untraced, none with records or values;
-    going layer by layer (a provider without encoder_block), one attention_heads call a block, none
-    with records or values (they need the scores and probabilities); the logits are the same in all."""
-    from hwvit.intvit.kernels import NumpyKernels
+    """IntViT.forward: the stack of blocks in one encoder_blocks call when untraced (block by block
+    where a position add comes between blocks, ECG), none with records or values; a provider without
+    it, one encoder_block call a block; going layer by layer (a provider without either), one
+    attention_heads call a block, none with records or values (they need the scores and
+    probabilities); the logits are the same in all."""
+    from hwvit.intvit.kernels import NUMPY, NumpyKernels
     from hwvit.intvit.trace import Trace
     from hwvit.quant import quantize_model
 
@@ -207,7 +235,9 @@ def test_the_forward_takes_it_only_when_nothing_in_the_block_is_traced(preset, m
     int_model = quantize_model(model, inputs_for(model, 8, 1))
     x = inputs_for(model, 3, 2).numpy()
     depth = len(int_model.blocks)
-    calls = {name: counted(ops, name) for name in ("encoder_block", "attention_heads")}
+    stacked = int_model._stack(Trace(), NUMPY) is not None
+    assert stacked == (preset != "ecg1d")  # ECG adds the position table again before later blocks
+    calls = {name: counted(ops, name) for name in ("encoder_blocks", "encoder_block", "attention_heads")}
 
     def forward_counted(trace=None):
         before = {name: len(seen) for name, seen in calls.items()}
@@ -215,12 +245,15 @@ def test_the_forward_takes_it_only_when_nothing_in_the_block_is_traced(preset, m
         return out, tuple(len(seen) - before[name] for name, seen in calls.items())
 
     plain, counts = forward_counted()
-    assert counts == (depth, 0)
+    assert counts == ((1, 0, 0) if stacked else (0, depth, 0))
     for trace in (Trace(values=True), Trace(records=True)):
         out, counts = forward_counted(trace)
-        assert counts == (0, 0) and np.array_equal(out, plain)
+        assert counts == (0, 0, 0) and np.array_equal(out, plain)
+    monkeypatch.delattr(NumpyKernels, "encoder_blocks")
+    block_by_block, counts = forward_counted()
+    assert counts == (0, depth, 0) and np.array_equal(block_by_block, plain)
     monkeypatch.delattr(NumpyKernels, "encoder_block")
     layer_by_layer, counts = forward_counted()
-    assert counts == (0, depth) and np.array_equal(layer_by_layer, plain)
+    assert counts == (0, 0, depth) and np.array_equal(layer_by_layer, plain)
     out, counts = forward_counted(Trace(values=True))
-    assert counts == (0, 0) and np.array_equal(out, plain)
+    assert counts == (0, 0, 0) and np.array_equal(out, plain)

@@ -432,12 +432,24 @@ class IntViT:
         xq = k.value(tr, "input", xq, self.s_input)
         pos = k.const(self.pos_q) if self.pos_q is not None else None  # once, for every add
         h = self.embed(xq, pos, tr, k=k)
+        stack = self._stack(tr, k)
+        if stack is not None:  # nothing traced, no position add between blocks: the stack in one call
+            return k.logits(self.readout(k.encoder_blocks(h, stack), tr, k=k))
         for i, block in enumerate(self.blocks):
             pos_add = self.layer_pos_adds[i] if self.layer_pos_adds else None
             if pos_add is not None:
                 h = self.embed.add_position(pos_add, h, pos, tr, f"layers.{i}.pos_add", k)
             h = block(h, tr, f"layers.{i}", k=k)
         return k.logits(self.readout(h, tr, k=k))
+
+    def _stack(self, tr: Trace, k) -> list | None:
+        """Every block as ``ops.encoder_blocks`` takes them, or None where the forward goes block by
+        block: a provider without it, a position add before a later block (ECG), or a block that must
+        go layer by layer (``IntBlock._parts``)."""
+        if not hasattr(k, "encoder_blocks") or any(a is not None for a in self.layer_pos_adds or ()):
+            return None
+        parts = [block._parts(tr) for block in self.blocks]
+        return None if any(p is None for p in parts) else parts
 
     def dequantize_logits(self, logits: np.ndarray) -> np.ndarray:
         return logits.astype(np.float64) * self.s_logits

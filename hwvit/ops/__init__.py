@@ -8,7 +8,8 @@ kernel's widths, rounding and saturation; ``hwvit.ops.reference`` holds slow pla
 used by the tests. Kernels share names with their Verilog twins: ``ops.<kind>`` <-> ``rtl/<kind>.v``
 (requant, gemm, gelu, softmax, layernorm, residual_add, round_sat, divu, isqrt). ``attention_heads``
 is the composition linear -> softmax -> linear of attention's heads in one call, with their integers;
-``encoder_block`` that of a whole pre-norm encoder block's ten kernels (``hwvit.ops.encoder``).
+``encoder_block`` that of a whole pre-norm encoder block's ten kernels (``hwvit.ops.encoder``), and
+``encoder_blocks`` that of a stack of them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from hwvit.formats import Rounding
 from hwvit.ops.attention import attention_heads
 from hwvit.ops.divu import divu
-from hwvit.ops.encoder import encoder_block
+from hwvit.ops.encoder import encoder_block, encoder_blocks
 from hwvit.ops.gelu import gelu
 from hwvit.ops.gemm import gemm, linear
 from hwvit.ops.isqrt import isqrt
@@ -35,6 +36,7 @@ __all__ = [
     "attention_heads",
     "divu",
     "encoder_block",
+    "encoder_blocks",
     "gelu",
     "gemm",
     "isqrt",

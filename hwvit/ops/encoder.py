@@ -14,6 +14,7 @@ makes 12 of these (docs/performance.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -112,6 +113,29 @@ def encoder_block(x: Any, block: EncoderBlock, narrow: bool = False) -> np.ndarr
     if ve >= VE_LIMIT:
         raise OverflowError(f"layernorm: (V << 22) + eps_int = {ve} >= 2^62")
     y = y.reshape(b, n, d)
+    return y if narrow else y.astype(np.int64)
+
+
+def encoder_blocks(x: Any, blocks: Sequence[EncoderBlock], narrow: bool = False) -> np.ndarray:
+    """``encoder_block`` of each block in turn (a model's stack of blocks). Every block's plan is
+    looked up first, in one run of Python, and then the compiled calls follow one another with next to
+    no Python between them (the interpreter's state is not evicted by a block's GEMMs between the
+    lookups); a block that cannot run as one call makes its ten. The same integers either way."""
+    x = narrow_operand(as_int_operand(x, "x", -128, 127), 8)
+    plans = [_fused_plan(x, block) for block in blocks]
+    if not blocks or any(p is None for p in plans):
+        for block in blocks:
+            x = encoder_block(x, block, narrow=True)
+        return x if narrow else x.astype(np.int64)
+    from hwvit.ops import native
+
+    b, n, d = x.shape
+    rows = np.ascontiguousarray(x).reshape(b * n, d)
+    for plan in plans:
+        rows, ve, _ = native.encoder_block(rows, b, plan)
+        if ve >= VE_LIMIT:
+            raise OverflowError(f"layernorm: (V << 22) + eps_int = {ve} >= 2^62")
+    y = rows.reshape(b, n, d)
     return y if narrow else y.astype(np.int64)
 
 
@@ -223,4 +247,4 @@ def _plan(x: np.ndarray, block: EncoderBlock, name: str, kind: int) -> tuple | N
     return (*fused, keep)
 
 
-__all__ = ["Add", "EncoderBlock", "Heads", "Linear", "Lookup", "Norm", "composed", "encoder_block"]
+__all__ = ["Add", "EncoderBlock", "Heads", "Linear", "Lookup", "Norm", "composed", "encoder_block", "encoder_blocks"]
