@@ -172,9 +172,8 @@ class IntAttention:
         traced or forced, hwvit's own arithmetic in all three, and a provider that has the call."""
         sm = self.softmax
         plain = sm.arith is None and sm.exp == "table" and sm.in_bits == self.scores.out_bits
-        quiet = not (tr.keep_records or tr.keep_values or tr.force is not None)
         rounding = self.scores.is_default and self.context.is_default
-        return quiet and plain and rounding and hasattr(k, "attention_heads")
+        return tr.quiet and plain and rounding and hasattr(k, "attention_heads")
 
     def _output(self, ctx, tr: Trace, path: str, b: int, n: int, k):
         """(B*H, N, hd) context -> (B, N, H*hd), traced, then the output projection."""
@@ -212,9 +211,7 @@ class IntBlock:
         integers), or None where the forward must go layer by layer: something traced or forced,
         another arithmetic than hwvit's own in a LayerNorm, the softmax or a requant, separate q, k, v
         projections that cannot be joined."""
-        if tr.keep_records or tr.keep_values or tr.force is not None:
-            return None
-        attn, sm = self.attn, self.attn.softmax
+        attn, sm = self.attn, self.attn.softmax  # _heads_at_once: nothing traced, attention hwvit's own
         if self.norm1.arith is not None or self.norm2.arith is not None or not attn._heads_at_once(tr, NUMPY):
             return None
         qkv = attn.qkv if attn.qkv is not None else attn._joined_qkv()

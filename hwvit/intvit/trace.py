@@ -28,6 +28,11 @@ class Trace:
         self.values: dict[str, tuple[np.ndarray, float]] = {}
         self._seen: set[str] = set()
 
+    @property
+    def quiet(self) -> bool:
+        """Nothing is kept or forced: a forward may fuse steps whose intermediates it would trace."""
+        return not (self.keep_records or self.keep_values or self.force is not None)
+
     def value(self, path: str, q: np.ndarray, scale) -> np.ndarray:
         """Keep ``q`` (if asked); return what the forward continues with (``q`` unless forced).
 

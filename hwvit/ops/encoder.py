@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from hwvit.formats import INT8
 from hwvit.ops import frozen, gemm_backends
 from hwvit.ops.attention import attention_heads
 from hwvit.ops.checks import as_int_operand, narrow_operand
@@ -104,16 +105,7 @@ def encoder_block(x: Any, block: EncoderBlock, narrow: bool = False) -> np.ndarr
     (see the module); the same integers either way. ``narrow`` as in ``linear``."""
     x = narrow_operand(as_int_operand(x, "x", -128, 127), 8)  # int8 as it is; anything else checked
     fused = _fused_plan(x, block)
-    if fused is None:
-        return composed(x, block, narrow)
-    from hwvit.ops import native
-
-    b, n, d = x.shape
-    y, ve, _ = native.encoder_block(np.ascontiguousarray(x).reshape(b * n, d), b, fused)
-    if ve >= VE_LIMIT:
-        raise OverflowError(f"layernorm: (V << 22) + eps_int = {ve} >= 2^62")
-    y = y.reshape(b, n, d)
-    return y if narrow else y.astype(np.int64)
+    return composed(x, block, narrow) if fused is None else _run(x, [fused], narrow)
 
 
 def encoder_blocks(x: Any, blocks: Sequence[EncoderBlock], narrow: bool = False) -> np.ndarray:
@@ -127,6 +119,11 @@ def encoder_blocks(x: Any, blocks: Sequence[EncoderBlock], narrow: bool = False)
         for block in blocks:
             x = encoder_block(x, block, narrow=True)
         return x if narrow else x.astype(np.int64)
+    return _run(x, plans, narrow)
+
+
+def _run(x: np.ndarray, plans: list, narrow: bool) -> np.ndarray:
+    """``native.encoder_block`` of each plan in turn on int8 (B, N, D) ``x``."""
     from hwvit.ops import native
 
     b, n, d = x.shape
@@ -235,13 +232,13 @@ def _plan(x: np.ndarray, block: EncoderBlock, name: str, kind: int) -> tuple | N
         context[0].ctypes.data,
         context[1].ctypes.data,
         *context[2:],
-        255,
+        (1 << 8) - 1,  # the softmax's q: 8-bit probabilities
         RECIP_SHIFT,
         EXP_FRAC,
         SHIFT_FRAC,
     )
     norm_tuples = tuple((*v, LN_T, LN_K, LN_F) for v in norms)
-    add_tuples = tuple((*v, -128, 127) for v in adds)
+    add_tuples = tuple((*v, *INT8.range) for v in adds)  # 8-bit sums
     keep = (lins, scores, context, zero, table8)  # the arrays whose addresses the plan holds
     fused = (kind, norm_tuples, tuple(lin for lin, _ in lins), add_tuples, at, table8.ctypes.data, table)
     return (*fused, keep)

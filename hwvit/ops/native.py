@@ -247,9 +247,15 @@ def _grid(kind, m, k, n, threads):
 
 
 def _threads_for(m: int, k: int, n: int) -> int:
-    """numba's threads for an M x K x N product, one below _SMALL multiply-adds (asked in Python:
+    """numba's threads for an M x K x N product (``_threads_of``; asked in Python:
     ``numba.get_num_threads`` inside a compiled function keeps numba from caching it)."""
-    return numba.get_num_threads() if m * n * k >= _SMALL else 1
+    return _threads_of(numba.get_num_threads(), m, k, n)
+
+
+@njit(cache=True)
+def _threads_of(threads, m, k, n):
+    """The threads an M x K x N product runs on out of ``threads``: one below _SMALL multiply-adds."""
+    return threads if m * n * k >= _SMALL else 1
 
 
 @njit(parallel=True, cache=True)
@@ -483,14 +489,15 @@ def _linear_into(kind, a, lin, y, scratch, threads, lut):
     """``linear_planned`` of the 2-D int8 ``a`` (contiguous) into the int8 ``y``, in compiled code: ``lin``
     is (N, K, packed W, bias, multipliers, shifts, lo, hi), the last four vectors by address;
     ``scratch`` an int32 buffer of at least the packed A's words and four cache lines; ``lut``: 0, or
-    a table the outputs are looked up in (``_linear_parallel``)."""
+    a table the outputs are looked up in (``_linear_parallel``). Returns the nanoseconds it took."""
+    start = _hw_now_ns()
     n, k, pw, bias, mult, shift, lo, hi = lin
     m = a.shape[0]
     sa, sw, padded = _sizes_of(kind, m, k, n)
-    t = threads if m * n * k >= _SMALL else 1
     at = (scratch.ctypes.data, pw, bias, mult, shift, y.ctypes.data)
-    dims, packing = (m, k, n, 0, lo, hi, 1, t), (0x80, padded, sa, sw, 0, 0, lut)
+    dims, packing = (m, k, n, 0, lo, hi, 1, _threads_of(threads, m, k, n)), (0x80, padded, sa, sw, 0, 0, lut)
     _linear_parallel(kind, (a.ctypes.data, 0, k, 1), (0, 0, 0, 0), at, dims, packing)
+    return _hw_now_ns() - start
 
 
 @njit(cache=True)
@@ -520,9 +527,7 @@ def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, thre
     h = np.empty((m, d), np.int8)
     ve = layernorm_rows(x, g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, h).max()
     qkv_out = np.empty((m, 3 * inner), np.int8)
-    t0 = _hw_now_ns()
-    _linear_into(kind, h, qkv, qkv_out, scratch, threads, 0)
-    spent = _hw_now_ns() - t0
+    spent = _linear_into(kind, h, qkv, qkv_out, scratch, threads, 0)
     ctx = np.empty((m, inner), np.int8)
     entries = images * heads
     workers = min(threads, entries)
@@ -535,18 +540,12 @@ def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, thre
     _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, *_attention_buffers(kind, workers, n, hd), table)
     _keep_alive(qkv_out)  # read by address above
     a = np.empty((m, d), np.int8)
-    t0 = _hw_now_ns()
-    _linear_into(kind, ctx, proj, a, scratch, threads, 0)
-    spent += _hw_now_ns() - t0
+    spent += _linear_into(kind, ctx, proj, a, scratch, threads, 0)
     x1 = np.empty((m, d), np.int8)
     ve = max(ve, residual_layernorm_rows(x, a, adds[0], x1, norms[1], h))
     f = np.empty((m, fc1[0]), np.int8)
-    t0 = _hw_now_ns()
-    _linear_into(kind, h, fc1, f, scratch, threads, gelu_at)  # GELU in place, job by job
-    spent += _hw_now_ns() - t0
-    t0 = _hw_now_ns()
-    _linear_into(kind, f, fc2, a, scratch, threads, 0)
-    spent += _hw_now_ns() - t0
+    spent += _linear_into(kind, h, fc1, f, scratch, threads, gelu_at)  # GELU in place, job by job
+    spent += _linear_into(kind, f, fc2, a, scratch, threads, 0)
     out = np.empty((m, d), np.int8)
     ma, mb, s, rlo, rhi = adds[1]
     residual_rows(x1, a, ma, mb, s, rlo, rhi, out)
@@ -664,8 +663,8 @@ def matmul_packed(
 def _sizes(kind: int, m: int, k: int, n: int) -> tuple[int, int, int]:
     """(int32 words of one packed A, of one packed W, padded rows) of a product: asked of the library
     once per shape, not at every call."""
-    lib = _load()
-    return lib.hw_packed_a_size(kind, m, k), lib.hw_packed_w_size(kind, n, k), lib.hw_rows_padded(kind, m)
+    _load()  # the library's symbols, which _sizes_of calls
+    return _sizes_of(kind, m, k, n)
 
 
 def linear_packed(
