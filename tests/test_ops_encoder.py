@@ -220,6 +220,72 @@ def test_a_stack_of_blocks_equals_each_block_in_turn(vnni_here, monkeypatch, cou
         ops.encoder_blocks(x.astype(np.int16) * 2, blocks)
 
 
+def test_the_last_block_gives_only_the_tokens_asked_for(kind):
+    """encoder_blocks(..., tokens=t): the last block's first t tokens of each image, equal to the full
+    stack's [:, :t] (the ten calls block after block) on every kernel kind and shape; the query rows
+    past t are not worked out, every token still gives its key and value."""
+    rng = np.random.default_rng(57)
+    for b, n, d, heads, hd, f in SHAPES:
+        blocks = [_block(rng, d, heads, f, hd=hd) for _ in range(2)]
+        x = _tokens(rng, b, n, d)
+        want = x
+        for block in blocks:
+            want = _ten_calls(want, block)
+        plans = [encoder._plan(x, block, f"test-kind-{kind}", kind) for block in blocks]
+        for t in sorted({1, n // 2 + 1, n}):
+            got = encoder._run(x, plans, True, t)
+            assert got.shape == (b, t, d) and np.array_equal(got, want[:, :t]), (b, n, d, heads, hd, f, t)
+
+
+def test_tokens_through_the_op_and_its_ten_calls(vnni_here, monkeypatch, counted):
+    """ops.encoder_blocks with ``tokens``: one call a block where it can, the ten calls (every row
+    worked out, the rest dropped) where it cannot, the same integers; a count of tokens outside 1..N
+    is one line of error."""
+    from hwvit.ops import native
+
+    monkeypatch.setenv(gb.ENV, "int8_vnni")
+    rng = np.random.default_rng(58)
+    blocks = [_block(rng, 48, 4, 72) for _ in range(2)]
+    x = _tokens(rng, 3, 23, 48)
+    full = ops.encoder_blocks(x, blocks)
+    calls = counted(native, "encoder_block")
+    for t in (1, 2, 23):
+        got = ops.encoder_blocks(x, blocks, tokens=t)
+        assert got.dtype == np.int64 and np.array_equal(got, full[:, :t])
+    assert len(calls) == 6
+    slow = [blocks[0], blocks[1]._replace(norm1=blocks[1].norm1._replace(out_bits=7))]
+    want = ops.encoder_blocks(x, slow, narrow=True)
+    got = ops.encoder_blocks(x, slow, narrow=True, tokens=4)
+    assert got.dtype == np.int8 and np.array_equal(got, want[:, :4]) and len(calls) == 8  # block 0 twice
+    for bad in (0, 24, -1, 1.0, True, "1"):
+        with pytest.raises(ValueError, match=r"^encoder_blocks: tokens must be 1\.\.N \(N = 23 tokens an image\)"):
+            ops.encoder_blocks(x, blocks, tokens=bad)
+
+
+@pytest.mark.parametrize("preset", sorted(SMALL))
+def test_the_forward_asks_the_last_block_for_the_tokens_its_readout_reads(preset, monkeypatch):
+    """A class-token readout reads token 0 alone: the forward asks the stack for 1 token an image, a
+    pooled one for all; the logits are those of the stack giving every token."""
+    from hwvit.intvit.kernels import NumpyKernels
+    from hwvit.intvit.model import IntReadout
+    from hwvit.quant import quantize_model
+
+    model = small_model(preset)
+    int_model = quantize_model(model, inputs_for(model, 8, 1))
+    x = inputs_for(model, 3, 2).numpy()
+    want = 1 if int_model.readout.pool is None else None
+    assert int_model.readout.tokens_read == want
+    asked = []
+    real = NumpyKernels.encoder_blocks
+    spy = lambda self, h, blocks, tokens=None: asked.append(tokens) or real(self, h, blocks, tokens)  # noqa: E731
+    monkeypatch.setattr(NumpyKernels, "encoder_blocks", spy)
+    out = int_model.forward(x)
+    assert asked == ([] if preset == "ecg1d" else [want])  # ECG goes block by block (a position add between)
+    monkeypatch.setattr(IntReadout, "tokens_read", None)
+    assert np.array_equal(int_model.forward(x), out)
+    assert asked[-1:] == ([] if preset == "ecg1d" else [None])
+
+
 @pytest.mark.parametrize("preset", sorted(SMALL))
 def test_the_forward_takes_it_only_when_nothing_in_the_block_is_traced(preset, monkeypatch, counted):
     """IntViT.forward: the stack of blocks in one encoder_blocks call when untraced (block by block

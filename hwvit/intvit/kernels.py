@@ -60,10 +60,11 @@ class NumpyKernels:
         ``ops.encoder_block``, its ten kernels in one call where it can, with their integers."""
         return ops.encoder_block(x, block, narrow=True)
 
-    def encoder_blocks(self, x, blocks):
+    def encoder_blocks(self, x, blocks, tokens=None):
         """``encoder_block`` of each of ``blocks`` in turn (``ops.encoder_blocks``: their plans looked
-        up first, then the compiled calls one after another)."""
-        return ops.encoder_blocks(x, blocks, narrow=True)
+        up first, then the compiled calls one after another); ``tokens``: the first tokens of each
+        image wanted from the last block (None: all)."""
+        return ops.encoder_blocks(x, blocks, narrow=True, tokens=tokens)
 
     def variant(self, v, x, params):
         """An arithmetic variant's exact kernel (hwvit.variants) on ``x``."""

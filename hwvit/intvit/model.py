@@ -340,6 +340,12 @@ class IntReadout:
     def s_logits(self) -> float:
         return self.head.s_out if self.head is not None else self.s_features
 
+    @property
+    def tokens_read(self) -> int | None:
+        """The leading tokens of each image the readout reads: 1 where it takes the class token's
+        features (the final norm works row by row), None (all) where it pools them."""
+        return 1 if self.pool is None else None
+
     def __call__(self, h, tr: Trace, k=NUMPY):
         if self.norm is not None:
             h = self.norm(h, tr, "norm", k=k)
@@ -431,7 +437,8 @@ class IntViT:
         h = self.embed(xq, pos, tr, k=k)
         stack = self._stack(tr, k)
         if stack is not None:  # nothing traced, no position add between blocks: the stack in one call
-            return k.logits(self.readout(k.encoder_blocks(h, stack), tr, k=k))
+            # the last block gives only the tokens the readout reads (the class token's row, or all)
+            return k.logits(self.readout(k.encoder_blocks(h, stack, self.readout.tokens_read), tr, k=k))
         for i, block in enumerate(self.blocks):
             pos_add = self.layer_pos_adds[i] if self.layer_pos_adds else None
             if pos_add is not None:

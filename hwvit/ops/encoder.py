@@ -108,31 +108,45 @@ def encoder_block(x: Any, block: EncoderBlock, narrow: bool = False) -> np.ndarr
     return composed(x, block, narrow) if fused is None else _run(x, [fused], narrow)
 
 
-def encoder_blocks(x: Any, blocks: Sequence[EncoderBlock], narrow: bool = False) -> np.ndarray:
+def encoder_blocks(
+    x: Any, blocks: Sequence[EncoderBlock], narrow: bool = False, tokens: int | None = None
+) -> np.ndarray:
     """``encoder_block`` of each block in turn (a model's stack of blocks). Every block's plan is
     looked up first, in one run of Python, and then the compiled calls follow one another with next to
     no Python between them (the interpreter's state is not evicted by a block's GEMMs between the
-    lookups); a block that cannot run as one call makes its ten. The same integers either way."""
+    lookups); a block that cannot run as one call makes its ten. The same integers either way.
+
+    ``tokens``: only the first ``tokens`` tokens of each image are wanted from the last block (a
+    readout of the class token wants 1): the result is (B, tokens, D), the full result's
+    ``[:, :tokens]``. In one compiled call the last block works out only those rows past its
+    attention (every token still gives its key and value); the ten calls work out every row and
+    drop the rest."""
     x = narrow_operand(as_int_operand(x, "x", -128, 127), 8)
+    n = x.shape[1] if x.ndim == 3 else None
+    is_int = isinstance(tokens, (int, np.integer)) and not isinstance(tokens, bool)
+    if tokens is not None and (n is None or not is_int or not 1 <= tokens <= n):
+        raise ValueError(f"encoder_blocks: tokens must be 1..N (N = {n} tokens an image), got {tokens!r}")
     plans = [_fused_plan(x, block) for block in blocks]
     if not blocks or any(p is None for p in plans):
         for block in blocks:
             x = encoder_block(x, block, narrow=True)
+        x = x if tokens is None else x[:, :tokens]
         return x if narrow else x.astype(np.int64)
-    return _run(x, plans, narrow)
+    return _run(x, plans, narrow, tokens)
 
 
-def _run(x: np.ndarray, plans: list, narrow: bool) -> np.ndarray:
-    """``native.encoder_block`` of each plan in turn on int8 (B, N, D) ``x``."""
+def _run(x: np.ndarray, plans: list, narrow: bool, tokens: int | None = None) -> np.ndarray:
+    """``native.encoder_block`` of each plan in turn on int8 (B, N, D) ``x``; the last one gives the
+    first ``tokens`` tokens of each image (None: all)."""
     from hwvit.ops import native
 
     b, n, d = x.shape
     rows = np.ascontiguousarray(x).reshape(b * n, d)
-    for plan in plans:
-        rows, ve, _ = native.encoder_block(rows, b, plan)
+    for i, plan in enumerate(plans):
+        rows, ve, _ = native.encoder_block(rows, b, plan, tokens if i == len(plans) - 1 else None)
         if ve >= VE_LIMIT:
             raise OverflowError(f"layernorm: (V << 22) + eps_int = {ve} >= 2^62")
-    y = rows.reshape(b, n, d)
+    y = rows.reshape(b, -1, d)
     return y if narrow else y.astype(np.int64)
 
 

@@ -364,15 +364,18 @@ def _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, scores, probs,
     heads of an (E, N, hd) array (heads = E, image stride 0) or the column blocks of a (B, N, H*hd)
     activation alike. ``vecs``: (zero bias, score multipliers, score shifts, context multipliers,
     context shifts), (N,) or (hd,) int64 addresses; ``dims``: (E, heads, N, hd, threads, score lo,
-    hi, context lo, hi, softmax q, recip_shift, exp_frac, shift_frac)."""
+    hi, context lo, hi, softmax q, recip_shift, exp_frac, shift_frac, NQ): the first NQ <= N query rows
+    of each entry against all N keys and values (each query row's context depends on its own row of
+    Q alone), an (NQ, hd) context."""
     q_addr, q_si, q_sh, q_sm, q_sk = q_at
     k_addr, k_si, k_sh, k_sn, k_sk = k_at
     v_addr, v_si, v_sh, v_sd, v_sn = v_at
     y_addr, y_si, y_sh, y_sm = y_at
     zero, s_mult, s_shift, c_mult, c_shift = vecs
-    entries, heads, n, hd, threads, slo, shi, clo, chi, qmax, recip_shift, exp_frac, shift_frac = dims
-    (sa1, sw1, sa2, sw2), pad1, pad2 = _attention_slot(kind, n, hd)
+    entries, heads, n, hd, threads, slo, shi, clo, chi, qmax, recip_shift, exp_frac, shift_frac, nq = dims
+    (sa1, sw1, sa2, sw2), _, _ = _attention_slot(kind, n, hd)
     slot = sa1 + sw1 + sa2 + sw2
+    pad = _hw_rows_padded(kind, nq)  # the packed rows of Q and of P (the slot holds N's)
     workers = min(threads, entries)
     counter = _line_up(scratch.ctypes.data)
     _hw_reset_jobs(counter)
@@ -386,21 +389,21 @@ def _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, scores, probs,
         while e < entries:
             img, head = e // heads, e % heads
             q_e, k_e = q_addr + img * q_si + head * q_sh, k_addr + img * k_si + head * k_sh
-            _hw_pack_a_rows(kind, q_e, n, hd, q_sm, q_sk, 0, pad1, pa1, 0x80)
+            _hw_pack_a_rows(kind, q_e, nq, hd, q_sm, q_sk, 0, pad, pa1, 0x80)
             _hw_pack_w_strided(kind, k_e, n, hd, k_sn, k_sk, pw1)
             s_at, panels = sc.ctypes.data, -(-n // _NR)
-            _hw_linear(kind, pa1, pw1, n, hd, n, 0, 0, n, 0, panels, zero, s_mult, s_shift, slo, shi, 1, s_at, 0)
-            for i in range(n):
+            _hw_linear(kind, pa1, pw1, nq, hd, n, 0, 0, nq, 0, panels, zero, s_mult, s_shift, slo, shi, 1, s_at, 0)
+            for i in range(nq):
                 softmax_row(sc, i, table, qmax, recip_shift, False, 0, exp_frac, shift_frac, e_buf, pr)
-            _hw_pack_a_rows(kind, pr.ctypes.data, n, n, n, 1, 0, pad2, pa2, 0)
+            _hw_pack_a_rows(kind, pr.ctypes.data, nq, n, n, 1, 0, pad, pa2, 0)
             _hw_pack_w_strided(kind, v_addr + img * v_si + head * v_sh, hd, n, v_sd, v_sn, pw2)
             y_e = y_addr + img * y_si + head * y_sh
             panels = -(-hd // _NR)
-            if y_sm == hd:  # the entry's (N, hd) context is contiguous where it goes: written there
-                _hw_linear(kind, pa2, pw2, n, n, hd, 0, 0, n, 0, panels, zero, c_mult, c_shift, clo, chi, 1, y_e, 1)
+            if y_sm == hd:  # the entry's (NQ, hd) context is contiguous where it goes: written there
+                _hw_linear(kind, pa2, pw2, nq, n, hd, 0, 0, nq, 0, panels, zero, c_mult, c_shift, clo, chi, 1, y_e, 1)
             else:  # into the worker's own, then row by row to its place
-                _hw_linear(kind, pa2, pw2, n, n, hd, 0, 0, n, 0, panels, zero, c_mult, c_shift, clo, chi, 1, own, 1)
-                _hw_copy_rows(own, n, hd, y_e, y_sm)
+                _hw_linear(kind, pa2, pw2, nq, n, hd, 0, 0, nq, 0, panels, zero, c_mult, c_shift, clo, chi, 1, own, 1)
+                _hw_copy_rows(own, nq, hd, y_e, y_sm)
             e = _hw_next_job(counter)
 
 
@@ -476,7 +479,7 @@ def attention_heads(
     zero = np.zeros(max(n, hd), np.int64)
     (smult, sshift, slo, shi), (cmult, cshift, clo, chi) = scores, context
     vecs = (zero.ctypes.data, smult.ctypes.data, sshift.ctypes.data, cmult.ctypes.data, cshift.ctypes.data)
-    dims = (entries, entries, n, hd, threads, slo, shi, clo, chi, qmax, RECIP_SHIFT, EXP_FRAC, SHIFT_FRAC)
+    dims = (entries, entries, n, hd, threads, slo, shi, clo, chi, qmax, RECIP_SHIFT, EXP_FRAC, SHIFT_FRAC, n)
     q_at, k_at = ((x.ctypes.data, 0, *x.strides) for x in (q8, k8))
     v_at = (v8.ctypes.data, 0, v8.strides[0], v8.strides[2], v8.strides[1])
     y_at = (y.ctypes.data, 0, n * hd, hd)
@@ -501,7 +504,7 @@ def _linear_into(kind, a, lin, y, scratch, threads, lut):
 
 
 @njit(cache=True)
-def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, threads):
+def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, threads, keep):
     """One pre-norm encoder block on the (B*N, D) int8 rows ``x`` of ``images`` images, every step
     one of the kernels the separate calls run, on the same integers, with no Python between them:
     LayerNorm (``layernorm_rows``), the qkv projection (``_linear_into``), every head's attention
@@ -512,10 +515,15 @@ def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, thre
     ``lins``: qkv, proj, fc1, fc2 as ``_linear_into`` takes them; ``adds``: two (Ma, Mb, s vectors,
     lo, hi); ``att``: (heads, head dim, zero bias, score multipliers, shifts (addresses), lo, hi, context
     multipliers, shifts, lo, hi, softmax q, recip_shift, exp_frac, shift_frac); ``table``: the exp
-    table with its trailing 0. Returns the (B*N, D) int8 output, the largest Ve of the two norms and
-    the nanoseconds spent in the four projections (``hwvit bench`` counts them as GEMM time)."""
+    table with its trailing 0. ``keep``: the tokens of each image that come out (the first ``keep`` of
+    its N): every row is LayerNormed and projected to k and v, but only those rows' queries attend,
+    and only those rows go on through the projection, the MLP and the adds (each step after the
+    attention is row by row), so with ``keep`` < N the output is the full one's rows of those tokens.
+    Returns the (B*keep, D) int8 output, the largest Ve of the two norms and the nanoseconds spent in
+    the four projections (``hwvit bench`` counts them as GEMM time)."""
     m, d = x.shape
     n = m // images
+    mk = images * keep  # the rows that go on after the attention
     qkv, proj, fc1, fc2 = lins
     heads, hd, zero, s_mult, s_shift, slo, shi, c_mult, c_shift, clo, chi, qmax, recip_shift, exp_frac, shift_frac = att
     inner = heads * hd  # the width of q, k, v and the context (D in ViT-B/16, not in every model)
@@ -528,38 +536,45 @@ def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, thre
     ve = layernorm_rows(x, g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, h).max()
     qkv_out = np.empty((m, 3 * inner), np.int8)
     spent = _linear_into(kind, h, qkv, qkv_out, scratch, threads, 0)
-    ctx = np.empty((m, inner), np.int8)
+    ctx = np.empty((mk, inner), np.int8)
     entries = images * heads
     workers = min(threads, entries)
     row, at = 3 * inner, qkv_out.ctypes.data  # q, k, v: column blocks 0, 1, 2 of the projection
     q_at, k_at = (at, n * row, hd, row, 1), (at + inner, n * row, hd, row, 1)
     v_at = (at + 2 * inner, n * row, hd, 1, row)
-    y_at = (ctx.ctypes.data, n * inner, hd, inner)
-    dims = (entries, heads, n, hd, workers, slo, shi, clo, chi, qmax, recip_shift, exp_frac, shift_frac)
+    y_at = (ctx.ctypes.data, keep * inner, hd, inner)
+    dims = (entries, heads, n, hd, workers, slo, shi, clo, chi, qmax, recip_shift, exp_frac, shift_frac, keep)
     vecs = (zero, s_mult, s_shift, c_mult, c_shift)
     _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, *_attention_buffers(kind, workers, n, hd), table)
     _keep_alive(qkv_out)  # read by address above
-    a = np.empty((m, d), np.int8)
+    a = np.empty((mk, d), np.int8)
     spent += _linear_into(kind, ctx, proj, a, scratch, threads, 0)
-    x1 = np.empty((m, d), np.int8)
-    ve = max(ve, residual_layernorm_rows(x, a, adds[0], x1, norms[1], h))
-    f = np.empty((m, fc1[0]), np.int8)
-    spent += _linear_into(kind, h, fc1, f, scratch, threads, gelu_at)  # GELU in place, job by job
+    x1, h2 = np.empty((mk, d), np.int8), np.empty((mk, d), np.int8)
+    if keep < n:  # the residual stream of the rows that go on
+        xk = np.empty((mk, d), np.int8)
+        for i in range(images):
+            xk[i * keep : (i + 1) * keep] = x[i * n : i * n + keep]
+        ve = max(ve, residual_layernorm_rows(xk, a, adds[0], x1, norms[1], h2))
+    else:
+        ve = max(ve, residual_layernorm_rows(x, a, adds[0], x1, norms[1], h2))
+    f = np.empty((mk, fc1[0]), np.int8)
+    spent += _linear_into(kind, h2, fc1, f, scratch, threads, gelu_at)  # GELU in place, job by job
     spent += _linear_into(kind, f, fc2, a, scratch, threads, 0)
-    out = np.empty((m, d), np.int8)
+    out = np.empty((mk, d), np.int8)
     ma, mb, s, rlo, rhi = adds[1]
     residual_rows(x1, a, ma, mb, s, rlo, rhi, out)
     return out, ve, spent
 
 
-def encoder_block(x8: np.ndarray, images: int, plan: tuple) -> tuple[np.ndarray, int, int]:
+def encoder_block(x8: np.ndarray, images: int, plan: tuple, keep: int | None = None) -> tuple[np.ndarray, int, int]:
     """``_encoder_block`` on the C-contiguous (B*N, D) int8 rows ``x8`` of ``images`` images with a
     block's plan (``hwvit.ops.encoder``: kind, norms, linears, adds, attention, GELU table address,
-    exp table; every shape and width checked there): the (B*N, D) int8 output, the largest Ve and
-    the nanoseconds in the projections."""
+    exp table; every shape and width checked there): the (B*keep, D) int8 output (``keep``: the first
+    tokens of each image, 1..N; None: all N), the largest Ve and the nanoseconds in the projections."""
     _load()
     kind, norms, lins, adds, att, gelu_at, table = plan[:7]  # plan[7]: the arrays behind its addresses
-    return _encoder_block(kind, x8, images, norms, lins, adds, att, gelu_at, table, numba.get_num_threads())
+    keep = x8.shape[0] // images if keep is None else keep
+    return _encoder_block(kind, x8, images, norms, lins, adds, att, gelu_at, table, numba.get_num_threads(), keep)
 
 
 @njit(parallel=True, cache=True)
