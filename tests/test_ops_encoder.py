@@ -323,3 +323,98 @@ def test_the_forward_takes_it_only_when_nothing_in_the_block_is_traced(preset, m
     assert counts == (0, 0, depth) and np.array_equal(layer_by_layer, plain)
     out, counts = forward_counted(Trace(values=True))
     assert counts == (0, 0, 0) and np.array_equal(out, plain)
+
+
+def test_a_stack_keeps_its_plans_while_its_arrays_stay_read_only(vnni_here, monkeypatch, counted):
+    """encoder_blocks given a Stack: each block's plan looked up once per token shape and backend;
+    an array made writable (and written) sends every call back to the lookup, with the integers of
+    the edited blocks; a block with a writable part is looked up at every call; a copied Stack
+    (pickle) keeps no plans."""
+    import pickle
+
+    monkeypatch.setenv(gb.ENV, "int8_vnni")
+    rng = np.random.default_rng(59)
+    blocks = [_block(rng, 48, 4, 72) for _ in range(3)]
+    x = _tokens(rng, 2, 19, 48)
+    want = ops.encoder_blocks(x, blocks)
+    stack = encoder.Stack(blocks)
+    assert len(stack) == 3 and stack[1] is blocks[1] and list(stack) == blocks
+    looked = counted(encoder, "_fused_plan")
+    assert np.array_equal(ops.encoder_blocks(x, stack), want) and len(looked) == 3
+    assert np.array_equal(ops.encoder_blocks(x, stack, tokens=1), want[:, :1]) and len(looked) == 3
+    shorter = x[:, :7].copy()
+    assert np.array_equal(ops.encoder_blocks(shorter, stack), ops.encoder_blocks(shorter, blocks))
+    assert len(looked) == 9  # 3 for the new token count (kept), 3 for the list
+    monkeypatch.setenv(gb.ENV, "int16_avx2")
+    assert np.array_equal(ops.encoder_blocks(x, stack), want) and len(looked) == 12
+    monkeypatch.setenv(gb.ENV, "int8_vnni")
+    assert np.array_equal(ops.encoder_blocks(x, stack), want) and len(looked) == 12
+    copied = pickle.loads(pickle.dumps(stack))
+    assert isinstance(copied, encoder.Stack) and copied._plans == {}
+    assert np.array_equal(ops.encoder_blocks(x, copied), want) and len(looked) == 15
+    bias = blocks[2].fc2.bias
+    bias.flags.writeable = True  # an owner of its memory: numpy lets it be written again
+    bias[:] = bias[::-1]
+    edited = x
+    for block in blocks:
+        edited = _ten_calls(edited, block)
+    assert not np.array_equal(edited, want)
+    for _ in range(2):
+        assert np.array_equal(ops.encoder_blocks(x, stack), edited)
+    assert len(looked) == 21  # looked up at every call
+    writable = encoder.Linear(*(np.array(v) for v in blocks[2].fc1[:4]), 8)
+    loose = encoder.Stack([*blocks[:2], blocks[2]._replace(fc1=writable)])
+    assert loose._linked is None
+    for _ in range(2):
+        assert np.array_equal(ops.encoder_blocks(x, loose), edited)
+    assert len(looked) == 27
+
+
+def test_the_forward_keeps_its_stack_until_a_layer_changes(monkeypatch, counted):
+    """IntViT keeps the Stack of its blocks between forwards: the blocks' parts are not made again
+    (counted) until a layer's field is set, a block replaced, or an array that the joined q, k, v
+    projection was made from is made writable; each time the logits are those of the traced forward
+    (layer by layer, every parameter read afresh). A copy of the model (deepcopy, pickle) keeps none."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from hwvit.intvit.model import IntBlock
+    from hwvit.intvit.trace import Trace
+    from hwvit.quant import quantize_model
+
+    model = small_model("vit-b16")
+    int_model = quantize_model(model, inputs_for(model, 8, 1))
+    x = inputs_for(model, 3, 2).numpy()
+    made = counted(IntBlock, "_parts")
+
+    def check():
+        """The untraced forward's logits, checked against the traced one's, and the parts it made."""
+        before = len(made)
+        out = int_model.forward(x)
+        fresh = len(made) - before
+        assert np.array_equal(out, int_model.forward(x, trace=Trace(values=True)))
+        return out, fresh
+
+    first, fresh = check()
+    assert fresh == 2
+    assert check()[1] == 0  # kept
+    fc2 = int_model.blocks[1].fc2
+    int_model.blocks[1].fc2 = dataclasses.replace(fc2, bias=fc2.bias[::-1].copy())
+    changed, fresh = check()
+    assert fresh == 2 and not np.array_equal(changed, first)
+    assert check()[1] == 0
+    int_model.blocks[0], int_model.blocks[1] = int_model.blocks[1], int_model.blocks[0]
+    swapped, fresh = check()
+    assert fresh == 2 and not np.array_equal(swapped, changed)
+    assert check()[1] == 0
+    attn = int_model.blocks[0].attn
+    assert attn.qkv is None  # separate q, k, v: the forward joins them
+    w = attn.q.w
+    w.flags.writeable = True
+    w[:] = w[:, ::-1]
+    edited, fresh = check()
+    assert fresh >= 2 and not np.array_equal(edited, swapped)
+    for twin in (copy.deepcopy(int_model), pickle.loads(pickle.dumps(int_model))):
+        assert "_kept_stack" not in vars(twin)
+        assert np.array_equal(twin.forward(x), edited)

@@ -23,7 +23,7 @@ from hwvit.blocks import requant as requant_block
 from hwvit.blocks import residual_add as residual_block
 from hwvit.blocks import softmax as softmax_block
 from hwvit.intvit.kernels import NUMPY
-from hwvit.intvit.qparams import Arith, Requant, RequantOut
+from hwvit.intvit.qparams import Arith, Requant, RequantOut, Watched
 from hwvit.intvit.trace import Trace
 from hwvit.ops import frozen
 
@@ -108,7 +108,7 @@ class IntLayerNorm(RequantOut):
 
 
 @dataclass(kw_only=True)
-class IntGelu:
+class IntGelu(Watched):
     """y = table[x]: any arithmetic of an in_bits input is a table of its 2^in_bits results, so a
     GELU variant (hwvit.variants) is its table, made once by that variant's kernel."""
 
@@ -136,7 +136,7 @@ class IntGelu:
 
 
 @dataclass(kw_only=True)
-class IntSoftmax:
+class IntSoftmax(Watched):
     exp_table: np.ndarray  # (entries,) unsigned 24 bit, T[0] = 2^23
     in_bits: int
     out_bits: int
@@ -179,7 +179,7 @@ class IntSoftmax:
 
 
 @dataclass(kw_only=True)
-class IntResidual:
+class IntResidual(Watched):
     """y = a + b, both rescaled to the output scale (ops.residual_add)."""
 
     mult_a: int | np.ndarray  # per tensor, or per channel (last axis) on a stream under FQ-ViT's PTF

@@ -13,6 +13,7 @@ runs it on numpy (``NUMPY``), ``hwvit.intvit.device.DeviceForward`` on a torch d
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,14 +23,14 @@ from hwvit import ops
 from hwvit.blocks import gemm as gemm_block
 from hwvit.intvit.kernels import NUMPY
 from hwvit.intvit.layers import IntGelu, IntLayerNorm, IntLinear, IntPool, IntResidual, IntSoftmax
-from hwvit.intvit.qparams import Requant
+from hwvit.intvit.qparams import Requant, Watched, edits
 from hwvit.intvit.trace import NO_TRACE, Trace
 from hwvit.ops import encoder as ops_encoder
 from hwvit.ops import frozen
 
 
 @dataclass(kw_only=True)
-class IntAttention:
+class IntAttention(Watched):
     """Projections, Q.K^T requantized to the softmax input, softmax, P.V requantized to the
     context, output projection. The scales of q, k and v are their projections' outputs."""
 
@@ -185,7 +186,7 @@ class IntAttention:
 
 
 @dataclass(kw_only=True)
-class IntBlock:
+class IntBlock(Watched):
     norm1: IntLayerNorm
     attn: IntAttention
     add1: IntResidual
@@ -205,6 +206,16 @@ class IntBlock:
         h = self.gelu(h, tr, f"{path}.mlp.gelu", k=k)
         h = self.fc2(h, tr, f"{path}.mlp.fc2", k=k)
         return self.add2(x, h, tr, f"{path}.add2", k=k)
+
+    def _joined_from(self) -> list:
+        """The arrays that ``_parts``' joined q, k, v projection is made from (none where the model has
+        one qkv projection): the parts hold the joined copy, not these."""
+        attn = self.attn
+        if attn.qkv is not None:
+            return []
+        parts = [p for p in (attn.q, attn.k, attn.v) if p is not None]
+        values = (v for p in parts for v in (p.w, p.bias, p.requant.mult, p.requant.shift))
+        return [v for v in values if isinstance(v, np.ndarray)]
 
     def _parts(self, tr: Trace) -> ops_encoder.EncoderBlock | None:
         """The block as ``ops.encoder_block`` takes it (one call for its ten kernels, with their
@@ -285,6 +296,11 @@ class IntEmbed:
     s_pos: float | None
     pos_add: IntResidual | None  # None: no position table
 
+    def __post_init__(self):
+        # read-only, as the layers' parameters: the forward's narrow copies are made once (k.const)
+        self.cls_q = None if self.cls_q is None else frozen.read_only(self.cls_q)
+        self.pos_q = None if self.pos_q is None else frozen.read_only(self.pos_q)
+
     @property
     def s_tokens(self) -> float:
         return self.pos_add.s_out if self.pos_add is not None else self.s_embed
@@ -296,7 +312,7 @@ class IntEmbed:
 
     @staticmethod
     def add_position(add: IntResidual, h, pos, tr: Trace, path: str, k=NUMPY):
-        """``h`` + the position table ``pos`` (``k.const(pos_q)``, made once per forward), by
+        """``h`` + the position table ``pos`` (``k.const(pos_q)``), by
         ``add`` (``pos_add``, or ECG's before a later block)."""
         return add(h, k.expand(pos, h.shape), tr, path, k=k)
 
@@ -446,14 +462,35 @@ class IntViT:
             h = block(h, tr, f"layers.{i}", k=k)
         return k.logits(self.readout(h, tr, k=k))
 
-    def _stack(self, tr: Trace, k) -> list | None:
+    def _stack(self, tr: Trace, k) -> ops_encoder.Stack | None:
         """Every block as ``ops.encoder_blocks`` takes them, or None where the forward goes block by
-        block: a provider without it, a position add before a later block (ECG), or a block that must
-        go layer by layer (``IntBlock._parts``)."""
-        if not hasattr(k, "encoder_blocks") or any(a is not None for a in self.layer_pos_adds or ()):
+        block: something traced, a provider without it, a position add before a later block (ECG), or
+        a block that must go layer by layer (``IntBlock._parts``). Kept between forwards (the same
+        Stack, which keeps the blocks' plans) while no layer has been edited (``qparams.edits``), the
+        blocks are the same objects and the arrays the joined q, k, v projections were made from are
+        read-only still; made again otherwise (~60 us a block in the forward)."""
+        if not tr.quiet or not hasattr(k, "encoder_blocks") or any(a is not None for a in self.layer_pos_adds or ()):
             return None
-        parts = [block._parts(tr) for block in self.blocks]
-        return None if any(p is None for p in parts) else parts
+        kept = self.__dict__.get("_kept_stack")
+        blocks = self.blocks
+        if (
+            kept is not None
+            and kept[0] == edits()
+            and len(kept[1]) == len(blocks)
+            and all(map(operator.is_, kept[1], blocks))
+            and frozen.still(kept[2])
+        ):
+            return kept[3]
+        parts = [block._parts(tr) for block in blocks]
+        stack = None if any(p is None for p in parts) else ops_encoder.Stack(parts)
+        sources = [v for block in blocks for v in block._joined_from()]
+        self.__dict__["_kept_stack"] = (edits(), tuple(blocks), frozen.links(sources), stack)
+        return stack
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_kept_stack", None)  # it holds this process's plans (array addresses): never copied
+        return state
 
     def dequantize_logits(self, logits: np.ndarray) -> np.ndarray:
         return logits.astype(np.float64) * self.s_logits

@@ -71,7 +71,34 @@ class Arith:
         return variants.resolve(self.family, self.name)
 
 
-class RequantOut:
+_edits = 0  # attribute sets on Watched objects so far, in this process
+
+
+class Watched:
+    """A layer whose every attribute set (or deletion) counts as an edit (``edits``): what a forward
+    keeps from its layers' fields between calls (``IntViT``'s stack of blocks) is made again after
+    any edit. The layers' arrays are read-only and checked as such where they are used
+    (``hwvit.ops.frozen``); this counts what that cannot see, a field set to another object."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        global _edits
+        _edits += 1
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        global _edits
+        _edits += 1
+        object.__delattr__(self, name)
+
+
+def edits() -> int:
+    """How many times an attribute of a ``Watched`` layer has been set or deleted in this process."""
+    return _edits
+
+
+class RequantOut(Watched):
     """A layer whose output is its ``requant``'s: ``mult``, ``shift``, ``out_bits`` and ``s_out``
     read through to it (the names the layers' fields had)."""
 
@@ -94,4 +121,4 @@ class RequantOut:
         return self.requant.s_out
 
 
-__all__ = ["Arith", "Requant", "RequantOut"]
+__all__ = ["Arith", "Requant", "RequantOut", "Watched", "edits"]

@@ -100,6 +100,45 @@ class EncoderBlock(NamedTuple):
     add2: Add
 
 
+class Stack(Sequence):
+    """A model's blocks (``EncoderBlock``s) as one object that keeps their plans: ``encoder_blocks``
+    given a Stack looks each block's plan up once for a token shape and backend, not at every call
+    (``_fused_plan`` is ~60 us a block in the forward). Kept while every array of the blocks stays
+    read-only (``frozen.still``; the blocks are tuples and their scalars immutable); a block with any
+    other part (a writable array, a list) has its plan looked up at every call, as without a Stack.
+    The caller makes a Stack once and hands the same one in while its blocks stay the same
+    (``IntViT`` keeps one)."""
+
+    __slots__ = ("_blocks", "_linked", "_plans")
+
+    def __init__(self, blocks: Sequence[EncoderBlock]):
+        self._blocks = tuple(blocks)
+        leaves = [v for block in self._blocks for part in block for v in part]
+        keep = all(frozen.immutable(v) for v in leaves)
+        self._linked = frozen.links(v for v in leaves if isinstance(v, np.ndarray)) if keep else None
+        self._plans: dict = {}
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def __getitem__(self, i):
+        return self._blocks[i]
+
+    def __reduce__(self):  # the plans hold addresses of this process's arrays: never copied
+        return (Stack, (self._blocks,))
+
+    def plans(self, x: np.ndarray) -> list:
+        """``_fused_plan`` of each block for int8 (B, N, D) ``x``: kept per (N, D, backend, kind)."""
+        if self._linked is None or x.dtype != np.int8 or x.ndim != 3 or 0 in x.shape or not frozen.still(self._linked):
+            return [_fused_plan(x, block) for block in self._blocks]
+        name = gemm_backends.backend()
+        key = (x.shape[1], x.shape[2], name, gemm_backends.fused_kind(name))
+        plans = self._plans.get(key)
+        if plans is None:
+            plans = self._plans[key] = [_fused_plan(x, block) for block in self._blocks]
+        return plans
+
+
 def encoder_block(x: Any, block: EncoderBlock, narrow: bool = False) -> np.ndarray:
     """``composed(x, block)`` for (B, N, D) signed 8-bit tokens ``x``, in one compiled call where it can
     (see the module); the same integers either way. ``narrow`` as in ``linear``."""
@@ -126,7 +165,7 @@ def encoder_blocks(
     is_int = isinstance(tokens, (int, np.integer)) and not isinstance(tokens, bool)
     if tokens is not None and (n is None or not is_int or not 1 <= tokens <= n):
         raise ValueError(f"encoder_blocks: tokens must be 1..N (N = {n} tokens an image), got {tokens!r}")
-    plans = [_fused_plan(x, block) for block in blocks]
+    plans = blocks.plans(x) if isinstance(blocks, Stack) else [_fused_plan(x, block) for block in blocks]
     if not blocks or any(p is None for p in plans):
         for block in blocks:
             x = encoder_block(x, block, narrow=True)
@@ -138,12 +177,15 @@ def encoder_blocks(
 def _run(x: np.ndarray, plans: list, narrow: bool, tokens: int | None = None) -> np.ndarray:
     """``native.encoder_block`` of each plan in turn on int8 (B, N, D) ``x``; the last one gives the
     first ``tokens`` tokens of each image (None: all)."""
+    import numba
+
     from hwvit.ops import native
 
     b, n, d = x.shape
     rows = np.ascontiguousarray(x).reshape(b * n, d)
+    threads = numba.get_num_threads()  # once for the stack
     for i, plan in enumerate(plans):
-        rows, ve, _ = native.encoder_block(rows, b, plan, tokens if i == len(plans) - 1 else None)
+        rows, ve, _ = native.encoder_block(rows, b, plan, tokens if i == len(plans) - 1 else None, threads)
         if ve >= VE_LIMIT:
             raise OverflowError(f"layernorm: (V << 22) + eps_int = {ve} >= 2^62")
     y = rows.reshape(b, -1, d)
@@ -258,4 +300,15 @@ def _plan(x: np.ndarray, block: EncoderBlock, name: str, kind: int) -> tuple | N
     return (*fused, keep)
 
 
-__all__ = ["Add", "EncoderBlock", "Heads", "Linear", "Lookup", "Norm", "composed", "encoder_block", "encoder_blocks"]
+__all__ = [
+    "Add",
+    "EncoderBlock",
+    "Heads",
+    "Linear",
+    "Lookup",
+    "Norm",
+    "Stack",
+    "composed",
+    "encoder_block",
+    "encoder_blocks",
+]

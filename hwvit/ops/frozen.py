@@ -99,6 +99,24 @@ def derived(inputs: tuple, tag: Any, make: Callable[[], Any], otherwise: Callabl
     return out
 
 
+def links(arrays) -> tuple:
+    """Every numpy array along the chains of bases of ``arrays`` (``frozen`` ones, each once): what
+    ``still`` checks. A chain's end and each array's base never change, so whether all of them are
+    frozen again later is whether none of these arrays has been made writable since."""
+    seen: dict[int, np.ndarray] = {}
+    for x in arrays:
+        while isinstance(x, np.ndarray):
+            seen.setdefault(id(x), x)
+            x = x.base
+    return tuple(seen.values())
+
+
+def still(linked: tuple) -> bool:
+    """Whether the arrays of ``links(arrays)`` are all read-only still (``frozen``, as they were): one
+    flag an array, for callers that keep what they made from many arrays between calls."""
+    return not any(x.flags.writeable for x in linked)
+
+
 def held(x: np.ndarray) -> bool:
     """Whether something derived from array ``x`` is kept (the tests ask)."""
     return any(any(r() is x for r in refs) for refs, _ in _cache.values())

@@ -566,15 +566,20 @@ def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, thre
     return out, ve, spent
 
 
-def encoder_block(x8: np.ndarray, images: int, plan: tuple, keep: int | None = None) -> tuple[np.ndarray, int, int]:
+def encoder_block(
+    x8: np.ndarray, images: int, plan: tuple, keep: int | None = None, threads: int | None = None
+) -> tuple[np.ndarray, int, int]:
     """``_encoder_block`` on the C-contiguous (B*N, D) int8 rows ``x8`` of ``images`` images with a
     block's plan (``hwvit.ops.encoder``: kind, norms, linears, adds, attention, GELU table address,
     exp table; every shape and width checked there): the (B*keep, D) int8 output (``keep``: the first
-    tokens of each image, 1..N; None: all N), the largest Ve and the nanoseconds in the projections."""
+    tokens of each image, 1..N; None: all N), the largest Ve and the nanoseconds in the projections.
+    ``threads``: numba's (asked once for a stack of blocks by the caller: ``numba.get_num_threads``
+    takes two locks, 40 us a call in the forward where the GEMMs have evicted them from cache)."""
     _load()
     kind, norms, lins, adds, att, gelu_at, table = plan[:7]  # plan[7]: the arrays behind its addresses
     keep = x8.shape[0] // images if keep is None else keep
-    return _encoder_block(kind, x8, images, norms, lins, adds, att, gelu_at, table, numba.get_num_threads(), keep)
+    threads = numba.get_num_threads() if threads is None else threads
+    return _encoder_block(kind, x8, images, norms, lins, adds, att, gelu_at, table, threads, keep)
 
 
 @njit(parallel=True, cache=True)
