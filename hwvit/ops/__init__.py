@@ -9,7 +9,8 @@ used by the tests. Kernels share names with their Verilog twins: ``ops.<kind>`` 
 (requant, gemm, gelu, softmax, layernorm, residual_add, round_sat, divu, isqrt). ``attention_heads``
 is the composition linear -> softmax -> linear of attention's heads in one call, with their integers;
 ``encoder_block`` that of a whole pre-norm encoder block's ten kernels (``hwvit.ops.encoder``), and
-``encoder_blocks`` that of a stack of them.
+``encoder_blocks`` that of a stack of them (an ``encoder.Stack`` keeps their plans between calls;
+``tokens`` asks the last block for the first tokens of each image only).
 """
 
 from __future__ import annotations
