@@ -248,8 +248,10 @@ def _grid(kind, m, k, n, threads):
 
 def _threads_for(m: int, k: int, n: int) -> int:
     """numba's threads for an M x K x N product (``_threads_of``; asked in Python:
-    ``numba.get_num_threads`` inside a compiled function keeps numba from caching it)."""
-    return _threads_of(numba.get_num_threads(), m, k, n)
+    ``numba.get_num_threads`` inside a compiled function keeps numba from caching it). A product
+    below _SMALL runs on one thread without asking (the question takes two locks: 40 us in the
+    forward, e.g. for the classifier's one row a image)."""
+    return 1 if m * n * k < _SMALL else _threads_of(numba.get_num_threads(), m, k, n)
 
 
 @njit(cache=True)
