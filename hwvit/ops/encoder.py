@@ -9,7 +9,8 @@ the same kernels one after another with no Python between them, attention readin
 the projection put them, the first residual add and the second LayerNorm in one pass over the rows.
 Anywhere else it makes the ten calls. A ViT-B/16 forward made about 130 calls from Python before,
 each paying its checks and dispatch with the interpreter's state evicted by the GEMM before it; it
-makes 12 of these (docs/performance.md).
+makes one ``encoder_blocks`` call for its 12 blocks, with a ``Stack`` that keeps their plans between
+forwards and asks the last block for the class token's row alone (docs/performance.md).
 """
 
 from __future__ import annotations
