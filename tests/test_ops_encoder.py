@@ -415,6 +415,13 @@ def test_the_forward_keeps_its_stack_until_a_layer_changes(monkeypatch, counted)
     w[:] = w[:, ::-1]
     edited, fresh = check()
     assert fresh >= 2 and not np.array_equal(edited, swapped)
+    pos = int_model.embed.pos_q  # read-only, its narrow copy kept (k.const): made again once writable
+    assert not pos.flags.writeable
+    pos.flags.writeable = True
+    pos[:] = pos[::-1]
+    assert not np.array_equal(check()[0], edited)
+    pos[:] = pos[::-1]
+    pos.flags.writeable = False
     for twin in (copy.deepcopy(int_model), pickle.loads(pickle.dumps(int_model))):
         assert "_kept_stack" not in vars(twin)
         assert np.array_equal(twin.forward(x), edited)
