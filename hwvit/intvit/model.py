@@ -70,6 +70,11 @@ class IntAttention(Watched):
     ctx_bits = property(lambda self: self.context.out_bits)
     s_ctx = property(lambda self: self.context.s_out)
 
+    def _qkv_sources(self) -> tuple:
+        """What ``_joined_qkv`` is made from: the separate q, k and v projections' weights, biases,
+        multipliers and shifts."""
+        return tuple(v for p in (self.q, self.k, self.v) for v in (p.w, p.bias, p.requant.mult, p.requant.shift))
+
     def _joined_qkv(self):
         """The separate q, k and v projections as one: their weights, biases, multipliers and shifts
         stacked by output channel, so one GEMM call (one pass over x) gives all three. Every output
@@ -80,7 +85,7 @@ class IntAttention(Watched):
         rqs = [p.requant for p in parts]
         if any(not r.is_default or r.out_bits != rqs[0].out_bits for r in rqs):
             return None
-        inputs = tuple(v for p in parts for v in (p.w, p.bias, p.requant.mult, p.requant.shift))
+        inputs = self._qkv_sources()
 
         def join():
             def stack(values):
@@ -211,11 +216,7 @@ class IntBlock(Watched):
         """The arrays that ``_parts``' joined q, k, v projection is made from (none where the model has
         one qkv projection): the parts hold the joined copy, not these."""
         attn = self.attn
-        if attn.qkv is not None:
-            return []
-        parts = [p for p in (attn.q, attn.k, attn.v) if p is not None]
-        values = (v for p in parts for v in (p.w, p.bias, p.requant.mult, p.requant.shift))
-        return [v for v in values if isinstance(v, np.ndarray)]
+        return [] if attn.qkv is not None else [v for v in attn._qkv_sources() if isinstance(v, np.ndarray)]
 
     def _parts(self, tr: Trace) -> ops_encoder.EncoderBlock | None:
         """The block as ``ops.encoder_block`` takes it (one call for its ten kernels, with their

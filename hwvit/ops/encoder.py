@@ -114,7 +114,7 @@ class Stack(Sequence):
 
     def __init__(self, blocks: Sequence[EncoderBlock]):
         self._blocks = tuple(blocks)
-        leaves = [v for block in self._blocks for part in block for v in part]
+        leaves = [v for block in self._blocks for v in _leaves(block)]
         keep = all(frozen.immutable(v) for v in leaves)
         self._linked = frozen.links(v for v in leaves if isinstance(v, np.ndarray)) if keep else None
         self._plans: dict = {}
@@ -130,7 +130,7 @@ class Stack(Sequence):
 
     def plans(self, x: np.ndarray) -> list:
         """``_fused_plan`` of each block for int8 (B, N, D) ``x``: kept per (N, D, backend, kind)."""
-        if self._linked is None or x.dtype != np.int8 or x.ndim != 3 or 0 in x.shape or not frozen.still(self._linked):
+        if self._linked is None or not _fusable(x) or not frozen.still(self._linked):
             return [_fused_plan(x, block) for block in self._blocks]
         name = gemm_backends.backend()
         key = (x.shape[1], x.shape[2], name, gemm_backends.fused_kind(name))
@@ -225,15 +225,25 @@ def _fused_plan(x: np.ndarray, block: EncoderBlock) -> tuple | None:
     8-bit widths throughout, a GELU table of int8 values, a backend that requantizes in its tile,
     shapes that chain, K within one call. Made once for a block's immutable parameters and a token
     count (``hwvit.ops.frozen``)."""
-    if x.dtype != np.int8 or x.ndim != 3 or 0 in x.shape:
+    if not _fusable(x):
         return None
     name = gemm_backends.backend()
     kind = gemm_backends.fused_kind(name)
     if kind is None:
         return None
-    leaves = tuple(v for part in block for v in part)
+    leaves = _leaves(block)
     key = (*leaves, x.shape[1], x.shape[2], name, kind)
     return frozen.derived(key, "encoder-block", lambda: _plan(x, block, name, kind))
+
+
+def _fusable(x: np.ndarray) -> bool:
+    """Whether tokens ``x`` can go to the one call: int8 (B, N, D), none of them empty."""
+    return x.dtype == np.int8 and x.ndim == 3 and 0 not in x.shape
+
+
+def _leaves(block: EncoderBlock) -> tuple:
+    """Every parameter of a block (the fields of its parts), in order."""
+    return tuple(v for part in block for v in part)
 
 
 def _plan(x: np.ndarray, block: EncoderBlock, name: str, kind: int) -> tuple | None:

@@ -223,8 +223,8 @@ def linear(
     kernel_offset = 0 if a8.dtype == np.uint8 else offset
     # all of it kept at once for a layer's read-only weights and parameters (one lookup a call), with
     # the 2-D product's plan for the fused kernel: W packed, the vectors and their addresses
-    params = layer_params(w, bias, multiplier, shift, out_bits, kernel_offset, name, kind)
-    w8, b, fused_bias, m, s, lo, hi, plan = params
+    params = (w, bias, multiplier, shift, out_bits, kernel_offset, name, kind)
+    w8, b, fused_bias, m, s, lo, hi, plan = layer_params(*params)
     _match(a8, w8)
     if a8.size and w8.shape[-2]:
         n_out, k = w8.shape[-2:]
