@@ -554,8 +554,10 @@ def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, thre
     x1, h2 = np.empty((mk, d), np.int8), np.empty((mk, d), np.int8)
     if keep < n:  # the residual stream of the rows that go on
         xk = np.empty((mk, d), np.int8)
-        for i in range(images):
-            xk[i * keep : (i + 1) * keep] = x[i * n : i * n + keep]
+        for i in range(images):  # element by element: a slice assignment compiles a shape check
+            for t in range(keep):  # whose error message (string formatting) took 8 s to compile
+                for c in range(d):
+                    xk[i * keep + t, c] = x[i * n + t, c]
         ve = max(ve, residual_layernorm_rows(xk, a, adds[0], x1, norms[1], h2))
     else:
         ve = max(ve, residual_layernorm_rows(x, a, adds[0], x1, norms[1], h2))
