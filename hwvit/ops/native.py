@@ -251,7 +251,7 @@ def _threads_for(m: int, k: int, n: int) -> int:
     ``numba.get_num_threads`` inside a compiled function keeps numba from caching it). A product
     below _SMALL runs on one thread without asking (the question takes two locks: 40 us in the
     forward, e.g. for the classifier's one row a image)."""
-    return 1 if m * n * k < _SMALL else _threads_of(numba.get_num_threads(), m, k, n)
+    return 1 if m * n * k < _SMALL else numba.get_num_threads()  # _threads_of's rule, without a dispatch
 
 
 @njit(cache=True)
