@@ -1,51 +1,69 @@
-// layernorm: integer LayerNorm over a streamed row, the bit-exact twin of ops.layernorm.
+// layernorm: integer LayerNorm over a streamed row, the bit-exact twin of ops.layernorm; with EPS = 0
+// of the variant layernorm=no_eps (ops.layernorm at eps_int = 0), with PTF = 1 of layernorm=ptf
+// (FQ-ViT's power-of-two factors, hwvit/variants/layernorm_forms.py; IJCAI 2022, Sec. 3.2).
 //
-// Per row of C signed 8-bit inputs x_i (docs/arithmetic.md, section "layernorm"; T=11, K=43, F=10):
-//   Sx  = sum x_i,  Sxx = sum x_i^2,  V = C*Sxx - Sx^2,  Ve = (V << 22) + eps_int
-//   sig = isqrt(Ve),  inv = floor((2^43 + floor(sig/2)) / sig)                          once per row
-//   d_i = C*x_i - Sx,  y_i = (d_i*inv + 2^21) >>> 22,  acc_i = y_i*G_i + B_i
-//   out_i = requant(acc_i, M, s)                     (rtl/requant.v, signed OUT_BITS)
+// Per row of C signed 8-bit inputs x_i (docs/arithmetic.md, "layernorm"; K = 43, F = 10):
+//   z_i = x_i << alpha_i  (PTF; else z_i = x_i),  Sx = sum z_i,  Sxx = sum z_i^2,  V = C*Sxx - Sx^2
+//   Ve  = (V << 2T) + eps_int  (EPS = 0: V << 2T),  sig = isqrt(Ve),  inv = floor((2^43 + floor(sig/2)) / sig)
+//   d_i = C*z_i - Sx,  y_i = (d_i*inv + 2^(S-1)) >>> S,  acc_i = y_i*G_i + B_i,  out_i = requant(acc_i, M, s)
+// with T = 11 (PTF: 8, so that V << 2T of 11-bit z stays below 2^60) and S = K - T - F = 22 (PTF: 25).
+// A constant row (all z_i equal) has V = 0 and every d_i = 0, so y_i = 0 whatever inv: the square
+// root and the division are skipped with inv = 0 (the kernels' inv = 0 at sig = 0 agrees; with
+// eps_int > 0 their inv differs but multiplies only zeros). Any other row has V >= C - 1 >= 1 (V is
+// the sum over pairs of (z_i - z_j)^2), so sig >= 2^T and inv <= 2^(43-T).
 //
-// Flow of a row through the MAX_C-entry row buffer (a 1W1R memory):
-//   FILL  accept C inputs, write them, accumulate Sx and Sxx (one x^2 multiply per element);
-//   MUL1, MUL2   C*Sxx then Sx^2 on the shared multiplier, V and Ve (2 clocks);
-//   SQRT  sig by rtl/isqrt.v (31 clocks), DIV  inv by rtl/divu.v (44 clocks);
-//         both are skipped when V = 0 (a constant row): then every d_i = 0, so y_i = 0 for any
-//         inv, and inv = 0 is used (the contract allows it; sig may be tiny there, inv > 2^32);
-//   OUT   re-read the row: d_i (C*x_i, 13x8 bits), d_i*inv (the shared multiplier), y_i*G_i + B_i,
-//         requant; one element per clock when accepted.
-// The next row fills the buffer behind the OUT pass (slot i is written only after it was read),
-// so unstalled rows of C elements follow each other every C + 82 clocks; a row's first output
-// appears 88 clocks after its last input (11 for a constant row, V = 0) (docs/rtl.md).
+// Widths (C <= MAX_C < 2^CW, C <= 4096; ZB = 8, PTF: 11 bits of z, z_i in [-1024, 1016]):
+//   |Sx| <= C 2^(ZB-1): signed CW + ZB;  Sxx <= C 2^(2ZB-2): CW + 2 ZB - 2 (rtl/row_moments.v);
+//   V = C^2 var(z) <= 2^24 (2^(ZB-1))^2: V_W = 2 ZB + 22 (38; PTF 44);  Ve < 2^62 (the contract's and
+//   the kernels' bound on eps_int; EPS = 0: V << 2T < 2^60, two radicand bits and the adder less):
+//   sig < 2^31;  2^43 + floor(sig/2) < 2^44 (rtl/inv_sqrt.v: isqrt, then divu 44 bits, 44 clocks);
+//   inv <= 2^(43-T): 44 - T bits;  |d_i| <= (2^ZB - 1)(C - 1): signed CW + ZB + 1;  d_i*inv on the
+//   shared (CW+ZB+1) x (45-T)-bit multiplier, exact;  |y_i| <= sqrt(C-1) 2^10 (1 + 2^-T) + 1 since
+//   d_i^2 <= (C-1) V and sig >= 2^T sqrt(V) - 1: Y_W = ceil(CW/2) + 12 bits;  acc_i in 32 bits
+//   (rtl/ln_affine.v).
+//
+// A row on the engine (rtl/row_stream.v, six stages, the next row filling behind the OUT pass):
+//   FILL  C inputs into the row buffer, Sx and Sxx accumulated (PTF: alpha read at the filling channel);
+//   CALC  MUL1, MUL2: C*Sxx then Sx^2 on the shared multiplier, V, Ve (2 clocks); then sig and inv
+//         (rtl/inv_sqrt.v: 31 + 44 clocks; EPS = 0: 30 + 44), skipped when V = 0;
+//   OUT   stage 1 x_i (PTF: with alpha_i), 2 d_i, 3 d_i*inv (the shared multiplier) to y_i with G_i,
+//         B_i, 4 acc_i, 5 acc_i*M, 6 the requantized output (rtl/ln_affine.v); out_last_o with a row's
+//         last. A row's CALC waits until the row before has left stage 2 (it reads c_row, Sx, inv and
+//         the multiplier). Unstalled, rows of C follow each other every C + 82 clocks, a row's first
+//         output 88 clocks after its last input (11 for a constant row) (docs/rtl.md).
 //
 // Configuration: the row length C is sampled with the first input of each row (0 counts as 1,
-// values above MAX_C as MAX_C). eps_int, M and s must be steady while rows are in flight.
-// gamma (G, signed 15) and beta (B, signed 31) are RAMs written through prm_*, once per layer,
-// while no row is in flight; they have no reset and survive rst_ni. eps_int must keep
-// Ve < 2^62 (ops.layernorm checks it); acc_i is formed in 32 bits as the contract states.
-// Reset (rst_ni, synchronous, active low) drops any partial row and zeroes every control and
-// output register, so out_data_o is never X after reset.
+// values above MAX_C as MAX_C). eps_int, M and s must be steady while rows are in flight. gamma
+// (G, signed 15), beta (B, signed 31) and, with PTF, alpha (unsigned 2) are RAMs written through
+// prm_*, once per layer, while no row is in flight; they have no reset and survive rst_ni.
+// Reset (rst_ni, synchronous, active low) drops any partial row, zeroes the control registers, the
+// fill sums and the output register (out_data_o is never X after reset).
 
 `default_nettype none
 
 module layernorm #(
-  // Longest row (2..4096, the contract's limit): entries of the row buffer and gamma/beta RAMs.
+  // Longest row (2..4096, the contract's limit): entries of the row buffer and channel RAMs.
   parameter integer MAX_C    = 1024,
   // Output width, signed (2..16).
-  parameter integer OUT_BITS = 8
+  parameter integer OUT_BITS = 8,
+  // 1: Ve = (V << 2T) + eps_int (cfg_eps_i); 0: no eps, cfg_eps_i unused (layernorm=no_eps).
+  parameter integer EPS      = 1,
+  // 1: FQ-ViT's power-of-two factors alpha (prm_alpha_i), T = 8 (layernorm=ptf); 0: prm_alpha_i unused.
+  parameter integer PTF      = 0
 ) (
   input  wire                       clk_i,
   input  wire                       rst_ni,
 
-  // ---- gamma/beta write port: G[prm_addr_i] = prm_gamma_i, B[prm_addr_i] = prm_beta_i ----
+  // ---- channel write port: G, B (and alpha) of channel prm_addr_i ----
   input  wire                       prm_we_i,
   input  wire [$clog2(MAX_C)-1:0]   prm_addr_i,
   input  wire [14:0]                prm_gamma_i,   // signed, |G| <= 2^14 - 1
-  input  wire [30:0]                prm_beta_i,    // signed
+  input  wire [30:0]                prm_beta_i,    // signed, |B| <= 2^30 - 1
+  input  wire [1:0]                 prm_alpha_i,   // PTF: alpha in 0..3
 
   // ---- configuration ----
   input  wire [$clog2(MAX_C+1)-1:0] cfg_c_i,       // row length C in [1, MAX_C]
-  input  wire [61:0]                cfg_eps_i,     // eps_int, unsigned, in units of V << 22
+  input  wire [61:0]                cfg_eps_i,     // eps_int, unsigned, in units of V << 2T
   input  wire [30:0]                cfg_mult_i,    // requant multiplier M, unsigned
   input  wire [5:0]                 cfg_shift_i,   // requant shift s
 
@@ -54,125 +72,110 @@ module layernorm #(
   output wire                       in_ready_o,
   input  wire [7:0]                 in_data_i,
 
-  // ---- output stream: out_i, signed OUT_BITS ----
+  // ---- output stream: out_i, signed OUT_BITS; out_last_o with each row's last ----
   output wire                       out_valid_o,
   input  wire                       out_ready_i,
-  output wire [OUT_BITS-1:0]        out_data_o
+  output wire [OUT_BITS-1:0]        out_data_o,
+  output wire                       out_last_o
 );
 
-  // ---------------------------------------------------------------- parameter checks
-  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
-  // yosys stops synthesis ("System task `$finish' executed").
-  // verilator coverage_off
-  // (the parameter checks run only on a bad parameter: no valid build can cover them)
-  initial begin
-    if (MAX_C < 2 || MAX_C > 4096) begin
-      $display("ERROR: layernorm: MAX_C = %0d must be in 2..4096 (V < 2^38)", MAX_C);
-      $finish;
-    end
-    if (OUT_BITS < 2 || OUT_BITS > 16) begin
-      $display("ERROR: layernorm: OUT_BITS = %0d must be in 2..16", OUT_BITS);
-      $finish;
-    end
-  end
-  // verilator coverage_on
-
   // ---------------------------------------------------------------- widths and constants
-  localparam integer AW    = $clog2(MAX_C);       // buffer address
-  localparam integer CW    = $clog2(MAX_C + 1);   // row length and element counters
-  localparam integer SX_W  = CW + 8;              // |Sx| <= C * 128 < 2^(CW+7), signed
-  localparam integer SXX_W = CW + 14;             // Sxx <= C * 2^14, unsigned
-  localparam integer D_W   = CW + 9;              // |d| <= 255 * (C-1), signed
-  localparam integer INV_W = 33;                  // inv <= 2^32 (V > 0, so sig >= 2^11)
-  localparam integer MB_W  = INV_W + 1;           // shared multiplier operand b, signed
-  localparam integer P_W   = D_W + MB_W;          // shared product, signed
-  // |y| <= sqrt(C-1) * 2^10 * (1 + 2^-10): d^2 <= (C-1)*V and sig >= 2^11*sqrt(V) - 1.
+  localparam integer AW    = $clog2(MAX_C);
+  localparam integer CW    = $clog2(MAX_C + 1);
+  localparam integer ZB    = (PTF != 0) ? 11 : 8;  // z
+  localparam integer T     = (PTF != 0) ? 8 : 11;
+  localparam integer SX_W  = CW + ZB;
+  localparam integer SXX_W = CW + 2 * ZB - 2;
+  localparam integer D_W   = CW + ZB + 1;
+  localparam integer INV_W = 44 - T;
+  localparam integer MB_W  = INV_W + 1;             // shared multiplier operand b, signed
+  localparam integer P_W   = D_W + MB_W;            // shared product, signed
   localparam integer Y_W   = (CW + 1) / 2 + 12;
-  localparam integer ACC_W = 32;                  // acc_i, signed (contract)
-  localparam integer V_W   = 38;                  // V < 2^38 (contract, C <= 4096)
-  localparam integer VE_W  = 62;                  // Ve = (V << 2T) + eps_int < 2^62 (contract)
-  localparam integer SIG_W = VE_W / 2;            // sig < 2^31
-  localparam integer DIV_W = 44;                  // dividend 2^43 + floor(sig/2) < 2^44
-  localparam integer SHIFT = 22;                  // K - T - F
+  localparam integer V_W   = 2 * ZB + 22;
+  localparam integer VE_W  = (EPS != 0) ? 62 : 60;   // V << 2T < 2^60, + eps_int < 2^62
+  localparam integer S     = 33 - T;                // K - T - F
 
-  localparam [CW:0]       MAX_C_C = MAX_C[CW:0];  // one spare bit: the compare is never constant
-  localparam [CW-1:0]     ONE_C   = {{(CW-1){1'b0}}, 1'b1};
-  localparam [P_W-1:0]    HALF_C  = {{(P_W-SHIFT){1'b0}}, 1'b1, {(SHIFT-1){1'b0}}};  // 2^21
-  localparam [DIV_W-1:0]  TWO43_C = {1'b1, {(DIV_W-1){1'b0}}};                        // 2^43
+  localparam [P_W-1:0] HALF_C = {{(P_W-S){1'b0}}, 1'b1, {(S-1){1'b0}}};  // 2^(S-1)
 
-  localparam [2:0] ST_IDLE = 3'd0;  // no row between FILL and OUT (a filling row may be under way)
-  localparam [2:0] ST_MUL1 = 3'd1;  // C * Sxx
-  localparam [2:0] ST_MUL2 = 3'd2;  // Sx^2, V, Ve; hand Ve to the square root (or inv = 0)
-  localparam [2:0] ST_SQRT = 3'd3;  // wait for sig; hand it to the divider
-  localparam [2:0] ST_DIV  = 3'd4;  // wait for inv
-  localparam [2:0] ST_OUT  = 3'd5;  // read the row out through the element pipeline
+  localparam [1:0] ST_NONE = 2'd0;  // no row in CALC
+  localparam [1:0] ST_MUL1 = 2'd1;  // C * Sxx
+  localparam [1:0] ST_MUL2 = 2'd2;  // Sx^2, V, Ve: to the square root (or inv = 0)
+  localparam [1:0] ST_ROOT = 2'd3;  // waiting for inv
 
-  // ---------------------------------------------------------------- memories
-  // verilator coverage_off
-  // (no toggle coverage of memories: Verilator instruments only arrays of <= 256 bits, i.e. only
-  // the smallest builds, where the entries a row fills decide it; the write and read paths are covered)
-  reg [7:0]  x_mem [0:MAX_C-1];   // the row, in arrival order
-  reg [14:0] g_mem [0:MAX_C-1];   // gamma G per channel
-  reg [30:0] b_mem [0:MAX_C-1];   // beta B per channel
-  // verilator coverage_on
+  // ---------------------------------------------------------------- the engine
+  wire             fill, go, done, start;
+  wire [AW-1:0]    fill_addr, rd_addr, idx;
+  wire [CW-1:0]    len, c_row;
+  wire [7:0]       x1;
+  wire [6:1]       ld;
+  wire [OUT_BITS-1:0] out_d;
+  wire             first_unused, calc_unused, enter_unused, passed_unused, pass_unused;
 
-  // ---------------------------------------------------------------- state
-  reg [2:0]                   state_q;
-  // filling row
-  reg [CW-1:0]                wr_cnt_q;      // inputs taken
-  reg [CW-1:0]                len_q;         // its length (valid once wr_cnt_q > 0)
-  reg                         full_q;        // all its inputs taken
-  reg signed [SX_W-1:0]       sx_acc_q;      // Sx
-  reg [SXX_W-1:0]             sxx_acc_q;     // Sxx
-  // row in MUL..OUT
-  reg signed [P_W-1:0]        csxx_q;        // C * Sxx
-  reg [INV_W-1:0]             inv_q;         // inv
-  reg [CW-1:0]                c_row_q;       // C of the row being read out
-  reg signed [SX_W-1:0]       sx_row_q;      // Sx of the row being read out
-  reg [CW-1:0]                rd_cnt_q;      // buffer reads issued in OUT
-  // element pipeline: 1 buffer data, 2 d_i, 3 y_i with G_i, B_i, 4 acc_i (into requant)
-  reg                         v1_q, v2_q, v3_q, v4_q;
-  reg [AW-1:0]                idx1_q, idx2_q;
-  reg [7:0]                   x1_q;
-  reg signed [D_W-1:0]        d2_q;
-  reg signed [Y_W-1:0]        y3_q;
-  reg [14:0]                  g3_q;
-  reg [30:0]                  b3_q;
-  reg [ACC_W-1:0]             acc4_q;
+  row_stream #(
+    .NAME("layernorm"), .LEN_NAME("MAX_C"), .MAX_N(MAX_C), .LIMIT(4096), .W(8), .OUT_BITS(OUT_BITS),
+    .OUT_MIN(2), .DEPTH(6), .GO_AFTER(2), .A_NAME("EPS"), .A_VAL(EPS), .A_MIN(0), .A_MAX(1),
+    .B_NAME("PTF"), .B_VAL(PTF), .B_MIN(0), .B_MAX(1)
+  ) u_stream (
+    .clk_i(clk_i), .rst_ni(rst_ni), .len_i(cfg_c_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
+    .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
+    .out_last_o(out_last_o), .fill_o(fill), .first_o(first_unused), .fill_addr_o(fill_addr), .len_o(len),
+    .go_o(go), .calc_o(calc_unused), .enter_o(enter_unused), .passed_o(passed_unused), .done_i(done),
+    .pass_o(pass_unused), .start_o(start), .row_len_o(c_row), .rd_addr_o(rd_addr), .idx_o(idx), .x1_o(x1),
+    .ld_o(ld), .out_i(out_d)
+  );
 
-  // ---------------------------------------------------------------- pipeline enables
-  wire rq_in_ready;
-  wire s4_en = !v4_q || rq_in_ready;
-  wire s3_en = !v3_q || s4_en;
-  wire s2_en = !v2_q || s3_en;
-  wire s1_en = !v1_q || s2_en;
-  wire issue = (state_q == ST_OUT) && s1_en;
-  wire last_issue = (rd_cnt_q == c_row_q - ONE_C);
+  // ---------------------------------------------------------------- z = x << alpha
+  wire [ZB-1:0] z_in, z1;  // the filling channel's z; stage 1's
+  generate
+    if (PTF != 0) begin : g_ptf
+      // verilator coverage_off
+      // (no toggle coverage of memories)
+      reg [1:0] a_mem [0:MAX_C-1];
+      // verilator coverage_on
+      reg [1:0] a1_q;
+      always @(posedge clk_i) begin
+        if (prm_we_i) begin
+          a_mem[prm_addr_i] <= prm_alpha_i;
+        end
+        if (ld[1]) begin
+          a1_q <= a_mem[rd_addr];
+        end
+      end
+      assign z_in = {{3{in_data_i[7]}}, in_data_i} << a_mem[fill_addr];
+      assign z1   = {{3{x1[7]}}, x1} << a1_q;
+    end else begin : g_plain
+      wire unused_alpha = ^{prm_alpha_i, fill_addr, rd_addr, ld[1]};
+      assign z_in = in_data_i;
+      assign z1   = x1;
+    end
+  endgenerate
 
-  // ---------------------------------------------------------------- fill side
-  // Slot i of the buffer is free once the OUT pass has read it (reads precede writes by a clock).
-  assign in_ready_o = !full_q && ((state_q != ST_OUT) || (wr_cnt_q < rd_cnt_q));
-  wire          in_fire = in_valid_i && in_ready_o;
-  wire [CW-1:0] len_in  = (cfg_c_i == {CW{1'b0}}) ? ONE_C
-                        : ({1'b0, cfg_c_i} > MAX_C_C) ? MAX_C_C[CW-1:0] : cfg_c_i;
-  wire [CW-1:0] len_now = (wr_cnt_q == {CW{1'b0}}) ? len_in : len_q;
-  wire [15:0]   x_ext   = {{8{in_data_i[7]}}, in_data_i};
-  wire [15:0]   x_sq    = x_ext * x_ext;                       // x^2 <= 2^14, low 16 bits exact
+  // ---------------------------------------------------------------- statistics
+  wire [SX_W-1:0]  sx;
+  wire [SXX_W-1:0] sxx;
+  row_moments #(.CW(CW), .ZB(ZB)) u_moments (
+    .clk_i(clk_i), .rst_ni(rst_ni), .clear_i(start), .fill_i(fill), .z_i(z_in), .sz_o(sx), .szz_o(sxx)
+  );
 
-  // ---------------------------------------------------------------- shared multiplier
-  // MUL1: C * Sxx; MUL2: Sx * Sx; OUT: d_i * inv. Operands sign-extended to P_W, so the P_W-bit
-  // product is exact.
+  reg  [1:0]            step_q;
+  reg  signed [P_W-1:0] csxx_q;        // C * Sxx
+  reg  [INV_W-1:0]      inv_q;
+  reg  [SX_W-1:0]       sx_row_q;      // Sx of the row in OUT
+  reg  signed [D_W-1:0] d2_q;
+
+  // The shared multiplier: MUL1 C * Sxx, MUL2 Sx * Sx, else d_i * inv; operands sign-extended to
+  // P_W, so the P_W-bit product is exact.
   reg signed [D_W-1:0]  ma;
   reg signed [MB_W-1:0] mb;
   always @* begin
-    case (state_q)
+    case (step_q)
       ST_MUL1: begin
-        ma = $signed({{(D_W-CW){1'b0}}, len_q});
-        mb = $signed({{(MB_W-SXX_W){1'b0}}, sxx_acc_q});
+        ma = $signed({{(D_W-CW){1'b0}}, len});
+        mb = $signed({{(MB_W-SXX_W){1'b0}}, sxx});
       end
       ST_MUL2: begin
-        ma = $signed({{(D_W-SX_W){sx_acc_q[SX_W-1]}}, sx_acc_q});
-        mb = $signed({{(MB_W-SX_W){sx_acc_q[SX_W-1]}}, sx_acc_q});
+        ma = $signed({{(D_W-SX_W){sx[SX_W-1]}}, sx});
+        mb = $signed({{(MB_W-SX_W){sx[SX_W-1]}}, sx});
       end
       default: begin
         ma = d2_q;
@@ -180,229 +183,64 @@ module layernorm #(
       end
     endcase
   end
-  wire signed [P_W-1:0] ma_ext = {{MB_W{ma[D_W-1]}}, ma};
-  wire signed [P_W-1:0] mb_ext = {{D_W{mb[MB_W-1]}}, mb};
-  wire signed [P_W-1:0] prod   = ma_ext * mb_ext;
+  wire signed [P_W-1:0] prod = {{MB_W{ma[D_W-1]}}, ma} * {{D_W{mb[MB_W-1]}}, mb};
 
-  // V = C*Sxx - Sx^2, >= 0 and < 2^38; Ve = (V << 22) + eps_int < 2^62 (contract).
+  // V = C*Sxx - Sx^2 in [0, 2^V_W); Ve = (V << 2T) + eps_int.
   wire [P_W-1:0]  v_full = csxx_q - prod;
   wire            v_zero = (v_full[V_W-1:0] == {V_W{1'b0}});
-  wire [VE_W-1:0] ve     = {{(VE_W-V_W-SHIFT){1'b0}}, v_full[V_W-1:0], {SHIFT{1'b0}}} + cfg_eps_i;
+  wire [VE_W-1:0] ve;
+  generate
+    if (EPS != 0) begin : g_eps
+      assign ve = {2'b00, v_full[V_W-1:0], {(2*T){1'b0}}} + cfg_eps_i;
+    end else begin : g_no_eps
+      wire unused_eps = ^cfg_eps_i;
+      assign ve = {v_full[V_W-1:0], {(2*T){1'b0}}};
+    end
+  endgenerate
 
-  // ---------------------------------------------------------------- square root and divider
-  wire             sq_in_ready;
-  wire             sq_out_valid;
-  wire [SIG_W-1:0] sig;
-  wire             div_in_valid = (state_q == ST_SQRT) && sq_out_valid;
-  wire             div_in_ready;
-  wire             div_out_valid;
-  wire [DIV_W-1:0] div_quo;
-  wire [SIG_W-1:0] div_rem_unused;   // the remainder is not needed for inv
-  wire [DIV_W-1:0] dividend = TWO43_C + {{(DIV_W-SIG_W+1){1'b0}}, sig[SIG_W-1:1]};
-  wire             sq_out_ready = (state_q == ST_SQRT) && div_in_ready;
-
-  isqrt #(
-    .IN_BITS (VE_W)
-  ) u_isqrt (
-    .clk_i       (clk_i),
-    .rst_ni      (rst_ni),
-    .in_valid_i  ((state_q == ST_MUL2) && !v_zero),
-    .in_ready_o  (sq_in_ready),
-    .in_data_i   (ve),
-    .out_valid_o (sq_out_valid),
-    .out_ready_i (sq_out_ready),
-    .out_data_o  (sig)
+  wire        root_valid, root_ready_unused;  // idle at every MUL2: one root a row
+  wire [43:0] root;
+  inv_sqrt #(.IN_BITS(VE_W), .K(43), .ROUND(1)) u_inv (
+    .clk_i(clk_i), .rst_ni(rst_ni), .in_valid_i((step_q == ST_MUL2) && !v_zero), .in_ready_o(root_ready_unused),
+    .in_data_i(ve), .out_valid_o(root_valid), .out_ready_i(step_q == ST_ROOT), .out_data_o(root)
   );
+  assign done = ((step_q == ST_MUL2) && v_zero) || ((step_q == ST_ROOT) && root_valid);
 
-  divu #(
-    .N_BITS (DIV_W),
-    .D_BITS (SIG_W)
-  ) u_divu (
-    .clk_i           (clk_i),
-    .rst_ni          (rst_ni),
-    .in_valid_i      (div_in_valid),
-    .in_ready_o      (div_in_ready),
-    .in_dividend_i   (dividend),
-    .in_divisor_i    (sig),
-    .out_valid_o     (div_out_valid),
-    .out_ready_i     (state_q == ST_DIV),
-    .out_quotient_o  (div_quo),
-    .out_remainder_o (div_rem_unused)
-  );
-
-  // The row enters OUT: its length and Sx move to the OUT registers, the fill side restarts.
-  wire row_start = ((state_q == ST_MUL2) && v_zero)
-                || ((state_q == ST_DIV) && div_out_valid);
-
-  // ---------------------------------------------------------------- element datapath
-  // Stage 2: d_i = C*x_i - Sx.
-  wire signed [D_W-1:0] c_s  = $signed({{(D_W-CW){1'b0}}, c_row_q});
-  wire signed [D_W-1:0] x_s  = $signed({{(D_W-8){x1_q[7]}}, x1_q});
-  wire signed [D_W-1:0] d2_d = c_s * x_s - $signed({{(D_W-SX_W){sx_row_q[SX_W-1]}}, sx_row_q});
-  // Stage 3: y_i = (d_i*inv + 2^21) >>> 22.
-  wire signed [P_W-1:0] y_sum = prod + $signed(HALF_C);
-  wire signed [Y_W-1:0] y3_d  = y_sum[SHIFT+Y_W-1:SHIFT];
-  // Stage 4: acc_i = y_i*G_i + B_i in 32 bits (|y*G| < 2^30, |B| < 2^30).
-  wire [ACC_W-1:0] y_ext  = {{(ACC_W-Y_W){y3_q[Y_W-1]}}, y3_q};
-  wire [ACC_W-1:0] g_ext  = {{(ACC_W-15){g3_q[14]}}, g3_q};
-  wire [ACC_W-1:0] b_ext  = {{(ACC_W-31){b3_q[30]}}, b3_q};
-  wire [ACC_W-1:0] acc4_d = y_ext * g_ext + b_ext;
-
-  // Bits that are dropped by construction (V's and y's sign extension, y's rounded-off fraction,
-  // the quotient's always-zero top: inv <= 2^32).
-  wire unused_bits = ^{v_full[P_W-1:V_W], y_sum[P_W-1:SHIFT+Y_W], y_sum[SHIFT-1:0],
-                       div_quo[DIV_W-1:INV_W], div_rem_unused, x_sq[15]};
-
-  requant #(
-    .ACC_BITS (ACC_W),
-    .OUT_BITS (OUT_BITS)
-  ) u_requant (
-    .clk_i       (clk_i),
-    .rst_ni      (rst_ni),
-    .in_valid_i  (v4_q),
-    .in_ready_o  (rq_in_ready),
-    .in_acc_i    (acc4_q),
-    .in_mult_i   (cfg_mult_i),
-    .in_shift_i  (cfg_shift_i),
-    .out_valid_o (out_valid_o),
-    .out_ready_i (out_ready_i),
-    .out_data_o  (out_data_o)
-  );
-
-  // ---------------------------------------------------------------- memories (no reset)
   always @(posedge clk_i) begin
-    if (in_fire) begin
-      x_mem[wr_cnt_q[AW-1:0]] <= in_data_i;
+    if (!rst_ni || start) begin
+      step_q <= ST_NONE;
+    end else if (go) begin
+      step_q <= ST_MUL1;
+    end else if (step_q == ST_MUL1) begin
+      csxx_q <= prod;
+      step_q <= ST_MUL2;
+    end else if (step_q == ST_MUL2) begin
+      step_q <= ST_ROOT;
     end
-    if (issue) begin
-      x1_q <= x_mem[rd_cnt_q[AW-1:0]];
+    if (done) begin
+      inv_q <= v_zero && (step_q == ST_MUL2) ? {INV_W{1'b0}} : root[INV_W-1:0];
     end
-    if (prm_we_i) begin
-      g_mem[prm_addr_i] <= prm_gamma_i;
-      b_mem[prm_addr_i] <= prm_beta_i;
+    if (start) begin
+      sx_row_q <= sx;
     end
-    if (s3_en && v2_q) begin
-      g3_q <= g_mem[idx2_q];
-      b3_q <= b_mem[idx2_q];
+    if (ld[2]) begin
+      d2_q <= $signed({{(D_W-CW){1'b0}}, c_row}) * $signed({{(D_W-ZB){z1[ZB-1]}}, z1})
+            - $signed({{(D_W-SX_W){sx_row_q[SX_W-1]}}, sx_row_q});
     end
   end
 
-  // ---------------------------------------------------------------- control and datapath registers
-  always @(posedge clk_i) begin
-    if (!rst_ni) begin
-      state_q   <= ST_IDLE;
-      wr_cnt_q  <= {CW{1'b0}};
-      len_q     <= ONE_C;
-      full_q    <= 1'b0;
-      sx_acc_q  <= {SX_W{1'b0}};
-      sxx_acc_q <= {SXX_W{1'b0}};
-      csxx_q    <= {P_W{1'b0}};
-      inv_q     <= {INV_W{1'b0}};
-      c_row_q   <= ONE_C;
-      sx_row_q  <= {SX_W{1'b0}};
-      rd_cnt_q  <= {CW{1'b0}};
-      v1_q      <= 1'b0;
-      v2_q      <= 1'b0;
-      v3_q      <= 1'b0;
-      v4_q      <= 1'b0;
-      idx1_q    <= {AW{1'b0}};
-      idx2_q    <= {AW{1'b0}};
-      d2_q      <= {D_W{1'b0}};
-      y3_q      <= {Y_W{1'b0}};
-      acc4_q    <= {ACC_W{1'b0}};
-    end else begin
-      // fill side
-      if (row_start) begin
-        wr_cnt_q  <= {CW{1'b0}};
-        full_q    <= 1'b0;
-        sx_acc_q  <= {SX_W{1'b0}};
-        sxx_acc_q <= {SXX_W{1'b0}};
-      end else if (in_fire) begin
-        wr_cnt_q  <= wr_cnt_q + ONE_C;
-        len_q     <= len_now;
-        full_q    <= (wr_cnt_q == len_now - ONE_C);
-        sx_acc_q  <= sx_acc_q + $signed({{(SX_W-8){in_data_i[7]}}, in_data_i});
-        sxx_acc_q <= sxx_acc_q + {{(SXX_W-15){1'b0}}, x_sq[14:0]};
-      end
+  // ---------------------------------------------------------------- y_i, then G, B and requant
+  wire signed [P_W-1:0] y_sum = prod + $signed(HALF_C);  // stage 3: y = (d*inv + 2^(S-1)) >>> S
+  ln_affine #(.MAX_C(MAX_C), .Y_W(Y_W), .OUT_BITS(OUT_BITS)) u_affine (
+    .clk_i(clk_i), .prm_we_i(prm_we_i), .prm_addr_i(prm_addr_i), .prm_gamma_i(prm_gamma_i),
+    .prm_beta_i(prm_beta_i), .idx_i(idx), .ld_i(ld[5:3]), .y_i(y_sum[S+Y_W-1:S]), .mult_i(cfg_mult_i),
+    .shift_i(cfg_shift_i), .out_o(out_d)
+  );
 
-      // per-row control
-      case (state_q)
-        ST_IDLE: begin
-          // The previous row must be past stage 2: it still uses c_row_q, sx_row_q, inv_q and
-          // the shared multiplier.
-          if (full_q && !v1_q && !v2_q) begin
-            state_q <= ST_MUL1;
-          end
-        end
-        ST_MUL1: begin
-          csxx_q  <= prod;
-          state_q <= ST_MUL2;
-        end
-        ST_MUL2: begin
-          if (v_zero) begin
-            inv_q   <= {INV_W{1'b0}};
-            state_q <= ST_OUT;
-          end else if (sq_in_ready) begin
-            state_q <= ST_SQRT;
-          end
-        end
-        ST_SQRT: begin
-          if (sq_out_valid && div_in_ready) begin
-            state_q <= ST_DIV;
-          end
-        end
-        ST_DIV: begin
-          if (div_out_valid) begin
-            inv_q   <= div_quo[INV_W-1:0];
-            state_q <= ST_OUT;
-          end
-        end
-        ST_OUT: begin
-          if (issue && last_issue) begin
-            state_q <= ST_IDLE;
-          end
-        end
-        // verilator coverage_off
-        // (reached only from a state value that no transition produces)
-        default: state_q <= ST_IDLE;
-        // verilator coverage_on
-      endcase
-      if (row_start) begin
-        c_row_q  <= len_q;
-        sx_row_q <= sx_acc_q;
-        rd_cnt_q <= {CW{1'b0}};
-      end else if (issue) begin
-        rd_cnt_q <= rd_cnt_q + ONE_C;
-      end
-
-      // element pipeline
-      if (s1_en) begin
-        v1_q <= issue;
-        if (issue) begin
-          idx1_q <= rd_cnt_q[AW-1:0];
-        end
-      end
-      if (s2_en) begin
-        v2_q <= v1_q;
-        if (v1_q) begin
-          d2_q   <= d2_d;
-          idx2_q <= idx1_q;
-        end
-      end
-      if (s3_en) begin
-        v3_q <= v2_q;
-        if (v2_q) begin
-          y3_q <= y3_d;
-        end
-      end
-      if (s4_en) begin
-        v4_q <= v3_q;
-        if (v3_q) begin
-          acc4_q <= acc4_d;
-        end
-      end
-    end
-  end
+  // Bits dropped by construction: V's sign extension, y's sign extension and rounded-off fraction,
+  // the quotient's zero top (inv <= 2^(43-T)).
+  wire unused_bits = ^{v_full[P_W-1:V_W], y_sum[P_W-1:S+Y_W], y_sum[S-1:0], root[43:INV_W], first_unused,
+                       calc_unused, enter_unused, passed_unused, pass_unused, ld[6]};
 
 endmodule
 

@@ -10,7 +10,8 @@
 //   inv    = floor((2^OUT_BITS - 1) * 2^8 / sigma)                              (once per row)
 //   y_i    = inv >> sh(g - x_i)                   with the row's final g (its max)
 // The kernel adds a chunk's sum to the shifted sigma; adding its elements one by one to the
-// shifted sigma gives the same integer.
+// shifted sigma gives the same integer. The first chunk finds g = -2^(IN_BITS-1) and sigma = 0,
+// so it sets g = cm and sigma = 0 (cm = -2^(IN_BITS-1) leaves both as they are).
 //
 // Widths (the kernel's WIDTHS at IN_BITS = 16, N = 4096):
 //   d = g - x or cm - g in [0, 2^IN_BITS - 1]: the IN_BITS-bit difference of the two signed
@@ -26,20 +27,23 @@
 //      sigma >= 2^8, so rtl/divu.v needs OUT_BITS quotient bits (OUT_BITS clocks);
 //   y_i = inv >> sh <= inv: OUT_BITS bits.
 //
-// Flow of a row through the MAX_N-entry row buffer (a 1W1R memory):
-//   LOAD  accept up to 16 inputs (one chunk, one per clock), write them, keep the chunk max cm;
-//   GROW  one clock: sh(cm - g) on the shared multiplier, sigma >> it and g = cm where cm > g;
-//   CSUM  re-read the chunk: sh(g - x) (multiplier), sigma += 2^8 >> sh; back to LOAD for the
-//         next chunk, or on to DIV after the row's last;
-//   DIV   inv by rtl/divu.v (OUT_BITS + 1 clocks from request to result);
-//   OUT   re-read the row: sh(g - x), y = inv >> sh, streamed out with the output handshake.
-// Rows do not overlap: the next row is taken after the last output of this one has left.
+// A row on the engine (rtl/row_stream.v, three stages, in segments of 16: the chunks):
+//   FILL  up to 16 inputs (one chunk) into the row buffer, the chunk max cm (rtl/row_max.v);
+//   CALC  one clock: sh(cm - g) on the shared multiplier, sigma >> it and g = cm where cm > g;
+//   PASS  the chunk re-read: stage 1 x_i, stage 2 sh(g - x_i) (the multiplier), 2^8 >> sh into
+//         sigma; back to FILL for the next chunk, or after the row's last on to
+//   CALC  inv by rtl/divu.v (OUT_BITS + 1 clocks);
+//   OUT   the row read again: sh(g - x), y = inv >> sh into the output register; out_last_o on
+//         the row's last. The next row's first chunk fills behind the OUT pass; its CALC waits
+//         until the row before has left stage 2 (it reads g, the multiplier and inv).
 // Per element the datapath is one IN_BITS x 31 multiply and two small barrel shifts.
 //
-// Configuration: mult_i must be steady while rows are in flight. The row length, in 1..MAX_N, is
-// sampled with each row's first input. out_last_o marks each row's final output. Reset (rst_ni,
-// synchronous, active low) drops any partial row and clears every control and output register;
-// the data registers (cm, g, sigma, inv, the stage-2 shift) are loaded before they are used.
+// Configuration: mult_i must be steady while rows are in flight. The row length is sampled with
+// each row's first input (0 counts as 1, above MAX_N as MAX_N). Reset (rst_ni, synchronous,
+// active low) drops any partial row and clears the control registers, the valid flags and the
+// output register; the data registers (g, sigma, inv, the stage-2 shift) are loaded before they
+// are used.
+
 `default_nettype none
 
 module softmax_ita #(
@@ -54,7 +58,7 @@ module softmax_ita #(
   input  wire [30:0]                  mult_i,
 
   // Row length N in [1, MAX_N], sampled with the first input of each row
-  input  wire [$clog2(MAX_N):0]       row_len_i,
+  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,
 
   // Input stream: x_i, signed two's complement
   input  wire                         in_valid_i,
@@ -68,272 +72,95 @@ module softmax_ita #(
   output wire                         out_last_o
 );
 
-  // ---------------------------------------------------------------- parameter checks
-  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
-  // yosys stops synthesis ("System task `$finish' executed").
-  // verilator coverage_off
-  // (the parameter checks run only on a bad parameter: no valid build can cover them)
-  initial begin
-    if (MAX_N < 2 || MAX_N > 65536) begin
-      $display("ERROR: softmax_ita: MAX_N = %0d must be in 2..65536", MAX_N);
-      $finish;
-    end
-    if (IN_BITS < 2 || IN_BITS > 16) begin
-      $display("ERROR: softmax_ita: IN_BITS = %0d must be in 2..16", IN_BITS);
-      $finish;
-    end
-    if (OUT_BITS < 2 || OUT_BITS > 16) begin
-      $display("ERROR: softmax_ita: OUT_BITS = %0d must be in 2..16", OUT_BITS);
-      $finish;
-    end
-  end
-  // verilator coverage_on
-
-  // ---------------------------------------------------------------- widths and constants
-  localparam integer AW      = $clog2(MAX_N);       // row buffer address
-  localparam integer LW      = AW + 1;              // row length / element counters (<= MAX_N)
+  localparam integer AW      = $clog2(MAX_N);
+  localparam integer LW      = $clog2(MAX_N + 1);
   localparam integer DK_BITS = IN_BITS + 31;        // d * K + 2^15
   localparam integer SG_BITS = 9 + AW;              // sigma <= MAX_N * 2^8
   localparam integer N_BITS  = OUT_BITS + 8;        // dividend (2^OUT_BITS - 1) * 2^8
 
-  localparam [LW-1:0]        ONE_C   = {{(LW-1){1'b0}}, 1'b1};
   localparam [DK_BITS-1:0]   HALF_C  = {{(DK_BITS-16){1'b0}}, 1'b1, 15'd0};            // 2^15
-  localparam [IN_BITS-1:0]   MIN_C   = {1'b1, {(IN_BITS-1){1'b0}}};                  // -2^(IN_BITS-1)
-  localparam [N_BITS-1:0]    NUM_C   = {{OUT_BITS{1'b1}}, 8'd0};                     // (2^OUT_BITS - 1) 2^8
   localparam [8:0]           EXP_ONE = 9'h100;                                       // 2^8
-  // Zero pads (named, so that each extension is one constant).
   localparam [30:0]          Z_31    = 31'd0;
   localparam [IN_BITS-1:0]   Z_IN    = {IN_BITS{1'b0}};
   localparam [SG_BITS-10:0]  Z_SG9   = {(SG_BITS-9){1'b0}};
 
-  localparam [2:0] ST_LOAD = 3'd0;  // take one chunk
-  localparam [2:0] ST_GROW = 3'd1;  // the chunk max updates g and shifts sigma
-  localparam [2:0] ST_CSUM = 3'd2;  // the chunk's exps into sigma
-  localparam [2:0] ST_DIV  = 3'd3;  // inv = floor(Q 2^8 / sigma)
-  localparam [2:0] ST_OUT  = 3'd4;  // y_i out
+  // ---------------------------------------------------------------- the engine and the chunk max
+  wire                fill, first, go, calc, enter, passed, pass, start, div_valid;
+  wire [IN_BITS-1:0]  x1, cm, max_unused;
+  wire [3:1]          ld;
+  wire [OUT_BITS-1:0] out_d;
+  wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
+  wire [LW-1:0]       len_unused, row_len_unused;
 
-  // ---------------------------------------------------------------- memories
-  // verilator coverage_off
-  // (no toggle coverage of memories: Verilator instruments only small arrays; the write and
-  // read paths are covered)
-  reg [IN_BITS-1:0] row_mem [0:MAX_N-1];   // the row, in arrival order
-  // verilator coverage_on
+  row_stream #(
+    .NAME("softmax_ita"), .MAX_N(MAX_N), .LIMIT(65536), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(2),
+    .DEPTH(3), .PASS(1), .PASS_EXIT(2), .PRE_CALC(1), .GO_AFTER(2), .SEG(16)
+  ) u_stream (
+    .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
+    .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
+    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused),
+    .len_o(len_unused), .go_o(go), .calc_o(calc), .enter_o(enter), .passed_o(passed),
+    .done_i(!passed || div_valid), .pass_o(pass), .start_o(start), .row_len_o(row_len_unused),
+    .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
+  );
 
-  // ---------------------------------------------------------------- state
-  reg [2:0]          state_q, state_d;
-  reg [LW-1:0]       ld_cnt_q, ld_cnt_d;     // inputs of this row taken
-  reg [3:0]          ck_cnt_q, ck_cnt_d;     // inputs of this chunk taken, mod 16
-  reg [LW-1:0]       len_q, len_d;           // row length N
-  reg [LW-1:0]       rd_cnt_q, rd_cnt_d;     // buffer reads issued (CSUM: of the row so far)
-  reg [IN_BITS-1:0]  cm_q, cm_d;             // chunk max
-  reg [IN_BITS-1:0]  g_q, g_d;               // running max g
-  reg [SG_BITS-1:0]  sigma_q, sigma_d;       // denominator
-  reg [OUT_BITS-1:0] inv_q, inv_d;           // inverse
-  reg                div_sent_q, div_sent_d; // the divider has taken this row's request
-
-  // Pipeline (CSUM and OUT): stage 1 buffer data, 2 the clamped shift, 3 sigma or the output.
-  reg                v1_q, v2_q;             // stage holds an element
-  reg                l1_q, l2_q;             // ... which is the row's last (OUT)
-  reg [IN_BITS-1:0]  x1_q;                   // x_i read from the row buffer
-  reg [DK_BITS-1:0]  sh2_q;                  // sh(g - x_i)
-  reg                out_valid_q;
-  reg                out_last_q;
-  reg [OUT_BITS-1:0] out_data_q;
-
-  // ---------------------------------------------------------------- input side
-  wire          first    = (ld_cnt_q == {LW{1'b0}});
-  wire [LW-1:0] len_now  = first ? row_len_i : len_q;
-  wire          in_ready = (state_q == ST_LOAD);
-  wire          in_take  = in_valid_i && in_ready;
-  wire          in_last  = (ld_cnt_q == len_now - ONE_C);
-  // Buffer addresses: the counters' low AW bits (the counters stay below MAX_N there).
-  wire          ld_top_unused, rd_top_unused;
-  wire [AW-1:0] ld_addr, rd_addr;
-  assign {ld_top_unused, ld_addr} = ld_cnt_q;
-  assign {rd_top_unused, rd_addr} = rd_cnt_q;
-
-  // ---------------------------------------------------------------- pipeline control
-  // Every stage moves when the output register is empty or being emptied (always in CSUM).
-  wire adv    = !out_valid_q || out_ready_i;
-  wire rd_end = (state_q == ST_OUT) ? (rd_cnt_q == len_q) : (rd_cnt_q == ld_cnt_q);
-  wire issue  = (state_q == ST_CSUM || state_q == ST_OUT) && !rd_end && adv;
+  row_max #(.W(IN_BITS)) u_max (
+    .clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go), .fill_max_o(cm),
+    .max_o(max_unused)
+  );
 
   // ---------------------------------------------------------------- the shared shift unit
-  // sh(d) = (d * K + 2^15) >> 16 with d = cm - g in GROW (the pipeline is empty then), else
-  // d = g - x_i of stage 1.
-  wire               grow_now = (state_q == ST_GROW);
-  wire [IN_BITS-1:0] dd = grow_now ? cm_q - g_q : g_q - x1_q;
-  wire [DK_BITS-1:0] dk = {Z_31, dd} * {Z_IN, mult_i} + HALF_C;
-  wire [DK_BITS-1:0] sh = dk >> 16;
-
-  // GROW: where cm > g, sigma >> sh(cm - g) (0 from SG_BITS on) and g = cm.
-  wire               grows = $signed(cm_q) > $signed(g_q);
-  wire [SG_BITS-1:0] sigma_grow = sigma_q >> sh;
+  // sh(d) = (d * K + 2^15) >> 16 with d = cm - g in the chunk's CALC (the pipeline is empty then),
+  // else d = g - x_i of stage 1.
+  reg  [IN_BITS-1:0]  g_q;                // running max g
+  reg  [SG_BITS-1:0]  sigma_q;            // denominator
+  reg  [OUT_BITS-1:0] inv_q;
+  reg  [DK_BITS-1:0]  sh2_q;              // stage 2: sh(g - x_i)
+  reg                 row_first_q;        // the next chunk is its row's first
+  wire                grow = calc && !passed;
+  wire [IN_BITS-1:0]  dd   = grow ? cm - g_q : g_q - x1;
+  wire [DK_BITS-1:0]  dk   = {Z_31, dd} * {Z_IN, mult_i} + HALF_C;
+  wire [DK_BITS-1:0]  sh   = dk >> 16;
 
   // Stage 2 -> 3: exp = 2^8 >> sh (0 from 9 on) into sigma; y = inv >> sh (0 from OUT_BITS on).
   wire [8:0]          exp2 = EXP_ONE >> sh2_q;
-  wire [OUT_BITS-1:0] y2   = inv_q >> sh2_q;
+  assign out_d = inv_q >> sh2_q;
 
   // ---------------------------------------------------------------- divider
-  wire              div_in_valid = (state_q == ST_DIV) && !div_sent_q;
-  wire              div_in_ready;
-  wire              div_out_valid;
-  wire [OUT_BITS-1:0] div_quotient;
-  wire [SG_BITS-1:0] div_rem_unused;  // the remainder is not needed
-
-  divu #(
-    .N_BITS (N_BITS),
-    .D_BITS (SG_BITS),
-    .Q_BITS (OUT_BITS)
-  ) u_divu (
-    .clk_i           (clk_i),
-    .rst_ni          (rst_ni),
-    .in_valid_i      (div_in_valid),
-    .in_ready_o      (div_in_ready),
-    .in_dividend_i   (NUM_C),
-    .in_divisor_i    (sigma_q),
-    .out_valid_o     (div_out_valid),
-    .out_ready_i     (1'b1),          // the result is taken in DIV on the clock it is valid
-    .out_quotient_o  (div_quotient),
-    .out_remainder_o (div_rem_unused)
+  wire [OUT_BITS-1:0] div_quo;
+  wire                div_ready_unused;  // idle at every request: one division a row
+  wire [SG_BITS-1:0]  div_rem_unused;    // the remainder is not needed
+  divu #(.N_BITS(N_BITS), .D_BITS(SG_BITS), .Q_BITS(OUT_BITS)) u_divu (
+    .clk_i(clk_i), .rst_ni(rst_ni), .in_valid_i(enter && passed), .in_ready_o(div_ready_unused),
+    .in_dividend_i({{OUT_BITS{1'b1}}, 8'd0}), .in_divisor_i(sigma_q), .out_valid_o(div_valid),
+    .out_ready_i(1'b1), .out_quotient_o(div_quo), .out_remainder_o(div_rem_unused)
   );
 
-  // ---------------------------------------------------------------- control
-  wire csum_done = (state_q == ST_CSUM) && rd_end && !v1_q && !v2_q;
-  wire out_done  = (state_q == ST_OUT) && rd_end && !v1_q && !v2_q && adv;
-
-  always @* begin
-    state_d    = state_q;
-    ld_cnt_d   = ld_cnt_q;
-    ck_cnt_d   = ck_cnt_q;
-    len_d      = len_q;
-    rd_cnt_d   = rd_cnt_q;
-    cm_d       = cm_q;
-    g_d        = g_q;
-    sigma_d    = sigma_q;
-    inv_d      = inv_q;
-    div_sent_d = div_sent_q;
-    if (issue) begin
-      rd_cnt_d = rd_cnt_q + ONE_C;
-    end
-    case (state_q)
-      ST_LOAD: begin
-        if (in_take) begin
-          len_d    = len_now;
-          ld_cnt_d = ld_cnt_q + ONE_C;
-          ck_cnt_d = ck_cnt_q + 4'd1;
-          if (ck_cnt_q == 4'd0 || $signed(in_data_i) > $signed(cm_q)) begin
-            cm_d = in_data_i;
-          end
-          if (first) begin  // a new row: g and sigma start over
-            g_d     = MIN_C;
-            sigma_d = {SG_BITS{1'b0}};
-          end
-          if (ck_cnt_q == 4'd15 || in_last) begin
-            ck_cnt_d = 4'd0;
-            state_d  = ST_GROW;
-          end
-        end
-      end
-      ST_GROW: begin
-        if (grows) begin
-          g_d     = cm_q;
-          sigma_d = sigma_grow;
-        end
-        state_d = ST_CSUM;
-      end
-      ST_CSUM: begin
-        if (v2_q) begin
-          sigma_d = sigma_q + {Z_SG9, exp2};
-        end
-        if (csum_done) begin
-          state_d = (ld_cnt_q == len_q) ? ST_DIV : ST_LOAD;
-        end
-      end
-      ST_DIV: begin
-        if (div_in_valid && div_in_ready) begin
-          div_sent_d = 1'b1;
-        end
-        if (div_out_valid) begin
-          inv_d      = div_quotient;
-          div_sent_d = 1'b0;
-          rd_cnt_d   = {LW{1'b0}};
-          state_d    = ST_OUT;
-        end
-      end
-      default: begin  // ST_OUT
-        if (out_done) begin
-          state_d  = ST_LOAD;
-          ld_cnt_d = {LW{1'b0}};
-          rd_cnt_d = {LW{1'b0}};
-        end
-      end
-    endcase
-  end
-
-  // ---------------------------------------------------------------- memory (no reset)
   always @(posedge clk_i) begin
-    if (in_take) begin
-      row_mem[ld_addr] <= in_data_i;
+    if (!rst_ni || start) begin
+      row_first_q <= 1'b1;
+    end else if (grow) begin
+      row_first_q <= 1'b0;
     end
-    if (issue) begin
-      x1_q <= row_mem[rd_addr];
+    if (grow && row_first_q) begin
+      g_q     <= cm;
+      sigma_q <= {SG_BITS{1'b0}};
+    end else if (grow && $signed(cm) > $signed(g_q)) begin
+      g_q     <= cm;
+      sigma_q <= sigma_q >> sh;
+    end else if (pass && ld[3]) begin  // a pass element leaves stage 2
+      sigma_q <= sigma_q + {Z_SG9, exp2};
     end
-  end
-
-  // ---------------------------------------------------------------- registers
-  // Control and output: reset.
-  always @(posedge clk_i) begin
-    if (!rst_ni) begin
-      state_q     <= ST_LOAD;
-      ld_cnt_q    <= {LW{1'b0}};
-      ck_cnt_q    <= 4'd0;
-      rd_cnt_q    <= {LW{1'b0}};
-      div_sent_q  <= 1'b0;
-      v1_q        <= 1'b0;
-      v2_q        <= 1'b0;
-      out_valid_q <= 1'b0;
-      out_data_q  <= {OUT_BITS{1'b0}};
-    end else begin
-      state_q    <= state_d;
-      ld_cnt_q   <= ld_cnt_d;
-      ck_cnt_q   <= ck_cnt_d;
-      rd_cnt_q   <= rd_cnt_d;
-      div_sent_q <= div_sent_d;
-      if (adv) begin
-        v1_q        <= issue;
-        v2_q        <= v1_q;
-        out_valid_q <= v2_q && (state_q == ST_OUT);
-        if (v2_q) begin  // in CSUM too: out_data_o means something only with out_valid_o
-          out_data_q <= y2;
-        end
-      end
+    if (ld[2]) begin
+      sh2_q <= sh;
+    end
+    if (div_valid) begin
+      inv_q <= div_quo;
     end
   end
 
-  // Data: no reset. Each is loaded before it is read: len with a row's first input, cm with a
-  // chunk's first, g and sigma with a row's first, inv in DIV, sh2 behind v1; the last flags
-  // follow the (reset) valid flags, and out_last_o means something only with out_valid_o.
-  always @(posedge clk_i) begin
-    len_q   <= len_d;
-    cm_q    <= cm_d;
-    g_q     <= g_d;
-    sigma_q <= sigma_d;
-    inv_q   <= inv_d;
-    if (adv) begin
-      l1_q       <= issue && (state_q == ST_OUT) && (rd_cnt_q == len_q - ONE_C);
-      l2_q       <= l1_q;
-      out_last_q <= l2_q;
-      if (v1_q) begin
-        sh2_q <= sh;
-      end
-    end
-  end
-
-  assign in_ready_o  = in_ready;
-  assign out_valid_o = out_valid_q;
-  assign out_data_o  = out_data_q;
-  assign out_last_o  = out_last_q;
+  wire unused_bits = ^{max_unused, fill_addr_unused, rd_addr_unused, idx_unused, len_unused, row_len_unused,
+                       ld[1]};
 
 endmodule
 

@@ -21,19 +21,20 @@
 //   chosen so: n = 19 - bitlen(q_b^2 + q_c)), formed in 64 bits (L << 11 < 2^61) and cut to 19;
 //   S < MAX_N 2^19 <= 2^31 (19 + clog2(MAX_N) bits), S2 < 2^62; E_i^2 < 2^38.
 //
-// Flow of a row (one row at a time; the row buffer holds MAX_N scores):
-//   LOAD  accept N inputs (one per clock when offered), write them, keep the running max;
-//   SUM   re-read the row: E_i (read, then one stage: shift, the test and six restoring steps,
-//         the square, the shift by z - n), accumulate S;
-//   SQ    S2 = S^2 (one clock);
-//   OUT   re-read the row, E_i again (cheaper than storing 19-bit E_i per element), E_i^2,
-//         OUT_BITS comparisons with the shifts of S2, p_i into the output register; one per
-//         clock when accepted; out_last_o marks the row's last p_i. Then LOAD of the next row.
+// A row on the engine (rtl/row_stream.v, three stages, the next row filling behind the OUT pass):
+//   FILL  N inputs into the row buffer, the running max (rtl/row_max.v);
+//   PASS  the row re-read: stage 1 x_i, stage 2 E_i (the shift, the test and six restoring steps,
+//         the square, the shift by z - n), summed into S;
+//   CALC  S2 = S^2 (one clock);
+//   OUT   the row read again, E_i again (cheaper than storing 19-bit E_i per element), E_i^2,
+//         OUT_BITS comparisons with the shifts of S2, p_i into the output register; one per clock
+//         when accepted; out_last_o marks the row's last p_i. A row's pass waits until the row
+//         before has left stage 2.
 // The row length N is sampled with the row's first input (0 counts as 1, above MAX_N as MAX_N);
 // the other configuration ports must be steady while a row is in flight. Reset (rst_ni,
-// synchronous, active low) drops any partial row and clears the state, the valid flags and the
-// output register; the row buffer and the data registers each row writes before it reads them
-// (N, max, counter, S, S2, E) keep their values.
+// synchronous, active low) drops any partial row and clears the control registers, the valid
+// flags and the output register.
+
 `default_nettype none
 
 module softmax_log2 #(
@@ -64,75 +65,42 @@ module softmax_log2 #(
   output wire                         out_last_o
 );
 
-  // ---------------------------------------------------------------- parameter checks
-  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
-  // yosys stops synthesis ("System task `$finish' executed").
-  // verilator coverage_off
-  // (the parameter checks run only on a bad parameter: no valid build can cover them)
-  initial begin
-    if (MAX_N < 2 || MAX_N > 4096) begin
-      $display("ERROR: softmax_log2: MAX_N = %0d must be in 2..4096 (S < 2^31)", MAX_N);
-      $finish;
-    end
-    if (IN_BITS < 2 || IN_BITS > 16) begin
-      $display("ERROR: softmax_log2: IN_BITS = %0d must be in 2..16", IN_BITS);
-      $finish;
-    end
-    if (OUT_BITS < 1 || OUT_BITS > 16) begin
-      $display("ERROR: softmax_log2: OUT_BITS = %0d must be in 1..16", OUT_BITS);
-      $finish;
-    end
-  end
-  // verilator coverage_on
-
-  // ---------------------------------------------------------------- widths and constants
-  localparam integer AW     = $clog2(MAX_N);        // row buffer address
-  localparam integer LW     = $clog2(MAX_N + 1);    // row length / element counters
-  localparam integer EB     = 19;                   // E_i < 2^19
-  localparam integer S_BITS = EB + AW;              // S < MAX_N 2^19
+  localparam integer AW      = $clog2(MAX_N);
+  localparam integer LW      = $clog2(MAX_N + 1);
+  localparam integer EB      = 19;                  // E_i < 2^19
+  localparam integer S_BITS  = EB + AW;             // S < MAX_N 2^19
   localparam integer S2_BITS = 62;                  // S2 < 2^62
 
-  localparam [LW:0]          MAX_N_C = MAX_N[LW:0]; // one spare bit: comparisons never constant
-  localparam [LW-1:0]        ONE_C   = {{(LW-1){1'b0}}, 1'b1};
-  localparam [OUT_BITS-1:0]  TOP_C   = {1'b1, {(OUT_BITS-1){1'b0}}};   // 2^M
+  localparam [OUT_BITS-1:0] TOP_C = {1'b1, {(OUT_BITS-1){1'b0}}};   // 2^M
 
-  localparam [1:0] ST_LOAD = 2'd0;  // taking the row's inputs
-  localparam [1:0] ST_SUM  = 2'd1;  // pass 2: S = sum of E_i
-  localparam [1:0] ST_SQ   = 2'd2;  // S2 = S^2
-  localparam [1:0] ST_OUT  = 2'd3;  // pass 3: p_i out
+  // ---------------------------------------------------------------- the engine and the max
+  wire                fill, first, go, calc, pass;
+  wire [IN_BITS-1:0]  x1, mx, fill_max_unused;
+  wire [3:1]          ld;
+  wire [OUT_BITS-1:0] out_d;
+  wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
+  wire [LW-1:0]       len_unused, row_len_unused;
+  wire                enter_unused, passed_unused, start_unused;
 
-  // ---------------------------------------------------------------- memories
-  // verilator coverage_off
-  // (no toggle coverage of memories; their write and read paths are covered)
-  reg [IN_BITS-1:0] row_mem [0:MAX_N-1];   // the row, in arrival order
-  // verilator coverage_on
+  row_stream #(
+    .NAME("softmax_log2"), .MAX_N(MAX_N), .LIMIT(4096), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1),
+    .DEPTH(3), .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(2)
+  ) u_stream (
+    .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
+    .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
+    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused),
+    .len_o(len_unused), .go_o(go), .calc_o(calc), .enter_o(enter_unused), .passed_o(passed_unused),
+    .done_i(1'b1), .pass_o(pass), .start_o(start_unused), .row_len_o(row_len_unused),
+    .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
+  );
 
-  // ---------------------------------------------------------------- state
-  reg [1:0]           state_q;
-  reg [LW-1:0]        ld_cnt_q;     // inputs taken in this row
-  reg [LW-1:0]        len_q;        // row length N
-  reg [IN_BITS-1:0]   max_q;        // running max (signed)
-  reg [LW-1:0]        rd_cnt_q;     // buffer reads issued in this pass
-  reg [S_BITS-1:0]    sum_q;        // S
-  reg [S2_BITS-1:0]   s2_q;         // S2
-  reg                 v1_q, l1_q;   // x1_q holds an element (the row's last)
-  reg [IN_BITS-1:0]   x1_q;         // x_i read from the row buffer
-  reg                 v2_q, l2_q;   // e2_q holds an element (the row's last)
-  reg [EB-1:0]        e2_q;         // E_i
-  reg                 out_valid_q, out_last_q;
-  reg [OUT_BITS-1:0]  out_data_q;
+  row_max #(.W(IN_BITS)) u_max (
+    .clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go), .fill_max_o(fill_max_unused),
+    .max_o(mx)
+  );
 
-  // ---------------------------------------------------------------- input side
-  wire [LW-1:0] len_in  = (row_len_i == {LW{1'b0}}) ? ONE_C
-                        : ({1'b0, row_len_i} > MAX_N_C) ? MAX_N_C[LW-1:0] : row_len_i;
-  wire          first   = (ld_cnt_q == {LW{1'b0}});
-  wire [LW-1:0] len_now = first ? len_in : len_q;
-  wire          in_ready = (state_q == ST_LOAD);
-  wire          in_take  = in_valid_i && in_ready;
-  wire          in_last  = (ld_cnt_q == len_now - ONE_C);
-
-  // ---------------------------------------------------------------- i-exp of x1_q (SUM and OUT)
-  wire [IN_BITS:0] dfull = {max_q[IN_BITS-1], max_q} - {x1_q[IN_BITS-1], x1_q};  // max - x >= 0
+  // ---------------------------------------------------------------- i-exp of x1 (PASS and OUT)
+  wire [IN_BITS:0] dfull = {mx[IN_BITS-1], mx} - {x1[IN_BITS-1], x1};            // max - x >= 0
   wire [35:0]      a     = {{(35-IN_BITS){1'b0}}, dfull} << in_shift_i;         // < 2^35
   wire [35:0]      qw    = {12'd0, q_ln2_i};
   wire             big   = a >= (qw << 6);                                      // z >= 64: E = 0
@@ -155,9 +123,25 @@ module softmax_log2 #(
   wire [7:0]       nsh   = 8'd0 - sh;                                           // n - z when z < n
   wire [63:0]      lw    = {14'd0, lpoly};
   wire [63:0]      ew    = big ? 64'd0 : sh[7] ? (lw << nsh) : (lw >> sh);      // floor(L 2^(n-z))
-  wire [EB-1:0]    e1    = ew[EB-1:0];                                          // < 2^19
 
-  // ---------------------------------------------------------------- log2 code of e2_q
+  // ---------------------------------------------------------------- S, S2 and the log2 code of E_i
+  reg  [EB-1:0]      e2_q;   // stage 2: E_i
+  reg  [S_BITS-1:0]  sum_q;  // S
+  reg  [S2_BITS-1:0] s2_q;   // S2
+  always @(posedge clk_i) begin
+    if (ld[2]) begin
+      e2_q <= ew[EB-1:0];
+    end
+    if (go) begin
+      sum_q <= {S_BITS{1'b0}};
+    end else if (pass && ld[3]) begin  // a pass element leaves stage 2
+      sum_q <= sum_q + {{AW{1'b0}}, e2_q};
+    end
+    if (calc) begin
+      s2_q <= {{(S2_BITS-S_BITS){1'b0}}, sum_q} * {{(S2_BITS-S_BITS){1'b0}}, sum_q};
+    end
+  end
+
   wire [37:0]      esq   = {19'd0, e2_q} * {19'd0, e2_q};                       // E^2 < 2^38
   reg  [4:0]       code;
   integer          k;
@@ -169,98 +153,10 @@ module softmax_log2 #(
       end
     end
   end
-  wire [OUT_BITS-1:0] p = TOP_C >> code;
-  wire unused_bits = ^{ew[63:EB], t[35:25]};  // E < 2^19; q_b - rem < 2^25
+  assign out_d = TOP_C >> code;
 
-  // ---------------------------------------------------------------- read pipeline and output
-  // Read stage (x1_q), E stage (e2_q), then the output register; SUM never stalls (the output
-  // register is empty outside OUT), OUT moves when the output register is empty or being emptied.
-  wire adv   = !out_valid_q || out_ready_i;
-  wire pass  = (state_q == ST_SUM) || (state_q == ST_OUT);
-  wire issue = pass && (rd_cnt_q != len_q) && adv;
-  wire pass_done = (rd_cnt_q == len_q) && !v1_q && !v2_q;
-  wire out_done  = (state_q == ST_OUT) && pass_done && adv;
-
-  // ---------------------------------------------------------------- row buffer (no reset)
-  always @(posedge clk_i) begin
-    if (in_take) begin
-      row_mem[ld_cnt_q[AW-1:0]] <= in_data_i;
-    end
-    if (issue) begin
-      x1_q <= row_mem[rd_cnt_q[AW-1:0]];
-    end
-  end
-
-  // ---------------------------------------------------------------- control
-  always @(posedge clk_i) begin
-    if (!rst_ni) begin
-      state_q     <= ST_LOAD;
-      ld_cnt_q    <= {LW{1'b0}};
-      v1_q        <= 1'b0;
-      v2_q        <= 1'b0;
-      out_valid_q <= 1'b0;
-      out_last_q  <= 1'b0;
-      out_data_q  <= {OUT_BITS{1'b0}};
-    end else begin
-      if (adv) begin
-        v1_q        <= issue;
-        l1_q        <= issue && (rd_cnt_q == len_q - ONE_C) && (state_q == ST_OUT);
-        v2_q        <= v1_q;
-        l2_q        <= l1_q;
-        out_valid_q <= v2_q && (state_q == ST_OUT);
-        out_last_q  <= l2_q && v2_q;
-        if (v1_q) begin
-          e2_q <= e1;
-        end
-        if (v2_q) begin
-          out_data_q <= p;
-        end
-      end
-      if (issue) begin
-        rd_cnt_q <= rd_cnt_q + ONE_C;
-      end
-      case (state_q)
-        ST_LOAD: begin
-          if (in_take) begin
-            len_q    <= len_now;
-            ld_cnt_q <= ld_cnt_q + ONE_C;
-            if (first || $signed(in_data_i) > $signed(max_q)) begin
-              max_q <= in_data_i;
-            end
-            if (in_last) begin
-              ld_cnt_q <= {LW{1'b0}};
-              rd_cnt_q <= {LW{1'b0}};
-              sum_q    <= {S_BITS{1'b0}};
-              state_q  <= ST_SUM;
-            end
-          end
-        end
-        ST_SUM: begin
-          if (v2_q) begin
-            sum_q <= sum_q + {{AW{1'b0}}, e2_q};
-          end
-          if (pass_done) begin
-            state_q <= ST_SQ;
-          end
-        end
-        ST_SQ: begin
-          s2_q     <= {{(S2_BITS-S_BITS){1'b0}}, sum_q} * {{(S2_BITS-S_BITS){1'b0}}, sum_q};
-          rd_cnt_q <= {LW{1'b0}};
-          state_q  <= ST_OUT;
-        end
-        default: begin  // ST_OUT
-          if (out_done) begin
-            state_q <= ST_LOAD;
-          end
-        end
-      endcase
-    end
-  end
-
-  assign in_ready_o  = in_ready;
-  assign out_valid_o = out_valid_q;
-  assign out_data_o  = out_data_q;
-  assign out_last_o  = out_last_q;
+  wire unused_bits = ^{ew[63:EB], t[35:25], fill_max_unused, fill_addr_unused, rd_addr_unused, idx_unused,
+                       len_unused, row_len_unused, enter_unused, passed_unused, start_unused, ld[1]};
 
 endmodule
 

@@ -38,23 +38,25 @@
 //      not carry out; y_i saturates to 2^OUT_BITS - 1 when any bit above OUT_BITS is set (a lone
 //      dominant element reaches it).
 //
-// A row goes through two passes over a MAX_N-entry row buffer (a 1W1R memory):
-//   LOAD  accept N inputs (one per clock), write them, and run the online recurrence (m, d) in a
-//         3-stage pipeline: input register, u = x * K, update (c, m, pow2, d);
-//   FIN   one clock: ex, mq and rec from d;
-//   OUT   re-read the row: u = x * K (the same multiplier), e = pow2(u - m 2^16) (the same LPW
-//         unit), y = rounded e * rec, and stream it out with the output handshake.
-// Rows do not overlap: the next row is taken after the last output of this one has left, so a
-// row costs about 2N + 8 clocks unstalled. Per element the datapath is one IN_BITS x 31 multiply,
-// one 11 x 12 multiply (LPW), one add and a shift (d), and in OUT one 16 x 17 multiply.
+// A row on the engine (rtl/row_stream.v, four stages, the next row filling behind the OUT pass):
+//   FILL  N inputs into the row buffer;
+//   PASS  the row re-read through the online recurrence: stage 1 x_i, stage 2 u = x * K, then the
+//         update of m and d (c, the new max, pow2, the shifted sum);
+//   CALC  one clock: ex, mq and rec follow d;
+//   OUT   the row read again: u = x * K (the same multiplier), e = pow2(u - m 2^16) (the same LPW
+//         unit) into stage 3, y = rounded e * rec into the output register; out_last_o on the
+//         row's last. A row's pass waits until the row before has left stage 3 (rec follows d).
+// Per element: one IN_BITS x 31 multiply, one 11 x 12 multiply (LPW), one add and a shift (d), and
+// in OUT one 16 x 17 multiply.
 //
 // Tables: pow2 and recip are 17-entry register files written together through tbl_* (address
 // 0..16, data tbl_pow2_i and tbl_recip_i; a write to 17..31 has no effect), once per layer, while
 // no row is in flight; they have no reset and survive rst_ni. mult_i must be steady while rows
-// are in flight. The row length, in 1..MAX_N, is sampled with each row's first input.
-// out_last_o marks each row's final output. Reset (rst_ni, synchronous, active low) drops any
-// partial row and clears every control and output register; the data registers are loaded
+// are in flight. The row length is sampled with each row's first input (0 counts as 1, above
+// MAX_N as MAX_N). Reset (rst_ni, synchronous, active low) drops any partial row and clears the
+// control registers, the valid flags and the output register; the data registers are loaded
 // before they are used.
+
 `default_nettype none
 
 module softmax_softermax #(
@@ -75,7 +77,7 @@ module softmax_softermax #(
   input  wire [30:0]                  mult_i,
 
   // Row length N in [1, MAX_N], sampled with the first input of each row
-  input  wire [$clog2(MAX_N):0]       row_len_i,
+  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,
 
   // Input stream: x_i, signed two's complement
   input  wire                         in_valid_i,
@@ -89,30 +91,8 @@ module softmax_softermax #(
   output wire                         out_last_o
 );
 
-  // ---------------------------------------------------------------- parameter checks
-  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
-  // yosys stops synthesis ("System task `$finish' executed").
-  // verilator coverage_off
-  // (the parameter checks run only on a bad parameter: no valid build can cover them)
-  initial begin
-    if (MAX_N < 2 || MAX_N > 65536) begin
-      $display("ERROR: softmax_softermax: MAX_N = %0d must be in 2..65536", MAX_N);
-      $finish;
-    end
-    if (IN_BITS < 2 || IN_BITS > 16) begin
-      $display("ERROR: softmax_softermax: IN_BITS = %0d must be in 2..16", IN_BITS);
-      $finish;
-    end
-    if (OUT_BITS < 1 || OUT_BITS > 16) begin
-      $display("ERROR: softmax_softermax: OUT_BITS = %0d must be in 1..16", OUT_BITS);
-      $finish;
-    end
-  end
-  // verilator coverage_on
-
-  // ---------------------------------------------------------------- widths and constants
-  localparam integer AW     = $clog2(MAX_N);         // row buffer address
-  localparam integer LW     = AW + 1;                // row length / element counters (<= MAX_N)
+  localparam integer AW     = $clog2(MAX_N);
+  localparam integer LW     = $clog2(MAX_N + 1);
   localparam integer U_BITS = IN_BITS + 31;          // u = x * K, signed
   localparam integer C_BITS = IN_BITS + 15;          // u >>> 16, c, m, signed
   localparam integer D_BITS = 17 + AW;               // d <= MAX_N * 2^15 (one spare bit)
@@ -123,7 +103,6 @@ module softmax_softermax #(
   localparam integer EX_LO    = 14;                  // d >= 2^14: ex >= 14
   localparam integer SX       = 31;                  // sign copies that extend x to U_BITS
 
-  localparam [LW-1:0]        ONE_C  = {{(LW-1){1'b0}}, 1'b1};
   localparam [H_BITS-1:0]    SH_ADD = SH_ADD_I[H_BITS-1:0];
   localparam [OUT_BITS-1:0]  Q_C    = {OUT_BITS{1'b1}};               // 2^OUT_BITS - 1
   // Zero pads (named, so that each extension is one constant).
@@ -138,71 +117,53 @@ module softmax_softermax #(
   localparam [10:0]               Z_11  = 11'd0;
   localparam [16:0]               Z_17  = 17'd0;
 
-  localparam [1:0] ST_LOAD = 2'd0;  // pass 1: take the row, online max and sum
-  localparam [1:0] ST_FIN  = 2'd1;  // ex, mq, rec
-  localparam [1:0] ST_OUT  = 2'd2;  // pass 2: y_i out
+  // ---------------------------------------------------------------- the engine
+  wire                go, pass;
+  wire [IN_BITS-1:0]  x1;
+  wire [4:1]          ld;
+  wire [OUT_BITS-1:0] out_d;
+  wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
+  wire [LW-1:0]       len_unused, row_len_unused;
+  wire                fill_unused, first_unused, calc_unused, enter_unused, passed_unused, start_unused;
 
-  // ---------------------------------------------------------------- memories
+  row_stream #(
+    .NAME("softmax_softermax"), .MAX_N(MAX_N), .LIMIT(65536), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1),
+    .DEPTH(4), .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(3)
+  ) u_stream (
+    .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
+    .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
+    .out_last_o(out_last_o), .fill_o(fill_unused), .first_o(first_unused), .fill_addr_o(fill_addr_unused),
+    .len_o(len_unused), .go_o(go), .calc_o(calc_unused), .enter_o(enter_unused), .passed_o(passed_unused),
+    .done_i(1'b1), .pass_o(pass), .start_o(start_unused), .row_len_o(row_len_unused),
+    .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
+  );
+
   // verilator coverage_off
   // (no toggle coverage of memories: Verilator instruments only small arrays; the write and
   // read paths are covered)
-  reg [IN_BITS-1:0] row_mem   [0:MAX_N-1];   // the row, in arrival order
   reg [16:0]        pow2_mem  [0:16];        // C[0..16]
   reg [16:0]        recip_mem [0:16];        // R[0..16]
   // verilator coverage_on
-
-  // ---------------------------------------------------------------- state
-  reg [1:0]          state_q, state_d;
-  reg [LW-1:0]       ld_cnt_q, ld_cnt_d;     // inputs taken in this row
-  reg                ld_done_q, ld_done_d;   // the row's last input was taken
-  reg [LW-1:0]       len_q, len_d;           // row length N
-  reg [LW-1:0]       rd_cnt_q, rd_cnt_d;     // buffer reads issued in OUT (set in FIN)
-  reg [C_BITS-1:0]   m_q;                    // running max m
-  reg [D_BITS-1:0]   d_q;                    // running sum d
-  reg [16:0]         rec_q;                  // 1/mq
-  reg [X_BITS-1:0]   ex_q;                   // bitlen(d) - 1
-
-  // Pipeline (LOAD: input, u, update; OUT: buffer read, u, e, output).
-  reg                v1_q, v2_q, v3_q;       // stage holds an element
-  reg                f1_q, f2_q;             // ... which is the row's first (LOAD)
-  reg                l1_q, l2_q, l3_q;       // ... which is the row's last
-  reg [IN_BITS-1:0]  xin_q;                  // x from the input (LOAD)
-  reg [IN_BITS-1:0]  xrd_q;                  // x from the row buffer (OUT)
-  reg [U_BITS-1:0]   u2_q;                   // u = x * K
-  reg [16:0]         e3_q;                   // e = pow2(u - m 2^16) (OUT)
-  reg                out_valid_q;
-  reg                out_last_q;
-  reg [OUT_BITS-1:0] out_data_q;
-
-  // ---------------------------------------------------------------- input side
-  wire [LW-1:0] len_now  = (ld_cnt_q == {LW{1'b0}}) ? row_len_i : len_q;
-  wire          in_ready = (state_q == ST_LOAD) && !ld_done_q;
-  wire          in_take  = in_valid_i && in_ready;
-  wire          in_last  = (ld_cnt_q == len_now - ONE_C);
-  // Buffer addresses: the counters' low AW bits (the counters stay below MAX_N there).
-  wire          ld_top_unused, rd_top_unused;
-  wire [AW-1:0] ld_addr, rd_addr;
-  assign {ld_top_unused, ld_addr} = ld_cnt_q;
-  assign {rd_top_unused, rd_addr} = rd_cnt_q;
-
-  // ---------------------------------------------------------------- pipeline control
-  // Every stage moves when the output register is empty or being emptied (always in LOAD).
-  wire adv   = !out_valid_q || out_ready_i;
-  wire issue = (state_q == ST_OUT) && (rd_cnt_q != len_q) && adv;
+  reg               init_q;                  // the next element out of stage 2 is its row's first
+  reg [C_BITS-1:0]  m_q;                     // running max m
+  reg [D_BITS-1:0]  d_q;                     // running sum d
+  reg [16:0]        rec_q;                   // 1/mq
+  reg [X_BITS-1:0]  ex_q;                    // bitlen(d) - 1
+  reg [U_BITS-1:0]  u2_q;                    // stage 2: u = x * K
+  reg [16:0]        e3_q;                    // stage 3: e = pow2(u - m 2^16) (OUT)
 
   // Stage 1 -> 2: u = x * K (operands extended to U_BITS: the product is exact mod 2^U_BITS).
-  wire [IN_BITS-1:0] x1 = (state_q == ST_OUT) ? xrd_q : xin_q;
-  wire [U_BITS-1:0]  u1 = {{SX{x1[IN_BITS-1]}}, x1} * {Z_IN, mult_i};
+  wire [U_BITS-1:0] u1 = {{SX{x1[IN_BITS-1]}}, x1} * {Z_IN, mult_i};
 
-  // Stage 2 -> 3: c = ceil(u / 2^16), the new max mn, and pow2(u - ref * 2^16) with ref = mn
-  // in LOAD and the final m in OUT.
+  // Stage 2: c = ceil(u / 2^16), the new max mn, and pow2(u - ref * 2^16) with ref = mn in the
+  // pass and the final m in OUT.
   wire [C_BITS-1:0] fl2;                                                 // floor(u / 2^16)
   wire [3:0]        seg2;                                                // LPW segment s
   wire [11:0]       r2;                                                  // LPW offset r
   assign {fl2, seg2, r2} = u2_q;
   wire [C_BITS-1:0] c2   = fl2 + {Z_C1, |{seg2, r2}};                     // ceil(u / 2^16)
-  wire [C_BITS-1:0] mn2  = (f2_q || $signed(c2) > $signed(m_q)) ? c2 : m_q;
-  wire [C_BITS-1:0] ref2 = (state_q == ST_OUT) ? m_q : mn2;
+  wire [C_BITS-1:0] mn2  = (init_q || $signed(c2) > $signed(m_q)) ? c2 : m_q;
+  wire [C_BITS-1:0] ref2 = pass ? mn2 : m_q;
   wire [C_BITS-1:0] sv2  = ref2 - fl2;                                     // -floor(v / 2^16)
   wire [C_BITS-1:0] dm2  = mn2 - m_q;                                      // m_j - m_(j-1)
 
@@ -219,10 +180,10 @@ module softmax_softermax #(
   wire [16:0] e2    = lpw2 >> sv2;
 
   // The online sum: d >> (m_j - m_(j-1)) plus e; d starts at e.
-  wire [D_BITS-1:0] dsh2  = f2_q ? Z_D : d_q >> dm2;
+  wire [D_BITS-1:0] dsh2  = init_q ? Z_D : d_q >> dm2;
   wire [D_BITS-1:0] dnew2 = dsh2 + {Z_D17, e2};
 
-  // ---------------------------------------------------------------- once per row (FIN)
+  // ---------------------------------------------------------------- once per row, from d
   // ex = position of d's leading one; mq = (d << 15) >> ex < 2^16; rec by the R table's LPW.
   reg [X_BITS-1:0] ex_f;
   integer          i;
@@ -248,7 +209,7 @@ module softmax_softermax #(
   assign {rint_f, rpr_lo_unused} = rpr_f;
   wire [16:0]        rec_f = r0_f - rint_f;
 
-  // ---------------------------------------------------------------- output (OUT stage 3 -> 4)
+  // ---------------------------------------------------------------- output (stage 3 -> 4)
   // y = min((((e * rec) >> (sh - 1)) + 1) >> 1, 2^OUT_BITS - 1), sh - 1 = 15 + ex - OUT_BITS.
   wire [H_BITS-1:0]   shr3  = SH_ADD + {Z_HX, ex_q};
   wire [33:0]         prod3 = {Z_17, e3_q} * {Z_17, rec_q};
@@ -257,129 +218,34 @@ module softmax_softermax #(
   wire [33-OUT_BITS:0] yp_hi;
   wire [OUT_BITS-1:0] yp_lo;
   assign {yp_hi, yp_lo} = yp3;
-  wire [OUT_BITS-1:0] y3    = (|yp_hi) ? Q_C : yp_lo;
+  assign out_d = (|yp_hi) ? Q_C : yp_lo;
 
-  // ---------------------------------------------------------------- control
-  wire out_done = (state_q == ST_OUT) && (rd_cnt_q == len_q) && !v1_q && !v2_q && !v3_q && adv;
-
-  always @* begin
-    state_d   = state_q;
-    ld_cnt_d  = ld_cnt_q;
-    ld_done_d = ld_done_q;
-    len_d     = len_q;
-    rd_cnt_d  = rd_cnt_q;
-    if (in_take) begin
-      len_d    = len_now;
-      ld_cnt_d = ld_cnt_q + ONE_C;
-      if (in_last) begin
-        ld_cnt_d  = {LW{1'b0}};
-        ld_done_d = 1'b1;
-      end
-    end
-    case (state_q)
-      ST_LOAD: begin
-        if (ld_done_q && !v1_q && !v2_q) begin  // the last element's update is done
-          state_d = ST_FIN;
-        end
-      end
-      ST_FIN: begin
-        state_d  = ST_OUT;
-        rd_cnt_d = {LW{1'b0}};
-      end
-      default: begin  // ST_OUT
-        if (issue) begin
-          rd_cnt_d = rd_cnt_q + ONE_C;
-        end
-        if (out_done) begin
-          state_d   = ST_LOAD;
-          ld_done_d = 1'b0;
-        end
-      end
-    endcase
-  end
-
-  // ---------------------------------------------------------------- memories (no reset)
-  always @(posedge clk_i) begin
-    if (in_take) begin
-      row_mem[ld_addr] <= in_data_i;
-    end
-    if (issue) begin
-      xrd_q <= row_mem[rd_addr];
-    end
-  end
-
+  // ---------------------------------------------------------------- registers (no reset: each is
+  // loaded before it is read; rec and ex follow d, which holds still from the pass to the row's end)
   always @(posedge clk_i) begin
     if (tbl_we_i) begin
       pow2_mem[tbl_addr_i]  <= tbl_pow2_i;
       recip_mem[tbl_addr_i] <= tbl_recip_i;
     end
-  end
-
-  // ---------------------------------------------------------------- registers
-  // Control and output: reset.
-  always @(posedge clk_i) begin
-    if (!rst_ni) begin
-      state_q     <= ST_LOAD;
-      ld_cnt_q    <= {LW{1'b0}};
-      ld_done_q   <= 1'b0;
-      v1_q        <= 1'b0;
-      v2_q        <= 1'b0;
-      v3_q        <= 1'b0;
-      out_valid_q <= 1'b0;
-      out_data_q  <= {OUT_BITS{1'b0}};
-    end else begin
-      state_q   <= state_d;
-      ld_cnt_q  <= ld_cnt_d;
-      ld_done_q <= ld_done_d;
-      if (adv) begin
-        v1_q        <= in_take || issue;
-        v2_q        <= v1_q;
-        v3_q        <= v2_q && (state_q == ST_OUT);
-        out_valid_q <= v3_q;
-        if (v3_q) begin
-          out_data_q <= y3;
-        end
-      end
+    if (go) begin
+      init_q <= 1'b1;
+    end else if (pass && ld[3]) begin  // a pass element leaves stage 2: the recurrence steps
+      init_q <= 1'b0;
+      m_q    <= mn2;
+      d_q    <= dnew2;
     end
-  end
-
-  // Data: no reset. Each is loaded before it is read: len with a row's first input, m and d by
-  // the row's first update (f2), rec and ex from d (steady after LOAD), rd_cnt in FIN, the
-  // stage registers behind their valid flags;
-  // the first/last flags follow the (reset) valid flags, and out_last_o means something only with
-  // out_valid_o.
-  always @(posedge clk_i) begin
-    len_q    <= len_d;
-    rd_cnt_q <= rd_cnt_d;
-    if (in_take) begin
-      xin_q <= in_data_i;
-    end
-    if (v2_q && state_q == ST_LOAD) begin
-      m_q <= mn2;
-      d_q <= dnew2;
-    end
-    rec_q <= rec_f;  // functions of d, which holds still from FIN to the row's end
+    rec_q <= rec_f;
     ex_q  <= ex_f;
-    if (adv) begin
-      f1_q       <= in_take && (ld_cnt_q == {LW{1'b0}});
-      l1_q       <= issue && (rd_cnt_q == len_q - ONE_C);
-      f2_q       <= f1_q;
-      l2_q       <= l1_q;
-      l3_q       <= l2_q;
-      out_last_q <= l3_q;
-      if (v1_q) begin
-        u2_q <= u1;
-      end
-      if (v2_q) begin
-        e3_q <= e2;
-      end
+    if (ld[2]) begin
+      u2_q <= u1;
+    end
+    if (ld[3]) begin
+      e3_q <= e2;
     end
   end
 
-  assign in_ready_o  = in_ready;
-  assign out_valid_o = out_valid_q;
-  assign out_data_o  = out_data_q;
-  assign out_last_o  = out_last_q;
+  wire unused_bits = ^{fill_addr_unused, rd_addr_unused, idx_unused, len_unused, row_len_unused, fill_unused,
+                       first_unused, calc_unused, enter_unused, passed_unused, start_unused, ld[1], ld[4]};
 
 endmodule
 

@@ -86,7 +86,7 @@ module vit_core_stream #(
   wire       gelu_ready, add_ready, smax_ready, ln_ready;
   wire       gelu_ov, add_ov, smax_ov, ln_ov;
   wire [7:0] gelu_y, add_y, smax_y, ln_y;
-  wire       smax_last_unused;
+  wire       smax_last_unused, ln_last_unused;
   reg        unit_ready;
   reg        out_valid;
   reg  [7:0] out_data;
@@ -126,12 +126,12 @@ module vit_core_stream #(
   );
 
   layernorm #(.MAX_C(MAX_C), .OUT_BITS(8)) u_ln (
-    .clk_i(clk_i), .rst_ni(rst_ni),
+    .clk_i(clk_i), .rst_ni(rst_ni), .prm_alpha_i(2'd0),
     .prm_we_i(tbl_we_i & (tbl_unit_i == U_LN)), .prm_addr_i(tbl_addr_i[CA_W-1:0]),
     .prm_gamma_i(tbl_data_i[14:0]), .prm_beta_i(tbl_data_i[45:15]),
     .cfg_c_i(n_i[C_W-1:0]), .cfg_eps_i(eps_i), .cfg_mult_i(mult_a_i), .cfg_shift_i(shift_i),
     .in_valid_i(head_valid & (unit_i == U_LN)), .in_ready_o(ln_ready), .in_data_i(head[7:0]),
-    .out_valid_o(ln_ov), .out_ready_i(1'b1), .out_data_o(ln_y)
+    .out_valid_o(ln_ov), .out_ready_i(1'b1), .out_data_o(ln_y), .out_last_o(ln_last_unused)
   );
 
   // ---------------------------------------------------------------- write side

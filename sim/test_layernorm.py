@@ -92,6 +92,7 @@ def configure(dut, vset) -> None:
     dut.prm_addr_i.value = 0
     dut.prm_gamma_i.value = 0
     dut.prm_beta_i.value = 0
+    dut.prm_alpha_i.value = 0  # PTF = 0: unused
 
 
 async def load_params(dut, vset) -> None:
@@ -114,10 +115,13 @@ def cycle() -> int:
 
 
 async def stream(dut, vset, rand_in: random.Random, rand_out: random.Random, stall: float):
-    """Send the whole set, collect as many outputs (or fewer on a hang); return (got, cycles)."""
+    """Send the whole set, collect as many outputs (or fewer on a hang); return (checks, cycles): y,
+    and out_last_o (each row's last output flagged, no other) where it is wrong."""
     rows, c = vset["x"].shape
     src = tbutil.Source(dut.clk_i, dut.in_valid_i, dut.in_ready_o, [dut.in_data_i], stall, rand_in)
-    sink = tbutil.Sink(dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o], [True], stall, rand_out)
+    sink = tbutil.Sink(
+        dut.clk_i, dut.out_valid_o, dut.out_ready_i, [dut.out_data_o, dut.out_last_o], [True, False], stall, rand_out
+    )
     limit = rows * (int(2 * c / (1 - min(stall, 0.9))) + 2 * ROW_OVERHEAD) + 200
     t0 = cycle()
     sender = cocotb.start_soon(src.send(input_words(vset)))
@@ -126,10 +130,15 @@ async def stream(dut, vset, rand_in: random.Random, rand_out: random.Random, sta
     except SimTimeoutError:
         pass  # fewer words than expected: finish() reports the count
     sender.cancel()
-    got = np.array([w[0] for w in sink.words], dtype=np.int64)
-    if got.size == rows * c:
-        got = got.reshape(rows, c)
-    return got, cycle() - t0
+    got = np.array(sink.words, dtype=np.int64).reshape(-1, 2)
+    last = np.zeros((rows, c), dtype=np.int64)
+    last[:, -1] = 1
+    checks = {"y": (vset["y"].reshape(-1), got[:, 0])}
+    if got.shape[0] == rows * c:
+        checks["y"] = (vset["y"], got[:, 0].reshape(rows, c))
+    if not np.array_equal(got[:, 1], last.reshape(-1)[: got.shape[0]]):  # reported only when wrong
+        checks["out_last"] = (last.reshape(-1), got[:, 1])
+    return checks, cycle() - t0
 
 
 def rngs() -> tuple[random.Random, random.Random]:
@@ -151,21 +160,28 @@ async def run_vectors(dut):
     await RisingEdge(dut.clk_i)
     await load_params(dut, vset)
     rand_in, rand_out = rngs()
-    got, cycles = await stream(dut, vset, rand_in, rand_out, tbutil.stall_probability())
+    checks, cycles = await stream(dut, vset, rand_in, rand_out, tbutil.stall_probability())
     rows = vset["x"].shape[0]
-    tbutil.finish(dut, vset, {"y": (vset["y"], got)}, cycles=cycles, extra={"cycles_per_row": cycles / rows})
+    tbutil.finish(dut, vset, checks, cycles=cycles, extra={"cycles_per_row": cycles / rows})
 
 
-# The states reset_midstream resets in (hwvit.covbins.RESET_STATES), from state_q and wr_cnt_q
-# (inputs of the filling row taken): each FSM state, and OUT with and without a row filling behind.
+# The states reset_midstream resets in (hwvit.covbins.RESET_STATES): the engine's phase (rtl/row_stream.v:
+# 0 fill, 1 CALC, 3 OUT) with its filling row's count, and within CALC the block's step (1 MUL1, 2 MUL2,
+# 3 the root, square root then division): each step, and OUT with and without a row filling behind.
+def _phase(dut) -> tuple[int, int, int, bool]:
+    eng = dut.u_stream
+    dividing = int(dut.u_inv.u_divu.state_q.value) != 0
+    return int(eng.state_q.value), int(eng.wr_cnt_q.value), int(dut.step_q.value), dividing
+
+
 RESET_STATES = {
-    "fill": lambda state, wr_cnt: state == 0 and wr_cnt > 0,
-    "mul1": lambda state, wr_cnt: state == 1,
-    "mul2": lambda state, wr_cnt: state == 2,
-    "sqrt": lambda state, wr_cnt: state == 3,
-    "div": lambda state, wr_cnt: state == 4,
-    "out": lambda state, wr_cnt: state == 5 and wr_cnt == 0,
-    "out_fill": lambda state, wr_cnt: state == 5 and wr_cnt > 0,
+    "fill": lambda s, wr, step, div: s == 0 and wr > 0,
+    "mul1": lambda s, wr, step, div: step == 1,
+    "mul2": lambda s, wr, step, div: step == 2,
+    "sqrt": lambda s, wr, step, div: step == 3 and not div,
+    "div": lambda s, wr, step, div: step == 3 and div,
+    "out": lambda s, wr, step, div: s == 3 and wr == 0,
+    "out_fill": lambda s, wr, step, div: s == 3 and wr > 0,
 }
 
 
@@ -189,7 +205,7 @@ async def reset_midstream(dut):
         seen, depth = [0], 1 + (k * 3) % 7
 
         def in_state(state=state, seen=seen, depth=depth) -> bool:
-            seen[0] += RESET_STATES[state](int(dut.state_q.value), int(dut.wr_cnt_q.value))
+            seen[0] += RESET_STATES[state](*_phase(dut))
             return seen[0] >= depth
 
         limit = 4 * rows * (int(c / (1 - min(stall, 0.9))) + ROW_OVERHEAD)
@@ -206,8 +222,8 @@ async def reset_midstream(dut):
         await ReadOnly()
         check_no_x(dut)
         await RisingEdge(dut.clk_i)
-    got, cycles = await stream(dut, vset, rand_in, rand_out, stall)
-    tbutil.finish(dut, vset, {"y": (vset["y"], got)}, cycles=cycles, extra={"resets": resets})
+    checks, cycles = await stream(dut, vset, rand_in, rand_out, stall)
+    tbutil.finish(dut, vset, checks, cycles=cycles, extra={"resets": resets})
 
 
 # ---------------------------------------------------------------------------------------------

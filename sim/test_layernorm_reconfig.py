@@ -58,7 +58,7 @@ async def reconfig_jobs(dut):
         await RisingEdge(dut.clk_i)
         await load_params(dut, vset)
         got, n = await stream(dut, vset, rand_in, rand_out, tbutil.stall_probability())
-        checks[f"y{i}"] = (vset["y"], got)
+        checks.update({f"{name}{i}": pair for name, pair in got.items()})
         cycles += n
     tbutil.finish(dut, first, checks, cycles=cycles, extra={"jobs": len(sets)})
 

@@ -87,13 +87,14 @@ def _sets() -> list:
     return sets
 
 
-# The states reset_midstream resets in (hwvit.covbins.RESET_STATES), from state_q and ld_cnt_q.
+# The states reset_midstream resets in (hwvit.covbins.RESET_STATES), from the engine's phase
+# (rtl/row_stream.v: 0 fill, 1 CALC (the division), 2 the sum pass, 3 OUT) and its filling row's count.
 RESET_STATES = {
-    "load": lambda state, ld_cnt: state == 0 and ld_cnt > 0,  # filling the buffer, nothing processed
-    "sum": lambda state, ld_cnt: state == 1,
-    "div": lambda state, ld_cnt: state == 2,
-    "out": lambda state, ld_cnt: state == 3 and ld_cnt == 0,
-    "out_load": lambda state, ld_cnt: state == 3 and ld_cnt > 0,  # next row filling behind OUT
+    "load": lambda state, wr_cnt: state == 0 and wr_cnt > 0,  # filling the buffer, nothing processed
+    "sum": lambda state, wr_cnt: state == 2,
+    "div": lambda state, wr_cnt: state == 1,
+    "out": lambda state, wr_cnt: state == 3 and wr_cnt == 0,
+    "out_load": lambda state, wr_cnt: state == 3 and wr_cnt > 0,  # next row filling behind OUT
 }
 
 
@@ -246,7 +247,7 @@ if cocotb is not None:
             seen, depth = [0], rand.randrange(1, 8)
 
             def in_phase(phase=phase, seen=seen, depth=depth) -> bool:  # its depth-th clock in the phase
-                seen[0] += RESET_STATES[phase](int(dut.state_q.value), int(dut.ld_cnt_q.value))
+                seen[0] += RESET_STATES[phase](int(dut.u_stream.state_q.value), int(dut.u_stream.wr_cnt_q.value))
                 return seen[0] >= depth
 
             waited = await tbutil.reset_when(dut, phase, in_phase, 50 * cycles_per_row(n, 16))

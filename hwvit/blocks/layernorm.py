@@ -13,10 +13,15 @@ import numpy as np
 from hwvit import ops
 from hwvit.blocks._common import SIZE, U31, int_option, rails, row_text, spec
 from hwvit.blocks.base import BlockKind
+from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
 from hwvit.formats import BETA, GAMMA, INT8, MULT_MAX, OUT_BITS, SHIFT_MAX
 from hwvit.ops.reference import layernorm_ref
 from hwvit.record import BlockRecord, Spec, make_record
+
+# rtl/layernorm.v on the row engine, with its statistics and output stage; the variants no_eps and ptf
+# are this block at EPS = 0 and PTF = 1 (hwvit/blocks/variant_rtl/).
+LN_RTL = rtl("layernorm", "row_moments", "inv_sqrt", "ln_affine", "isqrt", "divu", "round_sat")
 
 PARAMS = {
     "rows": (int, SIZE),
@@ -160,6 +165,24 @@ PORTS = Kind(
     doc="integer LayerNorm over rows of C channels (docs/arithmetic.md)",
 )
 
+# rtl/layernorm.v's ports as a bind names them; prm_alpha_i is used only with PTF = 1 (layernorm_ptf).
+REFERENCE_PORTS = {
+    "fields": {"x": "in_data_i"},
+    "out": "out_data_o",
+    "last": "out_last_o",
+    "ports": {
+        "c": "cfg_c_i",
+        "eps": "cfg_eps_i",
+        "mult": "cfg_mult_i",
+        "shift": "cfg_shift_i",
+        "tbl_we": "prm_we_i",
+        "tbl_addr": "prm_addr_i",
+        "prm_gamma": "prm_gamma_i",
+        "prm_beta": "prm_beta_i",
+    },
+    "tie": {"prm_alpha_i": 0},
+}
+
 KIND = BlockKind(
     name="layernorm",
     family="layernorm",
@@ -183,27 +206,14 @@ KIND = BlockKind(
     bins=("var_zero", "var_max", "sat_high", "sat_low", "row_len_1", "row_len_max", "out_stall"),
     count_bins=count_bins,
     reset_states=("fill", "mul1", "mul2", "sqrt", "div", "out", "out_fill"),
-    rtl=("rtl/layernorm.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v", "rtl/round_sat.v"),
+    rtl=LN_RTL,
     operands=operands,
     traced=traced,
     testbench="sim/test_layernorm.py",
     rows="rows",
     shared=("gamma", "beta"),
     ports=PORTS,
-    reference_ports={
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "ports": {
-            "c": "cfg_c_i",
-            "eps": "cfg_eps_i",
-            "mult": "cfg_mult_i",
-            "shift": "cfg_shift_i",
-            "tbl_we": "prm_we_i",
-            "tbl_addr": "prm_addr_i",
-            "prm_gamma": "prm_gamma_i",
-            "prm_beta": "prm_beta_i",
-        },
-    },
+    reference_ports=REFERENCE_PORTS,
     synth={"MAX_C": 64},
     mutate_first=("test_reset_midstream", "test_inv_rounding_rows", "test_throughput_unstalled"),  # 1.5, 1.3, 1.6 s
 )

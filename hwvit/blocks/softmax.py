@@ -13,6 +13,7 @@ import numpy as np
 from hwvit import ops
 from hwvit.blocks._common import SIZE, int_option, row_text, spec
 from hwvit.blocks.base import BlockKind
+from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
 from hwvit.formats import EXP, OUT_BITS, signed
 from hwvit.ops.reference import softmax_ref
@@ -167,7 +168,7 @@ KIND = BlockKind(
     bins=("all_equal", "one_hot", "p_full", "row_len_1", "row_len_max", "out_stall"),
     count_bins=count_bins,
     reset_states=("load", "sum", "div", "out", "out_load"),
-    rtl=("rtl/softmax.v", "rtl/divu.v"),
+    rtl=rtl("softmax", "row_max", "divu"),
     operands=operands,
     traced=traced,
     testbench="sim/test_softmax.py",

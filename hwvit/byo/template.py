@@ -14,12 +14,13 @@ from hwvit.vectors.schema import PARAMS
 def template(kind: str) -> str:
     spec = kinds.KINDS[kind]
     ref = kinds.REFERENCE_PORTS[kind]
+    top = blocks.get(kind).top  # a variant may be a parameter of another kind's block (layernorm_ptf)
     lines = [
         f"# hwvit bind file: a {kind} block ({spec.doc}).",
-        "# Maps the kind's logical ports onto your module's. Values below fit rtl/" + kind + ".v as is;",
+        "# Maps the kind's logical ports onto your module's. Values below fit rtl/" + top + ".v as is;",
         "# rename them to your ports. Checked against your RTL (elaborated by yosys) before any simulation.",
         f"kind: {kind}",
-        f"top: {kind}                # your top module (or give --top NAME)",
+        f"top: {top:<20}# your top module (or give --top NAME)",
         "clock: clk_i                # rising-edge clock",
         "reset:",
         "  port: rst_ni              # synchronous reset",
@@ -68,7 +69,10 @@ def template(kind: str) -> str:
     for name, value in spec.fixed.items():
         lines.append(f"  {name}: {value}")
     lines.append(f"# manifest fields of a {kind} set: {', '.join(PARAMS[kind])}")
-    lines.append("tie: {}                      # constant inputs the bind does not otherwise drive, e.g. {tkeep: 1}")
+    ties = ", ".join(f"{port}: {value}" for port, value in ref.get("tie", {}).items())
+    lines.append(
+        f"tie: {{{ties}}}{' ' * max(1, 22 - len(ties))}# constant inputs the bind does not otherwise drive, e.g. {{tkeep: 1}}"
+    )
     return "\n".join(lines) + "\n"
 
 

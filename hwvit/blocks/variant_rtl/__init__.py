@@ -4,13 +4,16 @@ A module here named after a variant kind (``softmax_ibert.py`` for ``softmax_ibe
 ``FIELDS``: the BlockKind fields that make the kind a block with RTL, merged into the kind the
 registry builds:
 
-- ``rtl``: its Verilog files, the block's own first (``rtl/softmax_ibert.v``, then e.g. ``rtl/divu.v``);
+- ``rtl``: its Verilog files, the block's own first (``rtl(...)`` below: ``rtl/softmax_ibert.v``, the row
+  engine ``rtl/row_stream.v``, then e.g. ``rtl/row_max.v``, ``rtl/divu.v``);
 - ``ports``: the streaming interface (hwvit.byo.kinds.Kind), its configuration ports read from the
   set's manifest integers and its table (if any) from the set's parameter tensors;
 - ``reference_ports``: the ports of the Verilog block for the generic stream bench (sim/byotb.py)
   and for `hwvit bind template`;
 - ``synth``: the parameters `hwvit synth` builds it with;
-- optionally ``toplevel``, ``hdl_parameters``, ``mutate_first``, ``mutate_parts``, ``reset_states``.
+- optionally ``toplevel`` (a variant that is a parameter of another kind's block: layernorm_ptf is
+  ``rtl/layernorm.v`` with PTF = 1, its ``fixed`` parameters in ``ports``), ``hdl_parameters``,
+  ``mutate_first``, ``mutate_parts``, ``reset_states``.
 
 A kind without such a module has golden vectors only (a team's own block is checked through a bind
 file against them). Modules here must import nothing heavy (no torch, no numba): the registry loads
@@ -37,6 +40,12 @@ ALLOWED = frozenset(
         "seen_bins",
     }
 )
+
+
+def rtl(block: str, *parts: str) -> tuple[str, ...]:
+    """The Verilog of a softmax or LayerNorm block: its own file, the row engine every such block is
+    built on (rtl/row_stream.v), then ``parts`` (module names: ``"row_max"``, ``"divu"``)."""
+    return (f"rtl/{block}.v", "rtl/row_stream.v", *(f"rtl/{part}.v" for part in parts))
 
 
 def fields(kind: str) -> dict[str, Any]:

@@ -10,9 +10,10 @@ row's last output. bias_int, M and E per channel through the table port; the blo
 
 from __future__ import annotations
 
+from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
 
-RTL = ("rtl/layernorm_ibert.v", "rtl/isqrt.v", "rtl/divu.v")
+RTL = rtl("layernorm_ibert", "row_moments", "row_meanvar", "inv_sqrt", "isqrt", "divu")
 
 PORTS = Kind(
     "layernorm_ibert",

@@ -9,9 +9,10 @@ channel through the table port; eps_int, the requant multiplier and shift as con
 
 from __future__ import annotations
 
+from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
 
-RTL = ("rtl/layernorm_ivit.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v", "rtl/round_sat.v")
+RTL = rtl("layernorm_ivit", "row_moments", "row_meanvar", "inv_sqrt", "ln_affine", "isqrt", "divu", "round_sat")
 
 PORTS = Kind(
     "layernorm_ivit",

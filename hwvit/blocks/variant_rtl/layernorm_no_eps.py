@@ -1,56 +1,32 @@
-"""layernorm_no_eps: hwvit's LayerNorm without epsilon (``rtl/layernorm_no_eps.v``).
+"""layernorm_no_eps: hwvit's LayerNorm without epsilon, ``rtl/layernorm.v`` with EPS = 0.
 
-The datapath of ``rtl/layernorm.v`` with ``eps_int = 0`` (no eps port, a 60-bit radicand) and an
-``out_last_o`` on each row's last output. gamma/beta per channel through the table port, the
+The block of hwvit's LayerNorm without the eps adder (a 60-bit radicand, cfg_eps_i tied off) and
+its ``out_last_o`` on each row's last output. gamma/beta per channel through the table port, the
 requant multiplier and shift as configuration.
 """
 
 from __future__ import annotations
 
-from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
+from dataclasses import replace
 
-RTL = ("rtl/layernorm_no_eps.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v", "rtl/round_sat.v")
+from hwvit.blocks import layernorm as ln
 
-PORTS = Kind(
-    "layernorm_no_eps",
-    inputs={"x": Field("x", bits_fixed(8), True, "int8 input")},
-    output=("y", Field("y", bits_param("out_bits"), True, "normalized value, out_bits signed")),
-    config={
-        "c": Config(lambda p: int(p["c"]), bits_count("c"), "row length C"),
-        "mult": Config(lambda p: int(p["multiplier"]), bits_fixed(31), "requant multiplier M"),
-        "shift": Config(lambda p: int(p["shift"]), bits_fixed(6), "requant shift s"),
-    },
-    table=Table(
-        {
-            "prm_gamma": Field("gamma", bits_fixed(15), True, "gamma G of channel i"),
-            "prm_beta": Field("beta", bits_fixed(31), True, "beta B of channel i"),
-        },
-        lambda v: int(v.params["c"]),
-        lambda p: max(1, (int(p["c"]) - 1).bit_length()),
-        "channel i at address i",
-    ),
-    row_len=lambda v: int(v.params["c"]),
-    parameters={"OUT_BITS": "out_bits"},
-    fixed={"MAX_C": 4096},
+PORTS = replace(
+    ln.PORTS,
+    name="layernorm_no_eps",
+    config={k: v for k, v in ln.PORTS.config.items() if k != "eps"},
+    fixed={"MAX_C": 4096, "EPS": 0},
     doc="hwvit's integer LayerNorm with eps_int = 0 over rows of C channels (a constant row gives beta)",
 )
 
 FIELDS = {
-    "rtl": RTL,
+    "rtl": ln.LN_RTL,
+    "toplevel": "layernorm",
     "ports": PORTS,
     "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {
-            "c": "cfg_c_i",
-            "mult": "cfg_mult_i",
-            "shift": "cfg_shift_i",
-            "tbl_we": "prm_we_i",
-            "tbl_addr": "prm_addr_i",
-            "prm_gamma": "prm_gamma_i",
-            "prm_beta": "prm_beta_i",
-        },
+        **ln.REFERENCE_PORTS,
+        "ports": {k: v for k, v in ln.REFERENCE_PORTS["ports"].items() if k != "eps"},
+        "tie": {"cfg_eps_i": 0, "prm_alpha_i": 0},
     },
-    "synth": {"MAX_C": 64},
+    "synth": {"MAX_C": 64, "EPS": 0},
 }

@@ -1,4 +1,4 @@
-"""layernorm_ptf: FQ-ViT's power-of-two-factor LayerNorm (``rtl/layernorm_ptf.v``).
+"""layernorm_ptf: FQ-ViT's power-of-two-factor LayerNorm, ``rtl/layernorm.v`` with PTF = 1.
 
 The statistics on ``z = x << alpha_c`` (alpha per channel, 0..3), then hwvit's LayerNorm path with
 ``T = 8``; ``out_last_o`` on each row's last output. gamma, beta and alpha per channel through the
@@ -7,54 +7,37 @@ table port; eps_int, the requant multiplier and shift as configuration.
 
 from __future__ import annotations
 
-from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
+from dataclasses import replace
 
-RTL = ("rtl/layernorm_ptf.v", "rtl/isqrt.v", "rtl/divu.v", "rtl/requant.v", "rtl/round_sat.v")
+from hwvit.blocks import layernorm as ln
+from hwvit.byo.kinds import Config, Field, bits_fixed
 
-PORTS = Kind(
-    "layernorm_ptf",
-    inputs={"x": Field("x", bits_fixed(8), True, "int8 input")},
-    output=("y", Field("y", bits_param("out_bits"), True, "normalized value, out_bits signed")),
+PORTS = replace(
+    ln.PORTS,
+    name="layernorm_ptf",
     config={
-        "c": Config(lambda p: int(p["c"]), bits_count("c"), "row length C"),
+        **ln.PORTS.config,
         "eps": Config(lambda p: int(p["eps_int"]), bits_fixed(62), "eps_int (units of V << 16)"),
-        "mult": Config(lambda p: int(p["multiplier"]), bits_fixed(31), "requant multiplier M"),
-        "shift": Config(lambda p: int(p["shift"]), bits_fixed(6), "requant shift s"),
     },
-    table=Table(
-        {
-            "prm_gamma": Field("gamma", bits_fixed(15), True, "gamma G of channel i"),
-            "prm_beta": Field("beta", bits_fixed(31), True, "beta B of channel i"),
+    table=replace(
+        ln.PORTS.table,
+        data={
+            **ln.PORTS.table.data,
             "prm_alpha": Field("alpha", bits_fixed(2), False, "power-of-two factor alpha of channel i (0..3)"),
         },
-        lambda v: int(v.params["c"]),
-        lambda p: max(1, (int(p["c"]) - 1).bit_length()),
-        "channel i at address i",
     ),
-    row_len=lambda v: int(v.params["c"]),
-    parameters={"OUT_BITS": "out_bits"},
-    fixed={"MAX_C": 4096},
+    fixed={"MAX_C": 4096, "PTF": 1},
     doc="FQ-ViT power-of-two-factor LayerNorm: statistics on x << alpha_c, then hwvit's path (T = 8)",
 )
 
 FIELDS = {
-    "rtl": RTL,
+    "rtl": ln.LN_RTL,
+    "toplevel": "layernorm",
     "ports": PORTS,
     "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {
-            "c": "cfg_c_i",
-            "eps": "cfg_eps_i",
-            "mult": "cfg_mult_i",
-            "shift": "cfg_shift_i",
-            "tbl_we": "prm_we_i",
-            "tbl_addr": "prm_addr_i",
-            "prm_gamma": "prm_gamma_i",
-            "prm_beta": "prm_beta_i",
-            "prm_alpha": "prm_alpha_i",
-        },
+        **ln.REFERENCE_PORTS,
+        "ports": {**ln.REFERENCE_PORTS["ports"], "prm_alpha": "prm_alpha_i"},
+        "tie": {},
     },
-    "synth": {"MAX_C": 64},
+    "synth": {"MAX_C": 64, "PTF": 1},
 }

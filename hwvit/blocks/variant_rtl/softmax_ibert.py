@@ -7,6 +7,7 @@ the set's manifest; the row length is sampled with each row's first input.
 
 from __future__ import annotations
 
+from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param
 
 
@@ -35,7 +36,7 @@ PORTS = Kind(
 )
 
 FIELDS = {
-    "rtl": ("rtl/softmax_ibert.v", "rtl/divu.v"),
+    "rtl": rtl("softmax_ibert", "row_max", "divu"),
     "ports": PORTS,
     "reference_ports": {
         "fields": {"x": "in_data_i"},

@@ -6,6 +6,7 @@ Rows stream in as for ``rtl/softmax.v`` (the row length sampled with a row's fir
 
 from __future__ import annotations
 
+from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param
 
 PORTS = Kind(
@@ -23,7 +24,7 @@ PORTS = Kind(
 )
 
 FIELDS = {
-    "rtl": ("rtl/softmax_ita.v", "rtl/divu.v"),
+    "rtl": rtl("softmax_ita", "row_max", "divu"),
     "ports": PORTS,
     "reference_ports": {
         "fields": {"x": "in_data_i"},

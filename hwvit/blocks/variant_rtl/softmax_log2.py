@@ -7,6 +7,7 @@ the set's manifest; the row length is sampled with each row's first input.
 
 from __future__ import annotations
 
+from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param
 
 
@@ -33,7 +34,7 @@ PORTS = Kind(
 )
 
 FIELDS = {
-    "rtl": ("rtl/softmax_log2.v",),
+    "rtl": rtl("softmax_log2", "row_max"),
     "ports": PORTS,
     "reference_ports": {
         "fields": {"x": "in_data_i"},

@@ -7,6 +7,7 @@ sampled with each row's first input.
 
 from __future__ import annotations
 
+from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param
 
 PORTS = Kind(
@@ -24,7 +25,7 @@ PORTS = Kind(
 )
 
 FIELDS = {
-    "rtl": ("rtl/softmax_shiftmax.v", "rtl/divu.v"),
+    "rtl": rtl("softmax_shiftmax", "row_max", "divu"),
     "ports": PORTS,
     "reference_ports": {
         "fields": {"x": "in_data_i"},

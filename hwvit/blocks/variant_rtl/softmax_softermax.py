@@ -8,6 +8,7 @@ the 17-entry pow2 and reciprocal tables are written together through one table p
 
 from __future__ import annotations
 
+from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
 
 PORTS = Kind(
@@ -34,7 +35,7 @@ PORTS = Kind(
 )
 
 FIELDS = {
-    "rtl": ("rtl/softmax_softermax.v",),
+    "rtl": rtl("softmax_softermax"),
     "ports": PORTS,
     "reference_ports": {
         "fields": {"x": "in_data_i"},
