@@ -69,10 +69,9 @@ def template(kind: str) -> str:
     for name, value in spec.fixed.items():
         lines.append(f"  {name}: {value}")
     lines.append(f"# manifest fields of a {kind} set: {', '.join(PARAMS[kind])}")
-    ties = ", ".join(f"{port}: {value}" for port, value in ref.get("tie", {}).items())
-    lines.append(
-        f"tie: {{{ties}}}{' ' * max(1, 22 - len(ties))}# constant inputs the bind does not otherwise drive, e.g. {{tkeep: 1}}"
-    )
+    ties = "{" + ", ".join(f"{port}: {value}" for port, value in ref.get("tie", {}).items()) + "}"
+    note = "# constant inputs the bind does not otherwise drive, e.g. {tkeep: 1}"
+    lines.append(f"tie: {ties:<24}{note}")
     return "\n".join(lines) + "\n"
 
 
