@@ -50,11 +50,17 @@ def __getattr__(name: str):
     failure, so a killed mutant costs one cheap test that pushes real data through the block instead
     of the whole suite; survivors still run every test) and ``PARTS`` (kind -> other source files it
     instantiates, which `--source` may mutate instead of rtl/<block>.v): each kind's module
-    declares them (``mutate_first``, ``mutate_parts``)."""
+    declares them (``mutate_first``, ``mutate_parts``). A shared module (``shared()``) runs its
+    users' first tests and, when a variant kind uses it, that kind's random sets."""
     from hwvit import blocks
 
     if name == "FIRST":
         first = {k: list(v.mutate_first) for k, v in blocks.kinds().items() if v.mutate_first}
+        for module, users in shared().items():
+            names = [t for u in users for t in blocks.get(u).mutate_first]
+            if any(blocks.get(u).variant for u in users):
+                names.append("test_variant_random_sets_bit_exact")
+            first[module] = list(dict.fromkeys(names))
         return {**first, CORE: list(CORE_FIRST)}
     if name == "PARTS":
         return {k: v.mutate_parts for k, v in blocks.kinds().items() if v.mutate_parts}
@@ -73,19 +79,60 @@ CORE_FIRST = (
 )
 
 
+def shared() -> dict[str, list[str]]:
+    """The Verilog modules several blocks are built on that no kind owns (the row engine
+    rtl/row_stream.v and the statistics of the softmax and LayerNorm blocks): module -> the kinds
+    whose ``rtl`` lists it. Each is a target of its own, judged by all those kinds' suites, since a
+    feature one arithmetic alone uses (ITA's segments) is seen only by that arithmetic's tests.
+    Files a kind names as its parts (round_sat.v) stay under that kind's suite."""
+    from hwvit import blocks
+
+    specs = blocks.kinds()
+    owned = {spec.top for spec in specs.values()} | {Path(p).stem for s in specs.values() for p in s.mutate_parts}
+    out: dict[str, list[str]] = {}
+    for name, spec in specs.items():
+        for path in spec.rtl:
+            stem = Path(path).stem
+            if Path(path).parent.name == "rtl" and stem not in owned:
+                out.setdefault(stem, []).append(name)
+    return out
+
+
+def _users(block: str) -> list[str]:
+    """The kinds whose tests judge the mutants of rtl/<block>.v: a shared module's users; a kind and
+    every variant kind that is a parameter of its block (layernorm_ptf: rtl/layernorm.v, PTF = 1)."""
+    from hwvit import blocks
+
+    if block in shared():
+        return shared()[block]
+    specs = blocks.kinds()
+    return [block, *(k for k, s in specs.items() if s.top == block and k != block and s.variant and s.rtl)]
+
+
 def suite_of(block: str) -> tuple[tuple[str, ...], str | None]:
     """The pytest files that judge ``block``'s mutants and a ``-k`` filter within them: the kind's
     testbench ``sim/test_<block>.py``; for a variant kind with Verilog, its tests in every
-    ``sim/test_variants*.py``; for the core, ``tests/test_core_digits.py``."""
+    ``sim/test_variants*.py``; for a block several kinds use (``_users``), all of theirs; for the
+    core, ``tests/test_core_digits.py``."""
     if block == CORE:
         return (CORE_SUITE,), None
     from hwvit import blocks
 
-    spec = blocks.get(block) if block in blocks.kinds() else None
-    if spec is not None and spec.variant and spec.rtl:
-        root = toolchain.repo().root
-        return tuple(f"sim/{p.name}" for p in sorted((root / "sim").glob("test_variants*.py"))), block
-    return (f"sim/test_{block}.py",), None
+    root = toolchain.repo().root
+    variant_files = tuple(f"sim/{p.name}" for p in sorted((root / "sim").glob("test_variants*.py")))
+    files: list[str] = []
+    terms: list[str] = []
+    for user in _users(block):
+        spec = blocks.get(user) if user in blocks.kinds() else None
+        if spec is not None and spec.variant and spec.rtl:
+            files += variant_files
+            terms.append(user)
+        else:
+            files.append(f"sim/test_{user}.py")
+            terms.append(f"test_{user}.py")
+    if len(terms) == 1:
+        return tuple(files), None if files[0] == f"sim/test_{block}.py" else terms[0]
+    return tuple(dict.fromkeys(files)), " or ".join(terms)
 
 
 def has_suite(block: str) -> bool:
@@ -455,7 +502,7 @@ def run_one(
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]  # no -n: one process
         cmd += ["-m", markers_of(block)]
         suite, within = suite_of(block)
-        select = f"not ({skip})" if within is None else f"{within} and not ({skip})"
+        select = f"not ({skip})" if within is None else f"({within}) and not ({skip})"
         cmd += ["-p", "hwvit.mutate", "-k", select, *suite]
         # Builds go to the copy's own cache (hwvit keys them by source path, so a mutant's builds
         # are never reused and would pile up in ~/.cache): nothing mutable is shared between
@@ -546,13 +593,15 @@ JOURNAL = "build/mutate/journal.jsonl"
 
 def targets(include_core: bool = True) -> list[tuple[str, str]]:
     """Every (block, file) of a full run: each block's own file and its parts, each file once, under
-    the suite of the first block that names it (round_sat.v under requant's), then the core's files."""
+    the suite of the first block that names it (round_sat.v under requant's), then each shared
+    module under its users' suites (``shared``), then the core's files."""
     from hwvit import blocks
 
     root = toolchain.repo().root
     seen: set[str] = set()
     out: list[tuple[str, str]] = []
     names = [k for k, spec in blocks.kinds().items() if spec.rtl and not spec.source.startswith(str(root / "examples"))]
+    names += sorted(shared())
     if include_core:
         names.append(CORE)
     for block in names:

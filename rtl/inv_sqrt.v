@@ -1,9 +1,7 @@
-// inv_sqrt: the once-per-row normalizer of the LayerNorm blocks,
-//   s = floor(sqrt(v)),  q = floor((2^K + [ROUND] floor(s/2)) / s)        for v > 0
-// by rtl/isqrt.v (IN_BITS/2 clocks) then rtl/divu.v (K + 2 clocks), the root handed over as it is
-// ready. One request at a time (in_ready_o), the result held until taken. v = 0 (s = 0) is the
-// caller's to skip: the divider's quotient would be all ones. 2^K + s/2 < 2^(K+1) needs
-// IN_BITS/2 <= K + 1.
+// inv_sqrt: the once-per-row normalizer of the LayerNorm blocks: s = floor(sqrt(v)), q = floor((2^K +
+// [ROUND] floor(s/2)) / s) for v > 0, by rtl/isqrt.v (IN_BITS/2 clocks) then rtl/divu.v (K + 2 clocks), the
+// root handed over when ready. One request at a time, the result held until taken. v = 0 is the caller's to
+// skip (the quotient would be all ones); 2^K + s/2 < 2^(K+1) needs IN_BITS/2 <= K + 1.
 
 `default_nettype none
 
@@ -24,7 +22,6 @@ module inv_sqrt #(
 
   localparam integer S_W = IN_BITS / 2;
   localparam [K:0]   TWO_K = {1'b1, {K{1'b0}}};
-
   wire           s_valid, div_ready;
   wire [S_W-1:0] s;
   wire [S_W-1:0] rem_unused;  // the remainder is not needed

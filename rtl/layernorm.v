@@ -1,16 +1,16 @@
-// layernorm: integer LayerNorm over a streamed row, the bit-exact twin of ops.layernorm; with EPS = 0
-// of the variant layernorm=no_eps (ops.layernorm at eps_int = 0), with PTF = 1 of layernorm=ptf
-// (FQ-ViT's power-of-two factors, hwvit/variants/layernorm_forms.py; IJCAI 2022, Sec. 3.2).
+// layernorm: integer LayerNorm over a streamed row, the bit-exact twin of ops.layernorm; with EPS = 0 of
+// the variant layernorm=no_eps (ops.layernorm at eps_int = 0), with PTF = 1 of layernorm=ptf (FQ-ViT's
+// power-of-two factors, hwvit/variants/layernorm_forms.py; IJCAI 2022, Sec. 3.2).
 //
 // Per row of C signed 8-bit inputs x_i (docs/arithmetic.md, "layernorm"; K = 43, F = 10):
 //   z_i = x_i << alpha_i  (PTF; else z_i = x_i),  Sx = sum z_i,  Sxx = sum z_i^2,  V = C*Sxx - Sx^2
 //   Ve  = (V << 2T) + eps_int  (EPS = 0: V << 2T),  sig = isqrt(Ve),  inv = floor((2^43 + floor(sig/2)) / sig)
 //   d_i = C*z_i - Sx,  y_i = (d_i*inv + 2^(S-1)) >>> S,  acc_i = y_i*G_i + B_i,  out_i = requant(acc_i, M, s)
-// with T = 11 (PTF: 8, so that V << 2T of 11-bit z stays below 2^60) and S = K - T - F = 22 (PTF: 25).
-// A constant row (all z_i equal) has V = 0 and every d_i = 0, so y_i = 0 whatever inv: the square
-// root and the division are skipped with inv = 0 (the kernels' inv = 0 at sig = 0 agrees; with
-// eps_int > 0 their inv differs but multiplies only zeros). Any other row has V >= C - 1 >= 1 (V is
-// the sum over pairs of (z_i - z_j)^2), so sig >= 2^T and inv <= 2^(43-T).
+// with T = 11 (PTF: 8, so that V << 2T of 11-bit z stays below 2^60) and S = K - T - F = 22 (PTF: 25). A
+// constant row (all z_i equal) has V = 0 and every d_i = 0, so y_i = 0 whatever inv: the square root and
+// the division are skipped with inv = 0 (the kernels' inv = 0 at sig = 0 agrees; with eps_int > 0 their inv
+// differs but multiplies only zeros). Any other row has V >= C - 1 >= 1 (V is the sum over pairs of (z_i -
+// z_j)^2), so sig >= 2^T and inv <= 2^(43-T).
 //
 // Widths (C <= MAX_C < 2^CW, C <= 4096; ZB = 8, PTF: 11 bits of z, z_i in [-1024, 1016]):
 //   |Sx| <= C 2^(ZB-1): signed CW + ZB;  Sxx <= C 2^(2ZB-2): CW + 2 ZB - 2 (rtl/row_moments.v);
@@ -22,66 +22,40 @@
 //   d_i^2 <= (C-1) V and sig >= 2^T sqrt(V) - 1: Y_W = ceil(CW/2) + 12 bits;  acc_i in 32 bits
 //   (rtl/ln_affine.v).
 //
-// A row on the engine (rtl/row_stream.v, six stages, the next row filling behind the OUT pass):
-//   FILL  C inputs into the row buffer, Sx and Sxx accumulated (PTF: alpha read at the filling channel);
-//   CALC  MUL1, MUL2: C*Sxx then Sx^2 on the shared multiplier, V, Ve (2 clocks); then sig and inv
-//         (rtl/inv_sqrt.v: 31 + 44 clocks; EPS = 0: 30 + 44), skipped when V = 0;
-//   OUT   stage 1 x_i (PTF: with alpha_i), 2 d_i, 3 d_i*inv (the shared multiplier) to y_i with G_i,
-//         B_i, 4 acc_i, 5 acc_i*M, 6 the requantized output (rtl/ln_affine.v); out_last_o with a row's
-//         last. A row's CALC waits until the row before has left stage 2 (it reads c_row, Sx, inv and
-//         the multiplier). Unstalled, rows of C follow each other every C + 82 clocks, a row's first
-//         output 88 clocks after its last input (11 for a constant row) (docs/rtl.md).
-//
-// Configuration: the row length C is sampled with the first input of each row (0 counts as 1,
-// values above MAX_C as MAX_C). eps_int, M and s must be steady while rows are in flight. gamma
-// (G, signed 15), beta (B, signed 31) and, with PTF, alpha (unsigned 2) are RAMs written through
-// prm_*, once per layer, while no row is in flight; they have no reset and survive rst_ni.
-// Reset (rst_ni, synchronous, active low) drops any partial row, zeroes the control registers, the
-// fill sums and the output register (out_data_o is never X after reset).
+// On the row engine (rtl/row_stream.v; six stages): FILL sums z_i and z_i^2 (rtl/row_moments.v; PTF: alpha
+// read at the filling channel); CALC forms C*Sxx then Sx^2 on the shared multiplier (2 clocks), then sig
+// and inv (rtl/inv_sqrt.v: 31 + 44 clocks, EPS = 0: 30 + 44; skipped when V = 0); OUT: stage 1 x_i (PTF:
+// and alpha_i), 2 d_i, 3 d_i*inv (the shared multiplier) to y_i, then G_i, B_i and requant
+// (rtl/ln_affine.v: stages 3 to 6). A row's CALC waits until the row before has left stage 2 (it reads
+// c_row, Sx, inv, the multiplier). Unstalled, rows of C follow each other every C + 82 clocks, a row's
+// first output 88 clocks after its last input (11 for a constant row) (docs/rtl.md). eps_int, M and s must
+// be steady while rows are in flight; gamma (G, signed 15), beta (B, signed 31) and with PTF alpha
+// (unsigned 2) are written through prm_* while no row is in flight (no reset).
 
 `default_nettype none
 
 module layernorm #(
-  // Longest row (2..4096, the contract's limit): entries of the row buffer and channel RAMs.
-  parameter integer MAX_C    = 1024,
-  // Output width, signed (2..16).
-  parameter integer OUT_BITS = 8,
-  // 1: Ve = (V << 2T) + eps_int (cfg_eps_i); 0: no eps, cfg_eps_i unused (layernorm=no_eps).
-  parameter integer EPS      = 1,
-  // 1: FQ-ViT's power-of-two factors alpha (prm_alpha_i), T = 8 (layernorm=ptf); 0: prm_alpha_i unused.
-  parameter integer PTF      = 0
+  parameter integer MAX_C    = 1024,  // longest row (2..4096, the contract's): row buffer, channel RAMs
+  parameter integer OUT_BITS = 8,     // output width, signed (2..16)
+  parameter integer EPS      = 1,     // 1: Ve = (V << 2T) + eps_int; 0: no eps, cfg_eps_i unused (no_eps)
+  parameter integer PTF      = 0      // 1: alpha per channel (prm_alpha_i), T = 8 (ptf); 0: alpha unused
 ) (
-  input  wire                       clk_i,
-  input  wire                       rst_ni,
-
+  input  wire clk_i, input wire rst_ni,  // rst_ni: synchronous, active low
   // ---- channel write port: G, B (and alpha) of channel prm_addr_i ----
-  input  wire                       prm_we_i,
-  input  wire [$clog2(MAX_C)-1:0]   prm_addr_i,
+  input  wire prm_we_i, input wire [$clog2(MAX_C)-1:0] prm_addr_i,
   input  wire [14:0]                prm_gamma_i,   // signed, |G| <= 2^14 - 1
   input  wire [30:0]                prm_beta_i,    // signed, |B| <= 2^30 - 1
   input  wire [1:0]                 prm_alpha_i,   // PTF: alpha in 0..3
-
   // ---- configuration ----
   input  wire [$clog2(MAX_C+1)-1:0] cfg_c_i,       // row length C in [1, MAX_C]
   input  wire [61:0]                cfg_eps_i,     // eps_int, unsigned, in units of V << 2T
-  input  wire [30:0]                cfg_mult_i,    // requant multiplier M, unsigned
-  input  wire [5:0]                 cfg_shift_i,   // requant shift s
-
-  // ---- input stream: x_i, signed 8 bit ----
-  input  wire                       in_valid_i,
-  output wire                       in_ready_o,
-  input  wire [7:0]                 in_data_i,
-
-  // ---- output stream: out_i, signed OUT_BITS; out_last_o with each row's last ----
-  output wire                       out_valid_o,
-  input  wire                       out_ready_i,
-  output wire [OUT_BITS-1:0]        out_data_o,
-  output wire                       out_last_o
+  input  wire [30:0] cfg_mult_i, input wire [5:0] cfg_shift_i,  // requant multiplier M (unsigned), shift s
+  input  wire in_valid_i, output wire in_ready_o, input wire [7:0] in_data_i,  // x_i, signed
+  output wire out_valid_o, input wire out_ready_i, output wire out_last_o,  // with each row's last
+  output wire [OUT_BITS-1:0] out_data_o  // out_i, signed
 );
 
-  // ---------------------------------------------------------------- widths and constants
-  localparam integer AW    = $clog2(MAX_C);
-  localparam integer CW    = $clog2(MAX_C + 1);
+  localparam integer AW = $clog2(MAX_C), CW = $clog2(MAX_C + 1);  // buffer address, row length
   localparam integer ZB    = (PTF != 0) ? 11 : 8;  // z
   localparam integer T     = (PTF != 0) ? 8 : 11;
   localparam integer SX_W  = CW + ZB;
@@ -94,34 +68,28 @@ module layernorm #(
   localparam integer V_W   = 2 * ZB + 22;
   localparam integer VE_W  = (EPS != 0) ? 62 : 60;   // V << 2T < 2^60, + eps_int < 2^62
   localparam integer S     = 33 - T;                // K - T - F
-
   localparam [P_W-1:0] HALF_C = {{(P_W-S){1'b0}}, 1'b1, {(S-1){1'b0}}};  // 2^(S-1)
-
   localparam [1:0] ST_NONE = 2'd0;  // no row in CALC
   localparam [1:0] ST_MUL1 = 2'd1;  // C * Sxx
   localparam [1:0] ST_MUL2 = 2'd2;  // Sx^2, V, Ve: to the square root (or inv = 0)
   localparam [1:0] ST_ROOT = 2'd3;  // waiting for inv
 
   // ---------------------------------------------------------------- the engine
-  wire             fill, go, done, start;
+  wire             fill, go, done, start, first_unused, calc_unused, enter_unused, passed_unused, pass_unused;
   wire [AW-1:0]    fill_addr, rd_addr, idx;
   wire [CW-1:0]    len, c_row;
   wire [7:0]       x1;
   wire [6:1]       ld;
   wire [OUT_BITS-1:0] out_d;
-  wire             first_unused, calc_unused, enter_unused, passed_unused, pass_unused;
-
   row_stream #(
-    .NAME("layernorm"), .LEN_NAME("MAX_C"), .MAX_N(MAX_C), .LIMIT(4096), .W(8), .OUT_BITS(OUT_BITS),
-    .OUT_MIN(2), .DEPTH(6), .GO_AFTER(2), .A_NAME("EPS"), .A_VAL(EPS), .A_MIN(0), .A_MAX(1),
-    .B_NAME("PTF"), .B_VAL(PTF), .B_MIN(0), .B_MAX(1)
-  ) u_stream (
+    .NAME("layernorm"), .LEN_NAME("MAX_C"), .MAX_N(MAX_C), .LIMIT(4096), .W(8), .OUT_BITS(OUT_BITS), .OUT_MIN(2),
+    .DEPTH(6), .GO_AFTER(2), .A_NAME("EPS"), .A_VAL(EPS), .A_MIN(0), .A_MAX(1), .B_NAME("PTF"), .B_VAL(PTF),
+    .B_MIN(0), .B_MAX(1)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(cfg_c_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
     .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
-    .out_last_o(out_last_o), .fill_o(fill), .first_o(first_unused), .fill_addr_o(fill_addr), .len_o(len),
-    .go_o(go), .calc_o(calc_unused), .enter_o(enter_unused), .passed_o(passed_unused), .done_i(done),
-    .pass_o(pass_unused), .start_o(start), .row_len_o(c_row), .rd_addr_o(rd_addr), .idx_o(idx), .x1_o(x1),
-    .ld_o(ld), .out_i(out_d)
+    .out_last_o(out_last_o), .fill_o(fill), .first_o(first_unused), .fill_addr_o(fill_addr), .len_o(len), .go_o(go),
+    .calc_o(calc_unused), .enter_o(enter_unused), .passed_o(passed_unused), .done_i(done), .pass_o(pass_unused),
+    .start_o(start), .row_len_o(c_row), .rd_addr_o(rd_addr), .idx_o(idx), .x1_o(x1), .ld_o(ld), .out_i(out_d)
   );
 
   // ---------------------------------------------------------------- z = x << alpha
@@ -129,7 +97,6 @@ module layernorm #(
   generate
     if (PTF != 0) begin : g_ptf
       // verilator coverage_off
-      // (no toggle coverage of memories)
       reg [1:0] a_mem [0:MAX_C-1];
       // verilator coverage_on
       reg [1:0] a1_q;
@@ -163,8 +130,7 @@ module layernorm #(
   reg  [SX_W-1:0]       sx_row_q;      // Sx of the row in OUT
   reg  signed [D_W-1:0] d2_q;
 
-  // The shared multiplier: MUL1 C * Sxx, MUL2 Sx * Sx, else d_i * inv; operands sign-extended to
-  // P_W, so the P_W-bit product is exact.
+  // The shared multiplier, exact in P_W bits: MUL1 C * Sxx, MUL2 Sx * Sx, else d_i * inv.
   reg signed [D_W-1:0]  ma;
   reg signed [MB_W-1:0] mb;
   always @* begin
@@ -183,7 +149,7 @@ module layernorm #(
       end
     endcase
   end
-  wire signed [P_W-1:0] prod = {{MB_W{ma[D_W-1]}}, ma} * {{D_W{mb[MB_W-1]}}, mb};
+  wire signed [P_W-1:0] prod = $signed({{MB_W{ma[D_W-1]}}, ma}) * $signed({{D_W{mb[MB_W-1]}}, mb});
 
   // V = C*Sxx - Sx^2 in [0, 2^V_W); Ve = (V << 2T) + eps_int.
   wire [P_W-1:0]  v_full = csxx_q - prod;
@@ -231,14 +197,14 @@ module layernorm #(
 
   // ---------------------------------------------------------------- y_i, then G, B and requant
   wire signed [P_W-1:0] y_sum = prod + $signed(HALF_C);  // stage 3: y = (d*inv + 2^(S-1)) >>> S
+  wire [Y_W-1:0]        y3_d  = y_sum[S+Y_W-1:S];
   ln_affine #(.MAX_C(MAX_C), .Y_W(Y_W), .OUT_BITS(OUT_BITS)) u_affine (
     .clk_i(clk_i), .prm_we_i(prm_we_i), .prm_addr_i(prm_addr_i), .prm_gamma_i(prm_gamma_i),
-    .prm_beta_i(prm_beta_i), .idx_i(idx), .ld_i(ld[5:3]), .y_i(y_sum[S+Y_W-1:S]), .mult_i(cfg_mult_i),
+    .prm_beta_i(prm_beta_i), .idx_i(idx), .ld_i(ld[5:3]), .y_i(y3_d), .mult_i(cfg_mult_i),
     .shift_i(cfg_shift_i), .out_o(out_d)
   );
 
-  // Bits dropped by construction: V's sign extension, y's sign extension and rounded-off fraction,
-  // the quotient's zero top (inv <= 2^(43-T)).
+  // Dropped: V's and y's sign extensions, y's rounded-off fraction, inv's zero top (inv <= 2^(43-T)).
   wire unused_bits = ^{v_full[P_W-1:V_W], y_sum[P_W-1:S+Y_W], y_sum[S-1:0], root[43:INV_W], first_unused,
                        calc_unused, enter_unused, passed_unused, pass_unused, ld[6]};
 

@@ -1,147 +1,101 @@
-// layernorm_ibert: I-BERT's IntLayerNorm over a streamed row, with I-BERT's per-channel requant,
-// the bit-exact twin of the variant layernorm=ibert (hwvit/variants/ibert.py,
-// ibert_layernorm_int + ibert_requant; Kim et al., I-BERT, ICML 2021, Sec. 3.6 and Algorithm 4;
-// docs/variants/ibert.md).
+// layernorm_ibert: I-BERT's IntLayerNorm with its per-channel requant over a streamed row, the bit-exact
+// twin of layernorm=ibert (hwvit/variants/ibert.py ibert_layernorm_int + ibert_requant; Kim et al., I-BERT,
+// ICML 2021, Sec. 3.6 and Algorithm 4; docs/variants/ibert.md).
 //
-// Per row of C signed 8-bit inputs x_i (I-BERT's overflow shift t = ln_shift = 0, the value its
-// rule gives for int8 rows of C <= 66051: see "Contract" below):
+// Per row of C signed 8-bit inputs x_i (I-BERT's overflow shift t = ln_shift = 0, the value its rule gives
+// for int8 rows of C <= 66051: see "Contract" below):
 //   mean = round_half_even(Sx / C),  var = sum (x_i - mean)^2             (rtl/row_meanvar.v)
 //   std  = max(isqrt(var), 1),  factor = floor(2^31 / std)                 once per row
 //   y_i  = x_i - mean,  z_i = floor(y_i * factor / 2) + bias_int_i
 //   out_i = sat_OUT_BITS(round_half_even(z_i * M_i / 2^E_i))               (per channel M_i, E_i)
-// The kernel's I-SQRT (Algorithm 4: x_0 = 2^ceil(bits/2), Newton steps until they stop falling)
-// returns floor(sqrt(var)) for every var > 0 (the paper's claim; tests compare it with math.isqrt),
-// so std is rtl/isqrt.v's exact floor root: the same integer, without a division per step
-// (rtl/inv_sqrt.v, 14 + 33 clocks). var = 0 (a constant row) makes every y_i = 0, so z_i = bias_int_i
-// whatever factor: the square root and the division are skipped with factor = 0 (the kernel's
-// std = 1 multiplies only zeros).
+// The kernel's I-SQRT (Algorithm 4: x_0 = 2^ceil(bits/2), Newton steps until they stop falling) returns
+// floor(sqrt(var)) for every var > 0 (the paper's claim; tests compare it with math.isqrt), so std is
+// rtl/isqrt.v's exact floor root (rtl/inv_sqrt.v, 14 + 33 clocks). var = 0 (a constant row) makes every y_i
+// = 0, so z_i = bias_int_i whatever factor: the root and the division are skipped with factor = 0 (the
+// kernel's std = 1 multiplies only zeros).
 //
-// Widths (C <= MAX_C < 2^CW, C <= 4096): var <= 255^2 C < 2^28, std < 2^14; factor <= 2^31:
-// unsigned 32; y_i in [-255, 255]: signed 9, and |y_i| <= std (y_i^2 <= var), so |y_i*factor| <=
-// 2^31: signed 33, its floor half |h_i| <= 2^30: signed 32; |bias_int_i| < 2^(BIAS_BITS-1): z_i
-// signed BIAS_BITS + 1; |M_i| <= 2^31 (batch_frexp's mantissa, sign of gamma): signed 33; P_i =
-// z_i * M_i exact in BIAS_BITS + 34 bits (PW); round_half_even(P / 2^E): q = P >>> E, r = P - q*2^E,
-// q + (r > 2^(E-1) or r = 2^(E-1) and q odd); E >= PW gives 0 (|P| < 2^(PW-1) <= 2^(E-1)), so E is
-// clamped to PW, where the same formula gives 0 (in PW + 1 bits); then saturation to signed OUT_BITS.
+// Widths (C <= MAX_C < 2^CW, C <= 4096): var <= 255^2 C < 2^28, std < 2^14; factor <= 2^31: unsigned 32;
+// y_i in [-255, 255]: signed 9, and |y_i| <= std (y_i^2 <= var), so |y_i*factor| <= 2^31: signed 33, its
+// floor half |h_i| <= 2^30: signed 32; |bias_int_i| < 2^(BIAS_BITS-1): z_i signed BIAS_BITS + 1; |M_i| <=
+// 2^31 (batch_frexp's mantissa, sign of gamma): signed 33; P_i = z_i * M_i exact in BIAS_BITS + 34 bits
+// (PW); round_half_even(P / 2^E): q = P >>> E, r = P - q*2^E, q + (r > 2^(E-1) or r = 2^(E-1) and q odd); E
+// >= PW gives 0 (|P| < 2^(PW-1) <= 2^(E-1)), so E is clamped to PW, where the same formula gives 0 (in PW +
+// 1 bits); then saturation to signed OUT_BITS.
 //
-// Contract (the block's, beyond the kernel's): ln_shift = 0 (no port: var is taken from the row
-// sums, which needs t = 0; every set hwvit writes for this kind has it, int8 rows of C <= 4096);
-// |bias_int_i| < 2^(BIAS_BITS-1) (default 48 bits: prepare gives |bias_int| = |beta/gamma| *
-// 2^30/sqrt(C), 2^43 at gamma/beta = 1/2^13); |M_i| <= 2^31; E_i in 0..127 (batch_frexp gives
-// E = 31 - exponent, 48..73 on random sets; E < 0 would need a scale >= 2^31).
+// Contract (the block's, beyond the kernel's): ln_shift = 0 (no port: var is taken from the row sums, which
+// needs t = 0; every set hwvit writes for this kind has it, int8 rows of C <= 4096); |bias_int_i| <
+// 2^(BIAS_BITS-1) (default 48 bits: prepare gives |bias_int| = |beta/gamma| * 2^30/sqrt(C), 2^43 at
+// gamma/beta = 1/2^13); |M_i| <= 2^31; E_i in 0..127 (batch_frexp gives E = 31 - exponent, 48..73 on random
+// sets; E < 0 would need a scale >= 2^31).
 //
-// A row on the engine (rtl/row_stream.v, six stages, the next row filling behind the OUT pass):
-//   FILL  C inputs into the row buffer, Sx and Sxx accumulated (rtl/row_moments.v);
-//   CALC  mean (9 clocks), t and var (2 clocks), std and factor, skipped when var = 0;
-//   OUT   stage 1 x_i, 2 y_i, 3 h_i (a 9 x 32 product) with bias_int_i, M_i, E_i, 4 z_i, 5 P_i (the
-//         (BIAS_BITS+1) x 33 product), 6 the rounded, saturated output; out_last_o with a row's
-//         last. A row's CALC waits until the row before has left stage 2 (it reads mean, factor).
-//
-// Configuration: the row length C is sampled with the first input of each row (0 counts as 1,
-// values above MAX_C as MAX_C). bias_int (signed BIAS_BITS), M (signed 33) and E (unsigned 7) are
-// RAMs written through prm_*, once per layer, while no row is in flight; they have no reset and
-// survive rst_ni. Reset (rst_ni, synchronous, active low) drops any partial row, zeroes the
-// control registers, the fill sums and the output register (out_data_o is never X after reset).
+// On the row engine (rtl/row_stream.v; six stages): FILL sums x_i and x_i^2 (rtl/row_moments.v); CALC finds
+// the mean (9 clocks), t and var (2 clocks), std and factor (skipped when var = 0); OUT: stage 1 x_i, 2
+// y_i, 3 h_i (a 9 x 32 product) with bias_int_i, M_i, E_i, 4 z_i, 5 P_i (the (BIAS_BITS+1) x 33 product), 6
+// the rounded, saturated output. A row's CALC waits until the row before has left stage 2 (it reads mean,
+// factor). bias_int (signed BIAS_BITS), M (signed 33) and E (unsigned 7) are written through prm_* while no
+// row is in flight (no reset).
 
 `default_nettype none
 
 module layernorm_ibert #(
-  // Longest row (2..4096): entries of the row buffer and the per-channel RAMs.
-  parameter integer MAX_C     = 1024,
-  // Output width, signed (2..16).
-  parameter integer OUT_BITS  = 8,
-  // Width of bias_int, signed (32..62).
-  parameter integer BIAS_BITS = 48
+  parameter integer MAX_C     = 1024,  // longest row (2..4096): the row buffer, the channel RAMs
+  parameter integer OUT_BITS  = 8,     // output width, signed (2..16)
+  parameter integer BIAS_BITS = 48     // width of bias_int, signed (32..62)
 ) (
-  input  wire                       clk_i,
-  input  wire                       rst_ni,
-
+  input  wire clk_i, input wire rst_ni,  // rst_ni: synchronous, active low
   // ---- per-channel write port: bias_int, M, E of channel prm_addr_i ----
-  input  wire                       prm_we_i,
-  input  wire [$clog2(MAX_C)-1:0]   prm_addr_i,
+  input  wire prm_we_i, input wire [$clog2(MAX_C)-1:0] prm_addr_i,
   input  wire [BIAS_BITS-1:0]       prm_bias_i,    // bias_int, signed
   input  wire [32:0]                prm_mult_i,    // M, signed, |M| <= 2^31
   input  wire [6:0]                 prm_shift_i,   // E, unsigned, 0..127
-
   // ---- configuration ----
   input  wire [$clog2(MAX_C+1)-1:0] cfg_c_i,       // row length C in [1, MAX_C]
-
-  // ---- input stream: x_i, signed 8 bit ----
-  input  wire                       in_valid_i,
-  output wire                       in_ready_o,
-  input  wire [7:0]                 in_data_i,
-
-  // ---- output stream: out_i, signed OUT_BITS; out_last_o with each row's last ----
-  output wire                       out_valid_o,
-  input  wire                       out_ready_i,
-  output wire [OUT_BITS-1:0]        out_data_o,
-  output wire                       out_last_o
+  input  wire in_valid_i, output wire in_ready_o, input wire [7:0] in_data_i,  // x_i, signed
+  output wire out_valid_o, input wire out_ready_i, output wire out_last_o,  // with each row's last
+  output wire [OUT_BITS-1:0] out_data_o  // out_i, signed
 );
 
-  localparam integer AW    = $clog2(MAX_C);
-  localparam integer CW    = $clog2(MAX_C + 1);
-  localparam integer VAR_W = 28;                 // var < 2^28 (isqrt needs an even width)
+  localparam integer AW = $clog2(MAX_C), CW = $clog2(MAX_C + 1);  // buffer address, row length
   localparam integer Z_W   = BIAS_BITS + 1;      // z = h + bias_int, signed
   localparam integer PW    = Z_W + 33;           // P = z * M, signed, exact
   localparam integer PX    = PW + 1;             // P with a spare sign bit for the clamped shift
-
   localparam [6:0]           PW_C    = PW[6:0];                                  // E's clamp
   localparam [PX-1:0]        ONE_PX  = {{(PX-1){1'b0}}, 1'b1};
   localparam signed [PX-1:0] OUT_MAX = (ONE_PX <<< (OUT_BITS - 1)) - ONE_PX;   //  2^(b-1) - 1
   localparam signed [PX-1:0] OUT_MIN = -(ONE_PX <<< (OUT_BITS - 1));           // -2^(b-1)
 
   // ---------------------------------------------------------------- the engine
-  wire                fill, go, done, start;
+  wire                fill, go, done, start, first_unused, calc_unused, enter_unused, passed_unused, pass_unused;
   wire [AW-1:0]       idx, fill_addr_unused, rd_addr_unused;
   wire [CW-1:0]       len, row_len_unused;
   wire [7:0]          x1;
   wire [6:1]          ld;
-  wire [OUT_BITS-1:0] out_d;
-  wire                first_unused, calc_unused, enter_unused, passed_unused, pass_unused;
-
+  wire [OUT_BITS-1:0] out6_d;  // stage 6: the rounded, saturated output
   row_stream #(
     .NAME("layernorm_ibert"), .LEN_NAME("MAX_C"), .MAX_N(MAX_C), .LIMIT(4096), .W(8), .OUT_BITS(OUT_BITS),
-    .OUT_MIN(2), .DEPTH(6), .GO_AFTER(2), .A_NAME("BIAS_BITS"), .A_VAL(BIAS_BITS), .A_MIN(32), .A_MAX(62)
-  ) u_stream (
+    .OUT_MIN(2), .DEPTH(6), .GO_AFTER(2), .A_NAME("BIAS_BITS"), .A_VAL(BIAS_BITS), .A_MIN(32), .A_MAX(62)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(cfg_c_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
     .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
-    .out_last_o(out_last_o), .fill_o(fill), .first_o(first_unused), .fill_addr_o(fill_addr_unused),
-    .len_o(len), .go_o(go), .calc_o(calc_unused), .enter_o(enter_unused), .passed_o(passed_unused),
-    .done_i(done), .pass_o(pass_unused), .start_o(start), .row_len_o(row_len_unused),
-    .rd_addr_o(rd_addr_unused), .idx_o(idx), .x1_o(x1), .ld_o(ld), .out_i(out_d)
+    .out_last_o(out_last_o), .fill_o(fill), .first_o(first_unused), .fill_addr_o(fill_addr_unused), .len_o(len),
+    .go_o(go), .calc_o(calc_unused), .enter_o(enter_unused), .passed_o(passed_unused), .done_i(done),
+    .pass_o(pass_unused), .start_o(start), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused), .idx_o(idx),
+    .x1_o(x1), .ld_o(ld), .out_i(out6_d)
   );
 
-  // ---------------------------------------------------------------- statistics, once per row
-  wire [CW+7:0]    sx;
-  wire [CW+13:0]   sxx;
-  wire             ssq_valid, root_valid, root_ready_unused;
-  wire [VAR_W-1:0] var_d;
-  wire [7:0]       mean;
-  wire [31:0]      root;
-
-  row_moments #(.CW(CW), .ZB(8)) u_moments (
-    .clk_i(clk_i), .rst_ni(rst_ni), .clear_i(start), .fill_i(fill), .z_i(in_data_i), .sz_o(sx), .szz_o(sxx)
+  // ---------------------------------------------------------------- statistics
+  wire [7:0]  mean;
+  wire [31:0] fac;  // factor
+  row_meanvar #(.CW(CW), .VAR_W(28), .EPS_W(1), .K(31), .EVEN(1)) u_stats (
+    .clk_i(clk_i), .rst_ni(rst_ni), .clear_i(start), .fill_i(fill), .x_i(in_data_i), .go_i(go), .c_i(len),
+    .eps_i(1'b0), .done_o(done), .mean_o(mean), .factor_o(fac)
   );
-  row_meanvar #(.CW(CW), .SS_W(VAR_W), .EVEN(1)) u_meanvar (
-    .clk_i(clk_i), .rst_ni(rst_ni), .go_i(go), .c_i(len), .sx_i(sx), .sxx_i(sxx), .ssq_valid_o(ssq_valid),
-    .ssq_o(var_d), .mean_o(mean)
-  );
-
-  wire var_zero = (var_d == {VAR_W{1'b0}});
-  inv_sqrt #(.IN_BITS(VAR_W), .K(31), .ROUND(0)) u_inv (
-    .clk_i(clk_i), .rst_ni(rst_ni), .in_valid_i(ssq_valid && !var_zero), .in_ready_o(root_ready_unused),
-    .in_data_i(var_d), .out_valid_o(root_valid), .out_ready_i(1'b1), .out_data_o(root)
-  );
-  assign done = (ssq_valid && var_zero) || root_valid;
 
   // ---------------------------------------------------------------- element datapath
   // verilator coverage_off
-  // (no toggle coverage of memories: Verilator instruments only arrays of <= 256 bits)
   reg [BIAS_BITS-1:0] c_mem [0:MAX_C-1];   // bias_int per channel
   reg [32:0]          m_mem [0:MAX_C-1];   // M per channel
   reg [6:0]           e_mem [0:MAX_C-1];   // E per channel
   // verilator coverage_on
-  reg [31:0]          fac_q;               // factor
   reg signed [8:0]    y2_q;
   reg signed [31:0]   h3_q;                // floor(y * factor / 2)
   reg [BIAS_BITS-1:0] c3_q;
@@ -151,7 +105,7 @@ module layernorm_ibert #(
   reg signed [PW-1:0] p5_q;
 
   // Stage 3: h_i = floor(y_i * factor / 2), the product exact in 33 bits.
-  wire signed [32:0]   yf    = $signed({1'b0, fac_q}) * $signed({{24{y2_q[8]}}, y2_q});
+  wire signed [32:0]   yf    = $signed({1'b0, fac}) * $signed({{24{y2_q[8]}}, y2_q});
   // Stage 4: z_i = h_i + bias_int_i.  Stage 5: P_i = z_i * M_i, exact in PW bits.
   wire signed [Z_W-1:0] z4_d = $signed({{(Z_W-32){h3_q[31]}}, h3_q}) + $signed({c3_q[BIAS_BITS-1], c3_q});
   wire signed [PW-1:0]  p5_d = $signed({{(PW-Z_W){z4_q[Z_W-1]}}, z4_q}) * $signed({{(PW-33){m4_q[32]}}, m4_q});
@@ -163,16 +117,13 @@ module layernorm_ibert #(
   wire [PX-1:0]         half6 = (ONE_PX << e_c) >> 1;
   wire                  up6   = (e_c != 7'd0) && ((r6 > half6) || ((r6 == half6) && q6[0]));
   wire signed [PX-1:0]  o6    = q6 + $signed({{(PX-1){1'b0}}, up6});
-  assign out_d = (o6 > OUT_MAX) ? OUT_MAX[OUT_BITS-1:0] : (o6 < OUT_MIN) ? OUT_MIN[OUT_BITS-1:0] : o6[OUT_BITS-1:0];
+  assign out6_d = (o6 > OUT_MAX) ? OUT_MAX[OUT_BITS-1:0] : (o6 < OUT_MIN) ? OUT_MIN[OUT_BITS-1:0] : o6[OUT_BITS-1:0];
 
   always @(posedge clk_i) begin
     if (prm_we_i) begin
       c_mem[prm_addr_i] <= prm_bias_i;
       m_mem[prm_addr_i] <= prm_mult_i;
       e_mem[prm_addr_i] <= prm_shift_i;
-    end
-    if (done) begin
-      fac_q <= ssq_valid ? 32'd0 : root;
     end
     if (ld[2]) begin
       y2_q <= $signed({x1[7], x1}) - $signed({mean[7], mean});

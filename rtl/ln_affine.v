@@ -4,8 +4,8 @@
 //   stage 4  acc_i = y_i G_i + B_i in 32 bits (|y G| < 2^30 and |B| < 2^30 in both blocks);
 //   stage 5  acc_i M, exact in 63 bits;  out_o = sat((acc_i M + 2^(s-1)) >>> s) to the output
 //            register: rtl/requant.v's arithmetic (round half up, saturate; rtl/round_sat.v).
-// gamma (G, signed 15) and beta (B, signed 31) are written through prm_*, once per layer, while no
-// row is in flight; they have no reset and survive rst_ni.
+// gamma (G, signed 15) and beta (B, signed 31) are written through prm_*, once per layer, while no row is
+// in flight; they have no reset and survive rst_ni.
 
 `default_nettype none
 
@@ -28,7 +28,6 @@ module ln_affine #(
 );
 
   // verilator coverage_off
-  // (no toggle coverage of memories: Verilator instruments only arrays of <= 256 bits)
   reg [14:0]        g_mem [0:MAX_C-1];
   reg [30:0]        b_mem [0:MAX_C-1];
   // verilator coverage_on
@@ -37,7 +36,6 @@ module ln_affine #(
   reg [30:0]        b3_q;
   reg [31:0]        acc4_q;
   reg signed [62:0] prod5_q;
-
   wire [31:0] acc4_d = {{(32-Y_W){y3_q[Y_W-1]}}, y3_q} * {{17{g3_q[14]}}, g3_q} + {b3_q[30], b3_q};
   wire signed [62:0] prod5_d = $signed({{31{acc4_q[31]}}, acc4_q}) * $signed({32'd0, mult_i});
 
@@ -59,7 +57,7 @@ module ln_affine #(
     end
   end
 
-  round_sat #(.IN_BITS(64), .OUT_BITS(OUT_BITS), .ROUNDING(0), .WRAP(0)) u_round_sat (
+  round_sat #(.IN_BITS(64), .OUT_BITS(OUT_BITS)) u_round_sat (
     .v_i({prod5_q[62], prod5_q}), .shift_i(shift_i), .y_o(out_o)
   );
 

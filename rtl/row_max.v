@@ -1,9 +1,7 @@
-// row_max: the running maximum of a filling row, the statistic the softmax blocks take as a row
-// fills (rtl/row_stream.v's fill side feeds it; docs/rtl.md, "The row engine").
-//   fill_max_o  the largest signed element taken so far in the row (with SEG, the segment): its first
-//               element replaces the last row's maximum;
-//   max_o       the row's maximum from go_i (the row leaves FILL) on, held while the next row fills.
-// No reset: each is written before it is read.
+// row_max: the running maximum of a filling row, the statistic the softmax blocks take as a row fills (from
+// rtl/row_stream.v's fill side). fill_max_o: the largest signed element taken so far in the row (with SEG,
+// the segment; its first element replaces the last maximum); max_o: the row's maximum from go_i (the row
+// leaves FILL) on, held while the next row fills. No reset needed.
 
 `default_nettype none
 

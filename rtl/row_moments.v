@@ -1,8 +1,7 @@
-// row_moments: Sz = sum z_i and Szz = sum z_i^2 of a filling row of signed ZB-bit values, the
-// statistics every LayerNorm block takes as a row fills (rtl/row_stream.v's fill side feeds it).
-// |Sz| <= C 2^(ZB-1) < 2^(CW+ZB-1) and Szz <= C 2^(2ZB-2) for C < 2^CW: signed CW + ZB and unsigned
-// CW + 2 ZB - 2 bits; z^2 is the low 2 ZB - 1 bits of the 2 ZB-bit square. clear_i (the row enters
-// OUT) and reset zero both sums for the next row.
+// row_moments: Sz = sum z_i and Szz = sum z_i^2 of a filling row of signed ZB-bit values, the statistics
+// every LayerNorm block takes as a row fills (from rtl/row_stream.v's fill side). For C < 2^CW: |Sz| <= C
+// 2^(ZB-1), signed CW + ZB bits; Szz <= C 2^(2ZB-2), CW + 2 ZB - 2 bits (z^2: the low 2 ZB - 1 bits of the
+// square). clear_i (the row enters OUT) and reset zero both for the next row.
 
 `default_nettype none
 
@@ -21,7 +20,6 @@ module row_moments #(
 
   localparam integer SZ_W  = CW + ZB;
   localparam integer SZZ_W = CW + 2 * ZB - 2;
-
   reg  [SZ_W-1:0]   sz_q;
   reg  [SZZ_W-1:0]  szz_q;
   wire [2*ZB-1:0]   z_ext = {{ZB{z_i[ZB-1]}}, z_i};

@@ -1,31 +1,23 @@
-// row_stream: the row engine under every softmax and LayerNorm block (docs/rtl.md, "The row engine").
-//
-// A block is this engine plus its arithmetic: statistics taken as a row fills (row_max.v,
-// row_moments.v), work once per row between passes (a division, a square root) and a per-element
-// datapath on the pipeline below. The engine holds what every such block shares:
-//   - the row buffer, MAX_N elements of W bits (a 1W1R memory with a registered read);
-//   - the fill side: one element per clock when offered; the row length sampled from len_i with a
-//     row's first element, 0 read as 1 and values above MAX_N as MAX_N;
-//   - the phases of a row, after its fill: CALC (the arithmetic's per-row work, until done_i);
-//     with PASS = 1 a read pass (the row re-read into the pipeline, each element leaving it at stage
-//     PASS_EXIT into the arithmetic's statistics; PRE_CALC = 0: the pass right after the fill)
-//     and a second CALC; then OUT, the row read again through the pipeline to the output;
-//   - SEG > 0: the row fills in segments of SEG elements (ITA's chunks), each taken through CALC and
-//     the pass as soon as it is in, the next segment filled after it;
-//   - the next row filling the buffer behind the OUT pass: slot j is written once OUT has read it,
-//     or at once when OUT does not read it (a longer row behind a shorter one);
-//   - the element pipeline: DEPTH stages, each with a valid and a last flag, stage k taking the
-//     element of stage k-1 when stage k is empty or hands its own on (out_ready_i backpressure);
-//     the last stage is the output register (out_data_o, out_last_o on each row's last element);
-//     ld_o[k] tells the arithmetic when its stage-k registers load (ld_o[DEPTH]: the output register
-//     takes out_i);
-//   - reset (rst_ni, synchronous, active low): any partial row dropped, the control registers, the
-//     valid flags and the output register zeroed; the buffer and the row lengths have none (each is
-//     written before it is read);
-//   - the parameter checks, the block's own included (A_*, B_*).
-// A row's CALC (or pass) starts once stages 1..GO_AFTER hold no element of the row before it (the
-// output register counts as empty while its element is taken): the arithmetic's per-row registers
-// that those stages read may change from then on.
+// row_stream: the row engine every softmax and LayerNorm block is built on (docs/rtl.md, "The row engine").
+// A block is this engine plus its arithmetic: statistics taken as a row fills (row_max.v, row_moments.v),
+// work once per row (a division, a square root) and a datapath on the pipeline. The engine holds what they
+// share:
+//   - the row buffer (MAX_N x W, 1W1R, registered read) and its fill side: one element per clock,
+//     the row length sampled from len_i with a row's first element (0 read as 1, above MAX_N as MAX_N);
+//   - a row's phases after its fill: CALC (the arithmetic's per-row work, until done_i); with PASS = 1
+//     a read pass (each element leaves the pipeline at stage PASS_EXIT into the statistics; PRE_CALC = 0:
+//     no CALC before it) and a second CALC; then OUT, the row read again through the pipeline;
+//   - SEG > 0: a row filled in segments of SEG (ITA's chunks), each through CALC and the pass once in;
+//   - the next row filling behind the OUT pass: slot j is written once OUT has read it (at once when
+//     OUT does not read it: a longer row behind a shorter one);
+//   - the pipeline: DEPTH stages with valid and last flags, stage k taking stage k-1's element when it
+//     is empty or hands its own on (out_ready_i backpressure); stage DEPTH is the output register
+//     (out_i loaded with ld_o[DEPTH]); ld_o[k] says when the arithmetic's stage-k registers load;
+//   - reset (rst_ni, synchronous, active low): the partial row dropped; control, valid flags and the
+//     output register zeroed (the buffer and the lengths are written before they are read);
+//   - the parameter checks, two of the block's own (A_*, B_*) included.
+// A row's CALC (or pass) starts once stages 1..GO_AFTER hold no element of the row before (the output
+// register's, while taken, does not count): the per-row registers those stages read may change then.
 
 `default_nettype none
 
@@ -44,17 +36,12 @@ module row_stream #(
   parameter integer  GO_AFTER  = 1,             // PASS_EXIT..DEPTH (header)
   parameter integer  SEG       = 0,             // 0, or a power of two: segment length (header)
   parameter          A_NAME    = "A",           // two parameters of the block: A_VAL in A_MIN..A_MAX
-  parameter integer  A_VAL     = 0,
-  parameter integer  A_MIN     = 0,
-  parameter integer  A_MAX     = 0,
+  parameter integer  A_VAL     = 0, A_MIN = 0, A_MAX = 0,
   parameter          B_NAME    = "B",           // and B_VAL in B_MIN..B_MAX
-  parameter integer  B_VAL     = 0,
-  parameter integer  B_MIN     = 0,
-  parameter integer  B_MAX     = 0
+  parameter integer  B_VAL     = 0, B_MIN = 0, B_MAX = 0
 ) (
   input  wire                       clk_i,
   input  wire                       rst_ni,
-
   // ---- the block's streams ----
   input  wire [$clog2(MAX_N+1)-1:0] len_i,       // row length, sampled with a row's first element
   input  wire                       in_valid_i,
@@ -64,13 +51,11 @@ module row_stream #(
   input  wire                       out_ready_i,
   output wire [OUT_BITS-1:0]        out_data_o,
   output wire                       out_last_o,
-
   // ---- fill side, to the statistics ----
   output wire                       fill_o,      // in_data_i is taken this clock,
   output wire                       first_o,     // ... as its segment's first (SEG = 0: its row's)
   output wire [$clog2(MAX_N)-1:0]   fill_addr_o, // ... into this slot, its index in the row
   output wire [$clog2(MAX_N+1)-1:0] len_o,       // the filling row's length (from its first element)
-
   // ---- phases ----
   output wire                       go_o,        // the filled row (segment) leaves FILL this clock
   output wire                       calc_o,      // in CALC,
@@ -79,7 +64,6 @@ module row_stream #(
   input  wire                       done_i,      // in CALC: the per-row work is done
   output wire                       pass_o,      // in the pass
   output wire                       start_o,     // the row enters OUT this clock
-
   // ---- read side and pipeline ----
   output wire [$clog2(MAX_N+1)-1:0] row_len_o,   // the length of the row in OUT
   output wire [$clog2(MAX_N)-1:0]   rd_addr_o,   // the slot stage 1 reads with ld_o[1]
@@ -90,10 +74,9 @@ module row_stream #(
 );
 
   // ---------------------------------------------------------------- parameter checks
-  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0,
-  // yosys stops synthesis ("System task `$finish' executed").
+  // Verilog-2005 has no elaboration-time assertion: Icarus and Verilator stop at time 0, yosys stops
+  // synthesis ("System task `$finish' executed"). No valid build can cover them:
   // verilator coverage_off
-  // (the parameter checks run only on a bad parameter: no valid build can cover them)
   initial begin
     if (MAX_N < 2 || MAX_N > LIMIT) begin
       $display("ERROR: %0s: %0s = %0d must be in 2..%0d", NAME, LEN_NAME, MAX_N, LIMIT);
@@ -125,18 +108,16 @@ module row_stream #(
   // verilator coverage_on
 
   // ---------------------------------------------------------------- widths and constants
-  localparam integer AW = $clog2(MAX_N);          // buffer address
-  localparam integer LW = $clog2(MAX_N + 1);      // row length and element counters
+  localparam integer AW     = $clog2(MAX_N);      // buffer address
+  localparam integer LW     = $clog2(MAX_N + 1);  // row length and element counters
   // segment index bits: log2(SEG), no more than the counter has (a segment longer than MAX_N never ends)
-  localparam integer SB = (SEG < 2) ? 1 : ($clog2(SEG) < LW) ? $clog2(SEG) : LW;
-
-  localparam [LW:0]    MAX_C    = MAX_N[LW:0];    // one spare bit: the compare is never constant
-  localparam [LW-1:0]  ONE      = {{(LW-1){1'b0}}, 1'b1};
-  localparam integer   SEG_M1   = (SEG > 0) ? SEG - 1 : 0;
-  localparam [SB-1:0]  SEG_LAST = SEG_M1[SB-1:0]; // the index of a segment's last element, mod SEG
-  localparam           SEGS     = (SEG != 0);
-  localparam           PASSES   = (PASS != 0);
-
+  localparam integer SB     = (SEG < 2) ? 1 : ($clog2(SEG) < LW) ? $clog2(SEG) : LW;
+  localparam integer SEG_M1 = (SEG > 0) ? SEG - 1 : 0;
+  localparam [LW:0]   MAX_C    = MAX_N[LW:0];     // one spare bit: the compare is never constant
+  localparam [LW-1:0] ONE      = {{(LW-1){1'b0}}, 1'b1};
+  localparam [SB-1:0] SEG_LAST = SEG_M1[SB-1:0];  // the index of a segment's last element, mod SEG
+  localparam          SEGS     = (SEG != 0);
+  localparam          PASSES   = (PASS != 0);
   localparam [1:0] ST_IDLE = 2'd0;  // filling (or nothing): no row between FILL and OUT
   localparam [1:0] ST_CALC = 2'd1;  // the arithmetic's per-row work
   localparam [1:0] ST_PASS = 2'd2;  // the row read into the statistics
@@ -144,8 +125,7 @@ module row_stream #(
 
   // ---------------------------------------------------------------- state
   // verilator coverage_off
-  // (no toggle coverage of memories: Verilator instruments only arrays of <= 256 bits)
-  reg [W-1:0]        row_mem [0:MAX_N-1];   // the row, in arrival order
+  reg [W-1:0]        row_mem [0:MAX_N-1];   // the row (no toggle coverage of memories)
   // verilator coverage_on
   reg [1:0]          state_q, state_d;
   reg                passed_q, passed_d;    // the row's pass is done
@@ -178,7 +158,7 @@ module row_stream #(
     end
   end
 
-  // ---------------------------------------------------------------- fill side
+  // ---------------------------------------------------------------- fill side and phases
   wire [LW-1:0] len_in  = (len_i == {LW{1'b0}}) ? ONE : ({1'b0, len_i} > MAX_C) ? MAX_C[LW-1:0] : len_i;
   wire [LW-1:0] len_now = (wr_cnt_q == {LW{1'b0}}) ? len_in : len_q;
   wire          in_last = (wr_cnt_q == len_now - ONE);
@@ -188,16 +168,12 @@ module row_stream #(
                          || ((state_q == ST_OUT) && (wr_cnt_q < rd_cnt_q || wr_cnt_q >= c_row_q));
   wire          fill      = in_valid_i && !full_q && slot_free;
   wire          complete  = !SEGS || (wr_cnt_q == len_q);  // the row is in, not just a segment
-
-  // ---------------------------------------------------------------- read side and phases
   wire issue    = ((state_q == ST_OUT) || (state_q == ST_PASS && rd_cnt_q != wr_cnt_q)) && en[1];
   wire last     = (rd_cnt_q == c_row_q - ONE);
   wire go       = (state_q == ST_IDLE) && full_q && free;
   wire pass_end = (state_q == ST_PASS) && (rd_cnt_q == wr_cnt_q) && !(|v_q[PASS_EXIT:1]);
   wire start    = (state_q == ST_CALC) && done_i && (!PASSES || passed_q);
-
   wire [DEPTH:1] ld = en[DEPTH:1] & {v_q[DEPTH-1:1], issue};  // stage k loads this clock
-
   always @* begin
     state_d  = state_q;
     passed_d = passed_q;

@@ -1,34 +1,27 @@
 // softmax: integer softmax over a streamed row, the bit-exact twin of ops.softmax (exp="table").
 //
-// Per row of N signed IN_BITS inputs x_0 .. x_(N-1) in stream order (docs/arithmetic.md,
-// section "softmax"; F = EXP_FRAC = 23, Q = 2^OUT_BITS - 1):
+// Per row of N signed IN_BITS inputs x_0 .. x_(N-1) in stream order (docs/arithmetic.md, section "softmax";
+// F = EXP_FRAC = 23, Q = 2^OUT_BITS - 1):
 //   mx  = max_i x_i,  d_i = mx - x_i,  E_i = T[d_i] if d_i < ENTRIES else 0,  S = sum_i E_i
 //   R   = floor((Q * 2^(F+17) + floor(S/2)) / S)                     (once per row)
 //   A_i = (E_0 + ... + E_i) * R,  P_i = (A_i + 2^(F+16)) >> (F+17),  p_i = P_i - P_(i-1)
 // Rounding the cumulative sum makes every row sum to exactly Q.
 //
-// A row on the engine (rtl/row_stream.v, four stages, the next row filling behind the OUT pass):
-//   FILL  N inputs into the row buffer, the running max (rtl/row_max.v);
-//   PASS  the row re-read: stage 1 x_i, stage 2 E_i (d_i computed, the table read), summed into S;
-//   CALC  R by rtl/divu.v (OUT_BITS + 17 restoring steps);
-//   OUT   the row read again, E_i looked up again (cheaper than storing 24-bit E_i per element),
-//         stage 3 E_i * R, stage 4 A_i = A_(i-1) + E_i * R into the output register as p_i, the
-//         difference of A's top bits; one element per clock when accepted.
-// Per element: one subtract (d), one table read, one add (S), one 24 x (OUT_BITS + 17) multiply,
-// one (OUT_BITS + 40)-bit accumulate (A starts at the rounding constant 2^(F+16), so the rounding is
-// free) and one OUT_BITS subtract. A row's pass waits until the row before has left the pipeline.
-// Unstalled, rows follow each other every 2N + OUT_BITS + 26 clocks, and on an idle block a row's
-// first p_i leaves N + OUT_BITS + 28 clocks after its last x_i (sim/test_softmax.py
-// test_row_period_and_latency; docs/rtl.md).
+// On the row engine (rtl/row_stream.v; four stages): FILL takes the max (rtl/row_max.v); PASS re-reads the
+// row (stage 1 x_i, stage 2 E_i: d_i, the table read) into S; CALC divides for R (rtl/divu.v, OUT_BITS + 17
+// steps); OUT reads the row again (E_i looked up again: cheaper than storing 24-bit E_i), stage 3 E_i * R,
+// then A_i into the output register as p_i, the difference of A's top bits (A starts at the rounding
+// constant 2^(F+16): the rounding is free). A row's pass waits until the row before has left the pipeline.
+// Unstalled, rows follow each other every 2N + OUT_BITS + 26 clocks; on an idle block a row's first p_i
+// leaves N + OUT_BITS + 28 clocks after its last x_i (sim/test_softmax.py test_row_period_and_latency;
+// docs/rtl.md).
 //
-// The exp table T (ENTRIES x (F+1) bits, unsigned) is a RAM written through tbl_*; it has no
-// reset, so it survives rst_ni, and it must not be written while a row is in flight. The contract
-// fixes T[0] = 2^F (ops.softmax rejects any other table), so T[0] is hard-wired and a write to
-// entry 0 has no effect. That makes S >= 2^F by construction, so R <= Q * 2^17 fits OUT_BITS + 17
-// bits (25 for 8-bit outputs) and the divider needs only that many steps; A_i <= S * R <=
-// Q * 2^(F+17) + S/2 fits OUT_BITS + F + 17 bits for any table contents.
-// The row length is sampled with each row's first input; 0 counts as 1 and values above MAX_N
-// as MAX_N. out_last_o marks each row's final probability.
+// The exp table T (ENTRIES x (F+1) bits, unsigned) is a RAM written through tbl_*; it has no reset, so it
+// survives rst_ni, and it must not be written while a row is in flight. The contract fixes T[0] = 2^F
+// (ops.softmax rejects any other table), so T[0] is hard-wired and a write to entry 0 has no effect. That
+// makes S >= 2^F by construction, so R <= Q * 2^17 fits OUT_BITS + 17 bits (25 for 8-bit outputs) and the
+// divider needs only that many steps; A_i <= S * R <= Q * 2^(F+17) + S/2 fits OUT_BITS + F + 17 bits for
+// any table contents.
 
 `default_nettype none
 
@@ -39,77 +32,54 @@ module softmax #(
   parameter integer ENTRIES  = 256,  // exp table entries L (2..2^IN_BITS); d >= L gives E = 0
   parameter integer EXP_FRAC = 23    // T[0] = 2^EXP_FRAC, entries EXP_FRAC + 1 bits (contract: 23)
 ) (
-  input  wire                         clk_i,
-  input  wire                         rst_ni,      // synchronous, active low
-
+  input  wire clk_i, input wire rst_ni,  // rst_ni: synchronous, active low
   // Exp table write port: T[tbl_addr_i] = tbl_data_i (load between rows, once per layer)
   input  wire                         tbl_we_i,
   input  wire [$clog2(ENTRIES)-1:0]   tbl_addr_i,
   input  wire [EXP_FRAC:0]            tbl_data_i,
-
-  // Row length N in [1, MAX_N], sampled with the first input of each row
-  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,
-
-  // Input stream: x_i, signed two's complement
-  input  wire                         in_valid_i,
-  output wire                         in_ready_o,
-  input  wire [IN_BITS-1:0]           in_data_i,
-
-  // Output stream: p_i, unsigned (real value p_i / Q); out_last_o on the row's last element
-  output wire                         out_valid_o,
-  input  wire                         out_ready_i,
-  output wire [OUT_BITS-1:0]          out_data_o,
-  output wire                         out_last_o
+  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,   // row length N in [1, MAX_N], taken with a row's first
+  input  wire in_valid_i, output wire in_ready_o, input wire [IN_BITS-1:0] in_data_i,  // x_i, signed
+  output wire out_valid_o, input wire out_ready_i, output wire out_last_o,  // with each row's last
+  output wire [OUT_BITS-1:0] out_data_o  // p_i, unsigned (p_i / Q)
 );
 
-  // ---------------------------------------------------------------- widths and constants
   localparam integer E_BITS = EXP_FRAC + 1;              // exp table entry
   localparam integer RS     = EXP_FRAC + 17;             // reciprocal shift: 2^40
-  localparam integer AW     = $clog2(MAX_N);
-  localparam integer LW     = $clog2(MAX_N + 1);
+  localparam integer AW = $clog2(MAX_N), LW = $clog2(MAX_N + 1);  // buffer address, row length
   localparam integer TW     = $clog2(ENTRIES);           // exp table address
   localparam integer S_BITS = E_BITS + $clog2(MAX_N);    // S <= MAX_N * (2^E_BITS - 1)
   localparam integer N_BITS = OUT_BITS + RS;             // dividend Q * 2^RS + S/2 < 2^N_BITS
   localparam integer R_BITS = OUT_BITS + 17;             // R <= Q * 2^17 since S >= 2^EXP_FRAC
   localparam integer A_BITS = OUT_BITS + RS;             // A_i + 2^(RS-1) <= Q * 2^RS + S/2 + 2^(RS-1)
-
   localparam [IN_BITS:0]     ENTRIES_C = ENTRIES[IN_BITS:0];
   localparam [OUT_BITS-1:0]  Q_C       = {OUT_BITS{1'b1}};
   localparam [A_BITS-1:0]    HALF_C    = {{OUT_BITS{1'b0}}, 1'b1, {(RS-1){1'b0}}};      // 2^(RS-1)
   localparam [E_BITS-1:0]    ONE_E_C   = {1'b1, {EXP_FRAC{1'b0}}};                     // T[0]
 
   // ---------------------------------------------------------------- the engine and the max
-  wire                fill, first, go, calc, enter, passed, pass;
-  wire [IN_BITS-1:0]  x1, fill_max_unused, mx;
+  wire                fill, first, go, calc, enter, passed, pass, div_valid, start_unused;
+  wire [IN_BITS-1:0]  x1, mx, fill_max_unused;
   wire [4:1]          ld;
   wire [OUT_BITS-1:0] out_d;
-  wire                div_valid;
   wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
   wire [LW-1:0]       len_unused, row_len_unused;
-  wire                start_unused;
-
   row_stream #(
-    .NAME("softmax"), .MAX_N(MAX_N), .LIMIT(65536), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1),
-    .DEPTH(4), .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(4),
-    .A_NAME("ENTRIES"), .A_VAL(ENTRIES), .A_MIN(2), .A_MAX(1 << IN_BITS),
-    .B_NAME("EXP_FRAC"), .B_VAL(EXP_FRAC), .B_MIN(1), .B_MAX(40)
-  ) u_stream (
+    .NAME("softmax"), .MAX_N(MAX_N), .LIMIT(65536), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1), .DEPTH(4),
+    .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(4), .A_NAME("ENTRIES"), .A_VAL(ENTRIES), .A_MIN(2),
+    .A_MAX(1 << IN_BITS), .B_NAME("EXP_FRAC"), .B_VAL(EXP_FRAC), .B_MIN(1), .B_MAX(40)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
     .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
-    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused),
-    .len_o(len_unused), .go_o(go), .calc_o(calc), .enter_o(enter), .passed_o(passed), .done_i(div_valid),
-    .pass_o(pass), .start_o(start_unused), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused),
-    .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
+    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused), .len_o(len_unused),
+    .go_o(go), .calc_o(calc), .enter_o(enter), .passed_o(passed), .done_i(div_valid), .pass_o(pass),
+    .start_o(start_unused), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1),
+    .ld_o(ld), .out_i(out_d)
   );
 
-  row_max #(.W(IN_BITS)) u_max (
-    .clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go), .fill_max_o(fill_max_unused),
-    .max_o(mx)
-  );
+  row_max #(.W(IN_BITS)) u_max (.clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go),
+                                 .fill_max_o(fill_max_unused), .max_o(mx));
 
   // ---------------------------------------------------------------- datapath
   // verilator coverage_off
-  // (no toggle coverage of memories: Verilator instruments only arrays of <= 256 bits)
   reg [E_BITS-1:0]  tbl_mem [0:ENTRIES-1];   // exp table T (entry 0 unused: hard-wired)
   // verilator coverage_on
   reg               inr2_q;                  // d_i < ENTRIES (else E_i = 0)

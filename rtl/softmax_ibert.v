@@ -1,9 +1,9 @@
-// softmax_ibert: I-BERT's integer softmax over a streamed row, the bit-exact twin of the
-// softmax=ibert variant (hwvit/variants/ibert.py ibert_softmax_int, then saturated to OUT_BITS).
+// softmax_ibert: I-BERT's integer softmax over a streamed row, the bit-exact twin of the softmax=ibert
+// variant (hwvit/variants/ibert.py ibert_softmax_int, then saturated to OUT_BITS).
 //
-// Per row of N signed IN_BITS scores x_i, with the layer's constants on configuration ports
-// (x0 = x0_int < 0, b = b_int, c = c_int, P = exp_num odd, K = exp_den_log2, M = act_multiplier,
-// E = act_shift; docs/variants/ibert.md derives them from the input scale s):
+// Per row of N signed IN_BITS scores x_i, with the layer's constants on configuration ports (x0 = x0_int <
+// 0, b = b_int, c = c_int, P = exp_num odd, K = exp_den_log2, M = act_multiplier, E = act_shift;
+// docs/variants/ibert.md derives them from the input scale s):
 //   i-exp      a_i = min(max - x_i, 30 |x0|),  q_i = floor(a_i / |x0|) in [0, 30],
 //              rem_i = a_i - q_i |x0| in [0, |x0|)   (I-BERT's r = x - x0 q = -rem),
 //              poly_i = (r + b) r + c = c - rem (b - rem),  exp_i = poly_i * 2^(30 - q_i)
@@ -12,23 +12,23 @@
 //              p_i = min((e_i f) >> (32 - OUT_BITS), 2^OUT_BITS - 1)
 // (the kernel's max(exp, 0) is dropped: poly >= 1 for every s in range, see below).
 //
-// The division by P. z_i needs an exact quotient of a number of up to 176 bits by the 53-bit P
-// for every element, which no divider does in a clock. It is a multiply and a correction instead:
+// The division by P. z_i needs an exact quotient of a number of up to 176 bits by the 53-bit P for every
+// element, which no divider does in a clock. It is a multiply and a correction instead:
 //   R = floor(2^(K+63) / P)                       (once per row, rtl/divu.v, 125 clocks)
 //   t_i = 30 - q_i + K,  n_i = poly_i 2^t_i  (the numerator, exp_i 2^K)
 //   zf_i = floor(poly_i R / 2^(33 + q_i))
-// poly R / 2^(33+q) = n / P - poly (2^(K+63)/P - R) / 2^(33+q) lies in (n/P - 1/2, n/P] since
-// poly < 2^32 and 0 <= 2^(K+63)/P - R < 1: so zf is floor(n/P) or one less, and the remainder
+// poly R / 2^(33+q) = n / P - poly (2^(K+63)/P - R) / 2^(33+q) lies in (n/P - 1/2, n/P] since poly < 2^32
+// and 0 <= 2^(K+63)/P - R < 1: so zf is floor(n/P) or one less, and the remainder
 //   rho_i = n_i - zf_i P  is in [0, 2P) < 2^54,
 // computed modulo 2^54 from the low bits alone: (n mod 2^54) - (zf mod 2^54) P. Then
 //   floor(n/P) = zf + [rho >= P],  z = round_half_even(n/P) = zf + [2 rho > P] + [2 rho > 3P]
-// (P is odd: n/P is never a tie, and 2 rho > 3P is "rho - P above P/2").
-// The second rounding: V = z M, e = V >> E rounded half to even: the guard bit V[E-1], the sticky
-// OR of V[E-2:0] and the parity of V >> E decide the increment; then the clamp at 2^15 - 1.
+// (P is odd: n/P is never a tie, and 2 rho > 3P is "rho - P above P/2"). The second rounding: V = z M, e =
+// V >> E rounded half to even: the guard bit V[E-1], the sticky OR of V[E-2:0] and the parity of V >> E
+// decide the increment; then the clamp at 2^15 - 1.
 //
-// Widths, for I-BERT's input scale s in [2^-15, 1.67) (the kernel's stated range; x0 = floor(-0.6931/s),
-// b = floor(2.7073/s), c = floor(2.7921/s^2), S_exp = P / 2^K = 0.35815147 s^2 / 2^30, M / 2^E the
-// float ratio S_exp / S_act with S_act = c 2^30 / 32767):
+// Widths, for I-BERT's input scale s in [2^-15, 1.67) (the kernel's range; x0 = floor(-0.6931/s), b =
+// floor(2.7073/s), c = floor(2.7921/s^2), S_exp = P / 2^K = 0.35815147 s^2 / 2^30, M / 2^E = S_exp /
+// S_act):
 //   |x0| <= 22713 (15 bits), 30 |x0| < 2^20; b < 2^17; 1 <= c < 2^32; a_i <= 2^IN_BITS - 1 <= 2^16 - 1.
 //   rem < |x0|, b - rem > 2.014/s - 1 > 0; poly = c - rem (b - rem) is increasing in rem's negative
 //   r over (x0, 0], so poly >= c - (|x0| - 1)(b - |x0| + 1) >= 0.91/s^2 - 1 > 0 for s < 0.957, and
@@ -40,24 +40,15 @@
 //   e_i <= 2^15 - 1; S <= N (2^15 - 1) < 2^(15 + clog2(MAX_N)); S >= e(max) >= 1 (the row max has
 //   exp = c 2^30 = the QuantAct range, e = 32767), so f <= 2^32 (33 bits, rtl/divu.v, 33 clocks);
 //   e_i f <= S f <= 2^32 (33 bits), and p <= 2^OUT_BITS before the saturation.
-// hwvit/variants/ibert.py softmax_constants computes the constants; the block trusts them (K <= 114,
-// E >= 1, P odd, |x0| >= 1 are not checked).
+// The block trusts hwvit/variants/ibert.py softmax_constants (K <= 114, E >= 1, P odd, |x0| >= 1).
 //
-// A row on the engine (rtl/row_stream.v, seven stages, the next row filling behind the OUT pass):
-//   FILL  N inputs into the row buffer, the running max (rtl/row_max.v); the first input also
-//         starts R's division (the constants must be steady from then on);
-//   CALC  wait for R (125 clocks after the row's first input: only rows shorter than that wait);
-//   PASS  the row re-read: stage 1 x_i; 2 a, q, rem by a 5-step restoring division; 3 poly, poly R,
-//         n mod 2^54; 4 zf, rho, z; 5 V = z M; then e_i (the rounding and the clamp of V) into S;
-//   CALC  f = floor(2^32 / S) (rtl/divu.v, 34 clocks);
-//   OUT   the row read again through the same stages, e_i computed again (cheaper than storing
-//         15-bit e_i per element) into stage 6, p_i = (e_i f) >> (32 - OUT_BITS), saturated, into
-//         the output register; out_last_o on the row's last. A row's CALC waits until the row
-//         before has left stage 6 (it reads max, R and f).
-// The row length N is sampled with the row's first input (0 counts as 1, above MAX_N as MAX_N).
-// Reset (rst_ni, synchronous, active low) drops any partial row and clears the control registers,
-// the valid flags and the output register; the memory and the data registers each row writes
-// before it reads them (max, S, R, f, the pipeline's data) keep their values.
+// On the row engine (rtl/row_stream.v; seven stages): FILL takes the max (rtl/row_max.v) and its first
+// input starts R's division (the constants steady from then on); CALC waits for R (125 clocks after that
+// input); PASS re-reads the row (stage 1 x_i; 2 a, q, rem by five restoring steps; 3 poly, poly R, n mod
+// 2^54; 4 zf, rho, z; 5 V = z M; then e_i, V rounded and clamped) into S; CALC divides for f (34 clocks);
+// OUT computes e_i again (cheaper than storing it) into stage 6, then p_i = (e_i f) >> (32 - OUT_BITS),
+// saturated, into the output register. A row's CALC waits until the row before has left stage 6 (it reads
+// max, R and f).
 
 `default_nettype none
 
@@ -66,11 +57,9 @@ module softmax_ibert #(
   parameter integer IN_BITS  = 8,    // signed input width (2..16)
   parameter integer OUT_BITS = 8     // unsigned probability width (1..16)
 ) (
-  input  wire                         clk_i,
-  input  wire                         rst_ni,          // synchronous, active low
-
-  // Configuration: the layer's constants (softmax_constants), steady while a row is in flight
-  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,       // N in [1, MAX_N], sampled with a row's first input
+  input  wire clk_i, input wire rst_ni,  // rst_ni: synchronous, active low
+  // Configuration: the row length (sampled with a row's first input), the layer's constants (steady)
+  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,       // N in [1, MAX_N]
   input  wire [15:0]                  x0_int_i,        // x0, signed, in [-22713, -1]
   input  wire [16:0]                  b_int_i,         // b, unsigned
   input  wire [31:0]                  c_int_i,         // c, unsigned, >= 1
@@ -78,21 +67,12 @@ module softmax_ibert #(
   input  wire [6:0]                   exp_den_log2_i,  // K <= 114
   input  wire [31:0]                  act_multiplier_i,// M <= 2^31
   input  wire [7:0]                   act_shift_i,     // E >= 1
-
-  // Input stream: x_i, signed two's complement
-  input  wire                         in_valid_i,
-  output wire                         in_ready_o,
-  input  wire [IN_BITS-1:0]           in_data_i,
-
-  // Output stream: p_i, unsigned (real value p_i / 2^OUT_BITS); out_last_o on the row's last
-  output wire                         out_valid_o,
-  input  wire                         out_ready_i,
-  output wire [OUT_BITS-1:0]          out_data_o,
-  output wire                         out_last_o
+  input  wire in_valid_i, output wire in_ready_o, input wire [IN_BITS-1:0] in_data_i,  // x_i, signed
+  output wire out_valid_o, input wire out_ready_i, output wire out_last_o,  // with each row's last
+  output wire [OUT_BITS-1:0] out_data_o  // p_i, unsigned (p_i / 2^OUT_BITS)
 );
 
-  localparam integer AW     = $clog2(MAX_N);
-  localparam integer LW     = $clog2(MAX_N + 1);
+  localparam integer AW = $clog2(MAX_N), LW = $clog2(MAX_N + 1);  // buffer address, row length
   localparam integer EB     = 15;                   // e_i, unsigned, <= 2^15 - 1
   localparam integer S_BITS = EB + AW;              // S <= MAX_N (2^15 - 1)
   localparam integer A_BITS = 20;                   // a_i <= min(2^16 - 1, 30 |x0|) < 2^20
@@ -103,34 +83,27 @@ module softmax_ibert #(
   localparam integer LO     = 54;                   // rho < 2P < 2^54: computed mod 2^54
   localparam integer V_BITS = Z_BITS + 32;          // V = z M < 2^156
   localparam integer F_BITS = 33;                   // f <= 2^32; also e_i f <= 2^32
-
   localparam [EB-1:0]     E_MAX_C = {EB{1'b1}};     // 2^15 - 1
 
   // ---------------------------------------------------------------- the engine and the max
-  wire                fill, first, go, calc, enter, passed, pass, done;
+  wire                fill, first, go, calc, enter, passed, pass, done, start_unused;
   wire [IN_BITS-1:0]  x1, mx, fill_max_unused;
   wire [7:1]          ld;
   wire [OUT_BITS-1:0] out_d;
   wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
   wire [LW-1:0]       len_unused, row_len_unused;
-  wire                start_unused;
-
   row_stream #(
-    .NAME("softmax_ibert"), .MAX_N(MAX_N), .LIMIT(65536), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1),
-    .DEPTH(7), .PASS(1), .PASS_EXIT(5), .PRE_CALC(1), .GO_AFTER(6)
-  ) u_stream (
+    .NAME("softmax_ibert"), .MAX_N(MAX_N), .LIMIT(65536), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1), .DEPTH(7),
+    .PASS(1), .PASS_EXIT(5), .PRE_CALC(1), .GO_AFTER(6)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
     .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
-    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused),
-    .len_o(len_unused), .go_o(go), .calc_o(calc), .enter_o(enter), .passed_o(passed), .done_i(done),
-    .pass_o(pass), .start_o(start_unused), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused),
-    .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
+    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused), .len_o(len_unused),
+    .go_o(go), .calc_o(calc), .enter_o(enter), .passed_o(passed), .done_i(done), .pass_o(pass), .start_o(start_unused),
+    .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
   );
 
-  row_max #(.W(IN_BITS)) u_max (
-    .clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go), .fill_max_o(fill_max_unused),
-    .max_o(mx)
-  );
+  row_max #(.W(IN_BITS)) u_max (.clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go),
+                                 .fill_max_o(fill_max_unused), .max_o(mx));
 
   // ---------------------------------------------------------------- R = floor(2^(K+63) / P), f = floor(2^32 / S)
   reg  [R_BITS-1:0] r_q;

@@ -1,17 +1,17 @@
-// softmax_ita: ITA's streaming integer softmax over a streamed row, the bit-exact twin of the ita
-// kernel (hwvit/variants/hwsoftmax.py; docs/variants/hwsoftmax.md; Islamoglu et al., ISLPED 2023).
+// softmax_ita: ITA's streaming integer softmax over a streamed row, the bit-exact twin of the ita kernel
+// (hwvit/variants/hwsoftmax.py; docs/variants/hwsoftmax.md; Islamoglu et al., ISLPED 2023).
 //
-// Per row of N signed IN_BITS inputs x_0 .. x_(N-1) in stream order, K = mult_i (the base-2
-// slope s_in * log2(e) * 2^16, 1..2^31-1), in chunks of 16 consecutive elements:
+// Per row of N signed IN_BITS inputs x_0 .. x_(N-1) in stream order, K = mult_i (the base-2 slope s_in *
+// log2(e) * 2^16, 1..2^31-1), in chunks of 16 consecutive elements:
 //   sh(d)  = (d * K + 2^15) >> 16                 round half up of d s_in log2(e), d >= 0
 //   g      = -2^(IN_BITS-1), sigma = 0            before the first chunk
 //   per chunk: cm = max of the chunk; if cm > g: sigma = sigma >> sh(cm - g), g = cm;
 //              sigma = sigma + sum over the chunk of (2^8 >> sh(g - x_i))      (0 from shift 9 on)
 //   inv    = floor((2^OUT_BITS - 1) * 2^8 / sigma)                              (once per row)
 //   y_i    = inv >> sh(g - x_i)                   with the row's final g (its max)
-// The kernel adds a chunk's sum to the shifted sigma; adding its elements one by one to the
-// shifted sigma gives the same integer. The first chunk finds g = -2^(IN_BITS-1) and sigma = 0,
-// so it sets g = cm and sigma = 0 (cm = -2^(IN_BITS-1) leaves both as they are).
+// The kernel adds a chunk's sum to the shifted sigma; adding its elements one by one to the shifted sigma
+// gives the same integer. The first chunk finds g = -2^(IN_BITS-1) and sigma = 0, so it sets g = cm and
+// sigma = 0 (cm = -2^(IN_BITS-1) leaves both as they are).
 //
 // Widths (the kernel's WIDTHS at IN_BITS = 16, N = 4096):
 //   d = g - x or cm - g in [0, 2^IN_BITS - 1]: the IN_BITS-bit difference of the two signed
@@ -27,22 +27,13 @@
 //      sigma >= 2^8, so rtl/divu.v needs OUT_BITS quotient bits (OUT_BITS clocks);
 //   y_i = inv >> sh <= inv: OUT_BITS bits.
 //
-// A row on the engine (rtl/row_stream.v, three stages, in segments of 16: the chunks):
-//   FILL  up to 16 inputs (one chunk) into the row buffer, the chunk max cm (rtl/row_max.v);
-//   CALC  one clock: sh(cm - g) on the shared multiplier, sigma >> it and g = cm where cm > g;
-//   PASS  the chunk re-read: stage 1 x_i, stage 2 sh(g - x_i) (the multiplier), 2^8 >> sh into
-//         sigma; back to FILL for the next chunk, or after the row's last on to
-//   CALC  inv by rtl/divu.v (OUT_BITS + 1 clocks);
-//   OUT   the row read again: sh(g - x), y = inv >> sh into the output register; out_last_o on
-//         the row's last. The next row's first chunk fills behind the OUT pass; its CALC waits
-//         until the row before has left stage 2 (it reads g, the multiplier and inv).
-// Per element the datapath is one IN_BITS x 31 multiply and two small barrel shifts.
-//
-// Configuration: mult_i must be steady while rows are in flight. The row length is sampled with
-// each row's first input (0 counts as 1, above MAX_N as MAX_N). Reset (rst_ni, synchronous,
-// active low) drops any partial row and clears the control registers, the valid flags and the
-// output register; the data registers (g, sigma, inv, the stage-2 shift) are loaded before they
-// are used.
+// On the row engine (rtl/row_stream.v; three stages, segments of 16: the chunks): FILL takes a chunk and
+// its max cm (rtl/row_max.v); CALC, one clock, grows g and shifts sigma (sh(cm - g) on the shared
+// multiplier); PASS re-reads the chunk (stage 1 x_i, stage 2 sh(g - x_i)) into sigma; then the next chunk,
+// or after the row's last CALC divides for inv (OUT_BITS + 1 clocks); OUT reads the row again, y = inv >>
+// sh into the output register. The next row's first chunk fills behind the OUT pass; its CALC waits until
+// the row before has left stage 2 (it reads g, the multiplier, inv). Per element: one IN_BITS x 31 multiply
+// and two small barrel shifts. mult_i must be steady while rows are in flight.
 
 `default_nettype none
 
@@ -51,33 +42,19 @@ module softmax_ita #(
   parameter integer IN_BITS  = 8,    // signed input width (2..16)
   parameter integer OUT_BITS = 8     // unsigned output width (2..16), scale 1/(2^OUT_BITS - 1)
 ) (
-  input  wire                         clk_i,
-  input  wire                         rst_ni,      // synchronous, active low
-
+  input  wire clk_i, input wire rst_ni,  // rst_ni: synchronous, active low
   // Configuration: K = round(s_in * log2(e) * 2^16), unsigned
   input  wire [30:0]                  mult_i,
-
-  // Row length N in [1, MAX_N], sampled with the first input of each row
-  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,
-
-  // Input stream: x_i, signed two's complement
-  input  wire                         in_valid_i,
-  output wire                         in_ready_o,
-  input  wire [IN_BITS-1:0]           in_data_i,
-
-  // Output stream: y_i, unsigned (real value y_i / (2^OUT_BITS - 1)); out_last_o on the row's last
-  output wire                         out_valid_o,
-  input  wire                         out_ready_i,
-  output wire [OUT_BITS-1:0]          out_data_o,
-  output wire                         out_last_o
+  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,   // row length N in [1, MAX_N], taken with a row's first
+  input  wire in_valid_i, output wire in_ready_o, input wire [IN_BITS-1:0] in_data_i,  // x_i, signed
+  output wire out_valid_o, input wire out_ready_i, output wire out_last_o,  // with each row's last
+  output wire [OUT_BITS-1:0] out_data_o  // y_i, unsigned (y_i / (2^OUT_BITS - 1))
 );
 
-  localparam integer AW      = $clog2(MAX_N);
-  localparam integer LW      = $clog2(MAX_N + 1);
+  localparam integer AW = $clog2(MAX_N), LW = $clog2(MAX_N + 1);  // buffer address, row length
   localparam integer DK_BITS = IN_BITS + 31;        // d * K + 2^15
   localparam integer SG_BITS = 9 + AW;              // sigma <= MAX_N * 2^8
   localparam integer N_BITS  = OUT_BITS + 8;        // dividend (2^OUT_BITS - 1) * 2^8
-
   localparam [DK_BITS-1:0]   HALF_C  = {{(DK_BITS-16){1'b0}}, 1'b1, 15'd0};            // 2^15
   localparam [8:0]           EXP_ONE = 9'h100;                                       // 2^8
   localparam [30:0]          Z_31    = 31'd0;
@@ -91,23 +68,19 @@ module softmax_ita #(
   wire [OUT_BITS-1:0] out_d;
   wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
   wire [LW-1:0]       len_unused, row_len_unused;
-
   row_stream #(
-    .NAME("softmax_ita"), .MAX_N(MAX_N), .LIMIT(65536), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(2),
-    .DEPTH(3), .PASS(1), .PASS_EXIT(2), .PRE_CALC(1), .GO_AFTER(2), .SEG(16)
-  ) u_stream (
+    .NAME("softmax_ita"), .MAX_N(MAX_N), .LIMIT(65536), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(2), .DEPTH(3),
+    .PASS(1), .PASS_EXIT(2), .PRE_CALC(1), .GO_AFTER(2), .SEG(16)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
     .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
-    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused),
-    .len_o(len_unused), .go_o(go), .calc_o(calc), .enter_o(enter), .passed_o(passed),
-    .done_i(!passed || div_valid), .pass_o(pass), .start_o(start), .row_len_o(row_len_unused),
-    .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
+    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused), .len_o(len_unused),
+    .go_o(go), .calc_o(calc), .enter_o(enter), .passed_o(passed), .done_i(!passed || div_valid), .pass_o(pass),
+    .start_o(start), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1), .ld_o(ld),
+    .out_i(out_d)
   );
 
-  row_max #(.W(IN_BITS)) u_max (
-    .clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go), .fill_max_o(cm),
-    .max_o(max_unused)
-  );
+  row_max #(.W(IN_BITS)) u_max (.clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go),
+                                 .fill_max_o(cm), .max_o(max_unused));
 
   // ---------------------------------------------------------------- the shared shift unit
   // sh(d) = (d * K + 2^15) >> 16 with d = cm - g in the chunk's CALC (the pipeline is empty then),

@@ -1,39 +1,31 @@
-// softmax_log2: FQ-ViT's log-int-softmax over a streamed row, the bit-exact twin of the
-// softmax=log2 variant (hwvit/variants/hwsoftmax.py _log2_kernel).
+// softmax_log2: FQ-ViT's log-int-softmax over a streamed row, the bit-exact twin of the softmax=log2
+// variant (hwvit/variants/hwsoftmax.py _log2_kernel).
 //
-// Per row of N signed IN_BITS scores x_i, with I-BERT's constants at the working scale s_in / 2^k
-// on configuration ports (k = in_shift, q_ln2, q_b, q_c, n = exp_shift; docs/variants/hwsoftmax.md;
-// M = OUT_BITS - 1):
+// Per row of N signed IN_BITS scores x_i, with I-BERT's constants at the working scale s_in / 2^k on
+// configuration ports (k = in_shift, q_ln2, q_b, q_c, n = exp_shift; docs/variants/hwsoftmax.md; M =
+// OUT_BITS - 1):
 //   i-exp   a_i = (max - x_i) << k = -d_i,  z_i = floor(a_i / q_ln2),  rem_i = a_i - z_i q_ln2
 //           in [0, q_ln2) (the kernel's q_p = -rem),  L_i = (q_b - rem_i)^2 + q_c,
 //           E_i = floor(L_i 2^(n - z_i)) = L_i << (n - z_i) or L_i >> (z_i - n)
 //   sum     S = sum E_i,  S2 = S^2                                                (once per row)
 //   log2    code_i = #{j in 1..M+1 : floor(S2 / 2^(2j-1)) >= E_i^2}  (= round(log2(S / E_i)), capped)
 //           p_i = 2^M >> code_i                    (0 at code M + 1; scale 2^-M)
-// L_i < 2^50, so z_i - n >= 50 gives E_i = 0: with n <= 11 every z >= 64 does, and the division
-// needs z only below 64: the test a >= 64 q_ln2, then six restoring steps.
+// L_i < 2^50, so z_i - n >= 50 gives E_i = 0: with n <= 11 every z >= 64 does, and the division needs z
+// only below 64: the test a >= 64 q_ln2, then six restoring steps.
 //
-// Widths (IN_BITS <= 16, s_in in [2^-24, 2^16] so k <= 19, 5 <= q_ln2 <= ln2 2^24 < 2^24,
-// q_b <= 1.353 2^24 < 2^25, q_c <= 0.96 2^48 < 2^48, n in [-31, 11], N <= MAX_N <= 4096):
+// Widths (IN_BITS <= 16, s_in in [2^-24, 2^16] so k <= 19, 5 <= q_ln2 <= ln2 2^24 < 2^24, q_b <= 1.353 2^24
+// < 2^25, q_c <= 0.96 2^48 < 2^48, n in [-31, 11], N <= MAX_N <= 4096):
 //   a_i < 2^16 2^19 = 2^35 (36-bit arithmetic); 64 q_ln2 < 2^30; rem_i < q_ln2 < 2^24;
 //   q_b - rem_i in [1, q_b] (q_b >= q_ln2 > rem: 1.353 > ln 2), 25 bits; L_i <= q_b^2 + q_c
 //   < 2.79 / s^2 <= 2^50; z_i - n in [-11, 94] (8 bits signed); E_i <= L(0) 2^n < 2^19 (n is
 //   chosen so: n = 19 - bitlen(q_b^2 + q_c)), formed in 64 bits (L << 11 < 2^61) and cut to 19;
 //   S < MAX_N 2^19 <= 2^31 (19 + clog2(MAX_N) bits), S2 < 2^62; E_i^2 < 2^38.
 //
-// A row on the engine (rtl/row_stream.v, three stages, the next row filling behind the OUT pass):
-//   FILL  N inputs into the row buffer, the running max (rtl/row_max.v);
-//   PASS  the row re-read: stage 1 x_i, stage 2 E_i (the shift, the test and six restoring steps,
-//         the square, the shift by z - n), summed into S;
-//   CALC  S2 = S^2 (one clock);
-//   OUT   the row read again, E_i again (cheaper than storing 19-bit E_i per element), E_i^2,
-//         OUT_BITS comparisons with the shifts of S2, p_i into the output register; one per clock
-//         when accepted; out_last_o marks the row's last p_i. A row's pass waits until the row
-//         before has left stage 2.
-// The row length N is sampled with the row's first input (0 counts as 1, above MAX_N as MAX_N);
-// the other configuration ports must be steady while a row is in flight. Reset (rst_ni,
-// synchronous, active low) drops any partial row and clears the control registers, the valid
-// flags and the output register.
+// On the row engine (rtl/row_stream.v; three stages): FILL takes the max (rtl/row_max.v); PASS re-reads the
+// row (stage 1 x_i, stage 2 E_i: the shift, the test and six restoring steps, the square, the shift by z -
+// n) into S; CALC, one clock, squares S; OUT computes E_i again (cheaper than storing 19-bit E_i), E_i^2
+// and OUT_BITS comparisons with the shifts of S2, p_i into the output register. A row's pass waits until
+// the row before has left stage 2. The configuration ports must be steady while a row is in flight.
 
 `default_nettype none
 
@@ -42,9 +34,7 @@ module softmax_log2 #(
   parameter integer IN_BITS  = 8,    // signed input width (2..16)
   parameter integer OUT_BITS = 8     // unsigned probability width (1..16), scale 2^-(OUT_BITS-1)
 ) (
-  input  wire                         clk_i,
-  input  wire                         rst_ni,       // synchronous, active low
-
+  input  wire clk_i, input wire rst_ni,  // rst_ni: synchronous, active low
   // Configuration (hwvit/variants/hwsoftmax.py _log2_prepare)
   input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,    // N in [1, MAX_N], sampled with a row's first input
   input  wire [4:0]                   in_shift_i,   // k <= 19
@@ -52,52 +42,37 @@ module softmax_log2 #(
   input  wire [24:0]                  q_b_i,        // q_b = floor(1.353 / s)
   input  wire [47:0]                  q_c_i,        // q_c = floor(0.344 / (0.3585 s^2))
   input  wire [5:0]                   exp_shift_i,  // n, signed, in [-31, 11]
-
-  // Input stream: x_i, signed two's complement
-  input  wire                         in_valid_i,
-  output wire                         in_ready_o,
-  input  wire [IN_BITS-1:0]           in_data_i,
-
-  // Output stream: p_i, unsigned; out_last_o on the row's last element
-  output wire                         out_valid_o,
-  input  wire                         out_ready_i,
-  output wire [OUT_BITS-1:0]          out_data_o,
-  output wire                         out_last_o
+  input  wire in_valid_i, output wire in_ready_o, input wire [IN_BITS-1:0] in_data_i,  // x_i, signed
+  output wire out_valid_o, input wire out_ready_i, output wire out_last_o,  // with each row's last
+  output wire [OUT_BITS-1:0] out_data_o  // p_i, unsigned (p_i / 2^(OUT_BITS-1))
 );
 
-  localparam integer AW      = $clog2(MAX_N);
-  localparam integer LW      = $clog2(MAX_N + 1);
+  localparam integer AW = $clog2(MAX_N), LW = $clog2(MAX_N + 1);  // buffer address, row length
   localparam integer EB      = 19;                  // E_i < 2^19
   localparam integer S_BITS  = EB + AW;             // S < MAX_N 2^19
   localparam integer S2_BITS = 62;                  // S2 < 2^62
-
   localparam [OUT_BITS-1:0] TOP_C = {1'b1, {(OUT_BITS-1){1'b0}}};   // 2^M
 
   // ---------------------------------------------------------------- the engine and the max
-  wire                fill, first, go, calc, pass;
+  wire                fill, first, go, calc, pass, enter_unused, passed_unused, start_unused;
   wire [IN_BITS-1:0]  x1, mx, fill_max_unused;
   wire [3:1]          ld;
   wire [OUT_BITS-1:0] out_d;
   wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
   wire [LW-1:0]       len_unused, row_len_unused;
-  wire                enter_unused, passed_unused, start_unused;
-
   row_stream #(
-    .NAME("softmax_log2"), .MAX_N(MAX_N), .LIMIT(4096), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1),
-    .DEPTH(3), .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(2)
-  ) u_stream (
+    .NAME("softmax_log2"), .MAX_N(MAX_N), .LIMIT(4096), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1), .DEPTH(3),
+    .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(2)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
     .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
-    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused),
-    .len_o(len_unused), .go_o(go), .calc_o(calc), .enter_o(enter_unused), .passed_o(passed_unused),
-    .done_i(1'b1), .pass_o(pass), .start_o(start_unused), .row_len_o(row_len_unused),
-    .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
+    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused), .len_o(len_unused),
+    .go_o(go), .calc_o(calc), .enter_o(enter_unused), .passed_o(passed_unused), .done_i(1'b1), .pass_o(pass),
+    .start_o(start_unused), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1),
+    .ld_o(ld), .out_i(out_d)
   );
 
-  row_max #(.W(IN_BITS)) u_max (
-    .clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go), .fill_max_o(fill_max_unused),
-    .max_o(mx)
-  );
+  row_max #(.W(IN_BITS)) u_max (.clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go),
+                                 .fill_max_o(fill_max_unused), .max_o(mx));
 
   // ---------------------------------------------------------------- i-exp of x1 (PASS and OUT)
   wire [IN_BITS:0] dfull = {mx[IN_BITS-1], mx} - {x1[IN_BITS-1], x1};            // max - x >= 0

@@ -1,5 +1,5 @@
-// softmax_shiftmax: I-ViT's Shiftmax over a streamed row, the bit-exact twin of the
-// softmax=shiftmax variant (hwvit/variants/ivit.py softmax_stages).
+// softmax_shiftmax: I-ViT's Shiftmax over a streamed row, the bit-exact twin of the softmax=shiftmax
+// variant (hwvit/variants/ivit.py softmax_stages).
 //
 // Per row of N signed IN_BITS scores x_i, with I_0 = floor(1 / s_in) on a configuration port
 // (docs/variants/ivit.md; k = OUT_BITS):
@@ -9,8 +9,8 @@
 //             v_i = I_0 + ((-r_i) >> 1) = I_0 - ceil(r_i / 2),  E_i = (v_i << 15) >> q_i
 //   IntDiv    S = sum E_i,  F = floor(2^62 / S)                                     (once per row)
 //             p_i = (F E_i) >> (63 - k)                                   in [0, 2^(k-1)]
-// v << 15 <= 2^31 < 2^32, so every q >= 32 gives E = 0 (the kernel's clamp of q at 40 changes
-// nothing): the division needs q only below 32, five restoring steps after the test m >= 32 I_0.
+// v << 15 <= 2^31 < 2^32, so every q >= 32 gives E = 0 (the kernel's clamp of q at 40 changes nothing): the
+// division needs q only below 32, five restoring steps after the test m >= 32 I_0.
 //
 // Widths (IN_BITS <= 16, 1 <= I_0 <= 2^16, N <= MAX_N <= 4096):
 //   a_i <= 2^16 - 1; m_i <= a + a/2 + 1 < 2^17 (18-bit arithmetic); 32 I_0 <= 2^21 (22 bits);
@@ -20,16 +20,11 @@
 //   rtl/divu.v needs (63-bit dividend, 48 quotient bits, 48 clocks); F E_i <= F S <= 2^62
 //   (E_i <= S): the product is formed in 63 bits, and p_i = its bits [62 : 63 - k].
 //
-// A row on the engine (rtl/row_stream.v, two stages, the next row filling behind the OUT pass):
-//   FILL  N inputs into the row buffer, the running max (rtl/row_max.v);
-//   PASS  the row re-read: stage 1 x_i, E_i (one compare, five restoring steps, a shift) into S;
-//   CALC  F = floor(2^62 / S) (rtl/divu.v);
-//   OUT   the row read again, E_i again (cheaper than storing 32-bit E_i per element), p_i = F E_i
-//         >> (63 - k) into the output register; one per clock when accepted; out_last_o marks the
-//         row's last p_i. A row's pass waits until the row before has left stage 1.
-// The row length N is sampled with the row's first input (0 counts as 1, above MAX_N as MAX_N);
-// I_0 must be steady while a row is in flight. Reset (rst_ni, synchronous, active low) drops any
-// partial row and clears the control registers, the valid flags and the output register.
+// On the row engine (rtl/row_stream.v; two stages): FILL takes the max (rtl/row_max.v); PASS re-reads the
+// row (stage 1 x_i, E_i: one compare, five restoring steps, a shift) into S; CALC divides for F
+// (rtl/divu.v); OUT computes E_i again (cheaper than storing 32-bit E_i), p_i = F E_i >> (63 - k) into the
+// output register. A row's pass waits until the row before has left stage 1. I_0 must be steady while a row
+// is in flight.
 
 `default_nettype none
 
@@ -38,56 +33,40 @@ module softmax_shiftmax #(
   parameter integer IN_BITS  = 8,    // signed input width (2..16)
   parameter integer OUT_BITS = 8     // unsigned probability width k (2..16), scale 2^-(k-1)
 ) (
-  input  wire                         clk_i,
-  input  wire                         rst_ni,      // synchronous, active low
-
+  input  wire clk_i, input wire rst_ni,  // rst_ni: synchronous, active low
   // Configuration
   input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,   // N in [1, MAX_N], sampled with a row's first input
   input  wire [16:0]                  i0_i,        // I_0 = floor(1 / s_in) in [1, 2^16]
-
-  // Input stream: x_i, signed two's complement
-  input  wire                         in_valid_i,
-  output wire                         in_ready_o,
-  input  wire [IN_BITS-1:0]           in_data_i,
-
-  // Output stream: p_i, unsigned; out_last_o on the row's last element
-  output wire                         out_valid_o,
-  input  wire                         out_ready_i,
-  output wire [OUT_BITS-1:0]          out_data_o,
-  output wire                         out_last_o
+  input  wire in_valid_i, output wire in_ready_o, input wire [IN_BITS-1:0] in_data_i,  // x_i, signed
+  output wire out_valid_o, input wire out_ready_i, output wire out_last_o,  // with each row's last
+  output wire [OUT_BITS-1:0] out_data_o  // p_i, unsigned (p_i / 2^(OUT_BITS-1))
 );
 
-  localparam integer AW     = $clog2(MAX_N);
-  localparam integer LW     = $clog2(MAX_N + 1);
+  localparam integer AW = $clog2(MAX_N), LW = $clog2(MAX_N + 1);  // buffer address, row length
   localparam integer S_BITS = 32 + AW;              // S <= MAX_N 2^31
   localparam integer F_BITS = 48;                   // F <= 2^47
   localparam integer N_BITS = 63;                   // the dividend 2^62
 
   // ---------------------------------------------------------------- the engine and the max
-  wire                fill, first, go, enter, passed, pass, div_valid;
+  wire                fill, first, go, enter, passed, pass, div_valid, calc_unused, start_unused;
   wire [IN_BITS-1:0]  x1, mx, fill_max_unused;
   wire [2:1]          ld;
   wire [OUT_BITS-1:0] out_d;
   wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
   wire [LW-1:0]       len_unused, row_len_unused;
-  wire                calc_unused, start_unused;
-
   row_stream #(
-    .NAME("softmax_shiftmax"), .MAX_N(MAX_N), .LIMIT(4096), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(2),
-    .DEPTH(2), .PASS(1), .PASS_EXIT(1), .PRE_CALC(0), .GO_AFTER(1)
-  ) u_stream (
+    .NAME("softmax_shiftmax"), .MAX_N(MAX_N), .LIMIT(4096), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(2), .DEPTH(2),
+    .PASS(1), .PASS_EXIT(1), .PRE_CALC(0), .GO_AFTER(1)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
     .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
-    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused),
-    .len_o(len_unused), .go_o(go), .calc_o(calc_unused), .enter_o(enter), .passed_o(passed),
-    .done_i(div_valid), .pass_o(pass), .start_o(start_unused), .row_len_o(row_len_unused),
-    .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
+    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused), .len_o(len_unused),
+    .go_o(go), .calc_o(calc_unused), .enter_o(enter), .passed_o(passed), .done_i(div_valid), .pass_o(pass),
+    .start_o(start_unused), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1),
+    .ld_o(ld), .out_i(out_d)
   );
 
-  row_max #(.W(IN_BITS)) u_max (
-    .clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go), .fill_max_o(fill_max_unused),
-    .max_o(mx)
-  );
+  row_max #(.W(IN_BITS)) u_max (.clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go),
+                                 .fill_max_o(fill_max_unused), .max_o(mx));
 
   // ---------------------------------------------------------------- ShiftExp of x1 (PASS and OUT)
   wire [IN_BITS:0] dfull = {mx[IN_BITS-1], mx} - {x1[IN_BITS-1], x1};        // a in [0, 2^IN_BITS - 1]

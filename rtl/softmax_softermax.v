@@ -1,8 +1,8 @@
 // softmax_softermax: Softermax over a streamed row, the bit-exact twin of the softermax kernel
 // (hwvit/variants/hwsoftmax.py; docs/variants/hwsoftmax.md; Stevens et al., DAC 2021).
 //
-// Per row of N signed IN_BITS inputs x_0 .. x_(N-1) in stream order, K = mult_i (the base-2
-// slope s_in * log2(e) * 2^16, 1..2^31-1), C = pow2 table, R = recip table (17 entries each):
+// Per row of N signed IN_BITS inputs x_0 .. x_(N-1) in stream order, K = mult_i (the base-2 slope s_in *
+// log2(e) * 2^16, 1..2^31-1), C = pow2 table, R = recip table (17 entries each):
 //   u_j = x_j * K                          base-2 exponent with 16 fraction bits
 //   c_j = ceil(u_j / 2^16)                 IntMax: the integer part, rounded up
 //   m_j = max(m_(j-1), c_j)   (m_0 = c_0)  running max
@@ -13,10 +13,10 @@
 //        s = mq[14:11], r = mq[10:0]                                     (once per row, m = m_(N-1))
 //   e_i = pow2(u_i - m * 2^16),  y_i = min((e_i * rec + 2^(sh-1)) >> sh, 2^OUT_BITS - 1),
 //        sh = 16 + ex - OUT_BITS.
-// Since v = u - m * 2^16 with m an integer, v mod 2^16 = u[15:0] and -floor(v / 2^16) =
-// m - floor(u / 2^16): pow2 reads the low 16 bits of u and shifts by m - (u >>> 16), so no wide
-// subtract is needed. The rounding is done as ((e * rec) >> (sh - 1)) + 1) >> 1, which equals
-// (e * rec + 2^(sh-1)) >> sh for sh >= 1 (a multiple of 2^(sh-1) passes through the floor).
+// Since v = u - m * 2^16 with m an integer, v mod 2^16 = u[15:0] and -floor(v / 2^16) = m - floor(u /
+// 2^16): pow2 reads the low 16 bits of u and shifts by m - (u >>> 16), so no wide subtract is needed. The
+// rounding is done as ((e * rec) >> (sh - 1)) + 1) >> 1, which equals (e * rec + 2^(sh-1)) >> sh for sh >=
+// 1 (a multiple of 2^(sh-1) passes through the floor).
 //
 // Widths (the kernel's WIDTHS at IN_BITS = 16, N = 4096):
 //   u  IN_BITS + 31 signed: |x| <= 2^(IN_BITS-1), K < 2^31, so |u| < 2^(IN_BITS+30);
@@ -38,24 +38,14 @@
 //      not carry out; y_i saturates to 2^OUT_BITS - 1 when any bit above OUT_BITS is set (a lone
 //      dominant element reaches it).
 //
-// A row on the engine (rtl/row_stream.v, four stages, the next row filling behind the OUT pass):
-//   FILL  N inputs into the row buffer;
-//   PASS  the row re-read through the online recurrence: stage 1 x_i, stage 2 u = x * K, then the
-//         update of m and d (c, the new max, pow2, the shifted sum);
-//   CALC  one clock: ex, mq and rec follow d;
-//   OUT   the row read again: u = x * K (the same multiplier), e = pow2(u - m 2^16) (the same LPW
-//         unit) into stage 3, y = rounded e * rec into the output register; out_last_o on the
-//         row's last. A row's pass waits until the row before has left stage 3 (rec follows d).
-// Per element: one IN_BITS x 31 multiply, one 11 x 12 multiply (LPW), one add and a shift (d), and
-// in OUT one 16 x 17 multiply.
-//
-// Tables: pow2 and recip are 17-entry register files written together through tbl_* (address
-// 0..16, data tbl_pow2_i and tbl_recip_i; a write to 17..31 has no effect), once per layer, while
-// no row is in flight; they have no reset and survive rst_ni. mult_i must be steady while rows
-// are in flight. The row length is sampled with each row's first input (0 counts as 1, above
-// MAX_N as MAX_N). Reset (rst_ni, synchronous, active low) drops any partial row and clears the
-// control registers, the valid flags and the output register; the data registers are loaded
-// before they are used.
+// On the row engine (rtl/row_stream.v; four stages): PASS re-reads the filled row through the online
+// recurrence (stage 1 x_i, stage 2 u = x * K, then m and d: c, the new max, pow2, the shifted sum); CALC,
+// one clock, lets ex, mq and rec follow d; OUT reads the row again: u (the same multiplier), e = pow2(u - m
+// 2^16) (the same LPW unit) into stage 3, y = rounded e * rec into the output register. A row's pass waits
+// until the row before has left stage 3 (rec follows d). Per element: one IN_BITS x 31 multiply, one 11 x
+// 12 multiply (LPW), an add and a shift (d), in OUT one 16 x 17. The pow2 and recip tables are 17-entry
+// register files written together through tbl_* (address 0..16; a write to 17..31 has no effect), once per
+// layer, while no row is in flight; no reset. mult_i must be steady while rows are in flight.
 
 `default_nettype none
 
@@ -64,45 +54,29 @@ module softmax_softermax #(
   parameter integer IN_BITS  = 8,    // signed input width (2..16)
   parameter integer OUT_BITS = 8     // unsigned output width (1..16), scale 2^-OUT_BITS
 ) (
-  input  wire                         clk_i,
-  input  wire                         rst_ni,      // synchronous, active low
-
+  input  wire clk_i, input wire rst_ni,  // rst_ni: synchronous, active low
   // Table write port: C[tbl_addr_i] = tbl_pow2_i, R[tbl_addr_i] = tbl_recip_i (addresses 0..16)
   input  wire                         tbl_we_i,
   input  wire [4:0]                   tbl_addr_i,
   input  wire [16:0]                  tbl_pow2_i,
   input  wire [16:0]                  tbl_recip_i,
-
   // Configuration: K = round(s_in * log2(e) * 2^16), unsigned
   input  wire [30:0]                  mult_i,
-
-  // Row length N in [1, MAX_N], sampled with the first input of each row
-  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,
-
-  // Input stream: x_i, signed two's complement
-  input  wire                         in_valid_i,
-  output wire                         in_ready_o,
-  input  wire [IN_BITS-1:0]           in_data_i,
-
-  // Output stream: y_i, unsigned (real value y_i / 2^OUT_BITS); out_last_o on the row's last
-  output wire                         out_valid_o,
-  input  wire                         out_ready_i,
-  output wire [OUT_BITS-1:0]          out_data_o,
-  output wire                         out_last_o
+  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,   // row length N in [1, MAX_N], taken with a row's first
+  input  wire in_valid_i, output wire in_ready_o, input wire [IN_BITS-1:0] in_data_i,  // x_i, signed
+  output wire out_valid_o, input wire out_ready_i, output wire out_last_o,  // with each row's last
+  output wire [OUT_BITS-1:0] out_data_o  // y_i, unsigned (y_i / 2^OUT_BITS)
 );
 
-  localparam integer AW     = $clog2(MAX_N);
-  localparam integer LW     = $clog2(MAX_N + 1);
+  localparam integer AW = $clog2(MAX_N), LW = $clog2(MAX_N + 1);  // buffer address, row length
   localparam integer U_BITS = IN_BITS + 31;          // u = x * K, signed
   localparam integer C_BITS = IN_BITS + 15;          // u >>> 16, c, m, signed
   localparam integer D_BITS = 17 + AW;               // d <= MAX_N * 2^15 (one spare bit)
   localparam integer X_BITS = $clog2(D_BITS);        // ex in [0, D_BITS - 1]
   localparam integer H_BITS = X_BITS + 1;            // sh - 1 = 15 + ex - OUT_BITS < 2 D_BITS
-
   localparam integer SH_ADD_I = 15 - OUT_BITS + (1 << H_BITS);  // 15 - OUT_BITS mod 2^H_BITS
   localparam integer EX_LO    = 14;                  // d >= 2^14: ex >= 14
   localparam integer SX       = 31;                  // sign copies that extend x to U_BITS
-
   localparam [H_BITS-1:0]    SH_ADD = SH_ADD_I[H_BITS-1:0];
   localparam [OUT_BITS-1:0]  Q_C    = {OUT_BITS{1'b1}};               // 2^OUT_BITS - 1
   // Zero pads (named, so that each extension is one constant).
@@ -118,29 +92,24 @@ module softmax_softermax #(
   localparam [16:0]               Z_17  = 17'd0;
 
   // ---------------------------------------------------------------- the engine
-  wire                go, pass;
+  wire                go, pass, fill_unused, first_unused, calc_unused, enter_unused, passed_unused, start_unused;
   wire [IN_BITS-1:0]  x1;
   wire [4:1]          ld;
   wire [OUT_BITS-1:0] out_d;
   wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
   wire [LW-1:0]       len_unused, row_len_unused;
-  wire                fill_unused, first_unused, calc_unused, enter_unused, passed_unused, start_unused;
-
   row_stream #(
     .NAME("softmax_softermax"), .MAX_N(MAX_N), .LIMIT(65536), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1),
-    .DEPTH(4), .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(3)
-  ) u_stream (
+    .DEPTH(4), .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(3)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
     .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
     .out_last_o(out_last_o), .fill_o(fill_unused), .first_o(first_unused), .fill_addr_o(fill_addr_unused),
     .len_o(len_unused), .go_o(go), .calc_o(calc_unused), .enter_o(enter_unused), .passed_o(passed_unused),
-    .done_i(1'b1), .pass_o(pass), .start_o(start_unused), .row_len_o(row_len_unused),
-    .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
+    .done_i(1'b1), .pass_o(pass), .start_o(start_unused), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused),
+    .idx_o(idx_unused), .x1_o(x1), .ld_o(ld), .out_i(out_d)
   );
 
   // verilator coverage_off
-  // (no toggle coverage of memories: Verilator instruments only small arrays; the write and
-  // read paths are covered)
   reg [16:0]        pow2_mem  [0:16];        // C[0..16]
   reg [16:0]        recip_mem [0:16];        // R[0..16]
   // verilator coverage_on
@@ -155,8 +124,7 @@ module softmax_softermax #(
   // Stage 1 -> 2: u = x * K (operands extended to U_BITS: the product is exact mod 2^U_BITS).
   wire [U_BITS-1:0] u1 = {{SX{x1[IN_BITS-1]}}, x1} * {Z_IN, mult_i};
 
-  // Stage 2: c = ceil(u / 2^16), the new max mn, and pow2(u - ref * 2^16) with ref = mn in the
-  // pass and the final m in OUT.
+  // Stage 2: c = ceil(u / 2^16), the new max mn, pow2(u - ref 2^16) (ref: mn in the pass, m in OUT).
   wire [C_BITS-1:0] fl2;                                                 // floor(u / 2^16)
   wire [3:0]        seg2;                                                // LPW segment s
   wire [11:0]       r2;                                                  // LPW offset r
@@ -167,8 +135,7 @@ module softmax_softermax #(
   wire [C_BITS-1:0] sv2  = ref2 - fl2;                                     // -floor(v / 2^16)
   wire [C_BITS-1:0] dm2  = mn2 - m_q;                                      // m_j - m_(j-1)
 
-  // LPW(u[15:0]) = C[s] + ((C[s+1] - C[s]) * r >> 12), then the shift by sv2 (a shift past the
-  // width gives 0).
+  // LPW(u[15:0]) = C[s] + ((C[s+1] - C[s]) * r >> 12), then >> sv2 (past the width: 0).
   wire [16:0] c0    = pow2_mem[{1'b0, seg2}];
   wire [16:0] c1    = pow2_mem[{1'b0, seg2} + 5'd1];
   wire [16:0] step2 = c1 - c0;
@@ -220,8 +187,7 @@ module softmax_softermax #(
   assign {yp_hi, yp_lo} = yp3;
   assign out_d = (|yp_hi) ? Q_C : yp_lo;
 
-  // ---------------------------------------------------------------- registers (no reset: each is
-  // loaded before it is read; rec and ex follow d, which holds still from the pass to the row's end)
+  // ---------------------------------------------------------------- registers (rec, ex follow d)
   always @(posedge clk_i) begin
     if (tbl_we_i) begin
       pow2_mem[tbl_addr_i]  <= tbl_pow2_i;

@@ -8,11 +8,11 @@ import shutil
 
 import pytest
 
-from hwvit import synth, toolchain
+from hwvit import blocks, synth, toolchain
 
 EXAMPLES = {
     "team_gelu": ["examples/byo/gelu/team_gelu.v"],
-    "team_softmax": ["examples/byo/softmax/team_softmax.v", "rtl/softmax.v", "rtl/divu.v"],
+    "team_softmax": ["examples/byo/softmax/team_softmax.v", *blocks.get("softmax").rtl],
     "team_requant": ["examples/byo/requant/team_requant.v", "rtl/requant.v", "rtl/round_sat.v"],
 }
 PARAMS = {

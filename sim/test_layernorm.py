@@ -413,6 +413,8 @@ LINT_PARAMS = [
     {"MAX_C": 1000, "OUT_BITS": 16},
     {"MAX_C": 4096, "OUT_BITS": 2},
     {"MAX_C": 2},
+    {"EPS": 0, "MAX_C": 40},  # layernorm_no_eps
+    {"PTF": 1, "MAX_C": 4096, "OUT_BITS": 16},  # layernorm_ptf
 ]
 
 

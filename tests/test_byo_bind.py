@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hwvit import vectors
+from hwvit import blocks, vectors
 from hwvit.byo import bind as bindmod
 from hwvit.byo import kinds, run
 from hwvit.byo.template import template
@@ -19,7 +19,7 @@ from hwvit.byo.template import template
 ROOT = Path(__file__).resolve().parents[1]
 GELU = ROOT / "examples" / "byo" / "gelu"
 SOFTMAX = ROOT / "examples" / "byo" / "softmax"
-SOFTMAX_RTL = [SOFTMAX / "team_softmax.v", ROOT / "rtl" / "softmax.v", ROOT / "rtl" / "divu.v"]
+SOFTMAX_RTL = [SOFTMAX / "team_softmax.v", *(ROOT / p for p in blocks.get("softmax").rtl)]
 
 
 @pytest.fixture(scope="module")
@@ -179,20 +179,7 @@ def test_template_fits_the_reference_block(kind, tmp_path):
     path.write_text(template(kind))
     extra = {"softmax": {"row_len": 7}, "layernorm": {"c": 16}}.get(kind, {})
     set_dir = vectors.write_set(vectors.random_record(kind, 8, seed=2, **extra), tmp_path / "set")
-    rtl = toolchain.repo().rtl
-    sources = {
-        "requant": ["requant", "round_sat"],
-        "residual_add": ["residual_add", "round_sat"],
-        "gelu": ["gelu"],
-        "softmax": ["softmax", "divu"],
-        "layernorm": ["layernorm", "isqrt", "divu", "requant", "round_sat"],
-    }
-    if kind in sources:
-        files = [rtl / f"{s}.v" for s in sources[kind]]
-    else:  # a kind declaring its own files (a variant's Verilog twin, hwvit/blocks/variant_rtl)
-        from hwvit import blocks
-
-        files = blocks.get(kind).rtl_paths(toolchain.repo().root)
+    files = blocks.get(kind).rtl_paths(toolchain.repo().root)  # the kind's Verilog, its own block first
     design = run.prepare(files, path, None, [set_dir])
-    assert design.top == kind and design.bind.style == "valid_ready"
+    assert design.top == blocks.get(kind).top and design.bind.style == "valid_ready"
     assert template(kind).count("\n") > 20  # commented, not bare

@@ -38,7 +38,7 @@ def test_rtl_export(tmp_path):
         assert (out / "rtl" / name).read_bytes() == (ROOT / "rtl" / name).read_bytes()
     assert (out / "docs" / "rtl.md").read_text() == (ROOT / "docs" / "rtl.md").read_text()
     assert bindmod.load(out / "bind" / "layernorm.yaml").kind == "layernorm"
-    assert "`rtl/softmax.v`, `rtl/divu.v`" in (out / "README.md").read_text()
+    assert "`rtl/softmax.v`, `rtl/row_stream.v`, `rtl/row_max.v`, `rtl/divu.v`" in (out / "README.md").read_text()
     again = CliRunner().invoke(main, ["rtl", "export", str(out)])
     assert again.exit_code == 1 and "already exists" in again.output
     assert CliRunner().invoke(main, ["rtl", "export", str(out), "--force"]).exit_code == 0

@@ -57,7 +57,7 @@ def test_snippet_mutants():
 def test_each_mutant_changes_one_point(path):
     text = path.read_text()
     found = mutate.mutants(text, f"rtl/{path.name}")
-    assert len(found) >= 10
+    assert len(found) >= 5  # the smallest module, rtl/row_max.v, has 5
     lines = text.split("\n")
     for mutant in found:
         new = mutant.apply(text).split("\n")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hwvit import tbexport, toolchain, vectors
+from hwvit import blocks, tbexport, toolchain, vectors
 from hwvit.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,13 +35,14 @@ SETS = {
     "gemm": {"cases": 10, "k": 20, "n": 12},  # 2 x 2 tiles of the 8 x 8 array, both partial
 }
 # One operator changed per kind: (file, text, replacement). requant and residual_add share
-# round_sat.v (the rounding offset subtracted); softmax's mutant breaks the row-end flag only.
+# round_sat.v (the rounding offset subtracted); softmax's mutant breaks the row-end flag only (in the
+# row engine under it), layernorm's the beta added in its output stage.
 MUTANTS = {
     "requant": ("round_sat.v", "= v + rnd;", "= v - rnd;"),
     "residual_add": ("round_sat.v", "= v + rnd;", "= v - rnd;"),
     "gelu": ("gelu.v", "{~in_data_i[IN_BITS-1]", "{in_data_i[IN_BITS-1]"),
-    "softmax": ("softmax.v", "assign out_last_o  = out_last_q;", "assign out_last_o  = ~out_last_q;"),
-    "layernorm": ("layernorm.v", "y_ext * g_ext + b_ext;", "y_ext * g_ext - b_ext;"),
+    "softmax": ("row_stream.v", "assign out_last_o  = l_q[DEPTH];", "assign out_last_o  = ~l_q[DEPTH];"),
+    "layernorm": ("ln_affine.v", "+ {b3_q[30], b3_q};", "- {b3_q[30], b3_q};"),
     "divu": ("divu.v", "fits  = trial >= {1'b0, div_q};", "fits  = trial > {1'b0, div_q};"),
     "isqrt": ("isqrt.v", "fits   = (rem_sh >= trial);", "fits   = (rem_sh > trial);"),
     "gemm": ("gemm_pe.v", "sum   = acc_q + {", "sum   = acc_q - {"),
@@ -250,7 +251,7 @@ def test_bind_axis_softmax_rows(sets, tmp_path):
         sets["softmax"],
         tmp_path / "tb",
         bind_path=str(BYO / "softmax" / "bind.yaml"),
-        rtl=[BYO / "softmax" / "team_softmax.v", RTL / "softmax.v", RTL / "divu.v"],
+        rtl=[BYO / "softmax" / "team_softmax.v", *(RTL.parent / p for p in blocks.get("softmax").rtl)],
     ).out_dir
     text = (out / "tb_softmax.sv").read_text()
     assert "s_s_axis_tlast = ((n + 1) % ROW == 0);" in text and "got_1 = s_m_axis_tlast;" in text
