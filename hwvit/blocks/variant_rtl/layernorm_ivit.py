@@ -9,6 +9,7 @@ channel through the table port; eps_int, the requant multiplier and shift as con
 
 from __future__ import annotations
 
+from hwvit.blocks import layernorm as ln
 from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
 
@@ -42,20 +43,7 @@ PORTS = Kind(
 FIELDS = {
     "rtl": RTL,
     "ports": PORTS,
-    "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {
-            "c": "cfg_c_i",
-            "eps": "cfg_eps_i",
-            "mult": "cfg_mult_i",
-            "shift": "cfg_shift_i",
-            "tbl_we": "prm_we_i",
-            "tbl_addr": "prm_addr_i",
-            "prm_gamma": "prm_gamma_i",
-            "prm_beta": "prm_beta_i",
-        },
-    },
+    # rtl/layernorm.v's port names: the same configuration, table and stream (no alpha input to tie)
+    "reference_ports": {k: v for k, v in ln.REFERENCE_PORTS.items() if k != "tie"},
     "synth": {"MAX_C": 64},
 }
