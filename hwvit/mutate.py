@@ -279,10 +279,22 @@ _IF = re.compile(r"\bif\s*\(")
 _STUCK = re.compile(r"^\s*(assign\s+)?(\w*(?:valid|ready)\w*)\s*(=|<=)\s*([^;]+);", re.M)
 
 
+# The row engine's parameters that only its checks read (rtl/row_stream.v's initial block): the
+# bounds a block hands it are part of the parameter checks, blanked with them.
+_ENGINE = re.compile(r"\brow_stream\s*#\(.*?\)\s*\w+\s*\(", re.S)
+_CHECK_BOUND = re.compile(r"\.(?:NAME|LEN_NAME|LIMIT|OUT_MIN|[AB]_(?:NAME|VAL|MIN|MAX))\s*\((?:[^()]|\([^()]*\))*\)")
+
+
+def _spaces(m: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", m.group(0))
+
+
 def _blank(text: str) -> str:
-    """``text`` with comments, strings and initial blocks (parameter checks) replaced by spaces."""
-    out = re.sub(r"//[^\n]*|/\*.*?\*/|\"[^\"\n]*\"", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
-    return re.sub(r"\binitial\s+begin.*?\n  end\n", lambda m: re.sub(r"[^\n]", " ", m.group(0)), out, flags=re.S)
+    """``text`` with comments, strings, initial blocks (parameter checks) and the check bounds of a
+    row_stream instance replaced by spaces."""
+    out = re.sub(r"//[^\n]*|/\*.*?\*/|\"[^\"\n]*\"", _spaces, text, flags=re.S)
+    out = re.sub(r"\binitial\s+begin.*?\n  end\n", _spaces, out, flags=re.S)
+    return _ENGINE.sub(lambda m: _CHECK_BOUND.sub(_spaces, m.group(0)), out)
 
 
 def _const_change(m: re.Match, delta: int) -> str | None:

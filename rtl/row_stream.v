@@ -16,8 +16,8 @@
 //   - reset (rst_ni, synchronous, active low): the partial row dropped; control, valid flags and the
 //     output register zeroed (the buffer and the lengths are written before they are read);
 //   - the parameter checks, two of the block's own (A_*, B_*) included.
-// A row's CALC (or pass) starts once stages 1..GO_AFTER hold no element of the row before (the output
-// register's, while taken, does not count): the per-row registers those stages read may change then.
+// A row's CALC (or pass) starts once stages 1..GO_AFTER hold no element of the row before: the per-row
+// registers those stages read may change then (the output register, stage DEPTH, reads none).
 
 `default_nettype none
 
@@ -30,10 +30,10 @@ module row_stream #(
   parameter integer  OUT_BITS  = 8,             // output width (OUT_MIN..16)
   parameter integer  OUT_MIN   = 1,
   parameter integer  DEPTH     = 2,             // pipeline stages, the output register the last (2..8)
-  parameter integer  PASS      = 0,             // 1: a read pass before OUT
+  parameter integer  PASS      = 0,             // 1: a read pass before OUT (0, 1)
   parameter integer  PASS_EXIT = 1,             // the stage a pass element leaves from (1..DEPTH-1)
-  parameter integer  PRE_CALC  = 1,             // with PASS: 1 a CALC before the pass, 0 none
-  parameter integer  GO_AFTER  = 1,             // PASS_EXIT..DEPTH (header)
+  parameter integer  PRE_CALC  = 1,             // with PASS: 1 a CALC before the pass, 0 none (0, 1)
+  parameter integer  GO_AFTER  = 1,             // PASS_EXIT..DEPTH-1 (header)
   parameter integer  SEG       = 0,             // 0, or a power of two: segment length (header)
   parameter          A_NAME    = "A",           // two parameters of the block: A_VAL in A_MIN..A_MAX
   parameter integer  A_VAL     = 0, A_MIN = 0, A_MAX = 0,
@@ -98,10 +98,10 @@ module row_stream #(
       $display("ERROR: %0s: %0s = %0d must be in %0d..%0d", NAME, B_NAME, B_VAL, B_MIN, B_MAX);
       $finish;
     end
-    if (DEPTH < 2 || DEPTH > 8 || PASS_EXIT < 1 || PASS_EXIT >= DEPTH || GO_AFTER < PASS_EXIT
-        || GO_AFTER > DEPTH || (SEG != 0 && (SEG & (SEG - 1)) != 0)) begin
-      $display("ERROR: %0s: row_stream DEPTH %0d, PASS_EXIT %0d, GO_AFTER %0d, SEG %0d", NAME, DEPTH,
-               PASS_EXIT, GO_AFTER, SEG);
+    if (DEPTH < 2 || DEPTH > 8 || PASS < 0 || PASS > 1 || PRE_CALC < 0 || PRE_CALC > 1 || PASS_EXIT < 1
+        || GO_AFTER < PASS_EXIT || GO_AFTER >= DEPTH || (SEG != 0 && (SEG & (SEG - 1)) != 0)) begin
+      $display("ERROR: %0s: row_stream DEPTH %0d, PASS %0d, PRE_CALC %0d, PASS_EXIT %0d, GO_AFTER %0d, SEG %0d",
+               NAME, DEPTH, PASS, PRE_CALC, PASS_EXIT, GO_AFTER, SEG);
       $finish;
     end
   end
@@ -143,20 +143,15 @@ module row_stream #(
 
   // ---------------------------------------------------------------- pipeline enables
   // en[k]: stage k may load (it is empty or its element moves on); en[DEPTH+1] is the consumer.
-  // free: stages 1..GO_AFTER hold no element (the output register's, while taken, does not count).
   reg [DEPTH+1:1] en;
-  reg             free;
   integer e, k;
   always @* begin
     en[DEPTH+1] = out_ready_i;
-    free        = 1'b1;
     for (e = DEPTH; e >= 1; e = e - 1) begin
       en[e] = !v_q[e] || en[e+1];
-      if (e <= GO_AFTER && v_q[e] && !(e == DEPTH && out_ready_i)) begin
-        free = 1'b0;
-      end
     end
   end
+  wire free = !(|v_q[GO_AFTER:1]);  // stages 1..GO_AFTER hold no element
 
   // ---------------------------------------------------------------- fill side and phases
   wire [LW-1:0] len_in  = (len_i == {LW{1'b0}}) ? ONE : ({1'b0, len_i} > MAX_C) ? MAX_C[LW-1:0] : len_i;

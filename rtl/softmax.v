@@ -57,7 +57,7 @@ module softmax #(
   localparam [E_BITS-1:0]    ONE_E_C   = {1'b1, {EXP_FRAC{1'b0}}};                     // T[0]
 
   // ---------------------------------------------------------------- the engine and the max
-  wire                fill, first, go, calc, enter, passed, pass, div_valid, start_unused;
+  wire                fill, first, go, calc, enter, pass, div_valid, passed_unused, start_unused;
   wire [IN_BITS-1:0]  x1, mx, fill_max_unused;
   wire [4:1]          ld;
   wire [OUT_BITS-1:0] out_d;
@@ -65,12 +65,12 @@ module softmax #(
   wire [LW-1:0]       len_unused, row_len_unused;
   row_stream #(
     .NAME("softmax"), .MAX_N(MAX_N), .LIMIT(65536), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1), .DEPTH(4),
-    .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(4), .A_NAME("ENTRIES"), .A_VAL(ENTRIES), .A_MIN(2),
+    .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(3), .A_NAME("ENTRIES"), .A_VAL(ENTRIES), .A_MIN(2),
     .A_MAX(1 << IN_BITS), .B_NAME("EXP_FRAC"), .B_VAL(EXP_FRAC), .B_MIN(1), .B_MAX(40)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
     .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
     .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused), .len_o(len_unused),
-    .go_o(go), .calc_o(calc), .enter_o(enter), .passed_o(passed), .done_i(div_valid), .pass_o(pass),
+    .go_o(go), .calc_o(calc), .enter_o(enter), .passed_o(passed_unused), .done_i(div_valid), .pass_o(pass),
     .start_o(start_unused), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1),
     .ld_o(ld), .out_i(out_d)
   );
@@ -104,7 +104,7 @@ module softmax #(
   wire              div_ready_unused;      // idle at every request: one division a row
   wire [S_BITS-1:0] div_rem_unused;        // the remainder is not needed for R
   divu #(.N_BITS(N_BITS), .D_BITS(S_BITS), .Q_BITS(R_BITS)) u_divu (
-    .clk_i(clk_i), .rst_ni(rst_ni), .in_valid_i(enter && passed), .in_ready_o(div_ready_unused),
+    .clk_i(clk_i), .rst_ni(rst_ni), .in_valid_i(enter), .in_ready_o(div_ready_unused),
     .in_dividend_i({Q_C, {(RS-S_BITS+1){1'b0}}, sum_q[S_BITS-1:1]}), .in_divisor_i(sum_q),
     .out_valid_o(div_valid), .out_ready_i(1'b1), .out_quotient_o(div_quo), .out_remainder_o(div_rem_unused)
   );
@@ -137,7 +137,7 @@ module softmax #(
   end
 
   wire unused_bits = ^{fill_max_unused, fill_addr_unused, rd_addr_unused, idx_unused, len_unused,
-                       row_len_unused, start_unused, ld[1]};
+                       row_len_unused, passed_unused, start_unused, ld[1]};
 
 endmodule
 

@@ -48,7 +48,7 @@ module softmax_shiftmax #(
   localparam integer N_BITS = 63;                   // the dividend 2^62
 
   // ---------------------------------------------------------------- the engine and the max
-  wire                fill, first, go, enter, passed, pass, div_valid, calc_unused, start_unused;
+  wire                fill, first, go, enter, pass, div_valid, calc_unused, passed_unused, start_unused;
   wire [IN_BITS-1:0]  x1, mx, fill_max_unused;
   wire [2:1]          ld;
   wire [OUT_BITS-1:0] out_d;
@@ -60,7 +60,7 @@ module softmax_shiftmax #(
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
     .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
     .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused), .len_o(len_unused),
-    .go_o(go), .calc_o(calc_unused), .enter_o(enter), .passed_o(passed), .done_i(div_valid), .pass_o(pass),
+    .go_o(go), .calc_o(calc_unused), .enter_o(enter), .passed_o(passed_unused), .done_i(div_valid), .pass_o(pass),
     .start_o(start_unused), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1),
     .ld_o(ld), .out_i(out_d)
   );
@@ -99,7 +99,7 @@ module softmax_shiftmax #(
   wire [S_BITS-1:0] div_rem_unused;
 
   divu #(.N_BITS(N_BITS), .D_BITS(S_BITS), .Q_BITS(F_BITS)) u_div (
-    .clk_i(clk_i), .rst_ni(rst_ni), .in_valid_i(enter && passed), .in_ready_o(div_ready_unused),
+    .clk_i(clk_i), .rst_ni(rst_ni), .in_valid_i(enter), .in_ready_o(div_ready_unused),
     .in_dividend_i({1'b1, {(N_BITS-1){1'b0}}}), .in_divisor_i(sum_q), .out_valid_o(div_valid),
     .out_ready_i(1'b1), .out_quotient_o(div_quo), .out_remainder_o(div_rem_unused)
   );
@@ -119,7 +119,8 @@ module softmax_shiftmax #(
   assign out_d = prod[N_BITS-1:N_BITS-OUT_BITS];                            // >> (63 - k)
 
   wire unused_bits = ^{prod[N_BITS-OUT_BITS-1:0], vw[21:17], fill_max_unused, fill_addr_unused,
-                       rd_addr_unused, idx_unused, len_unused, row_len_unused, calc_unused, start_unused, ld[1]};
+                       rd_addr_unused, idx_unused, len_unused, row_len_unused, calc_unused, passed_unused, start_unused,
+                       ld[1]};
 
 endmodule
 

@@ -53,6 +53,25 @@ def test_snippet_mutants():
         assert mutant.line not in (1, 2, 3, 4, 5, 6, 9), mutant
 
 
+def test_the_engine_check_bounds_are_not_mutated():
+    """The bounds a block hands to row_stream's parameter checks are part of those checks (its
+    initial block, never mutated); the engine's structural parameters and the ports are."""
+    text = """module b (input wire clk_i);
+  row_stream #(
+    .NAME("b"), .MAX_N(MAX_N), .LIMIT(4096), .W(8), .OUT_MIN(2), .DEPTH(3), .GO_AFTER(2),
+    .A_NAME("K"), .A_VAL(K), .A_MIN(1), .A_MAX(1 << IN_BITS)) u_stream (
+    .clk_i(clk_i), .done_i(1'b1)
+  );
+endmodule
+"""
+    got = {m.after for m in mutate.mutants(text, "rtl/b.v")}
+    assert '.NAME("b"), .MAX_N(MAX_N), .LIMIT(4096), .W(9), .OUT_MIN(2), .DEPTH(3), .GO_AFTER(2),' in got
+    assert '.NAME("b"), .MAX_N(MAX_N), .LIMIT(4096), .W(8), .OUT_MIN(2), .DEPTH(3), .GO_AFTER(1),' in got
+    assert ".clk_i(clk_i), .done_i(1'b0)" in got
+    assert not [a for a in got if "4097" in a or "4095" in a or "OUT_MIN(1)" in a or "OUT_MIN(3)" in a]
+    assert not [a for a in got if a.startswith(".A_NAME")]
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "rtl").glob("*.v")), ids=lambda p: p.name)
 def test_each_mutant_changes_one_point(path):
     text = path.read_text()
