@@ -118,9 +118,10 @@ def _check_idle_outputs(dut, when: str) -> None:
 
 
 async def _load_table(dut, vset) -> None:
-    """Write T[0..ENTRIES-1] through the write port, one entry per clock (zero-padded)."""
+    """Write T[0..ENTRIES-1] through the write port, one entry per clock (zero-padded), entry 0 as
+    0: the block hard-wires T[0] = 2^F, a write there has no effect (rtl/softmax.v header)."""
     entries = hdl_parameters(vset)["ENTRIES"]
-    table = [int(v) for v in vset["exp_table"]] + [0] * (entries - vset.params["entries"])
+    table = [0] + [int(v) for v in vset["exp_table"][1:]] + [0] * (entries - vset.params["entries"])
     dut.tbl_we_i.value = 1
     for addr, value in enumerate(table):
         dut.tbl_addr_i.value = addr
