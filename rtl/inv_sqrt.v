@@ -1,5 +1,5 @@
 // inv_sqrt: the once-per-row normalizer of the LayerNorm blocks: s = floor(sqrt(v)), q = floor((2^K +
-// [ROUND] floor(s/2)) / s) for v > 0, by rtl/isqrt.v (IN_BITS/2 clocks) then rtl/divu.v (K + 2 clocks), the
+// [ROUND = 1] floor(s/2)) / s) for v > 0, by rtl/isqrt.v (IN_BITS/2 clocks) then rtl/divu.v (K + 2 clocks), the
 // root handed over when ready. One request at a time, the result held until taken. v = 0 is the caller's to
 // skip (the quotient would be all ones); 2^K + s/2 < 2^(K+1) needs IN_BITS/2 <= K + 1.
 
@@ -8,7 +8,7 @@
 module inv_sqrt #(
   parameter integer IN_BITS = 62,  // radicand v, unsigned, even
   parameter integer K       = 43,  // the numerator's power of two
-  parameter integer ROUND   = 1    // 1: + floor(s/2), the quotient rounded to nearest
+  parameter integer ROUND   = 1    // 1: + floor(s/2), the quotient rounded to nearest; else floored
 ) (
   input  wire               clk_i,
   input  wire               rst_ni,
@@ -25,7 +25,7 @@ module inv_sqrt #(
   wire           s_valid, div_ready;
   wire [S_W-1:0] s;
   wire [S_W-1:0] rem_unused;  // the remainder is not needed
-  wire [K:0]     num = TWO_K + ((ROUND != 0) ? {{(K-S_W+2){1'b0}}, s[S_W-1:1]} : {(K+1){1'b0}});
+  wire [K:0]     num = TWO_K + ((ROUND == 1) ? {{(K-S_W+2){1'b0}}, s[S_W-1:1]} : {(K+1){1'b0}});
 
   isqrt #(.IN_BITS(IN_BITS)) u_isqrt (
     .clk_i(clk_i), .rst_ni(rst_ni), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o), .in_data_i(in_data_i),
