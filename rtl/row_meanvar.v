@@ -1,8 +1,8 @@
 // row_meanvar: I-ViT's and I-BERT's LayerNorm statistics of an int8 row: its sums as it fills
 // (rtl/row_moments.v), then once per row the rounded mean, the exact variance and the normalizer:
 //   q, r = divmod(Sx + 128 C, C)           (rtl/divu.v, 8 quotient bits, 9 clocks)
-//   mean = q - 128 + [2r > C, or 2r = C and (q odd or not EVEN)]
-//          (EVEN: half to even, I-BERT's round(Sx / C); else half up, I-ViT's floor((2 Sx + C) / 2C))
+//   mean = q - 128 + [2r > C, or 2r = C and (q odd or EVEN != 1)]
+//          (EVEN = 1: half to even, I-BERT's round(Sx / C); else half up, I-ViT's floor((2 Sx + C) / 2C))
 //   t    = C mean - 2 Sx,  var = Sxx + mean t + eps  (= sum (x_i - mean)^2 + eps, exact)
 //   factor = floor(2^K / floor(sqrt(var)))          (rtl/inv_sqrt.v; 0 for var = 0, no root taken)
 // Widths (C < 2^CW): Sx + 128 C in [0, 255 C] (q <= 255, and q = 255 only at Sx = 127 C, r = 0, so
@@ -19,7 +19,7 @@ module row_meanvar #(
   parameter integer VAR_W = 28,  // var bits (var < 2^VAR_W, VAR_W even: the square root's input)
   parameter integer EPS_W = 1,   // eps bits (EPS_W < VAR_W)
   parameter integer K     = 31,  // factor = floor(2^K / std), K + 1 bits (VAR_W/2 <= K + 1)
-  parameter integer EVEN  = 1    // 1: mean rounded half to even, 0: half up
+  parameter integer EVEN  = 1    // 1: mean rounded half to even, else half up
 ) (
   input  wire             clk_i,
   input  wire             rst_ni,
@@ -61,7 +61,7 @@ module row_meanvar #(
 
   wire [CW:0]           r2     = {r, 1'b0};
   wire [CW:0]           c_x    = {1'b0, c_i};
-  wire                  up     = (r2 > c_x) || ((r2 == c_x) && (q[0] || EVEN == 0));
+  wire                  up     = (r2 > c_x) || ((r2 == c_x) && (q[0] || EVEN != 1));
   wire [7:0]            mean_d = q + {7'd0, up};  // mean + 128 <= 255
   wire signed [T_W-1:0] t_d    = $signed({{(T_W-CW){1'b0}}, c_i}) * $signed({{(T_W-8){mean_q[7]}}, mean_q})
                                - $signed({{(T_W-CW-9){sx[CW+7]}}, sx, 1'b0});
