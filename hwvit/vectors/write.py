@@ -118,8 +118,10 @@ def build_manifest(
     config_hash: str | None = None,
     source_sha256: str | None = None,
     model_config: Any = None,
+    provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest of ``record`` with placeholder checksums, validated against the contract."""
+    """The manifest of ``record`` with placeholder checksums, validated against the contract.
+    ``provenance`` (hwvit.vectors.provenance): what made a traced set, recorded as given."""
     params = {k: _plain(record.params[k]) for k in sorted(record.params)}
     params.setdefault("rounding", Rounding.HALF_UP.value)
     params = dict(sorted(params.items()))
@@ -138,6 +140,8 @@ def build_manifest(
         manifest["lut_file"] = f"{lut}.hex"
     if isinstance(model_config, dict) and model_config.get("recipe") is not None:
         manifest["recipe"] = _plain(model_config["recipe"])  # the per-layer precision this set was made with
+    if provenance is not None:
+        manifest["provenance"] = _plain(provenance)
     manifest["tensors"] = [_tensor_entry(name, t) for name, t in record.tensors.items()]
     try:
         check_manifest(manifest)
@@ -253,6 +257,7 @@ def write_set(
     source_sha256: str | None = None,
     force: bool = False,
     model_config: Any = None,
+    provenance: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``record`` as the vector set ``out_dir`` (atomically); return its path.
 
@@ -261,7 +266,12 @@ def write_set(
     """
     out_dir = Path(out_dir)
     manifest = build_manifest(
-        record, seed=seed, config_hash=config_hash, source_sha256=source_sha256, model_config=model_config
+        record,
+        seed=seed,
+        config_hash=config_hash,
+        source_sha256=source_sha256,
+        model_config=model_config,
+        provenance=provenance,
     )
     with _staging(out_dir, force) as tmp:
         _write_all([(record, manifest, tmp)], None)
@@ -278,8 +288,10 @@ def write_sets(
     force: bool = False,
     model_config: Any = None,
     progress: Progress | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> WriteSummary:
-    """Write each record as ``out_root/<record.path>/``; the whole tree appears at once or not at all."""
+    """Write each record as ``out_root/<record.path>/``; the whole tree appears at once or not at all.
+    ``provenance`` (hwvit.vectors.provenance.provenance): what made the sets, in every manifest."""
     records = list(records)
     out_root = Path(out_root)
     if not records:
@@ -294,7 +306,12 @@ def write_sets(
         seen.add(record.path)
         manifests.append(
             build_manifest(
-                record, seed=seed, config_hash=config_hash, source_sha256=source_sha256, model_config=model_config
+                record,
+                seed=seed,
+                config_hash=config_hash,
+                source_sha256=source_sha256,
+                model_config=model_config,
+                provenance=provenance,
             )
         )
     with _staging(out_root, force) as tmp:
