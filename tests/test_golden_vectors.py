@@ -79,9 +79,11 @@ def test_demo_sets_under_every_capability_here(tmp_path, digits_model, expected)
     for cap, doc in docs.items():
         diffs = golden.differences(expected["demo"], doc["sets"])
         assert not diffs, f"ATEN_CPU_CAPABILITY={cap}: {len(diffs)} files differ; first: {diffs[0]}"
-    here = golden.float32_ranges(digits_model["source"], digits_model["calib"])
-    moved = {cap for cap, doc in docs.items() if doc["float32"] != here}
-    assert moved, f"float32 ranges identical under {', '.join(caps)} and here: the emulation changes no kernel"
+    # between the emulated capabilities (one thread each); with only one of them, against this process
+    found = [doc["float32"] for doc in docs.values()]
+    if len(found) == 1:
+        found.append(golden.float32_ranges(digits_model["source"], digits_model["calib"]))
+    assert any(f != found[0] for f in found), "float32 ranges identical everywhere: the emulation changes no kernel"
 
 
 def test_random_sets_byte_for_byte(tmp_path, expected):

@@ -248,6 +248,21 @@ def _staging(dest: Path, force: bool):
     return atomic_dir(dest, lambda d: _check_destination(d, force))
 
 
+def _manifests(records: list[BlockRecord], seed, config_hash, source_sha256, model_config, provenance) -> list[dict]:
+    """``build_manifest`` of each record with the same run-wide fields (validated, before any write)."""
+    return [
+        build_manifest(
+            r,
+            seed=seed,
+            config_hash=config_hash,
+            source_sha256=source_sha256,
+            model_config=model_config,
+            provenance=provenance,
+        )
+        for r in records
+    ]
+
+
 def write_set(
     record: BlockRecord,
     out_dir: str | Path,
@@ -265,14 +280,7 @@ def write_set(
     non-empty ``out_dir`` raises FileExistsError unless ``force``, which replaces it whole.
     """
     out_dir = Path(out_dir)
-    manifest = build_manifest(
-        record,
-        seed=seed,
-        config_hash=config_hash,
-        source_sha256=source_sha256,
-        model_config=model_config,
-        provenance=provenance,
-    )
+    (manifest,) = _manifests([record], seed, config_hash, source_sha256, model_config, provenance)
     with _staging(out_dir, force) as tmp:
         _write_all([(record, manifest, tmp)], None)
     return out_dir
@@ -296,7 +304,6 @@ def write_sets(
     out_root = Path(out_root)
     if not records:
         raise VectorSetError("no block records to write")
-    manifests = []
     seen: set[str] = set()
     for record in records:
         if not isinstance(record.path, str) or not PATH_RE.match(record.path):
@@ -304,16 +311,7 @@ def write_sets(
         if record.path in seen:
             raise VectorSetError(f"block path {record.path!r} appears twice")
         seen.add(record.path)
-        manifests.append(
-            build_manifest(
-                record,
-                seed=seed,
-                config_hash=config_hash,
-                source_sha256=source_sha256,
-                model_config=model_config,
-                provenance=provenance,
-            )
-        )
+    manifests = _manifests(records, seed, config_hash, source_sha256, model_config, provenance)
     with _staging(out_root, force) as tmp:
         jobs = []
         for record, manifest in zip(records, manifests):
