@@ -162,3 +162,6 @@ def test_a_set_without_provenance_compares(tmp_path):
     vectors.write_set(vectors.random_record("gelu", 300, 2), tmp_path / "c", seed=2)
     (d,) = compare_trees(a, tmp_path / "c")
     assert d.field == ("seed", None, 2) and d.made_apart == ["seed"] and d.element[0] == "x"
+    vectors.write_set(vectors.random_record("gelu", 300, 2), tmp_path / "d")
+    (d,) = compare_trees(a, tmp_path / "d")
+    assert d.made_apart == [] and d.made_lines()[-1].endswith("(no provenance: weights, images and options unknown)")

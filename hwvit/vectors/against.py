@@ -58,6 +58,8 @@ class SetDiff:
         lines = [f"  made by: {_describe(this)}", f"  against: {_describe(other)}"]
         if self.made_apart:
             lines.append(f"  made differently: {', '.join(self.made_apart)}")
+        elif this.get("provenance", _MISSING) is None or other.get("provenance", _MISSING) is None:
+            lines.append("  made alike as far as recorded (no provenance: weights, images and options unknown)")
         else:
             lines.append(
                 "  made alike (same hwvit, checkpoint, weights, images and options): "
