@@ -72,6 +72,7 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     from hwvit.quant import QuantConfig, quantize_model
     from hwvit.report.write import write_report
     from hwvit.simulate import run_many
+    from hwvit.vectors.provenance import provenance
 
     t0 = time.perf_counter()
     sims = require_simulators(simulator)
@@ -94,7 +95,8 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     )
 
     _step(2, total, "integer model: calibrate on 256 training images, compare on the held-out split")
-    int_model = quantize_model(source.model, pipeline.calibration_inputs(source, 256), QuantConfig())
+    calib = pipeline.calibration_inputs(source, 256)
+    int_model = quantize_model(source.model, calib, QuantConfig())
     result = compare(source.model, int_model, x_test, y_test, name="digits")
     worst = result.worst_layer()
     click.echo(
@@ -107,15 +109,18 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
         click.echo(f"      lowest SQNR: {worst['path']} {sq} dB")
 
     _step(3, total, f"vector sets: test image {image} traced through every block -> {vectors_dir}")
-    _, records, _ = trace_model(int_model, x_test[image : image + 1].numpy())
+    traced = x_test[image : image + 1]
+    _, records, _ = trace_model(int_model, traced.numpy())
     elements = sum(int(t.data.size) for r in records for t in r.tensors.values())
+    model_config = {"model": cfg.to_dict(), "quant": QuantConfig().to_dict(), "image": image}
     with tqdm(total=elements, unit="el", unit_scale=True, leave=False, desc="writing") as bar:
         summary = vectors.write_sets(
             records,
             vectors_dir,
             seed=0,
             source_sha256=source.sha256,
-            model_config={"model": cfg.to_dict(), "quant": QuantConfig().to_dict(), "image": image},
+            model_config=model_config,
+            provenance=provenance(source.model, calib, traced, model_config),
             force=force,
             progress=lambda _p, n: bar.update(n),
         )

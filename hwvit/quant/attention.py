@@ -18,7 +18,7 @@ import torch
 from hwvit import ops
 from hwvit.intvit.model import IntAttention
 from hwvit.intvit.trace import NO_TRACE, Trace
-from hwvit.quant.calibrate import calibrate
+from hwvit.quant.calibrate import calibrate, on_grid
 from hwvit.quant.config import QuantConfig
 from hwvit.quant.convert import _Scales, build_attention
 
@@ -62,7 +62,7 @@ def quantize_attention(block, calib_inputs, qconfig: QuantConfig | None = None) 
     qc = qconfig or QuantConfig()
     x = torch.as_tensor(calib_inputs, dtype=torch.float32)
     ranges = calibrate(block, x, qc.calibration, qc.percentile, bits=qc.act_bits)
-    ranges["input"] = float(x.abs().max())  # the block records no input: its range, whole (as min/max)
+    ranges["input"] = on_grid(float(x.abs().max()))  # the block records no input: its range, whole (as min/max)
     scale = _Scales(block, ranges, qc.act_bits)
     s_input, _ = scale.point("input")
     attn = build_attention(block.attn, "attn", s_input, scale, qc, block.dim)

@@ -118,8 +118,10 @@ def build_manifest(
     config_hash: str | None = None,
     source_sha256: str | None = None,
     model_config: Any = None,
+    provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest of ``record`` with placeholder checksums, validated against the contract."""
+    """The manifest of ``record`` with placeholder checksums, validated against the contract.
+    ``provenance`` (hwvit.vectors.provenance): what made a traced set, recorded as given."""
     params = {k: _plain(record.params[k]) for k in sorted(record.params)}
     params.setdefault("rounding", Rounding.HALF_UP.value)
     params = dict(sorted(params.items()))
@@ -138,6 +140,8 @@ def build_manifest(
         manifest["lut_file"] = f"{lut}.hex"
     if isinstance(model_config, dict) and model_config.get("recipe") is not None:
         manifest["recipe"] = _plain(model_config["recipe"])  # the per-layer precision this set was made with
+    if provenance is not None:
+        manifest["provenance"] = _plain(provenance)
     manifest["tensors"] = [_tensor_entry(name, t) for name, t in record.tensors.items()]
     try:
         check_manifest(manifest)
@@ -244,6 +248,21 @@ def _staging(dest: Path, force: bool):
     return atomic_dir(dest, lambda d: _check_destination(d, force))
 
 
+def _manifests(records: list[BlockRecord], seed, config_hash, source_sha256, model_config, provenance) -> list[dict]:
+    """``build_manifest`` of each record with the same run-wide fields (validated, before any write)."""
+    return [
+        build_manifest(
+            r,
+            seed=seed,
+            config_hash=config_hash,
+            source_sha256=source_sha256,
+            model_config=model_config,
+            provenance=provenance,
+        )
+        for r in records
+    ]
+
+
 def write_set(
     record: BlockRecord,
     out_dir: str | Path,
@@ -253,6 +272,7 @@ def write_set(
     source_sha256: str | None = None,
     force: bool = False,
     model_config: Any = None,
+    provenance: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``record`` as the vector set ``out_dir`` (atomically); return its path.
 
@@ -260,9 +280,7 @@ def write_set(
     non-empty ``out_dir`` raises FileExistsError unless ``force``, which replaces it whole.
     """
     out_dir = Path(out_dir)
-    manifest = build_manifest(
-        record, seed=seed, config_hash=config_hash, source_sha256=source_sha256, model_config=model_config
-    )
+    (manifest,) = _manifests([record], seed, config_hash, source_sha256, model_config, provenance)
     with _staging(out_dir, force) as tmp:
         _write_all([(record, manifest, tmp)], None)
     return out_dir
@@ -278,13 +296,14 @@ def write_sets(
     force: bool = False,
     model_config: Any = None,
     progress: Progress | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> WriteSummary:
-    """Write each record as ``out_root/<record.path>/``; the whole tree appears at once or not at all."""
+    """Write each record as ``out_root/<record.path>/``; the whole tree appears at once or not at all.
+    ``provenance`` (hwvit.vectors.provenance.provenance): what made the sets, in every manifest."""
     records = list(records)
     out_root = Path(out_root)
     if not records:
         raise VectorSetError("no block records to write")
-    manifests = []
     seen: set[str] = set()
     for record in records:
         if not isinstance(record.path, str) or not PATH_RE.match(record.path):
@@ -292,11 +311,7 @@ def write_sets(
         if record.path in seen:
             raise VectorSetError(f"block path {record.path!r} appears twice")
         seen.add(record.path)
-        manifests.append(
-            build_manifest(
-                record, seed=seed, config_hash=config_hash, source_sha256=source_sha256, model_config=model_config
-            )
-        )
+    manifests = _manifests(records, seed, config_hash, source_sha256, model_config, provenance)
     with _staging(out_root, force) as tmp:
         jobs = []
         for record, manifest in zip(records, manifests):
