@@ -18,8 +18,9 @@ each other or would do nothing in the combination given).
 
 The rule for output directories (`check_out_dir`, the same for every command that writes one):
 a missing or empty directory is written; a non-empty one only with --force, and --force replaces
-only a previous hwvit output of the same kind (vector sets, a compare report, a sweep), never
-someone's other files. It is checked before any work starts.
+only a previous hwvit output of the same kind (vector sets, a compare report, a sweep) holding
+nothing else: a file hwvit did not write there (a committed README, someone's notes) makes it
+refuse, naming the file. It is checked before any work starts.
 """
 
 from __future__ import annotations
@@ -77,11 +78,20 @@ def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
 
 
 class _LazyChoice(click.Choice):
-    """A Choice whose list is read on first use, so that `hwvit --help` does not import torch."""
+    """A Choice whose list is read on first use (a value to check, an error listing the choices),
+    never for --help: the lists live beside torch and numba, whose imports would take a command's
+    help from 0.2 s to 1-2.5 s. --help shows ``metavar``; `hwvit info` lists the choices."""
 
-    def __init__(self, load: Callable[[], tuple[str, ...]]) -> None:
+    def __init__(self, load: Callable[[], tuple[str, ...]], metavar: str) -> None:
         self._load = load
+        self._metavar = metavar
         self.case_sensitive = True
+
+    def get_metavar(self, param, ctx) -> str:
+        return self._metavar
+
+    def to_info_dict(self) -> dict[str, Any]:
+        return {"param_type": "Choice", "name": self.name, "metavar": self._metavar, "case_sensitive": True}
 
     @property
     def choices(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -116,8 +126,8 @@ def model_options(func: F) -> F:
     )
     @click.option(
         "--family",
-        type=_LazyChoice(_model_families),
-        help="Key names of --checkpoint.  [default: read from the key names]",
+        type=_LazyChoice(_model_families, "FAMILY"),
+        help="Key names of --checkpoint (`hwvit info` lists the families).  [default: read from the key names]",
     )
     @click.option(
         "--config",
@@ -494,7 +504,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print the re
 force_option = click.option(
     "--force",
     is_flag=True,
-    help="Replace a non-empty output directory holding a previous hwvit output of the same kind.",
+    help="Replace a non-empty output directory holding a previous hwvit output of the same kind and nothing else.",
 )
 
 
@@ -537,13 +547,12 @@ OUTPUT_KINDS = ("vectors", "compare-report", "sweep")
 def _check_previous(out: Path, kind: str) -> None:
     """Fail unless the non-empty ``out`` holds a previous hwvit output of ``kind`` (what --force replaces)."""
     if kind == "vectors":
-        from hwvit.vectors import find_sets
+        from hwvit.vectors.write import check_replaceable
 
-        if not find_sets(out):
-            fail(
-                f"{out}: --force replaces only vector sets, and it holds none (no manifest.yaml); "
-                "choose another directory"
-            )
+        try:
+            check_replaceable(out)
+        except FileExistsError as exc:
+            fail(str(exc))
         return
     from hwvit.report import publish
 
@@ -599,9 +608,10 @@ def compute_options(func: F) -> F:
     @click.option(
         "--gemm",
         "gemm_name",
-        type=_LazyChoice(_gemm_choices),
+        type=_LazyChoice(_gemm_choices, "BACKEND"),
         default=None,
-        help="CPU GEMM backend (default: $HWVIT_GEMM, else the fastest exact one, probed once per machine).",
+        help="CPU GEMM backend: auto or one of `hwvit info`'s backends (default: $HWVIT_GEMM, else the "
+        "fastest exact one, probed once per machine).",
     )
     @functools.wraps(func)
     def wrapper(*args, **kwargs):

@@ -81,9 +81,9 @@ def sim(
 
     \b
     Example:
-      hwvit sim vec/ --simulator both -j 2
-    hwvit sim vec/ --simulator icarus --cluster local:2 --junit results.xml
-      hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
+      hwvit sim vec/softmax --simulator both
+      hwvit sim vec/ --simulator icarus --cluster local:2 --junit results.xml
+      hwvit sim vec/digits/layers.0.attn.softmax --simulator icarus --waves
       hwvit sim vec/softmax --coverage --coverage-out cov/
       hwvit rtl export team/
       hwvit sim vec/softmax --rtl team/rtl/softmax.v --rtl team/rtl/divu.v \\

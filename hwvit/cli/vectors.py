@@ -138,8 +138,8 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
 
     \b
     Example:
-      hwvit vectors --model digits --limit 1 --calib-images 64 --out vectors/
-      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vectors/ --force
+      hwvit vectors --model digits --limit 1 --calib-images 64 --out vec/digits
+      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vec/digits --force
       hwvit vectors --checkpoint vit/ --images photos/ --limit 1 --blocks 'layers.0.*' --out vit-vectors/
 
     With --device cuda the trace runs on the GPU (the same sets, byte for byte; worth it when
@@ -197,8 +197,8 @@ def check(directory, verbose):
 
     \b
     Example:
-      hwvit check vectors/
-      hwvit check vectors/layers.0.attn.softmax
+      hwvit check vec/digits
+      hwvit check vec/digits/layers.0.attn.softmax
     """
     from hwvit import vectors as vec
 
