@@ -136,3 +136,36 @@ def test_help_examples_run(name, tmp_path, monkeypatch):
         _run(line)
     for line in lines:
         _run(line)
+
+
+# Modules a command's --help must not import: each costs 0.3-1 s (torch alone ~0.9 s here), and
+# help is what a newcomer runs first. A command imports them when it runs.
+HEAVY = ("torch", "numba", "matplotlib", "sklearn", "scipy", "transformers", "dask", "distributed", "PIL", "cocotb")
+
+
+def test_help_imports_nothing_heavy():
+    """`hwvit CMD --help` of every command and subcommand, in one fresh Python: none of HEAVY is
+    imported (a choice list read for the help, `--family`'s, imported torch: 2.5 s for `hwvit
+    compare --help`)."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json, click\n"
+        "from hwvit.cli import main\n"
+        "ctx = click.Context(main)\n"
+        "for name in main.list_commands(ctx):\n"
+        "    cmd = main.get_command(ctx, name)\n"
+        "    subs = cmd.list_commands(ctx) if isinstance(cmd, click.Group) else []\n"
+        "    for args in [[name], *([name, s] for s in subs)]:\n"
+        "        try:\n"
+        "            main([*args, '--help'], standalone_mode=False)\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        f"print(json.dumps(sorted(m for m in {list(HEAVY)!r} if m in sys.modules)))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "Usage: -c compare" in res.stdout and "Usage: -c tb export" in res.stdout
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == []

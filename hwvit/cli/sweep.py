@@ -28,6 +28,7 @@ from hwvit.cli.common import (
     refuse_seed_for_digits,
     seed_option,
 )
+from hwvit.textfiles import count
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
@@ -239,7 +240,7 @@ def sweep(
     others = [r for r in rows if r is not base and r[key] is not None]
     n = len(rows)
     random = pipeline.random_note(source, data)
-    summary = f"{source.name}: {n} configuration{'s' if n != 1 else ''} on {base['images']} images"
+    summary = f"{source.name}: {count(n, 'configuration')} on {count(base['images'], 'image')}"
     summary += (f" ({random})" if random else "") + f" in {elapsed:.0f} s"
     summary += f", baseline {'top-1' if key == 'top1_int' else 'agreement'} {100 * base[key]:.2f}%"
     if others:  # ties in accuracy (common on few images) are broken by the logits SQNR

@@ -23,11 +23,13 @@ from hwvit.cli.common import (
     fail,
     first_line,
     model_options,
+    progress_bar,
     qconfig_options,
     recipe_option,
     refuse,
     vector_output_options,
 )
+from hwvit.textfiles import count
 
 
 @contextlib.contextmanager
@@ -162,18 +164,9 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
 
 
 def _write_tree(vec, records, out_dir, seed, source_sha, model_config, force, quiet):
-    from tqdm import tqdm
-
     total = sum(int(t.data.size) for r in records for t in r.tensors.values())
-    with tqdm(
-        total=total,
-        unit="el",
-        unit_scale=True,
-        disable=quiet,
-        leave=False,
-        mininterval=0.5,
-        desc=f"writing {len(records)} sets",
-    ) as bar:
+    what = f"writing {count(len(records), 'set')}"
+    with progress_bar(total, what, "el", quiet, line=f"{what} ({total} elements)", unit_scale=True) as bar:
         return vec.write_sets(
             records,
             out_dir,

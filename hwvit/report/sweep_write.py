@@ -12,6 +12,7 @@ from hwvit import __version__
 from hwvit.analysis.sweep import COLUMNS, EXP_ENTRY_BITS, baseline_row
 from hwvit.report.plots import sweep_plot
 from hwvit.report.publish import json_safe, staged_dir
+from hwvit.textfiles import count
 
 KIND = "sweep"
 FILES = ("sweep.csv", "sweep.md", "sweep.png", "pareto.png", "sweep.json", "variants_pareto.png")
@@ -196,7 +197,8 @@ def render_md(rows: list[dict], model: str) -> str:
     lines = [
         f"# hwvit sweep: {model}",
         "",
-        f"{len(rows)} configurations, each calibrated and evaluated on the same {base['images']} images "
+        f"{count(len(rows), 'configuration')}, each calibrated and evaluated on the same "
+        f"{count(base['images'], 'image')} "
         f"(hwvit {__version__}). One knob changes per row; the difference to the int8 baseline is that "
         f"knob's price. Baseline: {base['act_bits']}-bit activations, {base['softmax_bits']}-bit "
         f"probabilities, exp {base['exp']} with {base['exp_entries']} entries, {base['calibration']} "
