@@ -298,7 +298,7 @@ def refuse_seed_for_digits(preset: str | None, checkpoint: str | None) -> None:
 
 # --- the user's data ----------------------------------------------------------------------------
 MODEL_KEYS = ("preset", "checkpoint", "family", "config_path", "heads")
-DATA_KEYS = ("images_path", "calib_path", "labels_csv", "limit", "resize", "crop", "rescale", "mean", "std")
+DATA_KEYS = ("images_path", "calib_path", "labels_csv", "limit", "resize", "crop", "rescale", "mean", "std", "strict")
 _PREPROCESS_FLAGS = (
     ("resize", "--resize"),
     ("crop", "--crop"),
@@ -312,7 +312,9 @@ def data_options(limit_help: str) -> Callable[[F], F]:
     """--images/--calib PATH, --labels CSV, --limit N and the preprocessing flags: the user's data.
 
     A PATH is a folder of PNG/JPEG (class sub-folders or a labels.csv give labels), one image, or
-    an .npy/.npz array. The command receives the values under DATA_KEYS (see `load_data`)."""
+    an .npy/.npz array. Images come to the model's channels as Hugging Face's processors bring them
+    (greyscale and palette to RGB); one that cannot be read or converted is named and left out, or
+    with --strict ends the run. The command receives the values under DATA_KEYS (see `load_data`)."""
 
     def deco(func: F) -> F:
         @functools.wraps(func)
@@ -323,6 +325,8 @@ def data_options(limit_help: str) -> Callable[[F], F]:
                 for name, flag in _PREPROCESS_FLAGS:
                     if kwargs[name] is not None:
                         refuse(f"{flag} applies to --images/--calib only")
+                if kwargs["strict"]:
+                    refuse("--strict applies to --images/--calib only")
             return func(*args, **kwargs)
 
         return options(
@@ -359,6 +363,12 @@ def data_options(limit_help: str) -> Callable[[F], F]:
             click.option("--rescale", type=float, help="Factor on raw pixel values.  [default: 1/255]"),
             click.option("--mean", metavar="M[,M,M]", help="Per-channel mean, subtracted after rescaling."),
             click.option("--std", metavar="S[,S,S]", help="Per-channel std, divided by after the mean."),
+            click.option(
+                "--strict",
+                is_flag=True,
+                help="Stop at the first image that cannot be read, converted to the model's channels or "
+                "preprocessed to its size.  [default: leave it out, naming it, and go on]",
+            ),
         )(wrapper)  # type: ignore[return-value]
 
     return deco
@@ -376,7 +386,15 @@ def load_data(kwargs: dict, seed: int = 0, calib_images: int = 256):
         )
         pre = pipeline.preprocessing(source, d["resize"], d["crop"], d["mean"], d["std"], d["rescale"])
         data = pipeline.plan_data(
-            source, d["images_path"], d["calib_path"], d["labels_csv"], calib_images, d["limit"], seed, pre=pre
+            source,
+            d["images_path"],
+            d["calib_path"],
+            d["labels_csv"],
+            calib_images,
+            d["limit"],
+            seed,
+            pre=pre,
+            strict=bool(d["strict"]),
         )
     except (ValueError, OSError, KeyError) as exc:
         fail(first_line(exc))
@@ -390,7 +408,7 @@ def build_models(kwargs: dict, qconfig, calib_images: int, seed: int = 0, recipe
     source, data = load_data(kwargs, seed, calib_images)
     try:
         return source, data, quantize_model(source.model, data.calib, qconfig, recipe=recipe)
-    except (ValueError, OSError, KeyError) as exc:
+    except (ValueError, OSError, KeyError, OverflowError) as exc:  # a blank calibration set overflows a bias
         fail(first_line(exc))
 
 
