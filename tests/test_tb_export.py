@@ -381,7 +381,7 @@ def _refused_in(text: str) -> set[str]:
     from hwvit import blocks
 
     flat = " ".join(text.split())
-    sentence = next(s for s in re.split(r"(?<=[.;])\s", flat) if "refused" in s)
+    sentence = next(s for s in re.split(r"(?<=[.;])\s", flat) if "no Verilog of their own" in s)
     return {w for w in re.findall(r"\w+", sentence) if w in blocks.names()}
 
 
