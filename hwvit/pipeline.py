@@ -204,13 +204,17 @@ def plan_data(
     seed: int = 0,
     pre=None,
     batch_size: int | None = None,
+    strict: bool = False,
 ) -> Data:
     """Calibration and evaluation data for ``source`` from the user's paths (see the module docstring).
 
     ``calib_images``: at most this many calibration samples (a seeded random choice when there are
-    more); ``limit``: at most this many evaluation samples (the first ones).
+    more); ``limit``: at most this many evaluation samples (the first ones). An image that cannot
+    be read, converted or preprocessed is left out with a note naming it (ImageSet.screen), or,
+    ``strict``, raises ValueError.
     """
     from hwvit.dataset import label_indices, open_images
+    from hwvit.dataset.sources import screen_notes
 
     cfg = source.model.cfg
     shape = tuple(cfg.input_shape)
@@ -236,6 +240,18 @@ def plan_data(
         calib_set = calib_set.subset(np.sort(rng.permutation(len(calib_set))[:calib_images]))
     if eval_set is not None and limit is not None and len(eval_set) > limit:
         eval_set = eval_set.subset(np.arange(limit))
+    # the images chosen, each decoded once: those that cannot reach the model left out, or strict: an error
+    screened: dict[str, list] = {}
+    if calib_set is not None:
+        found = calib_set.screen(pre, shape, strict)
+        calib_set = found.images
+        screened.setdefault(calib_set.origin, []).append(found)
+    if eval_set is not None:
+        found = eval_set.screen(pre, shape, strict)
+        eval_set = found.images
+        screened.setdefault(eval_set.origin, []).append(found)
+    for origin, parts in screened.items():
+        notes += screen_notes(origin, parts, shape[0])
     labels = None
     if eval_set is not None and eval_set.labels is not None:
         if cfg.num_classes == 0:

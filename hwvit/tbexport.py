@@ -11,9 +11,11 @@ writes, for a block kind and a vector set of that kind, a directory holding
   (sim/tbutil.py ``finish``) and ends with one ``PASS``/``FAIL`` line: ``$finish`` (exit 0) on a
   pass, ``$fatal(1)`` (exit 1 on Icarus and Verilator) on a failure;
 - the set's ``.hex`` files and ``manifest.yaml``, copied unchanged;
-- ``files.f``: the block's Verilog files (absolute paths) and the bench, for any simulator.
+- ``rtl/``: copies of the block's Verilog files, so the directory alone runs on another machine;
+- ``files.f``: those files and the bench, by paths relative to the directory, for any simulator.
 
-Kinds: the streaming blocks (requant, residual_add, gelu, softmax, layernorm) through a bind
+Kinds: the streaming blocks (requant, residual_add, gelu, softmax, layernorm, and the arithmetic
+variants' blocks such as softmax_ibert) through a bind
 (hwvit.byo.bind): the reference block's own (``hwvit bind template KIND``) or a team's bind file
 with its RTL, valid_ready or AXI4-Stream; the request/result units divu and isqrt (valid/ready,
 one request at a time, several values per beat) and the GEMM engine (its operand and parameter
@@ -40,9 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hwvit.atomic import atomic_dir
+from hwvit.atomic import atomic_dir, refuse_unowned
 
 FILES_LIST = "files.f"
+RTL_DIR = "rtl"  # the block's Verilog, copied beside the bench
 CLOCK_HALF = 5  # time units per clock half period (the bench sets no timescale)
 MAX_STALL = 95
 # The request/result units: valid/ready like the streams, one request at a time, several values
@@ -97,6 +100,8 @@ class Exported:
     sources: tuple[Path, ...]
 
 
+# "1 mismatch", "2 mismatches": the plural ending of the mismatch count, a $display argument for %0s
+_ES = 'mismatches == 1 ? "" : "es"'
 # The benches' stall generator, xorshift32, written once: every simulator steps it alike (each
 # simulator's $urandom has a sequence of its own).
 XORSHIFT_SV = (
@@ -460,8 +465,8 @@ class _Bench:
             cond = "if" if k == 0 else "else if"
             lines += [
                 f"      {cond} (mm_{k} != 0)",
-                f'        $display("{_sv_str(where)}: %0d mismatches; first {c.name}[{fmt}] expected %0d got %0d",'
-                f" mismatches, {args}, {exp}, {got});",
+                f'        $display("{_sv_str(where)}: %0d mismatch%0s; first {c.name}[{fmt}] expected %0d got %0d",'
+                f" mismatches, {_ES}, {args}, {exp}, {got});",
             ]
         return lines
 
@@ -623,8 +628,8 @@ class _Bench:
         add("    else if (mismatches != 0) begin")
         L.extend(self.report(where))
         add(
-            f'      $display("FAIL {self.module}: %0d mismatches in %0d elements, seed %0d",'
-            f" mismatches, N_OUT * {self.elements}, seed);"
+            f'      $display("FAIL {self.module}: %0d mismatch%0s in %0d elements, seed %0d",'
+            f" mismatches, {_ES}, N_OUT * {self.elements}, seed);"
         )
         add('      $fatal(1, "FAIL");')
         add("    end")
@@ -812,17 +817,17 @@ class _GemmBench:
         add("    else if (mismatches != 0) begin")
         add("      if (mm_acc != 0)")
         add(
-            f'        $display("{_sv_str(where)}: %0d mismatches; first acc[%0d, %0d] expected %0d got %0d",'
-            " mismatches, fi_acc / N, fi_acc % N, $signed(fe_acc), $signed(fg_acc));"
+            f'        $display("{_sv_str(where)}: %0d mismatch%0s; first acc[%0d, %0d] expected %0d got %0d",'
+            f" mismatches, {_ES}, fi_acc / N, fi_acc % N, $signed(fe_acc), $signed(fg_acc));"
         )
         add("      else")
         add(
-            f'        $display("{_sv_str(where)}: %0d mismatches; first y[%0d, %0d] expected %0d got %0d",'
-            " mismatches, fi_y / N, fi_y % N, $signed(fe_y), $signed(fg_y));"
+            f'        $display("{_sv_str(where)}: %0d mismatch%0s; first y[%0d, %0d] expected %0d got %0d",'
+            f" mismatches, {_ES}, fi_y / N, fi_y % N, $signed(fe_y), $signed(fg_y));"
         )
         add(
-            f'      $display("FAIL {self.module}: %0d mismatches in %0d elements, seed %0d",'
-            " mismatches, 2 * M * N, seed);"
+            f'      $display("FAIL {self.module}: %0d mismatch%0s in %0d elements, seed %0d",'
+            f" mismatches, {_ES}, 2 * M * N, seed);"
         )
         add('      $fatal(1, "FAIL");')
         add("    end")
@@ -851,6 +856,23 @@ def bench_name(kind: str) -> str:
     return f"tb_{kind}.sv"
 
 
+def _owned(dest: Path) -> dict[str, None]:
+    """The files a previous export wrote into ``dest``: files.f and what it lists inside the
+    directory, the manifest and the .hex files it names."""
+    from hwvit import vectors
+
+    owned = {FILES_LIST: None, "manifest.yaml": None}
+    for line in (dest / FILES_LIST).read_text(errors="replace").splitlines():
+        if line.strip() and not Path(line.strip()).is_absolute():
+            owned[Path(line.strip()).as_posix()] = None
+    try:
+        manifest = vectors.read_manifest(dest)
+    except vectors.VectorSetError:
+        return owned
+    owned.update({t["files"]["hex"]: None for t in manifest["tensors"]})
+    return owned
+
+
 def _out_check(force: bool):
     def check(dest: Path) -> None:
         if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
@@ -863,8 +885,24 @@ def _out_check(force: bool):
                     f"{dest}: --force replaces only a bench `hwvit tb export` wrote, and it holds none "
                     f"(no {FILES_LIST}, no tb_*.sv); choose another directory"
                 )
+            try:  # a simulator's outputs (tb.vvp, obj_dir/) are the user's: removed by the user
+                refuse_unowned(dest, _owned(dest), "a bench `hwvit tb export` wrote")
+            except FileExistsError as exc:
+                raise ExportError(str(exc)) from None
 
     return check
+
+
+def _copied(sources: list[Path]) -> list[tuple[Path, str]]:
+    """(source, its path in the bench directory: rtl/NAME) for each distinct source file."""
+    out: list[tuple[Path, str]] = []
+    for src in dict.fromkeys(sources):
+        name = f"{RTL_DIR}/{src.name}"
+        clash = next((s for s, n in out if n == name), None)
+        if clash is not None:
+            raise ExportError(f"{src} and {clash}: two Verilog files named {src.name}; rename one")
+        out.append((src, name))
+    return out
 
 
 def export(
@@ -894,9 +932,13 @@ def export(
     bench = _GemmBench(vset, design) if kind == "gemm" else _Bench(kind, vset, design)
     text = bench.text()
     name = bench_name(kind)
-    files = [str(s) for s in design.sources] + [name]
+    copied = _copied(design.sources)
+    files = [rel for _, rel in copied] + [name]
     try:
         with atomic_dir(out, check) as tmp:
+            (tmp / RTL_DIR).mkdir()
+            for src, rel in copied:
+                shutil.copyfile(src, tmp / rel)
             (tmp / name).write_text(text)
             for tensor in vset.tensors:
                 src = vset.hex_path(tensor)

@@ -18,8 +18,9 @@ each other or would do nothing in the combination given).
 
 The rule for output directories (`check_out_dir`, the same for every command that writes one):
 a missing or empty directory is written; a non-empty one only with --force, and --force replaces
-only a previous hwvit output of the same kind (vector sets, a compare report, a sweep), never
-someone's other files. It is checked before any work starts.
+only a previous hwvit output of the same kind (vector sets, a compare report, a sweep) holding
+nothing else: a file hwvit did not write there (a committed README, someone's notes) makes it
+refuse, naming the file. It is checked before any work starts.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from click.core import ParameterSource
 
 from hwvit import blocks, toolchain
 from hwvit.formats import Calibration, ExpMode
-from hwvit.textfiles import first_line
+from hwvit.textfiles import count, first_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,11 +78,20 @@ def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
 
 
 class _LazyChoice(click.Choice):
-    """A Choice whose list is read on first use, so that `hwvit --help` does not import torch."""
+    """A Choice whose list is read on first use (a value to check, an error listing the choices),
+    never for --help: the lists live beside torch and numba, whose imports would take a command's
+    help from 0.2 s to 1-2.5 s. --help shows ``metavar``; `hwvit info` lists the choices."""
 
-    def __init__(self, load: Callable[[], tuple[str, ...]]) -> None:
+    def __init__(self, load: Callable[[], tuple[str, ...]], metavar: str) -> None:
         self._load = load
+        self._metavar = metavar
         self.case_sensitive = True
+
+    def get_metavar(self, param, ctx) -> str:
+        return self._metavar
+
+    def to_info_dict(self) -> dict[str, Any]:
+        return {"param_type": "Choice", "name": self.name, "metavar": self._metavar, "case_sensitive": True}
 
     @property
     def choices(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -116,8 +126,8 @@ def model_options(func: F) -> F:
     )
     @click.option(
         "--family",
-        type=_LazyChoice(_model_families),
-        help="Key names of --checkpoint.  [default: read from the key names]",
+        type=_LazyChoice(_model_families, "FAMILY"),
+        help="Key names of --checkpoint (`hwvit info` lists the families).  [default: read from the key names]",
     )
     @click.option(
         "--config",
@@ -288,7 +298,7 @@ def refuse_seed_for_digits(preset: str | None, checkpoint: str | None) -> None:
 
 # --- the user's data ----------------------------------------------------------------------------
 MODEL_KEYS = ("preset", "checkpoint", "family", "config_path", "heads")
-DATA_KEYS = ("images_path", "calib_path", "labels_csv", "limit", "resize", "crop", "rescale", "mean", "std")
+DATA_KEYS = ("images_path", "calib_path", "labels_csv", "limit", "resize", "crop", "rescale", "mean", "std", "strict")
 _PREPROCESS_FLAGS = (
     ("resize", "--resize"),
     ("crop", "--crop"),
@@ -302,7 +312,9 @@ def data_options(limit_help: str) -> Callable[[F], F]:
     """--images/--calib PATH, --labels CSV, --limit N and the preprocessing flags: the user's data.
 
     A PATH is a folder of PNG/JPEG (class sub-folders or a labels.csv give labels), one image, or
-    an .npy/.npz array. The command receives the values under DATA_KEYS (see `load_data`)."""
+    an .npy/.npz array. Images come to the model's channels as Hugging Face's processors bring them
+    (greyscale and palette to RGB); one that cannot be read or converted is named and left out, or
+    with --strict ends the run. The command receives the values under DATA_KEYS (see `load_data`)."""
 
     def deco(func: F) -> F:
         @functools.wraps(func)
@@ -313,6 +325,8 @@ def data_options(limit_help: str) -> Callable[[F], F]:
                 for name, flag in _PREPROCESS_FLAGS:
                     if kwargs[name] is not None:
                         refuse(f"{flag} applies to --images/--calib only")
+                if kwargs["strict"]:
+                    refuse("--strict applies to --images/--calib only")
             return func(*args, **kwargs)
 
         return options(
@@ -349,6 +363,12 @@ def data_options(limit_help: str) -> Callable[[F], F]:
             click.option("--rescale", type=float, help="Factor on raw pixel values.  [default: 1/255]"),
             click.option("--mean", metavar="M[,M,M]", help="Per-channel mean, subtracted after rescaling."),
             click.option("--std", metavar="S[,S,S]", help="Per-channel std, divided by after the mean."),
+            click.option(
+                "--strict",
+                is_flag=True,
+                help="Stop at the first image that cannot be read, converted to the model's channels or "
+                "preprocessed to its size.  [default: leave it out, naming it, and go on]",
+            ),
         )(wrapper)  # type: ignore[return-value]
 
     return deco
@@ -366,7 +386,15 @@ def load_data(kwargs: dict, seed: int = 0, calib_images: int = 256):
         )
         pre = pipeline.preprocessing(source, d["resize"], d["crop"], d["mean"], d["std"], d["rescale"])
         data = pipeline.plan_data(
-            source, d["images_path"], d["calib_path"], d["labels_csv"], calib_images, d["limit"], seed, pre=pre
+            source,
+            d["images_path"],
+            d["calib_path"],
+            d["labels_csv"],
+            calib_images,
+            d["limit"],
+            seed,
+            pre=pre,
+            strict=bool(d["strict"]),
         )
     except (ValueError, OSError, KeyError) as exc:
         fail(first_line(exc))
@@ -380,7 +408,7 @@ def build_models(kwargs: dict, qconfig, calib_images: int, seed: int = 0, recipe
     source, data = load_data(kwargs, seed, calib_images)
     try:
         return source, data, quantize_model(source.model, data.calib, qconfig, recipe=recipe)
-    except (ValueError, OSError, KeyError) as exc:
+    except (ValueError, OSError, KeyError, OverflowError) as exc:  # a blank calibration set overflows a bias
         fail(first_line(exc))
 
 
@@ -394,15 +422,30 @@ def describe_data(data, quiet: bool) -> None:
         click.echo(note, err=True)
 
 
-@contextlib.contextmanager
-def progress(data, quiet: bool, what: str = "evaluating"):
-    """A tqdm bar over a streamed evaluation set (silenced by -q)."""
+def progress_bar(total: int, desc: str, unit: str, quiet: bool = False, line: str | None = None, **options):
+    """A tqdm bar on stderr while stderr is a terminal; anywhere else (a log file, a pipe, CI) no
+    bar, whose carriage returns would run into the result line, but ``line`` once, a plain line
+    naming the stage. -q: neither. ``options`` go to tqdm (unit_scale, ...)."""
+    import sys
+
     from tqdm import tqdm
 
+    terminal = sys.stderr.isatty()
+    if line and not quiet and not terminal:
+        click.echo(line, err=True)
+    return tqdm(
+        total=total, desc=desc, unit=unit, disable=quiet or not terminal, leave=False, mininterval=0.5, **options
+    )
+
+
+@contextlib.contextmanager
+def progress(data, quiet: bool, what: str = "evaluating"):
+    """A progress bar over a streamed evaluation set (`progress_bar`; silenced by -q)."""
     if not hasattr(data.inputs, "progress"):
         yield
         return
-    with tqdm(total=len(data.inputs), unit="img", disable=quiet, leave=False, desc=what, mininterval=0.5) as bar:
+    n = len(data.inputs)
+    with progress_bar(n, what, "img", quiet, line=f"{what} {count(n, 'image')}") as bar:
         data.inputs.progress = bar.update
         try:
             yield
@@ -494,7 +537,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print the re
 force_option = click.option(
     "--force",
     is_flag=True,
-    help="Replace a non-empty output directory holding a previous hwvit output of the same kind.",
+    help="Replace a non-empty output directory holding a previous hwvit output of the same kind and nothing else.",
 )
 
 
@@ -537,13 +580,12 @@ OUTPUT_KINDS = ("vectors", "compare-report", "sweep")
 def _check_previous(out: Path, kind: str) -> None:
     """Fail unless the non-empty ``out`` holds a previous hwvit output of ``kind`` (what --force replaces)."""
     if kind == "vectors":
-        from hwvit.vectors import find_sets
+        from hwvit.vectors.write import check_replaceable
 
-        if not find_sets(out):
-            fail(
-                f"{out}: --force replaces only vector sets, and it holds none (no manifest.yaml); "
-                "choose another directory"
-            )
+        try:
+            check_replaceable(out)
+        except FileExistsError as exc:
+            fail(str(exc))
         return
     from hwvit.report import publish
 
@@ -599,9 +641,10 @@ def compute_options(func: F) -> F:
     @click.option(
         "--gemm",
         "gemm_name",
-        type=_LazyChoice(_gemm_choices),
+        type=_LazyChoice(_gemm_choices, "BACKEND"),
         default=None,
-        help="CPU GEMM backend (default: $HWVIT_GEMM, else the fastest exact one, probed once per machine).",
+        help="CPU GEMM backend: auto or one of `hwvit info`'s backends (default: $HWVIT_GEMM, else the "
+        "fastest exact one, probed once per machine).",
     )
     @functools.wraps(func)
     def wrapper(*args, **kwargs):

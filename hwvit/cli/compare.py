@@ -31,6 +31,7 @@ from hwvit.cli.common import (
     refuse_seed_for_digits,
     seed_option,
 )
+from hwvit.textfiles import count
 
 
 @click.command()
@@ -116,7 +117,7 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
                 f"{row['path']:<28} {fmt_db(row['sqnr_db']):>8} {'n/a' if iso is None else fmt_db(iso):>8} "
                 f"{row['cosine']:>8.5f} {row['max_err_lsb']:>8.2f} {row['mean_err_lsb']:>9.3f}"
             )
-    parts = [f"{result.model}: {result.images} images" + (f" ({random})" if random else "")]
+    parts = [f"{result.model}: {count(result.images, 'image')}" + (f" ({random})" if random else "")]
     if result.top1_float is not None:
         parts.append(f"top-1 float {100 * result.top1_float:.2f}%, int {100 * result.top1_int:.2f}%")
     parts.append(f"agreement {100 * result.agreement:.2f}%, logits SQNR {fmt_db(result.logits_sqnr_db)} dB")

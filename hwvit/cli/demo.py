@@ -17,9 +17,11 @@ from hwvit.cli.common import (
     force_option,
     jobs_option,
     out_option,
+    progress_bar,
     require_simulators,
     simulator_option,
 )
+from hwvit.textfiles import count
 
 
 def _step(n: int, total: int, text: str) -> None:
@@ -101,7 +103,7 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     worst = result.worst_layer()
     click.echo(
         f"      top-1 float {100 * result.top1_float:.2f}%, int8 {100 * result.top1_int:.2f}% "
-        f"on {result.images} images; agreement {100 * result.agreement:.2f}%; "
+        f"on {count(result.images, 'image')}; agreement {100 * result.agreement:.2f}%; "
         f"logits SQNR {result.logits_sqnr_db:.1f} dB"
     )
     if worst is not None:
@@ -113,7 +115,7 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     _, records, _ = trace_model(int_model, traced.numpy())
     elements = sum(int(t.data.size) for r in records for t in r.tensors.values())
     model_config = {"model": cfg.to_dict(), "quant": QuantConfig().to_dict(), "image": image}
-    with tqdm(total=elements, unit="el", unit_scale=True, leave=False, desc="writing") as bar:
+    with progress_bar(elements, "writing", "el", unit_scale=True) as bar:  # the step's line says what
         summary = vectors.write_sets(
             records,
             vectors_dir,
@@ -130,7 +132,7 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     sets = vectors.find_sets(Path(vectors_dir))
     jobs_list = [(str(d), s) for d in sets for s in sims]
     failures = []
-    with tqdm(total=len(jobs_list), unit="set", leave=False, desc="simulating") as bar:
+    with progress_bar(len(jobs_list), "simulating", "set") as bar:
 
         def on_result(res):
             bar.update(1)

@@ -28,6 +28,7 @@ from hwvit.cli.common import (
     refuse_seed_for_digits,
     seed_option,
 )
+from hwvit.textfiles import count
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
@@ -91,6 +92,14 @@ def _fmt_db(v: float) -> str:
     "longest path and memory bits to sweep.md, with variants_pareto.png (error against cells).",
 )
 @click.option(
+    "--front",
+    type=click.Choice(["both", "top1", "sqnr"]),
+    default="both",
+    show_default=True,
+    help="What pareto.png's front (and the pareto column) weighs against cost: top-1 (agreement without "
+    "labels) and logits SQNR, or one of them. Top-1 on a few dozen images moves in steps and ties.",
+)
+@click.option(
     "--threads",
     type=click.IntRange(0),
     default=1,
@@ -113,6 +122,7 @@ def sweep(
     no_shift,
     variant_lists,
     synth_costs,
+    front,
     threads,
     recipe,
     cluster,
@@ -128,8 +138,9 @@ def sweep(
     table size, calibration (min/max or percentile). Each point is quantized (calibration
     included) and compared with the float model on the same images. Writes sweep.csv (one row
     per point), sweep.md (table with changes against the baseline and a cost note) and
-    sweep.png (accuracy and logits SQNR against cost, one panel per knob) and pareto.png
-    (accuracy against storage cost, the Pareto front marked).
+    sweep.png (accuracy and logits SQNR against cost, one panel per knob, the arithmetic variants
+    in one of their own) and pareto.png (accuracy and logits SQNR against storage cost, the Pareto
+    front of --front marked, the baseline a star).
 
     \b
     Example:
@@ -208,6 +219,7 @@ def sweep(
                 data=data,
                 recipe=recipe,
                 client=client,
+                front=front,
             )
         meta = {
             "images": rows[0]["images"],
@@ -215,6 +227,7 @@ def sweep(
             "seed": seed,
             "checkpoint_sha256": source.sha256,
             "axes": {k: list(v) for k, v in axes.items()},
+            "front": front,
             "recipe": recipe.to_dict() if recipe is not None else None,
         }
         block_costs = None
@@ -239,7 +252,7 @@ def sweep(
     others = [r for r in rows if r is not base and r[key] is not None]
     n = len(rows)
     random = pipeline.random_note(source, data)
-    summary = f"{source.name}: {n} configuration{'s' if n != 1 else ''} on {base['images']} images"
+    summary = f"{source.name}: {count(n, 'configuration')} on {count(base['images'], 'image')}"
     summary += (f" ({random})" if random else "") + f" in {elapsed:.0f} s"
     summary += f", baseline {'top-1' if key == 'top1_int' else 'agreement'} {100 * base[key]:.2f}%"
     if others:  # ties in accuracy (common on few images) are broken by the logits SQNR

@@ -23,11 +23,13 @@ from hwvit.cli.common import (
     fail,
     first_line,
     model_options,
+    progress_bar,
     qconfig_options,
     recipe_option,
     refuse,
     vector_output_options,
 )
+from hwvit.textfiles import count
 
 
 @contextlib.contextmanager
@@ -142,13 +144,13 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
 
     \b
     Example:
-      hwvit vectors --model digits --limit 1 --calib-images 64 --out vectors/
-      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vectors/ --force
+      hwvit vectors --model digits --limit 1 --calib-images 64 --out vec/digits
+      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vec/digits --force
       hwvit vectors --checkpoint vit/ --images photos/ --limit 1 --blocks 'layers.0.*' --out vit-vectors/
-      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out again/
+      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vec/again
 
     The same model, images and options give byte-identical sets on every machine (`hwvit check
-    vectors/ --against again/` compares two copies; docs/vectors.md). With --device cuda the trace
+    vec/digits --against vec/again` compares two copies; docs/vectors.md). With --device cuda the trace
     runs on the GPU (the same sets, byte for byte; worth it when --limit is large).
     """
     from hwvit import vectors as vec
@@ -168,18 +170,9 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
 
 
 def _write_tree(vec, records, out_dir, seed, source_sha, model_config, made, force, quiet):
-    from tqdm import tqdm
-
     total = sum(int(t.data.size) for r in records for t in r.tensors.values())
-    with tqdm(
-        total=total,
-        unit="el",
-        unit_scale=True,
-        disable=quiet,
-        leave=False,
-        mininterval=0.5,
-        desc=f"writing {len(records)} sets",
-    ) as bar:
+    what = f"writing {count(len(records), 'set')}"
+    with progress_bar(total, what, "el", quiet, line=f"{what} ({total} elements)", unit_scale=True) as bar:
         return vec.write_sets(
             records,
             out_dir,
@@ -214,9 +207,9 @@ def check(directory, verbose, against):
 
     \b
     Example:
-      hwvit check vectors/
-      hwvit check vectors/layers.0.attn.softmax
-      hwvit check vectors/ --against again/
+      hwvit check vec/digits
+      hwvit check vec/digits/layers.0.attn.softmax
+      hwvit check vec/digits --against vec/again
     """
     from hwvit import vectors as vec
 

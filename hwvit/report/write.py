@@ -20,6 +20,7 @@ from hwvit.analysis.compare import CompareResult
 from hwvit.analysis.diagnose import by_stage, suggestion, worst_points
 from hwvit.report.plots import error_histogram, logits_scatter, sqnr_bars
 from hwvit.report.publish import json_safe, staged_dir
+from hwvit.textfiles import count
 
 KIND = "compare-report"
 PLOTS = {
@@ -145,7 +146,7 @@ def summary_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
         delta = 100.0 * (result.top1_int - result.top1_float)
         rows.append(["top-1 change (int - float)", f"{delta:+.2f} percentage points"])
     rows += [
-        ["top-1 agreement float vs int", f"{fmt_pct(result.agreement)} ({disagree} of {n} images differ)"],
+        ["top-1 agreement float vs int", f"{fmt_pct(result.agreement)} ({disagree} of {count(n, 'image')} differ)"],
         ["logits SQNR", f"{fmt_db(result.logits_sqnr_db)} dB"],
     ]
     worst = result.worst_layer()
@@ -283,7 +284,7 @@ def render_md(result: CompareResult) -> str:
     out = [
         f"# hwvit compare: {result.model}",
         "",
-        f"Float model vs its integer model on {result.images} images (hwvit {__version__}).",
+        f"Float model vs its integer model on {count(result.images, 'image')} (hwvit {__version__}).",
         "",
     ]
     for title, text, table in _sections(result):
@@ -312,7 +313,7 @@ def render_html(result: CompareResult, images: dict[str, bytes]) -> str:
         '<html><head><meta charset="utf-8">',
         f"<title>hwvit compare: {esc(result.model)}</title><style>{_CSS}</style></head><body>",
         f"<h1>hwvit compare: {esc(result.model)}</h1>",
-        f"<p>Float model vs its integer model on {result.images} images (hwvit {esc(__version__)}).</p>",
+        f"<p>Float model vs its integer model on {count(result.images, 'image')} (hwvit {esc(__version__)}).</p>",
     ]
     for title, text, table in _sections(result):
         out += [f"<h2>{esc(title)}</h2>", _html_text(text)]

@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 
 from hwvit import __version__
-from hwvit.atomic import atomic_dir
+from hwvit.atomic import atomic_dir, refuse_unowned
 from hwvit.formats import Rounding
 from hwvit.record import BlockRecord, Tensor
 from hwvit.vectors.check import find_sets
@@ -232,15 +232,44 @@ def _is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
+def owned_files(root: Path) -> dict[str, None]:
+    """The files of the vector sets under ``root``, by path relative to it: each set's manifest.yaml
+    and the files its manifest names (what a writer here wrote; a set whose manifest does not read
+    owns nothing)."""
+    from hwvit.vectors.read import read_manifest
+
+    owned: dict[str, None] = {}
+    for set_dir in find_sets(root):
+        try:
+            manifest = read_manifest(set_dir)
+        except VectorSetError:
+            continue
+        names = [MANIFEST, *(name for t in manifest["tensors"] for name in t["files"].values())]
+        if manifest.get("lut_file"):
+            names.append(manifest["lut_file"])
+        rel = set_dir.relative_to(root)
+        owned.update({(rel / name).as_posix(): None for name in names})
+    return owned
+
+
+def check_replaceable(dest: Path) -> None:
+    """What --force may replace: a tree of vector sets and nothing else (FileExistsError, one line,
+    naming a file no set accounts for: a README committed beside the sets, a user's notes)."""
+    if not dest.is_dir() or dest.is_symlink():
+        raise FileExistsError(f"{dest} exists and is not a directory; not replacing it")
+    if not find_sets(dest):
+        raise FileExistsError(
+            f"{dest}: --force replaces only vector sets, and it holds none (no manifest.yaml); choose another directory"
+        )
+    refuse_unowned(dest, owned_files(dest), "vector sets hwvit wrote")
+
+
 def _check_destination(dest: Path, force: bool) -> None:
-    """A set's destination: missing or empty, or (with ``force``) a tree of vector sets."""
+    """A set's destination: missing or empty, or (with ``force``) a tree of vector sets and nothing else."""
     if (dest.exists() or dest.is_symlink()) and not _is_empty_dir(dest):
         if not force:
             raise FileExistsError(f"{dest} already exists (use --force to replace it)")
-        if not dest.is_dir() or dest.is_symlink():
-            raise FileExistsError(f"{dest} exists and is not a directory; not replacing it")
-        if not find_sets(dest):  # --force replaces vector sets, never an arbitrary directory
-            raise FileExistsError(f"{dest} holds no vector set; not replacing it")
+        check_replaceable(dest)
 
 
 def _staging(dest: Path, force: bool):
@@ -277,7 +306,8 @@ def write_set(
     """Write ``record`` as the vector set ``out_dir`` (atomically); return its path.
 
     ``config_hash`` defaults to ``config_hash(record.params, model_config)``. An existing
-    non-empty ``out_dir`` raises FileExistsError unless ``force``, which replaces it whole.
+    non-empty ``out_dir`` raises FileExistsError unless ``force``, which replaces it whole if it
+    holds vector sets and nothing else.
     """
     out_dir = Path(out_dir)
     (manifest,) = _manifests([record], seed, config_hash, source_sha256, model_config, provenance)
