@@ -92,7 +92,7 @@ def test_variant_long_rows_bit_exact(kind, simulator, tmp_path, run_set):
 # The variants that clamp the row length like rtl/softmax.v and rtl/layernorm.v (0 reads as 1, above
 # the maximum as the maximum): every LayerNorm variant and three softmax ones; softmax_ita and
 # softmax_softermax document row_len_i in 1..MAX_N as their input contract instead (no clamp).
-SM_CLAMPING = ["softmax_ibert", "softmax_log2", "softmax_shiftmax"]
+SM_CLAMPING = ["softmax_ibert", "softmax_log2_exact", "softmax_shiftmax_exact"]
 CLAMPING = [k for k in VARIANT_RTL if blocks.get(k).family == "layernorm"] + SM_CLAMPING
 MAX_PARAM = {"softmax": "MAX_N", "layernorm": "MAX_C"}
 
@@ -102,9 +102,9 @@ def test_softmax_variants_say_how_they_take_a_row_length():
     assert set(SM_CLAMPING) < sm
     root = toolchain.repo().root
     for kind in sm - set(SM_CLAMPING):
-        assert "The row length, in 1..MAX_N," in (root / "rtl" / f"{kind}.v").read_text(), kind
+        assert "The row length, in 1..MAX_N," in blocks.get(kind).rtl_paths(root)[0].read_text(), kind
     for kind in SM_CLAMPING:
-        assert "MAX_N_C[LW-1:0]" in (root / "rtl" / f"{kind}.v").read_text(), kind
+        assert "MAX_N_C[LW-1:0]" in blocks.get(kind).rtl_paths(root)[0].read_text(), kind
 
 
 @pytest.mark.parametrize("n, drive", [(1, 0), (16, 17), (16, 31)], ids=["0->1", "17->16", "31->16"])

@@ -17,7 +17,9 @@ requant, ...). It is three functions and its facts:
 Inputs and outputs per block family (``x`` any leading shape):
 
 - ``gelu``: ``x`` signed ``ctx.in_bits`` codes at ``ctx.s_in`` -> ``y`` signed ``ctx.out_bits``
-  codes at ``ctx.s_out`` (``out_scale`` returns ``ctx.s_out``);
+  codes at ``ctx.s_out`` (``out_scale`` returns ``ctx.s_out``); elementwise, so a table of its
+  value at every code, unless the variant declares ``row`` (its result depends on the whole last
+  axis, as I-ViT's released ShiftGELU on the row's maximum);
 - ``softmax``: ``x`` (..., N) signed ``ctx.in_bits`` scores at ``ctx.s_in``, softmax over the last
   axis -> ``y`` unsigned ``ctx.out_bits`` probabilities at ``out_scale``;
 - ``layernorm``: ``x`` (..., C) signed int8 at ``ctx.s_in`` (LayerNorm over the last axis, float
@@ -86,6 +88,8 @@ class Variant:
     kernel: Callable[[np.ndarray, Params], np.ndarray]
     reference: Callable[[Any, Params], Any]
     out_scale: Callable[[Any, Params], float]
+    # a GELU whose result depends on its row (the last axis), not on each code alone: not a table
+    row: bool = False
 
     def __post_init__(self) -> None:
         assert self.family in FAMILIES, self.family
