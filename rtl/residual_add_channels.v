@@ -112,24 +112,26 @@ module residual_add_channels #(
   assign out_valid_o = out_valid_q;
 
   // ---------------------------------------------------------------- channel count
-  reg  [AW-1:0] chan_q, chan_d;              // channel of the next beat
+  // The channel number runs in CW bits like the count (below MAX_C, so its low AW bits address the
+  // table); the token's last beat is the one whose channel is C - 1.
+  reg  [CW-1:0] chan_q, chan_d;              // channel of the next beat
   reg  [CW-1:0] count_q, count_d;            // C of the token in flight
   wire [CW-1:0] count_in = (cfg_c_i == {CW{1'b0}}) ? C_ONE
                          : ({1'b0, cfg_c_i} > C_TOP) ? C_TOP[CW-1:0] : cfg_c_i;
-  wire          first    = (chan_q == {AW{1'b0}});
+  wire          first    = (chan_q == {CW{1'b0}});
   wire [CW-1:0] count    = first ? count_in : count_q;
-  wire [CW:0]   chan_up  = {{(CW+1-AW){1'b0}}, chan_q} + 1'b1;  // chan + 1 <= MAX_C
-  wire          last     = (chan_up == {1'b0, count});
+  wire          last     = (chan_q == count - C_ONE);
+  wire [AW-1:0] addr     = chan_q[AW-1:0];
 
   // ---------------------------------------------------------------- stage 1: the channel's products
   wire signed [PROD_BITS-1:0] a_wide  = {{31{in_a_i[IN_BITS-1]}}, in_a_i};
   wire signed [PROD_BITS-1:0] b_wide  = {{31{in_b_i[IN_BITS-1]}}, in_b_i};
   // verilator coverage_off
   // (zero-extended copies: the live bits toggle in the table, the rest are 0)
-  wire signed [PROD_BITS-1:0] ma_wide = {{IN_BITS{1'b0}}, ma_mem[chan_q]};
-  wire signed [PROD_BITS-1:0] mb_wide = {{IN_BITS{1'b0}}, mb_mem[chan_q]};
+  wire signed [PROD_BITS-1:0] ma_wide = {{IN_BITS{1'b0}}, ma_mem[addr]};
+  wire signed [PROD_BITS-1:0] mb_wide = {{IN_BITS{1'b0}}, mb_mem[addr]};
   // verilator coverage_on
-  wire        [5:0]           sh_sel  = sh_mem[chan_q];
+  wire        [5:0]           sh_sel  = sh_mem[addr];
 
   reg signed [PROD_BITS-1:0] pa_q, pa_d;
   reg signed [PROD_BITS-1:0] pb_q, pb_d;
@@ -168,7 +170,7 @@ module residual_add_channels #(
     out_d       = out_q;
     out_last_d  = out_last_q;
     if (take) begin
-      chan_d    = last ? {AW{1'b0}} : chan_up[AW-1:0];
+      chan_d    = last ? {CW{1'b0}} : chan_q + C_ONE;
       count_d   = count;
       pa_d      = a_wide * ma_wide;
       pb_d      = b_wide * mb_wide;
@@ -190,7 +192,7 @@ module residual_add_channels #(
   // ---------------------------------------------------------------- registers
   always @(posedge clk_i) begin
     if (!rst_ni) begin
-      chan_q      <= {AW{1'b0}};
+      chan_q      <= {CW{1'b0}};
       count_q     <= {CW{1'b0}};
       s1_valid_q  <= 1'b0;
       pa_q        <= {PROD_BITS{1'b0}};
