@@ -40,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.variants.base import LayerNormContext, Params, SoftmaxContext, Variant
+from hwvit.ops.checks import check_bits
+from hwvit.variants.base import LayerNormContext, Params, SoftmaxContext, Variant, by_rows, signed_rows
 from hwvit.variants.ibert import EXP_N, _rhe_shift, ibert_exp, ibert_exp_ref, softmax_constants
 
 SOURCE = "megvii-research/FQ-ViT @ 5daf591"
@@ -68,26 +69,6 @@ def f64_of(bits: Any, name: str) -> np.ndarray:
     if not np.all(np.isfinite(out)):
         raise ValueError(f"{name}: not finite")
     return out
-
-
-def _int_param(p: Params, key: str, lo: int, hi: int) -> int:
-    v = p[key]
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
-        raise ValueError(f"{key} must be an integer in [{lo}, {hi}], got {v!r}")
-    return int(v)
-
-
-def _rows(x: Any, bits: int, what: str) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.dtype.kind not in "iu":
-        raise ValueError(f"x: expected an integer array, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
-        raise ValueError(f"x: values must lie in [{lo}, {hi}], got [{int(arr.min())}, {int(arr.max())}]")
-    if arr.ndim == 0 or not 1 <= arr.shape[-1] <= MAX_C:
-        raise ValueError(f"{what}: rows must hold 1..{MAX_C} elements, got shape {arr.shape}")
-    return arr
 
 
 # ----------------------------------------------------------------------------- PTF LayerNorm
@@ -177,8 +158,8 @@ def layernorm_ptf_stages(x: Any, p: Params) -> dict[str, np.ndarray]:
     ``C Sxx - Sx^2 < 2^53`` (exact in binary64); per row the float constants of
     ``ptf_row_constants``; ``M z`` signed b+11; ``B`` below 2^52;
     ``out = sat(round_half_even((sign M z + B) / 2^N))``."""
-    b_in = _int_param(p, "in_bits", 2, 12)
-    arr = _rows(x, b_in, "ptf layernorm")
+    b_in = check_bits(p["in_bits"], "in_bits", 2, 12)
+    arr = signed_rows(x, b_in, "ptf layernorm", MAX_C)
     rows = arr.reshape(-1, arr.shape[-1])
     c = rows.shape[1]
     alpha = np.asarray(p["alpha"])
@@ -188,7 +169,7 @@ def layernorm_ptf_stages(x: Any, p: Params) -> dict[str, np.ndarray]:
     if g.shape != (c,) or bt.shape != (c,):
         raise ValueError(f"ptf: gamma_f64 and beta_f64 must have shape ({c},)")
     s, s_out = float(f64_of(p["s_f64"], "s_f64")[0]), float(f64_of(p["s_out_f64"], "s_out_f64")[0])
-    out_bits = _int_param(p, "out_bits", 2, 16)
+    out_bits = check_bits(p["out_bits"], "out_bits", 2, 16)
     alpha = alpha.astype(np.int64)
     amin = int(alpha.min())
     s1 = s * 2.0**amin  # min over channels of s 2^alpha_c
@@ -215,9 +196,8 @@ def _ptf_ref(x, p: Params):
     bits = int(p["out_bits"])
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     s1 = min(s * 2.0**a for a in alpha)
-    arr = np.asarray(x)
-    out = []
-    for row in arr.reshape(-1, arr.shape[-1]).tolist():
+
+    def row_fn(row: list[int]) -> list[int]:
         c = len(row)
         z = [v * round(s * 2.0 ** alpha[i] / s1) for i, v in enumerate(row)]
         sx, sxx = sum(z), sum(t * t for t in z)
@@ -237,8 +217,9 @@ def _ptf_ref(x, p: Params):
                 num = sign * m * t + big_b
                 q = num if n == 0 else round(num / 2**n)  # exact: an int over a power of two, to even
             res.append(min(max(q, lo), hi))
-        out.append(res)
-    return np.array(out, dtype=np.int64).reshape(arr.shape).tolist()
+        return res
+
+    return by_rows(x, row_fn)
 
 
 # ----------------------------------------------------------------------------- PTF observer
@@ -343,10 +324,11 @@ def log2_stages(x: Any, p: Params) -> dict[str, np.ndarray]:
     in ``[1, c 2^30]`` (< 2^49.5 at ``s_in >= 2^-9``); ``S = sum E`` < 2^62; ``v = round(S / E)`` in
     ``[1, 2^62)``; ``code = log_code(v)``; masked where ``code >= 16``; ``y = 2^(M - code)``
     (0 where masked or ``code > M``), ``M = out_bits - 1``."""
-    b_in = _int_param(p, "in_bits", 2, 16)
-    arr = _rows(x, b_in, "softmax=log2")
-    x0, b, c = _int_param(p, "x0_int", -(1 << 20), -1), int(p["b_int"]), _int_param(p, "c_int", 1, 1 << 20)
-    top = _int_param(p, "out_bits", 1, 16) - 1
+    b_in = check_bits(p["in_bits"], "in_bits", 2, 16)
+    arr = signed_rows(x, b_in, "softmax=log2", MAX_C)
+    x0 = check_bits(p["x0_int"], "x0_int", -(1 << 20), -1)
+    b, c = check_bits(p["b_int"], "b_int", 0, 1 << 20), check_bits(p["c_int"], "c_int", 1, 1 << 20)
+    top = check_bits(p["out_bits"], "out_bits", 1, 16) - 1
     e = ibert_exp(arr - arr.max(axis=-1, keepdims=True), x0, b, c)
     total = e.sum(axis=-1, keepdims=True)
     masked = e == 0  # cannot happen for c >= 1 (every exp >= 1); the module would divide by 0
@@ -363,20 +345,18 @@ def _lis_kernel(x: np.ndarray, p: Params) -> np.ndarray:
 
 def _lis_ref(x, p: Params):
     x0, b, c, top = int(p["x0_int"]), int(p["b_int"]), int(p["c_int"]), int(p["out_bits"]) - 1
-    arr = np.asarray(x)
-    out = []
-    for row in arr.reshape(-1, arr.shape[-1]).tolist():
-        m = max(row)
-        exps = [ibert_exp_ref(v - m, x0, b, c) for v in row]
-        total = sum(exps)
-        res = []
-        for e in exps:
-            v = round_ratio_ref(total, e)
-            big = v.bit_length() - 1  # floor(log2 v)
-            code = big + 1 if big >= 1 and v - 2**big >= 2 ** (big - 1) else big
-            res.append(2 ** (top - code) if code <= top and code < 2**LIS_BITS else 0)
-        out.append(res)
-    return np.array(out, dtype=np.int64).reshape(arr.shape).tolist()
+
+    def prob(total: int, e: int) -> int:
+        v = round_ratio_ref(total, e)
+        big = v.bit_length() - 1  # floor(log2 v)
+        code = big + 1 if big >= 1 and v - 2**big >= 2 ** (big - 1) else big
+        return 2 ** (top - code) if code <= top and code < 2**LIS_BITS else 0
+
+    def row_fn(row: list[int]) -> list[int]:
+        exps = [ibert_exp_ref(v - max(row), x0, b, c) for v in row]
+        return [prob(sum(exps), e) for e in exps]
+
+    return by_rows(x, row_fn)
 
 
 assert EXP_N == 30  # FQ-ViT's int_exp has n = 30, as I-BERT's

@@ -45,7 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from hwvit.variants.base import GeluContext, LayerNormContext, Params, SoftmaxContext, Variant
+from hwvit.ops.checks import check_bits
+from hwvit.variants.base import GeluContext, LayerNormContext, Params, SoftmaxContext, Variant, by_rows, signed_rows
 from hwvit.variants.ibert import frexp31, ibert_requant, ibert_requant_ref
 
 SM_N = 15  # IntSoftmax.n
@@ -64,26 +65,6 @@ MAX_N = 4096
 
 
 # ----------------------------------------------------------------------------- checks
-
-
-def _int_array(x: Any, name: str, bits: int) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.dtype.kind not in "iu":
-        raise ValueError(f"{name}: expected an integer array, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
-        raise ValueError(f"{name}: values must lie in [{lo}, {hi}], got [{int(arr.min())}, {int(arr.max())}]")
-    if arr.ndim == 0 or not 1 <= arr.shape[-1] <= MAX_N:
-        raise ValueError(f"{name}: rows must hold 1..{MAX_N} elements, got shape {arr.shape}")
-    return arr
-
-
-def _int_param(p: Params, key: str, lo: int, hi: int) -> int:
-    v = p[key]
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
-        raise ValueError(f"{key} must be an integer in [{lo}, {hi}], got {v!r}")
-    return int(v)
 
 
 def _bits(ctx_bits: int, what: str, lo: int = 2, hi: int = 16) -> int:
@@ -165,10 +146,10 @@ def softmax_stages(x: Any, p: Params) -> dict[str, np.ndarray]:
     ``delta = x - max`` signed b+1; ``E = ShiftExp(delta, 15)`` unsigned 32 (``<= I_0 2^15 <= 2^31``);
     ``S = sum E`` unsigned 44 (``<= N 2^31``), clamped to ``2^31 - 1``; ``factor`` unsigned 31;
     ``E factor`` unsigned 32 (``<= 2^31``); ``y = (E factor) >> (32 - k)`` in ``[0, 2^(k-1)]``."""
-    b = _int_param(p, "in_bits", 2, 16)
-    x = _int_array(x, "x", b)
-    i0 = _int_param(p, "i0", 1, I0_MAX)
-    k = _int_param(p, "out_bits", 2, 16)
+    b = check_bits(p["in_bits"], "in_bits", 2, 16)
+    x = signed_rows(x, b, "x", MAX_N)
+    i0 = check_bits(p["i0"], "i0", 1, I0_MAX)
+    k = check_bits(p["out_bits"], "out_bits", 2, 16)
     delta = x - x.max(axis=-1, keepdims=True)
     e = shift_exp(delta, i0, SM_N)
     total = e.sum(axis=-1, keepdims=True)
@@ -183,13 +164,12 @@ def _softmax_kernel(x: np.ndarray, p: Params) -> np.ndarray:
 
 def _softmax_ref(x, p: Params):
     i0, k = int(p["i0"]), int(p["out_bits"])
-    arr = np.asarray(x)
-    out = []
-    for row in arr.reshape(-1, arr.shape[-1]).tolist():
-        top = max(row)
-        e = [shift_exp_ref(v - top, i0, SM_N) for v in row]
-        out.append([_ratio_ref(v, sum(e), k) for v in e])
-    return np.array(out, dtype=np.int64).reshape(arr.shape).tolist()
+
+    def row_fn(row: list[int]) -> list[int]:
+        e = [shift_exp_ref(v - max(row), i0, SM_N) for v in row]
+        return [_ratio_ref(v, sum(e), k) for v in e]
+
+    return by_rows(x, row_fn)
 
 
 # ----------------------------------------------------------------------------- ShiftGELU
@@ -217,10 +197,10 @@ def gelu_stages(x: Any, p: Params) -> dict[str, np.ndarray]:
     2^50); ``S = min(e1 + e2, 2^31 - 1)``; ``sig = floor(e1 floor((2^31 - 1) / S) / 2^24)``: in
     ``[0, 2^7]`` when ``e1 + e2 < 2^31``, up to ``I_0 / 2 <= 2^15`` when clamped; ``t = x sig``
     signed ``b + 16``; ``out = sat(round_half_even(t M / 2^E))``, ``|t M| < 2^62``."""
-    b = _int_param(p, "in_bits", 2, 16)
-    x = _int_array(x, "x", b)
-    i0 = _int_param(p, "i0", 1, I0_MAX)
-    out_bits = _int_param(p, "out_bits", 2, 16)
+    b = check_bits(p["in_bits"], "in_bits", 2, 16)
+    x = signed_rows(x, b, "x", MAX_N)
+    i0 = check_bits(p["i0"], "i0", 1, I0_MAX)
+    out_bits = check_bits(p["out_bits"], "out_bits", 2, 16)
     top = x.max(axis=-1, keepdims=True)
     e1 = shift_exp(x - top, i0, GELU_N)
     e2 = shift_exp(-top, i0, GELU_N)
@@ -236,17 +216,17 @@ def _gelu_kernel(x: np.ndarray, p: Params) -> np.ndarray:
 
 def _gelu_ref(x, p: Params):
     i0, m, e, bits = int(p["i0"]), int(p["multiplier"]), int(p["shift"]), int(p["out_bits"])
-    arr = np.asarray(x)
-    out = []
-    for row in arr.reshape(-1, arr.shape[-1]).tolist():
+
+    def one(v: int, top: int, e2: int) -> int:
+        e1 = shift_exp_ref(v - top, i0, GELU_N)  # e^(x - max)
+        return ibert_requant_ref(v * _ratio_ref(e1, e1 + e2, GELU_SIG_BITS), m, e, bits)
+
+    def row_fn(row: list[int]) -> list[int]:
         top = max(row)
-        e2 = shift_exp_ref(-top, i0, GELU_N)
-        res = []
-        for v in row:
-            e1 = shift_exp_ref(v - top, i0, GELU_N)
-            res.append(ibert_requant_ref(v * _ratio_ref(e1, e1 + e2, GELU_SIG_BITS), m, e, bits))
-        out.append(res)
-    return np.array(out, dtype=np.int64).reshape(arr.shape).tolist()
+        e2 = shift_exp_ref(-top, i0, GELU_N)  # e^(-max), once per row
+        return [one(v, top, e2) for v in row]
+
+    return by_rows(x, row_fn)
 
 
 # ----------------------------------------------------------------------------- I-LayerNorm
@@ -296,8 +276,8 @@ def layernorm_stages(x: Any, p: Params) -> dict[str, np.ndarray]:
     ``factor = floor((2^31 - 1) / std)`` unsigned 25; ``y = floor(d factor / 2)`` signed 41;
     ``z = y + bias`` signed 42 (``|bias| < 2^40``); ``out = sat(round_half_even(z M_c / 2^E_c))``
     (``|z M| < 2^73``: hwvit.variants.ibert.ibert_requant's split product)."""
-    b = _int_param(p, "in_bits", 2, 16)
-    x = _int_array(x, "x", b)
+    b = check_bits(p["in_bits"], "in_bits", 2, 16)
+    x = signed_rows(x, b, "x", MAX_N)
     c = x.shape[-1]
     bias = np.asarray(p["bias"])
     mult, shift = np.asarray(p["multiplier"]), np.asarray(p["shift"])
@@ -306,7 +286,7 @@ def layernorm_stages(x: Any, p: Params) -> dict[str, np.ndarray]:
             raise ValueError(f"ivit layernorm: {name} must be an integer array of shape ({c},)")
     if np.abs(bias).max() >= BIAS_MAX or np.abs(mult).max() > 1 << 31 or shift.min() < 1 or shift.max() > 93:
         raise ValueError("ivit layernorm: |bias| < 2^40, |multiplier| <= 2^31 and shift in [1, 93]")
-    out_bits = _int_param(p, "out_bits", 2, 16)
+    out_bits = check_bits(p["out_bits"], "out_bits", 2, 16)
     sx = x.sum(axis=-1, keepdims=True)
     q, r = np.divmod(sx, c)
     mu = q + ((2 * r > c) | ((2 * r == c) & (q % 2 == 1)))
@@ -327,11 +307,9 @@ def _ln_kernel(x: np.ndarray, p: Params) -> np.ndarray:
 def _ln_ref(x, p: Params):
     bias, mult, shift = ([int(v) for v in p[k]] for k in ("bias", "multiplier", "shift"))
     bits = int(p["out_bits"])
-    arr = np.asarray(x)
-    out = []
-    for row in arr.reshape(-1, arr.shape[-1]).tolist():
-        c = len(row)
-        mu = round(Fraction(sum(row), c))  # Python's round of a Fraction: half to even, as torch.round
+
+    def row_fn(row: list[int]) -> list[int]:
+        mu = round(Fraction(sum(row), len(row)))  # Python's round of a Fraction: half to even, as torch.round
         d = [v - mu for v in row]
         var = sum(t * t for t in d)
         k = LN_START
@@ -339,8 +317,9 @@ def _ln_ref(x, p: Params):
             k = math.floor(Fraction(k + math.floor(Fraction(var, k)), 2))
         factor = math.floor(Fraction(DIV_NUM, k))
         ys = [math.floor(Fraction(t * factor, 2)) for t in d]
-        out.append([ibert_requant_ref(y + bias[i], mult[i], shift[i], bits) for i, y in enumerate(ys)])
-    return np.array(out, dtype=np.int64).reshape(arr.shape).tolist()
+        return [ibert_requant_ref(y + bias[i], mult[i], shift[i], bits) for i, y in enumerate(ys)]
+
+    return by_rows(x, row_fn)
 
 
 SOURCE = "zkkli/I-ViT @ 380ba99, models/quantization_utils/quant_modules.py"

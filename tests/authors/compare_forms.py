@@ -23,7 +23,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from authors import load  # noqa: E402
-
 from hwvit import variants  # noqa: E402
 from hwvit.variants.base import GeluContext, SoftmaxContext  # noqa: E402
 from hwvit.variants.layernorm_forms import PtfContext  # noqa: E402
