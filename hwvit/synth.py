@@ -142,21 +142,23 @@ def synth_block(
     from hwvit import blocks
 
     spec = blocks.kinds().get(block)
+    top = block
     if spec is not None:  # a kind kept outside rtl/ (HWVIT_BLOCKS): its own files too
         files += [p for p in spec.rtl_paths(toolchain.repo().root) if p.resolve().parent != rtl.resolve()]
+        top = spec.top  # a kind bound to another's module (softmax_shiftmax_exact: softmax_shiftmax)
     sources = " ".join(str(p) for p in files)
     chparam = " ".join(
         f"-set {k} {v}" for k, v in (__getattr__("BLOCKS").get(block, {}) if params is None else params).items()
     )
     script = f"read_verilog -I{rtl} {sources}\n"
     if chparam:
-        script += f"chparam {chparam} {block}\n"
+        script += f"chparam {chparam} {top}\n"
     # Stop after the coarse passes for a stat of word-level cells ($mul, $mem_v2, $dlatch), then finish.
     # The memories ($mem_v2: WIDTH x SIZE each) are dumped before the fine passes map them to
     # flip-flops; `ltp -noff` gives the longest path of cells between flip-flops after techmap.
     script += (
-        f"synth -flatten -top {block} -run begin:fine\nstat\ndump t:$mem_v2\n"
-        f"synth -flatten -top {block} -run fine:\nstat\nltp -noff\n"
+        f"synth -flatten -top {top} -run begin:fine\nstat\ndump t:$mem_v2\n"
+        f"synth -flatten -top {top} -run fine:\nstat\nltp -noff\n"
     )
     with tempfile.NamedTemporaryFile("w", suffix=".ys", delete=False) as fh:
         fh.write(script)

@@ -27,7 +27,9 @@ import pytest
 from hwvit import blocks, toolchain, variants, vectors
 from hwvit.blocks.variant_kinds import ROW_KEY
 
-VARIANT_RTL = sorted(k for k, spec in blocks.kinds().items() if spec.variant and spec.rtl)
+# the arithmetic variants' kinds with Verilog (residual_add_channels, a variant of the residual add's
+# constants, has its own testbench: sim/test_residual_add_channels.py)
+VARIANT_RTL = sorted(k for k, spec in blocks.kinds().items() if spec.variant and spec.rtl and spec.family in ROW_KEY)
 
 # Per family: (options, cases) of the random sets beyond the kind's defaults: a row of one element
 # (make test), a long row with other widths (make test-variants: minutes of Icarus for LayerNorm).
@@ -92,7 +94,7 @@ def test_variant_long_rows_bit_exact(kind, simulator, tmp_path, run_set):
 # The variants that clamp the row length like rtl/softmax.v and rtl/layernorm.v (0 reads as 1, above
 # the maximum as the maximum): every LayerNorm variant and three softmax ones; softmax_ita and
 # softmax_softermax document row_len_i in 1..MAX_N as their input contract instead (no clamp).
-SM_CLAMPING = ["softmax_ibert", "softmax_log2", "softmax_shiftmax"]
+SM_CLAMPING = ["softmax_ibert", "softmax_log2_exact", "softmax_shiftmax_exact"]
 CLAMPING = [k for k in VARIANT_RTL if blocks.get(k).family == "layernorm"] + SM_CLAMPING
 MAX_PARAM = {"softmax": "MAX_N", "layernorm": "MAX_C"}
 
@@ -102,9 +104,9 @@ def test_softmax_variants_say_how_they_take_a_row_length():
     assert set(SM_CLAMPING) < sm
     root = toolchain.repo().root
     for kind in sm - set(SM_CLAMPING):
-        assert "The row length, in 1..MAX_N," in (root / "rtl" / f"{kind}.v").read_text(), kind
+        assert "The row length, in 1..MAX_N," in blocks.get(kind).rtl_paths(root)[0].read_text(), kind
     for kind in SM_CLAMPING:
-        assert "MAX_N_C[LW-1:0]" in (root / "rtl" / f"{kind}.v").read_text(), kind
+        assert "MAX_N_C[LW-1:0]" in blocks.get(kind).rtl_paths(root)[0].read_text(), kind
 
 
 @pytest.mark.parametrize("n, drive", [(1, 0), (16, 17), (16, 31)], ids=["0->1", "17->16", "31->16"])
@@ -180,9 +182,12 @@ def test_variant_traced_sets_bit_exact(kind, simulator, digits, tmp_path, run_se
         assert res.elements == vectors.read(set_dir)["y"].size, res.line()
 
 
-# GELU: every arithmetic of an in_bits input is a table, so rtl/gelu.v runs each variant as the
-# table that variant makes (the set records it as its `variant` parameter).
-GELU_VARIANTS = [name for name in variants.names("gelu") if not variants.is_default("gelu", name)]
+# GELU: every elementwise arithmetic of an in_bits input is a table, so rtl/gelu.v runs each variant
+# as the table that variant makes (the set records it as its `variant` parameter); a variant on rows
+# (Variant.row: I-ViT's released ShiftGELU) is no table and has a kind of its own.
+GELU_VARIANTS = [
+    n for n in variants.names("gelu") if not variants.is_default("gelu", n) and not variants.get("gelu", n).row
+]
 
 
 @pytest.mark.parametrize("simulator", SIMS)

@@ -14,12 +14,13 @@ from hwvit.vectors.schema import PARAMS
 def template(kind: str) -> str:
     spec = kinds.KINDS[kind]
     ref = kinds.REFERENCE_PORTS[kind]
+    top = blocks.get(kind).top  # the reference block's module (a kind bound to another's Verilog names it)
     lines = [
         f"# hwvit bind file: a {kind} block ({spec.doc}).",
-        "# Maps the kind's logical ports onto your module's. Values below fit rtl/" + kind + ".v as is;",
+        "# Maps the kind's logical ports onto your module's. Values below fit rtl/" + top + ".v as is;",
         "# rename them to your ports. Checked against your RTL (elaborated by yosys) before any simulation.",
         f"kind: {kind}",
-        f"top: {kind}                # your top module (or give --top NAME)",
+        f"top: {top}                # your top module (or give --top NAME)",
         "clock: clk_i                # rising-edge clock",
         "reset:",
         "  port: rst_ni              # synchronous reset",

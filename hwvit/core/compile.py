@@ -20,7 +20,7 @@ from hwvit.formats import ExpMode
 
 SUPPORTED = (
     "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations, "
-    "hwvit's softmax, LayerNorm and requant (any GELU variant: a table)"
+    "hwvit's softmax, LayerNorm and requant (any elementwise GELU variant: a table)"
 )
 
 
@@ -223,6 +223,8 @@ def _check_model(m) -> None:
         for name in ("norm1", "norm2"):
             if getattr(getattr(blk, name, None), "arith", None) is not None:
                 problems.append(f"layers.{i}.{name} layernorm={getattr(blk, name).arith.name}")
+        if getattr(blk.gelu, "arith", None) is not None:  # a GELU on rows: no table to load
+            problems.append(f"layers.{i} gelu={blk.gelu.arith.name}")
     rounding = sorted({rq.rounding for rq in _requants(m) if rq.rounding != "half_up"})
     if rounding:
         problems.append(f"requant={rounding[0]}")

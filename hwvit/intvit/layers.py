@@ -110,7 +110,9 @@ class IntLayerNorm(RequantOut):
 @dataclass(kw_only=True)
 class IntGelu(Watched):
     """y = table[x]: any arithmetic of an in_bits input is a table of its 2^in_bits results, so a
-    GELU variant (hwvit.variants) is its table, made once by that variant's kernel."""
+    GELU variant (hwvit.variants) is its table, made once by that variant's kernel. A variant that
+    works on rows (``Variant.row``: I-ViT's released ShiftGELU) runs its kernel on the last axis
+    instead (``arith``; ``table`` then empty)."""
 
     table: np.ndarray
     in_bits: int
@@ -118,20 +120,31 @@ class IntGelu(Watched):
     s_in: float
     s_out: float
     variant: str = "lut"
+    arith: Arith | None = None
 
     def __post_init__(self):
         # read-only, so the kernel checks it once, not at every call (hwvit.ops.frozen)
         self.table = frozen.read_only(self.table)
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
-        y = k.gelu(x, self.table, self.in_bits)
+        if self.arith is not None:
+            y = k.variant(self.arith.impl, x, self.arith.params)
+        else:
+            y = k.gelu(x, self.table, self.in_bits)
         if tr.keep_records:
             self.record(tr, path, k.host(x), k.host(y))
         return k.value(tr, path, y, self.s_out)
 
     def record(self, tr: Trace, path: str, x: np.ndarray, y: np.ndarray) -> None:
-        """The `gelu` record of one call (flattened)."""
+        """The `gelu` record of one call (flattened); a row variant's own kind (``gelu_<variant>``,
+        2-D rows)."""
         scales = {"x": self.s_in, "y": self.s_out}
+        if self.arith is not None:
+            from hwvit.blocks import variant_kinds
+
+            rows, out = x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])
+            tr.keep(variant_kinds.traced(self.arith, path, rows, out, self.in_bits, self.out_bits, scales))
+            return
         tr.keep(gelu_block.traced(path, x, self.table, y, self.in_bits, self.out_bits, scales, self.variant))
 
 

@@ -226,6 +226,8 @@ class IntBlock(Watched):
         attn, sm = self.attn, self.attn.softmax  # _heads_at_once: nothing traced, attention hwvit's own
         if self.norm1.arith is not None or self.norm2.arith is not None or not attn._heads_at_once(tr, NUMPY):
             return None
+        if self.gelu.arith is not None:  # a GELU on rows, not a table
+            return None
         qkv = attn.qkv if attn.qkv is not None else attn._joined_qkv()
         lins = (qkv, attn.proj, self.fc1, self.fc2)
         if qkv is None or not all(lin.requant.is_default for lin in lins):
