@@ -256,7 +256,7 @@ def test_out_dirs_follow_one_force_rule_before_any_work(tmp_path, monkeypatch, a
 def test_force_replaces_only_a_previous_output_of_the_same_kind(tmp_path):
     from click import ClickException
 
-    from hwvit.cli.common import check_out_dir
+    from hwvit.cli.outdir import check_out_dir
     from hwvit.report.write import FILES
 
     report = tmp_path / "report"

@@ -6,12 +6,9 @@ import json
 
 import click
 
-from hwvit.cli.common import (
-    compute_options,
-    fail,
-    first_line,
-    json_option,
-)
+from hwvit.cli.common import fail, json_option
+from hwvit.cli.model_options import compute_options
+from hwvit.textfiles import first_line
 
 
 @click.command()
