@@ -179,6 +179,67 @@ def _interleaved(runners: dict, repeats: int, sync=lambda: None, settle: float =
     return times
 
 
+def _numba_threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+MARKDOWN_COLUMNS = (
+    "machine",
+    "torch",
+    "model",
+    "backend",
+    "threads",
+    "batch",
+    "int ms",
+    "float ms",
+    "torch int8 ms",
+    "int/float",
+    "int/torch int8",
+    "int img/s",
+)
+
+
+def machine(run: dict) -> str:
+    """The machine a run measured, in one cell: the CPU (model, family and model number, cores, the
+    int8 flags), the GPU where the forward ran on one, and the load average when it started."""
+    fam, num = run["cpu_family_model"]
+    where = f" (family {fam} model {num})" if fam is not None else ""
+    flags = " ".join(run["cpu_flags"]) or "no int8 flags"
+    gpu = f"; GPU {run['gpu']}" if run.get("gpu") else ""
+    return f"{run['cpu']}{where}, {run['cores']} cores, {flags}{gpu}; load {run['load_avg_1min']:.1f}"
+
+
+def markdown_table(runs: list[dict]) -> str:
+    """``bench_forward``'s runs as a Markdown table, one row a run, each naming its machine: what
+    docs/performance.md shows, pasted from `hwvit bench --markdown` (rows of other machines go under
+    the same header)."""
+
+    def ms(value: float | None, digits: int = 1) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    lines = ["| " + " | ".join(MARKDOWN_COLUMNS) + " |", "|" + "---|" * 5 + "---:|" * 7]
+    for r in runs:
+        threads = f"{r['numba_threads']} (torch {r['threads']})" if r["numba_threads"] != r["threads"] else r["threads"]
+        cells = (
+            machine(r),
+            r["torch"],
+            r["model"],
+            f"`{r['gemm_backend']}`" if r["device"] == "cpu" else f"{r['device']}: {r['gemm_backend']}",
+            threads,
+            r["batch"],
+            ms(r["int_ms"]),
+            ms(r["float_ms"]),
+            ms(r["torch_int8_ms"]),
+            ms(r["ratio"], 2),
+            ms(r["int_vs_torch_int8"], 2),
+            ms(r["int_images_per_s"]),
+        )
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def bench_forward(
     preset: str = "vit-b16",
     repeats: int = 5,
@@ -284,7 +345,10 @@ def bench_forward(
         "cpu_family_model": [cpu["family"], cpu["model_number"]],
         "cpu_capability": cpu["capability"],
         "cpu_flags": cpu["flags"],
+        "cores": cpu["cores"],
         "heap": heap.state(),
+        "torch": torch.__version__,
+        "numba_threads": _numba_threads(),
     }
     if on_cpu and with_breakdown:
         res["breakdown"] = breakdown(lambda: run_int(xn), repeats)

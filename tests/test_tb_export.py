@@ -164,7 +164,7 @@ def test_bench_passes_verilator_same_cycles(kind, sets, benches, icarus_cycles):
 def test_bench_fails_on_mutant_icarus(kind, sets, benches, tmp_path):
     fname, old, new = MUTANTS[kind]
     sources = []
-    for src in tbexport._reference_sources(kind):
+    for src in tbexport.reference_sources(kind):
         dest = tmp_path / src.name
         text = src.read_text()
         if src.name == fname:
@@ -393,7 +393,7 @@ def test_docs_and_help_name_the_kinds_export_refuses(tmp_path):
     refused = set()
     for kind in blocks.names():
         try:
-            tbexport._check_kind(kind)
+            tbexport.check_kind(kind)
         except tbexport.ExportError:
             refused.add(kind)
     assert refused and "softmax_ibert" not in refused

@@ -6,12 +6,9 @@ import json
 
 import click
 
-from hwvit.cli.common import (
-    compute_options,
-    fail,
-    first_line,
-    json_option,
-)
+from hwvit.cli.common import fail, json_option, refuse
+from hwvit.cli.model_options import compute_options
+from hwvit.textfiles import first_line
 
 
 @click.command()
@@ -42,9 +39,15 @@ from hwvit.cli.common import (
     help="Then time the int forward once more per batch, split by hwvit.ops entry: calls, ms, and the ms in "
     "hwvit's compiled kernels against the rest (Python, numpy, allocation) (CPU only).",
 )
+@click.option(
+    "--markdown",
+    is_flag=True,
+    help="Print only the figures as a Markdown table, one row a batch size, each naming the machine (CPU model, "
+    "family, cores, int8 flags, GPU, load), torch and the backend: docs/performance.md's table.",
+)
 @compute_options
 @json_option
-def bench(preset, repeats, batch, all_backends, peer, breakdown, device, as_json):
+def bench(preset, repeats, batch, all_backends, peer, breakdown, markdown, device, as_json):
     """Time the bit-exact integer forward against the float forward and PyTorch's own int8, side by side.
 
     For each batch size (default 1 and 16), in one loop with the runs interleaved: int_ms (hwvit's
@@ -66,8 +69,11 @@ def bench(preset, repeats, batch, all_backends, peer, breakdown, device, as_json
       hwvit bench --model digits --batch 1 --breakdown
       hwvit bench --model digits --batch 1 --all-backends --json
       hwvit bench --model vit-tiny --batch 8 --repeats 1 --gemm float64
+      hwvit bench --model digits --batch 1 --repeats 1 --no-peer --markdown
     """
-    from hwvit.bench import bench_forward
+    if markdown and as_json:
+        refuse("give --markdown or --json, not both")
+    from hwvit.bench import bench_forward, markdown_table
     from hwvit.ops import cpu, gemm_backends
 
     backends = None
@@ -91,6 +97,9 @@ def bench(preset, repeats, batch, all_backends, peer, breakdown, device, as_json
         fail(first_line(exc))
     if as_json:
         click.echo(json.dumps({"runs": runs}, indent=2))
+        return
+    if markdown:
+        click.echo(markdown_table(runs))
         return
     first = runs[0]
     click.echo(

@@ -7,31 +7,20 @@ from contextlib import nullcontext
 
 import click
 
-from hwvit.cli.common import (
-    batch_option,
-    build_models,
+from hwvit.cli.cluster_options import cluster_client, cluster_options
+from hwvit.cli.common import batch_option, fail, json_option, quiet_option, refuse, seed_option
+from hwvit.cli.loading import build_models, data_options, describe_data
+from hwvit.cli.model_options import (
     calib_images_option,
-    check_out_dir,
-    cluster_client,
-    cluster_options,
     compute_options,
-    data_options,
-    describe_data,
-    fail,
-    first_line,
-    force_option,
-    json_option,
     model_options,
-    out_option,
-    progress,
     qconfig_options,
-    quiet_option,
     recipe_option,
-    refuse,
     refuse_seed_for_digits,
-    seed_option,
 )
-from hwvit.textfiles import count
+from hwvit.cli.outdir import check_out_dir, force_option, out_option
+from hwvit.cli.progress import progress
+from hwvit.textfiles import count, first_line
 
 
 @click.command()

@@ -10,18 +10,11 @@ from pathlib import Path
 import click
 import numpy as np
 
-from hwvit.cli.common import (
-    check_out_dir,
-    fail,
-    first_line,
-    force_option,
-    jobs_option,
-    out_option,
-    progress_bar,
-    require_simulators,
-    simulator_option,
-)
-from hwvit.textfiles import count
+from hwvit.cli.common import fail
+from hwvit.cli.outdir import check_out_dir, force_option, out_option
+from hwvit.cli.progress import progress_bar
+from hwvit.cli.sim_options import jobs_option, require_simulators, simulator_option
+from hwvit.textfiles import count, first_line
 
 
 def _step(n: int, total: int, text: str) -> None:

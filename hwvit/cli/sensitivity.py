@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import click
 
-from hwvit.cli.common import (
-    calib_images_option,
-    data_options,
-    describe_data,
-    fail,
-    first_line,
-    load_data,
-    model_options,
-    out_option,
-    quiet_option,
-    recipe_option,
-    refuse_seed_for_digits,
-    seed_option,
-)
+from hwvit.cli.common import fail, quiet_option, seed_option
+from hwvit.cli.loading import data_options, describe_data, load_data
+from hwvit.cli.model_options import calib_images_option, model_options, recipe_option, refuse_seed_for_digits
+from hwvit.cli.outdir import out_option
+from hwvit.textfiles import first_line
 
 
 @click.command()

@@ -9,19 +9,14 @@ from pathlib import Path
 import click
 
 from hwvit.cli import sim_coverage
-from hwvit.cli.common import (
+from hwvit.cli.cluster_options import cluster_client, cluster_options
+from hwvit.cli.common import fail, given, json_option, quiet_option, refuse
+from hwvit.cli.progress import progress_bar
+from hwvit.cli.sim_options import (
     block_kind_option,
     build_dir_option,
     byo_options,
-    cluster_client,
-    cluster_options,
-    fail,
-    given,
     jobs_option,
-    json_option,
-    progress_bar,
-    quiet_option,
-    refuse,
     require_simulators,
     simulator_option,
 )

@@ -9,26 +9,18 @@ from contextlib import nullcontext
 import click
 
 from hwvit import toolchain
-from hwvit.cli.common import (
+from hwvit.cli.cluster_options import cluster_client, cluster_options
+from hwvit.cli.common import fail, quiet_option, seed_option
+from hwvit.cli.loading import data_options, describe_data, load_data
+from hwvit.cli.model_options import (
     calib_images_option,
-    check_out_dir,
-    cluster_client,
-    cluster_options,
-    data_options,
-    describe_data,
-    fail,
-    first_line,
-    force_option,
-    load_data,
     model_options,
-    out_option,
     parse_variants,
-    quiet_option,
     recipe_option,
     refuse_seed_for_digits,
-    seed_option,
 )
-from hwvit.textfiles import count
+from hwvit.cli.outdir import check_out_dir, force_option, out_option
+from hwvit.textfiles import count, first_line
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:

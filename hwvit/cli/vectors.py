@@ -12,24 +12,13 @@ from typing import Any
 
 import click
 
-from hwvit.cli.common import (
-    block_kind_option,
-    build_models,
-    calib_images_option,
-    check_out_dir,
-    compute_options,
-    data_options,
-    describe_data,
-    fail,
-    first_line,
-    model_options,
-    progress_bar,
-    qconfig_options,
-    recipe_option,
-    refuse,
-    vector_output_options,
-)
-from hwvit.textfiles import count
+from hwvit.cli.common import fail, refuse
+from hwvit.cli.loading import build_models, data_options, describe_data
+from hwvit.cli.model_options import calib_images_option, compute_options, model_options, qconfig_options, recipe_option
+from hwvit.cli.outdir import check_out_dir, vector_output_options
+from hwvit.cli.progress import progress_bar
+from hwvit.cli.sim_options import block_kind_option
+from hwvit.textfiles import count, first_line
 
 
 @contextlib.contextmanager
