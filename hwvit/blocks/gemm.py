@@ -52,14 +52,22 @@ def traced(
     a_signed: bool,
     scales: tuple[float, float],
     rounding: str = "half_up",
+    zero_out: int = 0,
+    zero_a: int = 0,
+    zero_w: int = 0,
 ) -> BlockRecord:
     """The record of one GEMM-engine pass of the integer model (2-D a, w, acc, y; bias None: zeros;
     a scalar multiplier or shift is every channel's; ``rounding``: the requant variant, recorded
-    as the set's ``rounding`` parameter)."""
+    as the set's ``rounding`` parameter; zero points of an imported model, recorded only where they
+    are not 0: ``zero_out`` added after the requant's rounding, ``zero_a`` / ``zero_w`` subtracted
+    from the operands of an activation x activation product)."""
     n = w.shape[0]
     params = {"m": a.shape[0], "k": a.shape[1], "n": n, "a_signed": bool(a_signed), "out_bits": out_bits}
     if rounding != "half_up":
         params["rounding"] = rounding
+    for key, value in (("zero_out", zero_out), ("zero_a", zero_a), ("zero_w", zero_w)):
+        if value:
+            params[key] = int(value)
     return make_record(
         "gemm",
         path,

@@ -16,7 +16,12 @@ from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX
 from hwvit.ops.reference import residual_add_ref
 from hwvit.record import BlockRecord, Spec, make_record
 
-PARAMS = {"out_bits": (int, OUT_BITS), "mult_a": (int, U31), "mult_b": (int, U31), "shift": (int, (1, SHIFT_MAX))}
+PARAMS = {
+    "out_bits": (int, OUT_BITS),
+    "mult_a": (int, U31),
+    "mult_b": (int, U31),
+    "shift": (int, (1, SHIFT_MAX)),
+}
 CONTRACT = {
     "a": spec("input", ("n",), INT8),
     "b": spec("input", ("n",), INT8),
@@ -24,9 +29,18 @@ CONTRACT = {
 }
 
 
-def traced(path: str, a, b, y, mult_a: int, mult_b: int, shift: int, out_bits: int, scales: dict) -> BlockRecord:
-    """The record of one residual add of the integer model (flattened)."""
+def traced(
+    path: str, a, b, y, mult_a: int, mult_b: int, shift: int, out_bits: int, scales: dict,
+    rounding: str = "half_up", zeros: tuple[int, int, int] = (0, 0, 0),
+) -> BlockRecord:
+    """The record of one residual add of the integer model (flattened); an imported model's rounding
+    and zero points (a, b, y) are recorded only where they are not hwvit's own (half_up, 0)."""
     params = {"out_bits": out_bits, "mult_a": mult_a, "mult_b": mult_b, "shift": shift}
+    if rounding != "half_up":
+        params["rounding"] = rounding
+    for key, value in zip(("zero_a", "zero_b", "zero_out"), zeros):
+        if value:
+            params[key] = int(value)
     return make_record("residual_add", path, params, scales, a=a.reshape(-1), b=b.reshape(-1), y=y.reshape(-1))
 
 

@@ -44,6 +44,13 @@ class IntAttention(Watched):
     softmax: IntSoftmax
     context: Requant  # P.V to the context (ECG's 1/sqrt(dim) folded into the multiplier)
     proj: IntLinear
+    # an imported model's table of one score code between Q.K^T's requant and the softmax (its
+    # separately quantized scaling Mul), and its activations' zero points (q, k, v), subtracted from
+    # the operands of Q.K^T and P.V
+    scores_table: IntGelu | None = None
+    zero_q: int = 0
+    zero_k: int = 0
+    zero_v: int = 0
 
     def __post_init__(self):
         assert (self.qkv is None) != (self.q is None), "attention: either a fused qkv or separate q, k, v projections"
@@ -83,7 +90,7 @@ class IntAttention(Watched):
         once while the parts stay the same (hwvit.ops.frozen)."""
         parts = (self.q, self.k, self.v)
         rqs = [p.requant for p in parts]
-        if any(not r.is_default or r.out_bits != rqs[0].out_bits for r in rqs):
+        if any(not r.is_default or r.out_bits != rqs[0].out_bits for r in rqs) or any(p.bias_add for p in parts):
             return None
         inputs = self._qkv_sources()
 
@@ -125,15 +132,37 @@ class IntAttention(Watched):
         for i in range(a.shape[0]):
             tag = f"{self._tag(path, b, i)}.{which}"
             rec = gemm_block.traced(
-                tag, a[i], w[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales, rq.rounding
-            )
+                tag, a[i], w[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales, rq.rounding,
+                rq.zero,
+            )  # fmt: skip
             tr.keep(rec)
+
+    def _zeros(self, which: str) -> tuple[int, int]:
+        """(zero point of a, of w) of Q.K^T ("qk") or P.V ("av"; the probabilities have none)."""
+        return (self.zero_q, self.zero_k) if which == "qk" else (0, self.zero_v)
 
     def _product(self, tr: Trace, path: str, b: int, which: str, a, w, k=NUMPY):
         """Requantized Q.K^T (``which`` = "qk") or P.V ("av") of every head of every image in one
         batched call; with records, the accumulators are kept for them (gemm, then requant), else
         the GEMM may requantize in its tile (``ops.linear``): the same integers."""
         rq, signed = self._requant_of(which)
+        za, zw = self._zeros(which)
+        if za or zw:  # sum (a - za)(w - zw) = sum a w - zw rowsum(a) - za rowsum(w) + K za zw, exact
+            a_h, w_h = np.asarray(k.host(a), np.int64), np.asarray(k.host(w), np.int64)
+            acc = ops.gemm(a_h, w_h, None, a_signed=signed)
+            acc = acc - zw * a_h.sum(-1)[..., :, None] - za * w_h.sum(-1)[..., None, :] + a_h.shape[-1] * za * zw
+            y = rq.apply(k, acc)
+            if tr.keep_records:
+                for i in range(a_h.shape[0]):
+                    tag = f"{self._tag(path, b, i)}.{which}"
+                    scales = (self.s_q if which == "qk" else self.softmax.s_out, rq.s_out)
+                    tr.keep(
+                        gemm_block.traced(
+                            tag, a_h[i], w_h[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales,
+                            rq.rounding, rq.zero, za, zw,
+                        )
+                    )  # fmt: skip
+            return y
         if not tr.keep_records:
             return rq.linear(k, a, w, None, a_signed=signed)
         acc = k.gemm(a, w, None, a_signed=signed)
@@ -165,7 +194,10 @@ class IntAttention(Watched):
             return self._output(ctx, tr, path, b, n, k)
         scores = self._product(tr, path, b, "qk", qs, ks, k)  # (B*H, N, N)
         scores = scores.reshape(b, h, n, n)
-        scores = k.value(tr, f"{path}.scores", scores, self.scores.s_out)
+        if self.scores_table is not None:  # an imported model's separately quantized scaling
+            scores = self.scores_table(scores, tr, f"{path}.scores", k=k)
+        else:
+            scores = k.value(tr, f"{path}.scores", scores, self.scores.s_out)
         probs = self.softmax(scores, tr, f"{path}.softmax", k=k)
         probs = k.value(tr, f"{path}.probs", probs, self.softmax.s_out)  # the float model's name for the softmax
         ps = probs.reshape(b * h, n, n)
@@ -178,6 +210,7 @@ class IntAttention(Watched):
         traced or forced, hwvit's own arithmetic in all three, and a provider that has the call."""
         sm = self.softmax
         plain = sm.arith is None and sm.exp == "table" and sm.in_bits == self.scores.out_bits
+        plain = plain and self.scores_table is None and not (self.zero_q or self.zero_k or self.zero_v)
         rounding = self.scores.is_default and self.context.is_default
         return tr.quiet and plain and rounding and hasattr(k, "attention_heads")
 
@@ -228,7 +261,7 @@ class IntBlock(Watched):
             return None
         qkv = attn.qkv if attn.qkv is not None else attn._joined_qkv()
         lins = (qkv, attn.proj, self.fc1, self.fc2)
-        if qkv is None or not all(lin.requant.is_default for lin in lins):
+        if qkv is None or not all(lin.requant.is_default and lin.bias_add is None for lin in lins):
             return None
 
         def linear(lin: IntLinear) -> ops_encoder.Linear:

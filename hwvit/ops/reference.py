@@ -69,6 +69,31 @@ def residual_add_ref(a: list[int], b: list[int], mult_a, mult_b, shift, out_bits
     return out
 
 
+def residual_add_zp_ref(
+    a: list[int], b: list[int], mult_a, mult_b, shift, out_bits: int = 8, rounding: str = "half_up",
+    zero_a: int = 0, zero_b: int = 0, zero_out: int = 0,
+) -> list[int]:
+    """``residual_add_zp`` element by element in exact rationals (``Fraction``)."""
+    from fractions import Fraction
+
+    out = []
+    for j in range(len(a)):
+        total = (a[j] - zero_a) * _per_channel(mult_a, j) + (b[j] - zero_b) * _per_channel(mult_b, j)
+        x = Fraction(total, 2 ** _per_channel(shift, j))
+        below = math.floor(x)
+        frac = x - below
+        if rounding == "half_up":
+            r = math.floor(x + Fraction(1, 2))
+        elif rounding == "half_even":
+            r = below + (1 if frac > Fraction(1, 2) or (frac == Fraction(1, 2) and below % 2) else 0)
+        elif rounding == "half_away":
+            r = int(math.copysign(math.floor(abs(x) + Fraction(1, 2)), x)) if x else 0
+        else:
+            r = below
+        out.append(_sat(r + zero_out, out_bits))
+    return out
+
+
 def gelu_ref(x: list[int], table: list[int], in_bits: int = 8) -> list[int]:
     return [table[v + 2 ** (in_bits - 1)] for v in x]
 
