@@ -432,6 +432,7 @@ class IntViT:
     ranges: dict[str, float] = field(default_factory=dict)
     point_bits: dict[str, int] = field(default_factory=dict)  # point path -> width (recipe act_bits)
     meta: dict = field(default_factory=dict)
+    input_zero: int = 0  # an imported model's input zero point, added to the quantized input
 
     # the parts of the embedding and the readout under the names they had as IntViT fields
     patch_embed = _part("embed", "patch_embed", "IntPatchEmbed")
@@ -458,7 +459,15 @@ class IntViT:
         return self.bits_at("input")
 
     def quantize_input(self, x) -> np.ndarray:
-        return ops.quantize(x, self.s_input, self.input_bits)
+        xq = ops.quantize(x, self.s_input, self.input_bits)
+        return self._zero_input(xq)
+
+    def _zero_input(self, xq):
+        if not self.input_zero:
+            return xq
+        from hwvit.formats import signed
+
+        return np.clip(np.asarray(xq, np.int64) + self.input_zero, *signed(self.input_bits).range)
 
     def check_input(self, x) -> None:
         want = tuple(self.config.input_shape)
@@ -482,6 +491,8 @@ class IntViT:
         each traced under its path; host int64 logits."""
         self.check_input(x)
         xq = k.int_input(x) if quantized else k.quantize(x, self.s_input, self.input_bits)
+        if self.input_zero and not quantized:
+            xq = self._zero_input(k.host(xq))
         xq = k.value(tr, "input", xq, self.s_input)
         pos = k.const(self.pos_q) if self.pos_q is not None else None  # once, for every add
         h = self.embed(xq, pos, tr, k=k)

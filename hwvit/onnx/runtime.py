@@ -1,0 +1,216 @@
+"""The file in onnxruntime beside hwvit's integer model of it: codes at every quantized point.
+
+``run_codes`` runs the file with every quantized tensor an extra output (graph optimizations off:
+the file's meaning; or on: what onnxruntime deploys) and returns the codes at the IntViT's traced
+points. ``side_by_side`` runs both on the same images and counts, per point, the integers that
+differ and by how much: accumulated (hwvit from the image on) and isolated (each hwvit layer given
+onnxruntime's codes at its inputs, so the count is that layer's own).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+LEVELS = ("off", "on")
+
+
+def session(model, optimize: bool):
+    import onnx
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    so.log_severity_level = 3
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString() if isinstance(model, onnx.ModelProto) else model, so,
+                                providers=["CPUExecutionProvider"])  # fmt: skip
+
+
+def run_codes(imported, x: np.ndarray, optimize: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(point -> onnxruntime's codes in hwvit's int8 domain (the file's code plus its offset), the
+    logits) for float inputs ``x``. With ``optimize``, only the points onnxruntime still computes
+    after fusing (its fused kernels keep fewer tensors) are returned."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(imported.graph.model)
+    names = sorted(set(imported.points.values()))
+    outs = {o.name for o in m.graph.output}
+    for name in names:
+        if name not in outs:
+            m.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    sess = session(m, optimize)
+    got = sess.run(None, {sess.get_inputs()[0].name: np.asarray(x, np.float32)})
+    by_name = dict(zip([o.name for o in sess.get_outputs()], got))
+    codes = {}
+    for point, name in imported.points.items():
+        if name in by_name:
+            codes[point] = by_name[name].astype(np.int64) + imported.offsets.get(point, 0)
+    logits = by_name[m.graph.output[0].name]
+    return codes, np.asarray(logits, np.float64)
+
+
+def hwvit_codes(imported, x_codes: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """hwvit's codes at every traced point and its integer logits, from the input codes."""
+    from hwvit.intvit import Trace
+
+    tr = Trace(values=True)
+    logits = imported.int_model.forward(x_codes, trace=tr, quantized=True)
+    return {p: v for p, (v, _) in tr.values.items()}, logits
+
+
+def _to_ours(point: str, theirs: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """onnxruntime's array at ``point`` in hwvit's layout (the inverse of ``_layout``)."""
+    if theirs.shape == like.shape:
+        return theirs
+    if point.endswith(".attn.context") and like.ndim == 3 and theirs.ndim == 4:
+        return theirs.transpose(0, 2, 1, 3).reshape(like.shape)
+    if point == "embed" and theirs.ndim == 4:
+        return theirs.reshape(theirs.shape[0], theirs.shape[1], -1).transpose(0, 2, 1)
+    return theirs.reshape(like.shape)
+
+
+def isolated(imported, x_codes: np.ndarray, theirs: dict[str, np.ndarray]) -> dict[str, tuple]:
+    """Each hwvit layer on onnxruntime's codes at its inputs: (hwvit's output, onnxruntime's) per point."""
+    from hwvit.intvit import Trace
+
+    def force(path, q, scale):
+        if path in theirs:
+            t = _to_ours(path, theirs[path], np.asarray(q))
+            return t.astype(np.asarray(q).dtype) if np.asarray(q).dtype.kind in "iu" else t
+        return q
+
+    tr = Trace(values=True, force=force)
+    imported.int_model.forward(x_codes, trace=tr, quantized=True)
+    return {p: (v, theirs[p]) for p, (v, _) in tr.values.items() if p in theirs}
+
+
+def _layout(point: str, ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    """hwvit's array in onnxruntime's layout at ``point`` (the same elements, maybe another shape)."""
+    if ours.shape == theirs.shape:
+        return ours
+    if ours.size == theirs.size:
+        if point.endswith(".attn.context") and ours.ndim == 3 and theirs.ndim == 4:  # (B, N, H*hd) vs (B, H, N, hd)
+            b, h, n, hd = theirs.shape
+            return ours.reshape(b, n, h, hd).transpose(0, 2, 1, 3)
+        if point == "embed" and theirs.ndim == 4:  # (B, N, D) vs (B, D, h, w)
+            b, d = theirs.shape[:2]
+            return ours.transpose(0, 2, 1).reshape(theirs.shape)
+        return ours.reshape(theirs.shape)
+    return ours
+
+
+@dataclass
+class PointDiff:
+    point: str
+    origin: str  # "file": every parameter from the file; "hwvit arithmetic": hwvit computes what the file leaves float
+    elements: int
+    differ: int  # integers that differ from onnxruntime's
+    max_lsb: int
+    hist: dict[int, int] = field(default_factory=dict)  # |difference| -> count
+
+    @property
+    def per_million(self) -> float:
+        return 1e6 * self.differ / max(self.elements, 1)
+
+
+def diff(point: str, origin: str, ours: np.ndarray, theirs: np.ndarray) -> PointDiff:
+    ours = _layout(point, np.asarray(ours, np.int64), np.asarray(theirs, np.int64))
+    d = np.abs(ours.reshape(-1) - np.asarray(theirs, np.int64).reshape(-1))
+    vals, counts = np.unique(d[d > 0], return_counts=True)
+    return PointDiff(point, origin, int(d.size), int((d > 0).sum()), int(d.max(initial=0)),
+                     {int(v): int(c) for v, c in zip(vals, counts)})  # fmt: skip
+
+
+def input_codes(imported, x: np.ndarray) -> np.ndarray:
+    """The file's quantization of the input (float32 x / s, half to even, + z), in hwvit's domain."""
+    from hwvit.onnx.graph import quantize_f32
+
+    inp = imported.graph.by_out[imported.points["input"]]
+    return quantize_f32(x, inp.out_q) + imported.offsets["input"]
+
+
+@dataclass
+class SideBySide:
+    images: int
+    levels: dict[str, list[PointDiff]]  # "off" / "on" -> accumulated differences per point
+    isolated: list[PointDiff]  # each hwvit layer on onnxruntime's (optimizations off) inputs
+    first_part: dict[str, str | None]  # per level: the first point whose integers differ
+    agreement: dict[str, float]  # per level: top-1 agreement of hwvit with onnxruntime
+    logits_sqnr_db: dict[str, float]
+    top1: dict[str, float | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        def rows(items):
+            return [{**d.__dict__, "per_million": d.per_million} for d in items]
+
+        return {
+            "images": self.images,
+            "agreement": self.agreement,
+            "logits_sqnr_db": self.logits_sqnr_db,
+            "first_part": self.first_part,
+            "top1": self.top1,
+            "points": {level: rows(items) for level, items in self.levels.items()},
+            "isolated": rows(self.isolated),
+        }
+
+
+def _sqnr(ref: np.ndarray, test: np.ndarray) -> float:
+    noise = float(np.sum((ref - test) ** 2))
+    signal = float(np.sum(ref**2))
+    return math.inf if noise == 0 else 10 * math.log10(signal / noise) if signal else -math.inf
+
+
+def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
+    """hwvit's integer model beside onnxruntime on float inputs ``x`` (graph optimizations off and on)."""
+    x = np.asarray(x, np.float32)
+    order = list(imported.points)
+    acc = {level: {} for level in LEVELS}
+    iso: dict[str, list] = {}
+    logits = {level: [] for level in LEVELS}
+    ours_logits = []
+    for start in range(0, len(x), batch):
+        xb = x[start : start + batch]
+        xq = input_codes(imported, xb)
+        ours, lg = hwvit_codes(imported, xq)
+        ours_logits.append(imported.int_model.dequantize_logits(lg))
+        for level in LEVELS:
+            theirs, lt = run_codes(imported, xb, optimize=level == "on")
+            logits[level].append(lt)
+            for p in order:
+                if p in theirs and p in ours:
+                    acc[level].setdefault(p, []).append((ours[p], theirs[p]))
+            if level == "off":
+                for p, (o, t) in isolated(imported, xq, theirs).items():
+                    iso.setdefault(p, []).append((o, t))
+    ours_l = np.concatenate(ours_logits)
+    levels, first, agree, sq, top1 = {}, {}, {}, {}, {}
+    for level in LEVELS:
+        rows = []
+        for p in order:
+            if p in acc[level]:
+                t = np.concatenate([b.reshape(-1) for _, b in acc[level][p]])
+                o = np.concatenate([_layout(p, a, b).reshape(-1) for a, b in acc[level][p]])
+                rows.append(diff(p, imported.origin.get(p, "file"), o, t))
+        levels[level] = rows
+        first[level] = next((r.point for r in rows if r.differ), None)
+        theirs_l = np.concatenate(logits[level])
+        agree[level] = float(np.mean(theirs_l.argmax(1) == ours_l.argmax(1)))
+        sq[level] = _sqnr(theirs_l, ours_l)
+        top1[level] = None if labels is None else float(np.mean(theirs_l.argmax(1) == np.asarray(labels)))
+    top1["hwvit"] = None if labels is None else float(np.mean(ours_l.argmax(1) == np.asarray(labels)))
+    iso_rows = []
+    for p in order:
+        if p in iso:
+            o = np.concatenate([_layout(p, a, b).reshape(-1) for a, b in iso[p]])
+            t = np.concatenate([b.reshape(-1) for _, b in iso[p]])
+            iso_rows.append(diff(p, imported.origin.get(p, "file"), o, t))
+    return SideBySide(len(x), levels, iso_rows, first, agree, sq, top1)
+
+
+__all__ = ["LEVELS", "PointDiff", "SideBySide", "diff", "hwvit_codes", "input_codes", "run_codes", "side_by_side"]
