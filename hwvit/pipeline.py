@@ -29,6 +29,7 @@ class Source:
     random_weights: bool = False  # a preset other than digits: seeded random initialisation
     preprocess: object | None = None  # hwvit.dataset.Preprocess from the checkpoint's preprocessor_config.json
     class_names: list[str] | None = None  # the head's class names (HF id2label), when known
+    imported: object | None = None  # hwvit.onnx.build.Imported: a quantized ONNX file's own integer model
 
 
 def file_sha256(path: str | Path) -> str:
@@ -76,6 +77,18 @@ def load_source(
         torch.manual_seed(seed)
         model = ViT(cfg).eval()
         return Source(model, name, None, False, random_weights=True)
+    from hwvit.onnx import is_onnx
+
+    if is_onnx(checkpoint):
+        if family is not None or config is not None or heads is not None or preset is not None:
+            raise ValueError("an ONNX file says its own shape: --family, --config, --heads and --model do not apply")
+        from hwvit.onnx.build import load as load_onnx
+
+        imported = load_onnx(checkpoint)
+        cfg = imported.model.cfg
+        # a model of the digits shape is scored on the digits split, as the demo model is
+        digits_shape = tuple(cfg.input_shape) == (1, 8, 8) and cfg.num_classes == 10
+        return Source(imported.model, str(checkpoint), file_sha256(checkpoint), digits_shape, imported=imported)
     from hwvit.dataset.preprocess import from_hf, from_timm
     from hwvit.float.importers import load_checkpoint
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from contextlib import nullcontext
+from pathlib import Path
 
 import click
+import numpy as np
 
 from hwvit.cli.common import (
     batch_option,
@@ -62,6 +64,12 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
       hwvit compare --checkpoint vit/ --images photos/
       hwvit compare --checkpoint vit.safetensors --heads 4 --images photos/ --resize 40 --crop 32 --mean 0.5 --std 0.5
       hwvit compare --model digits --limit 64 --calib-images 64 --batch 16 --gemm float64
+      hwvit compare --checkpoint model.onnx --limit 64 --variant softmax=round_each
+
+    A quantized ONNX file (QDQ) runs in onnxruntime beside its integer model too: per point, where
+    its values came from, how many integers differ from onnxruntime's (graph optimizations off: the
+    file's meaning; on: what it deploys) and by how much, alone (each layer on onnxruntime's inputs)
+    and accumulated, and the first point where they part.
     """
     from hwvit import pipeline
     from hwvit.analysis.compare import compare as run_compare
@@ -90,6 +98,12 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
                 device=device,
                 client=client,
             )
+        side = None
+        if source.imported is not None:
+            from hwvit.onnx.runtime import side_by_side
+
+            x = data.inputs.first(len(data.inputs)) if isinstance(data.inputs, pipeline.Stream) else data.inputs
+            side = side_by_side(source.imported, np.asarray(x, np.float32), data.labels, batch=batch)
     except ValueError as exc:
         fail(first_line(exc))
     random = pipeline.random_note(source, data)
@@ -98,15 +112,24 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
 
         try:
             written = write_report(result, out_dir)
+            if side is not None:
+                from hwvit.atomic import write_atomic
+
+                write_atomic(Path(out_dir) / "onnxruntime.json", json.dumps(side.to_dict(), indent=2, default=float))
         except (ValueError, OSError) as exc:
             fail(first_line(exc))
     if as_json:
+        extra = {"onnxruntime": side.to_dict()} if side is not None else {}
         click.echo(
             json.dumps(
-                {**result.to_dict(), "notes": data.notes + ([random] if random else [])}, indent=2, default=float
+                {**result.to_dict(), **extra, "notes": data.notes + ([random] if random else [])},
+                indent=2,
+                default=float,
             )
         )
         return
+    if side is not None and not quiet:
+        _print_side(side)
     if not quiet:
         # "isolated": the error the point's layer adds by itself (its inputs from the float model)
         click.echo(f"{'point':<28} {'SQNR dB':>8} {'isolated':>8} {'cosine':>8} {'max LSB':>8} {'mean LSB':>9}")
@@ -123,3 +146,24 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
     click.echo(", ".join(parts))
     if out_dir:
         click.echo(f"report: {written}")
+
+
+def _print_side(side) -> None:
+    """The onnxruntime side-by-side table: per point, its origin and the integers that differ."""
+    click.echo(f"{'point (vs onnxruntime)':<28} {'origin':<17} {'alone':>14} {'accumulated':>14} {'optimized':>14}")
+    acc = {d.point: d for d in side.levels["off"]}
+    opt = {d.point: d for d in side.levels["on"]}
+
+    def cell(d) -> str:
+        return "n/a" if d is None else f"{d.differ} ({d.max_lsb} LSB)" if d.differ else "0"
+
+    for d in side.isolated:
+        click.echo(
+            f"{d.point:<28} {d.origin:<17} {cell(d):>14} {cell(acc.get(d.point)):>14} {cell(opt.get(d.point)):>14}"
+        )
+    for level in ("off", "on"):
+        first = side.first_part[level] or "none"
+        click.echo(
+            f"onnxruntime (optimizations {level}): top-1 agreement {100 * side.agreement[level]:.2f}%, "
+            f"logits SQNR {side.logits_sqnr_db[level]:.1f} dB, first point that differs: {first}"
+        )

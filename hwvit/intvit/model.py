@@ -459,14 +459,15 @@ class IntViT:
         return self.bits_at("input")
 
     def quantize_input(self, x) -> np.ndarray:
-        xq = ops.quantize(x, self.s_input, self.input_bits)
-        return self._zero_input(xq)
+        if self.input_zero:
+            return self._zero_input(x)
+        return ops.quantize(x, self.s_input, self.input_bits)
 
-    def _zero_input(self, xq):
-        if not self.input_zero:
-            return xq
+    def _zero_input(self, x):
+        """An imported model's input: rounded at 16 bits, its zero point added, then saturated."""
         from hwvit.formats import signed
 
+        xq = ops.quantize(x, self.s_input, 16)
         return np.clip(np.asarray(xq, np.int64) + self.input_zero, *signed(self.input_bits).range)
 
     def check_input(self, x) -> None:
@@ -490,9 +491,10 @@ class IntViT:
         """The forward on kernels provider ``k`` (``hwvit.intvit.kernels``): every layer in order,
         each traced under its path; host int64 logits."""
         self.check_input(x)
-        xq = k.int_input(x) if quantized else k.quantize(x, self.s_input, self.input_bits)
         if self.input_zero and not quantized:
-            xq = self._zero_input(k.host(xq))
+            xq = k.int_input(self._zero_input(x))
+        else:
+            xq = k.int_input(x) if quantized else k.quantize(x, self.s_input, self.input_bits)
         xq = k.value(tr, "input", xq, self.s_input)
         pos = k.const(self.pos_q) if self.pos_q is not None else None  # once, for every add
         h = self.embed(xq, pos, tr, k=k)
@@ -538,7 +540,11 @@ class IntViT:
         return state
 
     def dequantize_logits(self, logits: np.ndarray) -> np.ndarray:
-        return logits.astype(np.float64) * self.s_logits
+        head = self.readout.head
+        zero = 0
+        if head is not None:  # an imported model's logits may have a zero point
+            zero = head.bias_add.zero_out if head.bias_add is not None else head.requant.zero
+        return (logits.astype(np.float64) - zero) * self.s_logits
 
 
 __all__ = ["IntAttention", "IntBlock", "IntEmbed", "IntPatchEmbed", "IntReadout", "IntViT"]
