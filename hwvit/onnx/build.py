@@ -17,7 +17,6 @@ point). uint8 tensors become int8 codes ``c - 128`` with zero point ``z - 128`` 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -124,8 +123,11 @@ class _Builder:
         if step.bias is not None:
             acc_scale = (np.float32(s_in) * s_w.astype(np.float32)).astype(np.float64)
             bq = step.bias_q
-            if bq is not None and bq.dtype == np.int32 and np.all(bq.zero == 0) and np.allclose(
-                np.broadcast_to(bq.scale, (n,)), acc_scale, rtol=1e-6, atol=0
+            if (
+                bq is not None
+                and bq.dtype == np.int32
+                and np.all(bq.zero == 0)
+                and np.allclose(np.broadcast_to(bq.scale, (n,)), acc_scale, rtol=1e-6, atol=0)
             ):
                 bias = step.bias_codes.astype(np.int64).reshape(n)  # the file's int32 bias, as it is
             else:
@@ -156,6 +158,9 @@ class _Builder:
 
         q_a, q_out = lin.requant, bstep.out_q
         bq = bstep.bias_q
+        if bq is None and not np.any(bstep.bias):  # a float all-zero bias the quantizer left alone
+            bq = Quant(np.asarray(1.0, np.float32), np.zeros((), np.int64), None, np.dtype(np.int8))
+            bstep.bias_codes = np.zeros(np.shape(bstep.bias), np.int8)
         if bq is None or bstep.bias_codes is None:
             raise GraphError(f"node {bstep.name}: a bias hwvit reads is a quantized constant")
         if bq.dtype not in (np.int8, np.uint8):
@@ -212,7 +217,7 @@ class _Builder:
         # index by the int8 code c' = c + off_in; entry = the file's output code + off_out
         order = np.argsort(np.arange(q_in.range[0], q_in.range[1] + 1) + _off(q_in))
         table = codes[order] + _off(q_out)
-        return IntGelu(table=table.astype(np.int64), in_bits=8, out_bits=8, s_in=s_in, s_out=q_out.s, variant="file")
+        return IntGelu(table=table.astype(np.int64), in_bits=8, out_bits=8, s_in=s_in, s_out=q_out.s, variant="lut")
 
     def softmax(self, step: Step, s_in: float):
         from hwvit.quant.layers import int_softmax
@@ -265,7 +270,9 @@ class _Builder:
                 raise GraphError(f"node {cat.name} (Concat): hwvit reads a class token concatenated before the patches")
             q_cat = cat.out_q
             if not q_cat.same(emb.out_q):
-                raise GraphError(f"node {cat.name} (Concat): the patches are requantized by the concat; hwvit needs one scale")
+                raise GraphError(
+                    f"node {cat.name} (Concat): the patches are requantized by the concat; hwvit needs one scale"
+                )
             c_codes, c_q = g.const_codes[cat.inputs[0]]
             cls_f = dequantize_f32(c_codes, c_q).reshape(-1)
             cls_q = (quantize_f32(cls_f, q_cat) + _off(q_cat)).astype(np.int64)
@@ -293,7 +300,9 @@ class _Builder:
             self.mark(f"{p}.norm1", ln1, "hwvit arithmetic")
             qkv_steps = [s for s in self.consumers.get(ln1.out, []) if s.kind == "linear"]
             if len(qkv_steps) != 1:
-                raise GraphError(f"node {qkv_steps[0].name}: separate q, k, v projections are not read yet; export a fused qkv")
+                raise GraphError(
+                    f"node {qkv_steps[0].name}: separate q, k, v projections are not read yet; export a fused qkv"
+                )
             qkv, qkv_last = self.linear(qkv_steps[0], f"{p}.attn.qkv", f"layers.{i}.attn.qkv")
             qkv_out = qkv_last.out
             mm1 = self.next(qkv_out, "matmul", f"{p}.attn Q.K^T")
@@ -344,7 +353,9 @@ class _Builder:
                 context=context, proj=proj_l, scores_table=scores_table,
                 zero_q=_z(qq), zero_k=_z(self.q(mm1.inputs[1])), zero_v=_z(qv),
             )  # fmt: skip
-            blocks.append(IntBlock(norm1=norm1, attn=attn, add1=add1, norm2=norm2, fc1=fc1, gelu=gelu, fc2=fc2, add2=add2))
+            blocks.append(
+                IntBlock(norm1=norm1, attn=attn, add1=add1, norm2=norm2, fc1=fc1, gelu=gelu, fc2=fc2, add2=add2)
+            )
             tokens = add2_s.out
             i += 1
         if not blocks:
@@ -366,7 +377,11 @@ class _Builder:
         )  # fmt: skip
         if cfg.num_tokens != n_tok:
             raise GraphError(f"node {mm1.name}: {n_tok} tokens, the embedding makes {cfg.num_tokens}")
-        points_bits = {f"layers.{j}.attn.{n}": blocks[j].attn.softmax.out_bits for j in range(len(blocks)) for n in ("softmax", "probs")}
+        points_bits = {
+            f"layers.{j}.attn.{n}": blocks[j].attn.softmax.out_bits
+            for j in range(len(blocks))
+            for n in ("softmax", "probs")
+        }
         int_model = IntViT(
             config=cfg, act_bits=8, s_input=q_x.s, embed=embed, layer_pos_adds=[None] * len(blocks),
             blocks=blocks, readout=readout, point_bits=points_bits,
@@ -399,7 +414,9 @@ class _Builder:
         src_nodes = [n for n in self.g.model.graph.node if n.op_type == "Gather" and n.output[0] in _inputs_of(head)]
         for n in gathers + src_nodes:
             if n.op_type == "ReduceMean":
-                raise GraphError(f"node {n.name} (ReduceMean): mean pooling is not read yet; hwvit reads class-token pooling")
+                raise GraphError(
+                    f"node {n.name} (ReduceMean): mean pooling is not read yet; hwvit reads class-token pooling"
+                )
             if n.op_type == "Gather":
                 idx = self.g.consts.get(n.input[1])
                 axis = {a.name: a.i for a in n.attribute}.get("axis", 0)

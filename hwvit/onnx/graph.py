@@ -251,7 +251,10 @@ class QGraph:
                         step.bias_codes, step.bias_q = self.const_dq[const]
             elif op == "LayerNormalization" and len(reads) == 1:
                 step.kind = "layernorm"
-                step.consts = {"gamma": self.const_value(ins[1]), "beta": self.const_value(ins[2]) if len(ins) > 2 else None}
+                step.consts = {
+                    "gamma": self.const_value(ins[1]),
+                    "beta": self.const_value(ins[2]) if len(ins) > 2 else None,
+                }
             elif op == "Softmax" and len(reads) == 1:
                 step.kind = "softmax"
             elif op == "Concat":
