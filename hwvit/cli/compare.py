@@ -64,7 +64,6 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
       hwvit compare --checkpoint vit/ --images photos/
       hwvit compare --checkpoint vit.safetensors --heads 4 --images photos/ --resize 40 --crop 32 --mean 0.5 --std 0.5
       hwvit compare --model digits --limit 64 --calib-images 64 --batch 16 --gemm float64
-      hwvit compare --checkpoint model.onnx --limit 64 --variant softmax=round_each
 
     A quantized ONNX file (QDQ) runs in onnxruntime beside its integer model too: per point, where
     its values came from, how many integers differ from onnxruntime's (graph optimizations off: the
