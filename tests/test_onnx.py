@@ -1,173 +1,75 @@
 """hwvit.onnx: a quantized ONNX (QDQ) model as its own integer model, beside onnxruntime.
 
-The files are made here, once per session: the bundled digits ViT and a second, differently shaped
-hwvit ViT (3 channels, 12x12 images, patch 3, dim 48, 3 heads, depth 2, random weights), exported
-with torch.onnx.export(dynamo=False, opset_version=17) and quantized by onnxruntime's
-quantize_static in three configurations: symmetric int8 with per-channel weights, onnxruntime's
-defaults (asymmetric int8 activations, per-tensor weights), and uint8 activations with zero points.
+The files come from tests/onnx_zoo.py (the digits ViT and a second, differently shaped ViT,
+exported and quantized by onnxruntime's quantize_static), calibrated on 64 images and compared on
+64: one configuration per property here; every model in every configuration, calibrated on 256
+images and compared on the whole held-out split, is tests/test_onnx_full.py (make test-onnx).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
+from onnx_zoo import gemm_figures
 
 from hwvit.onnx import build, graph, read, runtime
 
-CONFIGS = ("sym", "default", "uint8")
+pytestmark = pytest.mark.xdist_group("onnx")  # one worker makes the session's files
 
 
-def _quantize(src, dst, calib: np.ndarray, config: str) -> None:
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([{"input": calib[i : i + 64]} for i in range(0, len(calib), 64)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    options = {
-        "sym": {"per_channel": True, "extra_options": {"ActivationSymmetric": True}},
-        "default": {},
-        "uint8": {"activation_type": QuantType.QUInt8},
-    }[config]
-    import warnings
-
-    with warnings.catch_warnings():  # third-party deprecation notes inside quantize_static
-        warnings.simplefilter("ignore", DeprecationWarning)
-        quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, **options)
-
-
-def _export(model, x, path) -> None:
-    import warnings
-
-    with warnings.catch_warnings():  # the legacy exporter's notes and its tracer's warnings on shape checks
-        warnings.simplefilter("ignore")
-        _export_now(model, x, path)
+def test_symmetric_gemms_and_tables(onnx_zoo):
+    """Symmetric int8, per-channel weights (digits): the GEMMs alone within 1 LSB of onnxruntime on
+    at most 5 per million of their outputs, with graph optimizations off (the file's float path) and
+    on (its fused integer kernels); every imported table (GELU's erf chain, the 1/sqrt(d) scaling)
+    equals the file's own nodes on all 256 codes, and GELU alone equals onnxruntime everywhere."""
+    imported, side = onnx_zoo.side("digits", "symmetric")
+    for level in ("off", "on"):
+        gemms, per_million, max_lsb = gemm_figures(side, level)
+        assert gemms == 2 + 5 * imported.int_model.config.depth  # embed, logits; qkv, context, proj, fc1, fc2
+        assert max_lsb <= 1 and per_million <= 5, (level, per_million)
+    gelu = [d for d in side.isolated["off"] if d.point.endswith("mlp.gelu")]
+    assert len(gelu) == imported.int_model.config.depth and all(d.differ == 0 for d in gelu)
+    g = imported.graph
+    for i, blk in enumerate(imported.int_model.blocks):
+        assert blk.attn.scores_table is not None
+        for table, point in ((blk.gelu, f"layers.{i}.mlp.gelu"), (blk.attn.scores_table, f"layers.{i}.attn.scores")):
+            name = imported.points[point]
+            src = g.source(g.by_out[name].inputs[0])
+            q_in = g.quant_of(src)
+            got = build.table_of(g, src, name)  # the file's nodes from the codes, in onnxruntime
+            codes = np.arange(q_in.range[0], q_in.range[1] + 1)
+            off_in, off_out = build._off(q_in), build._off(g.by_out[name].out_q)
+            assert np.array_equal(table.table[codes + off_in + 128] - off_out, got), point
 
 
-def _export_now(model, x, path) -> None:
-    torch.onnx.export(
-        model, x, str(path), dynamo=False, opset_version=17, input_names=["input"], output_names=["logits"],
-        dynamic_axes={"input": {0: "b"}, "logits": {0: "b"}},
-    )  # fmt: skip
-
-
-@pytest.fixture(scope="session")
-def onnx_files(tmp_path_factory):
-    """{(model, config): path} and the evaluation inputs and labels of each model."""
-    import logging
-
-    from hwvit.float.config import load_preset
-    from hwvit.float.digits import load_demo_model, load_digits_split
-    from hwvit.float.model import ViT
-
-    logging.getLogger().setLevel(logging.ERROR)  # quantize_static's advice on pre-processing
-    root = tmp_path_factory.mktemp("onnx")
-    x_train, _, x_test, y_test = load_digits_split()
-    torch.manual_seed(3)
-    cfg = load_preset("digits").replace(
-        name="second", image_size=12, patch_size=3, in_chans=3, dim=48, heads=3, head_dim=None, depth=2, mlp_dim=96
-    )
-    second = ViT(cfg).eval()
-    gen = torch.Generator().manual_seed(5)
-    x2 = torch.rand((160, 3, 12, 12), generator=gen)
-    models = {"digits": (load_demo_model().eval(), x_train[:128], x_test[:200], y_test[:200].numpy())}
-    models["second"] = (second, x2[:96], x2[96:], None)
-    files, data = {}, {}
-    for name, (model, calib, x, y) in models.items():
-        src = root / f"{name}.onnx"
-        _export(model, calib[:1], src)
-        for config in CONFIGS:
-            dst = root / f"{name}-{config}.onnx"
-            _quantize(src, dst, calib.numpy(), config)
-            files[name, config] = dst
-        data[name] = (x.numpy(), y)
-    return files, data
-
-
-@pytest.fixture(scope="session")
-def sides(onnx_files):
-    """The side-by-side run of every file (softmax=round_each, as onnxruntime rounds), once."""
-    files, data = onnx_files
-    out = {}
-    for (name, config), path in files.items():
-        imported = build.load(path, softmax="round_each")
-        x, y = data[name]
-        out[name, config] = (imported, runtime.side_by_side(imported, x, y))
-    return out
-
-
-GEMMS = ("embed", "attn.qkv", "attn.context", "attn.proj", "mlp.fc1", "mlp.fc2", "logits")
-
-
-def _gemm_rows(side):
-    return [d for d in side.isolated if d.point.endswith(GEMMS) and d.origin == "file"]
-
-
-@pytest.mark.parametrize("name", ["digits", "second"])
-def test_symmetric_gemms_and_agreement(sides, name):
-    """Symmetric int8, per-channel weights: every GEMM alone within 1 LSB of onnxruntime for float
-    scales, on at most 5 per million of the digits model's outputs (the second model's GEMMs hold a
-    few ten thousand outputs: one differing integer is 19 per million); top-1 agreement at least
-    98.5% (the issue asks 99.5%: 2 of 200 digits images part, at near-tied logits)."""
-    imported, side = sides[name, "sym"]
-    rows = _gemm_rows(side)
-    assert len(rows) == 2 + 5 * imported.int_model.config.depth  # embed, logits; qkv, context, proj, fc1, fc2
-    for d in rows:
-        assert d.max_lsb <= 1 and (d.per_million <= 5 if name == "digits" else d.differ <= 2), (d.point, d.differ)
-    assert side.agreement["off"] >= 0.985 and side.agreement["on"] >= 0.985
-
-
-@pytest.mark.parametrize("config", ["default", "uint8"])
-@pytest.mark.parametrize("name", ["digits", "second"])
-def test_zero_points(sides, name, config):
-    """Asymmetric int8 and uint8 activations with zero points, per-tensor weights: every GEMM alone
-    within 1 LSB of onnxruntime, top-1 agreement >= 99.5%, logits within 1 LSB-level SQNR."""
-    _, side = sides[name, config]
-    for d in _gemm_rows(side):
-        assert d.max_lsb <= 1 and d.per_million <= 100, (d.point, d.differ, d.elements)
-    assert side.agreement["off"] >= 0.995
+@pytest.mark.parametrize(("name", "config"), [("digits", "uint8"), ("second", "default")])
+def test_zero_points(onnx_zoo, name, config):
+    """uint8 activations with zero points (digits) and onnxruntime's defaults, asymmetric int8 with
+    per-tensor weights (the second ViT): the GEMMs alone within 1 LSB of onnxruntime (the file's
+    float path) on at most 5 per million of their outputs; the logits close (the end-to-end
+    agreement on the whole split is make test-onnx's)."""
+    imported, side = onnx_zoo.side(name, config)
+    gemms, per_million, max_lsb = gemm_figures(side, "off")
+    assert gemms == 2 + 5 * imported.int_model.config.depth
+    assert max_lsb <= 1 and per_million <= 5, per_million
+    assert side.agreement["off"] >= 0.95
     assert side.logits_sqnr_db["off"] > 20
 
 
-def test_digits_top1(sides):
-    _, side = sides["digits", "sym"]
-    assert side.top1["hwvit"] >= 0.97 and abs(side.top1["hwvit"] - side.top1["off"]) <= 0.015
+def test_digits_top1(onnx_zoo):
+    _, side = onnx_zoo.side("digits", "symmetric")
+    assert side.top1["hwvit"] >= 0.95 and abs(side.top1["hwvit"] - side.top1["off"]) <= 0.05
 
 
-@pytest.mark.parametrize("config", CONFIGS)
-def test_tables_equal_the_files_nodes(sides, config):
-    """Every imported table (GELU, the scaling) equals the file's own nodes on all 256 codes, run
-    again here in onnxruntime from the codes through the table's input quantizer."""
-    imported, side = sides["digits", config]
-    tables = [b.gelu for b in imported.int_model.blocks] + [b.attn.scores_table for b in imported.int_model.blocks]
-    assert all(t is not None for t in tables)
-    for d in side.isolated:
-        if d.point.endswith("mlp.gelu"):  # (attn.scores also holds Q.K^T's requant before its table)
-            assert d.differ == 0, d.point
-    g = imported.graph
-    for i, blk in enumerate(imported.int_model.blocks):
-        name = imported.points[f"layers.{i}.mlp.gelu"]
-        step = g.by_out[name]
-        src = g.source(step.inputs[0])
-        q_in = g.quant_of(src)
-        got = build.table_of(g, src, name)
-        off_in, off_out = build._off(q_in), build._off(step.out_q)
-        codes = np.arange(q_in.range[0], q_in.range[1] + 1)
-        assert np.array_equal(blk.gelu.table[codes + off_in + 128] - off_out, got)
-
-
-def test_softmax_cumulative_differs(onnx_files):
+def test_softmax_cumulative_differs(onnx_zoo):
     """hwvit's own softmax rounds cumulatively: about a fifth of the probabilities 1 LSB from the
     file's (each rounded alone); round_each: none."""
-    files, data = onnx_files
-    imported = build.load(files["digits", "sym"])
-    side = runtime.side_by_side(imported, data["digits"][0][:32])
-    probs = [d for d in side.isolated if d.point.endswith("attn.probs")]
-    assert all(0.05 < d.differ / d.elements < 0.4 and d.max_lsb == 1 for d in probs)
+    _, side = onnx_zoo.side("digits", "symmetric", images=16, softmax="hwvit")
+    probs = [d for d in side.isolated["off"] if d.point.endswith("attn.probs")]
+    assert probs and all(0.05 < d.differ / d.elements < 0.4 and d.max_lsb == 1 for d in probs)
+    _, side = onnx_zoo.side("digits", "symmetric")
+    probs = [d for d in side.isolated["off"] if d.point.endswith("attn.probs")]
+    assert probs and sum(d.differ for d in probs) <= 2
 
 
 def test_round_each_kernel_equals_reference():
@@ -211,12 +113,12 @@ def test_residual_add_zp_equals_reference():
     assert np.array_equal(residual_add_zp(a, b, 1 << 30, 3 << 29, 33), residual_add(a, b, 1 << 30, 3 << 29, 33))
 
 
-def test_vectors_of_an_imported_model(sides, tmp_path):
+def test_vectors_of_an_imported_model(onnx_zoo, tmp_path):
     """The imported model traces and writes vector sets that `hwvit check` accepts."""
     from hwvit import vectors
     from hwvit.intvit import Trace
 
-    imported, _ = sides["digits", "default"]
+    imported = build.load(onnx_zoo.file("digits", "uint8"), softmax="round_each")
     tr = Trace(records=True)
     imported.int_model.forward(np.zeros((1, 1, 8, 8), np.float32), trace=tr)
     kinds = {r.kind for r in tr.records}
@@ -254,11 +156,10 @@ def test_corrupt_file(runner, tmp_path):
     assert "not a readable ONNX file" in _refused(runner, ["compare", "--checkpoint", str(bad)], tmp_path)
 
 
-def test_external_data_outside_folder(runner, tmp_path, onnx_files):
+def test_external_data_outside_folder(runner, tmp_path, onnx_zoo):
     import onnx
 
-    files, _ = onnx_files
-    m = onnx.load(str(files["digits", "sym"]))
+    m = onnx.load(str(onnx_zoo.file("digits", "symmetric")))
     init = m.graph.initializer[0]
     init.ClearField("raw_data")
     init.data_location = onnx.TensorProto.EXTERNAL
@@ -268,11 +169,10 @@ def test_external_data_outside_folder(runner, tmp_path, onnx_files):
     assert "outside the model's folder" in _refused(runner, ["vectors", "--checkpoint", str(path)], tmp_path)
 
 
-def test_custom_domain(runner, tmp_path, onnx_files):
+def test_custom_domain(runner, tmp_path, onnx_zoo):
     import onnx
 
-    files, _ = onnx_files
-    m = onnx.load(str(files["digits", "sym"]))
+    m = onnx.load(str(onnx_zoo.file("digits", "symmetric")))
     m.graph.node[-1].domain = "com.example.custom"
     m.opset_import.add(domain="com.example.custom", version=1)
     path = tmp_path / "custom.onnx"
@@ -280,12 +180,11 @@ def test_custom_domain(runner, tmp_path, onnx_files):
     assert "custom domain" in _refused(runner, ["compare", "--checkpoint", str(path)], tmp_path)
 
 
-def test_unsupported_node_and_not_a_vit(tmp_path, onnx_files, runner):
+def test_unsupported_node_and_not_a_vit(tmp_path, onnx_zoo, runner):
     import onnx
     from onnx import helper
 
-    files, _ = onnx_files
-    m = onnx.load(str(files["digits", "sym"]))
+    m = onnx.load(str(onnx_zoo.file("digits", "symmetric")))
     for node in m.graph.node:  # GELU's Erf -> a TopK of its input: not elementwise, not a block
         if node.op_type == "Erf":
             node.op_type = "Softmax"
@@ -303,8 +202,7 @@ def test_unsupported_node_and_not_a_vit(tmp_path, onnx_files, runner):
     assert "not a QDQ model" in _refused(runner, ["compare", "--checkpoint", str(path2)], tmp_path)
 
 
-def test_graph_steps_of_digits(onnx_files):
-    files, _ = onnx_files
-    g = graph.QGraph(read.load(files["digits", "sym"]))
+def test_graph_steps_of_digits(onnx_zoo):
+    g = graph.QGraph(read.load(onnx_zoo.file("digits", "symmetric")))
     kinds = [s.kind for s in g.steps if s.kind not in ("move", "const")]
     assert kinds.count("linear") == 1 + 4 * 3 + 1 and kinds.count("softmax") == 3 and kinds.count("layernorm") == 7

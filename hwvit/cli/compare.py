@@ -148,18 +148,21 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
 
 
 def _print_side(side) -> None:
-    """The onnxruntime side-by-side table: per point, its origin and the integers that differ."""
-    click.echo(f"{'point (vs onnxruntime)':<28} {'origin':<17} {'alone':>14} {'accumulated':>14} {'optimized':>14}")
-    acc = {d.point: d for d in side.levels["off"]}
-    opt = {d.point: d for d in side.levels["on"]}
+    """The onnxruntime side-by-side table: per point, its origin and the integers that differ, alone
+    and accumulated, with onnxruntime's graph optimizations off (the file's meaning) and on."""
+    click.echo(
+        f"{'point (vs onnxruntime)':<28} {'origin':<17} {'alone':>14} {'alone, opt':>14} {'accumulated':>14} "
+        f"{'accum., opt':>14}"
+    )
+    cols = [side.isolated["off"], side.isolated["on"], side.levels["off"], side.levels["on"]]
+    cols = [{d.point: d for d in col} for col in cols]
 
     def cell(d) -> str:
         return "n/a" if d is None else f"{d.differ} ({d.max_lsb} LSB)" if d.differ else "0"
 
-    for d in side.isolated:
-        click.echo(
-            f"{d.point:<28} {d.origin:<17} {cell(d):>14} {cell(acc.get(d.point)):>14} {cell(opt.get(d.point)):>14}"
-        )
+    for d in side.isolated["off"]:
+        cells = " ".join(f"{cell(col.get(d.point)):>14}" for col in cols)
+        click.echo(f"{d.point:<28} {d.origin:<17} {cells}")
     for level in ("off", "on"):
         first = side.first_part[level] or "none"
         click.echo(

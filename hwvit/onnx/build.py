@@ -51,6 +51,11 @@ def _off(q: Quant) -> int:
     return 0
 
 
+def ratio(s_a, s_b, s_out) -> np.ndarray:
+    """The real requant multiplier ``s_a * s_b / s_out`` of the file's float32 scales, exactly (float64)."""
+    return np.float64(s_a) * np.asarray(s_b, np.float64) / np.float64(s_out)
+
+
 def _z(q: Quant) -> int:
     """The zero point in hwvit's int8 codes."""
     return q.z + _off(q)
@@ -136,7 +141,7 @@ class _Builder:
         if np.abs(bias).max(initial=0) >= 1 << 31:
             raise GraphError(f"node {step.name}: its bias with the input's zero point folded in leaves int32")
         q_out = step.out_q
-        rq = requant_of(s_in * s_w / q_out.s, 8, q_out.s, ROUNDING)
+        rq = requant_of(ratio(s_in, s_w, q_out.s), 8, q_out.s, ROUNDING)
         rq = replace(rq, zero=_z(q_out))
         w8 = np.array(w, np.int8)
         w8.flags.writeable = False
@@ -308,7 +313,7 @@ class _Builder:
             mm1 = self.next(qkv_out, "matmul", f"{p}.attn Q.K^T")
             heads, n_tok, hd = self._heads(mm1)
             qq = self.q(mm1.inputs[0])
-            scores = requant_of(qq.s * self.q(mm1.inputs[1]).s / mm1.out_q.s, 8, mm1.out_q.s, ROUNDING, False)
+            scores = requant_of(ratio(qq.s, self.q(mm1.inputs[1]).s, mm1.out_q.s), 8, mm1.out_q.s, ROUNDING, False)
             scores = replace(scores, zero=_z(mm1.out_q))
             after = mm1
             tab = self.next(mm1.out, "table", f"{p}.attn scale", optional=True)
@@ -322,8 +327,10 @@ class _Builder:
             self.mark(f"{p}.attn.probs", sm_step, "hwvit arithmetic")
             self.offsets[f"{p}.attn.probs"] = p_off
             mm2 = self.next(sm_step.out, "matmul", f"{p}.attn P.V")
-            qv, qc = self.q(mm2.inputs[1]), mm2.out_q
-            context = requant_of(sm.s_out * qv.s / qc.s, 8, qc.s, ROUNDING, False)
+            qp, qv, qc = self.q(mm2.inputs[0]), self.q(mm2.inputs[1]), mm2.out_q
+            # the file's probability scale: hwvit's softmax writes the file's codes (its own scale
+            # is within 2^-24 of it)
+            context = requant_of(ratio(qp.s, qv.s, qc.s), 8, qc.s, ROUNDING, False)
             context = replace(context, zero=_z(qc))
             self.mark(f"{p}.attn.context", mm2)
             pj = self.next(mm2.out, "linear", f"{p}.attn.proj")

@@ -139,7 +139,9 @@ def input_codes(imported, x: np.ndarray) -> np.ndarray:
 class SideBySide:
     images: int
     levels: dict[str, list[PointDiff]]  # "off" / "on" -> accumulated differences per point
-    isolated: list[PointDiff]  # each hwvit layer on onnxruntime's (optimizations off) inputs
+    # "off" / "on" -> each hwvit layer on onnxruntime's codes at its inputs: with optimizations off
+    # the file's float path (dequantize, float op, quantize), on its fused integer kernels
+    isolated: dict[str, list[PointDiff]]
     first_part: dict[str, str | None]  # per level: the first point whose integers differ
     agreement: dict[str, float]  # per level: top-1 agreement of hwvit with onnxruntime
     logits_sqnr_db: dict[str, float]
@@ -156,7 +158,7 @@ class SideBySide:
             "first_part": self.first_part,
             "top1": self.top1,
             "points": {level: rows(items) for level, items in self.levels.items()},
-            "isolated": rows(self.isolated),
+            "isolated": {level: rows(items) for level, items in self.isolated.items()},
         }
 
 
@@ -166,12 +168,23 @@ def _sqnr(ref: np.ndarray, test: np.ndarray) -> float:
     return math.inf if noise == 0 else 10 * math.log10(signal / noise) if signal else -math.inf
 
 
+def _rows(imported, order: list[str], pairs: dict[str, list]) -> list[PointDiff]:
+    """One PointDiff per point, in ``order``, of the (hwvit, onnxruntime) batches in ``pairs``."""
+    rows = []
+    for p in order:
+        if p in pairs:
+            o = np.concatenate([_layout(p, a, b).reshape(-1) for a, b in pairs[p]])
+            t = np.concatenate([b.reshape(-1) for _, b in pairs[p]])
+            rows.append(diff(p, imported.origin.get(p, "file"), o, t))
+    return rows
+
+
 def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
     """hwvit's integer model beside onnxruntime on float inputs ``x`` (graph optimizations off and on)."""
     x = np.asarray(x, np.float32)
     order = list(imported.points)
     acc = {level: {} for level in LEVELS}
-    iso: dict[str, list] = {}
+    iso = {level: {} for level in LEVELS}
     logits = {level: [] for level in LEVELS}
     ours_logits = []
     for start in range(0, len(x), batch):
@@ -185,32 +198,20 @@ def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
             for p in order:
                 if p in theirs and p in ours:
                     acc[level].setdefault(p, []).append((ours[p], theirs[p]))
-            if level == "off":
-                for p, (o, t) in isolated(imported, xq, theirs).items():
-                    iso.setdefault(p, []).append((o, t))
+            for p, (o, t) in isolated(imported, xq, theirs).items():
+                iso[level].setdefault(p, []).append((o, t))
     ours_l = np.concatenate(ours_logits)
-    levels, first, agree, sq, top1 = {}, {}, {}, {}, {}
+    levels, isolated_rows, first, agree, sq, top1 = {}, {}, {}, {}, {}, {}
     for level in LEVELS:
-        rows = []
-        for p in order:
-            if p in acc[level]:
-                t = np.concatenate([b.reshape(-1) for _, b in acc[level][p]])
-                o = np.concatenate([_layout(p, a, b).reshape(-1) for a, b in acc[level][p]])
-                rows.append(diff(p, imported.origin.get(p, "file"), o, t))
-        levels[level] = rows
-        first[level] = next((r.point for r in rows if r.differ), None)
+        levels[level] = _rows(imported, order, acc[level])
+        isolated_rows[level] = _rows(imported, order, iso[level])
+        first[level] = next((r.point for r in levels[level] if r.differ), None)
         theirs_l = np.concatenate(logits[level])
         agree[level] = float(np.mean(theirs_l.argmax(1) == ours_l.argmax(1)))
         sq[level] = _sqnr(theirs_l, ours_l)
         top1[level] = None if labels is None else float(np.mean(theirs_l.argmax(1) == np.asarray(labels)))
     top1["hwvit"] = None if labels is None else float(np.mean(ours_l.argmax(1) == np.asarray(labels)))
-    iso_rows = []
-    for p in order:
-        if p in iso:
-            o = np.concatenate([_layout(p, a, b).reshape(-1) for a, b in iso[p]])
-            t = np.concatenate([b.reshape(-1) for _, b in iso[p]])
-            iso_rows.append(diff(p, imported.origin.get(p, "file"), o, t))
-    return SideBySide(len(x), levels, iso_rows, first, agree, sq, top1)
+    return SideBySide(len(x), levels, isolated_rows, first, agree, sq, top1)
 
 
 __all__ = ["LEVELS", "PointDiff", "SideBySide", "diff", "hwvit_codes", "input_codes", "run_codes", "side_by_side"]
