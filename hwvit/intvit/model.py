@@ -27,6 +27,7 @@ from hwvit.intvit.qparams import Requant, Watched, edits
 from hwvit.intvit.trace import NO_TRACE, Trace
 from hwvit.ops import encoder as ops_encoder
 from hwvit.ops import frozen
+from hwvit.ops.gemm import gemm_zero
 
 
 @dataclass(kw_only=True)
@@ -147,10 +148,9 @@ class IntAttention(Watched):
         the GEMM may requantize in its tile (``ops.linear``): the same integers."""
         rq, signed = self._requant_of(which)
         za, zw = self._zeros(which)
-        if za or zw:  # sum (a - za)(w - zw) = sum a w - zw rowsum(a) - za rowsum(w) + K za zw, exact
+        if za or zw:  # an imported model's zero points: sum (a - za)(w - zw), exact (rtl/gemm.v ZERO_POINTS)
             a_h, w_h = np.asarray(k.host(a), np.int64), np.asarray(k.host(w), np.int64)
-            acc = ops.gemm(a_h, w_h, None, a_signed=signed)
-            acc = acc - zw * a_h.sum(-1)[..., :, None] - za * w_h.sum(-1)[..., None, :] + a_h.shape[-1] * za * zw
+            acc = gemm_zero(a_h, w_h, None, signed, za, zw)
             y = rq.apply(k, acc)
             if tr.keep_records:
                 for i in range(a_h.shape[0]):

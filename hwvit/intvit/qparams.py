@@ -43,14 +43,14 @@ class Requant:
 
     def apply(self, k, acc):
         """The requant of ``acc`` on provider ``k`` (hwvit.intvit.kernels): hwvit's own, or the variant's;
-        with a zero point, rounded into ``out_bits + 2`` bits, the zero point added, then saturated
-        (the same integers as one saturation after the add: any value clipped at ``out_bits + 2`` bits
-        still saturates after adding a zero point of ``out_bits``)."""
+        with a zero point, rounded into ``out_bits + 1`` bits, the zero point added, then saturated, as
+        rtl/gemm.v does (the same integers as one saturation after the add: a value clipped at
+        ``out_bits + 1`` bits lies 2^(out_bits-1) past the output range, beyond a zero point's reach)."""
         if self.is_default:
             return k.requant(acc, self.mult, self.shift, self.out_bits)
         from hwvit import variants
 
-        bits = self.out_bits + 2 if self.zero else self.out_bits
+        bits = self.out_bits + 1 if self.zero else self.out_bits
         params = {"multiplier": self.mult, "shift": self.shift, "out_bits": bits}
         y = k.variant(variants.resolve("requant", self.rounding), acc, params)
         if self.zero:

@@ -61,6 +61,13 @@ def gemm_ref(a: list[list[int]], w: list[list[int]], bias: list[int] | None = No
     return out
 
 
+def gemm_zero_ref(
+    a: list[list[int]], w: list[list[int]], bias: list[int] | None = None, zero_a: int = 0, zero_w: int = 0
+) -> list[list[int]]:
+    """``acc[m][n] = bias[n] + sum_k (a[m][k] - zero_a) * (w[n][k] - zero_w)``."""
+    return gemm_ref([[v - zero_a for v in row] for row in a], [[v - zero_w for v in row] for row in w], bias)
+
+
 def residual_add_ref(a: list[int], b: list[int], mult_a, mult_b, shift, out_bits: int = 8) -> list[int]:
     out = []
     for j in range(len(a)):

@@ -71,3 +71,25 @@ def quantize(x_float: Any, scale: Any, bits: int = 8, narrow: bool = False) -> n
     frac = v - whole  # exact in binary floating point
     q = whole + np.where(np.abs(frac) >= 0.5, np.sign(v), 0.0)  # half away from zero
     return np.clip(q, lo, hi).astype(out_dtype(lo, hi, narrow))
+
+
+def requant_zero(
+    acc: Any, multiplier: Any, shift: Any, out_bits: int = 8, rounding: str = "half_up", zero: int = 0
+) -> np.ndarray:
+    """``sat_out_bits(round(acc * M / 2^s) + zero)`` with the requant variant ``rounding``
+    (hwvit.variants): an imported model's output zero point, added after the rounding (rtl/gemm.v
+    with ZERO_POINTS = 1). The rounded value is saturated to ``out_bits + 1`` bits first, as the
+    RTL does: clipped there it lies 2^(out_bits-1) past the output range, beyond a zero point's
+    reach, so the one saturation after the add gives the same integers. int64 out."""
+    from hwvit import variants
+
+    out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
+    lo, hi = signed(out_bits).range
+    if zero and out_bits > OUT_BITS[1] - 1:
+        raise ValueError(f"requant: a zero point needs out_bits <= {OUT_BITS[1] - 1}, got {out_bits}")
+    if not lo <= int(zero) <= hi:
+        raise ValueError(f"requant: zero point {zero} outside [{lo}, {hi}]")
+    bits = out_bits + 1 if zero else out_bits
+    params = {"multiplier": multiplier, "shift": shift, "out_bits": bits}
+    y = np.asarray(variants.get("requant", rounding).kernel(acc, params), dtype=np.int64)
+    return np.clip(y + int(zero), lo, hi) if zero else y
