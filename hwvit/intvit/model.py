@@ -433,6 +433,8 @@ class IntViT:
     point_bits: dict[str, int] = field(default_factory=dict)  # point path -> width (recipe act_bits)
     meta: dict = field(default_factory=dict)
     input_zero: int = 0  # an imported model's input zero point, added to the quantized input
+    # an imported model's zero point at each traced point (real value = scale * (q - zero)); none: 0
+    point_zero: dict[str, int] = field(default_factory=dict)
 
     # the parts of the embedding and the readout under the names they had as IntViT fields
     patch_embed = _part("embed", "patch_embed", "IntPatchEmbed")
@@ -453,6 +455,10 @@ class IntViT:
     def bits_at(self, path: str) -> int:
         """Width of the integer tensor at a traced point (unsigned for probabilities)."""
         return self.point_bits.get(path, self.act_bits)
+
+    def zero_at(self, path: str) -> int:
+        """Zero point of the integer tensor at a traced point (0 but in an imported model)."""
+        return self.point_zero.get(path, 0)
 
     @property
     def input_bits(self) -> int:

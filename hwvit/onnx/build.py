@@ -391,6 +391,7 @@ class _Builder:
         }
         int_model = IntViT(
             config=cfg, act_bits=8, s_input=q_x.s, embed=embed, layer_pos_adds=[None] * len(blocks),
+            point_zero=self._point_zeros(blocks),
             blocks=blocks, readout=readout, point_bits=points_bits,
             meta={"quant": {"source": str(self.path), "rounding": ROUNDING, "softmax": softmax,
                             "layernorm": self.layernorm_variant}},
@@ -398,6 +399,23 @@ class _Builder:
         )  # fmt: skip
         model = self._float_model(cfg)
         return Imported(model, int_model, g, self.path, dict(self.points), dict(self.offsets), dict(self.origin))
+
+    def _point_zeros(self, blocks) -> dict[str, int]:
+        """The zero point of every traced point of the IntViT, in hwvit's int8 codes (the
+        probabilities are carried as ``c - z``: none)."""
+        zeros = {}
+        for point, codes in self.points.items():
+            zeros[point] = 0 if point.endswith(".attn.probs") else _z(self.g.quant_of(codes))
+        # points the IntViT traces that are another's codes: the projection before the class token,
+        # the position add's output, q/k/v split from qkv, the softmax's own name, the pooled token
+        # and the classifier's output
+        zeros.update({"embed.proj": zeros["embed"], "pos_add": zeros["tokens"], "pool": zeros["norm"]})
+        zeros["head"] = zeros["logits"]
+        for i, blk in enumerate(blocks):
+            a = blk.attn
+            zeros.update({f"layers.{i}.attn.q": a.zero_q, f"layers.{i}.attn.k": a.zero_k})
+            zeros.update({f"layers.{i}.attn.v": a.zero_v, f"layers.{i}.attn.softmax": 0})
+        return {p: z for p, z in zeros.items() if z}
 
     def _opens_attention(self, ln: Step) -> bool:
         """Whether a LayerNorm's output goes through a projection into an activation product."""
@@ -479,14 +497,12 @@ def probe_shapes(model, names: list[str], input_shape) -> list[list[int]]:
     return [list(a.shape) for a in got]
 
 
-def table_of(g: QGraph, src: str, out: str) -> np.ndarray:
-    """The codes of ``out`` for every code of ``src`` (in the dtype's order), by running the file's
-    own nodes between them in onnxruntime (graph optimizations off: the file's meaning)."""
+def sub_model(g: QGraph, src: str, out: str):
+    """The file's own nodes from quantized tensor ``src`` to quantized tensor ``out`` as a model of its
+    own (input ``src``, any shape; output ``out``), with the constants they read."""
     import onnx
-    import onnxruntime as ort
     from onnx import helper
 
-    q_in = g.quant_of(src)
     nodes, seen, stack, inits = [], set(), [out], set()
     while stack:
         name = stack.pop()
@@ -498,23 +514,28 @@ def table_of(g: QGraph, src: str, out: str) -> np.ndarray:
             continue
         node = g.producer.get(name)
         if node is None:
-            raise GraphError(f"tensor {name!r}: the table of {out!r} reads something besides {src!r}")
+            raise GraphError(f"tensor {name!r}: the nodes to {out!r} read something besides {src!r}")
         nodes.append(node)
         stack.extend(node.input)
     order = {id(n): i for i, n in enumerate(g.model.graph.node)}
     nodes = sorted({id(n): n for n in nodes}.values(), key=lambda n: order[id(n)])
-    elem = onnx.helper.np_dtype_to_tensor_dtype(q_in.dtype)
+    elem = onnx.helper.np_dtype_to_tensor_dtype(g.quant_of(src).dtype)
     out_elem = onnx.helper.np_dtype_to_tensor_dtype(g.quant_of(out).dtype)
     initializers = [i for i in g.model.graph.initializer if i.name in inits]
     graph = helper.make_graph(
-        nodes, "table", [helper.make_tensor_value_info(src, elem, [None])],
-        [helper.make_tensor_value_info(out, out_elem, [None])], initializers,
+        nodes, "sub", [helper.make_tensor_value_info(src, elem, None)],
+        [helper.make_tensor_value_info(out, out_elem, None)], initializers,
     )  # fmt: skip
-    sub = helper.make_model(graph, opset_imports=list(g.model.opset_import), ir_version=g.model.ir_version)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(sub.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return helper.make_model(graph, opset_imports=list(g.model.opset_import), ir_version=g.model.ir_version)
+
+
+def table_of(g: QGraph, src: str, out: str) -> np.ndarray:
+    """The codes of ``out`` for every code of ``src`` (in the dtype's order), by running the file's
+    own nodes between them in onnxruntime (graph optimizations off: the file's meaning)."""
+    from hwvit.onnx.runtime import session
+
+    q_in = g.quant_of(src)
+    sess = session(sub_model(g, src, out), False)
     lo, hi = q_in.range
     codes = np.arange(lo, hi + 1).astype(q_in.dtype)
     return sess.run([out], {src: codes})[0].astype(np.int64).reshape(-1)

@@ -4,7 +4,10 @@
 the file's meaning; or on: what onnxruntime deploys) and returns the codes at the IntViT's traced
 points. ``side_by_side`` runs both on the same images and counts, per point, the integers that
 differ and by how much: accumulated (hwvit from the image on) and isolated (each hwvit layer given
-onnxruntime's codes at its inputs, so the count is that layer's own).
+onnxruntime's codes at its inputs, so the count is that layer's own). ``FileFloat`` runs hwvit's
+model with the points it computes by its own arithmetic (what the file leaves float: LayerNorm,
+softmax) computed as the file computes them instead: the top-1 agreement left then is the part of
+the parting that is not hwvit's arithmetic.
 """
 
 from __future__ import annotations
@@ -105,6 +108,46 @@ def _layout(point: str, ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
     return ours
 
 
+class FileFloat:
+    """hwvit's integer model with each point of origin "hwvit arithmetic" computed by the file's own
+    nodes in onnxruntime (graph optimizations off) on hwvit's codes at the point's input."""
+
+    def __init__(self, imported):
+        from hwvit.onnx.build import sub_model
+
+        self.imported = imported
+        g = imported.graph
+        point_of = {}
+        for point, codes in imported.points.items():
+            point_of.setdefault(codes, point)
+        self.subs = {}
+        for point, origin in imported.origin.items():
+            if origin != "hwvit arithmetic":
+                continue
+            step = g.by_out[imported.points[point]]
+            src = g.source(step.inputs[0])
+            sess = session(sub_model(g, src, step.out), False)
+            self.subs[point] = (point_of[src], sess, src, g.quant_of(src).dtype)
+
+    def logits(self, x_codes: np.ndarray) -> np.ndarray:
+        """The dequantized logits of the model so run, from hwvit's input codes."""
+        from hwvit.intvit import Trace
+
+        offsets, last = self.imported.offsets, {}
+
+        def force(path, q, scale):
+            if path in self.subs:
+                src_point, sess, src, dtype = self.subs[path]
+                codes = (np.asarray(last[src_point], np.int64) - offsets[src_point]).astype(dtype)
+                out = sess.run(None, {src: codes})[0].astype(np.int64) + offsets[path]
+                q = out.reshape(np.shape(q)).astype(np.asarray(q).dtype)
+            last[path] = q
+            return q
+
+        lg = self.imported.int_model.forward(x_codes, trace=Trace(force=force), quantized=True)
+        return self.imported.int_model.dequantize_logits(lg)
+
+
 @dataclass
 class PointDiff:
     point: str
@@ -146,6 +189,9 @@ class SideBySide:
     agreement: dict[str, float]  # per level: top-1 agreement of hwvit with onnxruntime
     logits_sqnr_db: dict[str, float]
     top1: dict[str, float | None] = field(default_factory=dict)
+    # top-1 agreement with onnxruntime (optimizations off) of hwvit's model with its own arithmetic
+    # points computed as the file does (FileFloat): 100% when every parting is hwvit's arithmetic
+    file_float_agreement: float | None = None
 
     def to_dict(self) -> dict:
         def rows(items):
@@ -157,6 +203,7 @@ class SideBySide:
             "logits_sqnr_db": self.logits_sqnr_db,
             "first_part": self.first_part,
             "top1": self.top1,
+            "file_float_agreement": self.file_float_agreement,
             "points": {level: rows(items) for level, items in self.levels.items()},
             "isolated": {level: rows(items) for level, items in self.isolated.items()},
         }
@@ -186,12 +233,14 @@ def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
     acc = {level: {} for level in LEVELS}
     iso = {level: {} for level in LEVELS}
     logits = {level: [] for level in LEVELS}
-    ours_logits = []
+    ours_logits, file_float = [], []
+    floats = FileFloat(imported)
     for start in range(0, len(x), batch):
         xb = x[start : start + batch]
         xq = input_codes(imported, xb)
         ours, lg = hwvit_codes(imported, xq)
         ours_logits.append(imported.int_model.dequantize_logits(lg))
+        file_float.append(floats.logits(xq))
         for level in LEVELS:
             theirs, lt = run_codes(imported, xb, optimize=level == "on")
             logits[level].append(lt)
@@ -211,7 +260,9 @@ def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
         sq[level] = _sqnr(theirs_l, ours_l)
         top1[level] = None if labels is None else float(np.mean(theirs_l.argmax(1) == np.asarray(labels)))
     top1["hwvit"] = None if labels is None else float(np.mean(ours_l.argmax(1) == np.asarray(labels)))
-    return SideBySide(len(x), levels, isolated_rows, first, agree, sq, top1)
+    off = np.concatenate(logits["off"]).argmax(1)
+    ff = float(np.mean(np.concatenate(file_float).argmax(1) == off))
+    return SideBySide(len(x), levels, isolated_rows, first, agree, sq, top1, ff)
 
 
 __all__ = ["LEVELS", "PointDiff", "SideBySide", "diff", "hwvit_codes", "input_codes", "run_codes", "side_by_side"]
