@@ -185,6 +185,35 @@ def test_compare_with_zero_points(onnx_zoo, tmp_path):
                                                             "worst_error.png", "logits.png"])  # fmt: skip
 
 
+def test_sweep_bench_compile_sensitivity(onnx_zoo, tmp_path):
+    """--checkpoint model.onnx on the other commands: sweep varies the arithmetic of the points the file
+    leaves float (softmax, LayerNorm) around the file's model; bench times its integer model beside the
+    file in onnxruntime; compile (the RTL core runs hwvit's own rounding, no zero points) and
+    sensitivity (it varies widths the file fixes) refuse in one line and write nothing."""
+    import json
+
+    from click.testing import CliRunner
+
+    from hwvit.cli import main
+
+    path = str(onnx_zoo.file("digits", "symmetric"))
+    runner = CliRunner()
+    res = runner.invoke(main, ["sweep", "--checkpoint", path, "--limit", "8", "--out", str(tmp_path / "sw"), "-q"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "sw" / "sweep.json").read_text())["rows"]
+    assert [(r["factor"], r["label"]) for r in rows] == [("baseline", "the file's model"), ("softmax", "round_each")]
+    res = runner.invoke(main, ["sweep", "--checkpoint", path, "--act-bits", "6", "--out", str(tmp_path / "no")])
+    assert res.exit_code != 0 and "--act-bits: a quantized ONNX file fixes it" in res.output
+    res = runner.invoke(main, ["bench", "--checkpoint", path, "--repeats", "1", "--batch", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    run = json.loads(res.output)["runs"][0]
+    assert run["onnxruntime_ms"] > 0 and run["int_ms"] > 0 and run["torch_int8_ms"] is None
+    for cmd, text in ((["compile"], "quantized ONNX file's own model"), (["sensitivity"], "fixes every layer's width")):
+        res = runner.invoke(main, [*cmd, "--checkpoint", path, "--out", str(tmp_path / "no")])
+        assert res.exit_code != 0 and text in res.output and len(res.output.strip().splitlines()) == 1, res.output
+    assert not (tmp_path / "no").exists()
+
+
 # ------------------------------------------------------------------ refused files: one line, nothing written
 
 
