@@ -42,6 +42,22 @@ def test_symmetric_gemms_and_tables(onnx_zoo):
             assert np.array_equal(table.table[codes + off_in + 128] - off_out, got), point
 
 
+def test_power_of_two_scales(onnx_zoo):
+    """The symmetric file with every scale rounded up to a power of two (hwvit.onnx.make.pow2_scales,
+    its constant codes requantized): every GEMM's integers alone equal onnxruntime's exactly, graph
+    optimizations off and on (its float32 arithmetic is exact on such scales)."""
+    from hwvit.onnx import make
+
+    imported, side = onnx_zoo.side("digits", "symmetric", pow2=True)
+    g = imported.graph
+    assert all(make.is_pow2(s.out_q.scale) for s in g.steps)
+    assert all(make.is_pow2(s.weight_q.scale) for s in g.steps if s.weight_q is not None)
+    for level in ("off", "on"):
+        gemms, per_million, _ = gemm_figures(side, level)
+        assert gemms == 2 + 5 * imported.int_model.config.depth and per_million == 0, (level, per_million)
+    assert side.agreement["off"] == 1.0
+
+
 @pytest.mark.parametrize(("name", "config"), [("digits", "uint8"), ("second", "default")])
 def test_zero_points(onnx_zoo, name, config):
     """uint8 activations with zero points (digits) and onnxruntime's defaults, asymmetric int8 with

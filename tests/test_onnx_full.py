@@ -35,6 +35,18 @@ def test_gemms_and_agreement(onnx_zoo, name, config):
         assert side.agreement["off"] >= 0.97, side.agreement
 
 
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_power_of_two_scales(onnx_zoo, config):
+    """Every configuration with its scales rounded up to powers of two: every GEMM's integers alone
+    equal onnxruntime's exactly on the whole split with graph optimizations off (the file's meaning;
+    with them on, onnxruntime's fused uint8 kernels part from its own unoptimized graph)."""
+    imported, side = onnx_zoo.side("digits", config, images=None, pow2=True)
+    gemms, per_million, _ = gemm_figures(side, "off")
+    assert gemms == 2 + 5 * imported.int_model.config.depth and per_million == 0, per_million
+    if config == "symmetric":
+        assert gemm_figures(side, "on")[1] == 0
+
+
 def test_parting_images_are_hwvits_layernorm(onnx_zoo):
     """A file calibrated on 128 images: 2 of the first 200 held-out images part from onnxruntime
     (99.0%), at near-tied logits. Every GEMM, table and (round_each) softmax alone is the file's to
