@@ -1,8 +1,10 @@
 """Quantized ONNX files of the tests' ViTs, made on first use and kept for the session.
 
-Models: the bundled digits ViT (held-out split: the evaluation images and labels) and a second,
+Models: the bundled digits ViT (held-out split: the evaluation images and labels), a second,
 differently shaped hwvit ViT (3 channels, 12x12 images, patch 3, dim 48, 3 heads, depth 2, random
-weights; random images). Each is exported once (hwvit.onnx.make.export) and quantized by
+weights; random images), and an HF-shaped one (transformers' ViTForImageClassification: 16x16
+images, patch 4, hidden 32, 2 heads, depth 2, 5 classes, random weights; separate q, k, v and
+SDPA's head_dim^-1/4 on Q and on K). Each is exported once (hwvit.onnx.make.export) and quantized by
 onnxruntime's quantize_static in the configurations asked for (hwvit.onnx.make.CONFIGS), on
 ``calib`` calibration images; ``pow2`` rounds the file's scales to powers of two.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 CALIB = 256  # calibration images of every file
-FAST_IMAGES = 64  # evaluation images of make test's side-by-side runs
+FAST_IMAGES = 32  # evaluation images of make test's side-by-side runs
 
 
 class Zoo:
@@ -82,10 +84,34 @@ def _second():
     return ViT(cfg).eval(), x[:256], x[256:], None
 
 
-_MODELS = {"digits": _digits, "second": _second}
+def _hf():
+    import torch
+    from transformers import ViTConfig, ViTForImageClassification
+
+    torch.manual_seed(4)
+    cfg = ViTConfig(
+        image_size=16, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, num_labels=5,
+    )  # fmt: skip
+    vit = ViTForImageClassification(cfg).eval()
+
+    class Logits(torch.nn.Module):  # the exported graph's one output
+        def __init__(self):
+            super().__init__()
+            self.vit = vit
+
+        def forward(self, x):
+            return self.vit(pixel_values=x).logits
+
+    gen = torch.Generator().manual_seed(6)
+    x = torch.rand((256 + 200, 3, 16, 16), generator=gen).numpy()
+    return Logits().eval(), x[:256], x[256:], None
 
 
-GEMMS = ("embed", "attn.qkv", "attn.context", "attn.proj", "mlp.fc1", "mlp.fc2", "logits")
+_MODELS = {"digits": _digits, "second": _second, "hf": _hf}
+
+
+GEMMS = ("embed", "attn.qkv", "attn.q", "attn.k", "attn.v", "attn.context", "attn.proj", "mlp.fc1", "mlp.fc2", "logits")
 
 
 def gemm_rows(side, level: str = "on"):

@@ -34,7 +34,7 @@ def test_symmetric_gemms_and_tables(onnx_zoo):
         assert blk.attn.scores_table is not None
         for table, point in ((blk.gelu, f"layers.{i}.mlp.gelu"), (blk.attn.scores_table, f"layers.{i}.attn.scores")):
             name = imported.points[point]
-            src = g.source(g.by_out[name].inputs[0])
+            src = g.by_out[name].inputs[0]
             q_in = g.quant_of(src)
             got = build.table_of(g, src, name)  # the file's nodes from the codes, in onnxruntime
             codes = np.arange(q_in.range[0], q_in.range[1] + 1)
@@ -56,6 +56,30 @@ def test_power_of_two_scales(onnx_zoo):
         gemms, per_million, _ = gemm_figures(side, level)
         assert gemms == 2 + 5 * imported.int_model.config.depth and per_million == 0, (level, per_million)
     assert side.agreement["off"] == 1.0
+
+
+def test_hf_shaped_vit(onnx_zoo):
+    """An HF-shaped ViT (transformers' ViTForImageClassification, exported with SDPA attention):
+    separate q, k, v projections, each a MatMul then an int8 bias add, and Q and K each scaled by
+    head_dim^-1/4 in a quantized Mul of its own, read as tables before Q.K^T. Symmetric int8: every
+    GEMM alone within 1 LSB of onnxruntime, the Q and K tables equal the file's nodes on all 256 codes
+    and onnxruntime everywhere, and the parting from onnxruntime is hwvit's LayerNorm alone."""
+    imported, side = onnx_zoo.side("hf", "symmetric")
+    m = imported.int_model
+    assert m.config.qkv == "separate" and m.config.dim == 32 and m.config.heads == 2
+    gemms, per_million, max_lsb = gemm_figures(side, "off")
+    assert gemms == 2 + 5 * m.config.depth + 2 * m.config.depth  # q, k, v apart
+    assert max_lsb <= 1 and per_million <= 100, per_million
+    g = imported.graph
+    for i, blk in enumerate(m.blocks):
+        for role in ("q", "k"):
+            table, point = getattr(blk.attn, f"{role}_table"), f"layers.{i}.attn.{role}_scaled"
+            src = g.by_out[imported.points[point]].inputs[0]
+            codes = np.arange(-128, 128)
+            assert np.array_equal(table.table[codes + 128], build.table_of(g, src, imported.points[point]))
+    scaled = [d for d in side.isolated["off"] if d.point.endswith("_scaled")]
+    assert len(scaled) == 2 * m.config.depth and all(d.differ == 0 for d in scaled)
+    assert side.file_float_agreement == 1.0 and side.logits_sqnr_db["off"] > 20
 
 
 @pytest.mark.parametrize(("name", "config"), [("digits", "uint8"), ("second", "default")])

@@ -49,6 +49,10 @@ class IntAttention(Watched):
     # separately quantized scaling Mul), and its activations' zero points (q, k, v), subtracted from
     # the operands of Q.K^T and P.V
     scores_table: IntGelu | None = None
+    # ... and its tables of one code on Q and on K before Q.K^T (HF's SDPA export scales each by
+    # head_dim^-1/4 in a quantized Mul of its own)
+    q_table: IntGelu | None = None
+    k_table: IntGelu | None = None
     zero_q: int = 0
     zero_k: int = 0
     zero_v: int = 0
@@ -58,11 +62,12 @@ class IntAttention(Watched):
 
     @property
     def s_q(self) -> float:
-        return (self.qkv or self.q).s_out
+        """The scale of Q as Q.K^T reads it (after its table, if any)."""
+        return self.q_table.s_out if self.q_table is not None else (self.qkv or self.q).s_out
 
     @property
     def s_k(self) -> float:
-        return (self.qkv or self.k).s_out
+        return self.k_table.s_out if self.k_table is not None else (self.qkv or self.k).s_out
 
     @property
     def s_v(self) -> float:
@@ -184,9 +189,13 @@ class IntAttention(Watched):
                 k.permute(lin(x, tr, f"{path}.{name}", value=False, k=k).reshape(b, n, h, hd), (0, 2, 1, 3))
                 for name, lin in (("q", self.q), ("k", self.k), ("v", self.v))
             )
-        qh = k.value(tr, f"{path}.q", qh, self.s_q)
-        kh = k.value(tr, f"{path}.k", kh, self.s_k)
+        qh = k.value(tr, f"{path}.q", qh, (self.qkv or self.q).s_out)
+        kh = k.value(tr, f"{path}.k", kh, (self.qkv or self.k).s_out)
         vh = k.value(tr, f"{path}.v", vh, self.s_v)
+        if self.q_table is not None:  # an imported model's scaling of Q and of K, each a table
+            qh = self.q_table(qh, tr, f"{path}.q_scaled", k=k)
+        if self.k_table is not None:
+            kh = self.k_table(kh, tr, f"{path}.k_scaled", k=k)
         # All heads (and images) in one batched GEMM call each; one record per head for the RTL.
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (qh, kh, vh))
         if self._heads_at_once(tr, k):  # nothing traced between: the three steps as one call
@@ -210,7 +219,8 @@ class IntAttention(Watched):
         traced or forced, hwvit's own arithmetic in all three, and a provider that has the call."""
         sm = self.softmax
         plain = sm.arith is None and sm.exp == "table" and sm.in_bits == self.scores.out_bits
-        plain = plain and self.scores_table is None and not (self.zero_q or self.zero_k or self.zero_v)
+        tables = (self.scores_table, self.q_table, self.k_table)
+        plain = plain and tables == (None, None, None) and not (self.zero_q or self.zero_k or self.zero_v)
         rounding = self.scores.is_default and self.context.is_default
         return tr.quiet and plain and rounding and hasattr(k, "attention_heads")
 

@@ -216,7 +216,7 @@ class _Builder:
     def table(self, step: Step, s_in: float):
         from hwvit.intvit.layers import IntGelu
 
-        src = self.g.source(step.inputs[0])
+        src = step.inputs[0]  # its own input codes (a move of the source's: the same quantizer)
         codes = table_of(self.g, src, step.out)
         q_in, q_out = self.q(src), step.out_q
         # index by the int8 code c' = c + off_in; entry = the file's output code + off_out
@@ -303,14 +303,7 @@ class _Builder:
             p = f"layers.{i}"
             norm1 = self.layernorm(ln1, f"layers.{i}.norm1")
             self.mark(f"{p}.norm1", ln1, "hwvit arithmetic")
-            qkv_steps = [s for s in self.consumers.get(ln1.out, []) if s.kind == "linear"]
-            if len(qkv_steps) != 1:
-                raise GraphError(
-                    f"node {qkv_steps[0].name}: separate q, k, v projections are not read yet; export a fused qkv"
-                )
-            qkv, qkv_last = self.linear(qkv_steps[0], f"{p}.attn.qkv", f"layers.{i}.attn.qkv")
-            qkv_out = qkv_last.out
-            mm1 = self.next(qkv_out, "matmul", f"{p}.attn Q.K^T")
+            projections, mm1 = self._projections(ln1, p, i)
             heads, n_tok, hd = self._heads(mm1)
             qq = self.q(mm1.inputs[0])
             scores = requant_of(ratio(qq.s, self.q(mm1.inputs[1]).s, mm1.out_q.s), 8, mm1.out_q.s, ROUNDING, False)
@@ -328,9 +321,10 @@ class _Builder:
             self.offsets[f"{p}.attn.probs"] = p_off
             mm2 = self.next(sm_step.out, "matmul", f"{p}.attn P.V")
             qp, qv, qc = self.q(mm2.inputs[0]), self.q(mm2.inputs[1]), mm2.out_q
-            # the file's probability scale: hwvit's softmax writes the file's codes (its own scale
-            # is within 2^-24 of it)
-            context = requant_of(ratio(qp.s, qv.s, qc.s), 8, qc.s, ROUNDING, False)
+            # hwvit's softmax and round_each write the file's codes (their scale within 2^-24 of the
+            # file's): the file's scale then; another variant writes at its own
+            s_p = qp.s if abs(sm.s_out / qp.s - 1) < 1e-6 else sm.s_out
+            context = requant_of(ratio(s_p, qv.s, qc.s), 8, qc.s, ROUNDING, False)
             context = replace(context, zero=_z(qc))
             self.mark(f"{p}.attn.context", mm2)
             pj = self.next(mm2.out, "linear", f"{p}.attn.proj")
@@ -356,8 +350,10 @@ class _Builder:
             add2 = self.residual(add2_s, add1_s.out, fc2_last.out)
             self.mark(f"{p}.add2", add2_s)
             attn = IntAttention(
-                heads=heads, head_dim=hd, qkv=qkv, q=None, k=None, v=None, scores=scores, softmax=sm,
-                context=context, proj=proj_l, scores_table=scores_table,
+                heads=heads, head_dim=hd, qkv=projections.get("qkv"), q=projections.get("q"),
+                k=projections.get("k"), v=projections.get("v"), scores=scores, softmax=sm,
+                context=context, proj=proj_l, scores_table=scores_table, q_table=projections.get("q_table"),
+                k_table=projections.get("k_table"),
                 zero_q=_z(qq), zero_k=_z(self.q(mm1.inputs[1])), zero_v=_z(qv),
             )  # fmt: skip
             blocks.append(
@@ -378,7 +374,8 @@ class _Builder:
         cfg = ViTConfig(
             name=self.path.stem, image_size=h_img, patch_size=patch, in_chans=int(shape[1]),
             num_classes=int(head.w.shape[0]), dim=dim, depth=len(blocks), heads=heads, mlp_dim=hidden,
-            embed="conv", pool="cls", pos="learned", qkv="fused", qkv_bias=True, proj_bias=True, mlp_bias=True,
+            embed="conv", pool="cls", pos="learned", qkv="fused" if blocks[0].attn.qkv is not None else "separate",
+            qkv_bias=True, proj_bias=True, mlp_bias=True,
             norm_eps=float(fin.attrs.get("epsilon", 1e-5)), final_norm=True, attn_scale="standard",
             cls_token=cls_q is not None,
         )  # fmt: skip
@@ -416,6 +413,48 @@ class _Builder:
             zeros.update({f"layers.{i}.attn.q": a.zero_q, f"layers.{i}.attn.k": a.zero_k})
             zeros.update({f"layers.{i}.attn.v": a.zero_v, f"layers.{i}.attn.softmax": 0})
         return {p: z for p, z in zeros.items() if z}
+
+    def _projections(self, ln1: Step, p: str, i: int) -> tuple[dict, Step]:
+        """The attention's projections after LayerNorm ``ln1`` and its Q.K^T step: one fused ``qkv``,
+        or separate ``q``, ``k``, ``v`` (HF's export) with ``q_table`` / ``k_table``, the tables of
+        the quantized Muls that scale Q and K before their product (HF's SDPA: head_dim^-1/4 each)."""
+        lins = [s for s in self.consumers.get(ln1.out, []) if s.kind == "linear"]
+        if len(lins) == 1:
+            qkv, last = self.linear(lins[0], f"{p}.attn.qkv", f"layers.{i}.attn.qkv")
+            return {"qkv": qkv}, self.next(last.out, "matmul", f"{p}.attn Q.K^T")
+        if len(lins) != 3:
+            where = lins[0].name if lins else ln1.name
+            raise GraphError(f"node {where}: {len(lins)} projections read the LayerNorm; hwvit reads a fused qkv or q, k, v")
+        ends = {}  # the codes each projection ends in (after its bias add) -> the projection
+        for st in lins:
+            bias = self.next(st.out, "bias", st.name, optional=True)
+            ends[(bias or st).out] = st
+
+        def origin(codes: str) -> tuple[Step | None, Step | None]:
+            """(projection, table or None) behind an operand of an activation product."""
+            src = self.g.source(codes)
+            tab = self.g.by_out.get(src)
+            if src not in ends and tab is not None and tab.kind == "table":
+                return ends.get(self.g.source(tab.inputs[0])), tab
+            return ends.get(src), None
+
+        reached = [s for e in ends for t in [None, *self.consumers.get(e, [])] for s in
+                   (self.consumers.get(e, []) if t is None else self.consumers.get(t.out, []) if t.kind == "table" else [])]  # fmt: skip
+        mm1 = next((s for s in reached if s.kind == "matmul" and all(origin(c)[0] for c in s.inputs)), None)
+        if mm1 is None:
+            raise GraphError(f"node {lins[0].name}: no product of two of the q, k, v projections after it")
+        (q_st, q_tab), (k_st, k_tab) = origin(mm1.inputs[0]), origin(mm1.inputs[1])
+        v_st = next((st for st in lins if st not in (q_st, k_st)), None)
+        if v_st is None:
+            raise GraphError(f"node {mm1.name}: Q.K^T reads one projection twice")
+        out = {}
+        for role, st in (("q", q_st), ("k", k_st), ("v", v_st)):
+            out[role], _ = self.linear(st, f"{p}.attn.{role}", f"layers.{i}.attn.{role}")
+        for role, tab in (("q", q_tab), ("k", k_tab)):
+            if tab is not None:
+                out[f"{role}_table"] = self.table(tab, out[role].s_out)
+                self.mark(f"{p}.attn.{role}_scaled", tab)
+        return out, mm1
 
     def _opens_attention(self, ln: Step) -> bool:
         """Whether a LayerNorm's output goes through a projection into an activation product."""

@@ -177,6 +177,9 @@ class QGraph:
             s = q.scale.astype(np.float32).reshape(shape if q.axis is not None else ())
             z = q.zero.reshape(shape if q.axis is not None else ())
             return ((codes.astype(np.int64) - z).astype(np.float32) * s).astype(np.float32)
+        node = self.producer.get(name)
+        if name not in self.consts and node is not None and node.op_type == "Identity":  # torch's export of a shared weight
+            return self.const_value(node.input[0])
         return self.consts.get(name)
 
     def _cone(self, start: str, q_node) -> tuple[list, list[str]]:
@@ -276,7 +279,7 @@ class QGraph:
         )
 
     def _is_const(self, name: str) -> bool:
-        return name in self.consts or name in self.const_dq or self.dq.get(name, ("",))[0] in self.const_codes
+        return self.const_value(name) is not None
 
     def _origin(self, name: str) -> np.ndarray:
         """The float constant a constant tensor moves (an Expand of the class token: the token)."""
