@@ -137,6 +137,9 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
     if result.top1_float is not None:
         parts.append(f"top-1 float {100 * result.top1_float:.2f}%, int {100 * result.top1_int:.2f}%")
     parts.append(f"agreement {100 * result.agreement:.2f}%, logits SQNR {fmt_db(result.logits_sqnr_db)} dB")
+    if side is not None:
+        first = side.first_part["off"] or "none"
+        parts.append(f"with onnxruntime: agreement {100 * side.agreement['off']:.2f}%, first point that differs {first}")
     click.echo(", ".join(parts))
     if out_dir:
         click.echo(f"report: {written}")
