@@ -521,7 +521,16 @@ def test_gemm_zero_points(tmp_path, simulator, a_signed, zeros, run_set):
 
     za, zw, zy = zeros
     record = vectors.random_record(
-        "gemm", cases=11, seed=80, k=19, n=13, a_signed=a_signed, rounding="half_even", zero_a=za, zero_w=zw, zero_out=zy
+        "gemm",
+        cases=11,
+        seed=80,
+        k=19,
+        n=13,
+        a_signed=a_signed,
+        rounding="half_even",
+        zero_a=za,
+        zero_w=zw,
+        zero_out=zy,
     )
     set_dir = vectors.write_set(record, tmp_path / "zp")
     vset = vectors.read(set_dir)

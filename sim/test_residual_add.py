@@ -134,7 +134,9 @@ def test_zero_points(tmp_path, simulator, rounding, zeros, run_set):
     rounding (half to even for ONNX), bit-exact (the sets' edge rows put sums on every tie)."""
     from hwvit import vectors
 
-    record = vectors.random_record(KIND, 300, 9, rounding=rounding, **dict(zip(("zero_a", "zero_b", "zero_out"), zeros)))
+    record = vectors.random_record(
+        KIND, 300, 9, rounding=rounding, **dict(zip(("zero_a", "zero_b", "zero_out"), zeros))
+    )
     set_dir = vectors.write_set(record, tmp_path / "zp")
     assert blocks.get(KIND).verify(vectors.read(set_dir)) is None
     assert run_set(set_dir, simulator).elements == 300

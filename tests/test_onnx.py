@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from onnx_zoo import gemm_figures
 
-from hwvit.onnx import build, graph, read, runtime
+from hwvit.onnx import build, graph, read
 
 pytestmark = pytest.mark.xdist_group("onnx")  # one worker makes the session's files
 

@@ -121,9 +121,7 @@ def verify(vset) -> str | None:
     if bad.size:
         i, j = (int(t) for t in bad[0])
         with_zero = f" plus zero point {zero}" if zero else ""
-        return (
-            f"gemm: y[{i}][{j}] is {int(vset['y'][i, j])}, requant {rounding} of acc{with_zero} gives {int(y[i, j])}"
-        )
+        return f"gemm: y[{i}][{j}] is {int(vset['y'][i, j])}, requant {rounding} of acc{with_zero} gives {int(y[i, j])}"
     return None
 
 

@@ -71,8 +71,17 @@ def verify(vset) -> str | None:
 
 
 def traced(
-    path: str, a, b, y, mult_a: int, mult_b: int, shift: int, out_bits: int, scales: dict,
-    rounding: str = "half_up", zeros: tuple[int, int, int] = (0, 0, 0),
+    path: str,
+    a,
+    b,
+    y,
+    mult_a: int,
+    mult_b: int,
+    shift: int,
+    out_bits: int,
+    scales: dict,
+    rounding: str = "half_up",
+    zeros: tuple[int, int, int] = (0, 0, 0),
 ) -> BlockRecord:
     """The record of one residual add of the integer model (flattened); an imported model's rounding
     and zero points (a, b, y) are recorded only where they are not hwvit's own (half_up, 0)."""
@@ -145,7 +154,8 @@ PORTS = Kind(
         "zero_a": Config(lambda p: int(p.get("zero_a", 0)) & 0xFF, bits_fixed(8), "zero point of a"),
         "zero_b": Config(lambda p: int(p.get("zero_b", 0)) & 0xFF, bits_fixed(8), "zero point of b"),
         "zero_out": Config(
-            lambda p: int(p.get("zero_out", 0)) & ((1 << int(p["out_bits"])) - 1), bits_param("out_bits"),
+            lambda p: int(p.get("zero_out", 0)) & ((1 << int(p["out_bits"])) - 1),
+            bits_param("out_bits"),
             "zero point of y, added after the rounding",
         ),
     },
@@ -163,7 +173,14 @@ KIND = BlockKind(
     params=PARAMS,
     contract=CONTRACT,
     random=random_set,
-    defaults={"out_bits": 8, "mult_a": None, "mult_b": None, "shift": None, "rounding": "half_up", **dict.fromkeys(ZEROS, 0)},
+    defaults={
+        "out_bits": 8,
+        "mult_a": None,
+        "mult_b": None,
+        "shift": None,
+        "rounding": "half_up",
+        **dict.fromkeys(ZEROS, 0),
+    },
     bins=("sat_high", "sat_low", "round_tie", "out_stall"),
     count_bins=count_bins,
     reset_states=("empty", "stage1", "output", "full"),
@@ -178,8 +195,12 @@ KIND = BlockKind(
         "fields": {"a": "in_a_i", "b": "in_b_i"},
         "out": "out_data_o",
         "ports": {
-            "mult_a": "cfg_mult_a_i", "mult_b": "cfg_mult_b_i", "shift": "cfg_shift_i",
-            "zero_a": "cfg_zero_a_i", "zero_b": "cfg_zero_b_i", "zero_out": "cfg_zero_out_i",
+            "mult_a": "cfg_mult_a_i",
+            "mult_b": "cfg_mult_b_i",
+            "shift": "cfg_shift_i",
+            "zero_a": "cfg_zero_a_i",
+            "zero_b": "cfg_zero_b_i",
+            "zero_out": "cfg_zero_out_i",
         },  # fmt: skip
     },
     synth={},

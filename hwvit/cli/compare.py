@@ -139,7 +139,9 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
     parts.append(f"agreement {100 * result.agreement:.2f}%, logits SQNR {fmt_db(result.logits_sqnr_db)} dB")
     if side is not None:
         first = side.first_part["off"] or "none"
-        parts.append(f"with onnxruntime: agreement {100 * side.agreement['off']:.2f}%, first point that differs {first}")
+        parts.append(
+            f"with onnxruntime: agreement {100 * side.agreement['off']:.2f}%, first point that differs {first}"
+        )
     click.echo(", ".join(parts))
     if out_dir:
         click.echo(f"report: {written}")

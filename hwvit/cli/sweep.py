@@ -29,7 +29,6 @@ from hwvit.cli.common import (
     seed_option,
 )
 
-
 # A quantized ONNX file's sweep: the variants of the points it leaves float (hwvit.onnx).
 ONNX_FAMILIES = ("softmax", "layernorm")
 ONNX_AXES = {"softmax": ("round_each",)}

@@ -424,7 +424,9 @@ class _Builder:
             return {"qkv": qkv}, self.next(last.out, "matmul", f"{p}.attn Q.K^T")
         if len(lins) != 3:
             where = lins[0].name if lins else ln1.name
-            raise GraphError(f"node {where}: {len(lins)} projections read the LayerNorm; hwvit reads a fused qkv or q, k, v")
+            raise GraphError(
+                f"node {where}: {len(lins)} projections read the LayerNorm; hwvit reads a fused qkv or q, k, v"
+            )
         ends = {}  # the codes each projection ends in (after its bias add) -> the projection
         for st in lins:
             bias = self.next(st.out, "bias", st.name, optional=True)
@@ -438,8 +440,10 @@ class _Builder:
                 return ends.get(self.g.source(tab.inputs[0])), tab
             return ends.get(src), None
 
-        reached = [s for e in ends for t in [None, *self.consumers.get(e, [])] for s in
-                   (self.consumers.get(e, []) if t is None else self.consumers.get(t.out, []) if t.kind == "table" else [])]  # fmt: skip
+        reached = []  # what reads a projection's output, directly or through a table
+        for end in ends:
+            for step in self.consumers.get(end, []):
+                reached += [step, *(self.consumers.get(step.out, []) if step.kind == "table" else [])]
         mm1 = next((s for s in reached if s.kind == "matmul" and all(origin(c)[0] for c in s.inputs)), None)
         if mm1 is None:
             raise GraphError(f"node {lins[0].name}: no product of two of the q, k, v projections after it")

@@ -178,7 +178,9 @@ class QGraph:
             z = q.zero.reshape(shape if q.axis is not None else ())
             return ((codes.astype(np.int64) - z).astype(np.float32) * s).astype(np.float32)
         node = self.producer.get(name)
-        if name not in self.consts and node is not None and node.op_type == "Identity":  # torch's export of a shared weight
+        if (
+            name not in self.consts and node is not None and node.op_type == "Identity"
+        ):  # torch's export of a shared weight
             return self.const_value(node.input[0])
         return self.consts.get(name)
 

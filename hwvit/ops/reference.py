@@ -77,8 +77,16 @@ def residual_add_ref(a: list[int], b: list[int], mult_a, mult_b, shift, out_bits
 
 
 def residual_add_zp_ref(
-    a: list[int], b: list[int], mult_a, mult_b, shift, out_bits: int = 8, rounding: str = "half_up",
-    zero_a: int = 0, zero_b: int = 0, zero_out: int = 0,
+    a: list[int],
+    b: list[int],
+    mult_a,
+    mult_b,
+    shift,
+    out_bits: int = 8,
+    rounding: str = "half_up",
+    zero_a: int = 0,
+    zero_b: int = 0,
+    zero_out: int = 0,
 ) -> list[int]:
     """``residual_add_zp`` element by element in exact rationals (``Fraction``)."""
     from fractions import Fraction
