@@ -46,6 +46,14 @@ class Zoo:
             self._files[key] = dst
         return self._files[key]
 
+    def qonnx_files(self) -> tuple[Path, Path]:
+        """The digits ViT quantized by Brevitas (QuantConv2d / QuantLinear: int8 per-tensor weights,
+        narrow range; int8 per-tensor inputs; calibrated on 256 training images) and exported as QONNX
+        twice: with a dynamic batch (what hwvit reads) and with batch 1 (what qonnx executes)."""
+        if "qonnx" not in self._files:
+            self._files["qonnx"] = _brevitas_digits(self.root)
+        return self._files["qonnx"]
+
     def data(self, name: str, images: int | None = FAST_IMAGES):
         _, _, x, y = self.model(name)
         return x[:images], None if y is None else y[:images]
@@ -109,6 +117,55 @@ def _hf():
 
 
 _MODELS = {"digits": _digits, "second": _second, "hf": _hf}
+
+
+def _brevitas_digits(root: Path) -> tuple[Path, Path]:
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # brevitas' notes on optional packages and the exporter's
+        warnings.simplefilter("ignore")
+        import brevitas.nn as qnn
+        from brevitas.export import export_qonnx
+        from brevitas.graph.calibrate import calibration_mode
+        from brevitas.quant import Int8ActPerTensorFloat, Int8WeightPerTensorFloat
+
+        model, x_calib, _, _ = _digits()
+        quant = {"weight_quant": Int8WeightPerTensorFloat, "input_quant": Int8ActPerTensorFloat}
+
+        def swap(parent):
+            for name, child in parent.named_children():
+                if isinstance(child, torch.nn.Linear):
+                    q = qnn.QuantLinear(child.in_features, child.out_features, bias=True, **quant)
+                elif isinstance(child, torch.nn.Conv2d):
+                    q = qnn.QuantConv2d(
+                        child.in_channels,
+                        child.out_channels,
+                        child.kernel_size,
+                        stride=child.stride,
+                        bias=True,
+                        **quant,
+                    )
+                else:
+                    swap(child)
+                    continue
+                q.weight.data.copy_(child.weight.data)
+                q.bias.data.copy_(child.bias.data)
+                setattr(parent, name, q)
+
+        swap(model)
+        x = torch.as_tensor(x_calib)
+        with torch.no_grad(), calibration_mode(model):
+            for i in range(0, 256, 64):
+                model(x[i : i + 64])
+        model.eval()
+        paths = root / "digits-qonnx.onnx", root / "digits-qonnx-b1.onnx"
+        names = {"opset_version": 17, "dynamo": False, "input_names": ["input"], "output_names": ["logits"]}
+        export_qonnx(model, input_t=x[:1], export_path=str(paths[0]), **names,
+                     dynamic_axes={"input": {0: "b"}, "logits": {0: "b"}})  # fmt: skip
+        export_qonnx(model, input_t=x[:1], export_path=str(paths[1]), **names)
+    return paths
 
 
 GEMMS = ("embed", "attn.qkv", "attn.q", "attn.k", "attn.v", "attn.context", "attn.proj", "mlp.fc1", "mlp.fc2", "logits")

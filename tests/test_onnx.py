@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from onnx_zoo import gemm_figures
 
-from hwvit.onnx import build, graph, read
+from hwvit.onnx import build, graph, read, runtime
 
 pytestmark = pytest.mark.xdist_group("onnx")  # one worker makes the session's files
 
@@ -252,6 +252,48 @@ def test_sweep_bench_compile_sensitivity(onnx_zoo, tmp_path):
         res = runner.invoke(main, [*cmd, "--checkpoint", path, "--out", str(tmp_path / "no")])
         assert res.exit_code != 0 and text in res.output and len(res.output.strip().splitlines()) == 1, res.output
     assert not (tmp_path / "no").exists()
+
+
+def _qonnx_graph(bits=8.0, narrow=0, rounding="ROUND", signed=1, scale=(0.05,)):
+    """input (2, 4) -> Quant -> Identity -> output, a QONNX graph of one activation quantizer."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32).reshape(shape), name) for name, v, shape in (
+        ("s", scale, (len(scale),) if len(scale) > 1 else ()), ("z", 0.0, ()), ("b", bits, ()))]  # fmt: skip
+    quant = helper.make_node("Quant", ["input", "s", "z", "b"], ["q"], domain="qonnx.custom_op.general",
+                             signed=signed, narrow=narrow, rounding_mode=rounding)  # fmt: skip
+    nodes = [quant, helper.make_node("Identity", ["q"], ["y"])]
+    x = helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("qonnx.custom_op.general", 1)]
+    return helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=opsets)
+
+
+def test_qonnx_quant_nodes():
+    """A QONNX Quant node of an activation as QuantizeLinear/DequantizeLinear: onnxruntime's run of the
+    converted graph equals Quant's definition (scale * (clip(round_half_even(x / scale)) ...), ties
+    included); what QDQ cannot carry is refused in one line naming the node and the Brevitas option.
+    (make test-onnx: a whole Brevitas ViT against qonnx's own execution.)"""
+    from hwvit.onnx import qonnx
+    from hwvit.onnx.graph import GraphError
+
+    x = np.array([[0.025, 0.075, -0.025, 7.0], [-9.0, 0.0749, 1.0, -0.125]], np.float32)  # ties, both rails
+    model = qonnx.to_qdq(_qonnx_graph(), x)
+    assert {n.op_type for n in model.graph.node} == {"QuantizeLinear", "DequantizeLinear", "Identity"}
+    got = runtime.session(model, False).run(None, {"input": x})[0]
+    want = np.float32(0.05) * np.clip(np.rint(x / np.float32(0.05)), -128, 127)
+    assert np.array_equal(got, want.astype(np.float32))
+    refused = (
+        ({"narrow": 1}, "narrow_range=False"),
+        ({"bits": 4.0}, "bit_width=8"),
+        ({"rounding": "FLOOR"}, "rounding_mode FLOOR"),
+        ({"scale": (0.1, 0.2, 0.3, 0.4)}, "per-channel"),
+    )
+    for kw, text in refused:
+        with pytest.raises(GraphError, match=text) as err:
+            qonnx.to_qdq(_qonnx_graph(**kw), x)
+        assert "node " in str(err.value) and "\n" not in str(err.value)
 
 
 # ------------------------------------------------------------------ refused files: one line, nothing written

@@ -76,6 +76,9 @@ class _Builder:
         self.origin: dict[str, str] = {}
         self.shapes = _shapes(g.model)
         self.float_weights: dict[str, np.ndarray] = {}
+        # a QONNX file's points that hwvit calibrated (hwvit.onnx.qonnx): their quantizers are hwvit's
+        meta = {p.key: p.value for p in g.model.metadata_props}
+        self.calibrated = set(meta.get("hwvit.calibrated", "").split())
 
     # ------------------------------------------------------------------ graph walking
     def next(self, codes: str, kind: str, where: str, optional: bool = False) -> Step | None:
@@ -91,6 +94,8 @@ class _Builder:
     def mark(self, point: str, step: Step, origin: str = "file") -> None:
         self.points[point] = step.out
         self.offsets[point] = _off(step.out_q)
+        if origin == "file" and step.out in self.calibrated:
+            origin = "hwvit calibration"
         self.origin[point] = origin
 
     def q(self, codes: str) -> Quant:
@@ -584,13 +589,19 @@ def table_of(g: QGraph, src: str, out: str) -> np.ndarray:
     return sess.run([out], {src: codes})[0].astype(np.int64).reshape(-1)
 
 
-def load(path, softmax: str = "hwvit", layernorm: str = "hwvit") -> Imported:
-    """Read ``path`` (hwvit.onnx.read) and build its models; ValueError (one line) if hwvit cannot."""
-    from hwvit.onnx import read
+def load(path, softmax: str = "hwvit", layernorm: str = "hwvit", calib=None) -> Imported:
+    """Read ``path`` (hwvit.onnx.read) and build its models; ValueError (one line) if hwvit cannot.
+    A QONNX file (hwvit.onnx.qonnx) leaves points float that hwvit calibrates: ``calib``, float
+    inputs of the model's input shape, is then required."""
+    from hwvit.onnx import qonnx, read
 
     path = Path(path)
     model = read.load(path)
     try:
+        if qonnx.is_qonnx(model):
+            if calib is None:
+                raise GraphError("a QONNX file leaves points float that hwvit calibrates: give calibration inputs")
+            model = qonnx.to_qdq(model, np.asarray(calib, np.float32))
         g = QGraph(model)
         return _Builder(g, path, softmax, layernorm).build(softmax)
     except GraphError as exc:

@@ -235,13 +235,16 @@ class QGraph:
         if not compute:
             step.kind = "move"
             return step
+        if self._linear_then_bias(step, compute, reads):
+            return step
         if len(compute) == 1:
             node = compute[0]
             op = node.op_type
             ins = list(node.input)
             if op in LINEAR and len(reads) == 1 and self._weight(step, node):
                 step.kind = "linear"
-            elif op == "MatMul" and len(reads) == 2:
+            elif op == "MatMul" and len(reads) in (1, 2) and not any(self._is_const(i) for i in ins):
+                # two activations; one quantized tensor moved two ways (q and k split from qkv) too
                 step.kind = "matmul"
                 step.inputs = [self._codes_of(ins[0]), self._codes_of(ins[1])]
             elif op == "Add" and len(reads) == 2:
@@ -279,6 +282,19 @@ class QGraph:
             f"node {node_label(bad)}: hwvit cannot map {'+'.join(ops)} of {len(reads)} quantized tensor(s) "
             f"to one of its blocks"
         )
+
+    def _linear_then_bias(self, step: Step, compute: list, reads: list) -> bool:
+        """A GEMM by constant weights then the Add of a float constant vector (a QONNX file's linear
+        layer, whose bias the file leaves float): one ``linear`` step with that float bias."""
+        if len(compute) != 2 or len(reads) != 1 or compute[0].op_type not in LINEAR or compute[1].op_type != "Add":
+            return False
+        other = [i for i in compute[1].input if i != compute[0].output[0]]
+        bias = self.const_value(other[0]) if len(other) == 1 else None
+        if bias is None or np.size(bias) <= 1 or not self._weight(step, compute[0]) or step.bias is not None:
+            return False
+        step.kind, step.name, step.op = "linear", compute[0].name or compute[0].op_type, compute[0].op_type
+        step.bias, step.attrs = np.asarray(bias, np.float32), _attrs(compute[0])
+        return True
 
     def _is_const(self, name: str) -> bool:
         return self.const_value(name) is not None

@@ -67,10 +67,20 @@ def hwvit_codes(imported, x_codes: np.ndarray) -> tuple[dict[str, np.ndarray], n
     return {p: v for p, (v, _) in tr.values.items()}, logits
 
 
+def _cls_only(theirs: np.ndarray, like: np.ndarray) -> bool:
+    """The file quantizes only the class token of hwvit's (B, N, D) point (its quantizer after the
+    token's selection, as a QONNX file's classifier input)."""
+    return like.ndim == 3 and theirs.shape == (like.shape[0], like.shape[2])
+
+
 def _to_ours(point: str, theirs: np.ndarray, like: np.ndarray) -> np.ndarray:
     """onnxruntime's array at ``point`` in hwvit's layout (the inverse of ``_layout``)."""
     if theirs.shape == like.shape:
         return theirs
+    if _cls_only(theirs, like):  # the other tokens are read by nothing after: hwvit's stay
+        out = np.array(like, copy=True)
+        out[:, 0] = theirs
+        return out
     if point.endswith(".attn.context") and like.ndim == 3 and theirs.ndim == 4:
         return theirs.transpose(0, 2, 1, 3).reshape(like.shape)
     if point.endswith((".attn.q", ".attn.k", ".attn.v")) and like.ndim == 4 and theirs.ndim == 3:
@@ -102,6 +112,8 @@ def _layout(point: str, ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
     """hwvit's array in onnxruntime's layout at ``point`` (the same elements, maybe another shape)."""
     if ours.shape == theirs.shape:
         return ours
+    if _cls_only(theirs, ours):
+        return ours[:, 0]
     if ours.size == theirs.size:
         if point.endswith(".attn.context") and ours.ndim == 3 and theirs.ndim == 4:  # (B, N, H*hd) vs (B, H, N, hd)
             b, h, n, hd = theirs.shape
@@ -149,7 +161,7 @@ class FileFloat:
                 src_point, sess, src, dtype = self.subs[path]
                 codes = (np.asarray(last[src_point], np.int64) - offsets[src_point]).astype(dtype)
                 out = sess.run(None, {src: codes})[0].astype(np.int64) + offsets[path]
-                q = out.reshape(np.shape(q)).astype(np.asarray(q).dtype)
+                q = _to_ours(path, out, np.asarray(q)).reshape(np.shape(q)).astype(np.asarray(q).dtype)
             last[path] = q
             return q
 
