@@ -243,7 +243,7 @@ def bench_forward(
         quantized = torch_dynamic_int8(model)
         runners["torch_int8"] = lambda: float_forward(quantized)
     if source.imported is not None:
-        from hwvit.onnx.runtime import session
+        from hwvit.onnx.ort import session
 
         ort = session(source.imported.graph.model, optimize=True)
         feed = {ort.get_inputs()[0].name: xn.astype("float32")}

@@ -143,6 +143,27 @@ def test_round_each_pending_rtl():
     assert "softmax_round_each" in PENDING
 
 
+def test_gemm_and_requant_zero_equal_references():
+    """The zero-point GEMM (one gemm plus row-sum corrections) and requant (rounded one bit wider,
+    then the zero point, then one saturation) equal their references on random and extreme cases."""
+    from hwvit import ops
+    from hwvit.ops.reference import gemm_zero_ref, requant_zero_ref
+
+    rng = np.random.default_rng(2)
+    for a_signed, za, zw in ((True, -128, 127), (False, -128, -7), (True, 5, 0)):
+        lo, hi = (-128, 127) if a_signed else (0, 255)
+        a, w = rng.integers(lo, hi, (5, 19), endpoint=True), rng.integers(-128, 127, (7, 19), endpoint=True)
+        a[0], w[0] = lo, 127
+        bias = rng.integers(-(1 << 20), 1 << 20, 7)
+        acc = ops.gemm_zero(a, w, bias, a_signed, za, zw)
+        assert acc.tolist() == gemm_zero_ref(a.tolist(), w.tolist(), bias.tolist(), za, zw)
+    acc = np.concatenate([rng.integers(-(1 << 31), 1 << 31, 300), [2, -2, 6, -6, (1 << 31) - 1, -(1 << 31)]])
+    for rounding in ("half_up", "half_even", "half_away", "floor"):
+        for zero in (0, -128, 127, 5):
+            got = ops.requant_zero(acc, 1 << 30, 32, 8, rounding, zero)  # acc / 4: ties at +-2, +-6
+            assert got.tolist() == requant_zero_ref(acc.tolist(), 1 << 30, 32, 8, rounding, zero), (rounding, zero)
+
+
 def test_residual_add_zp_equals_reference():
     from hwvit.ops.reference import residual_add_zp_ref
     from hwvit.ops.residual_add import residual_add, residual_add_zp
@@ -170,6 +191,10 @@ def test_vectors_of_an_imported_model(onnx_zoo, tmp_path):
     for rec in tr.records[:12]:
         d = vectors.write_set(rec, tmp_path / rec.path.replace(".", "_"))
         vectors.read(d)
+    from hwvit.vectors.check import check
+
+    # every set of a zero point or another rounding: its outputs computed again from its inputs
+    assert all(error is None for _, error in check(tmp_path))
 
 
 def test_imported_sets_pass_the_verilog(onnx_zoo, tmp_path):

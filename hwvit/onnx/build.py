@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwvit.onnx.graph import GraphError, QGraph, Quant, Step, dequantize_f32, quantize_f32
+from hwvit.onnx.graph import GraphError, QGraph, Quant, Step, dequantize_f32, quantize_f32, sub_model
 
 ROUNDING = "half_even"  # ONNX QuantizeLinear rounds half to even
 
@@ -545,42 +545,10 @@ def probe_shapes(model, names: list[str], input_shape) -> list[list[int]]:
     return [list(a.shape) for a in got]
 
 
-def sub_model(g: QGraph, src: str, out: str):
-    """The file's own nodes from quantized tensor ``src`` to quantized tensor ``out`` as a model of its
-    own (input ``src``, any shape; output ``out``), with the constants they read."""
-    import onnx
-    from onnx import helper
-
-    nodes, seen, stack, inits = [], set(), [out], set()
-    while stack:
-        name = stack.pop()
-        if name in seen or name == src or not name:
-            continue
-        seen.add(name)
-        if name in g.consts and g.producer.get(name) is None:
-            inits.add(name)
-            continue
-        node = g.producer.get(name)
-        if node is None:
-            raise GraphError(f"tensor {name!r}: the nodes to {out!r} read something besides {src!r}")
-        nodes.append(node)
-        stack.extend(node.input)
-    order = {id(n): i for i, n in enumerate(g.model.graph.node)}
-    nodes = sorted({id(n): n for n in nodes}.values(), key=lambda n: order[id(n)])
-    elem = onnx.helper.np_dtype_to_tensor_dtype(g.quant_of(src).dtype)
-    out_elem = onnx.helper.np_dtype_to_tensor_dtype(g.quant_of(out).dtype)
-    initializers = [i for i in g.model.graph.initializer if i.name in inits]
-    graph = helper.make_graph(
-        nodes, "sub", [helper.make_tensor_value_info(src, elem, None)],
-        [helper.make_tensor_value_info(out, out_elem, None)], initializers,
-    )  # fmt: skip
-    return helper.make_model(graph, opset_imports=list(g.model.opset_import), ir_version=g.model.ir_version)
-
-
 def table_of(g: QGraph, src: str, out: str) -> np.ndarray:
     """The codes of ``out`` for every code of ``src`` (in the dtype's order), by running the file's
     own nodes between them in onnxruntime (graph optimizations off: the file's meaning)."""
-    from hwvit.onnx.runtime import session
+    from hwvit.onnx.ort import session
 
     q_in = g.quant_of(src)
     sess = session(sub_model(g, src, out), False)

@@ -340,4 +340,36 @@ class QGraph:
         return codes
 
 
-__all__ = ["ELEMENTWISE", "LINEAR", "MOVES", "GraphError", "QGraph", "Quant", "Step", "node_label"]
+def sub_model(g: QGraph, src: str, out: str):
+    """The file's own nodes from quantized tensor ``src`` to quantized tensor ``out`` as a model of its
+    own (input ``src``, any shape; output ``out``), with the constants they read."""
+    import onnx
+    from onnx import helper
+
+    nodes, seen, stack, inits = [], set(), [out], set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name == src or not name:
+            continue
+        seen.add(name)
+        if name in g.consts and g.producer.get(name) is None:
+            inits.add(name)
+            continue
+        node = g.producer.get(name)
+        if node is None:
+            raise GraphError(f"tensor {name!r}: the nodes to {out!r} read something besides {src!r}")
+        nodes.append(node)
+        stack.extend(node.input)
+    order = {id(n): i for i, n in enumerate(g.model.graph.node)}
+    nodes = sorted({id(n): n for n in nodes}.values(), key=lambda n: order[id(n)])
+    elem = onnx.helper.np_dtype_to_tensor_dtype(g.quant_of(src).dtype)
+    out_elem = onnx.helper.np_dtype_to_tensor_dtype(g.quant_of(out).dtype)
+    initializers = [i for i in g.model.graph.initializer if i.name in inits]
+    graph = helper.make_graph(
+        nodes, "sub", [helper.make_tensor_value_info(src, elem, None)],
+        [helper.make_tensor_value_info(out, out_elem, None)], initializers,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=list(g.model.opset_import), ir_version=g.model.ir_version)
+
+
+__all__ = ["ELEMENTWISE", "LINEAR", "MOVES", "GraphError", "QGraph", "Quant", "Step", "node_label", "sub_model"]

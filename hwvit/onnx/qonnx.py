@@ -258,7 +258,7 @@ def _calibrate(model, names: list[str], calib: np.ndarray, batch: int) -> dict[s
     """max |x| of each tensor over the calibration inputs (the float graph in onnxruntime)."""
     import onnx
 
-    from hwvit.onnx.runtime import session
+    from hwvit.onnx.ort import session
 
     m = onnx.ModelProto()
     m.CopyFrom(model)

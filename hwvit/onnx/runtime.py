@@ -17,21 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hwvit.onnx.ort import session
+
 LEVELS = ("off", "on")
-
-
-def session(model, optimize: bool):
-    import onnx
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    )
-    so.log_severity_level = 3
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString() if isinstance(model, onnx.ModelProto) else model, so,
-                                providers=["CPUExecutionProvider"])  # fmt: skip
 
 
 def run_codes(imported, x: np.ndarray, optimize: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -134,7 +122,7 @@ class FileFloat:
     nodes in onnxruntime (graph optimizations off) on hwvit's codes at the point's input."""
 
     def __init__(self, imported):
-        from hwvit.onnx.build import sub_model
+        from hwvit.onnx.graph import sub_model
 
         self.imported = imported
         g = imported.graph

@@ -85,8 +85,6 @@ def residual_add_zp(
     signed 8: ``|a - za| <= 255``, so ``|sum| < 2^40`` as in ``residual_add``; the zero point ``zy`` is
     added after the rounding. With every zero point 0 and ``half_up`` it equals ``residual_add``.
     int64 out."""
-    from hwvit.variants import rounding as rmodes
-
     out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
     a = np.asarray(as_int_operand(a, "a", *INT8.range), dtype=np.int64)
     b = np.asarray(as_int_operand(b, "b", *INT8.range), dtype=np.int64)
@@ -95,8 +93,8 @@ def residual_add_zp(
             raise ValueError(f"residual_add: {name} {z} outside [-128, 127]")
     shape = np.broadcast_shapes(a.shape, b.shape)
     ma, mb, s = add_params(mult_a, mult_b, shift, shape)
-    modes = {"half_up": rmodes._round_half_up, "half_even": rmodes._round_half_even,
-             "half_away": rmodes._round_half_away, "floor": rmodes._round_floor}  # fmt: skip
+    from hwvit.ops.round_sat import SHIFT_MODES as modes
+
     if rounding not in modes:
         raise ValueError(f"residual_add: rounding {rounding!r}; choose from {', '.join(modes)}")
     v = (a - int(zero_a)) * ma + (b - int(zero_b)) * mb  # |v| <= 2 * 255 * (2^31 - 1) < 2^40
