@@ -25,7 +25,8 @@ def test_gemms_and_agreement(onnx_zoo, name, config):
     kernels too), 10 per million of the second ViT's (random weights: wider sums, more of onnxruntime's
     float32 rounding; about 5 measured);
     the GELU tables equal onnxruntime everywhere; top-1 agreement with onnxruntime at least 99.5%
-    on the digits held-out split, graph optimizations off and on."""
+    on the digits held-out split, graph optimizations off and on, and 100% with the file's own float
+    LayerNorm and softmax in place of hwvit's."""
     imported, side = onnx_zoo.side(name, config, images=None)
     separate = imported.int_model.config.qkv == "separate"
     for level in ("off", "on") if config == "symmetric" else ("off",):
@@ -36,8 +37,10 @@ def test_gemms_and_agreement(onnx_zoo, name, config):
     if name == "digits":
         assert side.agreement["off"] >= 0.995 and side.agreement["on"] >= 0.995, side.agreement
         assert side.top1["hwvit"] >= 0.96 and side.file_float_agreement == 1.0
-    else:  # random weights: near-tied logits are common
-        assert side.agreement["off"] >= 0.97, side.agreement
+    else:  # random weights on random images: near-tied logits are common (the HF ViT: 92-96%);
+        # what parts them is hwvit's LayerNorm alone, and the logits stay close
+        assert side.agreement["off"] >= 0.9 and side.file_float_agreement == 1.0, side.agreement
+        assert side.logits_sqnr_db["off"] > 20
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
