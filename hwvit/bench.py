@@ -250,11 +250,15 @@ def bench_forward(
     peer: bool = True,
     backends: list[str] | None = None,
     with_breakdown: bool = False,
+    checkpoint: str | None = None,
 ) -> dict:
     """Median int and float forward times on ``batch`` inputs (random weights), their ratio, images/s,
     the share of int time outside GEMM (CPU only), the GEMM backend and the CPU (or GPU); on the CPU
     also the torch dynamic int8 peer (``peer``) and the int forward on each backend of ``backends``,
-    all interleaved in one loop; ``with_breakdown`` (CPU): ``breakdown`` of the int forward after them."""
+    all interleaved in one loop; ``with_breakdown`` (CPU): ``breakdown`` of the int forward after them.
+    ``checkpoint``: a quantized ONNX file instead of the preset: its own integer model (hwvit.onnx),
+    the float model of its dequantized weights, and the file in onnxruntime (optimizations on, one
+    thread, as hwvit's peer there: ``onnxruntime_ms``) in place of torch's dynamic int8."""
     from hwvit import heap, pipeline
     from hwvit.intvit.device import DeviceForward, resolve_device
     from hwvit.ops import gemm_backends
@@ -262,9 +266,12 @@ def bench_forward(
 
     dev = resolve_device(device)
     heap.keep()  # as every hwvit command does: the figures are the CLI's
-    source = pipeline.load_source(preset, seed=seed)
+    source = pipeline.load_source(None if checkpoint else preset, checkpoint=checkpoint, seed=seed)
     model = source.model.eval()
-    int_model = quantize_model(model, pipeline.calibration_inputs(source, calib_images, seed))
+    if source.imported is not None:
+        int_model, preset, peer = source.imported.int_model, source.name, False
+    else:
+        int_model = quantize_model(model, pipeline.calibration_inputs(source, calib_images, seed))
     x = pipeline.eval_inputs(source, batch, seed)[0]
     xn = x.numpy()
     on_cpu = dev.type == "cpu"
@@ -296,6 +303,12 @@ def bench_forward(
     if on_cpu and peer:
         quantized = torch_dynamic_int8(model)
         runners["torch_int8"] = lambda: float_forward(quantized)
+    if source.imported is not None:
+        from hwvit.onnx.ort import session
+
+        ort = session(source.imported.graph.model, optimize=True)
+        feed = {ort.get_inputs()[0].name: xn.astype("float32")}
+        runners["onnxruntime"] = lambda: ort.run(None, feed)
     in_use = gemm_backends.backend() if on_cpu else None
     for fn in runners.values():  # warm up every path once (packed weights, threads, the GEMM probe)
         fn()
@@ -336,6 +349,7 @@ def bench_forward(
         "torch_int8_ms": med.get("torch_int8"),
         "torch_int8_images_per_s": 1e3 * batch / med["torch_int8"] if "torch_int8" in med else None,
         "int_vs_torch_int8": i / med["torch_int8"] if "torch_int8" in med else None,
+        "onnxruntime_ms": med.get("onnxruntime"),
         "backends_ms": {name[4:-1]: ms for name, ms in med.items() if name.startswith("int[")},
         "gemm_ms": g if on_cpu else None,
         "outside_gemm_share": outside if on_cpu else None,

@@ -294,15 +294,25 @@ def pareto(rows: list[dict], acc_key: str, front: str = "both") -> list[bool]:
     return out
 
 
-def point_row(model, name: str, calib, inputs, labels, base_recipe, point: GridPoint) -> dict:
+def point_row(
+    model, name: str, calib, inputs, labels, base_recipe, point: GridPoint, onnx_path: str | None = None
+) -> dict:
     """One grid point: quantize ``model`` with the point's knobs (calibration included) and compare
-    it with the float model (a Dask task of ``hwvit sweep --cluster`` too: plain arguments only)."""
+    it with the float model (a Dask task of ``hwvit sweep --cluster`` too: plain arguments only).
+    ``onnx_path``: a quantized ONNX file, whose own integer model is built with the point's softmax
+    and LayerNorm arithmetic (hwvit.onnx: every other knob is the file's)."""
     from dataclasses import replace
 
     from hwvit.pipeline import batch_size_for
 
     t0 = time.perf_counter()
-    int_model = quantize_model(model, calib, recipe=replace(base_recipe, base=point.qconfig))
+    if onnx_path is not None:
+        from hwvit.onnx.build import load
+
+        qc = point.qconfig
+        int_model = load(onnx_path, softmax=qc.softmax, layernorm=qc.layernorm).int_model
+    else:
+        int_model = quantize_model(model, calib, recipe=replace(base_recipe, base=point.qconfig))
     res = compare(
         model,
         int_model,
@@ -341,13 +351,15 @@ def _run(source, grid, calib, inputs, labels, progress, recipe=None, client=None
     from hwvit.quant.recipe import plain
 
     base_recipe = recipe or plain()
+    imported = getattr(source, "imported", None)
+    onnx_path = str(imported.path) if imported is not None else None
     if client is None:
-        results = (point_row(source.model, source.name, calib, inputs, labels, base_recipe, p) for p in grid)
+        results = (point_row(source.model, source.name, calib, inputs, labels, base_recipe, p, onnx_path) for p in grid)
     else:  # one task per point on the Dask workers; the model and data sent to each worker once
         from hwvit.cluster import map_ordered
 
         shared = (source.model, source.name, calib, inputs, labels, base_recipe)
-        results = map_ordered(client, point_row, shared, grid)
+        results = map_ordered(client, point_row, shared, grid, onnx_path)
     rows = []
     for i, row in enumerate(results):
         rows.append(row)

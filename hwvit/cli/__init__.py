@@ -25,6 +25,7 @@ COMMANDS = [
     ("vectors", "check"),
     ("bench_vectors", "bench_vectors"),
     ("train_demo", "train_demo"),
+    ("onnx_demo", "onnx_demo"),
     ("rtl", "rtl"),
     ("bind", "bind"),
     ("core", "compile"),

@@ -122,6 +122,21 @@ def build_models(kwargs: dict, qconfig, calib_images: int, seed: int = 0, recipe
     from hwvit.quant import quantize_model
 
     source, data = load_data(kwargs, seed, calib_images)
+    if source.imported is not None:  # a quantized ONNX file: its own integer model, hwvit's arithmetic
+        # only where it computes in float (softmax, LayerNorm: --variant)
+        if recipe is not None:
+            refuse("--recipe does not apply to a quantized ONNX file: its quantizers are the file's")
+        qc = qconfig or None
+        softmax = getattr(qc, "softmax", "hwvit")
+        layernorm = getattr(qc, "layernorm", "hwvit")
+        if (softmax, layernorm) != ("hwvit", "hwvit"):
+            from hwvit.onnx.build import load as load_onnx
+
+            try:
+                source.imported = load_onnx(source.name, softmax=softmax, layernorm=layernorm)
+            except (ValueError, OSError) as exc:
+                fail(first_line(exc))
+        return source, data, source.imported.int_model
     try:
         return source, data, quantize_model(source.model, data.calib, qconfig, recipe=recipe)
     except (ValueError, OSError, KeyError, OverflowError) as exc:  # a blank calibration set overflows a bias

@@ -33,7 +33,8 @@ def model_options(func: F) -> F:
     @click.option(
         "--checkpoint",
         type=click.Path(exists=True),
-        help="A checkpoint file (.safetensors, .pt/.pth/.bin) or a model directory (save_pretrained).",
+        help="A checkpoint file (.safetensors, .pt/.pth/.bin), a model directory (save_pretrained), or a "
+        "quantized ONNX file (.onnx, QDQ: its own integer model).",
     )
     @click.option(
         "--family",

@@ -22,6 +22,10 @@ from hwvit.cli.model_options import (
 from hwvit.cli.outdir import check_out_dir, force_option, out_option
 from hwvit.textfiles import count, first_line
 
+# A quantized ONNX file's sweep: the variants of the points it leaves float (hwvit.onnx).
+ONNX_FAMILIES = ("softmax", "layernorm")
+ONNX_AXES = {"softmax": ("round_each",)}
+
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
     if text is None:
@@ -143,6 +147,11 @@ def sweep(
         --variants layernorm=ibert --out sweep3/
       hwvit sweep --model digits --quick --limit 24 --calib-images 48 --variants gelu=shiftgelu,tanh_lut --synth \\
         --out sweep4/
+
+    A quantized ONNX file (--checkpoint model.onnx, docs/onnx.md) fixes every width, scale, table
+    and rounding; what hwvit chooses there is the arithmetic of the points the file leaves float:
+    its sweep varies the softmax and LayerNorm variants (default: softmax=round_each; more with
+    --variants softmax=...,layernorm=...) around the file's model with hwvit's own.
     """
     import torch
 
@@ -167,6 +176,20 @@ def sweep(
         axes[family] = tuple(dict.fromkeys([*axes.get(family, ()), *chosen]))
     if no_shift:
         axes["exp"] = ()
+    from hwvit.onnx import is_onnx
+
+    imported = bool(kw.get("checkpoint")) and is_onnx(kw["checkpoint"])
+    if imported:  # only the arithmetic of the points the file leaves float is hwvit's to vary
+        fixed = [name for name, v in (("--act-bits", act_bits), ("--softmax-bits", softmax_bits),
+                 ("--exp-entries", exp_entries), ("--percentiles", percentiles), ("--no-shift", no_shift),
+                 ("--recipe", recipe)) if v]  # fmt: skip
+        others = [f for f in (s.partition("=")[0] for s in variant_lists) if f not in ONNX_FAMILIES]
+        if fixed or others:
+            what = fixed[0] if fixed else f"--variants {others[0]}=..."
+            fail(f"{what}: a quantized ONNX file fixes it; its sweep varies the softmax and layernorm arithmetic")
+        given_families = {s.partition("=")[0] for s in variant_lists}
+        axes = {f: tuple(dict.fromkeys([*ONNX_AXES.get(f, ()), *(axes[f] if f in given_families else ())]))
+                for f in ONNX_FAMILIES}  # fmt: skip
     if synth_costs:
         if not variant_lists:
             fail("--synth prices the arithmetic variants: give --variants too")
@@ -182,6 +205,10 @@ def sweep(
         grid = one_factor_grid(axes, base=recipe.base) if recipe is not None else one_factor_grid(axes)
     except (ValueError, OSError, KeyError) as exc:
         fail(first_line(exc))
+    if imported:
+        from dataclasses import replace
+
+        grid[0] = replace(grid[0], label="the file's model")
     source, data = load_data(kw, seed, calib_images)
     describe_data(data, quiet)
     if isinstance(data.inputs, pipeline.Stream) and len(data.inputs) <= 1024:

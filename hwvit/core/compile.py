@@ -198,6 +198,13 @@ def _requants(m):
 def _check_model(m) -> None:
     cfg = m.config
     problems = []
+    source = getattr(m, "meta", {}).get("quant", {}).get("source", "")
+    if str(source).lower().endswith(".onnx"):  # an imported model (hwvit.onnx): its own roundings and zero points
+        raise CoreCompileError(
+            f"model {cfg.name!r} is a quantized ONNX file's own model (round half to even, zero points, a bias "
+            f"add after each 3-D linear, GEMM-side tables): the core runs {SUPPORTED}; its blocks run through "
+            f"`hwvit vectors --checkpoint` and `hwvit sim`"
+        )
     if m.act_bits != 8:
         problems.append(f"act_bits={m.act_bits}")
     # the core's requant saturates every result to int8 (no per-instruction clamp): a recipe's

@@ -250,6 +250,43 @@ _POOL_CLS = (
 )
 
 
+_ONNXRUNTIME = (
+    "The quantized ONNX file run in onnxruntime beside its integer model on the same images. Per "
+    "point: where its values come from (file: every parameter from the file; hwvit arithmetic: what "
+    "the file leaves float), and how many integers differ from onnxruntime's (largest difference in "
+    "LSB): alone (the layer on onnxruntime's codes at its inputs) and accumulated (from the image "
+    "on), with onnxruntime's graph optimizations off (the file's meaning) and on (what it deploys)."
+)
+
+
+def onnxruntime_table(side: dict) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the onnxruntime side by side (hwvit.onnx.runtime SideBySide.to_dict())."""
+    head = ["point", "origin", "elements", "alone", "alone, opt", "accumulated", "accum., opt"]
+    cols = [side["isolated"]["off"], side["isolated"]["on"], side["points"]["off"], side["points"]["on"]]
+    cols = [{d["point"]: d for d in col} for col in cols]
+
+    def cell(d) -> str:
+        return "n/a" if d is None else f"{d['differ']} ({d['max_lsb']} LSB)" if d["differ"] else "0"
+
+    rows = [[d["point"], d["origin"], str(d["elements"]), *(cell(c.get(d["point"])) for c in cols)]
+            for d in side["isolated"]["off"]]  # fmt: skip
+    return head, rows
+
+
+def onnxruntime_summary(side: dict) -> str:
+    """One line per optimization level: agreement, logits SQNR, the first point that differs."""
+    lines = [
+        f"- optimizations {level}: top-1 agreement {fmt_pct(side['agreement'][level])}, logits SQNR "
+        f"{fmt_db(side['logits_sqnr_db'][level])} dB, first point that differs: {side['first_part'][level] or 'none'}"
+        for level in ("off", "on")
+    ]
+    lines.append(
+        f"- with the file's own float at hwvit's arithmetic points (LayerNorm, softmax): top-1 agreement "
+        f"{fmt_pct(side.get('file_float_agreement'))}; what is left parts for reasons other than hwvit's arithmetic"
+    )
+    return "\n".join(lines)
+
+
 def _sections(result: CompareResult) -> list[tuple[str, str, tuple[list[str], list[list[str]]] | None]]:
     worst = result.worst_layer()
     worst_name = worst["path"] if worst else "n/a"
@@ -257,7 +294,11 @@ def _sections(result: CompareResult) -> list[tuple[str, str, tuple[list[str], li
     total = worst.get("elements", n_hist) if worst else 0
     sample = f"all {total} elements" if n_hist >= total else f"the first {n_hist} of its {total} elements"
     units = _UNITS + (" " + _POOL_CLS if result.pool_select else "")
-    return [
+    side = result.onnxruntime
+    onnx = [] if side is None else [
+        ("Side by side with onnxruntime", _ONNXRUNTIME + "\n" + onnxruntime_summary(side), onnxruntime_table(side))
+    ]  # fmt: skip
+    return onnx + [
         (
             "What loses accuracy",
             "The three points that add the most error by themselves (lowest isolated "

@@ -56,6 +56,9 @@ class SoftmaxContext:
     in_bits: int
     out_bits: int
     entries: int = 256  # hwvit's exp table length (other variants ignore it)
+    # the probability scale a variant must write at (an imported model's quantizer), where it can
+    # take one (softmax=round_each); None: the variant's own
+    s_out: float | None = None
 
 
 @dataclass(frozen=True)
