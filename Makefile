@@ -96,6 +96,7 @@ test-variants: setup
 # 256 images, against onnxruntime on the whole held-out split (tests/test_onnx_full.py, docs/onnx.md);
 # make test runs one configuration per property on 64 images (tests/test_onnx.py).
 test-onnx: setup
+	$(PY) -m pip install -q --no-compile -e '.[dev,qonnx-tools]'
 	$(PY) -m pytest -q -m onnx -n $(JOBS) --dist loadgroup --durations=10 tests/
 
 # Figures, not pass/fail: integer vs float forward, vector writing, GEMM utilization and
