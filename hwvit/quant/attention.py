@@ -38,6 +38,10 @@ class IntAttentionBlock:
     def bits_at(self, path: str) -> int:
         return self.point_bits.get(path, self.act_bits)
 
+    def zero_at(self, path: str) -> int:
+        """Zero point at a traced point: 0 everywhere (symmetric quantization, as the block is built)."""
+        return 0
+
     def forward(self, x, trace: Trace | None = None, quantized: bool = False) -> np.ndarray:
         """The block's int output (int64, scale ``attn.proj.s_out``), in the input's layout."""
         tr = trace or NO_TRACE
