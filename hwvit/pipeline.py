@@ -29,6 +29,7 @@ class Source:
     random_weights: bool = False  # a preset other than digits: seeded random initialisation
     preprocess: object | None = None  # hwvit.dataset.Preprocess from the checkpoint's preprocessor_config.json
     class_names: list[str] | None = None  # the head's class names (HF id2label), when known
+    imported: object | None = None  # hwvit.onnx.build.Imported: a quantized ONNX file's own integer model
 
 
 def file_sha256(path: str | Path) -> str:
@@ -76,6 +77,18 @@ def load_source(
         torch.manual_seed(seed)
         model = ViT(cfg).eval()
         return Source(model, name, None, False, random_weights=True)
+    from hwvit.onnx import is_onnx
+
+    if is_onnx(checkpoint):
+        if family is not None or config is not None or heads is not None or preset is not None:
+            raise ValueError("an ONNX file says its own shape: --family, --config, --heads and --model do not apply")
+        from hwvit.onnx.build import load as load_onnx
+
+        imported = load_onnx(checkpoint, calib=_qonnx_calibration(checkpoint, seed))
+        cfg = imported.model.cfg
+        # a model of the digits shape is scored on the digits split, as the demo model is
+        digits_shape = tuple(cfg.input_shape) == (1, 8, 8) and cfg.num_classes == 10
+        return Source(imported.model, str(checkpoint), file_sha256(checkpoint), digits_shape, imported=imported)
     from hwvit.dataset.preprocess import from_hf, from_timm
     from hwvit.float.importers import load_checkpoint
 
@@ -93,6 +106,27 @@ def load_source(
 
 def input_shape(cfg) -> tuple[int, ...]:
     return tuple(cfg.input_shape)
+
+
+def _qonnx_calibration(path, seed: int, n: int = 256) -> np.ndarray | None:
+    """A QONNX file's calibration inputs for the points it leaves float (None for a QDQ file), as
+    ``calibration_inputs`` chooses them: the digits training images for a model of the digits
+    shape, else seeded standard-normal inputs."""
+    from hwvit.onnx import qonnx, read
+
+    model = read.load(path)
+    if not qonnx.is_qonnx(model):
+        return None
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    shape = tuple(d.dim_value for d in dims[1:])
+    if shape == (1, 8, 8):
+        from hwvit.float.digits import load_digits_split
+
+        return load_digits_split()[0][:n].numpy()
+    if not shape or not all(shape):
+        raise ValueError(f"{path}: its input shape {shape} is not fixed: hwvit cannot calibrate its float points")
+    gen = torch.Generator().manual_seed(seed + 1)
+    return torch.randn((n, *shape), generator=gen).numpy()
 
 
 def calibration_inputs(source: Source, n: int = 256, seed: int = 0) -> torch.Tensor:
@@ -204,13 +238,17 @@ def plan_data(
     seed: int = 0,
     pre=None,
     batch_size: int | None = None,
+    strict: bool = False,
 ) -> Data:
     """Calibration and evaluation data for ``source`` from the user's paths (see the module docstring).
 
     ``calib_images``: at most this many calibration samples (a seeded random choice when there are
-    more); ``limit``: at most this many evaluation samples (the first ones).
+    more); ``limit``: at most this many evaluation samples (the first ones). An image that cannot
+    be read, converted or preprocessed is left out with a note naming it (ImageSet.screen), or,
+    ``strict``, raises ValueError.
     """
     from hwvit.dataset import label_indices, open_images
+    from hwvit.dataset.sources import screen_notes
 
     cfg = source.model.cfg
     shape = tuple(cfg.input_shape)
@@ -236,6 +274,18 @@ def plan_data(
         calib_set = calib_set.subset(np.sort(rng.permutation(len(calib_set))[:calib_images]))
     if eval_set is not None and limit is not None and len(eval_set) > limit:
         eval_set = eval_set.subset(np.arange(limit))
+    # the images chosen, each decoded once: those that cannot reach the model left out, or strict: an error
+    screened: dict[str, list] = {}
+    if calib_set is not None:
+        found = calib_set.screen(pre, shape, strict)
+        calib_set = found.images
+        screened.setdefault(calib_set.origin, []).append(found)
+    if eval_set is not None:
+        found = eval_set.screen(pre, shape, strict)
+        eval_set = found.images
+        screened.setdefault(eval_set.origin, []).append(found)
+    for origin, parts in screened.items():
+        notes += screen_notes(origin, parts, shape[0])
     labels = None
     if eval_set is not None and eval_set.labels is not None:
         if cfg.num_classes == 0:

@@ -1,6 +1,6 @@
 """What one testbench run found: written by the testbench (sim/tbutil.py), read by hwvit.simulate.
 
-A module of its own, importing nothing of hwvit: hwvit.simulate loads the testbenches, and a
+A module of its own, importing nothing of hwvit but its text helpers: hwvit.simulate loads the testbenches, and a
 testbench importing hwvit.simulate back would close an import circle (tests/test_import_graph.py).
 """
 
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from hwvit.textfiles import count
 
 
 @dataclass
@@ -28,7 +30,7 @@ class SimResult:
 
     def line(self) -> str:
         status = "PASS" if self.passed else "FAIL"
-        text = f"{status} {self.kind:<12} {self.simulator:<9} {self.set_dir}: {self.elements} elements"
+        text = f"{status} {self.kind:<12} {self.simulator:<9} {self.set_dir}: {count(self.elements, 'element')}"
         if self.cycles is not None:
             text += f", {self.cycles} cycles"
         if "variants" in self.extra:  # run_stress

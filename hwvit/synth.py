@@ -142,7 +142,7 @@ def synth_block(
     from hwvit import blocks
 
     spec = blocks.kinds().get(block)
-    top = block  # a kind that is a parameter of another kind's block (layernorm_ptf) synthesizes that block
+    top = block  # a kind that is a parameter of another kind's block (layernorm_ptf_exact: layernorm; softmax_shiftmax_exact: softmax_shiftmax) synthesizes that block
     if spec is not None:  # a kind kept outside rtl/ (HWVIT_BLOCKS): its own files too
         files += [p for p in spec.rtl_paths(toolchain.repo().root) if p.resolve().parent != rtl.resolve()]
         top = spec.top

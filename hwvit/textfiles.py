@@ -3,7 +3,8 @@
 ``read_yaml`` is the one place hwvit opens a YAML file: ``yaml.safe_load`` (plain data only; a
 ``!!python/object`` tag is refused, never run), UTF-8, and a one-line error naming the file and,
 for a syntax error, the line. Callers check the shape of what they get (mapping, list, fields).
-``first_line`` shortens any exception to the one line an error message quotes.
+``first_line`` shortens any exception to the one line an error message quotes; ``count`` writes a
+number and its noun in the right number (``1 image``, ``2 mismatches``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,14 @@ def first_line(exc: BaseException, *, with_type: bool = False) -> str:
     if not lines:
         return type(exc).__name__
     return f"{type(exc).__name__}: {lines[0]}" if with_type else lines[0]
+
+
+def count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``1 image``, ``3 images``, ``1 mismatch``,
+    ``2 mismatches`` (nouns ending in s, x, z, ch, sh take -es)."""
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun}{'es' if noun.endswith(('s', 'x', 'z', 'ch', 'sh')) else 's'}"
 
 
 def parse_yaml(text: str | bytes, label: str, error: type[Exception] = ValueError, what: str = "") -> Any:

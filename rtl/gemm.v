@@ -5,6 +5,15 @@
 //               (or a requant variant: ROUNDING, WRAP below)
 //
 // a is 8-bit signed or unsigned (a_signed_i; unsigned = softmax probabilities for P x V), w int8.
+// ZERO_POINTS = 1 (an imported model's asymmetric activations, docs/onnx.md) adds three job
+// parameters, sampled at start_i like M, K, N:
+//   acc[m, n] = bias[n] + sum_k (a[m, k] - za) * (w[n, k] - zw)
+//   y[m, n]   = sat_OUT_BITS( requant_(OUT_BITS+1)(acc[m, n], M[n], s[n]) + zy )
+// za and zw are subtracted at the array's edge (the PEs then multiply 10 x 9 bits); zy is added
+// after the requant's rounding, which is done one bit wider so that one saturation after the add
+// gives sat(round(acc M / 2^s) + zy): a rounded value clipped to OUT_BITS + 1 bits lies at least
+// 2^(OUT_BITS-1) beyond the OUT_BITS range, past any zero point's reach. Lanes past N add no zero
+// point (they stay 0). ZERO_POINTS = 0 leaves the engine as it was; its zero ports are unused.
 // One job computes the whole (M x N) output from operands in external memories:
 //   - start_i (while idle) samples M, K, N (1..MAX_*) and a_signed; busy_o stays high until the
 //     last output row is accepted, then done_o pulses for one cycle;
@@ -24,8 +33,9 @@
 //   parameter port: prm_*_i lane j = bias/M/s of column prm_n_o + j, at most 1 cycle after
 //     prm_n_o changes (it is held for >= ROWS + COLS cycles before a read).
 // Output stream (valid/ready): row out_m_o, columns out_n_o + j for lane j; lanes past N are 0.
-// Requires MAX_M >= ROWS, MAX_N >= COLS, ACC_BITS >= 18 (a 17-bit product plus sign extension):
-// checked at time 0 by the initial block below.
+// Requires MAX_M >= ROWS, MAX_N >= COLS, ACC_BITS >= 18 (a 17-bit product plus sign extension;
+// 20 with ZERO_POINTS: a 19-bit product), OUT_BITS <= 15 with ZERO_POINTS: checked at time 0 by
+// the initial block below.
 
 `default_nettype none
 
@@ -42,6 +52,8 @@ module gemm #(
   // 1 half_away, 2 half_even (also requant=ibert), 3 floor, 4 gemmlowp; WRAP 0 saturate, 1 wrap.
   parameter integer ROUNDING = 0,
   parameter integer WRAP     = 0,
+  // 1: operand and output zero points (zero_*_i, header); 0: none (the ports are unused).
+  parameter integer ZERO_POINTS = 0,
   // Derived widths (override only together): M, K, N values up to MAX_* inclusive.
   parameter integer M_BITS   = $clog2(MAX_M + 1),
   parameter integer K_BITS   = $clog2(MAX_K + 1),
@@ -56,6 +68,9 @@ module gemm #(
   input  wire [K_BITS-1:0]        k_i,          // reduction length
   input  wire [N_BITS-1:0]        n_i,          // output channels (rows of w)
   input  wire                     a_signed_i,   // 1: a is int8; 0: a is uint8
+  input  wire [7:0]               zero_a_i,     // za, signed (ZERO_POINTS = 1)
+  input  wire [7:0]               zero_w_i,     // zw, signed (ZERO_POINTS = 1)
+  input  wire [OUT_BITS-1:0]      zero_out_i,   // zy, signed (ZERO_POINTS = 1)
   output wire                     busy_o,
   output wire                     done_o,       // one-cycle pulse at the end of a job
   output wire [CNT_BITS-1:0]      cycles_o,     // cycles the last job was busy
@@ -106,19 +121,27 @@ module gemm #(
       $display("ERROR: gemm: MAX_K = %0d must be >= 1", MAX_K);
       $finish;
     end
-    if (ACC_BITS < 18) begin
-      $display("ERROR: gemm: ACC_BITS = %0d must be >= 18 (17-bit product + sign)", ACC_BITS);
+    if (ACC_BITS < 18 + 2 * ZERO_POINTS) begin
+      $display("ERROR: gemm: ACC_BITS = %0d must be >= %0d (%0d-bit product + sign)", ACC_BITS, 18 + 2 * ZERO_POINTS,
+               17 + 2 * ZERO_POINTS);
       $finish;
     end
-    if (OUT_BITS < 2 || OUT_BITS > 16) begin
-      $display("ERROR: gemm: OUT_BITS = %0d must be in 2..16", OUT_BITS);
+    if (OUT_BITS < 2 || OUT_BITS > 16 - ZERO_POINTS) begin
+      $display("ERROR: gemm: OUT_BITS = %0d must be in 2..%0d", OUT_BITS, 16 - ZERO_POINTS);
+      $finish;
+    end
+    if (ZERO_POINTS < 0 || ZERO_POINTS > 1) begin
+      $display("ERROR: gemm: ZERO_POINTS = %0d must be 0 or 1", ZERO_POINTS);
       $finish;
     end
   end
   // verilator coverage_on
 
   localparam integer ROW_BITS = (ROWS > 1) ? $clog2(ROWS) : 1;
-  localparam integer A_BITS   = 9;  // 8-bit a, sign- or zero-extended by one bit
+  // 8-bit a, sign- or zero-extended by one bit; minus za: -127..383 for uint8 a, 10 bits
+  localparam integer A_BITS   = 9 + ZERO_POINTS;
+  localparam integer W_BITS   = 8 + ZERO_POINTS;  // int8 w; minus zw: -255..255, 9 bits
+  localparam integer RQ_BITS  = OUT_BITS + ZERO_POINTS;  // the requant's width (header)
   localparam [M_BITS-1:0]   ROWS_M   = ROWS[M_BITS-1:0];
   localparam [N_BITS-1:0]   COLS_N   = COLS[N_BITS-1:0];
   localparam [ROW_BITS-1:0] LAST_ROW = ROWS[ROW_BITS-1:0] - {{(ROW_BITS-1){1'b0}}, 1'b1};
@@ -163,18 +186,21 @@ module gemm #(
   wire [ROWS-1:0]   rmask;
   wire [COLS-1:0]   cmask;
   wire [ROWS*A_BITS-1:0] arr_a;
-  wire [COLS*8-1:0]      arr_w;
+  wire [COLS*W_BITS-1:0] arr_w;
+  wire [ROWS*9-1:0]      a9;                 // lane i: a, sign- or zero-extended to 9 bits
+  wire [ROWS*A_BITS-1:0] a_op;               // ... minus za (ZERO_POINTS = 1)
+  wire [COLS*W_BITS-1:0] w_op;               // lane j: w, minus zw (ZERO_POINTS = 1)
 
   genvar gi;
   generate
     for (gi = 0; gi < ROWS; gi = gi + 1) begin : g_a_lane
+      assign a9[gi*9 +: 9] = {sgn_q & rd_a_i[gi*8 + 7], rd_a_i[gi*8 +: 8]};
       assign rmask[gi] = (m_rem32 > gi);
-      assign arr_a[gi*A_BITS +: A_BITS] = s1_rmask_q[gi] ? {sgn_q & rd_a_i[gi*8 + 7], rd_a_i[gi*8 +: 8]}
-                                                         : {A_BITS{1'b0}};
+      assign arr_a[gi*A_BITS +: A_BITS] = s1_rmask_q[gi] ? a_op[gi*A_BITS +: A_BITS] : {A_BITS{1'b0}};
     end
     for (gi = 0; gi < COLS; gi = gi + 1) begin : g_w_lane
       assign cmask[gi] = (n_rem32 > gi);
-      assign arr_w[gi*8 +: 8] = s1_cmask_q[gi] ? rd_w_i[gi*8 +: 8] : 8'd0;
+      assign arr_w[gi*W_BITS +: W_BITS] = s1_cmask_q[gi] ? w_op[gi*W_BITS +: W_BITS] : {W_BITS{1'b0}};
     end
   endgenerate
 
@@ -187,7 +213,7 @@ module gemm #(
     .ROWS    (ROWS),
     .COLS    (COLS),
     .A_BITS  (A_BITS),
-    .W_BITS  (8),
+    .W_BITS  (W_BITS),
     .ACC_BITS(ACC_BITS),
     .ROW_BITS(ROW_BITS)
   ) u_array (
@@ -229,10 +255,12 @@ module gemm #(
     end
   endgenerate
 
+  wire [COLS*RQ_BITS-1:0] rq_data;
+
   gemm_out #(
     .COLS    (COLS),
     .ACC_BITS(ACC_BITS),
-    .OUT_BITS(OUT_BITS),
+    .OUT_BITS(RQ_BITS),
     .M_BITS  (M_BITS),
     .N_BITS  (N_BITS),
     .ROUNDING(ROUNDING),
@@ -254,8 +282,69 @@ module gemm #(
     .out_m_o    (out_m_o),
     .out_n_o    (out_n_o),
     .out_acc_o  (out_acc_o),
-    .out_data_o (out_data_o)
+    .out_data_o (rq_data)
   );
+
+  // ---------------------------------------------------------------- zero points
+  generate
+    if (ZERO_POINTS == 1) begin : g_zero
+      // the job's zero points, sampled with M, K, N at start_i
+      reg [7:0]          za_q, za_d, zw_q, zw_d;
+      reg [OUT_BITS-1:0] zo_q, zo_d;
+      always @* begin
+        za_d = za_q;
+        zw_d = zw_q;
+        zo_d = zo_q;
+        if (start_i & ~busy_q) begin
+          za_d = zero_a_i;
+          zw_d = zero_w_i;
+          zo_d = zero_out_i;
+        end
+      end
+      always @(posedge clk_i) begin
+        if (!rst_ni) begin
+          za_q <= 8'd0;
+          zw_q <= 8'd0;
+          zo_q <= {OUT_BITS{1'b0}};
+        end else begin
+          za_q <= za_d;
+          zw_q <= zw_d;
+          zo_q <= zo_d;
+        end
+      end
+      // operands: a - za in 10 bits (-127..383 for uint8 a), w - zw in 9 (-255..255)
+      for (gi = 0; gi < ROWS; gi = gi + 1) begin : g_a
+        assign a_op[gi*A_BITS +: A_BITS] = {a9[gi*9 + 8], a9[gi*9 +: 9]} - {{2{za_q[7]}}, za_q};
+      end
+      for (gi = 0; gi < COLS; gi = gi + 1) begin : g_w
+        assign w_op[gi*W_BITS +: W_BITS] = {rd_w_i[gi*8 + 7], rd_w_i[gi*8 +: 8]} - {zw_q[7], zw_q};
+      end
+      // output: the requant's RQ_BITS-wide result plus zy, saturated to OUT_BITS (header)
+      // verilator coverage_off
+      // (zero-extended copies: live bits toggle in their source, the rest are 0)
+      wire [31:0] out_n32 = {{(32 - N_BITS){1'b0}}, out_n_o};
+      wire [31:0] n32     = {{(32 - N_BITS){1'b0}}, n_q};
+      // verilator coverage_on
+      for (gi = 0; gi < COLS; gi = gi + 1) begin : g_y
+        wire             live = (out_n32 + gi < n32);  // lanes past N add no zero point: they stay 0
+        wire [RQ_BITS:0] r    = {rq_data[gi*RQ_BITS + RQ_BITS - 1], rq_data[gi*RQ_BITS +: RQ_BITS]};
+        wire [RQ_BITS:0] z    = live ? {{2{zo_q[OUT_BITS-1]}}, zo_q} : {(RQ_BITS + 1){1'b0}};
+        round_sat #(
+          .IN_BITS (RQ_BITS + 1),
+          .OUT_BITS(OUT_BITS)
+        ) u_sat (
+          .v_i    (r + z),
+          .shift_i(6'd0),
+          .y_o    (out_data_o[gi*OUT_BITS +: OUT_BITS])
+        );
+      end
+    end else begin : g_plain
+      assign a_op       = a9;
+      assign w_op       = rd_w_i;
+      assign out_data_o = rq_data;
+      wire unused_zero = ^{zero_a_i, zero_w_i, zero_out_i};  // no zero points in this build
+    end
+  endgenerate
 
   // ---------------------------------------------------------------- registers
   wire idle = ~iss_q & ~sh_busy_q & ~out_busy;  // every issued tile has left the engine

@@ -1,10 +1,20 @@
-// residual_add: add two activations rescaled to a common output scale (twin of hwvit.ops.residual_add).
+// residual_add: add two activations rescaled to a common output scale (twin of hwvit.ops.residual_add;
+// with ROUNDING or ZERO_POINTS, of hwvit.ops.residual_add_zp).
 //
 //   y = sat_OUT_BITS( (a * Ma + b * Mb + 2^(s-1)) >>> s )      (s = 0: no rounding term)
 //
 // Both products are exact, their sum is rounded once (half up, ties toward +inf) and saturated;
-// see docs/arithmetic.md "residual_add". Ma * 2^-s = s_a / s_out and Mb * 2^-s = s_b / s_out are
-// per-layer constants: they are configuration ports (cfg_*_i), to be held stable while a stream
+// see docs/arithmetic.md "residual_add". An imported model's add (docs/onnx.md) rounds half to
+// even (ROUNDING 2, rtl/round_sat.v) and has zero points (ZERO_POINTS = 1):
+//
+//   y = sat_OUT_BITS( round((a - za) * Ma + (b - zb) * Mb, s) + zy )
+//
+// zy is added after the rounding (half to even does not commute with adding an odd integer): the
+// sum is rounded into OUT_BITS + 1 bits, zy added, then saturated to OUT_BITS; a value clipped at
+// OUT_BITS + 1 bits lies 2^(OUT_BITS-1) past the output range, beyond any zy's reach, so this is
+// the one saturation after the add. ZERO_POINTS = 0 leaves the block as it was (cfg_zero_*_i
+// unused). Ma * 2^-s = s_a / s_out and Mb * 2^-s = s_b / s_out (and the zero
+// points) are per-layer constants: they are configuration ports (cfg_*_i), to be held stable while a stream
 // is in flight (they are sampled in both pipeline stages).
 //
 // Pipeline: 2 register stages (two products; sum + round + shift + saturate), one beat per cycle,
@@ -17,7 +27,11 @@ module residual_add #(
   // Input activation width (signed), ACT_BITS = 8 in the contract.
   parameter integer IN_BITS  = 8,
   // Output width (signed), 2..16.
-  parameter integer OUT_BITS = 8
+  parameter integer OUT_BITS = 8,
+  // Rounding of the sum (rtl/round_sat.v): 0 half_up (hwvit's), 1 half_away, 2 half_even, 3 floor.
+  parameter integer ROUNDING = 0,
+  // 1: zero points (cfg_zero_*_i, header); 0: none.
+  parameter integer ZERO_POINTS = 0
 ) (
   input  wire                clk_i,
   input  wire                rst_ni,
@@ -26,6 +40,9 @@ module residual_add #(
   input  wire [30:0]         cfg_mult_a_i,  // Ma, unsigned [0, 2^31-1]
   input  wire [30:0]         cfg_mult_b_i,  // Mb, unsigned [0, 2^31-1]
   input  wire [5:0]          cfg_shift_i,   // s, shared right shift with rounding
+  input  wire [IN_BITS-1:0]  cfg_zero_a_i,  // za, signed (ZERO_POINTS = 1)
+  input  wire [IN_BITS-1:0]  cfg_zero_b_i,  // zb, signed (ZERO_POINTS = 1)
+  input  wire [OUT_BITS-1:0] cfg_zero_out_i,  // zy, signed (ZERO_POINTS = 1)
 
   // ---- input stream: one (a, b) pair per beat ----
   input  wire                in_valid_i,
@@ -53,13 +70,19 @@ module residual_add #(
       $display("ERROR: residual_add: OUT_BITS = %0d must be in 2..16", OUT_BITS);
       $finish;
     end
+    if (ZERO_POINTS < 0 || ZERO_POINTS > 1) begin
+      $display("ERROR: residual_add: ZERO_POINTS = %0d must be 0 or 1", ZERO_POINTS);
+      $finish;
+    end
   end
   // verilator coverage_on
 
-  // a * Ma: signed IN_BITS x unsigned 31 bits fits IN_BITS + 31 signed bits (39 for 8-bit inputs).
-  localparam integer PROD_BITS = IN_BITS + 31;
+  // a (or a - za, one bit wider: -255..255 for 8-bit inputs) in D_BITS.
+  localparam integer D_BITS    = IN_BITS + ZERO_POINTS;
+  // a * Ma: signed D_BITS x unsigned 31 bits fits D_BITS + 31 signed bits (39 for 8-bit inputs).
+  localparam integer PROD_BITS = D_BITS + 31;
   // a * Ma + b * Mb + 2^(s-1): the sum of products needs one more bit (|sum| <= 2^39 for 8-bit
-  // inputs) and the rounding term reaches 2^62 (s = 63): 64 bits hold both.
+  // inputs, 2^40 with zero points) and the rounding term reaches 2^62 (s = 63): 64 bits hold both.
   localparam integer SUM_BITS  = (PROD_BITS + 2 > 64) ? PROD_BITS + 2 : 64;
 
   // ---------------------------------------------------------------- handshake
@@ -73,12 +96,13 @@ module residual_add #(
 
   // ---------------------------------------------------------------- stage 1: exact products
   // Operands extended to PROD_BITS; the true products fit, so PROD_BITS-wide results are exact.
-  wire signed [PROD_BITS-1:0] a_ext  = {{31{in_a_i[IN_BITS-1]}}, in_a_i};
-  wire signed [PROD_BITS-1:0] b_ext  = {{31{in_b_i[IN_BITS-1]}}, in_b_i};
+  wire        [D_BITS-1:0]    a_d, b_d;     // a, b (minus za, zb: ZERO_POINTS = 1)
+  wire signed [PROD_BITS-1:0] a_ext  = {{31{a_d[D_BITS-1]}}, a_d};
+  wire signed [PROD_BITS-1:0] b_ext  = {{31{b_d[D_BITS-1]}}, b_d};
   // verilator coverage_off
   // (zero-extended copies, dr_next32 plus one: live bits toggle in their source, the rest are 0)
-  wire signed [PROD_BITS-1:0] ma_ext = {{IN_BITS{1'b0}}, cfg_mult_a_i};
-  wire signed [PROD_BITS-1:0] mb_ext = {{IN_BITS{1'b0}}, cfg_mult_b_i};
+  wire signed [PROD_BITS-1:0] ma_ext = {{D_BITS{1'b0}}, cfg_mult_a_i};
+  wire signed [PROD_BITS-1:0] mb_ext = {{D_BITS{1'b0}}, cfg_mult_b_i};
   // verilator coverage_on
   wire signed [PROD_BITS-1:0] prod_a = a_ext * ma_ext;
   wire signed [PROD_BITS-1:0] prod_b = b_ext * mb_ext;
@@ -92,15 +116,42 @@ module residual_add #(
   wire signed [SUM_BITS-1:0] pb_ext  = {{EXT_BITS{prod_b_q[PROD_BITS-1]}}, prod_b_q};
   wire signed [SUM_BITS-1:0] sum     = pa_ext + pb_ext;
   wire        [OUT_BITS-1:0] rounded;
+  // the rounding's width: OUT_BITS, one more with zero points (header)
+  localparam integer RS_BITS = OUT_BITS + ZERO_POINTS;
+  wire        [RS_BITS-1:0]  rs;
 
   round_sat #(
     .IN_BITS  (SUM_BITS),
-    .OUT_BITS (OUT_BITS)
+    .OUT_BITS (RS_BITS),
+    .ROUNDING (ROUNDING)
   ) u_round_sat (
     .v_i      (sum),
     .shift_i  (cfg_shift_i),
-    .y_o      (rounded)
+    .y_o      (rs)
   );
+
+  // ---------------------------------------------------------------- zero points
+  generate
+    if (ZERO_POINTS == 1) begin : g_zero
+      assign a_d = {in_a_i[IN_BITS-1], in_a_i} - {cfg_zero_a_i[IN_BITS-1], cfg_zero_a_i};
+      assign b_d = {in_b_i[IN_BITS-1], in_b_i} - {cfg_zero_b_i[IN_BITS-1], cfg_zero_b_i};
+      // |rs| <= 2^OUT_BITS and |zy| <= 2^(OUT_BITS-1): the sum fits OUT_BITS + 2 signed bits
+      wire [RS_BITS:0] with_zero = {rs[RS_BITS-1], rs} + {{2{cfg_zero_out_i[OUT_BITS-1]}}, cfg_zero_out_i};
+      round_sat #(
+        .IN_BITS  (RS_BITS + 1),
+        .OUT_BITS (OUT_BITS)
+      ) u_sat (
+        .v_i      (with_zero),
+        .shift_i  (6'd0),
+        .y_o      (rounded)
+      );
+    end else begin : g_plain
+      assign a_d     = in_a_i;
+      assign b_d     = in_b_i;
+      assign rounded = rs;
+      wire unused_zero = ^{cfg_zero_a_i, cfg_zero_b_i, cfg_zero_out_i};  // no zero points in this build
+    end
+  endgenerate
 
   reg [OUT_BITS-1:0] out_q, out_d;
   assign out_data_o = out_q;

@@ -110,7 +110,7 @@ module vit_core_stream #(
   );
 
   residual_add #(.IN_BITS(8), .OUT_BITS(8)) u_add (
-    .clk_i(clk_i), .rst_ni(rst_ni),
+    .clk_i(clk_i), .rst_ni(rst_ni), .cfg_zero_a_i(8'd0), .cfg_zero_b_i(8'd0), .cfg_zero_out_i(8'd0),
     .cfg_mult_a_i(mult_a_i), .cfg_mult_b_i(mult_b_i), .cfg_shift_i(shift_i),
     .in_valid_i(head_valid & (unit_i == U_ADD)), .in_ready_o(add_ready),
     .in_a_i(head[7:0]), .in_b_i(head[15:8]),

@@ -1,7 +1,9 @@
 """cocotb testbench of a team's own block, driven through its bind file (hwvit.byo).
 
 hwvit.byo.run builds the team's RTL and runs one of the tests below with the set's directory in
-HWVIT_SET and the checked bind (names, offsets, reset polarity) as JSON in HWVIT_BIND:
+HWVIT_SET, the checked bind (names, offsets, reset polarity) as JSON in HWVIT_BIND and the options
+that name the team's block to `hwvit sim` (--rtl, --top, --bind) in HWVIT_BYO_OPTIONS, for the
+mismatch line's rerun command:
 - ``run_vectors``: configuration ports set, the table written one entry per clock, then every
   input beat streamed with random stalls on both sides (HWVIT_STALL); every output is compared,
   and where the output has a row end (tlast / last) its position too;
@@ -11,6 +13,8 @@ HWVIT_SET and the checked bind (names, offsets, reset polarity) as JSON in HWVIT
 valid_ready blocks go through tbutil.Source/Sink (the reference testbenches' drivers); AXI4-Stream
 blocks through cocotbext-axi's AxiStreamSource/AxiStreamSink with random pause generators.
 The block's latency is its own: the test follows the handshake and stops only at a generous timeout.
+A mismatch is reported in the words of the reference benches (tbutil.mismatch_line): the element,
+its vector and operands, the clock of its output handshake and a command rerunning that vector.
 """
 
 from __future__ import annotations
@@ -94,7 +98,19 @@ class Bench:
         self.idle_inputs()
         Clock(self.clk, tbutil.CLK_NS, unit="ns", impl="gpi").start()
         await self.reset(3)
+        if self.axis:  # tbutil.Sink logs the valid_ready handshakes; cocotbext-axi's sink does not
+            cocotb.start_soon(self.log_output_handshakes())
         await self.load_table()
+
+    async def log_output_handshakes(self) -> None:
+        """The simulation time of every output beat taken (tvalid and tready high in a clock), into
+        tbutil.OUT_TIMES, sampled as tbutil.Sink samples its own."""
+        valid, ready = self.sig(self.plan["output"]["tvalid"]), self.sig(self.plan["output"]["tready"])
+        while True:
+            await ReadOnly()
+            if valid.value.is_resolvable and ready.value.is_resolvable and int(valid.value) and int(ready.value):
+                tbutil.OUT_TIMES.append(int(get_sim_time("ns")))
+            await RisingEdge(self.clk)
 
     async def reset(self, cycles: int) -> None:
         self.rst.value = self.active
@@ -259,14 +275,22 @@ class Bench:
         message = ""
         if first is not None:
             shape = self.vset[self.out_field.tensor].shape
-            where = first["index"]
-            if first["tensor"] == self.out_name and isinstance(where, int) and where < self.expected.size:
-                where = ", ".join(str(int(i)) for i in np.unravel_index(where, shape))
-            message = (
-                f"{self.plan['top']} ({self.spec.name}) {self.vset.path} ({self.vset.directory}): "
-                f"{mismatches} mismatches; first {first['tensor']}[{where}] expected {first['expected']} "
-                f"got {first['got']}; waveform: {_waveform(self.dut)}"
-            )
+            index = first["index"]
+            if first["tensor"] == self.out_name and isinstance(index, int) and index < self.expected.size:
+                first["nd_index"] = [int(i) for i in np.unravel_index(index, shape)]
+                # the element's vector, operands, handshake and rerun, as for hwvit's own blocks
+                found = tbutil.where(
+                    self.vset,
+                    {**first, "tensor": self.out_field.tensor},
+                    self.expected.size,
+                    os.environ.get("HWVIT_SIMULATOR", "?"),
+                    os.environ.get("HWVIT_BYO_OPTIONS", ""),
+                )
+                first.update(found)
+            waves = _waveform(self.dut)
+            block = f"{self.plan['top']} ({self.spec.name})"
+            waves = None if waves.startswith("rerun") else waves
+            message = tbutil.mismatch_line(block, self.vset, mismatches, first, waves)
         _write(first is None, elements, mismatches, first, cycles, message, extra or {})
         assert first is None, message
 

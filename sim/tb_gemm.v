@@ -21,7 +21,8 @@ module tb_gemm #(
   parameter integer MAX_K    = 64,
   parameter integer MAX_N    = 64,
   parameter integer ROUNDING = 0,     // requant variant of the output stage (rtl/requant.v)
-  parameter integer WRAP     = 0      // requant overflow: 0 saturate, 1 wrap
+  parameter integer WRAP     = 0,     // requant overflow: 0 saturate, 1 wrap
+  parameter integer ZERO_POINTS = 0   // operand and output zero points (rtl/gemm.v)
 ) (
   // Every port is marked public: Verilator builds this wrapper with --no-public-flat-rw.
   input  wire        clk_i       /*verilator public_flat_rw*/,
@@ -32,6 +33,9 @@ module tb_gemm #(
   input  wire [31:0] k_i         /*verilator public_flat_rw*/,
   input  wire [31:0] n_i         /*verilator public_flat_rw*/,
   input  wire        a_signed_i  /*verilator public_flat_rw*/,
+  input  wire [7:0]  zero_a_i    /*verilator public_flat_rw*/,  // zero points (ZERO_POINTS = 1)
+  input  wire [7:0]  zero_w_i    /*verilator public_flat_rw*/,
+  input  wire [15:0] zero_out_i  /*verilator public_flat_rw*/,
   input  wire        load_i      /*verilator public_flat_rw*/,  // $readmemh operands, clear results
   input  wire        start_i     /*verilator public_flat_rw*/,  // start the engine
   input  wire        dump_i      /*verilator public_flat_rw*/,  // $writememh the results
@@ -102,7 +106,8 @@ module tb_gemm #(
     .MAX_N   (MAX_N),
     .CNT_BITS(40),
     .ROUNDING(ROUNDING),
-    .WRAP    (WRAP)
+    .WRAP    (WRAP),
+    .ZERO_POINTS(ZERO_POINTS)
   ) u_gemm (
     .clk_i      (clk_i),
     .rst_ni     (rst_ni),
@@ -111,6 +116,9 @@ module tb_gemm #(
     .k_i        (k_i[K_BITS-1:0]),
     .n_i        (n_i[N_BITS-1:0]),
     .a_signed_i (a_signed_i),
+    .zero_a_i   (zero_a_i),
+    .zero_w_i   (zero_w_i),
+    .zero_out_i (zero_out_i[OUT_BITS-1:0]),
     .busy_o     (busy_o),
     .done_o     (done_o),
     .cycles_o   (cycles_o),

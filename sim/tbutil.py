@@ -217,18 +217,7 @@ def finish(
     message = ""
     if first is not None:
         first.update(where(vset, first, np.asarray(checks[first["tensor"]][0]).size, sim))
-        message = (
-            f"{vset.kind} {vset.path} ({vset.directory}): {mismatches} mismatches; first "
-            f"{first['tensor']}[{', '.join(map(str, first.get('nd_index', [first['index']])))}] "
-            f"expected {first['expected']} got {first['got']}; "
-        )
-        if "vector" in first:
-            message += (
-                f"vector {first['vector']}: {first['operands']}; output handshake at {first['handshake']}; "
-                f"waveform: {waveform or 'rerun with --waves'}; rerun this vector: {first['rerun']}"
-            )
-        else:
-            message += f"waveform: {waveform or 'rerun with --waves'}"
+        message = mismatch_line(vset.kind, vset, mismatches, first, waveform)
     extra = dict(extra or {})
     try:
         extra["bins"] = coverage_bins(vset, checks, extra)
@@ -247,11 +236,30 @@ def finish(
     assert first is None, message
 
 
-def where(vset, first: dict[str, Any], size: int, simulator: str) -> dict[str, Any]:
+def mismatch_line(block: str, vset, mismatches: int, first: dict[str, Any], waveform: str | None) -> str:
+    """The line a failed run reports, for hwvit's blocks and a team's (``block``: the kind, or
+    ``top (kind)``): the set, the count, the first mismatching element with expected and got, and
+    where ``where`` found them its vector, operands, output handshake and rerun command."""
+    from hwvit.textfiles import count
+
+    index = ", ".join(map(str, first.get("nd_index", [first["index"]])))
+    message = (
+        f"{block} {vset.path} ({vset.directory}): {count(mismatches, 'mismatch')}; first "
+        f"{first['tensor']}[{index}] expected {first['expected']} got {first['got']}; "
+    )
+    if "vector" in first:
+        return message + (
+            f"vector {first['vector']}: {first['operands']}; output handshake at {first['handshake']}; "
+            f"waveform: {waveform or 'rerun with --waves'}; rerun this vector: {first['rerun']}"
+        )
+    return message + f"waveform: {waveform or 'rerun with --waves'}"
+
+
+def where(vset, first: dict[str, Any], size: int, simulator: str, options: str = "") -> dict[str, Any]:
     """What reproduces the first mismatch (hwvit.vectors.pick): its vector, the operands that made
     the element, the simulation time and cycle of its output handshake (OUT_TIMES: the sinks log
     every handshake; the GEMM wrapper keeps the clock of each element's) and the command that
-    reruns that vector."""
+    reruns that vector (``options``: what else `hwvit sim` needs for it, a team's --rtl and --bind)."""
     from hwvit.vectors import pick
 
     nd = first.get("nd_index", [first["index"]])
@@ -271,7 +279,8 @@ def where(vset, first: dict[str, Any], size: int, simulator: str) -> dict[str, A
         out["handshake"] = "none (no output handshake wrote it)"
     else:
         out["handshake"] = "not timed by this testbench"
-    out["rerun"] = f"hwvit sim {vset.directory} --simulator {simulator} --vector {vector}"
+    extra = f" {options}" if options else ""
+    out["rerun"] = f"hwvit sim {vset.directory}{extra} --simulator {simulator} --vector {vector}"
     return out
 
 

@@ -9,15 +9,18 @@ templates of `hwvit bind template`: every kind on Icarus, requant on Verilator t
 from __future__ import annotations
 
 import difflib
+import shlex
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from hwvit import blocks, ops, toolchain, vectors
 from hwvit.byo import run as byo
 from hwvit.byo.template import template
+from hwvit.cli import main
 from hwvit.record import Tensor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +75,10 @@ def test_gelu_axis(tmp_path, simulator):
 
 
 @pytest.mark.xdist_group("byo_gelu")
-def test_gelu_bug_is_named(tmp_path, simulator):
+def test_gelu_bug_is_named(tmp_path, simulator, monkeypatch):
+    """The mismatch line of a team's block carries what hwvit's own blocks' lines carry: the
+    element, its operands, the clock of its output handshake and a command that reruns that vector
+    alone through the same --rtl and --bind, and fails the same way."""
     good, bad = EXAMPLES / "gelu" / "team_gelu.v", EXAMPLES / "gelu" / "team_gelu_bug.v"
     changed = [
         ln
@@ -82,23 +88,35 @@ def test_gelu_bug_is_named(tmp_path, simulator):
     assert len(changed) == 2, changed  # one line out, one line in: one deliberate bug
     record = vectors.random_record("gelu", 64, seed=25)
     set_dir = vectors.write_set(record, tmp_path / "layers.1.mlp.gelu")
-    design = byo.prepare([bad], EXAMPLES / "gelu" / "bind.yaml", None, [set_dir])
+    monkeypatch.chdir(ROOT)  # the rerun command names the files as given, here relative to the checkout
+    bind, rtl = "examples/byo/gelu/bind.yaml", "examples/byo/gelu/team_gelu_bug.v"
+    design = byo.prepare([rtl], bind, None, [set_dir])
     res = byo.run(design, set_dir, simulator)
     assert not res.passed
     # The bug reads entry x instead of x + 2^(XW-1): the first element where those differ.
     x, y, table = record.tensors["x"].data, record.tensors["y"].data, record.tensors["table"].data
     got = table[x & 0xFF]
-    first = int(np.flatnonzero(got != y)[0])
-    assert res.first == {"tensor": "y", "index": first, "expected": int(y[first]), "got": int(got[first])}
+    wrong = np.flatnonzero(got != y)
+    first = int(wrong[0])
+    f = res.first
+    assert (f["tensor"], f["index"], f["vector"]) == ("y", first, first)
+    assert (f["expected"], f["got"]) == (int(y[first]), int(got[first]))
+    k = int(x[first]) + 128
+    assert f["operands"] == f"x[{first}] {int(x[first])} -> table[{k}] {int(table[k])}"
+    assert f["time_ns"] == 10 * f["cycle"] and 0 < f["cycle"] <= res.cycles + 300, f
+    rerun = f"hwvit sim {set_dir} --rtl {rtl} --bind {bind} --simulator {simulator} --vector {first}"
+    assert f["rerun"] == rerun
     for text in (
-        "team_gelu",
-        "(gelu)",
-        str(set_dir),
-        f"y[{first}]",
-        f"expected {int(y[first])}",
-        f"got {int(got[first])}",
+        f"team_gelu (gelu) random ({set_dir}): {len(wrong)} mismatches; first y[{first}]",
+        f"expected {int(y[first])} got {int(got[first])}; vector {first}: {f['operands']}",
+        f"output handshake at {f['time_ns']} ns (cycle {f['cycle']})",
+        f"rerun this vector: {rerun}",
     ):
         assert text in res.message, (text, res.message)
+    # the rerun command runs that element alone through the team's block and fails the same way
+    out = CliRunner().invoke(main, shlex.split(rerun)[1:])
+    assert out.exit_code == 1, out.output
+    assert f"1 mismatch; first y[0] expected {int(y[first])} got {int(got[first])}; vector 0: x[0] " in out.output
 
 
 def test_requant_axis_tuser_icarus(tmp_path):

@@ -44,13 +44,18 @@ def _bucket(value: int) -> int:
     return max(MIN_MAX, 1 << (int(value) - 1).bit_length())
 
 
+ZERO_PARAMS = ("zero_a", "zero_w", "zero_out")  # an imported model's zero points (hwvit/blocks/gemm.py)
+
+
 def hdl_parameters(vset) -> dict:
     """tb_gemm parameters for a set: the default array and power-of-two memory sizes; a requant
-    variant's ROUNDING / WRAP (hwvit/blocks/requant.py rtl_rounding; none for half_up)."""
+    variant's ROUNDING / WRAP (hwvit/blocks/requant.py rtl_rounding; none for half_up);
+    ZERO_POINTS = 1 for a set with zero points (none: the build of a plain set is unchanged)."""
     from hwvit.blocks.requant import rtl_rounding
 
     p = vset.params
     rows, cols = DEFAULT_ARRAY
+    zero = {"ZERO_POINTS": 1} if any(k in p for k in ZERO_PARAMS) else {}
     return {
         "ROWS": rows,
         "COLS": cols,
@@ -59,6 +64,7 @@ def hdl_parameters(vset) -> dict:
         "MAX_K": _bucket(p["k"]),
         "MAX_N": _bucket(p["n"]),
         **rtl_rounding(p.get("rounding")),
+        **zero,
     }
 
 
@@ -142,14 +148,30 @@ class _Job:
         dut = self.dut
         dut.m_i.value, dut.k_i.value, dut.n_i.value = self.m, self.k, self.n
         dut.a_signed_i.value = int(self.a_signed)
+        p = self.vset.params
+        dut.zero_a_i.value = int(p.get("zero_a", 0)) & 0xFF
+        dut.zero_w_i.value = int(p.get("zero_w", 0)) & 0xFF
+        dut.zero_out_i.value = int(p.get("zero_out", 0)) & 0xFFFF
         dut.stall_i.value = min(255, int(round(self.stall * 256)))
         dut.seed_i.value = int(os.environ.get("HWVIT_TB_SEED", "1")) & 0xFFFF
         await self.pulse(dut.load_i)
 
     async def run(self) -> tuple[int, dict]:
-        """Start the job and wait for done_o; (busy cycles, timing figures)."""
+        """Start the job and wait for done_o; (busy cycles, timing figures). The zero points change
+        once the job has started, and a start_i while it runs must be ignored (rtl/gemm.v samples
+        them at the start_i of an idle engine only, as M, K and N)."""
         await self.pulse(self.dut.start_i)
+        self.scramble_zeros()
+        await RisingEdge(self.dut.clk_i)
+        if int(self.dut.busy_o.value):
+            await self.pulse(self.dut.start_i)
         return await self.wait_done()
+
+    def scramble_zeros(self) -> None:
+        """The zero-point ports to other values: a job must run on those sampled at its start."""
+        dut = self.dut
+        for port, mask in ((dut.zero_a_i, 0xFF), (dut.zero_w_i, 0xFF), (dut.zero_out_i, 0xFFFF)):
+            port.value = (int(port.value) ^ 0x5A) & mask
 
     async def wait_done(self) -> tuple[int, dict]:
         """Wait for done_o of the job under way; (busy cycles, timing figures).
@@ -251,7 +273,8 @@ async def _start(dut) -> None:
 
 
 def _idle_inputs(dut) -> None:
-    for name in ("m_i", "k_i", "n_i", "a_signed_i", "load_i", "start_i", "dump_i", "stall_i", "seed_i"):
+    for name in ("m_i", "k_i", "n_i", "a_signed_i", "zero_a_i", "zero_w_i", "zero_out_i", "load_i", "start_i",
+                 "dump_i", "stall_i", "seed_i"):  # fmt: skip
         getattr(dut, name).value = 0
 
 
@@ -494,6 +517,42 @@ def test_gemm_rounding_variant(tmp_path, variant_simulator, rounding, run_set):
     assert result.extra["outputs"] == 2 * 6 * 10
 
 
+@pytest.mark.parametrize(
+    "a_signed, zeros",
+    [
+        (True, (-128, 127, -128)),  # the widest differences (255, -255) and the lowest output zero point
+        (False, (-128, -7, 127)),  # uint8 a minus -128: 383, the 10-bit operand's top; zy at its top
+        # an imported linear layer: the input's zero point folded into the bias
+        pytest.param(True, (0, 0, 5), marks=pytest.mark.variants),
+    ],
+)
+def test_gemm_zero_points(tmp_path, variant_simulator, a_signed, zeros, run_set):
+    """An imported model's GEMM (ZERO_POINTS = 1): zero points subtracted from a and w at the
+    array's edge, the output's added after the half-to-even requant; a 3 x 5 array, so partial tiles
+    check that lanes past N stay 0; acc and y bit-exact (Icarus in make test, Verilator too in make
+    test-variants and on every set of the imported models in make test-onnx)."""
+    from hwvit import vectors
+
+    za, zw, zy = zeros
+    record = vectors.random_record(
+        "gemm",
+        cases=11,
+        seed=80,
+        k=19,
+        n=13,
+        a_signed=a_signed,
+        rounding="half_even",
+        zero_a=za,
+        zero_w=zw,
+        zero_out=zy,
+    )
+    set_dir = vectors.write_set(record, tmp_path / "zp")
+    vset = vectors.read(set_dir)
+    assert blocks.get("gemm").verify(vset) is None and hdl_parameters(vset)["ZERO_POINTS"] == 1
+    result = run_set(set_dir, variant_simulator, hdl_overrides=_overrides(ARRAYS[1]), seed=4)
+    assert result.extra["outputs"] == 2 * 11 * 13 and "dirty_lanes" in result.extra["stream_checks"]
+
+
 @pytest.fixture(scope="module")
 def digits():
     from hwvit import pipeline
@@ -619,6 +678,8 @@ LINT_PARAMS = [
     {"ROWS": 16, "COLS": 2, "OUT_BITS": 16, "MAX_K": 65535},
     {"ROWS": 2, "COLS": 3, "ROUNDING": 4, "WRAP": 1},
     {"ROWS": 2, "COLS": 3, "ROUNDING": 2},
+    {"ROWS": 2, "COLS": 3, "ROUNDING": 2, "ZERO_POINTS": 1},
+    {"ROWS": 1, "COLS": 1, "MAX_M": 1, "MAX_N": 1, "OUT_BITS": 15, "ZERO_POINTS": 1},
 ]
 
 

@@ -17,6 +17,7 @@ import cocotb
 import pytest
 
 from hwvit import blocks
+from hwvit.blocks.residual_add import ROUNDINGS, ZEROS
 
 import streamtb
 import tbutil
@@ -28,8 +29,14 @@ KIND = "residual_add"
 
 
 def hdl_parameters(vset) -> dict[str, int]:
-    """Toplevel parameters for a set: 8-bit inputs (ACT_BITS) and the output width."""
-    return {"IN_BITS": 8, "OUT_BITS": int(vset.params["out_bits"])}
+    """Toplevel parameters for a set: 8-bit inputs (ACT_BITS) and the output width; an imported
+    model's rounding and zero points (none for hwvit's own add: the build of a plain set is unchanged)."""
+    p = vset.params
+    rounding = p.get("rounding", "half_up")
+    extra = {"ROUNDING": ROUNDINGS[rounding]} if rounding != "half_up" else {}
+    if any(p.get(key, 0) for key in ZEROS):
+        extra["ZERO_POINTS"] = 1
+    return {"IN_BITS": 8, "OUT_BITS": int(p["out_bits"]), **extra}
 
 
 # ---------------------------------------------------------------------------- cocotb side
@@ -41,6 +48,10 @@ def _stream(dut, vset) -> streamtb.Stream:
     dut.cfg_mult_a_i.value = int(vset.params["mult_a"])
     dut.cfg_mult_b_i.value = int(vset.params["mult_b"])
     dut.cfg_shift_i.value = int(vset.params["shift"])
+    out_mask = (1 << int(vset.params["out_bits"])) - 1
+    dut.cfg_zero_a_i.value = int(vset.params.get("zero_a", 0)) & 0xFF  # two's complement
+    dut.cfg_zero_b_i.value = int(vset.params.get("zero_b", 0)) & 0xFF
+    dut.cfg_zero_out_i.value = int(vset.params.get("zero_out", 0)) & out_mask
     return streamtb.Stream(dut, [dut.in_a_i, dut.in_b_i])
 
 
@@ -109,6 +120,31 @@ def test_config_extremes(tmp_path, simulator, mult_a, mult_b, shift, run_set):
 
 
 @pytest.mark.xdist_group(KIND)
+@pytest.mark.parametrize(
+    "rounding, zeros",
+    [
+        ("half_even", (-128, 127, -128)),  # zero points at both rails: every difference and the output's reach
+        pytest.param("half_even", (5, -3, 0), marks=pytest.mark.variants),
+        pytest.param("half_up", (0, 0, 127), marks=pytest.mark.variants),
+        pytest.param("floor", (-1, 0, 3), marks=pytest.mark.variants),
+    ],
+)
+def test_zero_points(tmp_path, variant_simulator, rounding, zeros, run_set):
+    """An imported model's add: zero points subtracted from a and b, the output's added after the
+    rounding (half to even for ONNX), bit-exact (the sets' edge rows put sums on every tie); Icarus
+    and the widest case in make test, the rest and Verilator in make test-variants (and every set of
+    the imported models on both in make test-onnx)."""
+    from hwvit import vectors
+
+    record = vectors.random_record(
+        KIND, 300, 9, rounding=rounding, **dict(zip(("zero_a", "zero_b", "zero_out"), zeros))
+    )
+    set_dir = vectors.write_set(record, tmp_path / "zp")
+    assert blocks.get(KIND).verify(vectors.read(set_dir)) is None
+    assert run_set(set_dir, variant_simulator).elements == 300
+
+
+@pytest.mark.xdist_group(KIND)
 def test_full_throughput(tmp_path, simulator, run_set):
     streamtb.check_full_throughput(run_set, _set(tmp_path, 500, seed=5), simulator, 500)
 
@@ -123,7 +159,15 @@ def test_mismatch_is_reported(tmp_path, simulator, mismatch_reported):
     mismatch_reported(KIND, tmp_path, simulator)
 
 
-RTL_PARAMS = [{"OUT_BITS": 8}, {"OUT_BITS": 6}, {"OUT_BITS": 16}, {"OUT_BITS": 2}, {"IN_BITS": 16, "OUT_BITS": 16}]
+RTL_PARAMS = [
+    {"OUT_BITS": 8},
+    {"OUT_BITS": 6},
+    {"OUT_BITS": 16},
+    {"OUT_BITS": 2},
+    {"IN_BITS": 16, "OUT_BITS": 16},
+    {"OUT_BITS": 8, "ROUNDING": 2, "ZERO_POINTS": 1},
+    {"OUT_BITS": 16, "ZERO_POINTS": 1},
+]
 
 
 @pytest.mark.parametrize("params", RTL_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))

@@ -67,13 +67,13 @@ def _set(kind: str, out, cases: int, seed: int, constants: dict | None = None, *
 def _ptf_widest(c: int) -> dict:
     got = {"alpha": np.full(c, 3)}
     if c == 40:
-        spec = blocks.get("layernorm_ptf")
+        spec = blocks.get("layernorm_ptf_exact")
         beta = spec.random(np.random.default_rng([40, spec.seed]), 1, {**spec.defaults, "c": c}).tensors["beta"].data
         got["beta"] = np.concatenate([[(1 << 30) - 1, -((1 << 30) - 1)], beta[2:]])
     return got
 
 
-WIDEST = {"layernorm_ptf": _ptf_widest}
+WIDEST = {"layernorm_ptf_exact": _ptf_widest}
 
 
 @pytest.mark.parametrize("kind", LN_VARIANTS)
@@ -104,7 +104,7 @@ def test_layernorm_variant_least_variance_and_constant_rows(kind, tmp_path, run_
     constant = np.stack([ks, ks], 1)
     # layernorm_ptf: both channels at factor 1 (z = x) and no eps, so V = 1 there too (Ve = 2^16, the
     # least root 2^8 and the largest inverse 2^35, its top bit) and equal scores give V = 0
-    constants = {"alpha": np.zeros(2, dtype=np.int64), "eps_int": 0} if kind == "layernorm_ptf" else None
+    constants = {"alpha": np.zeros(2, dtype=np.int64), "eps_int": 0} if kind == "layernorm_ptf_exact" else None
     cycles = {}
     for name, x in (("varied", varied), ("constant", constant)):
         set_dir = _set(kind, tmp_path / name, 12, 41, constants, c=2, x=x)
@@ -168,7 +168,7 @@ def test_layernorm_ptf_inv_rounding_rows(eps, tmp_path, run_set):
     from hwvit.variants.layernorm_forms import layernorm_ptf_stages
 
     toolchain.require("icarus")
-    spec = blocks.get("layernorm_ptf")
+    spec = blocks.get("layernorm_ptf_exact")
     base = spec.random(np.random.default_rng([44, spec.seed]), 1, {**spec.defaults, "c": 64})
     p = _constants(base)
     if eps == "2^61":
@@ -181,7 +181,7 @@ def test_layernorm_ptf_inv_rounding_rows(eps, tmp_path, run_set):
         assert flips.size >= 8, (delta, flips.size)
         rows.append(x[flips[:8]])
     constants = {k: p[k] for k in ("gamma", "beta", "alpha", "eps_int", "multiplier", "shift")}  # the searched ones
-    set_dir = _set("layernorm_ptf", tmp_path / "flip", 16, 44, constants, c=64, x=np.concatenate(rows))
+    set_dir = _set("layernorm_ptf_exact", tmp_path / "flip", 16, 44, constants, c=64, x=np.concatenate(rows))
     res = run_set(set_dir, "icarus")
     assert res.elements == 16 * 64, res.line()
 
@@ -195,19 +195,19 @@ def test_layernorm_ivit_largest_y_and_beta_past_2_to_the_29(tmp_path, run_set):
     from hwvit.variants.ivit import layernorm_stages
 
     toolchain.require("icarus")
-    spec = blocks.get("layernorm_ivit")
+    spec = blocks.get("layernorm_ivit_exact")
     ks = np.array([-128, -77, -3, -1, 0, 1, 50, 125])
     x = np.concatenate([np.stack([ks, ks + 2], 1), np.stack([ks + 2, ks], 1)])
     p = _constants(spec.random(np.random.default_rng([46, spec.seed]), 1, {**spec.defaults, "c": 2}))
     p["eps_int"] = 0
     assert (layernorm_stages(x, p)["y"] == 1 << 16).sum() == 16
-    set_dir = _set("layernorm_ivit", tmp_path / "y", 16, 46, {"eps_int": 0}, c=2, x=x)
+    set_dir = _set("layernorm_ivit_exact", tmp_path / "y", 16, 46, {"eps_int": 0}, c=2, x=x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 32, res.line()
 
     beta = np.array([(1 << 30) - 1, 1 << 29, -(1 << 29) - 1, -((1 << 30) - 1)])
     x = np.random.default_rng(47).integers(-128, 127, (8, 4), endpoint=True)
-    set_dir = _set("layernorm_ivit", tmp_path / "beta", 8, 47, {"beta": beta}, c=4, x=x)
+    set_dir = _set("layernorm_ivit_exact", tmp_path / "beta", 8, 47, {"beta": beta}, c=4, x=x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 32, res.line()
 

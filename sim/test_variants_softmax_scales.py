@@ -32,12 +32,12 @@ SCALES = {
         {"in_bits": 16, "scale_in": 2.0**-15, "out_bits": 16},
         {"in_bits": 6, "scale_in": 1.66, "out_bits": 3},
     ],
-    "softmax_shiftmax": [
+    "softmax_shiftmax_exact": [
         {"in_bits": 12, "scale_in": 0.5},
         {"in_bits": 16, "scale_in": 2.0**-16, "out_bits": 16},
         {"in_bits": 4, "scale_in": 1.0, "out_bits": 2},
     ],
-    "softmax_log2": [
+    "softmax_log2_exact": [
         {"in_bits": 12, "scale_in": 0.5},
         {"in_bits": 16, "scale_in": 2.0**-24, "out_bits": 16},
         {"in_bits": 16, "scale_in": 2.0**16, "out_bits": 3},
@@ -137,9 +137,9 @@ def test_softmax_log2_threshold_rows(tmp_path, run_set):
     from hwvit.variants.base import SoftmaxContext
 
     toolchain.require("icarus")
-    spec = blocks.get("softmax_log2")
+    spec = blocks.get("softmax_log2_exact")
     ctx = SoftmaxContext(s_in=2.0**-10, in_bits=16, out_bits=16)
-    v = variants.get("softmax", "log2")
+    v = variants.get("softmax", "log2_exact")
     p = v.prepare(ctx)
     x, names = _log2_threshold_rows(p, 16)
     y = v.kernel(x, p)
@@ -228,7 +228,7 @@ def test_softmax_ibert_row_waits_for_its_own_reciprocal(tmp_path, run_set):
 
 @pytest.mark.variants
 @pytest.mark.parametrize(
-    "kind", ["softmax_ibert", "softmax_log2", "softmax_shiftmax", "softmax_ita", "softmax_softermax"]
+    "kind", ["softmax_ibert", "softmax_log2_exact", "softmax_shiftmax_exact", "softmax_ita", "softmax_softermax"]
 )
 def test_softmax_variant_max_n_not_a_power_of_two(kind, tmp_path, run_set):
     """MAX_N = 40: the element counters get as many bits as the buffer addresses (clog2(41) =

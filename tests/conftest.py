@@ -80,3 +80,12 @@ def kind(request, vnni_here) -> int:
     if request.param == "amx":
         return native.KINDS["amx"] if native.amx_why() is None else native.KINDS["amx_emulated"]
     return native.KINDS["int16"] if request.param == "int16" else vnni_here
+
+
+@pytest.fixture(scope="session")
+def onnx_zoo(tmp_path_factory):
+    """Quantized ONNX files of the tests' ViTs and their side-by-side runs, made on first use
+    (tests/onnx_zoo.py); the tests that use it share one xdist group, so one worker makes them."""
+    from onnx_zoo import Zoo
+
+    return Zoo(tmp_path_factory.mktemp("onnx"))

@@ -125,6 +125,59 @@ def test_bench_prints_its_figures():
         assert data["int_vs_torch_int8"] == pytest.approx(data["int_ms"] / data["torch_int8_ms"])
         assert 0.0 <= data["outside_gemm_share"] <= 1.0
         assert data["cpu_flags"] == gemm_backends_flags()
+    _check_markdown(runs)
+
+
+def _check_markdown(runs: list[dict]) -> None:
+    """`hwvit bench --markdown`'s table of ``runs``: the header, then one row a run naming its machine
+    (this CPU's name, cores and int8 flags), torch, the backend and the run's figures."""
+    import torch
+
+    from hwvit.bench import MARKDOWN_COLUMNS, markdown_table
+    from hwvit.ops import cpu
+
+    header, rule, *rows = markdown_table(runs).splitlines()
+    assert [c.strip() for c in header.strip("|").split("|")] == list(MARKDOWN_COLUMNS)
+    assert rule.count("|") == len(MARKDOWN_COLUMNS) + 1 and len(rows) == len(runs)
+    feats = cpu.features()
+    for row, r in zip(rows, runs):
+        cells = dict(zip(MARKDOWN_COLUMNS, (c.strip() for c in row.strip("|").split("|"))))
+        assert cells["machine"].startswith(f"{feats.name}, {feats.cores} cores, {' '.join(feats.int8_flags)}")
+        assert (cells["torch"], cells["model"], cells["backend"]) == (
+            torch.__version__,
+            "digits",
+            f"`{r['gemm_backend']}`",
+        )
+        assert (cells["batch"], cells["int ms"]) == (str(r["batch"]), f"{r['int_ms']:.1f}")
+        assert cells["int/float"] == f"{r['int_ms'] / r['float_ms']:.2f}"
+        assert cells["torch int8 ms"] == (f"{r['torch_int8_ms']:.1f}" if r["torch_int8_ms"] else "-")
+
+
+def test_bench_markdown_prints_only_the_table(monkeypatch):
+    """--markdown: the table and nothing else, a row per batch size (the figures of a fake run here:
+    test_bench_prints_its_figures checks the table of real ones); with --json it is refused."""
+    from hwvit import bench
+
+    def fake(preset, repeats, batch, **kw):
+        return {
+            "model": preset, "batch": batch, "device": "cpu", "threads": 2, "numba_threads": 2,
+            "load_avg_1min": 0.5, "int_ms": 10.0 * batch, "float_ms": 20.0 * batch, "ratio": 0.5,
+            "int_images_per_s": 100.0, "torch_int8_ms": None, "int_vs_torch_int8": None,
+            "gemm_backend": "int8_avx2", "cpu": "Some CPU", "cpu_family_model": [25, 1], "cores": 2,
+            "cpu_flags": ["avx2", "fma"], "torch": "2.13.0+cpu",
+        }  # fmt: skip
+
+    monkeypatch.setattr(bench, "bench_forward", fake)
+    res = run("bench", "--model", "vit-tiny", "--batch", "1", "--batch", "4", "--markdown")
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0].startswith("| machine | torch |") and len(lines) == 4, res.output
+    assert lines[3] == (
+        "| Some CPU (family 25 model 1), 2 cores, avx2 fma; load 0.5 | 2.13.0+cpu | vit-tiny | `int8_avx2` | 2 "
+        "| 4 | 40.0 | 80.0 | - | 0.50 | - | 100.0 |"
+    )
+    res = CliRunner().invoke(main, ["bench", "--markdown", "--json"])
+    assert (res.exit_code, res.output) == (2, "Error: give --markdown or --json, not both\n")
 
 
 def gemm_backends_flags() -> list[str]:
@@ -256,7 +309,7 @@ def test_out_dirs_follow_one_force_rule_before_any_work(tmp_path, monkeypatch, a
 def test_force_replaces_only_a_previous_output_of_the_same_kind(tmp_path):
     from click import ClickException
 
-    from hwvit.cli.common import check_out_dir
+    from hwvit.cli.outdir import check_out_dir
     from hwvit.report.write import FILES
 
     report = tmp_path / "report"

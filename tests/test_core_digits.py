@@ -33,7 +33,7 @@ pytestmark = pytest.mark.xdist_group("vit_core")
 @pytest.fixture(scope="session")  # session: kept when xdist runs other modules between its tests
 def digits(tmp_path_factory):
     """(int model, compiled dir, held-out inputs quantized, labels), compiled by `hwvit compile`."""
-    from hwvit.cli.common import build_models
+    from hwvit.cli.loading import build_models
     from hwvit.quant import QuantConfig
 
     out = tmp_path_factory.mktemp("core") / "digits"
@@ -112,8 +112,8 @@ def _tiny_dir(out: Path, biases: bool):
     address has its top bit set (from 0, the top bit was 0 in every operand a GEMM read)."""
     import torch
 
-    from hwvit.cli.common import load_data
     from hwvit.cli.core import _spec
+    from hwvit.cli.loading import load_data
     from hwvit.core.compile import compile_model
     from hwvit.core.coredir import write_core_dir
     from hwvit.quant import QuantConfig, quantize_model

@@ -1,5 +1,6 @@
-"""The user's images: folders, labels, arrays, HF preprocessing on real photographs, and the
-one-line refusals (unreadable image, wrong channel count, empty folder, labels not in the head)."""
+"""The user's images: folders, labels, arrays, HF preprocessing on real photographs, conversion to
+the model's channels as transformers does it, images that cannot be used left out by name (or, with
+--strict, the first one an error), and the one-line refusals (empty folder, labels not in the head)."""
 
 from __future__ import annotations
 
@@ -164,22 +165,64 @@ def _cli(*args):
     return res.exit_code, res.output.strip().splitlines()[-1]
 
 
-def test_bad_images_are_one_line_errors(tmp_path, vit_dir):
+def test_every_mode_comes_to_the_channels_as_transformers_brings_it():
+    """Greyscale, palette, transparent (onto white) and CMYK images to RGB: the pixels of
+    transformers' own convert_to_rgb; a colour image to a one-channel model: PIL's luma."""
+    from transformers.image_transforms import convert_to_rgb
+
+    from hwvit.dataset.preprocess import conversion, to_channels
+
+    rng = np.random.default_rng(5)
+    rgba = Image.fromarray(rng.integers(0, 256, (6, 7, 4), dtype=np.uint8))
+    images = {
+        "greyscale": Image.fromarray(rng.integers(0, 256, (6, 7), dtype=np.uint8)),
+        "palette": rgba.convert("RGB").convert("P"),
+        "transparent": rgba,
+        "mode CMYK": rgba.convert("CMYK"),
+        "black-and-white": rgba.convert("1"),
+    }
+    for what, img in images.items():
+        assert conversion(img, 3, "x") == what
+        assert np.array_equal(np.asarray(to_channels(img, 3, "x")), convert_to_rgb(img, return_numpy=True)), what
+    rgb = rgba.convert("RGB")
+    assert conversion(rgb, 3, "x") is None and to_channels(rgb, 3, "x") is rgb
+    assert conversion(rgb, 1, "x") == "colour" and np.array_equal(
+        np.asarray(to_channels(rgb, 1, "x")), rgb.convert("L")
+    )
+    wide = Image.fromarray(np.full((4, 4), 4000, np.uint16))
+    assert conversion(wide, 1, "x") is None  # a one-channel model reads its values as they are
+    with pytest.raises(ValueError, match="x: I;16 greyscale pixels are wider than 8 bits"):
+        conversion(wide, 3, "x")
+
+
+def test_images_that_cannot_be_used_are_left_out_by_name(tmp_path, vit_dir):
     root = tmp_path / "imgs"
     (root / "cat").mkdir(parents=True)
     rgb = np.zeros((32, 32, 3), np.uint8)
-    for i in range(3):
-        Image.fromarray(rgb).save(root / "cat" / f"{i}.png")
-    (root / "cat" / "2.png").write_bytes(b"not a png at all")
-    code, line = _cli("--checkpoint", str(vit_dir), "--images", str(root), "--calib", str(root / "cat" / "0.png"))
-    assert code == 1 and line == (
-        f"Error: {root}/cat/2.png: cannot read image (cannot identify image file '{root}/cat/2.png')"
-    )
-    Image.fromarray(np.zeros((32, 32), np.uint8)).save(root / "cat" / "2.png")  # grayscale, 3-channel model
-    code, line = _cli("--checkpoint", str(vit_dir), "--images", str(root), "--calib", str(root / "cat" / "0.png"))
-    assert code == 1 and line == f"Error: {root}/cat/2.png: 1-channel image (mode L); the model takes 3 channels"
-    code, line = _cli("--model", "digits", "--images", str(root / "cat" / "0.png"), "--calib", str(root / "cat"))
-    assert code == 1 and line == f"Error: {root}/cat/0.png: 3-channel image (mode RGB); the model takes 1 channel"
+    Image.fromarray(rgb).save(root / "cat" / "0.png")
+    Image.fromarray(np.zeros((32, 32), np.uint8)).save(root / "cat" / "1.png")  # greyscale
+    Image.fromarray(rgb).convert("P").save(root / "cat" / "2.png")  # palette
+    Image.fromarray(np.zeros((32, 32, 4), np.uint8)).save(root / "cat" / "3.png")  # transparent
+    (root / "cat" / "4.png").write_bytes(b"not a png at all")
+    Image.fromarray(np.zeros((32, 32), np.uint16)).save(root / "cat" / "5.png")  # 16-bit greyscale
+    args = ["compare", "--checkpoint", str(vit_dir), "--images", str(root), "--calib", str(root / "cat" / "0.png")]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    lines = res.output.strip().splitlines()
+    bad = f"{root}/cat/4.png: cannot read image (cannot identify image file '{root}/cat/4.png')"
+    assert f"skipped {bad}" in lines
+    assert any(ln.startswith(f"skipped {root}/cat/5.png: I;16 greyscale pixels are wider than 8 bits") for ln in lines)
+    assert f"{root}: left out 2 of 6 images (--strict stops at the first instead)" in lines
+    converted = f"{root}: converted 3 images to RGB (1 greyscale, 1 palette, 1 transparent), as Hugging Face's image"
+    assert [ln for ln in lines if "converted" in ln] == [converted + " processors do"]  # said once
+    assert lines[-1].startswith(f"{vit_dir}: 4 images, top-1 float ")
+    code, line = _cli(*args[1:], "--strict")
+    assert code == 1 and line == f"Error: {bad}"
+    # a one-channel model takes a colour photograph's luma
+    noise = tmp_path / "noise.png"
+    Image.fromarray(np.random.default_rng(2).integers(0, 256, (24, 24, 3), dtype=np.uint8)).save(noise)
+    code, line = _cli("--model", "digits", "--images", str(noise), "--calib", str(noise))
+    assert code == 0 and line.startswith("digits: 1 image, ")
     (tmp_path / "empty").mkdir()
     code, line = _cli("--model", "digits", "--images", str(tmp_path / "empty"))
     assert code == 1 and line == f"Error: {tmp_path}/empty: no PNG or JPEG images (in it or in class sub-folders)"
@@ -223,10 +266,10 @@ def test_folders_stream_one_batch_at_a_time(tmp_path, monkeypatch):
 def test_random_weights_and_inputs_are_said(tmp_path):
     res = CliRunner().invoke(main, ["compare", "--model", "vit-tiny", "--limit", "1", "--calib-images", "1", "-q"])
     assert res.exit_code == 0, res.output
-    assert res.output.strip().splitlines()[-1].startswith("vit-tiny: 1 images (random weights/inputs), agreement ")
+    assert res.output.strip().splitlines()[-1].startswith("vit-tiny: 1 image (random weights/inputs), agreement ")
     _photos(tmp_path / "photos")
     res = CliRunner().invoke(
         main, ["compare", "--model", "vit-tiny", "--images", str(tmp_path / "photos"), "-q", "--limit", "1"]
     )
     assert res.exit_code == 0, res.output
-    assert res.output.strip().splitlines()[-1].startswith("vit-tiny: 1 images (random weights), agreement ")
+    assert res.output.strip().splitlines()[-1].startswith("vit-tiny: 1 image (random weights), agreement ")

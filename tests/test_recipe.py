@@ -185,7 +185,7 @@ def test_compile_refuses_narrow_activations_and_records_a_recipe(tmp_path):
     assert res.output.strip().splitlines() == [
         f"Error: model 'digits' uses 6-bit activations at {TARGET} (recipe act_bits); the core runs "
         "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations, "
-        "hwvit's softmax, LayerNorm and requant (any GELU variant: a table)"
+        "hwvit's softmax, LayerNorm and requant (any elementwise GELU variant: a table)"
     ]
     w4 = tmp_path / "w4.yaml"
     w4.write_text(f"layers:\n  '{TARGET}': {{weight_bits: 4}}\n")

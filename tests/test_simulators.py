@@ -273,7 +273,7 @@ def test_vhdl_only_simulators_are_refused(simulator, tmp_path):
 
 
 def test_both_is_still_icarus_and_verilator(monkeypatch):
-    from hwvit.cli.common import require_simulators
+    from hwvit.cli.sim_options import require_simulators
 
     checked = []
     monkeypatch.setattr(toolchain, "require", lambda tool: checked.append(tool) or tool)

@@ -107,16 +107,18 @@ def test_files_and_rows(quick_sweep):
     assert doc["kind"] == "sweep" and len(doc["rows"]) == len(grid)
     for r, j in zip(rows, doc["rows"]):
         assert abs(float(r["logits_sqnr_db"]) - j["logits_sqnr_db"]) <= 1e-6
-    # Pareto front of accuracy against cost_bits: a row is on it iff no row is both no costlier and
-    # no less accurate, and strictly better in one of them (recomputed here from the CSV).
+    # Pareto front of cost_bits against top-1 and logits SQNR (the default --front both): a row is on
+    # it iff no row is no costlier, no less accurate and no lower in SQNR, and strictly better in one
+    # of them (recomputed here from the CSV).
     for r in rows:
-        c, a = int(r["cost_bits"]), float(r["top1_int"])
+        c, a, q = int(r["cost_bits"]), float(r["top1_int"]), float(r["logits_sqnr_db"])
         dominated = any(
-            (int(o["cost_bits"]) <= c and float(o["top1_int"]) >= a)
-            and (int(o["cost_bits"]) < c or float(o["top1_int"]) > a)
+            (int(o["cost_bits"]) <= c and float(o["top1_int"]) >= a and float(o["logits_sqnr_db"]) >= q)
+            and (int(o["cost_bits"]) < c or float(o["top1_int"]) > a or float(o["logits_sqnr_db"]) > q)
             for o in rows
         )
         assert (r["pareto"] == "True") == (not dominated), r
+    assert doc["front"] == "both"
     assert any(r["pareto"] == "True" for r in rows) and "Pareto front" in md
     last = output.strip().splitlines()[-1]
     assert last.startswith(f"digits: {len(grid)} configurations on {IMAGES} images") and str(out) in last

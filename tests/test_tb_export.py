@@ -50,7 +50,7 @@ MUTANTS = {
 # The output the mismatch line names first (the first output tensor with a mismatch).
 FIRST = {"softmax": "last", "divu": "quotient", "isqrt": "root", "gemm": "acc"}
 PASS_RE = re.compile(r"^PASS hwvit_tb_(\w+): (\d+) elements bit-exact in (\d+) cycles", re.M)
-MISMATCH_RE = re.compile(r": (\d+) mismatches; first (\w+)\[([\d, ]+)\] expected (-?\d+) got (-?\d+)$", re.M)
+MISMATCH_RE = re.compile(r": (\d+) mismatch(?:es)?; first (\w+)\[([\d, ]+)\] expected (-?\d+) got (-?\d+)$", re.M)
 
 
 def _tool(name: str) -> str:
@@ -104,7 +104,7 @@ def _passed(rc: int, out: str, kind: str, elements: int) -> int:
 
 def _failed(rc: int, out: str) -> re.Match:
     assert rc != 0, out
-    assert re.search(r"^FAIL hwvit_tb_\w+: \d+ mismatches", out, re.M), out
+    assert re.search(r"^FAIL hwvit_tb_\w+: \d+ mismatch(es)? in", out, re.M), out
     match = MISMATCH_RE.search(out)
     assert match, out
     return match
@@ -165,7 +165,7 @@ def test_bench_passes_verilator_same_cycles(kind, sets, benches, icarus_cycles):
 def test_bench_fails_on_mutant_icarus(kind, sets, benches, tmp_path):
     fname, old, new = MUTANTS[kind]
     sources = []
-    for src in tbexport._reference_sources(kind):
+    for src in tbexport.reference_sources(kind):
         dest = tmp_path / src.name
         text = src.read_text()
         if src.name == fname:
@@ -175,7 +175,7 @@ def test_bench_fails_on_mutant_icarus(kind, sets, benches, tmp_path):
         sources.append(dest)
     match = _failed(*run_icarus(benches[kind], kind, sources))
     assert match.group(2) == FIRST.get(kind, "y")
-    line = next(ln for ln in run_icarus(benches[kind], kind, sources)[1].splitlines() if "mismatches; first" in ln)
+    line = next(ln for ln in run_icarus(benches[kind], kind, sources)[1].splitlines() if MISMATCH_RE.search(ln))
     assert line.startswith(f"{kind} random ({sets[kind].resolve()}): ")
 
 
@@ -280,7 +280,7 @@ def test_errors_are_one_line(sets, tmp_path):
             ["divu", "--set", str(sets["divu"]), "-o", out, "--rtl", str(RTL / "isqrt.v"), "--top", "isqrt"],
             "yosys cannot elaborate isqrt",
         ),
-        (["residual_add_channels", "--set", str(sets["gelu"]), "-o", out], "a kind without ports to drive"),
+        (["softmax_shiftmax", "--set", str(sets["gelu"]), "-o", out], "a kind without ports to drive"),
         (
             ["gelu", "--set", str(sets["gelu"]), "-o", out, "--bind", str(BYO / "gelu" / "bind.yaml")],
             "--bind needs --rtl",
@@ -315,9 +315,11 @@ def test_output_replaced_only_with_force(sets, tmp_path):
     out = tmp_path / "tb"
     code, output = _cli("gelu", "--set", str(sets["gelu"]), "-o", str(out))
     assert code == 0 and "tb_gelu.sv" in output
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
         "files.f",
         "manifest.yaml",
+        "rtl",
+        "rtl/gelu.v",
         "table.hex",
         "tb_gelu.sv",
         "x.hex",
@@ -332,6 +334,23 @@ def test_output_replaced_only_with_force(sets, tmp_path):
     (other / "notes.txt").write_text("mine")
     code, output = _cli("gelu", "--set", str(sets["gelu"]), "-o", str(other), "--force")
     assert code == 1 and "replaces only a bench" in output and (other / "notes.txt").read_text() == "mine"
+
+
+def test_bench_runs_alone_on_another_machine(sets, tmp_path):
+    """The folder carries every file the bench needs, named relatively in files.f: moved where no
+    checkout is (here: renamed away from the set and the repository's rtl/), it runs and passes."""
+    rtl = [ROOT / "examples" / "byo" / "softmax" / "team_softmax.v", RTL / "softmax.v", RTL / "divu.v"]
+    args = ["--bind", str(BYO / "softmax" / "bind.yaml"), *(a for f in rtl for a in ("--rtl", str(f)))]
+    code, output = _cli("softmax", "--set", str(sets["softmax"]), "-o", str(tmp_path / "tb"), *args)
+    assert code == 0, output
+    moved = tmp_path / "elsewhere" / "bench"
+    moved.parent.mkdir()
+    (tmp_path / "tb").rename(moved)
+    listed = (moved / tbexport.FILES_LIST).read_text().split()
+    assert listed == ["rtl/team_softmax.v", "rtl/softmax.v", "rtl/divu.v", "tb_softmax.sv"]
+    assert all((moved / f).read_bytes() == src.read_bytes() for f, src in zip(listed, rtl))
+    rc, out = run_icarus(moved, "softmax")
+    _passed(rc, out, "softmax", _elements(sets["softmax"], "softmax"))
 
 
 def test_export_is_deterministic(sets, tmp_path):
@@ -356,3 +375,33 @@ def test_hang_and_protocol_faults_fail(sets, benches, tmp_path):
         rc, out = run_icarus(benches["gelu"], "gelu", [block])
         assert rc != 0 and f"gelu random ({sets['gelu'].resolve()}): {text}" in out, out
         assert re.search(r"^FAIL hwvit_tb_gelu: 0 of 40 outputs compared", out, re.M), out
+
+
+def _refused_in(text: str) -> set[str]:
+    """The block kinds a text names in its sentence about refused kinds."""
+    from hwvit import blocks
+
+    flat = " ".join(text.split())
+    sentence = next(s for s in re.split(r"(?<=[.;])\s", flat) if "no Verilog of their own" in s)
+    return {w for w in re.findall(r"\w+", sentence) if w in blocks.names()}
+
+
+def test_docs_and_help_name_the_kinds_export_refuses(tmp_path):
+    """docs/tb-export.md and `tb export --help` name exactly the kinds export refuses; the
+    arithmetic variants' blocks export and pass (softmax_ibert here, on Icarus)."""
+    from hwvit import blocks
+
+    refused = set()
+    for kind in blocks.names():
+        try:
+            tbexport.check_kind(kind)
+        except tbexport.ExportError:
+            refused.add(kind)
+    assert refused and "softmax_ibert" not in refused
+    help_text = CliRunner().invoke(main, ["tb", "export", "--help"]).output
+    assert _refused_in(help_text) == refused, help_text
+    assert _refused_in((ROOT / "docs" / "tb-export.md").read_text()) == refused
+    set_dir = vectors.write_set(vectors.random_record("softmax_ibert", cases=3, seed=3, row_len=8), tmp_path / "set")
+    bench = tbexport.export("softmax_ibert", set_dir, tmp_path / "tb").out_dir
+    rc, out = run_icarus(bench, "softmax_ibert")
+    _passed(rc, out, "softmax_ibert", _elements(set_dir, "softmax_ibert"))

@@ -9,7 +9,10 @@ from hwvit.report import sweep_write
 
 
 def test_block_of_names_the_block_that_computes_each_variant():
-    assert variant_cost.block_of("gelu", "shiftgelu") == variant_cost.block_of("gelu", "lut")  # one table block
+    assert variant_cost.block_of("gelu", "shiftgelu_exact") == variant_cost.block_of("gelu", "lut")  # one table block
+    assert variant_cost.block_of("gelu", "shiftgelu") is None  # on rows: its own block, no Verilog yet
+    assert variant_cost.block_of("softmax", "shiftmax") is None  # I-ViT's released form: Verilog pending
+    assert variant_cost.block_of("softmax", "shiftmax_exact")[0] == "softmax_shiftmax_exact"
     assert variant_cost.block_of("softmax", "hwvit")[0] == "softmax"
     assert variant_cost.block_of("layernorm", "hwvit")[0] == "layernorm"
     assert variant_cost.block_of("softmax", "pkg.mod:fn") is None  # a team's function: its block is theirs
@@ -26,10 +29,10 @@ def test_costs_synthesize_each_block_once_and_fill_the_rows():
         calls.append(block)
         return SimpleNamespace(ok=True, cells=100, flip_flops=10, longest_path=7, memory_bits=2048)
 
-    rows = [_row("baseline", "int8", 30.0), _row("gelu", "shiftgelu", 29.0), _row("gelu", "tanh_lut", 31.0)]
+    rows = [_row("baseline", "int8", 30.0), _row("gelu", "shiftgelu_exact", 29.0), _row("gelu", "tanh_lut", 31.0)]
     got = variant_cost.costs(rows, ("gelu",), synth_block=fake)
     assert calls == ["gelu"]  # the three GELU arithmetics are one table block
-    assert set(got) == {("gelu", "shiftgelu"), ("gelu", "tanh_lut"), ("gelu", "lut")}
+    assert set(got) == {("gelu", "shiftgelu_exact"), ("gelu", "tanh_lut"), ("gelu", "lut")}
     assert rows[1]["cells"] == 100 and rows[2]["memory_bits"] == 2048
 
 

@@ -18,11 +18,12 @@ from hwvit.quant.params import gelu_table
 from hwvit.variants import gelu_tables, hwsoftmax
 from hwvit.variants.base import GeluContext, SoftmaxContext
 
-SOFTMAX = ("softermax", "ita", "log2")
+SOFTMAX = ("softermax", "ita", "log2_exact")
 LENGTHS = {1: 150, 7: 60, 64: 24, 197: 10, 1024: 3}  # rows per length (per scale)
 SCALES = (0.02, 0.05, 0.1, 0.2)  # attention-score scales: logits up to +-2.5 .. +-25
-ITA_SCALE = 1.0 / (32.0 * hwsoftmax.LOG2E)  # ITA's own: s_in * log2(e) = 2^-5
-ROW_REF = {"softermax": hwsoftmax.softermax_row_ref, "ita": hwsoftmax.ita_row_ref, "log2": hwsoftmax.log2_row_ref}
+ITA_SCALE = hwsoftmax.ITA_SCALE  # ITA's own: s_in * log2(e) = 1
+ITA_SCALE_2023 = hwsoftmax.ITA_SCALE_2023  # ITA's before: s_in * log2(e) = 2^-5
+ROW_REF = {"softermax": hwsoftmax.softermax_row_ref, "ita": hwsoftmax.ita_row_ref, "log2_exact": hwsoftmax.log2_row_ref}
 
 
 def _kind_rows(rng, kind: int, rows: int, n: int, s_in: float, bits: int = 8) -> np.ndarray:
@@ -90,7 +91,7 @@ def test_registry_finds_every_variant():
 def test_kernel_matches_reference_random(name):
     rng = np.random.default_rng(sum(map(ord, name)))
     elements = 0
-    scales = (*SCALES, ITA_SCALE)
+    scales = (*SCALES, ITA_SCALE, ITA_SCALE_2023)
     for i, (n, rows) in enumerate(LENGTHS.items()):
         for j, s_in in enumerate(scales):
             x = _kind_rows(rng, (i + j) % 2, rows, n, s_in)
@@ -113,7 +114,7 @@ def test_kernel_matches_reference_out_bits_and_leading_axes(name, out_bits):
 @pytest.mark.parametrize("n", [1, 7, 64, 197, 1024])
 def test_kernel_matches_reference_extremes(name, n):
     x = np.stack(_extremes(n))
-    for s_in in (0.02, 0.2, ITA_SCALE):
+    for s_in in (0.02, 0.2, ITA_SCALE, ITA_SCALE_2023):
         y = _check(name, x, SoftmaxContext(s_in, 8, 8))
         # all equal: every element gets the same probability
         for r in (0, 1, 3, 4):
@@ -141,7 +142,7 @@ def test_one_hot_is_certain(name):
     v = variants.get("softmax", name)
     p = v.prepare(SoftmaxContext(0.2, 8, 8))
     y = v.kernel(x, p)[0]
-    assert y[5] == {"softermax": 255, "ita": 255, "log2": 128}[name]
+    assert y[5] == {"softermax": 255, "ita": 255, "log2_exact": 128}[name]
     assert (np.delete(y, 5) == 0).all()
 
 
@@ -151,7 +152,7 @@ def test_one_hot_is_certain(name):
 
 
 def _extreme_scales(name: str) -> tuple[float, ...]:
-    if name == "log2":
+    if name == "log2_exact":
         return (2.0**16, 2.0**-24, 0.125)  # the largest pre-shift k; the finest scale; q_ln2 = 5
     big = hwsoftmax.K_MAX / (hwsoftmax.LOG2E * (1 << hwsoftmax.K_FRAC)) * 0.99999  # K just below 2^31
     return (big, 2.0**-16)
@@ -166,7 +167,7 @@ def test_intermediate_widths_at_the_extremes(name):
         for out_bits in (1, 16):
             ctx = SoftmaxContext(s_in, bits, out_bits)
             p = variants.get("softmax", name).prepare(ctx)
-            if name != "log2":
+            if name != "log2_exact":
                 assert p["mult"] <= hwsoftmax.K_MAX
             for row in rows:
                 ROW_REF[name](row.tolist(), p, seen)
@@ -234,7 +235,7 @@ def _ita_float_twin(x: np.ndarray, s_in: float) -> np.ndarray:
     return np.array(out)
 
 
-@pytest.mark.parametrize("s_in", [ITA_SCALE, 0.05, 0.1])
+@pytest.mark.parametrize("s_in", [ITA_SCALE_2023, 0.05, 0.1])
 def test_ita_close_to_its_float_twin(s_in):
     """ITA rounds the base-2 exponent to an integer and rescales the partial sum by a rounded
     shift: compare with the float twin of that algorithm (a few LSB: the floors of 2^8 >> shift,
@@ -254,7 +255,7 @@ def test_log2_codes_close_to_float(s_in):
     """y = 2^(M - code): code within 1/2 (+ I-BERT's exp error) of -log2 p where p >= 2^-(M + 1/2);
     y = 0 only where p is small."""
     x = _sanity_rows(3, s_in)
-    v = variants.get("softmax", "log2")
+    v = variants.get("softmax", "log2_exact")
     ctx = SoftmaxContext(s_in, 8, 8)
     p = v.prepare(ctx)
     y = v.kernel(x, p)
@@ -276,7 +277,7 @@ def test_log2_codes_close_to_float(s_in):
 def test_log2_rounding_is_exact_against_python_ints():
     """round(log2(S/E)) at the integer thresholds: spot values either side of 2^(k + 1/2)."""
     p = hwsoftmax.log2_row_ref
-    params = variants.get("softmax", "log2").prepare(SoftmaxContext(0.05, 8, 8))
+    params = variants.get("softmax", "log2_exact").prepare(SoftmaxContext(0.05, 8, 8))
     # two equal elements: p = 1/2, -log2 p = 1 exactly: code 1, y = 64
     assert p([10, 10], params) == [64, 64]
     # one element: p = 1, code 0, y = 128
@@ -291,7 +292,7 @@ def test_log2_rounding_is_exact_against_python_ints():
 def test_prepare_and_kernel_refusals():
     for s_in in (2.0**-25, 2.0**17):
         with pytest.raises(ValueError, match="2\\^-24"):
-            variants.get("softmax", "log2").prepare(SoftmaxContext(s_in, 8, 8))
+            variants.get("softmax", "log2_exact").prepare(SoftmaxContext(s_in, 8, 8))
     for name in ("softermax", "ita"):
         v = variants.get("softmax", name)
         with pytest.raises(ValueError, match="2\\^31"):

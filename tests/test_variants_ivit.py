@@ -17,11 +17,11 @@ from hwvit.variants import layernorm_forms as lf
 from hwvit.variants.base import GeluContext, LayerNormContext, SoftmaxContext
 
 KEYS = [
-    ("gelu", "shiftgelu"),
-    ("softmax", "shiftmax"),
-    ("layernorm", "ivit"),
+    ("gelu", "shiftgelu_exact"),
+    ("softmax", "shiftmax_exact"),
+    ("layernorm", "ivit_exact"),
     ("layernorm", "no_eps"),
-    ("layernorm", "ptf"),
+    ("layernorm", "ptf_exact"),
 ]
 
 
@@ -80,7 +80,7 @@ GELU_CASES = [(0.02, 8, 0.01, 8), (0.05, 8, 0.03, 8), (0.1, 8, 0.05, 8), (0.3, 8
 
 
 def test_shiftgelu_random():
-    v = get("gelu", "shiftgelu")
+    v = get("gelu", "shiftgelu_exact")
     rng = np.random.default_rng(3)
     n = 0
     for s_in, b, s_out, k in GELU_CASES:  # every code of each input width
@@ -96,7 +96,7 @@ def test_shiftgelu_random():
 
 
 def test_shiftgelu_extremes_and_widths():
-    v = get("gelu", "shiftgelu")
+    v = get("gelu", "shiftgelu_exact")
     for s_in in [2.0**-16, 2.0**-15 * 3, 0.05, 1.0]:
         for b, k in [(8, 8), (16, 16), (16, 2), (2, 16)]:
             p = v.prepare(GeluContext(s_in, b, s_in / 4, k))
@@ -120,7 +120,7 @@ def test_shiftgelu_extremes_and_widths():
 
 
 def test_shiftgelu_float_sanity():
-    v = get("gelu", "shiftgelu")
+    v = get("gelu", "shiftgelu_exact")
     for s_in, s_out in [(0.02, 0.01), (0.05, 0.025), (0.1, 0.05), (0.3, 0.15)]:
         ctx = GeluContext(s_in, 8, s_out, 8)
         p = v.prepare(ctx)
@@ -134,7 +134,7 @@ def test_shiftgelu_float_sanity():
 
 
 def test_shiftmax_random():
-    v = get("softmax", "shiftmax")
+    v = get("softmax", "shiftmax_exact")
     rng = np.random.default_rng(4)
     n = 0
     for length, rows in [(1, 500), (2, 1800), (3, 1500), (5, 1500), (8, 1500), (16, 1500), (33, 1000), (64, 500),
@@ -150,7 +150,7 @@ def test_shiftmax_random():
 
 
 def test_shiftmax_extremes_and_widths():
-    v = get("softmax", "shiftmax")
+    v = get("softmax", "shiftmax_exact")
     for s_in in [2.0**-16, 0.05, 1.0]:
         for b, k in [(8, 8), (16, 16), (16, 2)]:
             lo, hi = -(1 << (b - 1)), (1 << (b - 1)) - 1
@@ -174,7 +174,7 @@ def test_shiftmax_extremes_and_widths():
 
 
 def test_shiftmax_float_sanity():
-    v = get("softmax", "shiftmax")
+    v = get("softmax", "shiftmax_exact")
     rng = np.random.default_rng(5)
     for s_in in (0.02, 0.05, 0.1):
         ctx = SoftmaxContext(s_in, 8, 8)
@@ -197,7 +197,7 @@ def _ln_ctx(rng, c, s_in=0.05, s_out=0.03, eps=1e-5, out_bits=8, absmax=None):
     return lf.PtfContext(g, b, eps, s_in, s_out, out_bits, channel_absmax=absmax)
 
 
-LN_NAMES = ["ivit", "no_eps", "ptf"]
+LN_NAMES = ["ivit_exact", "no_eps", "ptf_exact"]
 
 
 @pytest.mark.parametrize("name", LN_NAMES)
@@ -208,8 +208,8 @@ def test_layernorm_random(name):
     for c, rows in [(1, 300), (2, 1800), (3, 1500), (4, 1500), (8, 1500), (16, 1500), (24, 1000), (64, 600),
                     (192, 300), (768, 40), (1024, 30)]:  # fmt: skip
         for _ in range(2):
-            absmax = rng.uniform(0.5, 8.0, c) if name == "ptf" else None
-            s_in = lf.ptf_scale(absmax) if name == "ptf" else float(rng.choice([0.02, 0.05, 0.2]))
+            absmax = rng.uniform(0.5, 8.0, c) if name == "ptf_exact" else None
+            s_in = lf.ptf_scale(absmax) if name == "ptf_exact" else float(rng.choice([0.02, 0.05, 0.2]))
             eps = 0.0 if name == "no_eps" else float(rng.choice([0.0, 1e-6, 1e-5, 1e-2]))
             p = v.prepare(_ln_ctx(rng, c, s_in=s_in, s_out=float(rng.choice([0.01, 0.03, 0.1])), eps=eps,
                                   out_bits=int(rng.choice([8, 8, 12])), absmax=absmax))  # fmt: skip
@@ -239,7 +239,7 @@ def test_layernorm_extremes_and_widths(name):
         sign = np.where(np.arange(c) % 2 == 0, 1, -1)
         # the largest fixed-point operands: |G| = 2^14-1, |B| = 2^30-1, M = 2^31-1
         p = {"gamma": sign * lf.G_MAX, "beta": -sign * lf.B_MAX, "multiplier": lf.MULT_MAX, "shift": 40, "out_bits": 16}
-        if name == "ivit":
+        if name == "ivit_exact":
             for eps in (0, 1, iv.EPS_INT_MAX):
                 _same(v, x, {**p, "eps_int": eps})
                 st = iv.layernorm_stages(x, {**p, "eps_int": eps})
@@ -293,8 +293,8 @@ def test_ptf_alpha_choice():
     assert s == pytest.approx(8.0 / 1016)
     assert lf.ptf_alpha(absmax, s).tolist() == [0, 0, 1, 2, 2, 3, 3]  # the last clips at alpha = 3
     ctx = lf.PtfContext(np.ones(7), np.zeros(7), 1e-5, s, 0.03, 8, channel_absmax=absmax)
-    assert get("layernorm", "ptf").prepare(ctx)["alpha"].tolist() == [0, 0, 1, 2, 2, 3, 3]
-    plain = get("layernorm", "ptf").prepare(LayerNormContext(np.ones(7), np.zeros(7), 1e-5, s, 0.03, 8))
+    assert get("layernorm", "ptf_exact").prepare(ctx)["alpha"].tolist() == [0, 0, 1, 2, 2, 3, 3]
+    plain = get("layernorm", "ptf_exact").prepare(LayerNormContext(np.ones(7), np.zeros(7), 1e-5, s, 0.03, 8))
     assert plain["alpha"].tolist() == [0] * 7
     codes = lf.ptf_quantize(np.array([[0.1, 1.0, 2.0, 2.01, 4.0, 8.0, 100.0]]), s, lf.ptf_alpha(absmax, s))
     assert codes.max() == 127 and codes[0, 0] == round(0.1 / s)
@@ -305,9 +305,9 @@ def test_layernorm_float_sanity(name):
     v = get("layernorm", name)
     rng = np.random.default_rng(8)
     for c in (64, 192, 768):
-        spread = np.exp2(rng.integers(0, 4, c)) * 0.4 if name == "ptf" else np.full(c, 1.5)
+        spread = np.exp2(rng.integers(0, 4, c)) * 0.4 if name == "ptf_exact" else np.full(c, 1.5)
         xf = rng.normal(0, 1, (40, c)) * spread + rng.normal(0, 0.3, c)
-        if name == "ptf":
+        if name == "ptf_exact":
             absmax = np.abs(xf).max(0)
             s = lf.ptf_scale(absmax)
             ctx = _ln_ctx(rng, c, s_in=s, absmax=absmax)
@@ -322,5 +322,5 @@ def test_layernorm_float_sanity(name):
         mu, var = xd.mean(1, keepdims=True), xd.var(1, keepdims=True)
         want = np.clip(((xd - mu) / np.sqrt(var + ctx.eps) * ctx.gamma + ctx.beta) / ctx.s_out, -128, 127)
         err = np.abs(v.kernel(x, p) - want)
-        tol = 2.5 if name == "ivit" else 0.6  # I-LayerNorm's integer mean moves x - mu by up to 1/2 LSB
+        tol = 2.5 if name == "ivit_exact" else 0.6  # I-LayerNorm's integer mean moves x - mu by up to 1/2 LSB
         assert err.max() <= tol, (name, c, err.max())

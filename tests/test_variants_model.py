@@ -32,10 +32,11 @@ def test_every_family_lists_hwvits_own_first_and_the_published_ones():
     assert EVERY["requant"][0] == "half_up" and {"half_away", "half_even", "floor", "gemmlowp", "ibert"} <= set(
         EVERY["requant"]
     )
-    assert EVERY["gelu"][0] == "lut" and {"ibert", "shiftgelu", "tanh_lut"} <= set(EVERY["gelu"])
+    assert EVERY["gelu"][0] == "lut" and {"ibert", "shiftgelu", "shiftgelu_exact", "tanh_lut"} <= set(EVERY["gelu"])
     assert EVERY["softmax"][0] == "hwvit"
-    assert {"ibert", "shiftmax", "softermax", "ita", "log2"} <= set(EVERY["softmax"])
-    assert EVERY["layernorm"][0] == "hwvit" and {"ibert", "ivit", "no_eps", "ptf"} <= set(EVERY["layernorm"])
+    assert {"ibert", "shiftmax", "shiftmax_exact", "softermax", "ita", "log2", "log2_exact"} <= set(EVERY["softmax"])
+    assert EVERY["layernorm"][0] == "hwvit"
+    assert {"ibert", "ivit", "ivit_exact", "no_eps", "ptf", "ptf_exact"} <= set(EVERY["layernorm"])
 
 
 def _records(int_model, x):
@@ -48,11 +49,12 @@ def test_recipe_chooses_per_layer_and_the_forward_runs_it():
     model = small_model("vit-b16")
     recipe = from_dict(
         {
-            "default": {"gelu": "shiftgelu"},
+            "default": {"gelu": "shiftgelu_exact"},
             "layers": {
                 "layers.0.attn.softmax": {"softmax": "ibert"},
                 "layers.1.norm1": {"layernorm": "ivit"},
                 "layers.0.mlp.fc1": {"requant": "gemmlowp"},
+                "layers.1.mlp.gelu": {"gelu": "shiftgelu"},
             },
         }
     )
@@ -64,8 +66,15 @@ def test_recipe_chooses_per_layer_and_the_forward_runs_it():
     assert recs["layers.1.norm1"].kind == "layernorm_ivit" and recs["layers.0.norm1"].kind == "layernorm"
     assert recs["layers.0.mlp.fc1"].params["rounding"] == "gemmlowp"
     assert recs["layers.1.mlp.fc1"].params["rounding"] == "half_up"
-    for path in ("layers.0.mlp.gelu", "layers.1.mlp.gelu"):
-        assert recs[path].params["variant"] == "shiftgelu"
+    assert recs["layers.0.mlp.gelu"].kind == "gelu" and recs["layers.0.mlp.gelu"].params["variant"] == "shiftgelu_exact"
+    # I-ViT's released ShiftGELU works on rows (the sigmoid on each row's maximum): its own kind, rows
+    # of the hidden features, the kernel's output on them
+    row_gelu = recs["layers.1.mlp.gelu"]
+    assert row_gelu.kind == "gelu_shiftgelu" and row_gelu.params["variant"] == "shiftgelu"
+    assert row_gelu.tensors["x"].data.shape[-1] == int_model.blocks[1].fc1.w.shape[0]  # hidden features
+    gp = int_model.blocks[1].gelu.arith.params
+    got = variants.get("gelu", "shiftgelu").kernel(row_gelu.tensors["x"].data, gp)
+    assert np.array_equal(got, row_gelu.tensors["y"].data)
     # the softmax output is what the variant's kernel gives on the recorded input
     sm = recs["layers.0.attn.softmax"]
     arith = int_model.blocks[0].attn.softmax.arith
@@ -75,7 +84,7 @@ def test_recipe_chooses_per_layer_and_the_forward_runs_it():
     # the GELU table is the variant's kernel at every input code
     gelu = int_model.blocks[0].gelu
     half = 1 << (gelu.in_bits - 1)
-    v = variants.get("gelu", "shiftgelu")
+    v = variants.get("gelu", "shiftgelu_exact")
     from hwvit.variants.base import GeluContext
 
     want = v.kernel(np.arange(-half, half), v.prepare(GeluContext(gelu.s_in, gelu.in_bits, gelu.s_out, gelu.out_bits)))
@@ -186,11 +195,15 @@ def test_random_sets_of_a_variant_kind(tmp_path):
 
 
 def test_sim_says_a_kind_has_no_verilog_yet(tmp_path):
-    out = tmp_path / "r" / "rac"
-    res = CliRunner().invoke(main, ["vectors-random", "residual_add_channels", "--cases", "4", "--out", str(out)])
+    """I-ViT's released Shiftmax: its kind declares no Verilog until its datapath joins the row engine."""
+    from hwvit import blocks
+
+    assert not blocks.get("softmax_shiftmax").rtl and "no Verilog block yet" in blocks.get("softmax_shiftmax").doc
+    out = tmp_path / "r" / "sm"
+    res = CliRunner().invoke(main, ["vectors-random", "softmax_shiftmax", "--cases", "4", "--out", str(out)])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["sim", str(out), "--simulator", "icarus"])
-    assert res.exit_code != 0 and "residual_add_channels has no Verilog block yet" in res.output, res.output
+    assert res.exit_code != 0 and "softmax_shiftmax has no Verilog block yet" in res.output, res.output
 
 
 def test_ptf_quantizes_the_residual_stream_per_channel(tmp_path):

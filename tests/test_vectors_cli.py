@@ -188,7 +188,13 @@ def _fake_trace(monkeypatch, seen: dict | None = None):
         if seen is not None:
             seen.update(preset=kw["preset"], limit=kw["limit"], seed=seed)
             assert device == "cpu"
-        return records, "cd" * 32, {"model": "fake"}
+        made = {
+            "weights_sha256": "ab" * 32,
+            "calibration_sha256": None,
+            "inputs_sha256": None,
+            "options": {"model": "fake"},
+        }
+        return records, "cd" * 32, {"model": "fake"}, made
 
     monkeypatch.setattr(cli_vectors, "_model_records", fake)
     return records
@@ -208,6 +214,7 @@ def test_model_mode_writes_a_tree(tmp_path, monkeypatch):
     man = vectors.read(out / "pool").manifest
     assert man["source_sha256"] == "cd" * 32 and man["seed"] == 4
     assert man["config_hash"] == vectors.config_hash(man["params"], {"model": "fake"})
+    assert man["provenance"]["weights_sha256"] == "ab" * 32 and man["provenance"]["options"] == {"model": "fake"}
     assert run("check", str(out)).output == "5 sets valid\n"
 
 

@@ -232,13 +232,18 @@ def test_variant_option_picks_the_variant_kind_table_or_rounding(tmp_path):
     res = run(cli, ["vectors-random", "softmax", "--variant", "ibert", "--cases", "3", "--out", str(tmp_path / "s")])
     assert res.exit_code == 0, res.output
     assert vectors.read(tmp_path / "s").kind == "softmax_ibert"
-    res = run(cli, ["vectors-random", "gelu", "--variant", "shiftgelu", "--out", str(tmp_path / "g")])
+    res = run(cli, ["vectors-random", "gelu", "--variant", "shiftgelu_exact", "--out", str(tmp_path / "g")])
     assert res.exit_code == 0, res.output
     got = vectors.read(tmp_path / "g")
-    assert got.params["variant"] == "shiftgelu"
+    assert got.params["variant"] == "shiftgelu_exact"
     assert not np.array_equal(got["table"], vectors.random_record("gelu", 64, 0).tensors["table"].data)
     res = run(cli, ["vectors-random", "residual_add", "--variant", "ibert", "--out", str(tmp_path / "r")])
     assert res.exit_code != 0 and "--variant applies to" in res.output
+    # I-ViT's released ShiftGELU works on rows: no table; its sets are a kind of their own
+    res = run(cli, ["vectors-random", "gelu", "--variant", "shiftgelu", "--out", str(tmp_path / "rg")])
+    assert res.exit_code != 0 and "its sets are kind gelu_shiftgelu" in res.output, res.output
+    res = run(cli, ["vectors-random", "gelu_shiftgelu", "--cases", "5", "--out", str(tmp_path / "rg")])
+    assert res.exit_code == 0 and vectors.read(tmp_path / "rg").kind == "gelu_shiftgelu", res.output
     res = run(cli, ["vectors-random", "gelu", "--variant", "nope", "--out", str(tmp_path / "n")])
     assert res.exit_code != 0 and "unknown gelu variant 'nope'" in res.output
 

@@ -191,7 +191,7 @@ def test_empty_directory_and_files_as_destination(tmp_path):
     assert (tmp_path / "empty" / "manifest.yaml").is_file()
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    with pytest.raises(FileExistsError, match="holds no vector set; not replacing it"):
+    with pytest.raises(FileExistsError, match="--force replaces only vector sets, and it holds none"):
         vectors.write_set(_gemm_record(), tmp_path / "mine", force=True)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
     (tmp_path / "file").write_text("x")

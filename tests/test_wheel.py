@@ -90,6 +90,10 @@ def test_wheel_carries_rtl_and_testbenches(installed):
     for rel in ("rtl/softmax.v", "rtl/round_sat.v", "sim/tbutil.py", "sim/test_requant.py", "docs/rtl.md"):
         assert (hdl / rel).is_file(), rel
         assert (hdl / rel).read_bytes() == (CHECKOUT / rel).read_bytes(), f"{rel} differs from the checkout"
+    # `hwvit tb export`'s SystemVerilog templates are package data
+    templates = sorted(p.name for p in (CHECKOUT / "hwvit" / "tbexport" / "templates").glob("*.sv.tmpl"))
+    shipped = sorted(p.name for p in (installed[0] / "hwvit" / "tbexport" / "templates").glob("*.sv.tmpl"))
+    assert templates and shipped == templates, shipped
 
 
 def test_installed_wheel_vectors_then_sim_both(installed, tmp_path):

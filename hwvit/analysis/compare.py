@@ -22,11 +22,14 @@ class _Acc:
 
     With a range ``(lo, hi)`` it also counts clipped elements (the float value at this scale
     rounds outside the range) and the largest |int| reached (the used share of the range).
+    ``zero``: the point's zero point (an imported model's asymmetric activations): its real values
+    are ``scale * (q - zero)``.
     """
 
-    def __init__(self, scale: float, rng: tuple[int, int] | None = None):
+    def __init__(self, scale: float, rng: tuple[int, int] | None = None, zero: int = 0):
         self.scale = scale
         self.rng = rng
+        self.zero = int(zero)
         self.clipped = 0
         self.int_max = 0
         self.signal = self.noise = self.dot = self.nref = self.ntest = self.err_sum = 0.0
@@ -39,7 +42,7 @@ class _Acc:
         # a per-channel scale (FQ-ViT's power-of-two factor: s * 2^alpha_c) runs along the last axis
         scale = np.broadcast_to(np.asarray(self.scale, dtype=np.float64), np.shape(q)).reshape(-1)
         ref = np.asarray(ref, dtype=np.float64).reshape(-1)
-        test = np.asarray(q, dtype=np.float64).reshape(-1) * scale
+        test = (np.asarray(q, dtype=np.float64).reshape(-1) - self.zero) * scale
         diff = ref - test
         # np.sum(a * b), not a @ b: the @ of float64 vectors goes to multithreaded BLAS ddot, which
         # on this shared 2-core machine took 15 ms for 74k elements instead of 0.04 ms.
@@ -53,7 +56,7 @@ class _Acc:
         self.err_sum += float(lsb.sum())
         self.count += lsb.size
         if self.rng is not None:
-            self.clipped += quantize_at(ref, scale, *self.rng)[1]
+            self.clipped += quantize_at(ref, scale, *self.rng, self.zero)[1]
             self.int_max = max(self.int_max, int(np.abs(np.asarray(q)).max()) if lsb.size else 0)
         kept = 0 if self.worst_errors is None else self.worst_errors.size
         if kept < HIST_SAMPLES:
@@ -122,11 +125,16 @@ class CompareResult:
     recipe: dict | None = None  # the quantization recipe (hwvit.quant.recipe), when not the plain int8 one
     calibration: dict = field(default_factory=dict)  # point -> how its range was calibrated
     errors: dict[str, np.ndarray] = field(default_factory=dict)  # signed LSB errors, first HIST_SAMPLES per point
+    # a quantized ONNX file's: the file in onnxruntime beside the integer model (hwvit.onnx.runtime
+    # SideBySide.to_dict()), in the JSON and the report
+    onnxruntime: dict | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
         for key in ("logits_float", "logits_int", "errors"):
             d.pop(key)
+        if d["onnxruntime"] is None:
+            d.pop("onnxruntime")
         return d
 
     def worst_layer(self) -> dict | None:
@@ -178,12 +186,12 @@ def compare(
         logits_i.append(li_b)
         for path, acc in accs_b.items():
             if path not in accs:
-                accs[path] = _Acc(acc.scale, acc.rng)
+                accs[path] = _Acc(acc.scale, acc.rng, acc.zero)
                 accs[path].shape = acc.shape
                 order.append(path)
             accs[path].merge(acc)
         for path, acc in iso_b.items():
-            iso.setdefault(path, _Acc(acc.scale)).merge(acc)
+            iso.setdefault(path, _Acc(acc.scale, zero=acc.zero)).merge(acc)
 
     if client is None:
         run_int = int_forward(int_model, device)
@@ -249,17 +257,17 @@ def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, 
         ref = aligned(floats[path], q.shape) if path in floats else None
         if ref is None:
             continue
-        acc = accs[path] = _Acc(scale, point_range(path, int_model.bits_at(path)))
+        acc = accs[path] = _Acc(scale, point_range(path, int_model.bits_at(path)), int_model.zero_at(path))
         acc.shape = tuple(q.shape[1:])
         acc.add(ref, q)
     iso: dict[str, _Acc] = {}
     if isolated:
-        forced = Trace(values=True, force=Forcer(floats, int_model.bits_at))
+        forced = Trace(values=True, force=Forcer(floats, int_model.bits_at, int_model.zero_at))
         int_model.forward(x.numpy(), trace=forced)
         for path, (q, scale) in forced.values.items():
             ref = aligned(floats[path], q.shape) if path in accs else None
             if ref is not None:
-                iso.setdefault(path, _Acc(scale)).add(ref, q)
+                iso.setdefault(path, _Acc(scale, zero=int_model.zero_at(path))).add(ref, q)
     return lf.double().numpy(), int_model.dequantize_logits(li), accs, iso
 
 

@@ -22,10 +22,11 @@ def point_range(path: str, bits: int) -> tuple[int, int]:
     return -half, half - 1
 
 
-def quantize_at(x: np.ndarray, scale: float, lo: int, hi: int) -> tuple[np.ndarray, int]:
-    """``clip(round_half_away(x / scale), lo, hi)`` and how many elements the clip changed."""
+def quantize_at(x: np.ndarray, scale: float, lo: int, hi: int, zero: int = 0) -> tuple[np.ndarray, int]:
+    """``clip(round_half_away(x / scale) + zero, lo, hi)`` and how many elements the clip changed
+    (``zero``: the point's zero point, an imported model's; 0 for hwvit's own)."""
     r = np.asarray(x, dtype=np.float64) / scale
-    q = np.sign(r) * np.floor(np.abs(r) + 0.5)
+    q = np.sign(r) * np.floor(np.abs(r) + 0.5) + zero
     clipped = int(np.count_nonzero((q < lo) | (q > hi)))
     return np.clip(q, lo, hi).astype(np.int64), clipped
 
@@ -44,10 +45,14 @@ def aligned(ref: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
 
 class Forcer:
     """``Trace(force=...)`` callback: the float value of ``floats[path]``, quantized at the point's
-    scale and width (``bits_at``: path -> bits, e.g. ``IntViT.bits_at``), replaces ``q``."""
+    scale, zero point and width (``bits_at``: path -> bits, e.g. ``IntViT.bits_at``; ``zero_at``:
+    path -> zero point, ``IntViT.zero_at``, none by default), replaces ``q``."""
 
-    def __init__(self, floats: dict[str, np.ndarray], bits_at: Callable[[str], int]):
+    def __init__(
+        self, floats: dict[str, np.ndarray], bits_at: Callable[[str], int], zero_at: Callable[[str], int] | None = None
+    ):
         self.floats, self.bits_at = floats, bits_at
+        self.zero_at = zero_at or (lambda path: 0)
 
     def __call__(self, path: str, q: np.ndarray, scale: float) -> np.ndarray:
         ref = self.floats.get(path)
@@ -55,4 +60,4 @@ class Forcer:
         if ref is None:
             return q  # no float counterpart (the fused qkv output, the softmax's own path): keep the int value
         lo, hi = point_range(path, self.bits_at(path))
-        return quantize_at(ref, scale, lo, hi)[0]
+        return quantize_at(ref, scale, lo, hi, self.zero_at(path))[0]

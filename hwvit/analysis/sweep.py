@@ -204,13 +204,15 @@ def sweep(
     data=None,
     recipe=None,
     client=None,
+    front: str = "both",
 ) -> list[dict]:
     """Quantize ``source.model`` (a hwvit.pipeline.Source) with each grid point and compare it with the float model.
 
     Every point is calibrated on the same ``calib_images`` inputs and evaluated on the same
     ``images`` inputs (hwvit.pipeline: the digits held-out split, else seeded random inputs).
     Returns one row per grid point (keys: COLUMNS), in grid order. ``progress(i, n, row)`` is
-    called after each point. ``data`` (a hwvit.pipeline.Data) gives the user's calibration and
+    called after each point; ``front``: what the rows' ``pareto`` column weighs against cost
+    (``pareto``). ``data`` (a hwvit.pipeline.Data) gives the user's calibration and
     evaluation data instead (``images`` and ``calib_images`` are then not used). ``client`` (a Dask
     client, hwvit.cluster): each point a task on its workers, the rows the same as here.
 
@@ -233,7 +235,7 @@ def sweep(
         if threads is not None:
             torch.set_num_threads(threads)
         if data is not None:
-            return _run(source, grid, data.calib, data.inputs, data.labels, progress, recipe, client)
+            return _run(source, grid, data.calib, data.inputs, data.labels, progress, recipe, client, front)
         return _run(
             source,
             grid,
@@ -242,6 +244,7 @@ def sweep(
             progress,
             recipe,
             client,
+            front,
         )
     finally:
         torch.set_num_threads(saved)
@@ -259,32 +262,57 @@ def storage_bits(layers: list[dict], images: int, act_bits: int, softmax_bits: i
     return total
 
 
-def pareto(rows: list[dict], acc_key: str) -> list[bool]:
-    """Whether each row is on the Pareto front of accuracy (higher better) against cost_bits (lower better)."""
+# What a Pareto front weighs against cost (--front): top-1 on a few dozen images moves in steps of
+# several points and ties often, so the default asks the logits SQNR too.
+FRONTS = {
+    "both": "accuracy and logits SQNR",
+    "top1": "accuracy",
+    "sqnr": "logits SQNR",
+}
+
+
+def pareto(rows: list[dict], acc_key: str, front: str = "both") -> list[bool]:
+    """Whether each row is on the Pareto front of cost_bits (lower better) against ``front``'s
+    measures (higher better: ``acc_key``, the logits SQNR, or both): no other row costs no more and
+    measures no worse on each, and is strictly better on one."""
+    if front not in FRONTS:
+        raise ValueError(f"unknown front {front!r}; choose from {', '.join(FRONTS)}")
+    keys = {"both": (acc_key, "logits_sqnr_db"), "top1": (acc_key,), "sqnr": ("logits_sqnr_db",)}[front]
+
+    def better_or_equal(o: dict, r: dict) -> bool | None:
+        if any(o[k] is None or r[k] is None for k in keys):
+            return None
+        return o["cost_bits"] <= r["cost_bits"] and all(o[k] >= r[k] for k in keys)
+
     out = []
     for r in rows:
         dominated = any(
-            o is not r
-            and o[acc_key] is not None
-            and r[acc_key] is not None
-            and o["cost_bits"] <= r["cost_bits"]
-            and o[acc_key] >= r[acc_key]
-            and (o["cost_bits"] < r["cost_bits"] or o[acc_key] > r[acc_key])
+            o is not r and better_or_equal(o, r) and (o["cost_bits"] < r["cost_bits"] or any(o[k] > r[k] for k in keys))
             for o in rows
         )
         out.append(not dominated)
     return out
 
 
-def point_row(model, name: str, calib, inputs, labels, base_recipe, point: GridPoint) -> dict:
+def point_row(
+    model, name: str, calib, inputs, labels, base_recipe, point: GridPoint, onnx_path: str | None = None
+) -> dict:
     """One grid point: quantize ``model`` with the point's knobs (calibration included) and compare
-    it with the float model (a Dask task of ``hwvit sweep --cluster`` too: plain arguments only)."""
+    it with the float model (a Dask task of ``hwvit sweep --cluster`` too: plain arguments only).
+    ``onnx_path``: a quantized ONNX file, whose own integer model is built with the point's softmax
+    and LayerNorm arithmetic (hwvit.onnx: every other knob is the file's)."""
     from dataclasses import replace
 
     from hwvit.pipeline import batch_size_for
 
     t0 = time.perf_counter()
-    int_model = quantize_model(model, calib, recipe=replace(base_recipe, base=point.qconfig))
+    if onnx_path is not None:
+        from hwvit.onnx.build import load
+
+        qc = point.qconfig
+        int_model = load(onnx_path, softmax=qc.softmax, layernorm=qc.layernorm).int_model
+    else:
+        int_model = quantize_model(model, calib, recipe=replace(base_recipe, base=point.qconfig))
     res = compare(
         model,
         int_model,
@@ -319,25 +347,27 @@ def point_row(model, name: str, calib, inputs, labels, base_recipe, point: GridP
     return out
 
 
-def _run(source, grid, calib, inputs, labels, progress, recipe=None, client=None) -> list[dict]:
+def _run(source, grid, calib, inputs, labels, progress, recipe=None, client=None, front="both") -> list[dict]:
     from hwvit.quant.recipe import plain
 
     base_recipe = recipe or plain()
+    imported = getattr(source, "imported", None)
+    onnx_path = str(imported.path) if imported is not None else None
     if client is None:
-        results = (point_row(source.model, source.name, calib, inputs, labels, base_recipe, p) for p in grid)
+        results = (point_row(source.model, source.name, calib, inputs, labels, base_recipe, p, onnx_path) for p in grid)
     else:  # one task per point on the Dask workers; the model and data sent to each worker once
         from hwvit.cluster import map_ordered
 
         shared = (source.model, source.name, calib, inputs, labels, base_recipe)
-        results = map_ordered(client, point_row, shared, grid)
+        results = map_ordered(client, point_row, shared, grid, onnx_path)
     rows = []
     for i, row in enumerate(results):
         rows.append(row)
         if progress is not None:
             progress(i + 1, len(grid), rows[-1])
     acc_key = "top1_int" if rows and rows[0]["top1_int"] is not None else "agreement"
-    for r, front in zip(rows, pareto(rows, acc_key)):
-        r["pareto"] = front
+    for r, on in zip(rows, pareto(rows, acc_key, front)):
+        r["pareto"] = on
     return rows
 
 

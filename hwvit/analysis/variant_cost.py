@@ -2,8 +2,9 @@
 (hwvit.synth), for the sweep's Pareto of error against cells.
 
 ``block_of(family, name)`` names the block that computes a variant and its synthesis parameters:
-softmax and LayerNorm variants are blocks of their own (``softmax_ibert``, ...); every GELU
-variant is a table on rtl/gelu.v (the same cells, another table); a requant rounding is a
+softmax and LayerNorm variants are blocks of their own (``softmax_ibert``, ...); every elementwise
+GELU variant is a table on rtl/gelu.v (the same cells, another table), a row GELU its own block
+(``gelu_shiftgelu``); a requant rounding is a
 parameter of rtl/requant.v (``hwvit.blocks.requant.rtl_rounding``: ROUNDING, WRAP). ``costs(rows)`` adds
 ``cells``, ``flip_flops``, ``longest_path`` and ``memory_bits`` to a sweep's variant rows (and the
 baseline's, per family), each block synthesized once.
@@ -22,7 +23,7 @@ def block_of(family: str, name: str) -> tuple[str, dict[str, int]] | None:
 
     if ":" in name:  # a team's own function: its block is theirs
         return None
-    if family in ("softmax", "layernorm"):
+    if family in ("softmax", "layernorm") or (family == "gelu" and variants.get(family, name).row):
         kind = family if variants.is_default(family, name) else f"{family}_{name}"
         spec = blocks.get(kind)
         return (kind, dict(spec.synth)) if spec.rtl and spec.synth is not None else None

@@ -57,10 +57,9 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
         table = np.asarray(opts["table"], dtype=np.int64).reshape(-1)
         s_in, s_out = opts["scale_in"], opts["scale_out"]
     elif variant not in (None, "lut"):  # another GELU arithmetic: its value at every input code
-        from hwvit import variants
         from hwvit.variants.base import GeluContext
 
-        v = variants.get("gelu", str(variant))
+        v = _table_variant(str(variant))
         ctx = GeluContext(s_in, in_bits, s_out, out_bits)
         table = np.asarray(v.kernel(np.arange(-half, half, dtype=np.int64), v.prepare(ctx)), dtype=np.int64)
         params["variant"] = str(variant)
@@ -85,6 +84,17 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     )
 
 
+def _table_variant(name: str):
+    """A GELU variant that is a function of each code, so a table; ValueError for one that works on
+    rows (its sets are kind ``gelu_<name>``, hwvit.blocks.variant_kinds)."""
+    from hwvit import variants
+
+    v = variants.get("gelu", name)
+    if v.row:
+        raise ValueError(f"gelu={name} works on rows, not on each code (no table): its sets are kind gelu_{name}")
+    return v
+
+
 def count_bins(params, inputs, outputs, limits) -> dict[str, int]:
     x = inputs["x"].reshape(-1)
     half = 1 << (int(params["in_bits"]) - 1)
@@ -102,14 +112,13 @@ def verify(vset) -> str | None:
     name = vset.params.get("variant")
     if name is None or ":" in name:  # hwvit's table, or a team's function (checked where it runs)
         return None
-    from hwvit import variants
     from hwvit.variants.base import GeluContext
 
     in_bits, out_bits = int(vset.params["in_bits"]), int(vset.params["out_bits"])
     s_in, s_out = vset.tensors["x"].scale, vset.tensors["y"].scale
     if s_in is None or s_out is None:
         return f"gelu ({name}): the set records no x or y scale to make the table from"
-    v = variants.get("gelu", name)
+    v = _table_variant(name)
     half = 1 << (in_bits - 1)
     table = v.kernel(np.arange(-half, half, dtype=np.int64), v.prepare(GeluContext(s_in, in_bits, s_out, out_bits)))
     bad = np.flatnonzero(table != np.asarray(vset["table"]))

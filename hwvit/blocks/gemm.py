@@ -4,7 +4,11 @@ int8 (or uint8) A rows against int8 W channels, int32 accumulators, a multiplier
 channel; the record holds the accumulators too (docs/arithmetic.md). A random set may take another
 requant variant (``--set rounding=NAME``): y from its kernel, gemmlowp's shifts moved down by 31,
 channels 5 and 6 made tie channels (acc / 2 of opposite signs); sim/test_gemm.py builds the engine
-with that rounding's ROUNDING / WRAP (hwvit/blocks/requant.py ``rtl_rounding``).
+with that rounding's ROUNDING / WRAP (hwvit/blocks/requant.py ``rtl_rounding``). An imported
+model's sets (docs/onnx.md) may carry zero points, recorded only where they are not 0: ``zero_a``,
+``zero_w`` subtracted from the operands, ``zero_out`` added after the requant's rounding
+(hwvit.ops.gemm_zero, hwvit.ops.requant_zero); sim/test_gemm.py builds the engine with
+ZERO_POINTS = 1 for them. A random set takes them as options (``--set zero_out=-3``).
 """
 
 from __future__ import annotations
@@ -52,14 +56,22 @@ def traced(
     a_signed: bool,
     scales: tuple[float, float],
     rounding: str = "half_up",
+    zero_out: int = 0,
+    zero_a: int = 0,
+    zero_w: int = 0,
 ) -> BlockRecord:
     """The record of one GEMM-engine pass of the integer model (2-D a, w, acc, y; bias None: zeros;
     a scalar multiplier or shift is every channel's; ``rounding``: the requant variant, recorded
-    as the set's ``rounding`` parameter)."""
+    as the set's ``rounding`` parameter; zero points of an imported model, recorded only where they
+    are not 0: ``zero_out`` added after the requant's rounding, ``zero_a`` / ``zero_w`` subtracted
+    from the operands of an activation x activation product)."""
     n = w.shape[0]
     params = {"m": a.shape[0], "k": a.shape[1], "n": n, "a_signed": bool(a_signed), "out_bits": out_bits}
     if rounding != "half_up":
         params["rounding"] = rounding
+    for key, value in (("zero_out", zero_out), ("zero_a", zero_a), ("zero_w", zero_w)):
+        if value:
+            params[key] = int(value)
     return make_record(
         "gemm",
         path,
@@ -75,24 +87,50 @@ def traced(
     )
 
 
-def verify(vset) -> str | None:
-    """A set of another requant variant (``rounding``): its y computed again from acc, multiplier
-    and shift with that variant's kernel (hwvit.variants); hwvit's own rounding is the RTL's to check."""
-    rounding = vset.params.get("rounding", "half_up")
-    if rounding == "half_up" or ":" in rounding:  # a team's function is checked where it runs
-        return None
-    from hwvit import variants
+ZEROS = ("zero_a", "zero_w", "zero_out")
 
-    p = {
-        "multiplier": np.asarray(vset["multiplier"]),
-        "shift": np.asarray(vset["shift"]),
-        "out_bits": int(vset.params["out_bits"]),
-    }
-    y = variants.get("requant", rounding).kernel(np.asarray(vset["acc"], dtype=np.int64), p)
+
+def check_params(params: dict[str, Any]) -> str | None:
+    """Zero points: signed 8-bit operands' (a uint8 a too: the RTL's 10-bit a - za holds -127..383),
+    the output's within out_bits, which it leaves one bit of the requant's 16 (rtl/gemm.v)."""
+    for key in ZEROS:
+        value = params.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"gemm param {key}={value!r} is not an int"
+    lo, hi = (-(1 << (int(params["out_bits"]) - 1)), (1 << (int(params["out_bits"]) - 1)) - 1)
+    for key, (a, b) in (("zero_a", INT8.range), ("zero_w", INT8.range), ("zero_out", (lo, hi))):
+        if not a <= params.get(key, 0) <= b:
+            return f"gemm param {key}={params[key]} outside [{a}, {b}]"
+    if params.get("zero_out", 0) and int(params["out_bits"]) > OUT_BITS[1] - 1:
+        return f"gemm param zero_out needs out_bits <= {OUT_BITS[1] - 1}"
+    from hwvit.ops.round_sat import SHIFT_MODES
+
+    if params.get("zero_out", 0) and params.get("rounding", "half_up") not in SHIFT_MODES:
+        return f"gemm param zero_out goes with a saturating rounding: {', '.join(SHIFT_MODES)}"
+    return None
+
+
+def verify(vset) -> str | None:
+    """A set of another requant variant (``rounding``) or with an output zero point: its y computed
+    again from acc, multiplier and shift with that variant's kernel (hwvit.variants) and the zero
+    point; hwvit's own rounding without one is the RTL's to check."""
+    rounding = vset.params.get("rounding", "half_up")
+    zero = int(vset.params.get("zero_out", 0))
+    if (rounding == "half_up" and not zero) or ":" in rounding:  # a team's function is checked where it runs
+        return None
+    acc = np.asarray(vset["acc"], dtype=np.int64)
+    mult, shift, out_bits = np.asarray(vset["multiplier"]), np.asarray(vset["shift"]), int(vset.params["out_bits"])
+    if zero:
+        y = ops.requant_zero(acc, mult, shift, out_bits, rounding, zero)
+    else:
+        from hwvit import variants
+
+        y = variants.get("requant", rounding).kernel(acc, {"multiplier": mult, "shift": shift, "out_bits": out_bits})
     bad = np.argwhere(y != np.asarray(vset["y"]))
     if bad.size:
         i, j = (int(t) for t in bad[0])
-        return f"gemm: y[{i}][{j}] is {int(vset['y'][i, j])}, requant {rounding} of acc gives {int(y[i, j])}"
+        with_zero = f" plus zero point {zero}" if zero else ""
+        return f"gemm: y[{i}][{j}] is {int(vset['y'][i, j])}, requant {rounding} of acc{with_zero} gives {int(y[i, j])}"
     return None
 
 
@@ -125,12 +163,15 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
         n,
         lambda c: rng.integers(-128, 127, (c, k), endpoint=True),
     )
-    bias_max = min(1 << 30, ACC.hi - k * 255 * 128)  # ops.gemm's int32 bound
+    za, zw, zy = (int_option(opts, key, -(1 << 15), 1 << 15) for key in ZEROS)
+    bias_max = min(1 << 30, ACC.hi - k * 383 * 255)  # ops.gemm_zero's int32 bound (ops.gemm's with no zero point)
+    if not (za or zw):
+        bias_max = min(1 << 30, ACC.hi - k * 255 * 128)
     # Most biases of the size of a typical dot product (so rows differ after requant), two extreme.
     typical = min(bias_max, int(math.sqrt(k) * (1 << 14)))
     bias = rng.integers(-typical, typical, n, endpoint=True)
     bias[: min(n, 2)] = [bias_max, -bias_max][: min(n, 2)]
-    acc = ops.gemm(a, w, bias, a_signed)
+    acc = ops.gemm_zero(a, w, bias, a_signed, za, zw)
     mult = rng.integers(M_LO, MULT_MAX, n, endpoint=True)  # per-channel multipliers
     mult[: min(n, 2)] = [MULT_MAX, M_LO][: min(n, 2)]
     shift = shift_for(np.abs(acc).max(axis=0), mult, out_bits, rng.integers(-2, 2, n))
@@ -140,7 +181,17 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
         shift[4] = SHIFT_MAX  # rounds every output of the channel to 0 (or 1 at the +max)
     params = {"m": int(cases), "k": k, "n": n, "a_signed": a_signed, "out_bits": out_bits}
     rounding = opts.get("rounding") or "half_up"
-    if rounding == "half_up":
+    for key, value in zip(ZEROS, (za, zw, zy)):
+        if value:
+            params[key] = value
+    fault = check_params(params)
+    if fault:
+        raise ValueError(fault)
+    if zy:  # an output zero point: y from the rounding's kernel, then the zero point
+        y = ops.requant_zero(acc, mult, shift, out_bits, rounding, zy)
+        if rounding != "half_up":
+            params["rounding"] = rounding
+    elif rounding == "half_up":
         y = ops.requant(acc, mult, shift, out_bits)
     else:  # another requant variant (hwvit.variants): y from its kernel, recorded as `rounding`
         from hwvit import variants
@@ -153,7 +204,7 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
         if n > 6:  # tie channels: acc * 2^30 / 2^31 = acc / 2 (gemmlowp: h = round(acc / 2), then / 2),
             # channel 6 the negation of channel 5 (a tie of each sign for every odd acc)
             w[6], bias[6] = np.minimum(-w[5], 127), -bias[5]  # -(-128) is not int8: 127 there
-            acc = ops.gemm(a, w, bias, a_signed)
+            acc = ops.gemm_zero(a, w, bias, a_signed, za, zw)
             mult[5:7], shift[5:7] = M_LO, 1 if gemmlowp else 31
         y = variants.get("requant", rounding).kernel(acc, {"multiplier": mult, "shift": shift, "out_bits": out_bits})
         params["rounding"] = rounding
@@ -186,7 +237,7 @@ KIND = BlockKind(
     params=PARAMS,
     contract=CONTRACT,
     random=random_set,
-    defaults={"k": 64, "n": 16, "a_signed": True, "out_bits": 8, "rounding": "half_up"},
+    defaults={"k": 64, "n": 16, "a_signed": True, "out_bits": 8, "rounding": "half_up", **dict.fromkeys(ZEROS, 0)},
     bins=(
         "sat_high",
         "sat_low",
@@ -207,6 +258,7 @@ KIND = BlockKind(
     testbench="sim/test_gemm.py",
     rows="m",
     verify=verify,
+    check_params=check_params,
     shared=("w", "bias", "multiplier", "shift"),
     synth={"ROWS": 4, "COLS": 4, "MAX_M": 64, "MAX_K": 256, "MAX_N": 256},
     mutate_parts=("gemm_array.v", "gemm_out.v", "gemm_pe.v"),

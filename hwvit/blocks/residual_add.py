@@ -1,5 +1,12 @@
 """residual_add: y = sat((a * Ma + b * Mb + 2^(s-1)) >>> s), two int8 operands at their own scales
-brought to the output scale (``rtl/residual_add.v``, docs/arithmetic.md)."""
+brought to the output scale (``rtl/residual_add.v``, docs/arithmetic.md).
+
+An imported model's sets (docs/onnx.md) may carry zero points and another rounding, recorded only
+where they are not hwvit's own: ``zero_a``, ``zero_b`` subtracted from the operands, ``zero_out``
+added after the rounding, ``rounding`` one of ROUNDINGS (hwvit.ops.residual_add_zp;
+sim/test_residual_add.py builds rtl/residual_add.v with its ROUNDING). A random set takes them as
+options (``--set zero_a=-3 --set rounding=half_even``).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +23,12 @@ from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX
 from hwvit.ops.reference import residual_add_ref
 from hwvit.record import BlockRecord, Spec, make_record
 
-PARAMS = {"out_bits": (int, OUT_BITS), "mult_a": (int, U31), "mult_b": (int, U31), "shift": (int, (1, SHIFT_MAX))}
+PARAMS = {
+    "out_bits": (int, OUT_BITS),
+    "mult_a": (int, U31),
+    "mult_b": (int, U31),
+    "shift": (int, (1, SHIFT_MAX)),
+}
 CONTRACT = {
     "a": spec("input", ("n",), INT8),
     "b": spec("input", ("n",), INT8),
@@ -24,9 +36,61 @@ CONTRACT = {
 }
 
 
-def traced(path: str, a, b, y, mult_a: int, mult_b: int, shift: int, out_bits: int, scales: dict) -> BlockRecord:
-    """The record of one residual add of the integer model (flattened)."""
+ZEROS = ("zero_a", "zero_b", "zero_out")
+# the roundings rtl/residual_add.v takes (its ROUNDING parameter, rtl/round_sat.v's)
+ROUNDINGS = {"half_up": 0, "half_away": 1, "half_even": 2, "floor": 3}
+
+
+def check_params(params: dict[str, Any]) -> str | None:
+    """Zero points signed 8 (the output's within out_bits); a rounding the RTL has."""
+    rounding = params.get("rounding", "half_up")
+    if rounding not in ROUNDINGS:
+        return f"residual_add param rounding={rounding!r}: rtl/residual_add.v rounds {', '.join(ROUNDINGS)}"
+    out_lo, out_hi = -(1 << (int(params["out_bits"]) - 1)), (1 << (int(params["out_bits"]) - 1)) - 1
+    for key, (lo, hi) in zip(ZEROS, (INT8.range, INT8.range, (out_lo, out_hi))):
+        value = params.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+            return f"residual_add param {key}={value!r} outside [{lo}, {hi}]"
+    return None
+
+
+def verify(vset) -> str | None:
+    """A set with zero points or another rounding: y computed again from a and b."""
+    p = vset.params
+    if p.get("rounding", "half_up") == "half_up" and not any(p.get(k, 0) for k in ZEROS):
+        return None  # hwvit's own add: the RTL's to check
+    y = ops.residual_add_zp(
+        vset["a"], vset["b"], p["mult_a"], p["mult_b"], p["shift"], p["out_bits"], p.get("rounding", "half_up"),
+        *(int(p.get(k, 0)) for k in ZEROS),
+    )  # fmt: skip
+    bad = np.flatnonzero(y != np.asarray(vset["y"]))
+    if bad.size:
+        i = int(bad[0])
+        return f"residual_add: y[{i}] is {int(vset['y'][i])}, the add with its zero points gives {int(y[i])}"
+    return None
+
+
+def traced(
+    path: str,
+    a,
+    b,
+    y,
+    mult_a: int,
+    mult_b: int,
+    shift: int,
+    out_bits: int,
+    scales: dict,
+    rounding: str = "half_up",
+    zeros: tuple[int, int, int] = (0, 0, 0),
+) -> BlockRecord:
+    """The record of one residual add of the integer model (flattened); an imported model's rounding
+    and zero points (a, b, y) are recorded only where they are not hwvit's own (half_up, 0)."""
     params = {"out_bits": out_bits, "mult_a": mult_a, "mult_b": mult_b, "shift": shift}
+    if rounding != "half_up":
+        params["rounding"] = rounding
+    for key, value in zip(("zero_a", "zero_b", "zero_out"), zeros):
+        if value:
+            params[key] = int(value)
     return make_record("residual_add", path, params, scales, a=a.reshape(-1), b=b.reshape(-1), y=y.reshape(-1))
 
 
@@ -44,8 +108,18 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     values = [-128, -127, -1, 0, 1, 126, 127]
     edges = np.array(list(itertools.product(values, values)), dtype=np.int64)
     ab = fill(edges, cases, lambda c: rng.integers(-128, 127, (c, 2), endpoint=True))
-    y = ops.residual_add(ab[:, 0], ab[:, 1], ma, mb, s, out_bits)
     params = {"out_bits": out_bits, "mult_a": int(ma), "mult_b": int(mb), "shift": int(s)}
+    rounding = opts.get("rounding") or "half_up"
+    zeros = [int_option(opts, key, -(1 << 15), 1 << 15) for key in ZEROS]
+    if rounding != "half_up" or any(zeros):
+        params.update({"rounding": rounding} if rounding != "half_up" else {})
+        params.update({k: v for k, v in zip(ZEROS, zeros) if v})
+        fault = check_params(params)
+        if fault:
+            raise ValueError(fault)
+        y = ops.residual_add_zp(ab[:, 0], ab[:, 1], ma, mb, s, out_bits, rounding, *zeros)
+    else:
+        y = ops.residual_add(ab[:, 0], ab[:, 1], ma, mb, s, out_bits)
     return make_record("residual_add", "random", params, {"a": s_a, "b": s_b, "y": s_out}, a=ab[:, 0], b=ab[:, 1], y=y)
 
 
@@ -76,6 +150,14 @@ PORTS = Kind(
         "mult_a": Config(lambda p: int(p["mult_a"]), bits_fixed(31), "multiplier of a"),
         "mult_b": Config(lambda p: int(p["mult_b"]), bits_fixed(31), "multiplier of b"),
         "shift": Config(lambda p: int(p["shift"]), bits_fixed(6), "common right shift"),
+        # an imported model's zero points (two's complement on the port; 0 when the set has none)
+        "zero_a": Config(lambda p: int(p.get("zero_a", 0)) & 0xFF, bits_fixed(8), "zero point of a"),
+        "zero_b": Config(lambda p: int(p.get("zero_b", 0)) & 0xFF, bits_fixed(8), "zero point of b"),
+        "zero_out": Config(
+            lambda p: int(p.get("zero_out", 0)) & ((1 << int(p["out_bits"])) - 1),
+            bits_param("out_bits"),
+            "zero point of y, added after the rounding",
+        ),
     },
     parameters={"OUT_BITS": "out_bits"},
     fixed={"IN_BITS": 8},
@@ -91,19 +173,35 @@ KIND = BlockKind(
     params=PARAMS,
     contract=CONTRACT,
     random=random_set,
-    defaults={"out_bits": 8, "mult_a": None, "mult_b": None, "shift": None},
+    defaults={
+        "out_bits": 8,
+        "mult_a": None,
+        "mult_b": None,
+        "shift": None,
+        "rounding": "half_up",
+        **dict.fromkeys(ZEROS, 0),
+    },
     bins=("sat_high", "sat_low", "round_tie", "out_stall"),
     count_bins=count_bins,
     reset_states=("empty", "stage1", "output", "full"),
     rtl=("rtl/residual_add.v", "rtl/round_sat.v"),
     operands=operands,
     traced=traced,
+    verify=verify,
+    check_params=check_params,
     testbench="sim/test_residual_add.py",
     ports=PORTS,
     reference_ports={
         "fields": {"a": "in_a_i", "b": "in_b_i"},
         "out": "out_data_o",
-        "ports": {"mult_a": "cfg_mult_a_i", "mult_b": "cfg_mult_b_i", "shift": "cfg_shift_i"},
+        "ports": {
+            "mult_a": "cfg_mult_a_i",
+            "mult_b": "cfg_mult_b_i",
+            "shift": "cfg_shift_i",
+            "zero_a": "cfg_zero_a_i",
+            "zero_b": "cfg_zero_b_i",
+            "zero_out": "cfg_zero_out_i",
+        },  # fmt: skip
     },
     synth={},
     mutate_parts=("round_sat.v",),

@@ -7,8 +7,9 @@ power-of-two factor (``--variant layernorm=ptf``) the add that feeds a PTF Layer
 channel c at ``s * 2^alpha_c``, and the next add reads that stream as its input ``a``, so each
 channel has its own (Ma, Mb, s) (hwvit.quant.layers.int_residual). A set holds tokens x channels.
 
-No Verilog yet (rtl/residual_add.v takes one (Ma, Mb, s) per stream): these sets are golden
-vectors for a block with a per-channel constant table.
+Verilog: ``rtl/residual_add_channels.v``, rtl/residual_add.v's arithmetic with the constants in a
+per-channel table (written through its ``prm_*`` port) and a channel counter; the generic stream
+bench (sim/byotb.py) drives it, sim/test_residual_add_channels.py runs its sets.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from hwvit import ops
 from hwvit.blocks._common import int_option, rails
 from hwvit.blocks.base import BlockKind
+from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
 from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX
 from hwvit.ops.reference import residual_add_ref
 from hwvit.record import BlockRecord, Spec, make_record
@@ -104,6 +106,30 @@ def operands(params: dict[str, Any], t: dict[str, np.ndarray], nd_index: list[in
     )
 
 
+PORTS = Kind(
+    NAME,
+    inputs={
+        "a": Field("a", bits_fixed(8), True, "int8 operand a"),
+        "b": Field("b", bits_fixed(8), True, "int8 operand b"),
+    },
+    output=("y", Field("y", bits_param("out_bits"), True, "sum at its channel's output scale, out_bits signed")),
+    config={"c": Config(lambda p: int(p["c"]), bits_count("c"), "channels per token C")},
+    table=Table(
+        {
+            "prm_mult_a": Field("mult_a", bits_fixed(31), False, "multiplier Ma of channel i"),
+            "prm_mult_b": Field("mult_b", bits_fixed(31), False, "multiplier Mb of channel i"),
+            "prm_shift": Field("shift", bits_fixed(6), False, "shift s of channel i (1..62)"),
+        },
+        lambda v: int(v.params["c"]),
+        lambda p: max(1, (int(p["c"]) - 1).bit_length()),
+        "channel i at address i",
+    ),
+    row_len=lambda v: int(v.params["c"]),
+    parameters={"OUT_BITS": "out_bits"},
+    fixed={"IN_BITS": 8, "MAX_C": 4096},
+    doc="y[t, c] = sat((a * Ma[c] + b * Mb[c] + 2^(s[c]-1)) >>> s[c]), channel after channel",
+)
+
 KIND = BlockKind(
     name=NAME,
     doc="residual add with per-channel constants (a stream under FQ-ViT's power-of-two factor)",
@@ -117,7 +143,7 @@ KIND = BlockKind(
     bins=("sat_high", "sat_low"),
     count_bins=count_bins,
     reset_states=(),
-    rtl=(),
+    rtl=("rtl/residual_add_channels.v", "rtl/round_sat.v"),
     operands=operands,
     traced=traced,
     rows="rows",
@@ -125,4 +151,20 @@ KIND = BlockKind(
     family="residual_add",
     variant="channels",
     verify=verify,
+    ports=PORTS,
+    reference_ports={
+        "fields": {"a": "in_a_i", "b": "in_b_i"},
+        "out": "out_data_o",
+        "last": "out_last_o",
+        "ports": {
+            "c": "cfg_c_i",
+            "tbl_we": "prm_we_i",
+            "tbl_addr": "prm_addr_i",
+            "prm_mult_a": "prm_mult_a_i",
+            "prm_mult_b": "prm_mult_b_i",
+            "prm_shift": "prm_shift_i",
+        },
+    },
+    synth={"MAX_C": 64},
+    mutate_parts=("round_sat.v",),
 )

@@ -1,17 +1,23 @@
 """A block kind for every softmax and LayerNorm arithmetic variant (hwvit.variants): ``softmax_ibert``,
-``layernorm_ivit``, ... and ``softmax_custom`` / ``layernorm_custom`` for a team's function.
+``layernorm_ivit``, ... and ``softmax_custom`` / ``layernorm_custom`` for a team's function; and one for
+each GELU variant that works on rows (``gelu_shiftgelu``: I-ViT's released ShiftGELU takes its
+sigmoid on the row's maximum, so it is no table).
 
 A variant's set holds the rows in (``x``) and out (``y``), the variant's integer parameters in the
 manifest (ints) and as parameter tensors (arrays, e.g. I-BERT's gamma and beta), and its name as
 the ``variant`` parameter. `hwvit check` computes ``y`` again from ``x`` and the recorded
 parameters with the variant's kernel (a team's function cannot be re-run without its context: its
-sets are checked for format only). GELU variants need no kind of their own: any arithmetic of an
-in_bits input is a table, and the gelu block loads it (hwvit.blocks.gelu); requant variants are
-the ``rounding`` parameter of a gemm set.
+sets are checked for format only). Elementwise GELU variants need no kind of their own: any
+arithmetic of an in_bits input is a table, and the gelu block loads it (hwvit.blocks.gelu); requant
+variants are the ``rounding`` parameter of a gemm set.
 
 A variant whose Verilog twin exists declares it in hwvit/blocks/variant_rtl/<kind>.py (``FIELDS``:
 its files, ports, synthesis parameters); the generic stream bench (sim/byotb.py) runs it on a set.
-A variant without one has golden vectors for a team's own block of that arithmetic (a bind file).
+A variant without one declares no Verilog (``rtl`` empty: `hwvit sim` says so, the RTL tests leave
+it out): its sets are golden vectors for a team's own block of that arithmetic (a bind file). The
+released forms of I-ViT and FQ-ViT (``softmax_shiftmax``, ``gelu_shiftgelu``, ``layernorm_ivit``,
+``layernorm_ptf``, ``softmax_log2``) are such kinds until their datapaths join the row engine;
+hwvit's corrected forms (``*_exact``) keep the Verilog blocks.
 """
 
 from __future__ import annotations
@@ -27,10 +33,10 @@ from hwvit.blocks.base import BlockKind
 from hwvit.formats import OUT_BITS
 from hwvit.record import BlockRecord, Spec, make_record
 
-FAMILIES = ("softmax", "layernorm")
+FAMILIES = ("softmax", "layernorm")  # every variant a kind; gelu: the row variants only
 CUSTOM = "custom"  # the variant part of a team's function's kind: softmax_custom
 WIDE = (-(1 << 62), 1 << 62)  # a variant's integer constant
-ROW_KEY = {"softmax": "row_len", "layernorm": "c"}
+ROW_KEY = {"softmax": "row_len", "layernorm": "c", "gelu": "n"}
 
 
 def kind_name(family: str, variant: str) -> str:
@@ -43,11 +49,19 @@ def _seed(name: str) -> int:
     return 1000 + int(hashlib.sha1(name.encode()).hexdigest()[:7], 16)
 
 
+def _ita_scale() -> float:
+    from hwvit.variants.hwsoftmax import ITA_SCALE
+
+    return ITA_SCALE
+
+
 def _sample_context(family: str):
-    from hwvit.variants.base import LayerNormContext, SoftmaxContext
+    from hwvit.variants.base import GeluContext, LayerNormContext, SoftmaxContext
 
     if family == "softmax":
         return SoftmaxContext(s_in=0.06, in_bits=8, out_bits=8)
+    if family == "gelu":
+        return GeluContext(s_in=0.05, in_bits=8, s_out=0.04, out_bits=8)
     c = 16
     rng = np.random.default_rng(0)
     return LayerNormContext(rng.normal(1.0, 0.3, c), rng.normal(0.0, 0.3, c), 1e-5, 0.05, 0.05, 8)
@@ -72,7 +86,7 @@ def _contract(family: str, arrays: dict[str, np.ndarray]) -> dict[str, Spec]:
     contract = {"x": Spec("input", ("rows", n), "in_bits", True)}
     for key in arrays:
         contract[key] = Spec("parameter", (f"{key}_n",), 64, True)
-    contract["y"] = Spec("output", ("rows", n), "out_bits", family == "layernorm")
+    contract["y"] = Spec("output", ("rows", n), "out_bits", family != "softmax")
     return contract
 
 
@@ -137,32 +151,40 @@ def _make(family: str, variant: str) -> BlockKind:
         return make_record(name, path, p, scales, x=rows, y=y, **got_arrays)
 
     def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> BlockRecord:
-        from hwvit.variants.base import LayerNormContext, SoftmaxContext
+        from hwvit.variants.base import GeluContext, LayerNormContext, SoftmaxContext
 
         if custom:
             raise ValueError(f"{name}: random sets of a team's function come from the traced model")
         n = int_option(opts, ROW_KEY[family], 1, 4096)
-        in_bits = 8 if family == "layernorm" else int_option(opts, "in_bits", 2, 16)
+        in_bits = int_option(opts, "in_bits", 2, 16)
         out_bits = int_option(opts, "out_bits", 2, 16)
         lo, hi = -(1 << (in_bits - 1)), (1 << (in_bits - 1)) - 1
-        if family == "softmax":
-            s_in = opts["scale_in"] or 16.0 / (1 << in_bits)
+        if family == "softmax":  # ITA: the scale its hardware fixes (hwvit.variants.hwsoftmax.ITA_SCALE)
+            s_in = opts["scale_in"] or (_ita_scale() if variant == "ita" else 16.0 / (1 << in_bits))
             ctx = SoftmaxContext(s_in=s_in, in_bits=in_bits, out_bits=out_bits)
             scales = {"x": s_in}
+        elif family == "gelu":  # inputs over [-6, 6), GELU(x > 5) at the top code (hwvit.blocks.gelu's)
+            s_in = opts["scale_in"] or 6.0 / (1 << (in_bits - 1))
+            s_out = opts["scale_out"] or 5.0 / ((1 << (out_bits - 1)) - 1)
+            ctx = GeluContext(s_in=s_in, in_bits=in_bits, s_out=s_out, out_bits=out_bits)
+            scales = {"x": s_in, "y": s_out}
         else:
             g = rng.normal(1.0, 0.4, n)
             g[: min(n, 2)] = [2.5, -1.0][: min(n, 2)]
             args = (g, rng.normal(0.0, 0.5, n), float(opts["eps"]), float(opts["scale_in"]), float(opts["scale_out"]))
-            ctx = LayerNormContext(*args, out_bits)
-            if variant == "ptf":  # channel ranges 1x..8x apart: power-of-two factors 0..3 all drawn
+            ctx = LayerNormContext(*args, out_bits, in_bits)
+            if variant.startswith("ptf"):  # channel ranges 1x..8x apart: power-of-two factors 0..3 all drawn
                 from hwvit.variants.layernorm_forms import PtfContext, ptf_scale
 
-                absmax = float(opts["scale_in"]) * 127 * np.exp2(rng.integers(0, 4, n))
-                ctx = PtfContext(*args[:3], ptf_scale(absmax), args[4], out_bits, channel_absmax=absmax)
+                absmax = float(opts["scale_in"]) * hi * np.exp2(rng.integers(0, 4, n))
+                s = ptf_scale(absmax, in_bits)
+                ctx = PtfContext(*args[:3], s, args[4], out_bits, in_bits, channel_absmax=absmax)
             scales = {"x": ctx.s_in, "y": ctx.s_out}
         v = variants.get(family, variant)
         vp = v.prepare(ctx)
         edges = [np.full(n, hi), np.full(n, lo), np.where(np.arange(n) % 2 == 0, hi, lo), np.zeros(n, np.int64)]
+        if family == "gelu":  # a row below zero: the released ShiftGELU's e^-max is then large
+            edges.append(-1 - np.arange(n) % (-lo))
         one_hot = np.full(n, lo)
         one_hot[0] = hi
         edges.append(one_hot)
@@ -215,9 +237,11 @@ def _make(family: str, variant: str) -> BlockKind:
         i = int(nd_index[0])
         return f"{family} ({variant}) row {i} x {row_text(t['x'][i])}"
 
-    defaults: dict[str, Any] = {ROW_KEY[family]: 64, "out_bits": 8}
+    defaults: dict[str, Any] = {ROW_KEY[family]: 64, "in_bits": 8, "out_bits": 8}
     if family == "softmax":
-        defaults.update({"in_bits": 8, "scale_in": None, "sweep": 0})
+        defaults.update({"scale_in": None, "sweep": 0})
+    elif family == "gelu":
+        defaults.update({"scale_in": None, "scale_out": None})
     else:
         defaults.update({"eps": 1e-6, "scale_in": 0.05, "scale_out": 0.05})
     v_doc = "a team's own function" if custom else variants.get(family, variant).doc
@@ -225,9 +249,10 @@ def _make(family: str, variant: str) -> BlockKind:
 
     rtl_fields: dict[str, Any] = {"reset_states": (), "rtl": ()}
     rtl_fields.update(variant_rtl.fields(name))
+    pending = "" if rtl_fields["rtl"] or custom else " (no Verilog block yet: golden vectors for a team's own block)"
     return BlockKind(
         name=name,
-        doc=f"{family} by {variant}: {v_doc}",
+        doc=f"{family} by {variant}: {v_doc}{pending}",
         seed=_seed(name),
         kernel=(lambda x, p: x) if custom else variants.get(family, variant).kernel,
         reference=(lambda x, p: x) if custom else variants.get(family, variant).reference,
@@ -257,6 +282,9 @@ def _kinds() -> list[BlockKind]:
             if not variants.is_default(family, variant):
                 out.append(_make(family, variant))
         out.append(_make(family, CUSTOM))
+    for variant in variants.names("gelu"):
+        if variants.get("gelu", variant).row:
+            out.append(_make("gelu", variant))
     return out
 
 
@@ -264,7 +292,8 @@ KINDS = _kinds()
 
 
 def traced(arith, path: str, rows, y, in_bits: int, out_bits: int, scales: dict) -> BlockRecord:
-    """The record of one call of a softmax or LayerNorm variant (``arith``: hwvit.intvit.qparams.Arith)."""
+    """The record of one call of a softmax, LayerNorm or row-GELU variant (``arith``:
+    hwvit.intvit.qparams.Arith)."""
     from hwvit import blocks
 
     return blocks.get(kind_name(arith.family, arith.name)).traced(

@@ -3,15 +3,26 @@ team to start from. Written to a temporary directory beside DIR and renamed into
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
 
 from hwvit import toolchain
-from hwvit.atomic import atomic_dir
+from hwvit.atomic import atomic_dir, refuse_unowned
 from hwvit.byo import kinds
 from hwvit.byo.template import template
 
-MARKER = ".hwvit-rtl-export"  # what --force may replace: only a previous export
+MARKER = ".hwvit-rtl-export"  # what --force may replace: only a previous export, every file as written
+
+
+def _owned(dest: Path) -> dict[str, str | None]:
+    """The files of a previous export (its marker lists them with their sha256), the marker itself."""
+    try:
+        listed = json.loads((dest / MARKER).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        listed = {}
+    return {**listed, MARKER: None} if isinstance(listed, dict) else {MARKER: None}
 
 
 def kind_sources(kind: str) -> list[str]:
@@ -33,6 +44,8 @@ def export(out: Path, force: bool = False) -> list[Path]:
                 raise FileExistsError(
                     f"{dest}: --force replaces only a previous `hwvit rtl export`, and this is not one"
                 )
+            # an exported file the team has edited since, or one it added, is its work: kept
+            refuse_unowned(dest, _owned(dest), "a previous `hwvit rtl export` as it wrote it")
 
     repo = toolchain.repo()
     with atomic_dir(out, check) as tmp:
@@ -46,7 +59,12 @@ def export(out: Path, force: bool = False) -> list[Path]:
         for kind in kinds.KINDS:
             (tmp / "bind" / f"{kind}.yaml").write_text(template(kind))
         (tmp / "README.md").write_text(_readme())
-        (tmp / MARKER).write_text("written by hwvit rtl export\n")
+        written = {
+            p.relative_to(tmp).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(tmp.rglob("*"))
+            if p.is_file()
+        }
+        (tmp / MARKER).write_text(json.dumps({"writer": "hwvit rtl export", "files": written}, indent=1) + "\n")
     return sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
 
 

@@ -9,6 +9,7 @@ parameters and checks every bound port (one-line ``BindError``). ``run`` then bu
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,13 @@ from hwvit.byo.bind import Bind, BindError, check_ports, load
 
 @dataclass(frozen=True)
 class Design:
-    """A team's checked block: sources, top and bind."""
+    """A team's checked block: sources, top and bind; ``options``: the same as `hwvit sim` options
+    (--rtl, --top, --bind, as given), for the command that reruns a mismatching vector."""
 
     sources: tuple[Path, ...]
     top: str
     bind: Bind
+    options: str = ""
 
 
 def prepare(rtl: list[str | Path], bind_path: str | Path, top: str | None, set_dirs: list[Path]) -> Design:
@@ -32,6 +35,11 @@ def prepare(rtl: list[str | Path], bind_path: str | Path, top: str | None, set_d
     from hwvit import vectors
 
     bind = load(bind_path)
+    options = " ".join(
+        [*(f"--rtl {shlex.quote(str(src))}" for src in rtl)]
+        + ([f"--top {shlex.quote(top)}"] if top else [])
+        + [f"--bind {shlex.quote(str(bind_path))}"]
+    )
     top = top or bind.top
     if not top:
         raise BindError(f"{bind_path}: no top module (give --top NAME or `top:` in the bind file)")
@@ -54,7 +62,7 @@ def prepare(rtl: list[str | Path], bind_path: str | Path, top: str | None, set_d
             except elaborate.ElaborationError as exc:
                 raise BindError(f"{bind_path}: {exc}") from None
         check_ports(bind, top, seen[key], vset)
-    return Design(tuple(sources), top, bind)
+    return Design(tuple(sources), top, bind, options)
 
 
 def run(
@@ -80,7 +88,7 @@ def run(
         waves=waves,
         seed=seed,
         testcase=testcase,
-        extra_env=extra_env,
+        extra_env={"HWVIT_BYO_OPTIONS": design.options, **(extra_env or {})},
     )
     result.extra.setdefault("top", design.top)
     return result

@@ -14,7 +14,7 @@ from hwvit.vectors.schema import PARAMS
 def template(kind: str) -> str:
     spec = kinds.KINDS[kind]
     ref = kinds.REFERENCE_PORTS[kind]
-    top = blocks.get(kind).top  # a variant may be a parameter of another kind's block (layernorm_ptf)
+    top = blocks.get(kind).top  # the reference block's module (a variant may be a parameter of another kind's block)
     lines = [
         f"# hwvit bind file: a {kind} block ({spec.doc}).",
         "# Maps the kind's logical ports onto your module's. Values below fit rtl/" + top + ".v as is;",

@@ -25,6 +25,7 @@ COMMANDS = [
     ("vectors", "check"),
     ("bench_vectors", "bench_vectors"),
     ("train_demo", "train_demo"),
+    ("onnx_demo", "onnx_demo"),
     ("rtl", "rtl"),
     ("bind", "bind"),
     ("core", "compile"),
@@ -58,14 +59,14 @@ def main() -> None:
 
     \b
     Typical flow:
-      hwvit vectors --model digits --limit 1 --out vectors/   golden vector sets of a traced model
+      hwvit vectors --model digits --limit 1 --out vec/digits  golden vector sets of a traced model
       hwvit vectors-random softmax --cases 64 --out vec/sm     random unit-test set of one block
-      hwvit check vectors/                                    validate sets before a simulator sees them
-      hwvit sim vectors/ --simulator verilator                RTL vs vectors, bit for bit
-      hwvit compare --model digits --out report/              float vs fixed, per layer
+      hwvit check vec/                                         validate sets before a simulator sees them
+      hwvit sim vec/ --simulator verilator                     RTL vs vectors, bit for bit
+      hwvit compare --model digits --out report/               float vs fixed, per layer
 
     Output directories: a non-empty one is replaced only with --force, and only if it holds a
-    previous hwvit output of the same kind.
+    previous hwvit output of the same kind and no file hwvit did not write.
     """
     from hwvit import heap
 

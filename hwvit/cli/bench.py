@@ -6,16 +6,18 @@ import json
 
 import click
 
-from hwvit.cli.common import (
-    compute_options,
-    fail,
-    first_line,
-    json_option,
-)
+from hwvit.cli.common import fail, json_option, refuse
+from hwvit.cli.model_options import compute_options
+from hwvit.textfiles import first_line
 
 
 @click.command()
 @click.option("--model", "preset", default="vit-b16", show_default=True, help="Preset to time (random weights).")
+@click.option(
+    "--checkpoint",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A quantized ONNX file to time instead of --model: its integer model beside the file in onnxruntime.",
+)
 @click.option("--repeats", type=click.IntRange(1), default=5, show_default=True, help="Timed runs (median).")
 @click.option(
     "--batch",
@@ -42,9 +44,15 @@ from hwvit.cli.common import (
     help="Then time the int forward once more per batch, split by hwvit.ops entry: calls, ms, and the ms in "
     "hwvit's compiled kernels against the rest (Python, numpy, allocation) (CPU only).",
 )
+@click.option(
+    "--markdown",
+    is_flag=True,
+    help="Print only the figures as a Markdown table, one row a batch size, each naming the machine (CPU model, "
+    "family, cores, int8 flags, GPU, load), torch and the backend: docs/performance.md's table.",
+)
 @compute_options
 @json_option
-def bench(preset, repeats, batch, all_backends, peer, breakdown, device, as_json):
+def bench(preset, checkpoint, repeats, batch, all_backends, peer, breakdown, markdown, device, as_json):
     """Time the bit-exact integer forward against the float forward and PyTorch's own int8, side by side.
 
     For each batch size (default 1 and 16), in one loop with the runs interleaved: int_ms (hwvit's
@@ -66,8 +74,19 @@ def bench(preset, repeats, batch, all_backends, peer, breakdown, device, as_json
       hwvit bench --model digits --batch 1 --breakdown
       hwvit bench --model digits --batch 1 --all-backends --json
       hwvit bench --model vit-tiny --batch 8 --repeats 1 --gemm float64
+      hwvit bench --model digits --batch 1 --repeats 1 --no-peer --markdown
+
+    With --checkpoint model.onnx (a quantized ONNX file, docs/onnx.md) the integer model is the
+    file's own, and the file in onnxruntime (onnxruntime_ms, graph optimizations on) takes the
+    place of torch's dynamic int8.
     """
-    from hwvit.bench import bench_forward
+    if markdown and as_json:
+        refuse("give --markdown or --json, not both")
+    from hwvit.onnx import is_onnx
+
+    if checkpoint is not None and not is_onnx(checkpoint):
+        fail(f"--checkpoint {checkpoint}: hwvit bench times a quantized ONNX file (.onnx); presets: --model")
+    from hwvit.bench import bench_forward, markdown_table
     from hwvit.ops import cpu, gemm_backends
 
     backends = None
@@ -85,12 +104,16 @@ def bench(preset, repeats, batch, all_backends, peer, breakdown, device, as_json
                     peer=peer,
                     backends=backends,
                     with_breakdown=breakdown,
+                    checkpoint=checkpoint,
                 )
             )
     except ValueError as exc:
         fail(first_line(exc))
     if as_json:
         click.echo(json.dumps({"runs": runs}, indent=2))
+        return
+    if markdown:
+        click.echo(markdown_table(runs))
         return
     first = runs[0]
     click.echo(
@@ -121,6 +144,12 @@ def bench(preset, repeats, batch, all_backends, peer, breakdown, device, as_json
     click.echo(
         "targets: int/float <= 0.40 with int8 dot products, <= 0.70 AVX2-only; int/torch8 <= 1 at batch 1, < 1 at 16"
     )
+    for r in runs:
+        if r["onnxruntime_ms"] is not None:
+            click.echo(
+                f"batch {r['batch']}: the file in onnxruntime {r['onnxruntime_ms']:.1f} ms "
+                f"(hwvit's integer model / onnxruntime {r['int_ms'] / r['onnxruntime_ms']:.2f})"
+            )
     for r in runs:
         if r["backends_ms"]:
             fastest = min(r["backends_ms"], key=r["backends_ms"].get)

@@ -6,31 +6,22 @@ import json
 from contextlib import nullcontext
 
 import click
+import numpy as np
 
-from hwvit.cli.common import (
-    batch_option,
-    build_models,
+from hwvit.cli.cluster_options import cluster_client, cluster_options
+from hwvit.cli.common import batch_option, fail, json_option, quiet_option, refuse, seed_option
+from hwvit.cli.loading import build_models, data_options, describe_data
+from hwvit.cli.model_options import (
     calib_images_option,
-    check_out_dir,
-    cluster_client,
-    cluster_options,
     compute_options,
-    data_options,
-    describe_data,
-    fail,
-    first_line,
-    force_option,
-    json_option,
     model_options,
-    out_option,
-    progress,
     qconfig_options,
-    quiet_option,
     recipe_option,
-    refuse,
     refuse_seed_for_digits,
-    seed_option,
 )
+from hwvit.cli.outdir import check_out_dir, force_option, out_option
+from hwvit.cli.progress import progress
+from hwvit.textfiles import count, first_line
 
 
 @click.command()
@@ -62,6 +53,11 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
       hwvit compare --checkpoint vit/ --images photos/
       hwvit compare --checkpoint vit.safetensors --heads 4 --images photos/ --resize 40 --crop 32 --mean 0.5 --std 0.5
       hwvit compare --model digits --limit 64 --calib-images 64 --batch 16 --gemm float64
+
+    A quantized ONNX file (QDQ) runs in onnxruntime beside its integer model too: per point, where
+    its values came from, how many integers differ from onnxruntime's (graph optimizations off: the
+    file's meaning; on: what it deploys) and by how much, alone (each layer on onnxruntime's inputs)
+    and accumulated, and the first point where they part.
     """
     from hwvit import pipeline
     from hwvit.analysis.compare import compare as run_compare
@@ -90,6 +86,13 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
                 device=device,
                 client=client,
             )
+        side = None
+        if source.imported is not None:
+            from hwvit.onnx.runtime import side_by_side
+
+            x = data.inputs.first(len(data.inputs)) if isinstance(data.inputs, pipeline.Stream) else data.inputs
+            side = side_by_side(source.imported, np.asarray(x, np.float32), data.labels, batch=batch)
+            result.onnxruntime = side.to_dict()
     except ValueError as exc:
         fail(first_line(exc))
     random = pipeline.random_note(source, data)
@@ -103,10 +106,14 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
     if as_json:
         click.echo(
             json.dumps(
-                {**result.to_dict(), "notes": data.notes + ([random] if random else [])}, indent=2, default=float
+                {**result.to_dict(), "notes": data.notes + ([random] if random else [])},
+                indent=2,
+                default=float,
             )
         )
         return
+    if side is not None and not quiet:
+        _print_side(side)
     if not quiet:
         # "isolated": the error the point's layer adds by itself (its inputs from the float model)
         click.echo(f"{'point':<28} {'SQNR dB':>8} {'isolated':>8} {'cosine':>8} {'max LSB':>8} {'mean LSB':>9}")
@@ -116,10 +123,43 @@ def compare(qconfig, recipe, calib_images, seed, as_json, out_dir, force, quiet,
                 f"{row['path']:<28} {fmt_db(row['sqnr_db']):>8} {'n/a' if iso is None else fmt_db(iso):>8} "
                 f"{row['cosine']:>8.5f} {row['max_err_lsb']:>8.2f} {row['mean_err_lsb']:>9.3f}"
             )
-    parts = [f"{result.model}: {result.images} images" + (f" ({random})" if random else "")]
+    parts = [f"{result.model}: {count(result.images, 'image')}" + (f" ({random})" if random else "")]
     if result.top1_float is not None:
         parts.append(f"top-1 float {100 * result.top1_float:.2f}%, int {100 * result.top1_int:.2f}%")
     parts.append(f"agreement {100 * result.agreement:.2f}%, logits SQNR {fmt_db(result.logits_sqnr_db)} dB")
+    if side is not None:
+        first = side.first_part["off"] or "none"
+        parts.append(
+            f"with onnxruntime: agreement {100 * side.agreement['off']:.2f}%, first point that differs {first}"
+        )
     click.echo(", ".join(parts))
     if out_dir:
         click.echo(f"report: {written}")
+
+
+def _print_side(side) -> None:
+    """The onnxruntime side-by-side table: per point, its origin and the integers that differ, alone
+    and accumulated, with onnxruntime's graph optimizations off (the file's meaning) and on."""
+    click.echo(
+        f"{'point (vs onnxruntime)':<28} {'origin':<17} {'alone':>14} {'alone, opt':>14} {'accumulated':>14} "
+        f"{'accum., opt':>14}"
+    )
+    cols = [side.isolated["off"], side.isolated["on"], side.levels["off"], side.levels["on"]]
+    cols = [{d.point: d for d in col} for col in cols]
+
+    def cell(d) -> str:
+        return "n/a" if d is None else f"{d.differ} ({d.max_lsb} LSB)" if d.differ else "0"
+
+    for d in side.isolated["off"]:
+        cells = " ".join(f"{cell(col.get(d.point)):>14}" for col in cols)
+        click.echo(f"{d.point:<28} {d.origin:<17} {cells}")
+    for level in ("off", "on"):
+        first = side.first_part[level] or "none"
+        click.echo(
+            f"onnxruntime (optimizations {level}): top-1 agreement {100 * side.agreement[level]:.2f}%, "
+            f"logits SQNR {side.logits_sqnr_db[level]:.1f} dB, first point that differs: {first}"
+        )
+    click.echo(
+        f"with the file's own float at hwvit's arithmetic points: top-1 agreement "
+        f"{100 * side.file_float_agreement:.2f}% (what is left parts for reasons other than hwvit's arithmetic)"
+    )

@@ -6,16 +6,9 @@ import subprocess
 
 import click
 
-from hwvit.cli.common import (
-    calib_images_option,
-    fail,
-    force_option,
-    model_options,
-    out_option,
-    qconfig_options,
-    recipe_option,
-    seed_option,
-)
+from hwvit.cli.common import fail, seed_option
+from hwvit.cli.model_options import calib_images_option, model_options, qconfig_options, recipe_option
+from hwvit.cli.outdir import force_option, out_option
 from hwvit.toolchain import Simulator
 
 
@@ -60,7 +53,7 @@ def compile(qconfig, recipe, calib_images, seed, out_dir, act_base, force, **kw)
     Example:
       hwvit compile --model digits --out core/
     """
-    from hwvit.cli.common import build_models
+    from hwvit.cli.loading import build_models
     from hwvit.core.compile import CoreCompileError, compile_model
     from hwvit.core.coredir import write_core_dir
 
@@ -110,7 +103,7 @@ def core():
 
 def _int_model(cdir):
     """The integer model the directory was compiled from, checked by recompiling it."""
-    from hwvit.cli.common import build_models
+    from hwvit.cli.loading import build_models
     from hwvit.core.compile import CoreCompileError, compile_model
     from hwvit.quant import QuantConfig
     from hwvit.quant.recipe import from_dict
@@ -171,7 +164,7 @@ def run(core_dir, images, simulator, rows, cols, seed, host_load):
       hwvit core run core/ --images 10 --simulator verilator
     """
     from hwvit import pipeline
-    from hwvit.cli.common import require_simulators
+    from hwvit.cli.sim_options import require_simulators
     from hwvit.core import cycles as cyc
     from hwvit.core import run as crun
     from hwvit.core.coredir import CoreDirError, read_core_dir

@@ -10,16 +10,11 @@ from pathlib import Path
 import click
 import numpy as np
 
-from hwvit.cli.common import (
-    check_out_dir,
-    fail,
-    first_line,
-    force_option,
-    jobs_option,
-    out_option,
-    require_simulators,
-    simulator_option,
-)
+from hwvit.cli.common import fail
+from hwvit.cli.outdir import check_out_dir, force_option, out_option
+from hwvit.cli.progress import progress_bar
+from hwvit.cli.sim_options import jobs_option, require_simulators, simulator_option
+from hwvit.textfiles import count, first_line
 
 
 def _step(n: int, total: int, text: str) -> None:
@@ -72,6 +67,7 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     from hwvit.quant import QuantConfig, quantize_model
     from hwvit.report.write import write_report
     from hwvit.simulate import run_many
+    from hwvit.vectors.provenance import provenance
 
     t0 = time.perf_counter()
     sims = require_simulators(simulator)
@@ -94,12 +90,13 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     )
 
     _step(2, total, "integer model: calibrate on 256 training images, compare on the held-out split")
-    int_model = quantize_model(source.model, pipeline.calibration_inputs(source, 256), QuantConfig())
+    calib = pipeline.calibration_inputs(source, 256)
+    int_model = quantize_model(source.model, calib, QuantConfig())
     result = compare(source.model, int_model, x_test, y_test, name="digits")
     worst = result.worst_layer()
     click.echo(
         f"      top-1 float {100 * result.top1_float:.2f}%, int8 {100 * result.top1_int:.2f}% "
-        f"on {result.images} images; agreement {100 * result.agreement:.2f}%; "
+        f"on {count(result.images, 'image')}; agreement {100 * result.agreement:.2f}%; "
         f"logits SQNR {result.logits_sqnr_db:.1f} dB"
     )
     if worst is not None:
@@ -107,15 +104,18 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
         click.echo(f"      lowest SQNR: {worst['path']} {sq} dB")
 
     _step(3, total, f"vector sets: test image {image} traced through every block -> {vectors_dir}")
-    _, records, _ = trace_model(int_model, x_test[image : image + 1].numpy())
+    traced = x_test[image : image + 1]
+    _, records, _ = trace_model(int_model, traced.numpy())
     elements = sum(int(t.data.size) for r in records for t in r.tensors.values())
-    with tqdm(total=elements, unit="el", unit_scale=True, leave=False, desc="writing") as bar:
+    model_config = {"model": cfg.to_dict(), "quant": QuantConfig().to_dict(), "image": image}
+    with progress_bar(elements, "writing", "el", unit_scale=True) as bar:  # the step's line says what
         summary = vectors.write_sets(
             records,
             vectors_dir,
             seed=0,
             source_sha256=source.sha256,
-            model_config={"model": cfg.to_dict(), "quant": QuantConfig().to_dict(), "image": image},
+            model_config=model_config,
+            provenance=provenance(source.model, calib, traced, model_config),
             force=force,
             progress=lambda _p, n: bar.update(n),
         )
@@ -125,7 +125,7 @@ def demo(vectors_dir, out_dir, core_dir, core_images, force, image, simulator, j
     sets = vectors.find_sets(Path(vectors_dir))
     jobs_list = [(str(d), s) for d in sets for s in sims]
     failures = []
-    with tqdm(total=len(jobs_list), unit="set", leave=False, desc="simulating") as bar:
+    with progress_bar(len(jobs_list), "simulating", "set") as bar:
 
         def on_result(res):
             bar.update(1)

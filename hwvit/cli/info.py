@@ -63,7 +63,8 @@ def _compute_rows() -> list[tuple[str, str]]:
 
 @click.command()
 def info() -> None:
-    """Print the versions of python, torch, cocotb, iverilog, verilator, yosys, the presets, the CPU,
+    """Print the versions of python, torch, cocotb, iverilog, verilator, yosys, the presets, the
+    checkpoint families (--family), the CPU,
     the GEMM backend chosen for it, the GPU, the block kinds and each block's arithmetic variants.
 
     \b
@@ -73,6 +74,7 @@ def info() -> None:
     from hwvit import blocks, variants
     from hwvit.cli.common import fail
     from hwvit.float.config import list_presets
+    from hwvit.float.keymaps import MODEL_FAMILIES
     from hwvit.ops import gemm_backends
 
     try:
@@ -89,6 +91,7 @@ def info() -> None:
         ("verilator", toolchain.version("verilator")),
         ("yosys", toolchain.version("yosys")),
         ("presets", ", ".join(list_presets())),
+        ("families", ", ".join(MODEL_FAMILIES)),
         *_compute_rows(),
         ("blocks", ", ".join(blocks.names())),
         *((f"{family} variants", ", ".join(variants.names(family))) for family in variants.FAMILIES),

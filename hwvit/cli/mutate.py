@@ -10,7 +10,8 @@ import click
 
 from hwvit import toolchain
 from hwvit.atomic import write_atomic
-from hwvit.cli.common import fail, jobs_option, seed_option
+from hwvit.cli.common import fail, seed_option
+from hwvit.cli.sim_options import jobs_option
 
 JOURNAL_DEFAULT = "build/mutate/journal.jsonl"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from hwvit.cli.common import fail, force_option
+from hwvit.cli.common import fail
+from hwvit.cli.outdir import force_option
 
 
 @click.group()

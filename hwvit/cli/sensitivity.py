@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import click
 
-from hwvit.cli.common import (
-    calib_images_option,
-    data_options,
-    describe_data,
-    fail,
-    first_line,
-    load_data,
-    model_options,
-    out_option,
-    quiet_option,
-    recipe_option,
-    refuse_seed_for_digits,
-    seed_option,
-)
+from hwvit.cli.common import fail, quiet_option, seed_option
+from hwvit.cli.loading import data_options, describe_data, load_data
+from hwvit.cli.model_options import calib_images_option, model_options, recipe_option, refuse_seed_for_digits
+from hwvit.cli.outdir import out_option
+from hwvit.textfiles import first_line
 
 
 @click.command()
@@ -84,6 +75,13 @@ def sensitivity(calib_images, bits, knob, rise, groups, target, seed, out_dir, q
     refuse_seed_for_digits(kw["preset"], kw["checkpoint"])
     if target is not None and rise:
         fail("--target-top1-drop ranks layers by how much dropping each costs: leave out --rise")
+    from hwvit.onnx import is_onnx
+
+    if kw.get("checkpoint") and is_onnx(kw["checkpoint"]):
+        fail(
+            "a quantized ONNX file fixes every layer's width and scale, which hwvit sensitivity varies: "
+            "`hwvit compare --checkpoint` gives each layer's own error (isolated) and its integers beside onnxruntime's"
+        )
     source, data = load_data(kw, seed, calib_images)
     describe_data(data, quiet)
     try:

@@ -9,21 +9,18 @@ from pathlib import Path
 import click
 
 from hwvit.cli import sim_coverage
-from hwvit.cli.common import (
+from hwvit.cli.cluster_options import cluster_client, cluster_options
+from hwvit.cli.common import fail, given, json_option, quiet_option, refuse
+from hwvit.cli.progress import progress_bar
+from hwvit.cli.sim_options import (
     block_kind_option,
     build_dir_option,
     byo_options,
-    cluster_client,
-    cluster_options,
-    fail,
-    given,
     jobs_option,
-    json_option,
-    quiet_option,
-    refuse,
     require_simulators,
     simulator_option,
 )
+from hwvit.textfiles import count
 
 
 @click.command()
@@ -81,9 +78,9 @@ def sim(
 
     \b
     Example:
-      hwvit sim vec/ --simulator both -j 2
-    hwvit sim vec/ --simulator icarus --cluster local:2 --junit results.xml
-      hwvit sim vectors/layers.0.attn.softmax --simulator icarus --waves
+      hwvit sim vec/softmax --simulator both
+      hwvit sim vec/ --simulator icarus --cluster local:2 --junit results.xml
+      hwvit sim vec/digits/layers.0.attn.softmax --simulator icarus --waves
       hwvit sim vec/softmax --coverage --coverage-out cov/
       hwvit rtl export team/
       hwvit sim vec/softmax --rtl team/rtl/softmax.v --rtl team/rtl/divu.v \\
@@ -161,14 +158,13 @@ def sim(
 
 def _on_cluster(cluster, jobs_list, waves, build_dir, quiet, as_json):
     """The runs as Dask tasks: lines as they finish (completion order) above a progress bar."""
-    from tqdm import tqdm
-
     from hwvit.simulate import run_on_cluster
 
+    n = len(jobs_list)
     with (
         cluster_client(cluster) as client,
-        tqdm(
-            total=len(jobs_list), unit="run", desc="simulating", disable=quiet or as_json, leave=False, mininterval=0.5
+        progress_bar(
+            n, "simulating", "run", quiet or as_json, line=f"simulating {count(n, 'run')} on the cluster"
         ) as bar,
     ):
 

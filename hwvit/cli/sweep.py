@@ -9,25 +9,22 @@ from contextlib import nullcontext
 import click
 
 from hwvit import toolchain
-from hwvit.cli.common import (
+from hwvit.cli.cluster_options import cluster_client, cluster_options
+from hwvit.cli.common import fail, quiet_option, seed_option
+from hwvit.cli.loading import data_options, describe_data, load_data
+from hwvit.cli.model_options import (
     calib_images_option,
-    check_out_dir,
-    cluster_client,
-    cluster_options,
-    data_options,
-    describe_data,
-    fail,
-    first_line,
-    force_option,
-    load_data,
     model_options,
-    out_option,
     parse_variants,
-    quiet_option,
     recipe_option,
     refuse_seed_for_digits,
-    seed_option,
 )
+from hwvit.cli.outdir import check_out_dir, force_option, out_option
+from hwvit.textfiles import count, first_line
+
+# A quantized ONNX file's sweep: the variants of the points it leaves float (hwvit.onnx).
+ONNX_FAMILIES = ("softmax", "layernorm")
+ONNX_AXES = {"softmax": ("round_each",)}
 
 
 def _int_list(text: str | None, lo: int, hi: int, name: str) -> tuple[int, ...] | None:
@@ -91,6 +88,14 @@ def _fmt_db(v: float) -> str:
     "longest path and memory bits to sweep.md, with variants_pareto.png (error against cells).",
 )
 @click.option(
+    "--front",
+    type=click.Choice(["both", "top1", "sqnr"]),
+    default="both",
+    show_default=True,
+    help="What pareto.png's front (and the pareto column) weighs against cost: top-1 (agreement without "
+    "labels) and logits SQNR, or one of them. Top-1 on a few dozen images moves in steps and ties.",
+)
+@click.option(
     "--threads",
     type=click.IntRange(0),
     default=1,
@@ -113,6 +118,7 @@ def sweep(
     no_shift,
     variant_lists,
     synth_costs,
+    front,
     threads,
     recipe,
     cluster,
@@ -128,8 +134,9 @@ def sweep(
     table size, calibration (min/max or percentile). Each point is quantized (calibration
     included) and compared with the float model on the same images. Writes sweep.csv (one row
     per point), sweep.md (table with changes against the baseline and a cost note) and
-    sweep.png (accuracy and logits SQNR against cost, one panel per knob) and pareto.png
-    (accuracy against storage cost, the Pareto front marked).
+    sweep.png (accuracy and logits SQNR against cost, one panel per knob, the arithmetic variants
+    in one of their own) and pareto.png (accuracy and logits SQNR against storage cost, the Pareto
+    front of --front marked, the baseline a star).
 
     \b
     Example:
@@ -140,6 +147,11 @@ def sweep(
         --variants layernorm=ibert --out sweep3/
       hwvit sweep --model digits --quick --limit 24 --calib-images 48 --variants gelu=shiftgelu,tanh_lut --synth \\
         --out sweep4/
+
+    A quantized ONNX file (--checkpoint model.onnx, docs/onnx.md) fixes every width, scale, table
+    and rounding; what hwvit chooses there is the arithmetic of the points the file leaves float:
+    its sweep varies the softmax and LayerNorm variants (default: softmax=round_each; more with
+    --variants softmax=...,layernorm=...) around the file's model with hwvit's own.
     """
     import torch
 
@@ -164,6 +176,20 @@ def sweep(
         axes[family] = tuple(dict.fromkeys([*axes.get(family, ()), *chosen]))
     if no_shift:
         axes["exp"] = ()
+    from hwvit.onnx import is_onnx
+
+    imported = bool(kw.get("checkpoint")) and is_onnx(kw["checkpoint"])
+    if imported:  # only the arithmetic of the points the file leaves float is hwvit's to vary
+        fixed = [name for name, v in (("--act-bits", act_bits), ("--softmax-bits", softmax_bits),
+                 ("--exp-entries", exp_entries), ("--percentiles", percentiles), ("--no-shift", no_shift),
+                 ("--recipe", recipe)) if v]  # fmt: skip
+        others = [f for f in (s.partition("=")[0] for s in variant_lists) if f not in ONNX_FAMILIES]
+        if fixed or others:
+            what = fixed[0] if fixed else f"--variants {others[0]}=..."
+            fail(f"{what}: a quantized ONNX file fixes it; its sweep varies the softmax and layernorm arithmetic")
+        given_families = {s.partition("=")[0] for s in variant_lists}
+        axes = {f: tuple(dict.fromkeys([*ONNX_AXES.get(f, ()), *(axes[f] if f in given_families else ())]))
+                for f in ONNX_FAMILIES}  # fmt: skip
     if synth_costs:
         if not variant_lists:
             fail("--synth prices the arithmetic variants: give --variants too")
@@ -179,6 +205,10 @@ def sweep(
         grid = one_factor_grid(axes, base=recipe.base) if recipe is not None else one_factor_grid(axes)
     except (ValueError, OSError, KeyError) as exc:
         fail(first_line(exc))
+    if imported:
+        from dataclasses import replace
+
+        grid[0] = replace(grid[0], label="the file's model")
     source, data = load_data(kw, seed, calib_images)
     describe_data(data, quiet)
     if isinstance(data.inputs, pipeline.Stream) and len(data.inputs) <= 1024:
@@ -208,6 +238,7 @@ def sweep(
                 data=data,
                 recipe=recipe,
                 client=client,
+                front=front,
             )
         meta = {
             "images": rows[0]["images"],
@@ -215,6 +246,7 @@ def sweep(
             "seed": seed,
             "checkpoint_sha256": source.sha256,
             "axes": {k: list(v) for k, v in axes.items()},
+            "front": front,
             "recipe": recipe.to_dict() if recipe is not None else None,
         }
         block_costs = None
@@ -239,7 +271,7 @@ def sweep(
     others = [r for r in rows if r is not base and r[key] is not None]
     n = len(rows)
     random = pipeline.random_note(source, data)
-    summary = f"{source.name}: {n} configuration{'s' if n != 1 else ''} on {base['images']} images"
+    summary = f"{source.name}: {count(n, 'configuration')} on {count(base['images'], 'image')}"
     summary += (f" ({random})" if random else "") + f" in {elapsed:.0f} s"
     summary += f", baseline {'top-1' if key == 'top1_int' else 'agreement'} {100 * base[key]:.2f}%"
     if others:  # ties in accuracy (common on few images) are broken by the logits SQNR

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from hwvit.cli.common import fail, force_option
+from hwvit.cli.common import fail
+from hwvit.cli.outdir import force_option
 
 
 @click.group()
@@ -38,7 +39,7 @@ def tb() -> None:
     "out_dir",
     required=True,
     type=click.Path(file_okay=False),
-    help="Directory to write: the bench, the set's .hex files, manifest.yaml and files.f.",
+    help="Directory to write: the bench, the set's .hex files, manifest.yaml, the block's Verilog (rtl/) and files.f.",
 )
 @click.option(
     "--rtl",
@@ -58,15 +59,20 @@ def tb() -> None:
 def export_cmd(kind, set_dir, out_dir, rtl_files, top, bind_path, force):
     """Write a self-checking SystemVerilog testbench of block KIND on the vector set --set.
 
-    KIND: requant, residual_add, gelu, softmax, layernorm (streams), divu, isqrt (one request at
-    a time) or gemm (operand memories served by the bench). The bench (tb_KIND.sv, module
-    hwvit_tb_KIND) loads the configuration and table ports, streams the set with random stalls on
-    the input and output handshakes, compares every output element and ends with PASS ($finish,
-    exit 0) or FAIL ($fatal, exit 1), the first mismatch named as `hwvit sim` names it. Port
-    widths come from the block elaborated by yosys for the set's parameters. --rtl FILE: your
-    block with the reference ports; with --bind too, your streaming block (valid_ready or
-    AXI4-Stream) through its bind file. Run it from the output directory, e.g. `iverilog -g2012
-    -s hwvit_tb_gelu -o tb.vvp -f files.f && vvp -n tb.vvp +seed=3`; plusargs +seed=N,
+    KIND: requant, residual_add, gelu, softmax, layernorm and the arithmetic variants' blocks such
+    as softmax_ibert (streams; `hwvit info` lists the blocks), divu, isqrt (one request at a time)
+    or gemm (operand memories served by the bench); layernorm_custom and softmax_custom (a team's
+    own function) and the authors' released forms softmax_shiftmax, gelu_shiftgelu, layernorm_ivit,
+    layernorm_ptf and softmax_log2 and the per-element-rounding softmax_round_each (Verilog pending)
+    have no Verilog of their own and are refused. The bench (tb_KIND.sv, module hwvit_tb_KIND) loads
+    the configuration and table ports, streams the set with random stalls on the input and output
+    handshakes, compares every output element and ends with PASS ($finish, exit 0) or FAIL ($fatal,
+    exit 1), the first mismatch named as `hwvit sim` names it. Port widths come from the block
+    elaborated by yosys for the set's parameters. --rtl FILE: your block with the reference ports;
+    with --bind too, your streaming block (valid_ready or AXI4-Stream) through its bind file. The
+    block's Verilog is copied into the output directory (rtl/) and files.f names every file
+    relatively: the directory alone runs on another machine. Run it from there, e.g. `iverilog
+    -g2012 -s hwvit_tb_gelu -o tb.vvp -f files.f && vvp -n tb.vvp +seed=3`; plusargs +seed=N,
     +stall=PERCENT, +vectors=DIR.
 
     \b

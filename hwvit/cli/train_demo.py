@@ -6,7 +6,8 @@ import time
 
 import click
 
-from hwvit.cli.common import fail, first_line, quiet_option, seed_option
+from hwvit.cli.common import fail, quiet_option, seed_option
+from hwvit.textfiles import first_line
 
 
 @click.command()

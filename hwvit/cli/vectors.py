@@ -12,22 +12,13 @@ from typing import Any
 
 import click
 
-from hwvit.cli.common import (
-    block_kind_option,
-    build_models,
-    calib_images_option,
-    check_out_dir,
-    compute_options,
-    data_options,
-    describe_data,
-    fail,
-    first_line,
-    model_options,
-    qconfig_options,
-    recipe_option,
-    refuse,
-    vector_output_options,
-)
+from hwvit.cli.common import fail, refuse
+from hwvit.cli.loading import build_models, data_options, describe_data
+from hwvit.cli.model_options import calib_images_option, compute_options, model_options, qconfig_options, recipe_option
+from hwvit.cli.outdir import check_out_dir, vector_output_options
+from hwvit.cli.progress import progress_bar
+from hwvit.cli.sim_options import block_kind_option
+from hwvit.textfiles import count, first_line
 
 
 @contextlib.contextmanager
@@ -73,17 +64,20 @@ def _plain_config(value: Any) -> Any:
 
 
 def _model_records(kw, qconfig, calib_images, seed, quiet, device="cpu"):
-    """(records, source_sha256, model_config) of one traced run of the integer model (``kw['recipe']``: --recipe;
-    ``device``: hwvit.intvit.int_forward's, e.g. cuda for the torch forward on the GPU)."""
+    """(records, source_sha256, model_config, provenance) of one traced run of the integer model
+    (``kw['recipe']``: --recipe; ``device``: hwvit.intvit.int_forward's, e.g. cuda for the torch
+    forward on the GPU)."""
     recipe = kw.pop("recipe", None)
     from hwvit.intvit import trace_model
+    from hwvit.vectors.provenance import provenance
 
     images_path = kw["images_path"]
     limit = kw["limit"] = kw["limit"] or 1  # only the traced samples are decoded
     source, data, int_model = build_models(kw, qconfig, calib_images, seed, recipe)
     describe_data(data, quiet)
+    inputs = data.first(limit)
     try:
-        _, records, _ = trace_model(int_model, data.first(limit).numpy(), device=device)
+        _, records, _ = trace_model(int_model, inputs.numpy(), device=device)
     except (ValueError, OverflowError) as exc:
         fail(first_line(exc))
     model_config = {
@@ -95,7 +89,8 @@ def _model_records(kw, qconfig, calib_images, seed, quiet, device="cpu"):
     }
     if recipe is not None:
         model_config["recipe"] = recipe.to_dict()
-    return records, source.sha256, model_config
+    made = provenance(source.model, data.calib, inputs, model_config)
+    return records, source.sha256, model_config, made
 
 
 def _select(records: list, patterns: str | None, kind: str | None) -> list:
@@ -138,12 +133,14 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
 
     \b
     Example:
-      hwvit vectors --model digits --limit 1 --calib-images 64 --out vectors/
-      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vectors/ --force
+      hwvit vectors --model digits --limit 1 --calib-images 64 --out vec/digits
+      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vec/digits --force
       hwvit vectors --checkpoint vit/ --images photos/ --limit 1 --blocks 'layers.0.*' --out vit-vectors/
+      hwvit vectors --model digits --calib-images 64 --blocks 'layers.0.*' --block softmax --out vec/again
 
-    With --device cuda the trace runs on the GPU (the same sets, byte for byte; worth it when
-    --limit is large).
+    The same model, images and options give byte-identical sets on every machine (`hwvit check
+    vec/digits --against vec/again` compares two copies; docs/vectors.md). With --device cuda the trace
+    runs on the GPU (the same sets, byte for byte; worth it when --limit is large).
     """
     from hwvit import vectors as vec
     from hwvit.record import UNIT_KINDS
@@ -151,35 +148,27 @@ def vectors(qconfig, recipe, calib_images, blocks, kind, out_dir, force, seed, q
     if kind in UNIT_KINDS:
         refuse(f"--block {kind}: a traced model has no {kind} blocks of its own; use `hwvit vectors-random {kind}`")
     check_out_dir(out_dir, force, "vectors")
-    records, source_sha, model_config = _model_records(
+    records, source_sha, model_config, made = _model_records(
         {**kw, "recipe": recipe}, qconfig, calib_images, seed, quiet, device
     )
     records = _select(records, blocks, kind)
     summary = write_vectors(
-        out_dir, lambda: _write_tree(vec, records, out_dir, seed, source_sha, model_config, force, quiet)
+        out_dir, lambda: _write_tree(vec, records, out_dir, seed, source_sha, model_config, made, force, quiet)
     )
     click.echo(f"{summary.line()} -> {out_dir}")
 
 
-def _write_tree(vec, records, out_dir, seed, source_sha, model_config, force, quiet):
-    from tqdm import tqdm
-
+def _write_tree(vec, records, out_dir, seed, source_sha, model_config, made, force, quiet):
     total = sum(int(t.data.size) for r in records for t in r.tensors.values())
-    with tqdm(
-        total=total,
-        unit="el",
-        unit_scale=True,
-        disable=quiet,
-        leave=False,
-        mininterval=0.5,
-        desc=f"writing {len(records)} sets",
-    ) as bar:
+    what = f"writing {count(len(records), 'set')}"
+    with progress_bar(total, what, "el", quiet, line=f"{what} ({total} elements)", unit_scale=True) as bar:
         return vec.write_sets(
             records,
             out_dir,
             seed=seed,
             source_sha256=source_sha,
             model_config=model_config,
+            provenance=made,
             force=force,
             progress=lambda path, elements: bar.update(elements),
         )
@@ -187,21 +176,35 @@ def _write_tree(vec, records, out_dir, seed, source_sha, model_config, force, qu
 
 @click.command()
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
-@click.option("-v", "--verbose", is_flag=True, help="Also list the valid sets.")
-def check(directory, verbose):
+@click.option("-v", "--verbose", is_flag=True, help="Also list the valid sets (with --against: the identical ones).")
+@click.option(
+    "--against",
+    metavar="OTHER",
+    type=click.Path(exists=True, file_okay=False),
+    help="Also compare with the sets under OTHER (paired by path): the first field, tensor and element "
+    "that differ, and what made each; exit 1 if any set differs.",
+)
+def check(directory, verbose, against):
     """Validate a vector set, or every set under DIRECTORY; exit 1 if any is invalid.
 
     Checks the manifest schema and block contract, that every file is present and inside the
     set, line counts, hex digits, value widths, .hex == .npy and sha256. Simulators load
     malformed $readmemh files silently: run this first.
 
+    With --against OTHER, the sets under DIRECTORY and OTHER (e.g. one made on a laptop, one on
+    a CI machine) are compared after both are validated.
+
     \b
     Example:
-      hwvit check vectors/
-      hwvit check vectors/layers.0.attn.softmax
+      hwvit check vec/digits
+      hwvit check vec/digits/layers.0.attn.softmax
+      hwvit check vec/digits --against vec/again
     """
     from hwvit import vectors as vec
 
+    if against is not None:
+        _check_against(directory, against, verbose)
+        return
     try:
         results = vec.check(directory)
     except vec.VectorSetError as exc:
@@ -217,3 +220,29 @@ def check(directory, verbose):
     if bad:
         fail(f"{len(bad)} of {len(results)} sets invalid")
     click.echo(f"{len(results)} set{'s' * (len(results) != 1)} valid")
+
+
+def _check_against(directory: str, other: str, verbose: bool) -> None:
+    """`hwvit check DIRECTORY --against OTHER`: one line per set that differs, what made the first
+    one that differs on each side, a summary; exit 1 if any set differs."""
+    from hwvit.vectors.against import compare_trees
+    from hwvit.vectors.format import VectorSetError
+
+    try:
+        diffs = compare_trees(directory, other)
+    except VectorSetError as exc:
+        fail(str(exc))
+    bad = [d for d in diffs if d.differs]
+    for d in diffs:
+        if d.differs:
+            click.echo(f"DIFF {d.line()}")
+        elif verbose:
+            click.echo(f"same {d.name}")
+    first = next((d for d in bad if d.problem is None), None)
+    if first is not None:
+        click.echo(f"first difference: {first.name}")
+        for line in first.made_lines():
+            click.echo(line)
+    if bad:
+        fail(f"{len(bad)} of {len(diffs)} sets differ from {other}")
+    click.echo(f"{len(diffs)} set{'s' * (len(diffs) != 1)} identical to {other}")

@@ -8,9 +8,10 @@ from typing import Any
 import click
 
 from hwvit import blocks
-from hwvit.cli.common import fail, first_line, refuse, vector_output_options
+from hwvit.cli.common import fail, refuse
+from hwvit.cli.outdir import vector_output_options
 from hwvit.cli.vectors import write_vectors
-from hwvit.textfiles import parse_yaml, read_yaml
+from hwvit.textfiles import first_line, parse_yaml, read_yaml
 
 # option -> block parameter; an option is refused for a kind whose contract has no such parameter.
 _PARAM_OPTIONS = {
@@ -201,7 +202,7 @@ def vectors_random(
       hwvit vectors-random softmax --variant ibert --cases 16 --row-len 197 --out variants/softmax_ibert
     """
     from hwvit import vectors as vec
-    from hwvit.cli.common import check_out_dir
+    from hwvit.cli.outdir import check_out_dir
 
     kind, set_values = _with_variant(kind, variant, set_values)
     options = {

@@ -20,7 +20,7 @@ from hwvit.formats import ExpMode
 
 SUPPORTED = (
     "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations, "
-    "hwvit's softmax, LayerNorm and requant (any GELU variant: a table)"
+    "hwvit's softmax, LayerNorm and requant (any elementwise GELU variant: a table)"
 )
 
 
@@ -198,6 +198,13 @@ def _requants(m):
 def _check_model(m) -> None:
     cfg = m.config
     problems = []
+    source = getattr(m, "meta", {}).get("quant", {}).get("source", "")
+    if str(source).lower().endswith(".onnx"):  # an imported model (hwvit.onnx): its own roundings and zero points
+        raise CoreCompileError(
+            f"model {cfg.name!r} is a quantized ONNX file's own model (round half to even, zero points, a bias "
+            f"add after each 3-D linear, GEMM-side tables): the core runs {SUPPORTED}; its blocks run through "
+            f"`hwvit vectors --checkpoint` and `hwvit sim`"
+        )
     if m.act_bits != 8:
         problems.append(f"act_bits={m.act_bits}")
     # the core's requant saturates every result to int8 (no per-instruction clamp): a recipe's
@@ -223,6 +230,8 @@ def _check_model(m) -> None:
         for name in ("norm1", "norm2"):
             if getattr(getattr(blk, name, None), "arith", None) is not None:
                 problems.append(f"layers.{i}.{name} layernorm={getattr(blk, name).arith.name}")
+        if getattr(blk.gelu, "arith", None) is not None:  # a GELU on rows: no table to load
+            problems.append(f"layers.{i} gelu={blk.gelu.arith.name}")
     rounding = sorted({rq.rounding for rq in _requants(m) if rq.rounding != "half_up"})
     if rounding:
         problems.append(f"requant={rounding[0]}")

@@ -16,7 +16,7 @@ import numpy as np
 import yaml
 
 from hwvit import __version__
-from hwvit.atomic import atomic_dir
+from hwvit.atomic import atomic_dir, refuse_unowned
 from hwvit.core import isa
 from hwvit.core.compile import Compiled
 from hwvit.textfiles import read_yaml
@@ -48,12 +48,24 @@ def _hex_words(values, bits: int, depth: int) -> bytes:
     return "".join(f"{w:0{digits}x}\n" for w in words).encode()
 
 
+def _owned(dest: Path) -> dict[str, str | None]:
+    """A previous core directory's files as its manifest lists them (with their sha256), and the manifest."""
+    try:
+        files = read_yaml(dest / MANIFEST, error=CoreDirError)["files"]
+        listed = {str(f["path"]): str(f["sha256"]) for f in files.values()}
+    except (CoreDirError, OSError, KeyError, TypeError, AttributeError):
+        listed = {}
+    return {**listed, MANIFEST: None}
+
+
 def write_core_dir(c: Compiled, out: str | Path, model_spec: dict[str, Any], force: bool = False) -> Path:
     out = Path(out)
 
     def check(dest: Path) -> None:
-        if dest.exists() and any(dest.iterdir()) and not force:
-            raise FileExistsError(f"{dest} exists and is not empty (use --force to replace it)")
+        if dest.exists() and any(dest.iterdir()):
+            if not force:
+                raise FileExistsError(f"{dest} exists and is not empty (use --force to replace it)")
+            refuse_unowned(dest, _owned(dest), "a core directory hwvit compiled")
 
     s = c.sizes
     blobs = {

@@ -10,8 +10,10 @@ The order and arithmetic follow transformers' ViTImageProcessor / BaseImageProce
 5. layout (C, H, W), channels in RGB order.
 
 ``from_hf`` reads a ``preprocessor_config.json``; ``from_flags`` builds the same from command-line
-values. Grayscale images go to 3-channel models only when ``convert_rgb`` is set (HF's
-``do_convert_rgb``); anything else with the wrong channel count is an error naming the image.
+values. Images come to the model's channels as transformers' ``convert_to_rgb`` brings them to RGB:
+a transparent image is composited onto white, then PIL converts it (greyscale, palette, CMYK, ...).
+A one-channel model gets PIL's luma ("L") of a colour image. An image whose pixels are wider than 8
+bits (16-bit or float greyscale) cannot be converted without clipping them: an error naming it.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import numpy as np
 
 # PIL resampling filters by the integer HF stores (PIL.Image.Resampling values).
 RESAMPLE_NAMES = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
-# PIL modes by the channel count hwvit reads from them (alpha dropped; palette and colour spaces -> RGB).
-GRAY_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F")
+# PIL modes a one-channel model reads as they are: 8-bit greyscale and the wider ones (values as
+# decoded, rescaled like any other: --rescale), which RGB cannot hold without clipping.
+ONE_CHANNEL = ("L", "I", "I;16", "I;16B", "I;16L", "F")
+WIDE = ("I", "I;16", "I;16B", "I;16L", "F")
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,6 @@ class Preprocess:
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
     resample: int = 2  # bilinear, HF's default
-    convert_rgb: bool = False
     origin: str = "defaults"  # where the settings came from, for the printed line
 
     def __post_init__(self) -> None:
@@ -69,8 +72,6 @@ class Preprocess:
             parts.append(f"rescale 1/{inv:g}" if abs(inv - round(inv)) < 1e-9 else f"rescale {self.rescale:g}")
         if self.mean is not None:
             parts.append(f"mean {','.join(f'{m:g}' for m in self.mean)} std {','.join(f'{s:g}' for s in self.std)}")
-        if self.convert_rgb:
-            parts.append("grayscale -> RGB")
         return f"{', '.join(parts) or 'none'} ({self.origin})"
 
     def with_model_size(self, side: int) -> Preprocess:
@@ -84,24 +85,26 @@ class Preprocess:
             mean=self.mean,
             std=self.std,
             resample=self.resample,
-            convert_rgb=self.convert_rgb,
             origin=self.origin,
         )
 
     # Applying ------------------------------------------------------------------------------------
+    def resized(self, w: int, h: int) -> tuple[int, int]:
+        """(h, w) of a ``w`` x ``h`` image after the resize (before the crop)."""
+        if self.size:
+            return self.size
+        if self.shortest_edge:
+            short, long = (w, h) if w <= h else (h, w)
+            new_short, new_long = self.shortest_edge, int(self.shortest_edge * long / short)
+            return (new_long, new_short) if w <= h else (new_short, new_long)
+        return h, w
+
     def image(self, img, in_chans: int, where: str) -> np.ndarray:
         """A PIL image -> float32 (C, H, W)."""
-        img = _channels(img, in_chans, self.convert_rgb, where)
-        if self.size or self.shortest_edge:
-            w, h = img.size
-            if self.size:
-                new_h, new_w = self.size
-            else:
-                short, long = (w, h) if w <= h else (h, w)
-                new_short, new_long = self.shortest_edge, int(self.shortest_edge * long / short)
-                new_h, new_w = (new_long, new_short) if w <= h else (new_short, new_long)
-            if (new_w, new_h) != (w, h):
-                img = img.resize((new_w, new_h), resample=self.resample)
+        img = to_channels(img, in_chans, where)
+        new_h, new_w = self.resized(*img.size)
+        if (new_w, new_h) != img.size:
+            img = img.resize((new_w, new_h), resample=self.resample)
         arr = np.asarray(img)
         if arr.ndim == 2:
             arr = arr[:, :, None]
@@ -133,20 +136,45 @@ def _per_channel(values: tuple[float, ...], c: int, name: str, where: str) -> np
     return np.asarray(values, dtype=np.float32)
 
 
-def _channels(img, in_chans: int, convert_rgb: bool, where: str):
-    """``img`` in a mode with ``in_chans`` channels (L or RGB), or a ValueError naming the image."""
-    gray = img.mode in GRAY_MODES
-    have = 1 if gray else 3
-    if in_chans == 3 and gray and convert_rgb:
-        return img.convert("RGB")
-    if have != in_chans:
+def _transparent(img) -> bool:
+    return "A" in img.getbands() or img.info.get("transparency") is not None
+
+
+def conversion(img, in_chans: int, where: str) -> str | None:
+    """What bringing ``img`` to ``in_chans`` channels does to it, in a word for the one line that
+    says so ("greyscale", "palette", "transparent", "colour", "mode CMYK"); None: nothing, it is
+    in the model's mode already. ValueError naming the image when it cannot be brought there."""
+    mode = img.mode
+    if in_chans not in (1, 3):
+        raise ValueError(f"{where}: the model takes {in_chans} channels; images give 1 or 3")
+    if in_chans == 1 and mode in ONE_CHANNEL:
+        return None
+    if in_chans == 3 and mode == "RGB" and not _transparent(img):
+        return None
+    if mode in WIDE:
         raise ValueError(
-            f"{where}: {have}-channel image (mode {img.mode}); the model takes {in_chans} "
-            f"channel{'s' if in_chans != 1 else ''}"
+            f"{where}: {mode} greyscale pixels are wider than 8 bits; converting them to RGB would clip "
+            "them (convert the image to 8 bits yourself)"
         )
-    if gray:
-        return img if img.mode in ("L", "I", "I;16", "F") else img.convert("L")
-    return img if img.mode == "RGB" else img.convert("RGB")
+    if _transparent(img):
+        return "transparent"
+    if in_chans == 1:
+        return "colour" if mode != "1" else "black-and-white"
+    return {"1": "black-and-white", "L": "greyscale", "P": "palette"}.get(mode, f"mode {mode}")
+
+
+def to_channels(img, in_chans: int, where: str):
+    """``img`` in the model's mode (L or RGB; a wider greyscale as it is for one channel), converted
+    as ``conversion`` says: transparency composited onto white first, as transformers does."""
+    change = conversion(img, in_chans, where)
+    if change is None:
+        return img
+    if change == "transparent":
+        from PIL import Image
+
+        rgba = img.convert("RGBA")
+        img = Image.alpha_composite(Image.new("RGBA", img.size, (255, 255, 255, 255)), rgba)
+    return img.convert("L" if in_chans == 1 else "RGB")
 
 
 # Constructors ------------------------------------------------------------------------------------
@@ -186,7 +214,6 @@ def from_hf(data: dict, where: str = "preprocessor_config.json") -> Preprocess:
         mean=mean,
         std=std,
         resample=int(resample) if resample is not None else 2,
-        convert_rgb=bool(data.get("do_convert_rgb") or False),
         origin=where,
     )
 
@@ -248,12 +275,20 @@ def from_flags(
         mean=base.mean if m is None else m,
         std=base.std if s is None else s,
         resample=base.resample,
-        convert_rgb=base.convert_rgb,
         origin="flags" if base.origin == "defaults" else f"{base.origin} + flags",
     )
 
 
-__all__ = ["Preprocess", "RESAMPLE_NAMES", "from_flags", "from_hf", "parse_floats", "parse_size"]
+__all__ = [
+    "Preprocess",
+    "RESAMPLE_NAMES",
+    "conversion",
+    "from_flags",
+    "from_hf",
+    "parse_floats",
+    "parse_size",
+    "to_channels",
+]
 
 
 # timm's pretrained_cfg interpolation names -> PIL filters.

@@ -9,12 +9,15 @@
   preprocessing; float arrays are model inputs (N, C, H, W), used as they are.
 
 Only the file list and the labels are held in memory; pixels are decoded batch by batch
-(``batches``), so a folder of any size runs in bounded memory.
+(``batches``), so a folder of any size runs in bounded memory. ``screen`` decodes each image once
+before that: what cannot be read, converted to the model's channels or preprocessed to its size is
+named and left out (or, strict, stops the run), and what was converted is counted for one line.
 """
 
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hwvit.dataset.preprocess import Preprocess
+from hwvit.dataset.preprocess import Preprocess, conversion
+from hwvit.textfiles import count
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 ARRAY_KEYS = ("images", "x", "inputs")
@@ -69,16 +73,7 @@ class ImageSet:
         """Sample ``i`` as the model takes it (float32, ``input_shape``)."""
         if self.array is not None:
             return _array_item(self.array[self.rows[i]], pre, input_shape, f"{self.origin}[{int(self.rows[i])}]")
-        path = self.paths[i]
-        if len(input_shape) != 3:
-            raise ValueError(f"{path}: the model takes 1-D signals {input_shape}; give them as an .npy array")
-        x = pre.image(_open(path), input_shape[0], str(path))
-        if x.shape != input_shape:
-            raise ValueError(
-                f"{path}: {x.shape[1]}x{x.shape[2]} after preprocessing ({pre.describe()}); the model "
-                f"takes {input_shape[1]}x{input_shape[2]} (use --resize/--crop)"
-            )
-        return x
+        return _image_item(_open(self.paths[i]), pre, input_shape, self.paths[i])
 
     def batches(self, pre: Preprocess, input_shape: tuple[int, ...], batch_size: int = 64) -> Iterator[torch.Tensor]:
         """Float32 tensors of at most ``batch_size`` samples, in order."""
@@ -89,6 +84,80 @@ class ImageSet:
     def tensor(self, pre: Preprocess, input_shape: tuple[int, ...]) -> torch.Tensor:
         """All samples in one tensor (for calibration sets, which are small)."""
         return torch.cat(list(self.batches(pre, input_shape)))
+
+    def screen(self, pre: Preprocess, input_shape: tuple[int, ...], strict: bool = False) -> Screened:
+        """Decode and preprocess each image once, as ``item`` does: one that fails is left out
+        with a line naming it and why (``strict``: ValueError instead); what was converted to
+        the model's channels is counted. An array is all one shape and dtype: its first sample
+        is tried. ValueError when nothing is left."""
+        if self.array is not None:
+            if len(self):
+                self.item(0, pre, input_shape)
+            return Screened(self)
+        kept, skipped, changes = [], [], Counter()
+        for i, path in enumerate(self.paths):
+            try:
+                img = _open(path)
+                _image_item(img, pre, input_shape, path)
+                change = conversion(img, input_shape[0], str(path))
+            except ValueError as exc:
+                if strict:
+                    raise
+                skipped.append(str(exc))
+                continue
+            kept.append(i)
+            if change is not None:
+                changes[change] += 1
+        if not kept:
+            raise ValueError(
+                f"{self.origin}: none of its {count(len(self), 'image')} can be used; the first: {skipped[0]}"
+            )
+        return Screened(self if len(kept) == len(self) else self.subset(kept), skipped, changes)
+
+
+@dataclass
+class Screened:
+    """What ``ImageSet.screen`` found: the images that reach the model, the reasons the others do
+    not (one line each, naming the file), and how many of each kind were converted."""
+
+    images: ImageSet
+    skipped: list[str] = field(default_factory=list)
+    changes: Counter = field(default_factory=Counter)
+
+
+def screen_notes(origin: str, found: list[Screened], channels: int) -> list[str]:
+    """The lines that say, once for the images of ``origin`` (screened in one or more parts: the
+    calibration and evaluation images of one folder), which were left out and why, and what was
+    converted to the model's channels."""
+    skipped = [line for s in found for line in s.skipped]
+    total = sum(len(s.images) + len(s.skipped) for s in found)
+    changes = sum((s.changes for s in found), Counter())
+    lines = [f"skipped {line}" for line in skipped]
+    if skipped:
+        lines.append(
+            f"{origin}: left out {len(skipped)} of {count(total, 'image')} (--strict stops at the first instead)"
+        )
+    if changes:
+        what = ", ".join(f"{v} {k}" for k, v in sorted(changes.items(), key=lambda kv: (-kv[1], kv[0])))
+        target = "RGB" if channels == 3 else "greyscale"
+        lines.append(
+            f"{origin}: converted {count(sum(changes.values()), 'image')} to {target} ({what}), as Hugging "
+            "Face's image processors do"
+        )
+    return lines
+
+
+def _image_item(img, pre: Preprocess, shape: tuple[int, ...], path: Path) -> np.ndarray:
+    """A decoded image file as the model takes it (float32, ``shape``)."""
+    if len(shape) != 3:
+        raise ValueError(f"{path}: the model takes 1-D signals {shape}; give them as an .npy array")
+    x = pre.image(img, shape[0], str(path))
+    if x.shape != shape:
+        raise ValueError(
+            f"{path}: {x.shape[1]}x{x.shape[2]} after preprocessing ({pre.describe()}); the model "
+            f"takes {shape[1]}x{shape[2]} (use --resize/--crop)"
+        )
+    return x
 
 
 def _open(path: Path):
@@ -238,4 +307,4 @@ def _arrays(path: Path) -> ImageSet:
     return ImageSet(str(path), array=arr, rows=np.arange(len(arr)), labels=labels)
 
 
-__all__ = ["IMAGE_SUFFIXES", "ImageSet", "open_images"]
+__all__ = ["IMAGE_SUFFIXES", "ImageSet", "Screened", "open_images", "screen_notes"]

@@ -221,22 +221,55 @@ def load_config(path: str | Path) -> ViTConfig:
 
 
 def sincos2d_table(grid: int, dim: int, temperature: float = 10000.0):
-    """SimpleViT's fixed 2-D position table (grid*grid, dim): [sin x, cos x, sin y, cos y].
+    """SimpleViT's fixed 2-D position table (grid*grid, dim): [sin x, cos x, sin y, cos y], float32.
 
     Frequencies are temperature^-(j / (dim/4 - 1)), j = 0 .. dim/4 - 1, with x the column and
     y the row of the patch (row-major patch order), as lucidrains' posemb_sincos_2d.
+
+    Every entry is the exact value rounded to the nearest float32, so the table (recomputed from
+    the config, never saved) is the same on every machine; torch's float32 sin and cos are not
+    (ATen's default and AVX2 kernels differ in the last bit). The values are computed in float64,
+    with an error below (grid + 1) * 2^-50 (the angle's, at most grid * 4 ulps, and the sine's);
+    those within (grid + 1) * 2^-44 of a float32 rounding boundary again with mpmath.
     """
+    import numpy as np
     import torch
 
     quarter = dim // 4
     assert dim % 4 == 0, f"sincos2d needs dim % 4 == 0, got {dim}"
-    y, x = torch.meshgrid(torch.arange(grid), torch.arange(grid), indexing="ij")
     # quarter == 1 would divide by zero in the original; a single frequency of 1 is the limit.
-    omega = torch.arange(quarter) / max(quarter - 1, 1)
-    omega = 1.0 / (temperature**omega)
-    y = y.flatten()[:, None] * omega[None, :]
-    x = x.flatten()[:, None] * omega[None, :]
-    return torch.cat((x.sin(), x.cos(), y.sin(), y.cos()), dim=1).float()
+    steps = max(quarter - 1, 1)
+    omega = float(temperature) ** -(np.arange(quarter) / steps)  # (quarter,)
+    row, col = np.divmod(np.arange(grid * grid), grid)  # row-major patches: y the row, x the column
+    parts = [(col, np.sin), (col, np.cos), (row, np.sin), (row, np.cos)]
+    table = np.concatenate([fn(pos[:, None] * omega[None, :]) for pos, fn in parts], axis=1)
+    near = _near_float32_boundary(table, (grid + 1) * 2.0**-44)
+    at_zero = np.concatenate([np.repeat((pos == 0)[:, None], quarter, axis=1) for pos, _ in parts], axis=1)
+    near = near[~at_zero.flat[near]]  # sin 0 = 0 and cos 0 = 1 are exact
+    if near.size:
+        import mpmath
+
+        for i in near:
+            p, c = divmod(int(i), dim)
+            pos, fn = parts[c // quarter]
+            with mpmath.workprec(256):
+                angle = int(pos[p]) * mpmath.power(float(temperature), -mpmath.mpf(c % quarter) / steps)
+                exact = (mpmath.sin if fn is np.sin else mpmath.cos)(angle)
+            with mpmath.workprec(24):  # float32's significand, rounded to nearest
+                table.flat[i] = float(+exact)
+    return torch.from_numpy(table.astype(np.float32))
+
+
+def _near_float32_boundary(values, tol: float):
+    """Flat indices of the float64 ``values`` within ``tol`` of a point halfway between two float32s."""
+    import numpy as np
+
+    v32 = values.astype(np.float32)
+    up = np.nextafter(v32, np.float32(np.inf)).astype(np.float64)
+    down = np.nextafter(v32, np.float32(-np.inf)).astype(np.float64)
+    mid = v32.astype(np.float64)
+    dist = np.minimum(np.abs(values - (mid + up) / 2), np.abs(values - (mid + down) / 2))
+    return np.flatnonzero(dist < tol)
 
 
 __all__ = ["CHOICES", "ViTConfig", "list_presets", "load_config", "load_preset", "sincos2d_table"]

@@ -64,8 +64,8 @@ RECORD_POINTS = (
 
 
 def _rec(record: Recorder, path: str, t: torch.Tensor) -> None:
-    if record is not None:
-        record(path, t.detach().float())
+    if record is not None:  # float32, or float64 when the model runs in float64 (calibration)
+        record(path, t.detach() if t.dtype == torch.float64 else t.detach().float())
 
 
 class PatchEmbed(nn.Module):

@@ -36,10 +36,24 @@ class IntLinear(RequantOut):
     bias: np.ndarray  # (N,) int32 values
     s_in: float
     requant: Requant  # per output channel: (N,) multipliers and shifts
+    # an imported model's bias added after the GEMM's requant, as a quantized graph does it (MatMul,
+    # quantize, Add of an int8 bias, quantize): the (N,) codes and the add that rescales both
+    post_bias: np.ndarray | None = None
+    bias_add: IntResidual | None = None
 
     def __post_init__(self):
         # read-only, so the kernels check them and pack w once, not at every call (hwvit.ops.frozen)
         self.w, self.bias = frozen.read_only(self.w), frozen.read_only(self.bias)
+        if self.post_bias is not None:
+            self.post_bias = frozen.read_only(self.post_bias)
+
+    @property
+    def s_out(self) -> float:
+        return self.bias_add.s_out if self.bias_add is not None else self.requant.s_out
+
+    @property
+    def out_bits(self) -> int:
+        return self.bias_add.out_bits if self.bias_add is not None else self.requant.out_bits
 
     def __call__(self, x, tr: Trace, path: str, value: bool = True, k=NUMPY):
         """requant(gemm(x, w) + bias): one GEMM-engine pass, recorded as a `gemm` block. ``value``:
@@ -52,18 +66,21 @@ class IntLinear(RequantOut):
             self.record(tr, path, k.host(x2d), k.host(acc), k.host(y))
         else:  # the same integers; a backend that can requantizes inside the GEMM
             y = self.requant.linear(k, x2d, self.w, self.bias)
+        if self.bias_add is not None:
+            y = self.bias_add.add(k.host(y), np.broadcast_to(self.post_bias, y.shape), tr, f"{path}.bias")
         y = y.reshape(*x.shape[:-1], self.w.shape[0])
         return k.value(tr, path, y, self.s_out) if value else y
 
     def record(self, tr: Trace, path: str, x2d: np.ndarray, acc: np.ndarray, y2d: np.ndarray) -> None:
         """The `gemm` record of one call (2-D host arrays x, acc, y)."""
-        scales = (self.s_in, self.s_out)
         rq = self.requant
+        scales = (self.s_in, rq.s_out)
         tr.keep(
             gemm_block.traced(
-                path, x2d, self.w, self.bias, rq.mult, rq.shift, acc, y2d, rq.out_bits, True, scales, rq.rounding
+                path, x2d, self.w, self.bias, rq.mult, rq.shift, acc, y2d, rq.out_bits, True, scales, rq.rounding,
+                rq.zero,
             )
-        )
+        )  # fmt: skip
 
 
 @dataclass(kw_only=True)
@@ -110,7 +127,9 @@ class IntLayerNorm(RequantOut):
 @dataclass(kw_only=True)
 class IntGelu(Watched):
     """y = table[x]: any arithmetic of an in_bits input is a table of its 2^in_bits results, so a
-    GELU variant (hwvit.variants) is its table, made once by that variant's kernel."""
+    GELU variant (hwvit.variants) is its table, made once by that variant's kernel. A variant that
+    works on rows (``Variant.row``: I-ViT's released ShiftGELU) runs its kernel on the last axis
+    instead (``arith``; ``table`` then empty)."""
 
     table: np.ndarray
     in_bits: int
@@ -118,20 +137,31 @@ class IntGelu(Watched):
     s_in: float
     s_out: float
     variant: str = "lut"
+    arith: Arith | None = None
 
     def __post_init__(self):
         # read-only, so the kernel checks it once, not at every call (hwvit.ops.frozen)
         self.table = frozen.read_only(self.table)
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
-        y = k.gelu(x, self.table, self.in_bits)
+        if self.arith is not None:
+            y = k.variant(self.arith.impl, x, self.arith.params)
+        else:
+            y = k.gelu(x, self.table, self.in_bits)
         if tr.keep_records:
             self.record(tr, path, k.host(x), k.host(y))
         return k.value(tr, path, y, self.s_out)
 
     def record(self, tr: Trace, path: str, x: np.ndarray, y: np.ndarray) -> None:
-        """The `gelu` record of one call (flattened)."""
+        """The `gelu` record of one call (flattened); a row variant's own kind (``gelu_<variant>``,
+        2-D rows)."""
         scales = {"x": self.s_in, "y": self.s_out}
+        if self.arith is not None:
+            from hwvit.blocks import variant_kinds
+
+            rows, out = x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])
+            tr.keep(variant_kinds.traced(self.arith, path, rows, out, self.in_bits, self.out_bits, scales))
+            return
         tr.keep(gelu_block.traced(path, x, self.table, y, self.in_bits, self.out_bits, scales, self.variant))
 
 
@@ -191,6 +221,17 @@ class IntResidual(Watched):
     out_bits: int
     alpha_a: np.ndarray | None = None  # power-of-two factors of input a's channels (PTF), if any
     alpha_out: np.ndarray | None = None  # ... of the output's channels: it feeds a PTF LayerNorm
+    # an imported model's rounding (hwvit.variants requant names: half_even for ONNX) and zero points
+    # (real a = s_a * (a - zero_a), ...; the output's is added after the rounding)
+    rounding: str = "half_up"
+    zero_a: int = 0
+    zero_b: int = 0
+    zero_out: int = 0
+
+    @property
+    def plain(self) -> bool:
+        """hwvit's own residual add: round half up, no zero point."""
+        return self.rounding == "half_up" and not (self.zero_a or self.zero_b or self.zero_out)
 
     @property
     def per_channel(self) -> bool:
@@ -202,6 +243,8 @@ class IntResidual(Watched):
         return self.s_out if self.alpha_out is None else self.s_out * np.exp2(self.alpha_out.astype(np.float64))
 
     def __call__(self, a, b, tr: Trace, path: str, k=NUMPY):
+        if not self.plain:
+            return k.value(tr, path, self.add(k.host(a), k.host(b), tr, path), self.out_scale)
         consts = (self.mult_a, self.mult_b, self.shift)
         if self.per_channel:
             consts = tuple(k.const(np.asarray(v, dtype=np.int64)) for v in consts)
@@ -209,6 +252,17 @@ class IntResidual(Watched):
         if tr.keep_records:
             self.record(tr, path, k.host(a), k.host(b), k.host(y))
         return k.value(tr, path, y, self.out_scale)
+
+    def add(self, a, b, tr: Trace, path: str) -> np.ndarray:
+        """The add on host arrays, recorded under ``path`` but not traced as a value (an imported
+        linear layer's bias add, whose output is the layer's)."""
+        from hwvit.ops.residual_add import residual_add_zp
+
+        zeros = (self.zero_a, self.zero_b, self.zero_out)
+        y = residual_add_zp(a, b, self.mult_a, self.mult_b, self.shift, self.out_bits, self.rounding, *zeros)
+        if tr.keep_records:
+            self.record(tr, path, np.asarray(a), np.asarray(b), y)
+        return y
 
     def record(self, tr: Trace, path: str, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> None:
         """The `residual_add` record of one call (flattened); per-channel constants: a
@@ -219,7 +273,10 @@ class IntResidual(Watched):
 
             tr.keep(rac.traced(path, a, b, y, self, scales))
             return
-        tr.keep(residual_block.traced(path, a, b, y, self.mult_a, self.mult_b, self.shift, self.out_bits, scales))
+        extra = {} if self.plain else {"rounding": self.rounding, "zeros": (self.zero_a, self.zero_b, self.zero_out)}
+        tr.keep(
+            residual_block.traced(path, a, b, y, self.mult_a, self.mult_b, self.shift, self.out_bits, scales, **extra)
+        )
 
 
 @dataclass(kw_only=True)

@@ -27,6 +27,7 @@ from hwvit.intvit.qparams import Requant, Watched, edits
 from hwvit.intvit.trace import NO_TRACE, Trace
 from hwvit.ops import encoder as ops_encoder
 from hwvit.ops import frozen
+from hwvit.ops.gemm import gemm_zero
 
 
 @dataclass(kw_only=True)
@@ -44,17 +45,29 @@ class IntAttention(Watched):
     softmax: IntSoftmax
     context: Requant  # P.V to the context (ECG's 1/sqrt(dim) folded into the multiplier)
     proj: IntLinear
+    # an imported model's table of one score code between Q.K^T's requant and the softmax (its
+    # separately quantized scaling Mul), and its activations' zero points (q, k, v), subtracted from
+    # the operands of Q.K^T and P.V
+    scores_table: IntGelu | None = None
+    # ... and its tables of one code on Q and on K before Q.K^T (HF's SDPA export scales each by
+    # head_dim^-1/4 in a quantized Mul of its own)
+    q_table: IntGelu | None = None
+    k_table: IntGelu | None = None
+    zero_q: int = 0
+    zero_k: int = 0
+    zero_v: int = 0
 
     def __post_init__(self):
         assert (self.qkv is None) != (self.q is None), "attention: either a fused qkv or separate q, k, v projections"
 
     @property
     def s_q(self) -> float:
-        return (self.qkv or self.q).s_out
+        """The scale of Q as Q.K^T reads it (after its table, if any)."""
+        return self.q_table.s_out if self.q_table is not None else (self.qkv or self.q).s_out
 
     @property
     def s_k(self) -> float:
-        return (self.qkv or self.k).s_out
+        return self.k_table.s_out if self.k_table is not None else (self.qkv or self.k).s_out
 
     @property
     def s_v(self) -> float:
@@ -83,7 +96,7 @@ class IntAttention(Watched):
         once while the parts stay the same (hwvit.ops.frozen)."""
         parts = (self.q, self.k, self.v)
         rqs = [p.requant for p in parts]
-        if any(not r.is_default or r.out_bits != rqs[0].out_bits for r in rqs):
+        if any(not r.is_default or r.out_bits != rqs[0].out_bits for r in rqs) or any(p.bias_add for p in parts):
             return None
         inputs = self._qkv_sources()
 
@@ -125,15 +138,36 @@ class IntAttention(Watched):
         for i in range(a.shape[0]):
             tag = f"{self._tag(path, b, i)}.{which}"
             rec = gemm_block.traced(
-                tag, a[i], w[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales, rq.rounding
-            )
+                tag, a[i], w[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales, rq.rounding,
+                rq.zero,
+            )  # fmt: skip
             tr.keep(rec)
+
+    def _zeros(self, which: str) -> tuple[int, int]:
+        """(zero point of a, of w) of Q.K^T ("qk") or P.V ("av"; the probabilities have none)."""
+        return (self.zero_q, self.zero_k) if which == "qk" else (0, self.zero_v)
 
     def _product(self, tr: Trace, path: str, b: int, which: str, a, w, k=NUMPY):
         """Requantized Q.K^T (``which`` = "qk") or P.V ("av") of every head of every image in one
         batched call; with records, the accumulators are kept for them (gemm, then requant), else
         the GEMM may requantize in its tile (``ops.linear``): the same integers."""
         rq, signed = self._requant_of(which)
+        za, zw = self._zeros(which)
+        if za or zw:  # an imported model's zero points: sum (a - za)(w - zw), exact (rtl/gemm.v ZERO_POINTS)
+            a_h, w_h = np.asarray(k.host(a), np.int64), np.asarray(k.host(w), np.int64)
+            acc = gemm_zero(a_h, w_h, None, signed, za, zw)
+            y = rq.apply(k, acc)
+            if tr.keep_records:
+                for i in range(a_h.shape[0]):
+                    tag = f"{self._tag(path, b, i)}.{which}"
+                    scales = (self.s_q if which == "qk" else self.softmax.s_out, rq.s_out)
+                    tr.keep(
+                        gemm_block.traced(
+                            tag, a_h[i], w_h[i], None, rq.mult, rq.shift, acc[i], y[i], rq.out_bits, signed, scales,
+                            rq.rounding, rq.zero, za, zw,
+                        )
+                    )  # fmt: skip
+            return y
         if not tr.keep_records:
             return rq.linear(k, a, w, None, a_signed=signed)
         acc = k.gemm(a, w, None, a_signed=signed)
@@ -155,9 +189,13 @@ class IntAttention(Watched):
                 k.permute(lin(x, tr, f"{path}.{name}", value=False, k=k).reshape(b, n, h, hd), (0, 2, 1, 3))
                 for name, lin in (("q", self.q), ("k", self.k), ("v", self.v))
             )
-        qh = k.value(tr, f"{path}.q", qh, self.s_q)
-        kh = k.value(tr, f"{path}.k", kh, self.s_k)
+        qh = k.value(tr, f"{path}.q", qh, (self.qkv or self.q).s_out)
+        kh = k.value(tr, f"{path}.k", kh, (self.qkv or self.k).s_out)
         vh = k.value(tr, f"{path}.v", vh, self.s_v)
+        if self.q_table is not None:  # an imported model's scaling of Q and of K, each a table
+            qh = self.q_table(qh, tr, f"{path}.q_scaled", k=k)
+        if self.k_table is not None:
+            kh = self.k_table(kh, tr, f"{path}.k_scaled", k=k)
         # All heads (and images) in one batched GEMM call each; one record per head for the RTL.
         qs, ks, vs = (t.reshape(b * h, n, hd) for t in (qh, kh, vh))
         if self._heads_at_once(tr, k):  # nothing traced between: the three steps as one call
@@ -165,7 +203,10 @@ class IntAttention(Watched):
             return self._output(ctx, tr, path, b, n, k)
         scores = self._product(tr, path, b, "qk", qs, ks, k)  # (B*H, N, N)
         scores = scores.reshape(b, h, n, n)
-        scores = k.value(tr, f"{path}.scores", scores, self.scores.s_out)
+        if self.scores_table is not None:  # an imported model's separately quantized scaling
+            scores = self.scores_table(scores, tr, f"{path}.scores", k=k)
+        else:
+            scores = k.value(tr, f"{path}.scores", scores, self.scores.s_out)
         probs = self.softmax(scores, tr, f"{path}.softmax", k=k)
         probs = k.value(tr, f"{path}.probs", probs, self.softmax.s_out)  # the float model's name for the softmax
         ps = probs.reshape(b * h, n, n)
@@ -178,6 +219,8 @@ class IntAttention(Watched):
         traced or forced, hwvit's own arithmetic in all three, and a provider that has the call."""
         sm = self.softmax
         plain = sm.arith is None and sm.exp == "table" and sm.in_bits == self.scores.out_bits
+        tables = (self.scores_table, self.q_table, self.k_table)
+        plain = plain and tables == (None, None, None) and not (self.zero_q or self.zero_k or self.zero_v)
         rounding = self.scores.is_default and self.context.is_default
         return tr.quiet and plain and rounding and hasattr(k, "attention_heads")
 
@@ -226,9 +269,11 @@ class IntBlock(Watched):
         attn, sm = self.attn, self.attn.softmax  # _heads_at_once: nothing traced, attention hwvit's own
         if self.norm1.arith is not None or self.norm2.arith is not None or not attn._heads_at_once(tr, NUMPY):
             return None
+        if self.gelu.arith is not None:  # a GELU on rows, not a table
+            return None
         qkv = attn.qkv if attn.qkv is not None else attn._joined_qkv()
         lins = (qkv, attn.proj, self.fc1, self.fc2)
-        if qkv is None or not all(lin.requant.is_default for lin in lins):
+        if qkv is None or not all(lin.requant.is_default and lin.bias_add is None for lin in lins):
             return None
 
         def linear(lin: IntLinear) -> ops_encoder.Linear:
@@ -399,6 +444,9 @@ class IntViT:
     ranges: dict[str, float] = field(default_factory=dict)
     point_bits: dict[str, int] = field(default_factory=dict)  # point path -> width (recipe act_bits)
     meta: dict = field(default_factory=dict)
+    input_zero: int = 0  # an imported model's input zero point, added to the quantized input
+    # an imported model's zero point at each traced point (real value = scale * (q - zero)); none: 0
+    point_zero: dict[str, int] = field(default_factory=dict)
 
     # the parts of the embedding and the readout under the names they had as IntViT fields
     patch_embed = _part("embed", "patch_embed", "IntPatchEmbed")
@@ -420,12 +468,25 @@ class IntViT:
         """Width of the integer tensor at a traced point (unsigned for probabilities)."""
         return self.point_bits.get(path, self.act_bits)
 
+    def zero_at(self, path: str) -> int:
+        """Zero point of the integer tensor at a traced point (0 but in an imported model)."""
+        return self.point_zero.get(path, 0)
+
     @property
     def input_bits(self) -> int:
         return self.bits_at("input")
 
     def quantize_input(self, x) -> np.ndarray:
+        if self.input_zero:
+            return self._zero_input(x)
         return ops.quantize(x, self.s_input, self.input_bits)
+
+    def _zero_input(self, x):
+        """An imported model's input: rounded at 16 bits, its zero point added, then saturated."""
+        from hwvit.formats import signed
+
+        xq = ops.quantize(x, self.s_input, 16)
+        return np.clip(np.asarray(xq, np.int64) + self.input_zero, *signed(self.input_bits).range)
 
     def check_input(self, x) -> None:
         want = tuple(self.config.input_shape)
@@ -448,7 +509,10 @@ class IntViT:
         """The forward on kernels provider ``k`` (``hwvit.intvit.kernels``): every layer in order,
         each traced under its path; host int64 logits."""
         self.check_input(x)
-        xq = k.int_input(x) if quantized else k.quantize(x, self.s_input, self.input_bits)
+        if self.input_zero and not quantized:
+            xq = k.int_input(self._zero_input(x))
+        else:
+            xq = k.int_input(x) if quantized else k.quantize(x, self.s_input, self.input_bits)
         xq = k.value(tr, "input", xq, self.s_input)
         pos = k.const(self.pos_q) if self.pos_q is not None else None  # once, for every add
         h = self.embed(xq, pos, tr, k=k)
@@ -494,7 +558,11 @@ class IntViT:
         return state
 
     def dequantize_logits(self, logits: np.ndarray) -> np.ndarray:
-        return logits.astype(np.float64) * self.s_logits
+        head = self.readout.head
+        zero = 0
+        if head is not None:  # an imported model's logits may have a zero point
+            zero = head.bias_add.zero_out if head.bias_add is not None else head.requant.zero
+        return (logits.astype(np.float64) - zero) * self.s_logits
 
 
 __all__ = ["IntAttention", "IntBlock", "IntEmbed", "IntPatchEmbed", "IntReadout", "IntViT"]

@@ -26,6 +26,9 @@ class Requant:
     out_bits: int  # width of the result (signed)
     s_out: float
     rounding: str = "half_up"  # the requant variant (hwvit.variants, family requant)
+    # zero point added after the rounding, before the saturation (an imported model's asymmetric
+    # activations, hwvit.onnx): y = sat(round(acc * M / 2^s) + zero)
+    zero: int = 0
 
     def __post_init__(self):
         assert 2 <= self.out_bits <= 32, f"requant: out_bits {self.out_bits} outside [2, 32]"
@@ -36,16 +39,25 @@ class Requant:
 
     @property
     def is_default(self) -> bool:
-        return self.rounding == "half_up"
+        return self.rounding == "half_up" and self.zero == 0
 
     def apply(self, k, acc):
-        """The requant of ``acc`` on provider ``k`` (hwvit.intvit.kernels): hwvit's own, or the variant's."""
+        """The requant of ``acc`` on provider ``k`` (hwvit.intvit.kernels): hwvit's own, or the variant's;
+        with a zero point, rounded into ``out_bits + 1`` bits, the zero point added, then saturated, as
+        rtl/gemm.v does (the same integers as one saturation after the add: a value clipped at
+        ``out_bits + 1`` bits lies 2^(out_bits-1) past the output range, beyond a zero point's reach)."""
         if self.is_default:
             return k.requant(acc, self.mult, self.shift, self.out_bits)
         from hwvit import variants
 
-        params = {"multiplier": self.mult, "shift": self.shift, "out_bits": self.out_bits}
-        return k.variant(variants.resolve("requant", self.rounding), acc, params)
+        bits = self.out_bits + 1 if self.zero else self.out_bits
+        params = {"multiplier": self.mult, "shift": self.shift, "out_bits": bits}
+        y = k.variant(variants.resolve("requant", self.rounding), acc, params)
+        if self.zero:
+            from hwvit.formats import signed
+
+            y = np.clip(np.asarray(y, dtype=np.int64) + self.zero, *signed(self.out_bits).range)
+        return y
 
     def linear(self, k, a, w, bias, a_signed: bool = True):
         """requant(gemm(a, w) + bias): fused in the GEMM's tile for hwvit's own rounding."""

@@ -20,12 +20,12 @@ from hwvit.ops.attention import attention_heads
 from hwvit.ops.divu import divu
 from hwvit.ops.encoder import encoder_block, encoder_blocks
 from hwvit.ops.gelu import gelu
-from hwvit.ops.gemm import gemm, linear
+from hwvit.ops.gemm import gemm, gemm_zero, linear
 from hwvit.ops.isqrt import isqrt
 from hwvit.ops.layernorm import LN_F, LN_K, LN_T, layernorm
 from hwvit.ops.pool import mean_pool
-from hwvit.ops.requant import quantize, requant
-from hwvit.ops.residual_add import residual_add
+from hwvit.ops.requant import quantize, requant, requant_zero
+from hwvit.ops.residual_add import residual_add, residual_add_zp
 from hwvit.ops.round_sat import round_sat, rshift_round, saturate
 from hwvit.ops.softmax import softmax
 
@@ -40,13 +40,16 @@ __all__ = [
     "encoder_blocks",
     "gelu",
     "gemm",
+    "gemm_zero",
     "isqrt",
     "layernorm",
     "linear",
     "mean_pool",
     "quantize",
     "requant",
+    "requant_zero",
     "residual_add",
+    "residual_add_zp",
     "round_sat",
     "rshift_round",
     "saturate",

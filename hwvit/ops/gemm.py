@@ -244,3 +244,24 @@ def linear(
         a8 = int8_operand(a8, "a", 0, 255, offset=offset)
     a8, w8 = np.ascontiguousarray(a8), np.ascontiguousarray(w8)  # as ops.gemm hands them on
     return requant(_product(a8, w8, b, offset), multiplier, shift, out_bits, narrow=narrow)
+
+
+def gemm_zero(a: Any, w: Any, bias: Any = None, a_signed: bool = True, zero_a: int = 0, zero_w: int = 0) -> np.ndarray:
+    """Exact ``bias + (a - zero_a) @ (w - zero_w)^T`` as int64 (rtl/gemm.v with ZERO_POINTS = 1):
+    an imported model's product of two activations with zero points. One ``gemm`` of the codes and
+    the expansion ``sum a w - zw rowsum(a) - za rowsum(w) + K za zw``, every term exact in int64.
+    Zero points signed 8; ``|acc| <= K * 383 * 255 + |bias|`` must stay below 2^31, the RTL's
+    accumulator (OverflowError)."""
+    za, zw = int(zero_a), int(zero_w)
+    for name, z in (("zero_a", za), ("zero_w", zw)):
+        if not -128 <= z <= 127:
+            raise ValueError(f"gemm: {name} {z} outside [-128, 127]")
+    a = np.asarray(a, np.int64)
+    w = np.asarray(w, np.int64)
+    acc = gemm(a, w, bias, a_signed=a_signed)
+    if za or zw:
+        k = a.shape[-1]
+        acc = acc - zw * a.sum(-1)[..., :, None] - za * w.sum(-1)[..., None, :] + k * za * zw
+        if acc.size and int(np.abs(acc).max()) >= 1 << 31:
+            raise OverflowError("gemm: an accumulator with zero points leaves int32")
+    return acc

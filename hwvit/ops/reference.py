@@ -61,12 +61,64 @@ def gemm_ref(a: list[list[int]], w: list[list[int]], bias: list[int] | None = No
     return out
 
 
+def gemm_zero_ref(
+    a: list[list[int]], w: list[list[int]], bias: list[int] | None = None, zero_a: int = 0, zero_w: int = 0
+) -> list[list[int]]:
+    """``acc[m][n] = bias[n] + sum_k (a[m][k] - zero_a) * (w[n][k] - zero_w)``."""
+    return gemm_ref([[v - zero_a for v in row] for row in a], [[v - zero_w for v in row] for row in w], bias)
+
+
 def residual_add_ref(a: list[int], b: list[int], mult_a, mult_b, shift, out_bits: int = 8) -> list[int]:
     out = []
     for j in range(len(a)):
         total = a[j] * _per_channel(mult_a, j) + b[j] * _per_channel(mult_b, j)
         out.append(_sat(_round_shift(total, _per_channel(shift, j)), out_bits))
     return out
+
+
+def residual_add_zp_ref(
+    a: list[int],
+    b: list[int],
+    mult_a,
+    mult_b,
+    shift,
+    out_bits: int = 8,
+    rounding: str = "half_up",
+    zero_a: int = 0,
+    zero_b: int = 0,
+    zero_out: int = 0,
+) -> list[int]:
+    """``residual_add_zp`` element by element in exact rationals (``Fraction``)."""
+    out = []
+    for j in range(len(a)):
+        total = (a[j] - zero_a) * _per_channel(mult_a, j) + (b[j] - zero_b) * _per_channel(mult_b, j)
+        out.append(_sat(_round_exact(total, _per_channel(shift, j), rounding) + zero_out, out_bits))
+    return out
+
+
+def _round_exact(v: int, s: int, rounding: str) -> int:
+    """``v / 2^s`` rounded by ``rounding`` (half_up, half_even, half_away, floor), in exact rationals."""
+    from fractions import Fraction
+
+    x = Fraction(v, 2**s)
+    below = math.floor(x)
+    frac = x - below
+    if rounding == "half_up":
+        return math.floor(x + Fraction(1, 2))
+    if rounding == "half_even":
+        return below + (1 if frac > Fraction(1, 2) or (frac == Fraction(1, 2) and below % 2) else 0)
+    if rounding == "half_away":
+        return int(math.copysign(math.floor(abs(x) + Fraction(1, 2)), x)) if x else 0
+    return below
+
+
+def requant_zero_ref(acc: list[int], multiplier, shift, out_bits: int = 8, rounding: str = "half_up", zero: int = 0):
+    """``requant_zero`` element by element: ``sat(round(acc * M / 2^s) + zero)`` (the one saturation
+    after the add)."""
+    return [
+        _sat(_round_exact(v * _per_channel(multiplier, j), _per_channel(shift, j), rounding) + zero, out_bits)
+        for j, v in enumerate(acc)
+    ]
 
 
 def gelu_ref(x: list[int], table: list[int], in_bits: int = 8) -> list[int]:

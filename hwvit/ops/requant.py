@@ -71,3 +71,30 @@ def quantize(x_float: Any, scale: Any, bits: int = 8, narrow: bool = False) -> n
     frac = v - whole  # exact in binary floating point
     q = whole + np.where(np.abs(frac) >= 0.5, np.sign(v), 0.0)  # half away from zero
     return np.clip(q, lo, hi).astype(out_dtype(lo, hi, narrow))
+
+
+def requant_zero(
+    acc: Any, multiplier: Any, shift: Any, out_bits: int = 8, rounding: str = "half_up", zero: int = 0
+) -> np.ndarray:
+    """``sat_out_bits(round(acc * M / 2^s) + zero)`` with one of the shift roundings of
+    ``round_sat.SHIFT_MODES`` (half to even for ONNX): an imported model's requant (rtl/gemm.v with
+    ZERO_POINTS = 1; without a zero point, the saturating requant variant of that name). The rounded
+    value is saturated to ``out_bits + 1`` bits first, as the RTL does: clipped there it lies
+    2^(out_bits-1) past the output range, beyond a zero point's reach, so the one saturation after
+    the add gives the same integers. acc int32, M unsigned 31 bits: ``|acc * M| < 2^62``. int64 out."""
+    from hwvit.ops.round_sat import SHIFT_MODES
+
+    if rounding not in SHIFT_MODES:
+        raise ValueError(f"requant: rounding {rounding!r} with a zero point; choose from {', '.join(SHIFT_MODES)}")
+    out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
+    lo, hi = signed(out_bits).range
+    if zero and out_bits > OUT_BITS[1] - 1:
+        raise ValueError(f"requant: a zero point needs out_bits <= {OUT_BITS[1] - 1}, got {out_bits}")
+    if not lo <= int(zero) <= hi:
+        raise ValueError(f"requant: zero point {zero} outside [{lo}, {hi}]")
+    acc = as_int_array(acc, "acc", *ACC.range)
+    m = np.asarray(as_int_array(multiplier, "multiplier", 0, MULT_MAX), np.int64)
+    s = np.asarray(as_int_array(shift, "shift", 0, SHIFT_MAX), np.int64)
+    wide = signed(out_bits + 1).range if zero else (lo, hi)
+    y = np.clip(SHIFT_MODES[rounding](acc * m, s), *wide)
+    return np.clip(y + int(zero), lo, hi).astype(np.int64)

@@ -65,3 +65,38 @@ def add_params(mult_a: Any, mult_b: Any, shift: Any, shape: tuple) -> tuple:
         return tuple(per_channel(v, ref) for v in checked)
 
     return frozen.derived((mult_a, mult_b, shift, shape), "residual_add", params)
+
+
+def residual_add_zp(
+    a: Any,
+    b: Any,
+    mult_a: Any,
+    mult_b: Any,
+    shift: Any,
+    out_bits: int = 8,
+    rounding: str = "half_up",
+    zero_a: int = 0,
+    zero_b: int = 0,
+    zero_out: int = 0,
+) -> np.ndarray:
+    """``sat(round((a - za)*Ma + (b - zb)*Mb, s) + zy)``: the residual add of an imported model, whose
+    activations may have zero points and whose rounding is the file's (a requant rounding of
+    ``hwvit.variants.rounding``: ``half_even`` for ONNX). a, b signed 8 (broadcastable); zero points
+    signed 8: ``|a - za| <= 255``, so ``|sum| < 2^40`` as in ``residual_add``; the zero point ``zy`` is
+    added after the rounding. With every zero point 0 and ``half_up`` it equals ``residual_add``.
+    int64 out."""
+    out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
+    a = np.asarray(as_int_operand(a, "a", *INT8.range), dtype=np.int64)
+    b = np.asarray(as_int_operand(b, "b", *INT8.range), dtype=np.int64)
+    for name, z in (("zero_a", zero_a), ("zero_b", zero_b), ("zero_out", zero_out)):
+        if not INT8.lo <= int(z) <= INT8.hi:
+            raise ValueError(f"residual_add: {name} {z} outside [-128, 127]")
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    ma, mb, s = add_params(mult_a, mult_b, shift, shape)
+    from hwvit.ops.round_sat import SHIFT_MODES as modes
+
+    if rounding not in modes:
+        raise ValueError(f"residual_add: rounding {rounding!r}; choose from {', '.join(modes)}")
+    v = (a - int(zero_a)) * ma + (b - int(zero_b)) * mb  # |v| <= 2 * 255 * (2^31 - 1) < 2^40
+    y = modes[rounding](v, s) + int(zero_out)
+    return np.clip(y, *signed(out_bits).range).astype(np.int64)

@@ -18,7 +18,7 @@ import torch
 from hwvit import ops
 from hwvit.intvit.model import IntAttention
 from hwvit.intvit.trace import NO_TRACE, Trace
-from hwvit.quant.calibrate import calibrate
+from hwvit.quant.calibrate import calibrate, on_grid
 from hwvit.quant.config import QuantConfig
 from hwvit.quant.convert import _Scales, build_attention
 
@@ -37,6 +37,10 @@ class IntAttentionBlock:
 
     def bits_at(self, path: str) -> int:
         return self.point_bits.get(path, self.act_bits)
+
+    def zero_at(self, path: str) -> int:
+        """Zero point at a traced point: 0 everywhere (symmetric quantization, as the block is built)."""
+        return 0
 
     def forward(self, x, trace: Trace | None = None, quantized: bool = False) -> np.ndarray:
         """The block's int output (int64, scale ``attn.proj.s_out``), in the input's layout."""
@@ -62,7 +66,7 @@ def quantize_attention(block, calib_inputs, qconfig: QuantConfig | None = None) 
     qc = qconfig or QuantConfig()
     x = torch.as_tensor(calib_inputs, dtype=torch.float32)
     ranges = calibrate(block, x, qc.calibration, qc.percentile, bits=qc.act_bits)
-    ranges["input"] = float(x.abs().max())  # the block records no input: its range, whole (as min/max)
+    ranges["input"] = on_grid(float(x.abs().max()))  # the block records no input: its range, whole (as min/max)
     scale = _Scales(block, ranges, qc.act_bits)
     s_input, _ = scale.point("input")
     attn = build_attention(block.attn, "attn", s_input, scale, qc, block.dim)

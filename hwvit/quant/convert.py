@@ -102,10 +102,12 @@ class _Ptf:
 
 
 def _ptf(scale: _Scales, point: str, consumer: str | None) -> _Ptf | None:
-    """The PTF quantization of ``point`` if the LayerNorm ``consumer`` reading it is ``ptf``."""
-    if consumer is None or scale.variant(consumer, "layernorm") != "ptf" or scale._channels is None:
+    """The PTF quantization of ``point`` if the LayerNorm ``consumer`` reading it is a PTF one
+    (``ptf``: FQ-ViT's released arithmetic, or ``ptf_exact``)."""
+    from hwvit.variants.layernorm_forms import PTF_VARIANTS, ptf_alpha, ptf_scale
+
+    if consumer is None or scale.variant(consumer, "layernorm") not in PTF_VARIANTS or scale._channels is None:
         return None
-    from hwvit.variants.layernorm_forms import ptf_alpha, ptf_scale
 
     absmax = scale._channels()[point]
     bits = scale.act(point)

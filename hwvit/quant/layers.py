@@ -137,8 +137,15 @@ def int_gelu(s_in: float, s_out: float, out_bits: int, in_bits: int | None = Non
         from hwvit.variants.base import GeluContext
 
         v = variants.resolve("gelu", variant)
+        vp = v.prepare(GeluContext(s_in, in_bits, s_out, out_bits))
+        if v.row:  # its value depends on the row (the last axis): the kernel runs on rows, no table
+            arith = Arith(family="gelu", name=variant, params=vp, s_out=s_out)
+            empty = np.zeros(0, np.int64)
+            return IntGelu(
+                variant=variant, table=empty, in_bits=in_bits, out_bits=out_bits, s_in=s_in, s_out=s_out, arith=arith
+            )
         half = 1 << (in_bits - 1)
-        table = v.kernel(np.arange(-half, half, dtype=np.int64), v.prepare(GeluContext(s_in, in_bits, s_out, out_bits)))
+        table = v.kernel(np.arange(-half, half, dtype=np.int64), vp)
     return IntGelu(
         variant=variant,
         table=np.asarray(table, np.int64),

@@ -4,11 +4,19 @@ These run once, at conversion time, and are the only place besides ``ops.quantiz
 become integers. Each follows docs/arithmetic.md; the integer kernels in ``hwvit.ops`` consume
 what they return. Multipliers are computed in exact rational arithmetic (``fractions``), so the
 only float rounding is the caller's own computation of the real ratio.
+
+Every integer here is the same on every machine for the same float arguments: the float steps are
+IEEE operations that round the same everywhere (``+ - * /``, sqrt, floor), and the two tables
+of transcendental values (exp, erfc) are computed in float64 and then checked: an entry whose
+float64 value lies within 2^-20 of a rounding boundary (its error is below 2^-28) is computed
+again exactly with mpmath (``_exact_where_close``). A vector library's exp (numpy's AVX-512 one
+differs from glibc's in the last bit of one value in twenty) cannot move an entry.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -38,6 +46,34 @@ def _float_array(x: Any, name: str) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: holds NaN or infinity")
     return arr
+
+
+# A float64 table value is this close to a rounding boundary (x.5) before it is computed again
+# exactly. Its own error is below 2^-28: the exp table's values are at most 2^23 with a few ulps
+# (2^-52 relative) of error from the argument's rounding and the library's exp, the GELU table's
+# at most 2^16 with the same.
+_CLOSE = 2.0**-20
+_EXACT_BITS = 256  # mpmath's working precision for those: far beyond any float64 argument's
+
+
+def _exact_where_close(y: np.ndarray, exact: Callable[[int], Any]) -> np.ndarray:
+    """``y`` (float64 estimates of real values) with every element within ``_CLOSE`` of a rounding
+    boundary (a fraction of |y| at one half) replaced by ``exact(flat index)``, the value computed
+    by mpmath at ``_EXACT_BITS`` bits and nudged by 2^-10 to its side of the boundary, so that any
+    round-half rule then rounds it as the exact value rounds."""
+    y = np.array(y, dtype=np.float64)
+    frac = np.abs(y) - np.floor(np.abs(y))
+    close = np.flatnonzero(np.abs(frac - 0.5) < _CLOSE)
+    if close.size:
+        import mpmath
+
+        with mpmath.workprec(_EXACT_BITS):
+            for i in close:
+                v = exact(int(i))
+                a = abs(v)
+                side = 1 if a - mpmath.floor(a) >= mpmath.mpf(1) / 2 else -1
+                y.flat[i] = math.copysign(float(mpmath.floor(a)) + 0.5 + side * 2.0**-10, float(v))
+    return y
 
 
 def _quantize_one(real: float) -> tuple[int, int]:
@@ -96,7 +132,14 @@ def gelu_table(s_in: float, s_out: float, in_bits: int = 8, out_bits: int = 8) -
     half = 1 << (in_bits - 1)
     x = np.arange(-half, half, dtype=np.float64) * s_in
     g = np.array([0.5 * v * math.erfc(-v / math.sqrt(2.0)) for v in x])
-    return quantize(g, s_out, out_bits)
+
+    def exact(i: int):
+        import mpmath
+
+        v = (i - half) * mpmath.mpf(s_in)
+        return v * mpmath.erfc(-v / mpmath.sqrt(2)) / 2 / mpmath.mpf(s_out)
+
+    return quantize(_exact_where_close(g / s_out, exact), 1.0, out_bits)
 
 
 def exp_table(s_in: float, entries: int = 256) -> np.ndarray:
@@ -108,15 +151,24 @@ def exp_table(s_in: float, entries: int = 256) -> np.ndarray:
     if isinstance(entries, bool) or not isinstance(entries, (int, np.integer)) or not 1 <= entries <= 1 << 16:
         raise ValueError(f"exp_table: entries must be an integer in [1, 65536], got {entries!r}")
     d = np.arange(int(entries), dtype=np.float64)
-    table = np.floor(EXP_ONE * np.exp(-d * s_in) + 0.5).astype(np.int64)
+
+    def exact(i: int):
+        import mpmath
+
+        return EXP_ONE * mpmath.exp(-i * mpmath.mpf(s_in))
+
+    table = np.floor(_exact_where_close(EXP_ONE * np.exp(-d * s_in), exact) + 0.5).astype(np.int64)
     table[0] = EXP_ONE
     return table
+
+
+LOG2E = 1.4426950408889634  # log2(e) correctly rounded to float64 (a literal: no libm log2 in between)
 
 
 def exp_shift_mult(s_in: float) -> int:
     """``round(s_in * log2(e) * 2^16)``: the slope of softmax's shift-and-add exp (exp='shift')."""
     s_in = _positive(s_in, "s_in")
-    m = math.floor(s_in * math.log2(math.e) * (1 << 16) + 0.5)
+    m = math.floor(s_in * LOG2E * (1 << 16) + 0.5)
     if m > MULT_MAX:
         raise ValueError(f"exp_shift_mult: s_in={s_in} is too large")
     return m

@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 
 DPI = 110
 
@@ -41,6 +42,86 @@ def _save(fig: Figure, path: Path) -> Path:
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=DPI)
     return path
+
+
+# --- labels that neither overlap nor leave their axes --------------------------------------------
+# Places tried for a label around its marker, nearest first: (dx, dy) in points and the alignment
+# that puts the text on that side: beside it (right, left), above, below, the corners, then further out.
+_SIDES = (
+    (8, 0, "left", "center"),
+    (-8, 0, "right", "center"),
+    (0, 8, "center", "bottom"),
+    (0, -8, "center", "top"),
+    (7, 7, "left", "bottom"),
+    (-7, 7, "right", "bottom"),
+    (7, -7, "left", "top"),
+    (-7, -7, "right", "top"),
+)
+_OFFSETS = [(dx * k, dy * k, ha, va) for k in (1, 2, 3, 4, 6, 8) for dx, dy, ha, va in _SIDES]
+_LEADER = {"arrowstyle": "-", "color": "#999999", "lw": 0.6, "shrinkA": 1, "shrinkB": 4}
+
+
+def freeze_layout(fig: Figure):
+    """Lay the figure out once (constrained layout) and keep it: labels placed in display
+    coordinates stay where they were measured. Returns the renderer to measure with."""
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    fig.set_layout_engine("none")
+    return fig.canvas.get_renderer()
+
+
+def place_labels(ax, renderer, items: list[tuple[float, float, str, dict]], marker_pt: float = 9.0) -> list:
+    """Annotate each (x, y, text, text options) of ``items`` at the first place around its point
+    where the text overlaps no label placed before it and no marker, and lies inside the axes
+    (``freeze_layout`` first); a thin leader line joins a label to its point. Points at the same
+    place should come as one item with one line per name. ``marker_pt``: the markers' size, or an
+    item's own as ``marker_pt`` in its options (a large star). Returns the annotations."""
+    inside = ax.get_window_extent(renderer).padded(-2)
+    dots = []
+    for x, y, _, options in items:
+        half = options.get("marker_pt", marker_pt) * renderer.points_to_pixels(1.0) / 2
+        px, py = ax.transData.transform((x, y))
+        dots.append((px - half, py - half, px + half, py + half))
+    placed: list[tuple[float, float, float, float]] = []
+    out = []
+    for x, y, text, options in items:
+        options = {k: v for k, v in options.items() if k != "marker_pt"}
+        best = None
+        for dx, dy, ha, va in _OFFSETS:
+            ann = ax.annotate(
+                text,
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha=ha,
+                va=va,
+                arrowprops=_LEADER,
+                **options,
+            )
+            ann.update_positions(renderer)
+            box = Text.get_window_extent(ann, renderer)  # the text's own box, not its leader line
+            box = (box.x0, box.y0, box.x1, box.y1)
+            clash = sum(_overlap(box, other) for other in placed + dots)
+            outside = not (inside.x0 <= box[0] and box[2] <= inside.x1 and inside.y0 <= box[1] and box[3] <= inside.y1)
+            score = clash + (1e9 if outside else 0.0)
+            if best is None or score < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (score, ann, box)
+            else:
+                ann.remove()
+            if score == 0:
+                break
+        placed.append(best[2])
+        out.append(best[1])
+    return out
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    """Area shared by two boxes (x0, y0, x1, y1) in pixels."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
 
 
 def sqnr_bars(layers: list[dict], path: Path, title: str = "") -> Path:
@@ -194,11 +275,15 @@ def logits_scatter(
     return _save(fig, path)
 
 
-def sweep_plot(
-    rows: list[dict],
-    columns: list[tuple[str, tuple[str, ...], str, str, Callable[[dict], str], Callable[[dict], bool] | None]],
-    path: Path,
-) -> Path:
+Columns = list[tuple[str, tuple[str, ...], str, str, Callable[[dict], str], Callable[[dict], bool] | None]]
+
+
+def sweep_plot(rows: list[dict], columns: Columns, path: Path) -> Path:
+    """sweep.png: ``sweep_figure``."""
+    return _save(sweep_figure(rows, columns), path)
+
+
+def sweep_figure(rows: list[dict], columns: Columns) -> Figure:
     """Accuracy and logits SQNR against each knob's hardware cost: one column per knob.
 
     ``rows`` are sweep rows (hwvit.analysis.sweep). ``columns`` is
@@ -209,13 +294,16 @@ def sweep_plot(
     drawn as diamonds, not joined to the line.
     Top row: top-1 of the integer model (or top-1 agreement with the float model when there are no
     labels), the float top-1 dashed. Bottom row: logits SQNR in dB. Every point carries its value.
+    A column is as wide as its ticks need (0.8 in a point, 2.9 in at least); a tick label of two
+    lines stands upright, one of more than three single-line ticks is slanted.
     """
     labelled = any(r.get("top1_int") is not None for r in rows)
     base = [r for r in rows if r["factor"] == "baseline"]
     cols = [c for c in columns if any(r["factor"] in c[1] for r in rows)]
     ncol = max(len(cols), 1)
-    fig = Figure(figsize=(2.9 * ncol + 0.8, 6.0), layout="constrained")
-    axes = fig.subplots(2, ncol, squeeze=False, sharey="row")
+    widths = [max(2.9, 0.8 * (len(base) + sum(r["factor"] in c[1] for r in rows))) for c in cols] or [2.9]
+    fig = Figure(figsize=(sum(widths) + 0.8, 6.0), layout="constrained")
+    axes = fig.subplots(2, ncol, squeeze=False, sharey="row", width_ratios=widths)
     for c, (title, factors, xlabel, key, tick, apart) in enumerate(cols):
         pts = sorted(base + [r for r in rows if r["factor"] in factors], key=lambda r: r[key])
         xs = list(range(len(pts)))
@@ -251,13 +339,9 @@ def sweep_plot(
                     )
             ax.grid(alpha=0.3)
             ax.margins(x=0.15, y=0.2)
-            ax.set_xticks(
-                xs,
-                [tick(r) + ("*" if r["factor"] == "baseline" else "") for r in pts],
-                fontsize=7,
-                rotation=30 if len(pts) > 3 else 0,
-                ha="right" if len(pts) > 3 else "center",
-            )
+            ticks = [tick(r) + ("*" if r["factor"] == "baseline" else "") for r in pts]
+            slant = len(pts) > 3 and not any("\n" in t for t in ticks)
+            ax.set_xticks(xs, ticks, fontsize=7, rotation=30 if slant else 0, ha="right" if slant else "center")
         bottom.set_xlabel(xlabel, fontsize=8)
         top.set_title(title, fontsize=9)
     lo, hi = axes[0][0].get_ylim()  # shared by the row; a percentage above 100 is meaningless
@@ -265,4 +349,4 @@ def sweep_plot(
     axes[0][0].set_ylabel("top-1 int (%)" if labelled else "top-1 agreement with float (%)")
     axes[1][0].set_ylabel("logits SQNR (dB)")
     fig.suptitle("What each choice costs: accuracy vs hardware cost, cheapest left (* = int8 baseline)", fontsize=10)
-    return _save(fig, path)
+    return fig

@@ -9,9 +9,10 @@ import math
 from pathlib import Path
 
 from hwvit import __version__
-from hwvit.analysis.sweep import COLUMNS, EXP_ENTRY_BITS, baseline_row
+from hwvit.analysis.sweep import COLUMNS, EXP_ENTRY_BITS, FRONTS, VARIANT_FAMILIES, baseline_row
 from hwvit.report.plots import sweep_plot
 from hwvit.report.publish import json_safe, staged_dir
+from hwvit.textfiles import count
 
 KIND = "sweep"
 FILES = ("sweep.csv", "sweep.md", "sweep.png", "pareto.png", "sweep.json", "variants_pareto.png")
@@ -52,15 +53,24 @@ PLOT_COLUMNS = [
         lambda r: "min/max" if r["calibration"] == "minmax" else f"p{r['percentile']:g}",
         None,
     ),
+    (
+        "block arithmetic",
+        VARIANT_FAMILIES,
+        "each block's own arithmetic\n(its cells: hwvit synth --variants)",
+        "variant_rank",
+        lambda r: "hwvit" if r["factor"] == "baseline" else f"{r['factor']}=\n{r['label']}",
+        None,
+    ),
 ]
 
 
 def plot_rows(rows: list[dict]) -> list[dict]:
-    """Rows with the ordering key of the calibration column (min/max first, then higher percentiles first)."""
+    """Rows with the ordering keys of the calibration column (min/max first, then higher percentiles
+    first) and of the block-arithmetic column (hwvit's first, then the variants in grid order)."""
     out = []
-    for r in rows:
+    for i, r in enumerate(rows):
         rank = 0.0 if r["calibration"] == "minmax" else 1.0 + (100.0 - float(r["percentile"]))
-        out.append({**r, "calibration_rank": rank})
+        out.append({**r, "calibration_rank": rank, "variant_rank": i if r["factor"] in VARIANT_FAMILIES else -1})
     return out
 
 
@@ -148,55 +158,99 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     return head, out
 
 
-def pareto_plot(rows: list[dict], path: Path) -> None:
-    """Accuracy against storage cost (bits x elements per input + exp ROM bits), the Pareto front joined."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+def _name(r: dict) -> str:
+    return "int8 baseline" if r["factor"] == "baseline" else f"{r['factor']}: {r['label']}"
+
+
+def pareto_plot(rows: list[dict], path: Path, front: str = "both") -> None:
+    """pareto.png: ``pareto_figure``."""
+    pareto_figure(rows, front).savefig(path, dpi=110)
+
+
+def pareto_figure(rows: list[dict], front: str = "both"):
+    """Accuracy and logits SQNR, each against storage cost (bits x elements per input + exp ROM
+    bits), side by side: the rows on the Pareto front of ``front`` (hwvit.analysis.sweep.pareto)
+    red (and, where the front weighs that panel's measure alone, joined as a step), the baseline a
+    large star drawn last, every point named once (the names of points at one place in one label)
+    where no other label or marker is, and the legend below the panels."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    from hwvit.report.plots import freeze_layout, place_labels
 
     labelled = rows[0]["top1_int"] is not None
     key = "top1_int" if labelled else "agreement"
     base = baseline_row(rows) or rows[0]
-    fig = Figure(figsize=(8.0, 5.0), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    pts = [r for r in rows if r[key] is not None]
-    for r in pts:
-        x, y = r["cost_bits"] / base["cost_bits"], 100.0 * r[key]
-        ax.scatter(
-            [x],
-            [y],
-            s=60 if r["pareto"] else 30,
-            color="#C44E52" if r["pareto"] else "#4C72B0",
-            marker="*" if r is base else "o",
-            zorder=3,
+    measures = (
+        (key, 100.0, f"{'top-1' if labelled else 'agreement with float'} (%)", "top1"),
+        ("logits_sqnr_db", 1.0, "logits SQNR against float (dB)", "sqnr"),
+    )
+    fig = Figure(figsize=(11.0, 5.2), layout="constrained")
+    axes = fig.subplots(1, 2)
+    panels = []
+    for ax, (field, scale, ylabel, alone) in zip(axes, measures):
+        pts = [
+            (r["cost_bits"] / base["cost_bits"], scale * r[field], r)
+            for r in rows
+            if r[field] is not None and math.isfinite(r[field])
+        ]
+        for x, y, r in pts:
+            if r is not base:
+                on = bool(r["pareto"])
+                ax.scatter([x], [y], s=55 if on else 35, color=RED if on else BLUE, zorder=3)
+        bx, by = base["cost_bits"] / base["cost_bits"], scale * base[field]
+        ax.scatter([bx], [by], s=260, marker="*", color=GOLD, edgecolors="black", linewidths=0.8, zorder=5)
+        line = sorted((x, y) for x, y, r in pts if r["pareto"])
+        if front == alone and len(line) > 1:  # a front of this measure alone: its staircase
+            ax.step([p[0] for p in line], [p[1] for p in line], where="post", color=RED, lw=1, zorder=2)
+        ax.set_xlabel(
+            "cost relative to the int8 baseline\n(activation bits x elements per input + exp ROM bits)", fontsize=9
         )
-        ax.annotate(f"{r['factor']}: {r['label']}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7)
-    front = sorted((r["cost_bits"] / base["cost_bits"], 100.0 * r[key]) for r in pts if r["pareto"])
-    if front:
-        ax.step(
-            [f[0] for f in front],
-            [f[1] for f in front],
-            where="post",
-            color="#C44E52",
-            lw=1,
-            label="Pareto front (no point is both cheaper and more accurate)",
-        )
-        ax.legend(loc="lower right", fontsize=8)
-    ax.set_xlabel("cost relative to the int8 baseline: activation bits x elements per input + exp ROM bits")
-    ax.set_ylabel(f"{'top-1' if labelled else 'agreement with float'} (%)")
-    ax.set_title("Accuracy against cost; red: on the Pareto front, star: baseline", fontsize=10)
-    ax.grid(alpha=0.3)
-    fig.savefig(path, dpi=110)
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.margins(x=0.45, y=0.25)  # room for the labels inside the panel
+        panels.append((ax, pts))
+    fig.suptitle(
+        f"Accuracy and logits SQNR against cost; red: Pareto front of cost against {FRONTS[front]}",
+        fontsize=10,
+    )
+    fig.legend(
+        handles=[
+            Line2D([], [], marker="*", ls="", ms=13, color=GOLD, markeredgecolor="black", label="int8 baseline"),
+            Line2D([], [], marker="o", ls="", color=RED, label="on the front: no point costs less and does better"),
+            Line2D([], [], marker="o", ls="", color=BLUE, label="off the front"),
+        ],
+        loc="outside lower center",
+        ncols=3,
+        fontsize=8,
+        frameon=False,
+    )
+    renderer = freeze_layout(fig)
+    for ax, pts in panels:
+        groups: dict[tuple[float, float], list[dict]] = {}
+        for x, y, r in pts:
+            groups.setdefault((round(x, 9), round(y, 9)), []).append(r)
+        items = []
+        for (x, y), members in sorted(groups.items(), key=lambda g: (base not in g[1], g[0])):
+            members.sort(key=lambda r: r is not base)
+            size = {"marker_pt": 19} if base in members else {}  # the star's own size
+            items.append((x, y, "\n".join(_name(r) for r in members), {"fontsize": 7, **size}))
+        place_labels(ax, renderer, items)
+    return fig
 
 
-def render_md(rows: list[dict], model: str) -> str:
+RED, BLUE, GOLD = "#C44E52", "#4C72B0", "#F2C14E"
+
+
+def render_md(rows: list[dict], model: str, front: str = "both") -> str:
     base = baseline_row(rows) or rows[0]
     labelled = base["top1_int"] is not None
     head, body = table(rows)
     lines = [
         f"# hwvit sweep: {model}",
         "",
-        f"{len(rows)} configurations, each calibrated and evaluated on the same {base['images']} images "
+        f"{count(len(rows), 'configuration')}, each calibrated and evaluated on the same "
+        f"{count(base['images'], 'image')} "
         f"(hwvit {__version__}). One knob changes per row; the difference to the int8 baseline is that "
         f"knob's price. Baseline: {base['act_bits']}-bit activations, {base['softmax_bits']}-bit "
         f"probabilities, exp {base['exp']} with {base['exp_entries']} entries, {base['calibration']} "
@@ -229,15 +283,15 @@ def render_md(rows: list[dict], model: str) -> str:
             f"logits SQNR {_delta_db(r['logits_sqnr_db'], base['logits_sqnr_db'])} dB; {r['cost_note']}."
         )
     lines += variants_section(rows, base, acc_key, what)
-    front = [f"{r['factor']} {r['label']}" for r in rows if r.get("pareto")]
+    on_front = [f"{r['factor']} {r['label']}" for r in rows if r.get("pareto")]
     lines += [
         "",
         "Accuracy and logits SQNR against cost, one panel per knob:",
         "",
         "![sweep](sweep.png)",
         "",
-        f"Pareto front of accuracy against cost (activation bits x elements per input + exp ROM bits): "
-        f"{', '.join(front) or 'none'}.",
+        f"Pareto front of cost (activation bits x elements per input + exp ROM bits) against {FRONTS[front]}: "
+        f"{', '.join(on_front) or 'none'}.",
         "",
         "![pareto](pareto.png)",
         "",
@@ -326,28 +380,39 @@ def _cost_points(rows: list[dict], base: dict, block_costs: dict) -> dict[str, l
 
 
 def variants_pareto_plot(rows: list[dict], block_costs: dict, path: Path) -> None:
-    """Logits SQNR against cells, one panel per block family, the front of each joined."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    """variants_pareto.png: ``variants_pareto_figure``."""
+    variants_pareto_figure(rows, block_costs).savefig(path, dpi=110)
+
+
+def variants_pareto_figure(rows: list[dict], block_costs: dict):
+    """Logits SQNR against cells, one panel per block family, the front of each joined, every
+    point named where no other label or marker is."""
     from matplotlib.figure import Figure
+
+    from hwvit.report.plots import freeze_layout, place_labels
 
     base = baseline_row(rows) or rows[0]
     groups = _cost_points(rows, base, block_costs)
     fig = Figure(figsize=(4.2 * max(1, len(groups)), 4.2), layout="constrained")
-    FigureCanvasAgg(fig)
+    panels = []
     for i, (family, pts) in enumerate(groups.items()):
         ax = fig.add_subplot(1, len(groups), i + 1)
         front = _front([(p[1], p[2]) for p in pts])
-        for (name, cells, sqnr, _res), on in zip(pts, front):
-            ax.scatter([cells], [sqnr], s=60 if on else 30, color="#C44E52" if on else "#4C72B0", zorder=3)
-            ax.annotate(name, (cells, sqnr), textcoords="offset points", xytext=(5, 4), fontsize=7)
+        for (_, cells, sqnr, _res), on in zip(pts, front):
+            ax.scatter([cells], [sqnr], s=60 if on else 30, color=RED if on else BLUE, zorder=3)
         line = sorted((p[1], p[2]) for p, on in zip(pts, front) if on)
-        ax.step([c for c, _ in line], [q for _, q in line], where="post", color="#C44E52", lw=1)
+        ax.step([c for c, _ in line], [q for _, q in line], where="post", color=RED, lw=1)
         ax.set_title(f"{family}", fontsize=10)
         ax.set_xlabel("cells (yosys generic synth)")
         ax.set_ylabel("logits SQNR against float (dB)")
         ax.grid(alpha=0.3)
+        ax.margins(x=0.35, y=0.25)
+        panels.append((ax, pts))
     fig.suptitle("Error against logic per arithmetic; red: Pareto front", fontsize=10)
-    fig.savefig(path, dpi=110)
+    renderer = freeze_layout(fig)
+    for ax, pts in panels:
+        place_labels(ax, renderer, [(cells, sqnr, name, {"fontsize": 7}) for name, cells, sqnr, _ in pts])
+    return fig
 
 
 def write_sweep(
@@ -361,13 +426,14 @@ def write_sweep(
         raise ValueError("no sweep rows to write")
     with staged_dir(out_dir, KIND, FILES) as (tmp, final):
         (tmp / "sweep.csv").write_text(render_csv(rows), encoding="utf-8")
-        md = render_md(rows, model)
+        front = (meta or {}).get("front", "both")
+        md = render_md(rows, model, front)
         if block_costs:
             md += "\n".join(variant_costs_section(rows, block_costs))
             variants_pareto_plot(rows, block_costs, tmp / "variants_pareto.png")
         (tmp / "sweep.md").write_text(md, encoding="utf-8")
         sweep_plot(plot_rows(rows), PLOT_COLUMNS, tmp / "sweep.png")
-        pareto_plot(rows, tmp / "pareto.png")
+        pareto_plot(rows, tmp / "pareto.png", front)
         doc = {"kind": KIND, "hwvit": __version__, "model": model, **(meta or {}), "rows": rows}
         (tmp / "sweep.json").write_text(json.dumps(json_safe(doc), indent=2), encoding="utf-8")
     return final

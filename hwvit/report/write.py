@@ -20,6 +20,7 @@ from hwvit.analysis.compare import CompareResult
 from hwvit.analysis.diagnose import by_stage, suggestion, worst_points
 from hwvit.report.plots import error_histogram, logits_scatter, sqnr_bars
 from hwvit.report.publish import json_safe, staged_dir
+from hwvit.textfiles import count
 
 KIND = "compare-report"
 PLOTS = {
@@ -145,7 +146,7 @@ def summary_table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
         delta = 100.0 * (result.top1_int - result.top1_float)
         rows.append(["top-1 change (int - float)", f"{delta:+.2f} percentage points"])
     rows += [
-        ["top-1 agreement float vs int", f"{fmt_pct(result.agreement)} ({disagree} of {n} images differ)"],
+        ["top-1 agreement float vs int", f"{fmt_pct(result.agreement)} ({disagree} of {count(n, 'image')} differ)"],
         ["logits SQNR", f"{fmt_db(result.logits_sqnr_db)} dB"],
     ]
     worst = result.worst_layer()
@@ -249,6 +250,43 @@ _POOL_CLS = (
 )
 
 
+_ONNXRUNTIME = (
+    "The quantized ONNX file run in onnxruntime beside its integer model on the same images. Per "
+    "point: where its values come from (file: every parameter from the file; hwvit arithmetic: what "
+    "the file leaves float), and how many integers differ from onnxruntime's (largest difference in "
+    "LSB): alone (the layer on onnxruntime's codes at its inputs) and accumulated (from the image "
+    "on), with onnxruntime's graph optimizations off (the file's meaning) and on (what it deploys)."
+)
+
+
+def onnxruntime_table(side: dict) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the onnxruntime side by side (hwvit.onnx.runtime SideBySide.to_dict())."""
+    head = ["point", "origin", "elements", "alone", "alone, opt", "accumulated", "accum., opt"]
+    cols = [side["isolated"]["off"], side["isolated"]["on"], side["points"]["off"], side["points"]["on"]]
+    cols = [{d["point"]: d for d in col} for col in cols]
+
+    def cell(d) -> str:
+        return "n/a" if d is None else f"{d['differ']} ({d['max_lsb']} LSB)" if d["differ"] else "0"
+
+    rows = [[d["point"], d["origin"], str(d["elements"]), *(cell(c.get(d["point"])) for c in cols)]
+            for d in side["isolated"]["off"]]  # fmt: skip
+    return head, rows
+
+
+def onnxruntime_summary(side: dict) -> str:
+    """One line per optimization level: agreement, logits SQNR, the first point that differs."""
+    lines = [
+        f"- optimizations {level}: top-1 agreement {fmt_pct(side['agreement'][level])}, logits SQNR "
+        f"{fmt_db(side['logits_sqnr_db'][level])} dB, first point that differs: {side['first_part'][level] or 'none'}"
+        for level in ("off", "on")
+    ]
+    lines.append(
+        f"- with the file's own float at hwvit's arithmetic points (LayerNorm, softmax): top-1 agreement "
+        f"{fmt_pct(side.get('file_float_agreement'))}; what is left parts for reasons other than hwvit's arithmetic"
+    )
+    return "\n".join(lines)
+
+
 def _sections(result: CompareResult) -> list[tuple[str, str, tuple[list[str], list[list[str]]] | None]]:
     worst = result.worst_layer()
     worst_name = worst["path"] if worst else "n/a"
@@ -256,7 +294,11 @@ def _sections(result: CompareResult) -> list[tuple[str, str, tuple[list[str], li
     total = worst.get("elements", n_hist) if worst else 0
     sample = f"all {total} elements" if n_hist >= total else f"the first {n_hist} of its {total} elements"
     units = _UNITS + (" " + _POOL_CLS if result.pool_select else "")
-    return [
+    side = result.onnxruntime
+    onnx = [] if side is None else [
+        ("Side by side with onnxruntime", _ONNXRUNTIME + "\n" + onnxruntime_summary(side), onnxruntime_table(side))
+    ]  # fmt: skip
+    return onnx + [
         (
             "What loses accuracy",
             "The three points that add the most error by themselves (lowest isolated "
@@ -283,7 +325,7 @@ def render_md(result: CompareResult) -> str:
     out = [
         f"# hwvit compare: {result.model}",
         "",
-        f"Float model vs its integer model on {result.images} images (hwvit {__version__}).",
+        f"Float model vs its integer model on {count(result.images, 'image')} (hwvit {__version__}).",
         "",
     ]
     for title, text, table in _sections(result):
@@ -312,7 +354,7 @@ def render_html(result: CompareResult, images: dict[str, bytes]) -> str:
         '<html><head><meta charset="utf-8">',
         f"<title>hwvit compare: {esc(result.model)}</title><style>{_CSS}</style></head><body>",
         f"<h1>hwvit compare: {esc(result.model)}</h1>",
-        f"<p>Float model vs its integer model on {result.images} images (hwvit {esc(__version__)}).</p>",
+        f"<p>Float model vs its integer model on {count(result.images, 'image')} (hwvit {esc(__version__)}).</p>",
     ]
     for title, text, table in _sections(result):
         out += [f"<h2>{esc(title)}</h2>", _html_text(text)]

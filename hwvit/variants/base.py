@@ -17,7 +17,9 @@ requant, ...). It is three functions and its facts:
 Inputs and outputs per block family (``x`` any leading shape):
 
 - ``gelu``: ``x`` signed ``ctx.in_bits`` codes at ``ctx.s_in`` -> ``y`` signed ``ctx.out_bits``
-  codes at ``ctx.s_out`` (``out_scale`` returns ``ctx.s_out``);
+  codes at ``ctx.s_out`` (``out_scale`` returns ``ctx.s_out``); elementwise, so a table of its
+  value at every code, unless the variant declares ``row`` (its result depends on the whole last
+  axis, as I-ViT's released ShiftGELU on the row's maximum);
 - ``softmax``: ``x`` (..., N) signed ``ctx.in_bits`` scores at ``ctx.s_in``, softmax over the last
   axis -> ``y`` unsigned ``ctx.out_bits`` probabilities at ``out_scale``;
 - ``layernorm``: ``x`` (..., C) signed int8 at ``ctx.s_in`` (LayerNorm over the last axis, float
@@ -54,6 +56,9 @@ class SoftmaxContext:
     in_bits: int
     out_bits: int
     entries: int = 256  # hwvit's exp table length (other variants ignore it)
+    # the probability scale a variant must write at (an imported model's quantizer), where it can
+    # take one (softmax=round_each); None: the variant's own
+    s_out: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,25 @@ class RequantContext:
 Params = dict[str, Any]
 
 
+def by_rows(x: Any, row_fn: Callable[[list[int]], list[int]]) -> list:
+    """A slow reference over rows: ``row_fn`` on each row of ``x``'s last axis (a list of Python
+    ints), the results in ``x``'s shape as nested lists."""
+    arr = np.asarray(x)
+    out = [row_fn([int(v) for v in row]) for row in arr.reshape(-1, arr.shape[-1]).tolist()]
+    return np.array(out, dtype=np.int64).reshape(arr.shape).tolist()
+
+
+def signed_rows(x: Any, bits: int, what: str, max_n: int = 4096) -> np.ndarray:
+    """``x`` as int64 signed ``bits``-bit codes in rows along the last axis of 1..``max_n`` elements
+    (a kernel's input check); ValueError in one line otherwise."""
+    from hwvit.ops.checks import as_int_array
+
+    arr = as_int_array(x, "x", -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if arr.ndim == 0 or not 1 <= arr.shape[-1] <= max_n:
+        raise ValueError(f"{what}: rows must hold 1..{max_n} elements, got shape {arr.shape}")
+    return arr
+
+
 @dataclass(frozen=True)
 class Variant:
     family: str  # one of FAMILIES
@@ -86,6 +110,8 @@ class Variant:
     kernel: Callable[[np.ndarray, Params], np.ndarray]
     reference: Callable[[Any, Params], Any]
     out_scale: Callable[[Any, Params], float]
+    # a GELU whose result depends on its row (the last axis), not on each code alone: not a table
+    row: bool = False
 
     def __post_init__(self) -> None:
         assert self.family in FAMILIES, self.family

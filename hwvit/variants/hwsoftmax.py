@@ -42,6 +42,11 @@ SM_REC = 16  # reciprocal Q1.16: 1/1 = 2^16
 # ITA
 ITA_CHUNK = 16  # ITA's N = 16 processing elements: one chunk of the row per step
 ITA_EXP = 8  # exp = 2^8 >> shift
+# ITA's input scale: s_in log2(e) = 1, so the exponent is the difference itself (PyITA's range_scale
+# 32, since pulp-platform/ITA 39236c9, Nov 2024); before it, s_in log2(e) = 2^-5 (ITA_SCALE_2023,
+# PyITA's first release 6a0bad5). The variant takes any s_in; these are the scales ITA's hardware fixes.
+ITA_SCALE = math.log(2.0)
+ITA_SCALE_2023 = math.log(2.0) / 32
 # log2 (I-BERT i-exp inside FQ-ViT's LIS)
 IBERT_A, IBERT_B, IBERT_C = 0.3585, 1.353, 0.344
 LIS_EXP_BITS = 19  # i-exp output normalized into [2^18, 2^19)
@@ -71,7 +76,7 @@ WIDTHS = {
         "num": 24,  # (2^out_bits - 1) * 2^8 < 2^24
         "inv": 16,  # inverse <= 2^out_bits - 1
     },
-    "log2": {
+    "log2_exact": {
         "d": 35,  # |(x - max) << k| <= (2^16 - 1) * 2^19 (k <= 19 for s_in <= 2^16)
         "z": 33,  # floor(-d / q_ln2) < 2^35 / 5 (k > 0 gives q_ln2 >= 5; k = 0: z < 2^16)
         "qp": 16,  # |q_p| < min(q_ln2, |d| + 1): < 2^16 at k = 0, < q_ln2 <= 11 at k > 0
@@ -261,8 +266,9 @@ def _softermax_ref(x, p: Params):
 
 
 def _ita_prepare(ctx: SoftmaxContext) -> Params:
-    """K = round_half_up(s_in * log2(e) * 2^16): ITA's scale ``s_in = 1/(32 log2 e)`` gives K = 2^11,
-    and then ``shift = (d * K + 2^15) >> 16 = (d + 16) >> 5``, ITA's own shift."""
+    """K = round_half_up(s_in * log2(e) * 2^16): ITA's scale ``s_in = 1/log2 e`` (``ITA_SCALE``) gives
+    K = 2^16 and ``shift = d``, ITA's own shift; its earlier ``1/(32 log2 e)`` (``ITA_SCALE_2023``)
+    gives K = 2^11 and ``shift = (d + 16) >> 5``."""
     _check_ctx(ctx)
     return {"mult": _slope(ctx.s_in), "in_bits": ctx.in_bits, "out_bits": ctx.out_bits}
 
@@ -467,8 +473,8 @@ VARIANTS = [
     ),
     Variant(
         "softmax",
-        "log2",
-        "I-BERT i-exp, sum, log2 codes round(-log2 p) by integer thresholds, y = 2^(M - code) (0 past M)",
+        "log2_exact",
+        "hwvit's exact log-int-softmax: I-BERT i-exp, sum, codes round(-log2 p) by exact thresholds, y = 2^(M - code)",
         "Lin et al., FQ-ViT, IJCAI 2022: Sec. 3.3 (Log-Int-Softmax); Kim et al., I-BERT, ICML 2021: Sec. 3.4 (i-exp)",
         _log2_prepare,
         _log2_kernel,

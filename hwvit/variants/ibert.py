@@ -95,19 +95,42 @@ def ibert_requant_ref(z: int, m: int, e: int, bits: int) -> int:
     return _sat(v, bits)
 
 
+def _rhe_mul_shift(z: np.ndarray, m: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """``round_half_even(z * m / 2^e)`` exactly in int64 for ``|z| < 2^46``, ``|m| <= 2^31`` and
+    ``17 <= e <= 78``, the product (up to 2^77) held as ``t * 2^16 + low``: ``m = m_hi 2^16 + m_lo``
+    (``|m_hi| <= 2^15``, ``0 <= m_lo < 2^16``), ``|z m_hi| < 2^61``, ``|z m_lo| < 2^62``,
+    ``t = z m_hi + (z m_lo >> 16)`` (``|t| < 2^62``), ``low = z m_lo & 0xFFFF``. With ``k = e - 16``:
+    quotient ``t >> k``, remainder ``r 2^16 + low`` against the half ``2^(k-1) 2^16``."""
+    m_hi, m_lo = m >> 16, m & 0xFFFF
+    b = z * m_lo
+    t = z * m_hi + (b >> 16)
+    low = b & 0xFFFF
+    k = e - 16
+    q = t >> k
+    r = t - (q << k)
+    half = np.left_shift(np.int64(1), k - 1)
+    up = (r > half) | ((r == half) & ((low > 0) | ((q & 1) == 1)))
+    return q + up.astype(np.int64)
+
+
 def ibert_requant(z: np.ndarray, m, e, bits: int) -> np.ndarray:
     """Vectorized ``ibert_requant_ref``; ``m``/``e`` scalars or broadcast along the last axis.
 
-    Widths: ``|z| < 2^31`` and ``|M| <= 2^31`` give ``|z * M| <= 2^62`` (int64); ``1 <= E <= 62``.
-    Outside those bounds (``|z * M| >= 2^62`` or ``E`` out of [1, 62]) it computes on Python ints.
+    Widths: ``|z * M| < 2^62`` with ``1 <= E <= 62`` in one int64 product; ``|z| < 2^46`` and
+    ``17 <= E <= 78`` through ``_rhe_mul_shift`` (products up to 2^77: I-ViT's LayerNorm); outside
+    both it computes on Python ints.
     """
     z = np.asarray(z, dtype=np.int64)
     m_arr = np.broadcast_to(np.asarray(m, dtype=np.int64), z.shape[-1:] if z.ndim else ())
     e_arr = np.broadcast_to(np.asarray(e, dtype=np.int64), m_arr.shape)
     zmax = int(np.abs(z).max()) if z.size else 0
     mmax = int(np.abs(m_arr).max()) if m_arr.size else 0
-    if zmax * mmax < 2**62 and e_arr.size and int(e_arr.min()) >= 1 and int(e_arr.max()) <= 62:
+    e_lo = int(e_arr.min()) if e_arr.size else 0
+    e_hi = int(e_arr.max()) if e_arr.size else 0
+    if zmax * mmax < 2**62 and e_arr.size and e_lo >= 1 and e_hi <= 62:
         return _sat(_rhe_shift(z * m_arr, e_arr), bits)
+    if zmax < 2**46 and mmax <= 2**31 and e_arr.size and e_lo >= 17 and e_hi <= 78:
+        return _sat(_rhe_mul_shift(z, m_arr, e_arr), bits)
     flat = z.reshape(-1, z.shape[-1]) if z.ndim else z.reshape(1, 1)
     ms = np.broadcast_to(m_arr, flat.shape[-1:]).tolist()
     es = np.broadcast_to(e_arr, flat.shape[-1:]).tolist()
@@ -334,15 +357,19 @@ def ibert_softmax_int(x: np.ndarray, k: dict) -> np.ndarray:
     return (e16 * factor) >> (SOFTMAX_MAX_BIT - int(k["out_bits"]))
 
 
-def ibert_softmax_e16(x: np.ndarray, k: dict) -> np.ndarray:
-    """The first half of ``ibert_softmax_int``: i-exp of ``x - max`` and its QuantAct(16), ``e16``."""
-    x = np.asarray(x, dtype=np.int64)
-    x0, b, c = int(k["x0_int"]), int(k["b_int"]), int(k["c_int"])
-    xs = np.maximum(x - x.max(axis=-1, keepdims=True), EXP_N * x0)
+def ibert_exp(x: np.ndarray, x0: int, b: int, c: int) -> np.ndarray:
+    """``ibert_exp_ref`` vectorized over int64 ``x <= 0`` (the bounds of ``ibert_softmax_int``)."""
+    xs = np.maximum(x, EXP_N * x0)
     q = xs // x0
     r = xs - x0 * q
     poly = (r + b) * r + c
-    exp = np.maximum(poly << (EXP_N - q), 0)
+    return np.maximum(poly << (EXP_N - q), 0)
+
+
+def ibert_softmax_e16(x: np.ndarray, k: dict) -> np.ndarray:
+    """The first half of ``ibert_softmax_int``: i-exp of ``x - max`` and its QuantAct(16), ``e16``."""
+    x = np.asarray(x, dtype=np.int64)
+    exp = ibert_exp(x - x.max(axis=-1, keepdims=True), int(k["x0_int"]), int(k["b_int"]), int(k["c_int"]))
     num, k_log2 = int(k["exp_num"]), int(k["exp_den_log2"])
     m, e = int(k["act_multiplier"]), int(k["act_shift"])
     cache: dict[int, int] = {}

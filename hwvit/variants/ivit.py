@@ -375,8 +375,8 @@ def _ln_ref(x, p: Params):
 VARIANTS = [
     Variant(
         "gelu",
-        "shiftgelu",
-        "I-ViT ShiftGELU: x * sigmoid(1.702 x) with shift-based exps and one integer division, requantized",
+        "shiftgelu_exact",
+        "hwvit's corrected ShiftGELU: x * sigmoid(1.702 x) per element (max(z, 0)), 15 fraction bits, IntDiv, requant",
         "Li & Gu, I-ViT (ICCV 2023), Sec. 3.4 Eqs. 16-18 (ShiftExp Eqs. 10-14, IntDiv Eq. 15)",
         _gelu_prepare,
         _gelu_kernel,
@@ -385,8 +385,8 @@ VARIANTS = [
     ),
     Variant(
         "softmax",
-        "shiftmax",
-        "I-ViT Shiftmax: shift-based exp of x - max, IntDiv to unsigned out_bits at 2^-(out_bits-1)",
+        "shiftmax_exact",
+        "hwvit's corrected Shiftmax: I_0 = floor(1/s), ShiftExp with 15 fraction bits, 2^62 IntDiv; 2^-(out_bits-1)",
         "Li & Gu, I-ViT (ICCV 2023), Sec. 3.3 Eqs. 9-15",
         _softmax_prepare,
         _softmax_kernel,
@@ -395,8 +395,8 @@ VARIANTS = [
     ),
     Variant(
         "layernorm",
-        "ivit",
-        "I-ViT I-LayerNorm: integer mean/variance, bit-shift Newton square root, IntDiv, gamma/beta, requant",
+        "ivit_exact",
+        "hwvit's corrected I-LayerNorm: mean half up, exact floor sqrt (Newton), 2^62 IntDiv, gamma/beta fixed point",
         "Li & Gu, I-ViT (ICCV 2023), Sec. 3.5 Eq. 19 (IntDiv Eq. 15)",
         _ln_prepare,
         _ln_kernel,

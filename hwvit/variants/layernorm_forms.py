@@ -36,6 +36,7 @@ import numpy as np
 from hwvit.variants.base import LayerNormContext, Params, Variant
 
 PTF_K = 3  # alpha_c in 0..PTF_K (FQ-ViT's K = 3)
+PTF_VARIANTS = ("ptf", "ptf_exact")  # the LayerNorms whose input stream is quantized per channel
 PTF_T = 8  # extra bits of sig for ptf (hwvit's T = 11 would overflow V << 2T for 11-bit z)
 LN_K = 43  # hwvit's: inv = round(2^K / sig)
 LN_F = 10  # hwvit's: y = round((x - mean) / std * 2^F)
@@ -50,10 +51,13 @@ PTF_EPS_MAX = 1 << 61  # V << 16 < 2^60, so Ve < 2^62 (ops.isqrt's domain)
 
 @dataclass(frozen=True)
 class PtfContext(LayerNormContext):
-    """LayerNormContext plus the calibration's per-channel ``max |X_c|`` (float, shape (C,)); None:
-    every ``alpha_c = 0`` (plain per-tensor int8 at ``s_in``)."""
+    """LayerNormContext plus the calibration's per-channel ``max |X_c|`` (float, shape (C,)), from
+    which ``ptf_alpha`` chooses the factors; or the factors themselves (``alpha``, int (C,), e.g.
+    from FQ-ViT's own observer, ``hwvit.variants.fqvit_released.ptf_observer``: the released
+    ``layernorm=ptf`` takes them as given). Neither: every ``alpha_c = 0`` (per-tensor at ``s_in``)."""
 
     channel_absmax: np.ndarray | None = None
+    alpha: np.ndarray | None = None
 
 
 def ptf_scale(channel_absmax: Any, in_bits: int = 8, k: int = PTF_K) -> float:
@@ -211,7 +215,10 @@ def _ptf_prepare(ctx: LayerNormContext) -> Params:
     c = len(ctx.gamma)
     base = _base_params(ctx)
     absmax = getattr(ctx, "channel_absmax", None)
-    if absmax is None:
+    given = getattr(ctx, "alpha", None)
+    if given is not None:
+        alpha = np.asarray(given, dtype=np.int64)
+    elif absmax is None:
         alpha = np.zeros(c, dtype=np.int64)
     else:
         if np.shape(absmax) != (c,):
@@ -269,8 +276,8 @@ VARIANTS = [
     ),
     Variant(
         "layernorm",
-        "ptf",
-        "FQ-ViT power-of-two factor: int8 codes at s*2^alpha_c, stats on x << alpha_c, then hwvit's path",
+        "ptf_exact",
+        "FQ-ViT power-of-two factor, hwvit's exact path: stats on x << alpha_c, isqrt, one division",
         "Lin et al., FQ-ViT (IJCAI 2022), Sec. 3.2 Eqs. 5-7 (Power-of-Two Factor)",
         _ptf_prepare,
         _ptf_kernel,

@@ -39,6 +39,7 @@ import numpy as np
 
 from hwvit.formats import ACC, MULT_MAX, OUT_BITS, SHIFT_MAX
 from hwvit.ops.checks import as_int_array, channel_param, check_bits
+from hwvit.ops.round_sat import SHIFT_MODES
 from hwvit.variants.base import Params, RequantContext, Variant
 
 INT32_MIN = -(1 << 31)
@@ -121,32 +122,10 @@ def _wrap(y: np.ndarray, bits: int) -> np.ndarray:
     return ((y + half) & ((1 << bits) - 1)) - half
 
 
-def _round_half_up(v: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``(v + 2^(s-1)) >> s`` (``v`` for s = 0): ``|v| < 2^62``, ``v + 2^61 < 2^63``."""
-    half = np.right_shift(np.left_shift(np.int64(1), s), 1)  # 2^(s-1), 0 for s = 0
-    return np.right_shift(v + half, s)
-
-
-def _round_half_away(v: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``sign(v) * ((|v| + 2^(s-1)) >> s)``: ``|v| <= 2^62 - 2^31``, ``|v| + 2^61 < 2^63``."""
-    half = np.right_shift(np.left_shift(np.int64(1), s), 1)
-    q = np.right_shift(np.abs(v) + half, s)
-    return np.where(v < 0, -q, q)
-
-
-def _round_half_even(v: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``q = v >> s`` (floor), ``r = v & (2^s - 1)`` in ``[0, 2^s)``; up when ``2r > 2^s``, or
-    ``2r == 2^s`` (a tie) and ``q`` is odd. ``2r < 2^63`` (``r < 2^62``); s = 0 gives r = 0 < 1/2."""
-    p = np.left_shift(np.int64(1), s)  # 2^s <= 2^62
-    q = np.right_shift(v, s)
-    two_r = np.left_shift(v & (p - 1), 1)
-    up = (two_r > p) | ((two_r == p) & ((q & 1) == 1))
-    return q + up.astype(np.int64)
-
-
-def _round_floor(v: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``v >> s``: the arithmetic shift, floor(v / 2^s)."""
-    return np.right_shift(v, s)
+# the shift modes of rtl/round_sat.v's ROUNDING, with their bounds: hwvit.ops.round_sat
+_round_half_up, _round_half_away, _round_half_even, _round_floor = (
+    SHIFT_MODES[m] for m in ("half_up", "half_away", "half_even", "floor")
+)
 
 
 def _shift_kernel(rounding, overflow):

@@ -30,8 +30,11 @@ TOP_KEYS = {
     "lut_file",
     "tensors",
     "recipe",
+    "provenance",
 }
-OPTIONAL_KEYS = {"lut_file", "recipe"}  # recipe: the quantization recipe of the run (hwvit.quant.recipe)
+# recipe: the quantization recipe of the run (hwvit.quant.recipe); provenance: what made a traced
+# set (hwvit.vectors.provenance)
+OPTIONAL_KEYS = {"lut_file", "recipe", "provenance"}
 TENSOR_KEYS = {"name", "role", "shape", "bits", "signed", "layout", "scale", "dtype", "files", "sha256"}
 FILE_KEYS = {"hex", "npy"}
 
@@ -122,6 +125,8 @@ def check_manifest(manifest: Any) -> None:
         raise VectorSetError(f"manifest: unknown key {unknown[0]!r}")
     if "recipe" in manifest and not isinstance(manifest["recipe"], dict):
         raise VectorSetError("manifest: recipe is not a mapping")
+    if "provenance" in manifest:
+        check_provenance(manifest["provenance"])
     if manifest["format"] != FORMAT_VERSION:
         raise VectorSetError(f"manifest: format {manifest['format']!r}, this hwvit reads {FORMAT_VERSION}")
     if not isinstance(manifest["hwvit_version"], str):
@@ -173,6 +178,20 @@ def check_manifest(manifest: Any) -> None:
             raise VectorSetError(f"manifest: lut_file {manifest.get('lut_file')!r}, expected {want!r}")
     elif manifest.get("lut_file") is not None:
         raise VectorSetError(f"manifest: {kind} has no LUT but lut_file is set")
+
+
+def check_provenance(prov: Any) -> None:
+    """The ``provenance`` mapping: exactly its keys, each digest a sha256 or null, options a mapping or null."""
+    from hwvit.vectors.provenance import KEYS
+
+    if not isinstance(prov, dict) or set(prov) != set(KEYS):
+        raise VectorSetError(f"manifest: provenance must map exactly {', '.join(KEYS)}")
+    for key in KEYS[:-1]:
+        value = prov[key]
+        if value is not None and (not isinstance(value, str) or not SHA_RE.match(value)):
+            raise VectorSetError(f"manifest: provenance {key} is not a sha256 hex digest")
+    if prov["options"] is not None and not isinstance(prov["options"], dict):
+        raise VectorSetError("manifest: provenance options is not a mapping")
 
 
 def check_tensor_entry(entry: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 
 from hwvit import __version__
-from hwvit.atomic import atomic_dir
+from hwvit.atomic import atomic_dir, refuse_unowned
 from hwvit.formats import Rounding
 from hwvit.record import BlockRecord, Tensor
 from hwvit.vectors.check import find_sets
@@ -118,8 +118,10 @@ def build_manifest(
     config_hash: str | None = None,
     source_sha256: str | None = None,
     model_config: Any = None,
+    provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest of ``record`` with placeholder checksums, validated against the contract."""
+    """The manifest of ``record`` with placeholder checksums, validated against the contract.
+    ``provenance`` (hwvit.vectors.provenance): what made a traced set, recorded as given."""
     params = {k: _plain(record.params[k]) for k in sorted(record.params)}
     params.setdefault("rounding", Rounding.HALF_UP.value)
     params = dict(sorted(params.items()))
@@ -138,6 +140,8 @@ def build_manifest(
         manifest["lut_file"] = f"{lut}.hex"
     if isinstance(model_config, dict) and model_config.get("recipe") is not None:
         manifest["recipe"] = _plain(model_config["recipe"])  # the per-layer precision this set was made with
+    if provenance is not None:
+        manifest["provenance"] = _plain(provenance)
     manifest["tensors"] = [_tensor_entry(name, t) for name, t in record.tensors.items()]
     try:
         check_manifest(manifest)
@@ -228,20 +232,64 @@ def _is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
+def owned_files(root: Path) -> dict[str, None]:
+    """The files of the vector sets under ``root``, by path relative to it: each set's manifest.yaml
+    and the files its manifest names (what a writer here wrote; a set whose manifest does not read
+    owns nothing)."""
+    from hwvit.vectors.read import read_manifest
+
+    owned: dict[str, None] = {}
+    for set_dir in find_sets(root):
+        try:
+            manifest = read_manifest(set_dir)
+        except VectorSetError:
+            continue
+        names = [MANIFEST, *(name for t in manifest["tensors"] for name in t["files"].values())]
+        if manifest.get("lut_file"):
+            names.append(manifest["lut_file"])
+        rel = set_dir.relative_to(root)
+        owned.update({(rel / name).as_posix(): None for name in names})
+    return owned
+
+
+def check_replaceable(dest: Path) -> None:
+    """What --force may replace: a tree of vector sets and nothing else (FileExistsError, one line,
+    naming a file no set accounts for: a README committed beside the sets, a user's notes)."""
+    if not dest.is_dir() or dest.is_symlink():
+        raise FileExistsError(f"{dest} exists and is not a directory; not replacing it")
+    if not find_sets(dest):
+        raise FileExistsError(
+            f"{dest}: --force replaces only vector sets, and it holds none (no manifest.yaml); choose another directory"
+        )
+    refuse_unowned(dest, owned_files(dest), "vector sets hwvit wrote")
+
+
 def _check_destination(dest: Path, force: bool) -> None:
-    """A set's destination: missing or empty, or (with ``force``) a tree of vector sets."""
+    """A set's destination: missing or empty, or (with ``force``) a tree of vector sets and nothing else."""
     if (dest.exists() or dest.is_symlink()) and not _is_empty_dir(dest):
         if not force:
             raise FileExistsError(f"{dest} already exists (use --force to replace it)")
-        if not dest.is_dir() or dest.is_symlink():
-            raise FileExistsError(f"{dest} exists and is not a directory; not replacing it")
-        if not find_sets(dest):  # --force replaces vector sets, never an arbitrary directory
-            raise FileExistsError(f"{dest} holds no vector set; not replacing it")
+        check_replaceable(dest)
 
 
 def _staging(dest: Path, force: bool):
     """A temporary directory beside ``dest`` that becomes ``dest`` when the body succeeds."""
     return atomic_dir(dest, lambda d: _check_destination(d, force))
+
+
+def _manifests(records: list[BlockRecord], seed, config_hash, source_sha256, model_config, provenance) -> list[dict]:
+    """``build_manifest`` of each record with the same run-wide fields (validated, before any write)."""
+    return [
+        build_manifest(
+            r,
+            seed=seed,
+            config_hash=config_hash,
+            source_sha256=source_sha256,
+            model_config=model_config,
+            provenance=provenance,
+        )
+        for r in records
+    ]
 
 
 def write_set(
@@ -253,16 +301,16 @@ def write_set(
     source_sha256: str | None = None,
     force: bool = False,
     model_config: Any = None,
+    provenance: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``record`` as the vector set ``out_dir`` (atomically); return its path.
 
     ``config_hash`` defaults to ``config_hash(record.params, model_config)``. An existing
-    non-empty ``out_dir`` raises FileExistsError unless ``force``, which replaces it whole.
+    non-empty ``out_dir`` raises FileExistsError unless ``force``, which replaces it whole if it
+    holds vector sets and nothing else.
     """
     out_dir = Path(out_dir)
-    manifest = build_manifest(
-        record, seed=seed, config_hash=config_hash, source_sha256=source_sha256, model_config=model_config
-    )
+    (manifest,) = _manifests([record], seed, config_hash, source_sha256, model_config, provenance)
     with _staging(out_dir, force) as tmp:
         _write_all([(record, manifest, tmp)], None)
     return out_dir
@@ -278,13 +326,14 @@ def write_sets(
     force: bool = False,
     model_config: Any = None,
     progress: Progress | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> WriteSummary:
-    """Write each record as ``out_root/<record.path>/``; the whole tree appears at once or not at all."""
+    """Write each record as ``out_root/<record.path>/``; the whole tree appears at once or not at all.
+    ``provenance`` (hwvit.vectors.provenance.provenance): what made the sets, in every manifest."""
     records = list(records)
     out_root = Path(out_root)
     if not records:
         raise VectorSetError("no block records to write")
-    manifests = []
     seen: set[str] = set()
     for record in records:
         if not isinstance(record.path, str) or not PATH_RE.match(record.path):
@@ -292,11 +341,7 @@ def write_sets(
         if record.path in seen:
             raise VectorSetError(f"block path {record.path!r} appears twice")
         seen.add(record.path)
-        manifests.append(
-            build_manifest(
-                record, seed=seed, config_hash=config_hash, source_sha256=source_sha256, model_config=model_config
-            )
-        )
+    manifests = _manifests(records, seed, config_hash, source_sha256, model_config, provenance)
     with _staging(out_root, force) as tmp:
         jobs = []
         for record, manifest in zip(records, manifests):

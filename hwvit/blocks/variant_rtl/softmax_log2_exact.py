@@ -1,4 +1,4 @@
-"""softmax_log2's Verilog twin: ``rtl/softmax_log2.v`` (FQ-ViT's log-int-softmax: I-BERT's i-exp at
+"""softmax_log2_exact's Verilog twin: ``rtl/softmax_log2.v`` (hwvit's exact log-int-softmax: I-BERT's i-exp at
 the working scale, the row sum, log2 codes by integer thresholds on S^2, y = 2^(M - code)).
 
 The layer's constants (hwvit/variants/hwsoftmax.py _log2_prepare) are configuration ports read from
@@ -16,7 +16,7 @@ def _param(name: str):
 
 
 PORTS = Kind(
-    "softmax_log2",
+    "softmax_log2_exact",
     inputs={"x": Field("x", bits_param("in_bits"), True, "score, in_bits signed")},
     output=("y", Field("y", bits_param("out_bits"), False, "probability 2^(M - code), out_bits unsigned")),
     config={
@@ -34,6 +34,7 @@ PORTS = Kind(
 )
 
 FIELDS = {
+    "toplevel": "softmax_log2",  # the module of rtl/softmax_log2.v
     "rtl": rtl("softmax_log2", "row_max"),
     "ports": PORTS,
     "reference_ports": {

@@ -1,4 +1,4 @@
-"""layernorm_ptf: FQ-ViT's power-of-two-factor LayerNorm, ``rtl/layernorm.v`` with PTF = 1.
+"""layernorm_ptf_exact: FQ-ViT's power-of-two factor on hwvit's exact LayerNorm path, ``rtl/layernorm.v`` with PTF = 1.
 
 The statistics on ``z = x << alpha_c`` (alpha per channel, 0..3), then hwvit's LayerNorm path with
 ``T = 8``; ``out_last_o`` on each row's last output. gamma, beta and alpha per channel through the
@@ -14,7 +14,7 @@ from hwvit.byo.kinds import Config, Field, bits_fixed
 
 PORTS = replace(
     ln.PORTS,
-    name="layernorm_ptf",
+    name="layernorm_ptf_exact",
     config={
         **ln.PORTS.config,
         "eps": Config(lambda p: int(p["eps_int"]), bits_fixed(62), "eps_int (units of V << 16)"),

@@ -1,4 +1,4 @@
-"""layernorm_ivit: I-ViT's I-LayerNorm (``rtl/layernorm_ivit.v``).
+"""layernorm_ivit_exact: hwvit's corrected I-LayerNorm (``rtl/layernorm_ivit.v``).
 
 The mean rounded half up (one small division per row), ``Var = sum (x - mu)^2 + eps_int`` from the
 row sums, ``std = floor(sqrt(Var))`` (what the kernel's 10-step Newton iteration returns),
@@ -16,7 +16,7 @@ from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, 
 RTL = rtl("layernorm_ivit", "row_moments", "row_meanvar", "inv_sqrt", "ln_affine", "isqrt", "divu", "round_sat")
 
 PORTS = Kind(
-    "layernorm_ivit",
+    "layernorm_ivit_exact",
     inputs={"x": Field("x", bits_fixed(8), True, "int8 input")},
     output=("y", Field("y", bits_param("out_bits"), True, "normalized value, out_bits signed")),
     config={
@@ -41,6 +41,7 @@ PORTS = Kind(
 )
 
 FIELDS = {
+    "toplevel": "layernorm_ivit",  # the module of rtl/layernorm_ivit.v
     "rtl": RTL,
     "ports": PORTS,
     # rtl/layernorm.v's port names: the same configuration, table and stream (no alpha input to tie)

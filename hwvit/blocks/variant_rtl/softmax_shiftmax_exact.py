@@ -1,4 +1,5 @@
-"""softmax_shiftmax's Verilog twin: ``rtl/softmax_shiftmax.v`` (I-ViT's ShiftExp, the row sum, IntDiv),
+"""softmax_shiftmax_exact's Verilog twin: ``rtl/softmax_shiftmax.v`` (hwvit's corrected Shiftmax:
+ShiftExp with 15 fraction bits, the row sum, IntDiv),
 with ``rtl/divu.v`` for F = floor(2^62 / S) once per row.
 
 I_0 = floor(1 / s_in) is a configuration port read from the set's manifest; the row length is
@@ -11,7 +12,7 @@ from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param
 
 PORTS = Kind(
-    "softmax_shiftmax",
+    "softmax_shiftmax_exact",
     inputs={"x": Field("x", bits_param("in_bits"), True, "score, in_bits signed")},
     output=("y", Field("y", bits_param("out_bits"), False, "probability, out_bits unsigned (scale 2^-(out_bits-1))")),
     config={
@@ -25,6 +26,7 @@ PORTS = Kind(
 )
 
 FIELDS = {
+    "toplevel": "softmax_shiftmax",  # the module of rtl/softmax_shiftmax.v
     "rtl": rtl("softmax_shiftmax", "row_max", "divu"),
     "ports": PORTS,
     "reference_ports": {

@@ -1,0 +1,352 @@
+"""A QONNX file (Brevitas, FINN, hls4ml: ``Quant`` nodes) as the QDQ graph hwvit.onnx.build reads.
+
+A QONNX ``Quant(x, scale, zeropt, bitwidth)`` node (attributes ``signed``, ``narrow``,
+``rounding_mode``) outputs ``scale * (clip(round(x / scale + zeropt), lo, hi) - zeropt)``: a fake
+quantizer, its integers implied. ``to_qdq`` makes them explicit:
+
+- a ``Quant`` of a constant (weights) becomes its integer codes (int8) and a DequantizeLinear;
+  any bit width up to 8 and narrow range are honoured in the codes;
+- a ``Quant`` of an activation becomes QuantizeLinear + DequantizeLinear: 8 bits, ``ROUND`` (half to
+  even, as QuantizeLinear), not narrow; anything else is refused in one line naming the node and
+  the Brevitas option that avoids it;
+- where the file leaves a tensor float that hwvit computes in integers (a GEMM's output, the
+  residual stream, the inputs of LayerNorm, softmax and GELU), a QuantizeLinear + DequantizeLinear
+  pair is inserted at hwvit's own calibrated scale (symmetric int8, ``max |x| / 127`` over the
+  calibration images, as ``hwvit compare``'s minmax), and the constants added to or concatenated
+  with the token stream (the position table, the class token) are quantized the same way.
+
+The result is a QDQ graph of the same model, so the rest is hwvit.onnx.build's: every point the file
+quantizes keeps the file's scale, zero point and codes; the float points get hwvit's calibration
+and arithmetic. The file's own execution is qonnx's (``qonnx.core.onnx_exec``; the tests compare
+against it); nothing of qonnx is needed to read the file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hwvit.onnx.graph import ELEMENTWISE, LINEAR, MOVES, GraphError, node_label
+
+DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general")
+CALIBRATED = "hwvit.calibrated"  # metadata key: the quantized tensors whose quantizer is hwvit's
+QUANT_OPS = {"Quant"}
+SHAPE_OPS = {"Shape", "ConstantOfShape", "Equal", "Where", "Range"}  # shape arithmetic, not data
+
+
+def is_qonnx(model) -> bool:
+    """Whether a model holds QONNX ``Quant`` nodes."""
+    return any(n.op_type in QUANT_OPS and n.domain in DOMAINS for n in model.graph.node)
+
+
+def _attrs(node) -> dict:
+    import onnx
+
+    out = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    return {k: v.decode() if isinstance(v, bytes) else v for k, v in out.items()}
+
+
+class _Converter:
+    def __init__(self, model):
+        import onnx
+        from onnx import numpy_helper
+
+        self.onnx, self.nh = onnx, numpy_helper
+        self.model = onnx.ModelProto()
+        self.model.CopyFrom(model)
+        g = self.model.graph
+        self.consts = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+        for node in g.node:
+            if node.op_type == "Constant":
+                self.consts[node.output[0]] = numpy_helper.to_array(_attrs(node)["value"])
+        self.new_inits: list = []
+        self.count = 0
+
+    def name(self, base: str) -> str:
+        self.count += 1
+        return f"{base}_hwvit{self.count}"
+
+    def const(self, name: str, node) -> np.ndarray:
+        if name not in self.consts:
+            raise GraphError(
+                f"node {node_label(node)}: its {name!r} is not a constant; hwvit reads constant quantizers"
+            )
+        return self.consts[name]
+
+    def init(self, value: np.ndarray, base: str) -> str:
+        name = self.name(base)
+        self.new_inits.append(self.nh.from_array(np.asarray(value), name))
+        return name
+
+    def quant(self, node) -> list:
+        """QuantizeLinear/DequantizeLinear nodes in place of one Quant node."""
+        helper = self.onnx.helper
+        x, s_name, z_name, b_name = (list(node.input) + ["", "", "", ""])[:4]
+        a = _attrs(node)
+        scale = np.asarray(self.const(s_name, node), np.float32)
+        zero = np.asarray(self.const(z_name, node), np.float64)
+        bits = float(np.asarray(self.const(b_name, node)).reshape(-1)[0])
+        signed, narrow = bool(a.get("signed", 1)), bool(a.get("narrow", 0))
+        rounding = str(a.get("rounding_mode", "ROUND")).upper()
+        where = node_label(node)
+        if rounding not in ("ROUND", "ROUND_TO_EVEN"):
+            raise GraphError(f"node {where}: rounding_mode {rounding}; hwvit reads ROUND (Brevitas' default)")
+        if bits != int(bits) or not 2 <= bits <= 8:
+            raise GraphError(f"node {where}: {bits:g}-bit quantizer; hwvit reads 2 to 8 bits (bit_width=8)")
+        if np.any(zero != np.round(zero)):
+            raise GraphError(f"node {where}: a zero point that is not an integer")
+        bits = int(bits)
+        dtype = np.int8 if signed else np.uint8
+        lo = -(1 << (bits - 1)) + int(narrow) if signed else 0
+        hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1 - int(narrow)
+        scale_1d, axis = scale.reshape(-1), None
+        if scale_1d.size > 1:
+            axis = next((i for i, d in enumerate(scale.shape) if d == scale_1d.size), None)
+        zero_1d = np.broadcast_to(zero.reshape(-1), scale_1d.shape) if zero.size > 1 else zero.reshape(-1)[:1]
+        zp = self.init(zero_1d.astype(dtype) if zero.size > 1 else zero_1d.astype(dtype).reshape(()), f"{x}_zero")
+        sc = self.init(scale_1d if scale_1d.size > 1 else scale_1d.reshape(()), f"{x}_scale")
+        extra = {"axis": int(axis)} if axis is not None else {}
+        if x in self.consts:  # weights: their integer codes, exactly as the Quant node rounds them
+            v = np.asarray(self.consts[x], np.float32)
+            codes = np.clip(np.rint(v / scale + zero), lo, hi).astype(dtype)
+            ins = [self.init(codes, f"{x}_codes"), sc, zp]
+            return [helper.make_node("DequantizeLinear", ins, [node.output[0]], name=f"{node.name}_dq", **extra)]
+        if narrow or bits != 8:
+            option = "narrow_range=False" if narrow else "bit_width=8"
+            what = f"{bits}-bit{' narrow' if narrow else ''}"
+            raise GraphError(
+                f"node {where}: a {what} activation quantizer; hwvit reads 8-bit activations over the whole range "
+                f"({option})"
+            )
+        if axis is not None:
+            raise GraphError(f"node {where}: a per-channel activation quantizer; hwvit reads one scale per tensor")
+        codes = self.name(f"{x}_codes")
+        return [
+            helper.make_node("QuantizeLinear", [x, sc, zp], [codes], name=f"{node.name}_q"),
+            helper.make_node("DequantizeLinear", [codes, sc, zp], [node.output[0]], name=f"{node.name}_dq"),
+        ]
+
+
+def to_qdq(model, calib: np.ndarray, batch: int = 64):
+    """The QDQ model of QONNX ``model`` (module docstring), calibrated on float inputs ``calib``; its
+    metadata ``CALIBRATED`` names the quantized tensors of hwvit's calibration."""
+    conv = _Converter(model)
+    helper = conv.onnx.helper
+    g = conv.model.graph
+    nodes = []
+    for node in g.node:
+        if node.op_type in QUANT_OPS and node.domain in DOMAINS:
+            nodes += conv.quant(node)
+        elif node.domain not in ("", "ai.onnx"):
+            raise GraphError(
+                f"node {node_label(node)} ({node.domain}): hwvit reads QONNX Quant nodes and standard ONNX"
+            )
+        else:
+            nodes.append(node)
+    del g.node[:]
+    g.node.extend(_transposed_weights(conv, nodes))
+    g.initializer.extend(conv.new_inits)
+    conv.new_inits = []
+    keep = [(o.domain, o.version) for o in conv.model.opset_import if o.domain in ("", "ai.onnx")]
+    del conv.model.opset_import[:]
+    conv.model.opset_import.extend(helper.make_opsetid(d, v) for d, v in keep)
+    points, data = _float_points(conv)
+    absmax = _calibrate(conv.model, [t for t, _ in points], calib, batch)
+    calibrated = _insert(conv, points, absmax, data)
+    g.initializer.extend(conv.new_inits)
+    conv.model.metadata_props.add(key=CALIBRATED, value=" ".join(calibrated))
+    conv.onnx.checker.check_model(conv.model)
+    return conv.model
+
+
+def _transposed_weights(conv: _Converter, nodes: list) -> list:
+    """A Transpose of a weight's DequantizeLinear (how torch exports a Linear's x @ W^T) folded into
+    the codes, so the GEMM reads a dequantized constant as a quantized graph writes it."""
+    from onnx import numpy_helper
+
+    inits = {i.name: i for i in conv.new_inits}
+    readers: dict[str, list] = {}
+    for node in nodes:
+        for i in node.input:
+            readers.setdefault(i, []).append(node)
+    out, dropped = [], set()
+    for node in nodes:
+        if id(node) in dropped:
+            continue
+        nxt = readers.get(node.output[0], []) if node.op_type == "DequantizeLinear" else []
+        if node.input[0] in inits and len(nxt) == 1 and nxt[0].op_type == "Transpose":
+            perm = list(_attrs(nxt[0]).get("perm", []))
+            codes = numpy_helper.to_array(inits[node.input[0]])
+            perm = perm or list(range(codes.ndim))[::-1]
+            inits[node.input[0]].CopyFrom(numpy_helper.from_array(codes.transpose(perm), node.input[0]))
+            axis = _attrs(node).get("axis")
+            attrs = {} if axis is None else {"axis": perm.index(axis % codes.ndim)}
+            out.append(conv.onnx.helper.make_node("DequantizeLinear", list(node.input), [nxt[0].output[0]],
+                                                  name=node.name, **attrs))  # fmt: skip
+            dropped.add(id(nxt[0]))
+            continue
+        out.append(node)
+    return out
+
+
+def _float_points(conv: _Converter) -> tuple[list[tuple[str, str | None]], set[str]]:
+    """(tensor, shared) for each float tensor that needs a quantizer of hwvit's, and the tensors that
+    depend on the input; ``shared``: the tensor whose quantizer it must share (a Concat's output
+    shares its data input's, through moves: one scale for the class token and the patches)."""
+    g = conv.model.graph
+    consumers: dict[str, list] = {}
+    producer = {o: n for n in g.node for o in n.output}
+    for node in g.node:
+        for i in node.input:
+            consumers.setdefault(i, []).append(node)
+    outputs = {o.name for o in g.output}
+    data = {i.name for i in g.input if i.name not in conv.consts}
+    for node in g.node:  # what depends on the input (shape arithmetic does not count)
+        if node.op_type in SHAPE_OPS:
+            continue
+        ins = node.input[:1] if node.op_type in MOVES else node.input
+        if any(i in data for i in ins):
+            data.update(node.output)
+
+    def elementwise_of_one(node) -> bool:  # a table: one data input, the others scalars
+        if node.op_type not in ELEMENTWISE:
+            return False
+        others = [i for i in node.input if i and i not in data]
+        return sum(i in data for i in node.input) == 1 and all(np.size(conv.consts.get(i, 0)) == 1 for i in others)
+
+    def to_quantizers_only(t: str) -> bool:  # every path through moves ends at a QuantizeLinear
+        readers = consumers.get(t, [])
+        if not readers or t in outputs:
+            return False
+        for r in readers:
+            if r.op_type == "QuantizeLinear":
+                continue
+            if r.op_type in MOVES and r.input[0] == t and all(to_quantizers_only(o) for o in r.output):
+                continue
+            return False
+        return True
+
+    points = []
+    for node in g.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear", "Constant") or node.op_type in MOVES | SHAPE_OPS:
+            continue
+        for t in node.output:
+            if t not in data or to_quantizers_only(t):
+                continue
+            readers = consumers.get(t, [])
+            if node.op_type in LINEAR and len(readers) == 1 and _bias_add(readers[0], t, data, conv):
+                continue  # its bias add follows: the quantizer goes after it
+            if elementwise_of_one(node) and readers and all(elementwise_of_one(r) for r in readers):
+                continue  # inside a chain of one code: a table up to its end
+            shared = None
+            if node.op_type == "Concat":
+                shared = next((i for i in node.input if i in data), None)
+                while shared in producer and producer[shared].op_type in MOVES:
+                    shared = producer[shared].input[0]
+            points.append((t, shared))
+    return points, data
+
+
+def _bias_add(node, t: str, data: set, conv: _Converter) -> bool:
+    """Whether ``node`` adds a constant vector to ``t`` (a linear layer's float bias)."""
+    if node.op_type != "Add":
+        return False
+    other = [i for i in node.input if i != t]
+    return len(other) == 1 and other[0] not in data and np.size(conv.consts.get(other[0], 0)) > 1
+
+
+def _calibrate(model, names: list[str], calib: np.ndarray, batch: int) -> dict[str, float]:
+    """max |x| of each tensor over the calibration inputs (the float graph in onnxruntime)."""
+    import onnx
+
+    from hwvit.onnx.ort import session
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names if n not in have)
+    sess = session(m, False)
+    absmax = dict.fromkeys(names, 0.0)
+    feed_name = sess.get_inputs()[0].name
+    out_names = [o.name for o in sess.get_outputs()]
+    for start in range(0, len(calib), batch):
+        got = dict(zip(out_names, sess.run(None, {feed_name: np.asarray(calib[start : start + batch], np.float32)})))
+        for n in names:
+            absmax[n] = max(absmax[n], float(np.abs(got[n]).max()))
+    return absmax
+
+
+def _insert(conv: _Converter, points: list[tuple[str, str | None]], absmax: dict[str, float], data: set) -> list:
+    """QuantizeLinear + DequantizeLinear after each point (its producer's output renamed), and the
+    constants the token stream adds or concatenates quantized at a scale of their own; returns the
+    codes tensors of the points."""
+    helper = conv.onnx.helper
+    g = conv.model.graph
+    scales = {t: np.float32(max(absmax[t], 1e-12) / 127) for t, _ in points}
+    for t, shared in points:
+        if shared in scales:  # a Concat's output: its data input's quantizer
+            scales[t] = scales[shared]
+    zero = conv.init(np.int8(0), "zero")
+    new_nodes = []
+    renamed = {}
+    for t, _ in points:
+        raw = conv.name(f"{t}_float")
+        renamed[t] = raw
+        sc = conv.init(np.float32(scales[t]), f"{t}_scale")
+        codes = conv.name(f"{t}_codes")
+        new_nodes.append((t, [
+            helper.make_node("QuantizeLinear", [raw, sc, zero], [codes], name=conv.name("q")),
+            helper.make_node("DequantizeLinear", [codes, sc, zero], [t], name=conv.name("dq")),
+        ]))  # fmt: skip
+    inserts = dict(new_nodes)
+    made = set(renamed)
+    out = []
+    for node in g.node:
+        for k, o in enumerate(node.output):
+            if o in renamed:
+                node.output[k] = renamed[o]
+        out += _stream_constants(conv, node, zero, data, {o: n for n in out for o in n.output})
+        out.append(node)
+        for t in [t for t in made if renamed[t] in node.output]:
+            out.extend(inserts[t])
+    del g.node[:]
+    g.node.extend(out)
+    return [inserts[t][0].output[0] for t in made]
+
+
+def _constant_origin(conv: _Converter, name: str, producer_of: dict) -> np.ndarray | None:
+    """The float constant a tensor is a move of (an Expand of the class token: the token)."""
+    while name not in conv.consts:
+        node = producer_of.get(name)
+        if node is None or node.op_type not in MOVES:
+            return None
+        name = node.input[0]
+    return conv.consts[name]
+
+
+def _stream_constants(conv: _Converter, node, zero: str, data: set, producer_of: dict) -> list:
+    """A float constant the token stream adds (the position table) or concatenates (the class
+    token), quantized at scale ``max |c| / 127``: its codes and a DequantizeLinear (Add), or a
+    QuantizeLinear pair (Concat, as onnxruntime's quantizer writes a quantized constant). Returns
+    the nodes to place before ``node``, whose input now reads them."""
+    if node.op_type not in ("Add", "Concat") or not any(i in data for i in node.input):
+        return []
+    helper, made = conv.onnx.helper, []
+    for k, name in enumerate(node.input):
+        value = None if name in data else _constant_origin(conv, name, producer_of)
+        if value is None or np.size(value) <= 1 or value.dtype.kind != "f":
+            continue
+        scale = np.float32(max(float(np.abs(value).max()), 1e-12) / 127)
+        sc = conv.init(scale, f"{name}_scale")
+        deq = conv.name(f"{name}_dq")
+        if node.op_type == "Add":
+            codes = conv.init(np.clip(np.rint(value / scale), -127, 127).astype(np.int8), f"{name}_codes")
+            made.append(helper.make_node("DequantizeLinear", [codes, sc, zero], [deq], name=conv.name("dq")))
+        else:
+            codes = conv.name(f"{name}_codes")
+            made.append(helper.make_node("QuantizeLinear", [name, sc, zero], [codes], name=conv.name("q")))
+            made.append(helper.make_node("DequantizeLinear", [codes, sc, zero], [deq], name=conv.name("dq")))
+        node.input[k] = deq
+    return made
+
+
+__all__ = ["DOMAINS", "is_qonnx", "to_qdq"]

@@ -1,0 +1,277 @@
+"""The file in onnxruntime beside hwvit's integer model of it: codes at every quantized point.
+
+``run_codes`` runs the file with every quantized tensor an extra output (graph optimizations off:
+the file's meaning; or on: what onnxruntime deploys) and returns the codes at the IntViT's traced
+points. ``side_by_side`` runs both on the same images and counts, per point, the integers that
+differ and by how much: accumulated (hwvit from the image on) and isolated (each hwvit layer given
+onnxruntime's codes at its inputs, so the count is that layer's own). ``FileFloat`` runs hwvit's
+model with the points it computes by its own arithmetic (what the file leaves float: LayerNorm,
+softmax) computed as the file computes them instead: the top-1 agreement left then is the part of
+the parting that is not hwvit's arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hwvit.onnx.ort import session
+
+LEVELS = ("off", "on")
+
+
+def run_codes(imported, x: np.ndarray, optimize: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(point -> onnxruntime's codes in hwvit's int8 domain (the file's code plus its offset), the
+    logits) for float inputs ``x``. With ``optimize``, only the points onnxruntime still computes
+    after fusing (its fused kernels keep fewer tensors) are returned."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(imported.graph.model)
+    names = sorted(set(imported.points.values()))
+    outs = {o.name for o in m.graph.output}
+    for name in names:
+        if name not in outs:
+            m.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    sess = session(m, optimize)
+    got = sess.run(None, {sess.get_inputs()[0].name: np.asarray(x, np.float32)})
+    by_name = dict(zip([o.name for o in sess.get_outputs()], got))
+    codes = {}
+    for point, name in imported.points.items():
+        if name in by_name:
+            codes[point] = by_name[name].astype(np.int64) + imported.offsets.get(point, 0)
+    logits = by_name[m.graph.output[0].name]
+    return codes, np.asarray(logits, np.float64)
+
+
+def hwvit_codes(imported, x_codes: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """hwvit's codes at every traced point and its integer logits, from the input codes."""
+    from hwvit.intvit import Trace
+
+    tr = Trace(values=True)
+    logits = imported.int_model.forward(x_codes, trace=tr, quantized=True)
+    return {p: v for p, (v, _) in tr.values.items()}, logits
+
+
+def _cls_only(theirs: np.ndarray, like: np.ndarray) -> bool:
+    """The file quantizes only the class token of hwvit's (B, N, D) point (its quantizer after the
+    token's selection, as a QONNX file's classifier input)."""
+    return like.ndim == 3 and theirs.shape == (like.shape[0], like.shape[2])
+
+
+def _to_ours(point: str, theirs: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """onnxruntime's array at ``point`` in hwvit's layout (the inverse of ``_layout``)."""
+    if theirs.shape == like.shape:
+        return theirs
+    if _cls_only(theirs, like):  # the other tokens are read by nothing after: hwvit's stay
+        out = np.array(like, copy=True)
+        out[:, 0] = theirs
+        return out
+    if point.endswith(".attn.context") and like.ndim == 3 and theirs.ndim == 4:
+        return theirs.transpose(0, 2, 1, 3).reshape(like.shape)
+    if point.endswith((".attn.q", ".attn.k", ".attn.v")) and like.ndim == 4 and theirs.ndim == 3:
+        b, h, n, hd = like.shape  # (B, N, H*hd) -> (B, H, N, hd)
+        return theirs.reshape(b, n, h, hd).transpose(0, 2, 1, 3)
+    if point.endswith(".attn.k_scaled") and theirs.shape == like.shape[:2] + like.shape[:1:-1]:
+        return theirs.transpose(0, 1, 3, 2)  # K^T scaled: (B, H, hd, N)
+    if point == "embed" and theirs.ndim == 4:
+        return theirs.reshape(theirs.shape[0], theirs.shape[1], -1).transpose(0, 2, 1)
+    return theirs.reshape(like.shape)
+
+
+def isolated(imported, x_codes: np.ndarray, theirs: dict[str, np.ndarray]) -> dict[str, tuple]:
+    """Each hwvit layer on onnxruntime's codes at its inputs: (hwvit's output, onnxruntime's) per point."""
+    from hwvit.intvit import Trace
+
+    def force(path, q, scale):
+        if path in theirs:
+            t = _to_ours(path, theirs[path], np.asarray(q))
+            return t.astype(np.asarray(q).dtype) if np.asarray(q).dtype.kind in "iu" else t
+        return q
+
+    tr = Trace(values=True, force=force)
+    imported.int_model.forward(x_codes, trace=tr, quantized=True)
+    return {p: (v, theirs[p]) for p, (v, _) in tr.values.items() if p in theirs}
+
+
+def _layout(point: str, ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    """hwvit's array in onnxruntime's layout at ``point`` (the same elements, maybe another shape)."""
+    if ours.shape == theirs.shape:
+        return ours
+    if _cls_only(theirs, ours):
+        return ours[:, 0]
+    if ours.size == theirs.size:
+        if point.endswith(".attn.context") and ours.ndim == 3 and theirs.ndim == 4:  # (B, N, H*hd) vs (B, H, N, hd)
+            b, h, n, hd = theirs.shape
+            return ours.reshape(b, n, h, hd).transpose(0, 2, 1, 3)
+        if point == "embed" and theirs.ndim == 4:  # (B, N, D) vs (B, D, h, w)
+            b, d = theirs.shape[:2]
+            return ours.transpose(0, 2, 1).reshape(theirs.shape)
+        if point.endswith((".attn.q", ".attn.k", ".attn.v")) and ours.ndim == 4 and theirs.ndim == 3:
+            return ours.transpose(0, 2, 1, 3).reshape(theirs.shape)  # (B, H, N, hd) vs (B, N, H*hd)
+        if point.endswith(".attn.k_scaled") and theirs.shape == ours.shape[:2] + ours.shape[:1:-1]:
+            return ours.transpose(0, 1, 3, 2)
+        return ours.reshape(theirs.shape)
+    return ours
+
+
+class FileFloat:
+    """hwvit's integer model with each point of origin "hwvit arithmetic" computed by the file's own
+    nodes in onnxruntime (graph optimizations off) on hwvit's codes at the point's input."""
+
+    def __init__(self, imported):
+        from hwvit.onnx.graph import sub_model
+
+        self.imported = imported
+        g = imported.graph
+        point_of = {}
+        for point, codes in imported.points.items():
+            point_of.setdefault(codes, point)
+        self.subs = {}
+        for point, origin in imported.origin.items():
+            if origin != "hwvit arithmetic":
+                continue
+            step = g.by_out[imported.points[point]]
+            src = g.source(step.inputs[0])
+            sess = session(sub_model(g, src, step.out), False)
+            self.subs[point] = (point_of[src], sess, src, g.quant_of(src).dtype)
+
+    def logits(self, x_codes: np.ndarray) -> np.ndarray:
+        """The dequantized logits of the model so run, from hwvit's input codes."""
+        from hwvit.intvit import Trace
+
+        offsets, last = self.imported.offsets, {}
+
+        def force(path, q, scale):
+            if path in self.subs:
+                src_point, sess, src, dtype = self.subs[path]
+                codes = (np.asarray(last[src_point], np.int64) - offsets[src_point]).astype(dtype)
+                out = sess.run(None, {src: codes})[0].astype(np.int64) + offsets[path]
+                q = _to_ours(path, out, np.asarray(q)).reshape(np.shape(q)).astype(np.asarray(q).dtype)
+            last[path] = q
+            return q
+
+        lg = self.imported.int_model.forward(x_codes, trace=Trace(force=force), quantized=True)
+        return self.imported.int_model.dequantize_logits(lg)
+
+
+@dataclass
+class PointDiff:
+    point: str
+    origin: str  # "file": every parameter from the file; "hwvit arithmetic": hwvit computes what the file leaves float
+    elements: int
+    differ: int  # integers that differ from onnxruntime's
+    max_lsb: int
+    hist: dict[int, int] = field(default_factory=dict)  # |difference| -> count
+
+    @property
+    def per_million(self) -> float:
+        return 1e6 * self.differ / max(self.elements, 1)
+
+
+def diff(point: str, origin: str, ours: np.ndarray, theirs: np.ndarray) -> PointDiff:
+    ours = _layout(point, np.asarray(ours, np.int64), np.asarray(theirs, np.int64))
+    d = np.abs(ours.reshape(-1) - np.asarray(theirs, np.int64).reshape(-1))
+    vals, counts = np.unique(d[d > 0], return_counts=True)
+    return PointDiff(point, origin, int(d.size), int((d > 0).sum()), int(d.max(initial=0)),
+                     {int(v): int(c) for v, c in zip(vals, counts)})  # fmt: skip
+
+
+def input_codes(imported, x: np.ndarray) -> np.ndarray:
+    """The file's quantization of the input (float32 x / s, half to even, + z), in hwvit's domain."""
+    from hwvit.onnx.graph import quantize_f32
+
+    inp = imported.graph.by_out[imported.points["input"]]
+    return quantize_f32(x, inp.out_q) + imported.offsets["input"]
+
+
+@dataclass
+class SideBySide:
+    images: int
+    levels: dict[str, list[PointDiff]]  # "off" / "on" -> accumulated differences per point
+    # "off" / "on" -> each hwvit layer on onnxruntime's codes at its inputs: with optimizations off
+    # the file's float path (dequantize, float op, quantize), on its fused integer kernels
+    isolated: dict[str, list[PointDiff]]
+    first_part: dict[str, str | None]  # per level: the first point whose integers differ
+    agreement: dict[str, float]  # per level: top-1 agreement of hwvit with onnxruntime
+    logits_sqnr_db: dict[str, float]
+    top1: dict[str, float | None] = field(default_factory=dict)
+    # top-1 agreement with onnxruntime (optimizations off) of hwvit's model with its own arithmetic
+    # points computed as the file does (FileFloat): 100% when every parting is hwvit's arithmetic
+    file_float_agreement: float | None = None
+
+    def to_dict(self) -> dict:
+        def rows(items):
+            return [{**d.__dict__, "per_million": d.per_million} for d in items]
+
+        return {
+            "images": self.images,
+            "agreement": self.agreement,
+            "logits_sqnr_db": self.logits_sqnr_db,
+            "first_part": self.first_part,
+            "top1": self.top1,
+            "file_float_agreement": self.file_float_agreement,
+            "points": {level: rows(items) for level, items in self.levels.items()},
+            "isolated": {level: rows(items) for level, items in self.isolated.items()},
+        }
+
+
+def _sqnr(ref: np.ndarray, test: np.ndarray) -> float:
+    noise = float(np.sum((ref - test) ** 2))
+    signal = float(np.sum(ref**2))
+    return math.inf if noise == 0 else 10 * math.log10(signal / noise) if signal else -math.inf
+
+
+def _rows(imported, order: list[str], pairs: dict[str, list]) -> list[PointDiff]:
+    """One PointDiff per point, in ``order``, of the (hwvit, onnxruntime) batches in ``pairs``."""
+    rows = []
+    for p in order:
+        if p in pairs:
+            o = np.concatenate([_layout(p, a, b).reshape(-1) for a, b in pairs[p]])
+            t = np.concatenate([b.reshape(-1) for _, b in pairs[p]])
+            rows.append(diff(p, imported.origin.get(p, "file"), o, t))
+    return rows
+
+
+def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
+    """hwvit's integer model beside onnxruntime on float inputs ``x`` (graph optimizations off and on)."""
+    x = np.asarray(x, np.float32)
+    order = list(imported.points)
+    acc = {level: {} for level in LEVELS}
+    iso = {level: {} for level in LEVELS}
+    logits = {level: [] for level in LEVELS}
+    ours_logits, file_float = [], []
+    floats = FileFloat(imported)
+    for start in range(0, len(x), batch):
+        xb = x[start : start + batch]
+        xq = input_codes(imported, xb)
+        ours, lg = hwvit_codes(imported, xq)
+        ours_logits.append(imported.int_model.dequantize_logits(lg))
+        file_float.append(floats.logits(xq))
+        for level in LEVELS:
+            theirs, lt = run_codes(imported, xb, optimize=level == "on")
+            logits[level].append(lt)
+            for p in order:
+                if p in theirs and p in ours:
+                    acc[level].setdefault(p, []).append((ours[p], theirs[p]))
+            for p, (o, t) in isolated(imported, xq, theirs).items():
+                iso[level].setdefault(p, []).append((o, t))
+    ours_l = np.concatenate(ours_logits)
+    levels, isolated_rows, first, agree, sq, top1 = {}, {}, {}, {}, {}, {}
+    for level in LEVELS:
+        levels[level] = _rows(imported, order, acc[level])
+        isolated_rows[level] = _rows(imported, order, iso[level])
+        first[level] = next((r.point for r in levels[level] if r.differ), None)
+        theirs_l = np.concatenate(logits[level])
+        agree[level] = float(np.mean(theirs_l.argmax(1) == ours_l.argmax(1)))
+        sq[level] = _sqnr(theirs_l, ours_l)
+        top1[level] = None if labels is None else float(np.mean(theirs_l.argmax(1) == np.asarray(labels)))
+    top1["hwvit"] = None if labels is None else float(np.mean(ours_l.argmax(1) == np.asarray(labels)))
+    off = np.concatenate(logits["off"]).argmax(1)
+    ff = float(np.mean(np.concatenate(file_float).argmax(1) == off))
+    return SideBySide(len(x), levels, isolated_rows, first, agree, sq, top1, ff)
+
+
+__all__ = ["LEVELS", "PointDiff", "SideBySide", "diff", "hwvit_codes", "input_codes", "run_codes", "side_by_side"]

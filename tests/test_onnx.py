@@ -1,0 +1,401 @@
+"""hwvit.onnx: a quantized ONNX (QDQ) model as its own integer model, beside onnxruntime.
+
+The files come from tests/onnx_zoo.py (the digits ViT and a second, differently shaped ViT,
+exported and quantized by onnxruntime's quantize_static), calibrated on 64 images and compared on
+64: one configuration per property here; every model in every configuration, calibrated on 256
+images and compared on the whole held-out split, is tests/test_onnx_full.py (make test-onnx).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx_zoo import gemm_figures
+
+from hwvit.onnx import build, graph, read, runtime
+
+pytestmark = pytest.mark.xdist_group("onnx")  # one worker makes the session's files
+
+
+def test_symmetric_gemms_and_tables(onnx_zoo):
+    """Symmetric int8, per-channel weights (digits): the GEMMs alone within 1 LSB of onnxruntime on
+    at most 5 per million of their outputs, with graph optimizations off (the file's float path) and
+    on (its fused integer kernels); every imported table (GELU's erf chain, the 1/sqrt(d) scaling)
+    equals the file's own nodes on all 256 codes, and GELU alone equals onnxruntime everywhere."""
+    imported, side = onnx_zoo.side("digits", "symmetric")
+    for level in ("off", "on"):
+        gemms, per_million, max_lsb = gemm_figures(side, level)
+        assert gemms == 2 + 5 * imported.int_model.config.depth  # embed, logits; qkv, context, proj, fc1, fc2
+        assert max_lsb <= 1 and per_million <= 5, (level, per_million)
+    gelu = [d for d in side.isolated["off"] if d.point.endswith("mlp.gelu")]
+    assert len(gelu) == imported.int_model.config.depth and all(d.differ == 0 for d in gelu)
+    g = imported.graph
+    for i, blk in enumerate(imported.int_model.blocks):
+        assert blk.attn.scores_table is not None
+        for table, point in ((blk.gelu, f"layers.{i}.mlp.gelu"), (blk.attn.scores_table, f"layers.{i}.attn.scores")):
+            name = imported.points[point]
+            src = g.by_out[name].inputs[0]
+            q_in = g.quant_of(src)
+            got = build.table_of(g, src, name)  # the file's nodes from the codes, in onnxruntime
+            codes = np.arange(q_in.range[0], q_in.range[1] + 1)
+            off_in, off_out = build._off(q_in), build._off(g.by_out[name].out_q)
+            assert np.array_equal(table.table[codes + off_in + 128] - off_out, got), point
+
+
+def test_power_of_two_scales(onnx_zoo):
+    """The symmetric file with every scale rounded up to a power of two (hwvit.onnx.make.pow2_scales,
+    its constant codes requantized): every GEMM's integers alone equal onnxruntime's exactly, graph
+    optimizations off and on (its float32 arithmetic is exact on such scales)."""
+    from hwvit.onnx import make
+
+    imported, side = onnx_zoo.side("digits", "symmetric", pow2=True)
+    g = imported.graph
+    assert all(make.is_pow2(s.out_q.scale) for s in g.steps)
+    assert all(make.is_pow2(s.weight_q.scale) for s in g.steps if s.weight_q is not None)
+    for level in ("off", "on"):
+        gemms, per_million, _ = gemm_figures(side, level)
+        assert gemms == 2 + 5 * imported.int_model.config.depth and per_million == 0, (level, per_million)
+    assert side.agreement["off"] == 1.0
+
+
+def test_hf_shaped_vit(onnx_zoo):
+    """An HF-shaped ViT (transformers' ViTForImageClassification, exported with SDPA attention):
+    separate q, k, v projections, each a MatMul then an int8 bias add, and Q and K each scaled by
+    head_dim^-1/4 in a quantized Mul of its own, read as tables before Q.K^T. Symmetric int8: every
+    GEMM alone within 1 LSB of onnxruntime, the Q and K tables equal the file's nodes on all 256 codes
+    and onnxruntime everywhere, and the parting from onnxruntime is hwvit's LayerNorm alone."""
+    imported, side = onnx_zoo.side("hf", "symmetric")
+    m = imported.int_model
+    assert m.config.qkv == "separate" and m.config.dim == 32 and m.config.heads == 2
+    gemms, per_million, max_lsb = gemm_figures(side, "off")
+    assert gemms == 2 + 5 * m.config.depth + 2 * m.config.depth  # q, k, v apart
+    assert max_lsb <= 1 and per_million <= 100, per_million
+    g = imported.graph
+    for i, blk in enumerate(m.blocks):
+        for role in ("q", "k"):
+            table, point = getattr(blk.attn, f"{role}_table"), f"layers.{i}.attn.{role}_scaled"
+            src = g.by_out[imported.points[point]].inputs[0]
+            codes = np.arange(-128, 128)
+            assert np.array_equal(table.table[codes + 128], build.table_of(g, src, imported.points[point]))
+    scaled = [d for d in side.isolated["off"] if d.point.endswith("_scaled")]
+    assert len(scaled) == 2 * m.config.depth and all(d.differ == 0 for d in scaled)
+    assert side.file_float_agreement == 1.0 and side.logits_sqnr_db["off"] > 20
+
+
+@pytest.mark.parametrize(("name", "config"), [("digits", "uint8"), ("second", "default")])
+def test_zero_points(onnx_zoo, name, config):
+    """uint8 activations with zero points (digits) and onnxruntime's defaults, asymmetric int8 with
+    per-tensor weights (the second ViT): the GEMMs alone within 1 LSB of onnxruntime (the file's
+    float path) on at most 5 per million of their outputs; the logits close (the end-to-end
+    agreement on the whole split is make test-onnx's)."""
+    imported, side = onnx_zoo.side(name, config)
+    gemms, per_million, max_lsb = gemm_figures(side, "off")
+    assert gemms == 2 + 5 * imported.int_model.config.depth
+    assert max_lsb <= 1 and per_million <= 5, per_million
+    assert side.agreement["off"] >= 0.95
+    assert side.logits_sqnr_db["off"] > 20
+
+
+def test_digits_top1_and_agreement(onnx_zoo):
+    """Top-1 close to onnxruntime's; agreement with it high (99.5% on the whole split is make
+    test-onnx's), and complete once hwvit's own arithmetic points (LayerNorm, softmax: what the file
+    leaves float) are computed as the file computes them: every parting is hwvit's arithmetic."""
+    _, side = onnx_zoo.side("digits", "symmetric")
+    assert side.top1["hwvit"] >= 0.95 and abs(side.top1["hwvit"] - side.top1["off"]) <= 0.05
+    assert side.agreement["off"] >= 0.95 and side.file_float_agreement == 1.0
+
+
+def test_softmax_cumulative_differs(onnx_zoo):
+    """hwvit's own softmax rounds cumulatively: about a fifth of the probabilities 1 LSB from the
+    file's (each rounded alone); round_each: none."""
+    _, side = onnx_zoo.side("digits", "symmetric", images=16, softmax="hwvit")
+    probs = [d for d in side.isolated["off"] if d.point.endswith("attn.probs")]
+    assert probs and all(0.05 < d.differ / d.elements < 0.4 and d.max_lsb == 1 for d in probs)
+    _, side = onnx_zoo.side("digits", "symmetric")
+    probs = [d for d in side.isolated["off"] if d.point.endswith("attn.probs")]
+    assert probs and sum(d.differ for d in probs) <= 2
+
+
+def test_round_each_kernel_equals_reference():
+    from hwvit import variants
+    from hwvit.variants.base import SoftmaxContext
+
+    v = variants.get("softmax", "round_each")
+    rng = np.random.default_rng(0)
+    for s_out, bits in ((1 / 255, 8), (1 / 127, 7), (0.0041, 8)):
+        p = v.prepare(SoftmaxContext(0.07, 8, bits, s_out=s_out))
+        x = rng.integers(-128, 128, (40, 17))
+        x[0] = 127  # a constant row: every probability 1/17
+        x[1, :] = -128
+        x[1, 0] = 127  # one hot
+        assert np.array_equal(v.kernel(x, p), np.array(v.reference(x, p)))
+        assert v.kernel(x, p)[1, 0] == round(1 / s_out) or v.kernel(x, p)[1, 0] == (1 << bits) - 1
+
+
+def test_round_each_pending_rtl():
+    from hwvit import blocks
+    from hwvit.blocks.variant_rtl import PENDING
+    from hwvit.simulate.build import tb_module
+
+    assert blocks.get("softmax_round_each").rtl == ()
+    with pytest.raises(ValueError, match="pending"):
+        tb_module("softmax_round_each")
+    assert "softmax_round_each" in PENDING
+
+
+def test_gemm_and_requant_zero_equal_references():
+    """The zero-point GEMM (one gemm plus row-sum corrections) and requant (rounded one bit wider,
+    then the zero point, then one saturation) equal their references on random and extreme cases."""
+    from hwvit import ops
+    from hwvit.ops.reference import gemm_zero_ref, requant_zero_ref
+
+    rng = np.random.default_rng(2)
+    for a_signed, za, zw in ((True, -128, 127), (False, -128, -7), (True, 5, 0)):
+        lo, hi = (-128, 127) if a_signed else (0, 255)
+        a, w = rng.integers(lo, hi, (5, 19), endpoint=True), rng.integers(-128, 127, (7, 19), endpoint=True)
+        a[0], w[0] = lo, 127
+        bias = rng.integers(-(1 << 20), 1 << 20, 7)
+        acc = ops.gemm_zero(a, w, bias, a_signed, za, zw)
+        assert acc.tolist() == gemm_zero_ref(a.tolist(), w.tolist(), bias.tolist(), za, zw)
+    acc = np.concatenate([rng.integers(-(1 << 31), 1 << 31, 300), [2, -2, 6, -6, (1 << 31) - 1, -(1 << 31)]])
+    for rounding in ("half_up", "half_even", "half_away", "floor"):
+        for zero in (0, -128, 127, 5):
+            got = ops.requant_zero(acc, 1 << 30, 32, 8, rounding, zero)  # acc / 4: ties at +-2, +-6
+            assert got.tolist() == requant_zero_ref(acc.tolist(), 1 << 30, 32, 8, rounding, zero), (rounding, zero)
+
+
+def test_residual_add_zp_equals_reference():
+    from hwvit.ops.reference import residual_add_zp_ref
+    from hwvit.ops.residual_add import residual_add, residual_add_zp
+
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(-128, 128, 500), rng.integers(-128, 128, 500)
+    for rounding in ("half_up", "half_even", "half_away", "floor"):
+        for zeros in ((0, 0, 0), (-128, 5, 127), (3, -7, -2)):
+            got = residual_add_zp(a, b, 1 << 30, 3 << 29, 33, 8, rounding, *zeros)
+            want = residual_add_zp_ref(a.tolist(), b.tolist(), 1 << 30, 3 << 29, 33, 8, rounding, *zeros)
+            assert got.tolist() == want
+    assert np.array_equal(residual_add_zp(a, b, 1 << 30, 3 << 29, 33), residual_add(a, b, 1 << 30, 3 << 29, 33))
+
+
+def test_vectors_of_an_imported_model(onnx_zoo, tmp_path):
+    """The imported model traces and writes vector sets that `hwvit check` accepts."""
+    from hwvit import vectors
+    from hwvit.intvit import Trace
+
+    imported = build.load(onnx_zoo.file("digits", "uint8"), softmax="round_each")
+    tr = Trace(records=True)
+    imported.int_model.forward(np.zeros((1, 1, 8, 8), np.float32), trace=tr)
+    kinds = {r.kind for r in tr.records}
+    assert {"gemm", "residual_add", "gelu", "layernorm", "softmax_round_each"} <= kinds
+    for rec in tr.records[:12]:
+        d = vectors.write_set(rec, tmp_path / rec.path.replace(".", "_"))
+        vectors.read(d)
+    from hwvit.vectors.check import check
+
+    # every set of a zero point or another rounding: its outputs computed again from its inputs
+    assert all(error is None for _, error in check(tmp_path))
+
+
+def test_imported_sets_pass_the_verilog(onnx_zoo, tmp_path):
+    """`hwvit vectors` of the uint8 file, then `hwvit sim` on Icarus: Q.K^T of a head (zero points of
+    both operands and of the output, half to even: rtl/gemm.v ZERO_POINTS) and a 3-D linear's bias
+    add (rtl/residual_add.v, half to even, three zero points) bit-exact; every set of every file on
+    both simulators is make test-onnx's."""
+    from click.testing import CliRunner
+
+    from hwvit import vectors
+    from hwvit.cli import main
+
+    out = tmp_path / "vec"
+    path = onnx_zoo.file("digits", "uint8")
+    blocks = "layers.0.attn.h0.qk,layers.0.attn.qkv.bias"
+    res = CliRunner().invoke(main, ["vectors", "--checkpoint", str(path), "--limit", "1", "--blocks", blocks,
+                                    "--out", str(out), "-q"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    params = {vectors.read(d).kind: vectors.read(d).params for d in vectors.find_sets(out)}
+    assert params["gemm"]["rounding"] == "half_even" and params["gemm"]["zero_a"] and params["gemm"]["zero_w"]
+    assert params["residual_add"]["rounding"] == "half_even" and params["residual_add"]["zero_b"]
+    res = CliRunner().invoke(main, ["sim", str(out), "--simulator", "icarus", "-q"])
+    assert res.exit_code == 0 and "2 passed, 0 failed" in res.output, res.output
+
+
+def test_compare_with_zero_points(onnx_zoo, tmp_path):
+    """`hwvit compare --checkpoint` of the uint8 file (zero points at every point): the float-vs-int
+    table dequantizes each point as scale * (q - zero) (every point's SQNR, accumulated and alone,
+    above 20 dB; read as scale * q the input alone would be near 0 dB), and the onnxruntime side by
+    side is in the terminal, report.json and report.html."""
+    import json
+
+    from click.testing import CliRunner
+
+    from hwvit.cli import main
+
+    path = onnx_zoo.file("digits", "uint8")
+    out = tmp_path / "report"
+    res = CliRunner().invoke(main, ["compare", "--checkpoint", str(path), "--limit", "16", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    for line in ("point (vs onnxruntime)", "onnxruntime (optimizations off): top-1 agreement",
+                 "with the file's own float at hwvit's arithmetic points"):  # fmt: skip
+        assert line in res.output, res.output
+    result = json.loads((out / "report.json").read_text())["result"]
+    assert build.load(path).int_model.zero_at("input") != 0
+    for row in result["layers"]:
+        assert row["sqnr_db"] > 20 and row["isolated_sqnr_db"] > 20, row
+    side = result["onnxruntime"]
+    assert side["images"] == 16 and {d["point"] for d in side["isolated"]["off"]} >= {"embed", "logits"}
+    html = (out / "report.html").read_text()
+    assert "Side by side with onnxruntime" in html and "layers.0.attn.qkv" in html
+    assert sorted(p.name for p in out.iterdir()) == sorted(["report.md", "report.html", "report.json", "sqnr.png",
+                                                            "worst_error.png", "logits.png"])  # fmt: skip
+
+
+def test_sweep_bench_compile_sensitivity(onnx_zoo, tmp_path):
+    """--checkpoint model.onnx on the other commands: sweep varies the arithmetic of the points the file
+    leaves float (softmax, LayerNorm) around the file's model; bench times its integer model beside the
+    file in onnxruntime; compile (the RTL core runs hwvit's own rounding, no zero points) and
+    sensitivity (it varies widths the file fixes) refuse in one line and write nothing."""
+    import json
+
+    from click.testing import CliRunner
+
+    from hwvit.cli import main
+
+    path = str(onnx_zoo.file("digits", "symmetric"))
+    runner = CliRunner()
+    res = runner.invoke(main, ["sweep", "--checkpoint", path, "--limit", "8", "--out", str(tmp_path / "sw"), "-q"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "sw" / "sweep.json").read_text())["rows"]
+    assert [(r["factor"], r["label"]) for r in rows] == [("baseline", "the file's model"), ("softmax", "round_each")]
+    res = runner.invoke(main, ["sweep", "--checkpoint", path, "--act-bits", "6", "--out", str(tmp_path / "no")])
+    assert res.exit_code != 0 and "--act-bits: a quantized ONNX file fixes it" in res.output
+    res = runner.invoke(main, ["bench", "--checkpoint", path, "--repeats", "1", "--batch", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    run = json.loads(res.output)["runs"][0]
+    assert run["onnxruntime_ms"] > 0 and run["int_ms"] > 0 and run["torch_int8_ms"] is None
+    for cmd, text in ((["compile"], "quantized ONNX file's own model"), (["sensitivity"], "fixes every layer's width")):
+        res = runner.invoke(main, [*cmd, "--checkpoint", path, "--out", str(tmp_path / "no")])
+        assert res.exit_code != 0 and text in res.output and len(res.output.strip().splitlines()) == 1, res.output
+    assert not (tmp_path / "no").exists()
+
+
+def _qonnx_graph(bits=8.0, narrow=0, rounding="ROUND", signed=1, scale=(0.05,)):
+    """input (2, 4) -> Quant -> Identity -> output, a QONNX graph of one activation quantizer."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32).reshape(shape), name) for name, v, shape in (
+        ("s", scale, (len(scale),) if len(scale) > 1 else ()), ("z", 0.0, ()), ("b", bits, ()))]  # fmt: skip
+    quant = helper.make_node("Quant", ["input", "s", "z", "b"], ["q"], domain="qonnx.custom_op.general",
+                             signed=signed, narrow=narrow, rounding_mode=rounding)  # fmt: skip
+    nodes = [quant, helper.make_node("Identity", ["q"], ["y"])]
+    x = helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("qonnx.custom_op.general", 1)]
+    return helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=opsets)
+
+
+def test_qonnx_quant_nodes():
+    """A QONNX Quant node of an activation as QuantizeLinear/DequantizeLinear: onnxruntime's run of the
+    converted graph equals Quant's definition (scale * (clip(round_half_even(x / scale)) ...), ties
+    included); what QDQ cannot carry is refused in one line naming the node and the Brevitas option.
+    (make test-onnx: a whole Brevitas ViT against qonnx's own execution.)"""
+    from hwvit.onnx import qonnx
+    from hwvit.onnx.graph import GraphError
+
+    x = np.array([[0.025, 0.075, -0.025, 7.0], [-9.0, 0.0749, 1.0, -0.125]], np.float32)  # ties, both rails
+    model = qonnx.to_qdq(_qonnx_graph(), x)
+    assert {n.op_type for n in model.graph.node} == {"QuantizeLinear", "DequantizeLinear", "Identity"}
+    got = runtime.session(model, False).run(None, {"input": x})[0]
+    want = np.float32(0.05) * np.clip(np.rint(x / np.float32(0.05)), -128, 127)
+    assert np.array_equal(got, want.astype(np.float32))
+    refused = (
+        ({"narrow": 1}, "narrow_range=False"),
+        ({"bits": 4.0}, "bit_width=8"),
+        ({"rounding": "FLOOR"}, "rounding_mode FLOOR"),
+        ({"scale": (0.1, 0.2, 0.3, 0.4)}, "per-channel"),
+    )
+    for kw, text in refused:
+        with pytest.raises(GraphError, match=text) as err:
+            qonnx.to_qdq(_qonnx_graph(**kw), x)
+        assert "node " in str(err.value) and "\n" not in str(err.value)
+
+
+# ------------------------------------------------------------------ refused files: one line, nothing written
+
+
+def _refused(runner, args, tmp_path):
+    from hwvit.cli import main
+
+    out = tmp_path / "out"
+    result = runner.invoke(main, [*args, "--out", str(out)])
+    assert result.exit_code != 0
+    message = result.output.strip()
+    assert message.startswith("Error:") and len(message.splitlines()) == 1, message
+    assert not out.exists()
+    return message
+
+
+@pytest.fixture
+def runner():
+    from click.testing import CliRunner
+
+    return CliRunner()
+
+
+def test_corrupt_file(runner, tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage" * 20)
+    assert "not a readable ONNX file" in _refused(runner, ["compare", "--checkpoint", str(bad)], tmp_path)
+
+
+def test_external_data_outside_folder(runner, tmp_path, onnx_zoo):
+    import onnx
+
+    m = onnx.load(str(onnx_zoo.file("digits", "symmetric")))
+    init = m.graph.initializer[0]
+    init.ClearField("raw_data")
+    init.data_location = onnx.TensorProto.EXTERNAL
+    init.external_data.add(key="location", value="../../etc/passwd")
+    path = tmp_path / "ext.onnx"
+    onnx.save(m, str(path))
+    assert "outside the model's folder" in _refused(runner, ["vectors", "--checkpoint", str(path)], tmp_path)
+
+
+def test_custom_domain(runner, tmp_path, onnx_zoo):
+    import onnx
+
+    m = onnx.load(str(onnx_zoo.file("digits", "symmetric")))
+    m.graph.node[-1].domain = "com.example.custom"
+    m.opset_import.add(domain="com.example.custom", version=1)
+    path = tmp_path / "custom.onnx"
+    onnx.save(m, str(path))
+    assert "custom domain" in _refused(runner, ["compare", "--checkpoint", str(path)], tmp_path)
+
+
+def test_unsupported_node_and_not_a_vit(tmp_path, onnx_zoo, runner):
+    import onnx
+    from onnx import helper
+
+    m = onnx.load(str(onnx_zoo.file("digits", "symmetric")))
+    for node in m.graph.node:  # GELU's Erf -> a TopK of its input: not elementwise, not a block
+        if node.op_type == "Erf":
+            node.op_type = "Softmax"
+            break
+    path = tmp_path / "odd.onnx"
+    onnx.save(m, str(path))
+    message = _refused(runner, ["vectors", "--checkpoint", str(path)], tmp_path)
+    assert "node " in message and "(Softmax)" in message and "hwvit cannot map" in message, message
+    # a float model with no quantizers at all: not a QDQ ViT
+    x = helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])
+    plain = helper.make_model(helper.make_graph([helper.make_node("Relu", ["input"], ["y"])], "g", [x], [y]))
+    path2 = tmp_path / "plain.onnx"
+    onnx.save(plain, str(path2))
+    assert "not a QDQ model" in _refused(runner, ["compare", "--checkpoint", str(path2)], tmp_path)
+
+
+def test_graph_steps_of_digits(onnx_zoo):
+    g = graph.QGraph(read.load(onnx_zoo.file("digits", "symmetric")))
+    kinds = [s.kind for s in g.steps if s.kind not in ("move", "const")]
+    assert kinds.count("linear") == 1 + 4 * 3 + 1 and kinds.count("softmax") == 3 and kinds.count("layernorm") == 7
