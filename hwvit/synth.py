@@ -142,10 +142,10 @@ def synth_block(
     from hwvit import blocks
 
     spec = blocks.kinds().get(block)
-    top = block  # a kind that is a parameter of another kind's block (layernorm_ptf_exact: layernorm; softmax_shiftmax_exact: softmax_shiftmax) synthesizes that block
+    top = block
     if spec is not None:  # a kind kept outside rtl/ (HWVIT_BLOCKS): its own files too
         files += [p for p in spec.rtl_paths(toolchain.repo().root) if p.resolve().parent != rtl.resolve()]
-        top = spec.top
+        top = spec.top  # a kind bound to another's module (softmax_shiftmax_exact; layernorm_ptf_exact: layernorm)
     sources = " ".join(str(p) for p in files)
     chparam = " ".join(
         f"-set {k} {v}" for k, v in (__getattr__("BLOCKS").get(block, {}) if params is None else params).items()

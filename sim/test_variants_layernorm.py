@@ -1,4 +1,4 @@
-"""The LayerNorm variants' Verilog twins (rtl/layernorm_no_eps.v, rtl/layernorm_ptf.v,
+"""The LayerNorm variants' Verilog twins (rtl/layernorm.v at EPS = 0 and at PTF = 1,
 rtl/layernorm_ivit.v, rtl/layernorm_ibert.v) at the corners random rows of 64 do not reach, as
 sim/test_layernorm.py holds rtl/layernorm.v to them:
 
@@ -7,7 +7,7 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
   from the bit below the sign shows (the campaign found those sign copies alive in every variant;
   layernorm_ptf's channels all at its widest factor, z = x << 3, there and at 4096);
 - rows of two one LSB apart (V = 1, the least variance above 0: the largest inverse, 2^32 in
-  rtl/layernorm_no_eps.v, its top bit set), against as many constant rows (V = 0): both exact, and
+  rtl/layernorm.v at EPS = 0, its top bit set), against as many constant rows (V = 0): both exact, and
   unstalled the constant rows faster by the skipped square root and division (each header says so);
 - rows of 4096 whose V is 2^37 and
   2^37 +- 8192, and the alternating row (V near 2^38): the variance's top bits;

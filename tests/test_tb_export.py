@@ -339,7 +339,7 @@ def test_output_replaced_only_with_force(sets, tmp_path):
 def test_bench_runs_alone_on_another_machine(sets, tmp_path):
     """The folder carries every file the bench needs, named relatively in files.f: moved where no
     checkout is (here: renamed away from the set and the repository's rtl/), it runs and passes."""
-    rtl = [ROOT / "examples" / "byo" / "softmax" / "team_softmax.v", RTL / "softmax.v", RTL / "divu.v"]
+    rtl = [ROOT / "examples" / "byo" / "softmax" / "team_softmax.v", *(ROOT / p for p in blocks.get("softmax").rtl)]
     args = ["--bind", str(BYO / "softmax" / "bind.yaml"), *(a for f in rtl for a in ("--rtl", str(f)))]
     code, output = _cli("softmax", "--set", str(sets["softmax"]), "-o", str(tmp_path / "tb"), *args)
     assert code == 0, output
@@ -347,7 +347,7 @@ def test_bench_runs_alone_on_another_machine(sets, tmp_path):
     moved.parent.mkdir()
     (tmp_path / "tb").rename(moved)
     listed = (moved / tbexport.FILES_LIST).read_text().split()
-    assert listed == ["rtl/team_softmax.v", "rtl/softmax.v", "rtl/divu.v", "tb_softmax.sv"]
+    assert listed == [f"rtl/{f.name}" for f in rtl] + ["tb_softmax.sv"]
     assert all((moved / f).read_bytes() == src.read_bytes() for f, src in zip(listed, rtl))
     rc, out = run_icarus(moved, "softmax")
     _passed(rc, out, "softmax", _elements(sets["softmax"], "softmax"))

@@ -20,7 +20,7 @@ def template(kind: str) -> str:
         "# Maps the kind's logical ports onto your module's. Values below fit rtl/" + top + ".v as is;",
         "# rename them to your ports. Checked against your RTL (elaborated by yosys) before any simulation.",
         f"kind: {kind}",
-        f"top: {top:<20}# your top module (or give --top NAME)",
+        f"top: {top:<19} # your top module (or give --top NAME)",
         "clock: clk_i                # rising-edge clock",
         "reset:",
         "  port: rst_ni              # synchronous reset",
@@ -32,17 +32,17 @@ def template(kind: str) -> str:
         "  fields:                   # one port per field, exactly this wide:",
     ]
     for name, f in spec.inputs.items():
-        lines.append(f"    {name}: {ref['fields'][name]:<20}# {_width(f)}, {f.doc} (tensor {f.tensor})")
+        lines.append(f"    {name}: {ref['fields'][name]:<19} # {_width(f)}, {f.doc} (tensor {f.tensor})")
     out_name, out_field = spec.output
     lines += [
         "output:",
         "  valid: out_valid_o",
         "  ready: out_ready_i",
         "  fields:",
-        f"    {out_name}: {ref['out']:<20}# {_width(out_field)}, {out_field.doc} (tensor {out_field.tensor})",
+        f"    {out_name}: {ref['out']:<19} # {_width(out_field)}, {out_field.doc} (tensor {out_field.tensor})",
     ]
     if "last" in ref:
-        lines.append(f"  last: {ref['last']:<23}# optional: high with the last element of each row (checked)")
+        lines.append(f"  last: {ref['last']:<22} # optional: high with the last element of each row (checked)")
     lines += [
         "# interface: axis instead: each field at a bit offset of tdata (or of tuser: {signal: tuser, offset: N}),",
         "# the input's tlast marks each row's end, the output's tlast is checked against it.",
@@ -60,7 +60,7 @@ def template(kind: str) -> str:
     if ports:
         lines.append("ports:                       # steady configuration and the table write port (optional each)")
         for logical, port in ports.items():
-            lines.append(f"  {logical}: {port:<22}# {_port_doc(spec, logical)}")
+            lines.append(f"  {logical}: {port:<21} # {_port_doc(spec, logical)}")
     else:
         lines.append("ports: {}                    # this kind has no configuration or table ports")
     lines.append("parameters:                  # each an integer, or `from: FIELD` of the set's manifest params")
@@ -71,7 +71,7 @@ def template(kind: str) -> str:
     lines.append(f"# manifest fields of a {kind} set: {', '.join(PARAMS[kind])}")
     ties = "{" + ", ".join(f"{port}: {value}" for port, value in ref.get("tie", {}).items()) + "}"
     note = "# constant inputs the bind does not otherwise drive, e.g. {tkeep: 1}"
-    lines.append(f"tie: {ties:<24}{note}")
+    lines.append(f"tie: {ties:<23} {note}")
     return "\n".join(lines) + "\n"
 
 
