@@ -40,7 +40,7 @@ ICARUS_SKIP = "back_to_back"
 # Tests a mutant runs first, by name prefix (the rest follow in file order): pytest -x stops at
 # the first failure, so a killed mutant costs one cheap test that pushes real data through the
 # block (a mid-stream reset runs the set twice) instead of the whole suite. Survivors still run
-# every test. Seconds are Verilator's on the 2-core EPYC, build included.
+# every test.
 ORDER_ENV = "HWVIT_MUTATE_FIRST"
 KILLERS_FIRST = 2  # a campaign runs the tests that killed a file's last mutants first, this many
 
@@ -464,8 +464,8 @@ def _tree_copy(root: Path, dest: Path, core: bool = False) -> None:
             shutil.copy2(src, dest / name)
 
 
-# Seconds the compile check of one mutant may take: an unmutated block elaborates in ~1 s (one
-# check took over 60 s on the 2-core machine at load 6, so the margin is wide).
+# Seconds the compile check of one mutant may take: an unmutated block elaborates in about a
+# second, but a loaded machine stretches that many times over, so the margin is wide.
 COMPILE_TIMEOUT = 120
 
 
@@ -536,9 +536,9 @@ def run_one(
             Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ccache"
         )
         env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(tree / ".cache"), "CCACHE_DIR": ccache}
-        # The sets a suite makes need their GEMMs on the int64 reference: with the copy's empty cache
-        # the backend probe ran on every mutant, and its cache key imports torch (5 s of a gemm
-        # mutant's 20 on the loaded 2-core machine). Exact either way; the sets are small.
+        # The sets a suite makes take their GEMMs on the int64 reference: with the copy's empty cache
+        # the backend probe would run in every mutant, and its cache key imports torch (a quarter
+        # of a gemm mutant's time). Exact either way; the sets are small.
         env["HWVIT_GEMM"] = "int64"
         order = list(dict.fromkeys([*first, *__getattr__("FIRST").get(block, [])]))
         env = toolchain.sim_env({**env, ORDER_ENV: ",".join(order)})
@@ -834,7 +834,7 @@ def campaign(
         def baseline(key: tuple[str, str]) -> tuple[tuple[str, str], Outcome]:
             return key, run_one(None, key[0], simulator, root, timeout or 3600)
 
-        # The unmutated suites run side by side (one after another they took 7 min of 16 idle cores).
+        # The unmutated suites run side by side, on the same -j workers as the mutants.
         with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             for key, outcome in pool.map(baseline, missing):
                 if outcome.status != "survived":
