@@ -103,7 +103,8 @@ def _load() -> dict[str, BlockKind]:
 def kinds() -> dict[str, BlockKind]:
     """Every block kind, by name, in seed order (the built-in eight first)."""
     global _KINDS, _LOADED_ENV
-    env = os.environ.get(ENV, "")
+    # HWVIT_VARIANTS too: each of its softmax and LayerNorm variants is a kind (variant_kinds)
+    env = os.environ.get(ENV, "") + "\0" + os.environ.get("HWVIT_VARIANTS", "")
     if _KINDS is None or env != _LOADED_ENV:
         _KINDS, _LOADED_ENV = _load(), env
     return _KINDS
