@@ -13,14 +13,12 @@ module of hwvit/blocks/variant_rtl/ declares as ``FIELDS``). docs/blocks.md walk
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import pkgutil
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from hwvit import envmodules
 from hwvit.variants.base import FAMILIES, Variant
 from hwvit.variants.custom import custom
 
@@ -33,33 +31,6 @@ _RTL: dict[str, dict[str, Any]] = {}
 _LOADED_ENV: str | None = None
 
 
-def _extra_modules() -> list[ModuleType]:
-    """The modules HWVIT_VARIANTS names; ValueError (one line) for one that cannot be loaded."""
-    modules = []
-    for item in filter(None, os.environ.get(ENV, "").split(os.pathsep)):
-        try:
-            if item.endswith(".py"):
-                path = Path(item).resolve()
-                if not path.is_file():
-                    raise ValueError(f"{ENV}: no such file {item}")
-                name = f"hwvit_variant_{path.stem}"  # loaded afresh whenever HWVIT_VARIANTS changes
-                spec = importlib.util.spec_from_file_location(name, path)
-                if spec is None or spec.loader is None:
-                    raise ValueError(f"{ENV}: {item} is not a Python module")
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
-                modules.append(module)
-            else:
-                modules.append(importlib.import_module(item))
-        except ValueError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a team's module: say which one failed and why
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise ValueError(f"{ENV}: cannot load {item}: {exc.__class__.__name__}: {first}") from None
-    return modules
-
-
 def _load() -> tuple[dict[tuple[str, str], Variant], dict[str, dict[str, Any]]]:
     found: dict[tuple[str, str], Variant] = {}
     rtl: dict[str, dict[str, Any]] = {}
@@ -69,7 +40,7 @@ def _load() -> tuple[dict[tuple[str, str], Variant], dict[str, dict[str, Any]]]:
         for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda m: m.name)
         if info.name != "base" and not info.name.startswith("_")
     ]
-    for module in modules + _extra_modules():
+    for module in modules + envmodules.load(ENV, "hwvit_variant", "variant module"):
         for variant in getattr(module, "VARIANTS", []):
             key = (variant.family, variant.name)
             if key in found:
