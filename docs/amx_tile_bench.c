@@ -1,4 +1,4 @@
-/* The AMX tile of hwvit's C kernels, timed on one thread (docs/performance.md, session 21): the
+/* The AMX tile of hwvit's C kernels, timed on one thread (docs/performance.md): the
  * kernel's 32 x 24 block (tile_amx) against variants of it, and the whole hw_linear (block, requant,
  * stores) with W reused (it stays in L2 where it fits) and with W cycled through 16 copies (it comes
  * from L3 or memory, as in a forward, where every layer's W is new), over all panels in one call and

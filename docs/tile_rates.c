@@ -1,4 +1,4 @@
-/* Multiply-add rates of two AVX2 GEMM tiles in L1 (docs/performance.md, session 20): hwvit's int16
+/* Multiply-add rates of two AVX2 GEMM tiles in L1 (docs/performance.md): hwvit's int16
  * tile (4 rows x 24 columns, vpmaddwd on int16 pairs + vpaddd: 4 instructions per 32 products) and
  * a quad tile (uint8 x int8 quads: vpmaddubsw, vpmaddwd by ones, vpaddd: 3 per 32), both over the
  * same 192 packed groups again and again, timed side by side in one run.

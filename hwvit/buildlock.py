@@ -6,7 +6,7 @@ NFSv3+ performs atomically on the server. The file holds ``host pid``; a waiter 
 ``POLL_S`` and breaks a stale lock: one whose owner ran on this host and is gone (a killed
 simulation worker, a zombie included: its parent may reap it only minutes later), one older
 than ``HWVIT_LOCK_STALE_S`` seconds (default 3600: a Verilator build of the largest block
-takes under a minute on this 2-core machine) whatever its host, or one that names no owner
+takes about a minute) whatever its host, or one that names no owner
 ``EMPTY_STALE_S`` after it was made (its owner died between creating and writing it; a live
 owner writes its name at once).
 """

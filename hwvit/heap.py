@@ -4,8 +4,7 @@ Every kernel of the integer forward returns a fresh array; at ViT-B/16 batch 4 a
 tens of MB (the GEMM accumulators most of all). With glibc's defaults a block above the mmap threshold (dynamic, at most
 32 MiB) is mapped anew on each allocation and freed heap above the trim threshold is handed back,
 so most outputs arrive as fresh zero pages and pay a page fault per 4 KiB on their first write.
-Measured side by side on a 2-core AMD EPYC (docs/performance.md): the ViT-B/16 int forward at
-batch 8 took 316-448 ms per image with the defaults and 219-274 with both thresholds raised.
+At ViT-B/16 batch 8 those faults cost about a third of the int forward's time.
 
 ``keep()`` raises them once per process with ``mallopt``: blocks up to 1 GiB come from the heap
 and up to 2 GiB of freed heap stay with the process, so the next forward reuses pages that are

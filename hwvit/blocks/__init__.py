@@ -15,14 +15,13 @@ entry-point group of an installed package. docs/blocks.md walks through adding o
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import pkgutil
-import sys
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
+from hwvit import envmodules
 from hwvit.blocks.base import BlockKind
 
 ENV = "HWVIT_BLOCKS"
@@ -36,33 +35,9 @@ class BlockError(ValueError):
     """A block module that cannot be loaded or declares a kind badly (one line)."""
 
 
-def _import_path(path: Path) -> ModuleType:
-    name = f"hwvit_block_{path.stem}"  # loaded afresh whenever the registry is (HWVIT_BLOCKS changed)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise BlockError(f"{ENV}: {path} is not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _extra_modules() -> list[ModuleType]:
-    modules = []
-    for item in filter(None, os.environ.get(ENV, "").split(os.pathsep)):
-        try:
-            if item.endswith(".py"):
-                path = Path(item).resolve()
-                if not path.is_file():
-                    raise BlockError(f"{ENV}: no such file {item}")
-                modules.append(_import_path(path))
-            else:
-                modules.append(importlib.import_module(item))
-        except BlockError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a team's module: say which one failed and why
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise BlockError(f"{ENV}: cannot load block module {item}: {exc.__class__.__name__}: {first}") from None
+    # loaded afresh whenever the registry is (HWVIT_BLOCKS changed)
+    modules = envmodules.load(ENV, "hwvit_block", "block module", BlockError)
     for ep in metadata.entry_points(group=ENTRY_POINTS):
         modules.append(importlib.import_module(ep.module))
     return modules
@@ -103,7 +78,8 @@ def _load() -> dict[str, BlockKind]:
 def kinds() -> dict[str, BlockKind]:
     """Every block kind, by name, in seed order (the built-in eight first)."""
     global _KINDS, _LOADED_ENV
-    env = os.environ.get(ENV, "")
+    # HWVIT_VARIANTS too: each of its softmax and LayerNorm variants is a kind (variant_kinds)
+    env = os.environ.get(ENV, "") + "\0" + os.environ.get("HWVIT_VARIANTS", "")
     if _KINDS is None or env != _LOADED_ENV:
         _KINDS, _LOADED_ENV = _load(), env
     return _KINDS

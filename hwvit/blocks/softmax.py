@@ -184,5 +184,5 @@ KIND = BlockKind(
         "ports": {"row_len": "row_len_i", "tbl_we": "tbl_we_i", "tbl_addr": "tbl_addr_i", "tbl_data": "tbl_data_i"},
     },
     synth={"MAX_N": 64},
-    mutate_first=("test_reciprocal_rounding_rows", "test_reset_midstream", "test_row_len_clamped"),  # 1.7, 3, 3 s
+    mutate_first=("test_reciprocal_rounding_rows", "test_reset_midstream", "test_row_len_clamped"),  # each a few s
 )

@@ -249,6 +249,10 @@ def _make(family: str, variant: str) -> BlockKind:
 
     rtl_fields: dict[str, Any] = {"reset_states": (), "rtl": ()}
     rtl_fields.update(variant_rtl.fields(name))
+    outside = variants.rtl_fields(name)  # an arithmetic kept outside hwvit (HWVIT_VARIANTS)
+    if set(outside) - variant_rtl.ALLOWED:
+        raise ValueError(f"{name}: RTL_FIELDS names {', '.join(sorted(set(outside) - variant_rtl.ALLOWED))}")
+    rtl_fields.update(outside)
     pending = "" if rtl_fields["rtl"] or custom else " (no Verilog block yet: golden vectors for a team's own block)"
     return BlockKind(
         name=name,
@@ -288,7 +292,11 @@ def _kinds() -> list[BlockKind]:
     return out
 
 
-KINDS = _kinds()
+def __getattr__(name: str):
+    """``KINDS``: built whenever the registry loads, so that the variants of HWVIT_VARIANTS have kinds."""
+    if name == "KINDS":
+        return _kinds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def traced(arith, path: str, rows, y, in_bits: int, out_bits: int, scales: dict) -> BlockRecord:

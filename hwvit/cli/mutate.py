@@ -62,7 +62,13 @@ JOURNAL_DEFAULT = "build/mutate/journal.jsonl"
     help=f"With --all: the journal of outcomes a rerun resumes from [default: {JOURNAL_DEFAULT}].",
 )
 @click.option("--fresh", is_flag=True, help="With --all: start a new journal (the old one is renamed *.old).")
-@click.option("--table", "table_only", is_flag=True, help="With --all: print the table of the journal, run nothing.")
+@click.option(
+    "--table",
+    "table_only",
+    is_flag=True,
+    help="Print the campaign table of the journal (per block and file, with the machine and simulator "
+    "each outcome ran on), run nothing; implies --all.",
+)
 @click.option("--no-core", is_flag=True, help="With --all: leave out the core (its suite compiles and runs a model).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Write the report as JSON here.")
 @click.option("--force", is_flag=True, help="Replace an existing --out report.")
@@ -105,11 +111,11 @@ def mutate(
         root = toolchain.repo().root
     except toolchain.ToolMissing as exc:
         fail(str(exc))
-    if every:
+    if every or table_only:  # the table is the whole campaign's: --table alone means --all --table
         _campaign(mut, blocks, simulator, jobs, timeout, journal, fresh, table_only, no_core, out_path, force)
         return
-    if journal or fresh or table_only or no_core:
-        fail("--journal, --fresh, --table and --no-core go with --all")
+    if journal or fresh or no_core:
+        fail("--journal, --fresh and --no-core go with --all")
     names = list(blocks) or ["requant", "divu"]
     for name in names:
         if not mut.has_suite(name):

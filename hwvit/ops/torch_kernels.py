@@ -20,10 +20,9 @@ import os
 import torch
 
 I64 = torch.int64
-# "1": torch.compile the elementwise kernels on CUDA. Measured on one H100, ViT-B/16 batch 64: 652 images/s
-# against 355 eager, logits and all 174 traced points bit-identical; but tests/test_device_forward.py
-# failed under -m gpu when run after other compiled tests in one process (each passes alone; cause
-# not found in the time there was), so it is opt-in until that is understood.
+# "1": torch.compile the elementwise kernels on CUDA: faster than eager (docs/figures.md), logits
+# and every traced point bit-identical; opt-in because tests/test_device_forward.py fails under
+# -m gpu when it runs after other compiled tests in one process (each passes alone; cause unknown).
 COMPILE_ENV = "HWVIT_TORCH_COMPILE"
 
 

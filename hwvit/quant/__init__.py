@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 
 # Each name from its module on first use (PEP 562): importing hwvit.quant.params (the simulator
-# processes do, for a set's derived parameters) must not import torch through calibrate.py, which
-# took 5.4 s inside Icarus and Verilator (0.9 s in a plain interpreter) on every run.
+# processes do, for a set's derived parameters) must not import torch through calibrate.py: inside
+# Icarus and Verilator that import costs seconds on every run.
 _HOME = {
     "QuantConfig": "hwvit.quant.config",
     "quantize_model": "hwvit.quant.convert",

@@ -40,6 +40,7 @@ import yaml
 from hwvit.formats import INT8, OUT_BITS, NamedMode
 from hwvit.quant.config import QuantConfig
 from hwvit.textfiles import read_yaml
+from hwvit.variants.base import FAMILIES
 
 WEIGHT_BITS = (2, INT8.bits)  # weights are stored int8: narrower widths use part of that range
 
@@ -53,7 +54,7 @@ class WeightScales(NamedMode):
 
 WEIGHT_MODES = WeightScales.values()
 ACT_BITS = (OUT_BITS[0], INT8.bits)  # the requant saturates to >= 2 bits; GEMM operands are int8
-VARIANT_KEYS = ("requant", "gelu", "softmax", "layernorm")  # a block family's arithmetic (hwvit.variants)
+VARIANT_KEYS = FAMILIES  # a block family's arithmetic (hwvit.variants)
 LAYER_KEYS = (
     "act_bits",
     "weight_bits",
