@@ -4,8 +4,8 @@
 per entry (image x head), with their integers: it has no Verilog twin of its own (the RTL runs the
 three blocks). Where the GEMM backend requantizes in its tile (``int8_avx2``, ``int16_avx2``,
 ``int8_vnni``) and every width is 8 bits, one compiled call runs each entry as one job, the scores
-and probabilities of a head staying in its thread's cache (``native.attention_heads``); anywhere
-else it makes the three calls.
+and probabilities of a head staying in its thread's cache (``hwvit.engine.compiled.attention_heads``);
+anywhere else it makes the three calls.
 """
 
 from __future__ import annotations

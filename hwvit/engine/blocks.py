@@ -4,13 +4,13 @@
 ``encoder_block`` is the composition of those ten kernels, with their integers: it has no Verilog
 twin of its own (the RTL runs the blocks one by one, and ``composed`` is its reference). Where the
 GEMM backend requantizes in its tile (``int8_avx2``, ``int16_avx2``, ``int8_vnni``), every width is 8
-bits and the GELU table's values fit int8, the block is one compiled call (``native.encoder_block``):
-the same kernels one after another with no Python between them, attention reading q, k and v where
-the projection put them, the first residual add and the second LayerNorm in one pass over the rows.
-Anywhere else it makes the ten calls. A ViT-B/16 forward made about 130 calls from Python before,
-each paying its checks and dispatch with the interpreter's state evicted by the GEMM before it; it
-makes one ``encoder_blocks`` call for its 12 blocks, with a ``Stack`` that keeps their plans between
-forwards and asks the last block for the class token's row alone (docs/performance.md).
+bits and the GELU table's values fit int8, the block is one compiled call
+(``hwvit.engine.compiled.encoder_block``): the same kernels one after another with no Python between
+them, attention reading q, k and v where the projection put them, the first residual add and the
+second LayerNorm in one pass over the rows. Anywhere else it makes the ten calls. A model's stack of
+blocks is one ``encoder_blocks`` call with a ``Stack`` that keeps their plans between calls, the
+compiled calls following one another with next to no Python between them, and the last block asked
+for the class token's row alone where the readout reads only that.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from hwvit.engine.heads import attention_heads
 from hwvit.formats import INT8
-from hwvit.ops import frozen, gemm_backends
-from hwvit.ops.attention import attention_heads
+from hwvit.ops import gemm_backends
 from hwvit.ops.checks import as_int_operand, narrow_operand
 from hwvit.ops.gelu import gelu, lookup_table
 from hwvit.ops.gemm import layer_params, linear, requant_vectors
@@ -103,20 +103,15 @@ class EncoderBlock(NamedTuple):
 
 class Stack(Sequence):
     """A model's blocks (``EncoderBlock``s) as one object that keeps their plans: ``encoder_blocks``
-    given a Stack looks each block's plan up once for a token shape and backend, not at every call
-    (``_fused_plan`` is ~60 us a block in the forward). Kept while every array of the blocks stays
-    read-only (``frozen.still``; the blocks are tuples and their scalars immutable); a block with any
-    other part (a writable array, a list) has its plan looked up at every call, as without a Stack.
-    The caller makes a Stack once and hands the same one in while its blocks stay the same
-    (``IntViT`` keeps one)."""
+    given a Stack makes each block's plan once for a token shape and backend, not at every call
+    (``_plan`` packs vectors and checks every parameter: ~60 us a block). The plans hold the
+    addresses of the blocks' arrays and what was made from them: a Stack is for blocks whose arrays
+    do not change while it lives (``hwvit.engine.Engine`` makes a new one where one could have)."""
 
-    __slots__ = ("_blocks", "_linked", "_plans")
+    __slots__ = ("_blocks", "_plans")
 
     def __init__(self, blocks: Sequence[EncoderBlock]):
         self._blocks = tuple(blocks)
-        leaves = [v for block in self._blocks for v in _leaves(block)]
-        keep = all(frozen.immutable(v) for v in leaves)
-        self._linked = frozen.links(v for v in leaves if isinstance(v, np.ndarray)) if keep else None
         self._plans: dict = {}
 
     def __len__(self) -> int:
@@ -130,8 +125,8 @@ class Stack(Sequence):
 
     def plans(self, x: np.ndarray) -> list:
         """``_fused_plan`` of each block for int8 (B, N, D) ``x``: kept per (N, D, backend, kind)."""
-        if self._linked is None or not _fusable(x) or not frozen.still(self._linked):
-            return [_fused_plan(x, block) for block in self._blocks]
+        if not _fusable(x):
+            return [None] * len(self._blocks)
         name = gemm_backends.backend()
         key = (x.shape[1], x.shape[2], name, gemm_backends.fused_kind(name))
         plans = self._plans.get(key)
@@ -223,27 +218,17 @@ def _fused_plan(x: np.ndarray, block: EncoderBlock) -> tuple | None:
     """What ``native.encoder_block`` takes for this block (kind, norms, linears, adds, attention,
     GELU table address, exp table), or None where the one call does not run: an int8 (B, N, D) x,
     8-bit widths throughout, a GELU table of int8 values, a backend that requantizes in its tile,
-    shapes that chain, K within one call. Made once for a block's immutable parameters and a token
-    count (``hwvit.ops.frozen``)."""
+    shapes that chain, K within one call."""
     if not _fusable(x):
         return None
     name = gemm_backends.backend()
     kind = gemm_backends.fused_kind(name)
-    if kind is None:
-        return None
-    leaves = _leaves(block)
-    key = (*leaves, x.shape[1], x.shape[2], name, kind)
-    return frozen.derived(key, "encoder-block", lambda: _plan(x, block, name, kind))
+    return None if kind is None else _plan(x, block, name, kind)
 
 
 def _fusable(x: np.ndarray) -> bool:
     """Whether tokens ``x`` can go to the one call: int8 (B, N, D), none of them empty."""
     return x.dtype == np.int8 and x.ndim == 3 and 0 not in x.shape
-
-
-def _leaves(block: EncoderBlock) -> tuple:
-    """Every parameter of a block (the fields of its parts), in order."""
-    return tuple(v for part in block for v in part)
 
 
 def _plan(x: np.ndarray, block: EncoderBlock, name: str, kind: int) -> tuple | None:
