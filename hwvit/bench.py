@@ -31,25 +31,25 @@ def _gemm_timer(box: list[float]):
     attributes). ops.linear's time counts as GEMM time whole: where the backend requantizes inside
     the GEMM the two cannot be told apart. The engine's attention_heads (attention's two products and the
     softmax between them in one call) counts outside: its softmax is a third of it. An encoder block
-    run as one compiled call (``native.encoder_block``) reports the time of its four projections
-    itself: that counts as GEMM time, its attention outside, as above."""
-    from hwvit.ops import native
+    run as one compiled call (``hwvit.engine.compiled.encoder_block``) reports the time of its four
+    projections itself: that counts as GEMM time, its attention outside, as above."""
+    from hwvit.engine import compiled
 
     real = {name: getattr(ops, name) for name in ("gemm", "linear")}
     for name, fn in real.items():
         setattr(ops, name, _timed(fn, box))
-    block = native.encoder_block
+    block = compiled.encoder_block
 
     def timed_block(*args):
         y, ve, spent_ns = block(*args)
         box[0] += 1e-9 * spent_ns
         return y, ve, spent_ns
 
-    native.encoder_block = timed_block
+    compiled.encoder_block = timed_block
     try:
         yield
     finally:
-        native.encoder_block = block
+        compiled.encoder_block = block
         for name, fn in real.items():
             setattr(ops, name, fn)
 
@@ -68,10 +68,11 @@ _OPS = (
 
 @contextlib.contextmanager
 def _op_timer(into: dict, compiled_box: list[float]):
-    """Time every top-level call of an entry of ``_OPS`` (one called inside another counts as that one's) by
-    name into ``into`` ({op: [calls, seconds, seconds in compiled kernels]}), and every call of
-    hwvit's compiled kernels (the numba functions of hwvit.ops._jit and hwvit.ops.native, which run
-    the C kernels) to the op that made it. The forward looks both up on their modules at each call."""
+    """Time every top-level call of an entry of ``_OPS`` (one called inside another counts as that
+    one's) by name into ``into`` ({op: [calls, seconds, seconds in compiled kernels]}), and every call
+    of hwvit's compiled kernels (the numba functions of hwvit.ops._jit, hwvit.ops.native and
+    hwvit.engine.compiled, which run the C kernels) to the op that made it. The forward looks both up
+    on their modules at each call."""
     import importlib
     import sys
 
@@ -99,7 +100,7 @@ def _op_timer(into: dict, compiled_box: list[float]):
     entries = [(importlib.import_module(m), name) for m, names in _OPS for name in names]
     patched = [(module, name, getattr(module, name)) for module, name in entries]
     timed_ops = len(patched)
-    for module_name in ("hwvit.ops._jit", "hwvit.ops.native"):  # loaded by the warm-up forward, if used
+    for module_name in ("hwvit.ops._jit", "hwvit.ops.native", "hwvit.engine.compiled"):  # loaded by the warm-up forward
         module = sys.modules.get(module_name)
         if module is not None:
             patched += [(module, n, f) for n, f in vars(module).items() if isinstance(f, Dispatcher)]

@@ -79,7 +79,7 @@ def _ten_calls(x, block):
 
 @pytest.mark.parametrize("per_channel_add", [False, True])
 def test_one_call_equals_the_ten_on_every_kernel(kind, per_channel_add):
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
     rng = np.random.default_rng(50)
     for b, n, d, heads, hd, f in SHAPES:
@@ -87,8 +87,8 @@ def test_one_call_equals_the_ten_on_every_kernel(kind, per_channel_add):
         x = _tokens(rng, b, n, d)
         want = _ten_calls(x, block)
         plan = encoder._plan(x, block, f"test-kind-{kind}", kind)
-        assert plan is not None and plan[0] == kind
-        got, ve, spent = native.encoder_block(x.reshape(b * n, d), b, plan)
+        assert plan is not None and plan[0].kind == kind
+        got, ve, spent = compiled.encoder_block(x.reshape(b * n, d), b, plan)
         assert got.dtype == np.int8 and np.array_equal(got.reshape(b, n, d), want), (b, n, d, heads, hd, f)
         assert 0 < ve < 1 << 62 and spent > 0
         assert len(np.unique(want)) > min(20, want.size // 2)  # not a saturated block
@@ -97,9 +97,9 @@ def test_one_call_equals_the_ten_on_every_kernel(kind, per_channel_add):
 @pytest.mark.parametrize("name", ["int8_avx2", "int16_avx2", "int8_vnni", "float64", "int64"])
 def test_the_op_on_each_backend(name, vnni_here, monkeypatch, counted):
     """The fused backends take the one call (counted), the others the ten; the integers are the same."""
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
-    calls = counted(native, "encoder_block")
+    calls = counted(compiled, "encoder_block")
     monkeypatch.setenv(gb.ENV, name)
     rng = np.random.default_rng(51)
     block = _block(rng, 48, 4, 72)
@@ -114,9 +114,9 @@ def test_the_op_on_each_backend(name, vnni_here, monkeypatch, counted):
 def test_other_widths_and_operands_take_the_ten_calls(vnni_here, monkeypatch, counted):
     """9-bit scores, a 7-bit LayerNorm, 10-bit fc1 outputs, int16 tokens, writable parameters: the
     ten calls or a plan made afresh, with the same integers."""
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
-    calls = counted(native, "encoder_block")
+    calls = counted(compiled, "encoder_block")
     monkeypatch.setenv(gb.ENV, "int8_vnni")
     rng = np.random.default_rng(52)
     base = _block(rng, 24, 2, 36)
@@ -196,7 +196,7 @@ def test_repeated_calls_agree(vnni_here, monkeypatch):
 def test_a_stack_of_blocks_equals_each_block_in_turn(vnni_here, monkeypatch, counted):
     """ops.encoder_blocks: every block's one call in turn (counted), or where one block cannot run as
     one call, each block as encoder_block takes it; the integers of the ten calls block after block."""
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
     monkeypatch.setenv(gb.ENV, "int8_vnni")
     rng = np.random.default_rng(56)
@@ -205,7 +205,7 @@ def test_a_stack_of_blocks_equals_each_block_in_turn(vnni_here, monkeypatch, cou
     want = x
     for block in blocks:
         want = _ten_calls(want, block)
-    calls = counted(native, "encoder_block")
+    calls = counted(compiled, "encoder_block")
     got = encoder.encoder_blocks(x, blocks)
     assert got.dtype == np.int64 and np.array_equal(got, want) and len(calls) == 3
     mixed = [blocks[0], blocks[1]._replace(norm2=blocks[1].norm2._replace(out_bits=7)), blocks[2]]
@@ -240,14 +240,14 @@ def test_tokens_through_the_op_and_its_ten_calls(vnni_here, monkeypatch, counted
     """ops.encoder_blocks with ``tokens``: one call a block where it can, the ten calls (every row
     worked out, the rest dropped) where it cannot, the same integers; a count of tokens outside 1..N
     is one line of error."""
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
     monkeypatch.setenv(gb.ENV, "int8_vnni")
     rng = np.random.default_rng(58)
     blocks = [_block(rng, 48, 4, 72) for _ in range(2)]
     x = _tokens(rng, 3, 23, 48)
     full = encoder.encoder_blocks(x, blocks)
-    calls = counted(native, "encoder_block")
+    calls = counted(compiled, "encoder_block")
     for t in (1, 2, 23):
         got = encoder.encoder_blocks(x, blocks, tokens=t)
         assert got.dtype == np.int64 and np.array_equal(got, full[:, :t])

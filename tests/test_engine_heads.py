@@ -45,7 +45,7 @@ def _three_calls(q, k, v, sm, ss, sb, table, pb, cm, cs, cb):
 
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_one_call_equals_the_three_on_every_kernel(kind, per_channel):
-    from hwvit.ops import native
+    from hwvit.engine import compiled
     from hwvit.ops.softmax import table_of
 
     rng = np.random.default_rng(40)
@@ -57,16 +57,16 @@ def test_one_call_equals_the_three_on_every_kernel(kind, per_channel):
         sm, ss, cm, cs = _params(rng, n, hd, per_channel)
         want = _three_calls(q, k, v, sm, ss, 8, table, 8, cm, cs, 8)
         scores, context = requant_vectors(sm, ss, 8, n), requant_vectors(cm, cs, 8, hd)
-        got = native.attention_heads(q, k, v, scores, table_of(table, 8), 255, context, kind)
+        got = compiled.attention_heads(q, k, v, scores, context, table_of(table, 8), kind)
         assert got.dtype == np.int8 and np.array_equal(got, want), (e, n, hd)
 
 
 @pytest.mark.parametrize("name", ["int8_avx2", "int16_avx2", "int8_vnni", "float64"])
 def test_the_op_on_each_backend(name, vnni_here, monkeypatch, counted):
     """The fused backends take the one call (counted), the others the three; the integers are the same."""
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
-    calls = counted(native, "attention_heads")
+    calls = counted(compiled, "attention_heads")
     monkeypatch.setenv(gb.ENV, name)
     rng = np.random.default_rng(41)
     q, k, v = _heads(rng, 6, 50, 32)
@@ -104,7 +104,7 @@ def test_one_worker_runs_every_entry(vnni_here):
     buffers: the same integers as the three calls."""
     import numba
 
-    from hwvit.ops import native
+    from hwvit.engine import compiled
     from hwvit.ops.softmax import table_of
 
     rng = np.random.default_rng(43)
@@ -115,7 +115,7 @@ def test_one_worker_runs_every_entry(vnni_here):
     threads = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        got = native.attention_heads(q, k, v, scores, table_of(table, 8), 255, context, vnni_here)
+        got = compiled.attention_heads(q, k, v, scores, context, table_of(table, 8), vnni_here)
     finally:
         numba.set_num_threads(threads)
     assert np.array_equal(got, want)

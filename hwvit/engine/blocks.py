@@ -27,8 +27,9 @@ from hwvit.ops.checks import as_int_operand, narrow_operand
 from hwvit.ops.gelu import gelu, lookup_table
 from hwvit.ops.gemm import layer_params, linear, requant_vectors
 from hwvit.ops.layernorm import LN_F, LN_K, LN_T, MAX_C, VE_LIMIT, layernorm, norm_params
+from hwvit.ops.records import AddRows, NormRows
 from hwvit.ops.residual_add import add_params, residual_add
-from hwvit.ops.softmax import EXP_FRAC, RECIP_SHIFT, SHIFT_FRAC, table_of
+from hwvit.ops.softmax import table_of
 
 
 class Norm(NamedTuple):
@@ -171,17 +172,17 @@ def encoder_blocks(
 
 
 def _run(x: np.ndarray, plans: list, narrow: bool, tokens: int | None = None) -> np.ndarray:
-    """``native.encoder_block`` of each plan in turn on int8 (B, N, D) ``x``; the last one gives the
+    """``compiled.encoder_block`` of each plan in turn on int8 (B, N, D) ``x``; the last one gives the
     first ``tokens`` tokens of each image (None: all)."""
     import numba
 
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
     b, n, d = x.shape
     rows = np.ascontiguousarray(x).reshape(b * n, d)
     threads = numba.get_num_threads()  # once for the stack
     for i, plan in enumerate(plans):
-        rows, ve, _ = native.encoder_block(rows, b, plan, tokens if i == len(plans) - 1 else None, threads)
+        rows, ve, _ = compiled.encoder_block(rows, b, plan, tokens if i == len(plans) - 1 else None, threads)
         if ve >= VE_LIMIT:
             raise OverflowError(f"layernorm: (V << 22) + eps_int = {ve} >= 2^62")
     y = rows.reshape(b, -1, d)
@@ -215,8 +216,8 @@ def composed(x: Any, block: EncoderBlock, narrow: bool = False) -> np.ndarray:
 
 
 def _fused_plan(x: np.ndarray, block: EncoderBlock) -> tuple | None:
-    """What ``native.encoder_block`` takes for this block (kind, norms, linears, adds, attention,
-    GELU table address, exp table), or None where the one call does not run: an int8 (B, N, D) x,
+    """What ``compiled.encoder_block`` takes for this block (its ``BlockPlan`` and the arrays behind its
+    addresses), or None where the one call does not run: an int8 (B, N, D) x,
     8-bit widths throughout, a GELU table of int8 values, a backend that requantizes in its tile,
     shapes that chain, K within one call."""
     if not _fusable(x):
@@ -232,6 +233,7 @@ def _fusable(x: np.ndarray) -> bool:
 
 
 def _plan(x: np.ndarray, block: EncoderBlock, name: str, kind: int) -> tuple | None:
+    from hwvit.engine import compiled
     from hwvit.ops import native
 
     n, d = x.shape[1:]
@@ -258,42 +260,28 @@ def _plan(x: np.ndarray, block: EncoderBlock, name: str, kind: int) -> tuple | N
         _, _, _, _, _, lo, hi, plan = layer_params(w, lin.bias, lin.mult, lin.shift, lin.out_bits, 0, name, kind)
         if plan is None:  # K past one call
             return None
-        _, n_out, k, _, _, (pw_at, bias_at, mult_at, shift_at) = plan
-        lins.append(((n_out, k, pw_at, bias_at, mult_at, shift_at, lo, hi), plan))
+        _, n_out, k, _, _, addresses = plan
+        lins.append((compiled.LinearPlan(n_out, k, *addresses, lo, hi), plan))
     (qkv, _), (proj, _), (fc1, _), (fc2, _) = lins
-    if qkv[1] != d or proj[1] != inner or fc1[1] != d or fc2[1] != fc1[0]:
+    if qkv.k != d or proj.k != inner or fc1.k != d or fc2.k != fc1.n:
         return None
     if max(n, hd) > native.k_limit(kind):
         return None
     _, _, table8 = lookup_table(block.gelu.table, 8, True)
     if table8 is None:  # values past int8
         return None
-    norms = tuple(norm_params(*p[:5], p.out_bits, d) for p in (block.norm1, block.norm2))
-    adds = tuple(add_params(a.mult_a, a.mult_b, a.shift, (n, d)) for a in (block.add1, block.add2))
+    norms = tuple(NormRows(*norm_params(*p[:5], p.out_bits, d), LN_T, LN_K, LN_F) for p in (block.norm1, block.norm2))
+    adds = tuple(
+        AddRows(*add_params(a.mult_a, a.mult_b, a.shift, (n, d)), *INT8.range) for a in (block.add1, block.add2)
+    )
     scores = requant_vectors(att.scores_mult, att.scores_shift, 8, n)
     context = requant_vectors(att.ctx_mult, att.ctx_shift, 8, hd)
-    table = table_of(att.exp_table, 8)
     zero = np.zeros(max(n, hd), np.int64)
-    at = (
-        att.heads,
-        hd,
-        zero.ctypes.data,
-        scores[0].ctypes.data,
-        scores[1].ctypes.data,
-        *scores[2:],
-        context[0].ctypes.data,
-        context[1].ctypes.data,
-        *context[2:],
-        (1 << 8) - 1,  # the softmax's q: 8-bit probabilities
-        RECIP_SHIFT,
-        EXP_FRAC,
-        SHIFT_FRAC,
-    )
-    norm_tuples = tuple((*v, LN_T, LN_K, LN_F) for v in norms)
-    add_tuples = tuple((*v, *INT8.range) for v in adds)  # 8-bit sums
+    attention = compiled.attention_plan(att.heads, hd, zero, scores, context)
+    table = table_of(att.exp_table, 8)
     keep = (lins, scores, context, zero, table8)  # the arrays whose addresses the plan holds
-    fused = (kind, norm_tuples, tuple(lin for lin, _ in lins), add_tuples, at, table8.ctypes.data, table)
-    return (*fused, keep)
+    linears = tuple(lin for lin, _ in lins)
+    return compiled.BlockPlan(kind, norms, linears, adds, attention, table8.ctypes.data, table), keep
 
 
 __all__ = [
