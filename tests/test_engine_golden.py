@@ -160,5 +160,9 @@ PRODUCT = [(f, v) for f in FAMILIES for v in ([None] if f in IMPORTED else VARIA
 )
 def test_the_whole_product(families, family, variant, provider, backend):
     f = families(family)
+    try:
+        int_model = f.int_model(variant)
+    except ValueError as exc:  # the variant refuses this model's scales (softmax=log2 a score scale < 2^-9)
+        pytest.skip(f"no integer model to compare: {exc}")  # shown as skipped, with the refusal
     with gemm_backends.using(backend):
-        assert_engine_is_golden(f.int_model(variant), f.x, provider)
+        assert_engine_is_golden(int_model, f.x, provider)
