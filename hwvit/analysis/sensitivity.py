@@ -32,9 +32,9 @@ def linear_paths(int_model) -> list[str]:
         a = b.attn
         out += [f"layers.{i}.attn.qkv"] if a.qkv is not None else [f"layers.{i}.attn.{n}" for n in "qkv"]
         out += [f"layers.{i}.attn.proj", f"layers.{i}.mlp.fc1", f"layers.{i}.mlp.fc2"]
-    if int_model.pre_head_fc is not None:
+    if int_model.readout.pre_head_fc is not None:
         out.append("pre_head.fc")
-    if int_model.head is not None:
+    if int_model.readout.head is not None:
         out.append("head")
     return out
 
@@ -58,7 +58,7 @@ def act_paths(model, int_model) -> list[str]:
     selects the cls token (no arithmetic, no width of its own)."""
     out, seen = [], set()
     for p in int_model.point_bits:
-        if p in seen or p.endswith((".probs", ".softmax")) or (p == "pool" and int_model.pool is None):
+        if p in seen or p.endswith((".probs", ".softmax")) or (p == "pool" and int_model.readout.pool is None):
             continue
         names = act_names(model, p)
         seen |= {p, *names}

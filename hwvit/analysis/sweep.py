@@ -217,9 +217,9 @@ def sweep(
     client, hwvit.cluster): each point a task on its workers, the rows the same as here.
 
     ``threads``: torch intra-op threads during the sweep (restored afterwards; None keeps the
-    caller's). The default 1 is measured: a digits point (quantize + compare on 449 images) took
-    1.6 s with 1 thread and 4.6-18 s with 2 on the shared 2-core machine, because the digits
-    model's tensors (17 tokens x 64) are too small to split. Large models want more threads.
+    caller's). The default is 1: a small model's tensors (digits: 17 tokens x 64) are too small to
+    split, and more threads make a point several times slower on a busy machine. Large models want
+    more threads.
     """
     import torch
 

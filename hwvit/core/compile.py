@@ -212,9 +212,9 @@ def _check_model(m) -> None:
     narrow = [(p, b) for p, b in getattr(m, "point_bits", {}).items() if b != 8]
     if narrow:
         problems.append(f"{narrow[0][1]}-bit activations at {narrow[0][0]} (recipe act_bits)")
-    if m.patch_embed.kind != Embed.CONV or cfg.ndim != 2:
-        problems.append(f"patch embedding {m.patch_embed.kind!r}")
-    if m.pre_head_fc is not None or m.pre_head_norm is not None:
+    if m.embed.patch_embed.kind != Embed.CONV or cfg.ndim != 2:
+        problems.append(f"patch embedding {m.embed.patch_embed.kind!r}")
+    if m.readout.pre_head_fc is not None or m.readout.pre_head_norm is not None:
         problems.append("pre-head layers")
     if any(p is not None for p in (m.layer_pos_adds or [])):
         problems.append("position added in every layer")
@@ -251,11 +251,11 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
         raise CoreCompileError(f"act_base must be an integer in [0, 2^30), got {act_base!r}")
     cfg = m.config
     c_in, hh, ww = tuple(cfg.input_shape)
-    p = m.patch_embed.patch_size
+    p = m.embed.patch_embed.patch_size
     gh, gw = hh // p, ww // p
     npatch, pd = gh * gw, c_in * p * p
     dim = cfg.dim
-    has_cls = m.cls_q is not None
+    has_cls = m.embed.cls_q is not None
     t = npatch + int(has_cls)
     heads, hd = m.blocks[0].attn.heads if m.blocks else cfg.heads, cfg.head_dim
     inner = heads * hd  # width of q, k, v and the context (SimpleViT's dim_head may make it != dim)
@@ -265,12 +265,12 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
 
     # ---- scratchpad layout: input, constants, buffers
     x_in = act("input", c_in * hh * ww)
-    cls_c = bld.const("cls", m.cls_q) if has_cls else None
-    pos_c = bld.const("pos", m.pos_q) if m.pos_add is not None else None
-    ones_c = bld.const("ones", np.ones(t)) if m.pool is not None else None
+    cls_c = bld.const("cls", m.embed.cls_q) if has_cls else None
+    pos_c = bld.const("pos", m.embed.pos_q) if m.embed.pos_add is not None else None
+    ones_c = bld.const("ones", np.ones(t)) if m.readout.pool is not None else None
     patches = act("patches", npatch * pd)
     x0 = act("embed", t * dim)
-    x = act("x", t * dim) if m.pos_add is not None else x0
+    x = act("x", t * dim) if m.embed.pos_add is not None else x0
     h = act("h", t * dim)
     qkv = act("qkv", t * 3 * inner)
     s_buf = act("scores", heads * t * t)
@@ -279,8 +279,8 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
     y = act("y", t * dim)
     f1 = act("fc1", t * mlp)
     g = act("gelu", t * mlp)
-    feat = act("pooled", dim) if m.pool is not None else None
-    n_out = m.head.w.shape[0] if m.head is not None else dim
+    feat = act("pooled", dim) if m.readout.pool is not None else None
+    n_out = m.readout.head.w.shape[0] if m.readout.head is not None else dim
     out = act("logits", n_out)
 
     # ---- patch embedding: im2col (one copy per patch row), GEMM, cls, position
@@ -293,11 +293,11 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
             Gen(x_in + r * p * ww, (1, ww, hh * ww, p)),
             Gen(patches + r * gw * pd, (1, p, p * p, pd)),
         )
-    bld.linear("embed.proj", m.patch_embed.proj, patches, npatch, x0, dim, d_off=dim if has_cls else 0)
+    bld.linear("embed.proj", m.embed.patch_embed.proj, patches, npatch, x0, dim, d_off=dim if has_cls else 0)
     if has_cls:
         bld.stream(isa.U_COPY, "embed.cls", (dim, 1, 1, 1), Gen(cls_c, (1, 0, 0, 0)), Gen(x0, (1, 0, 0, 0)))
-    if m.pos_add is not None:
-        bld.residual("pos_add", m.pos_add, x0, pos_c, x, t * dim)
+    if m.embed.pos_add is not None:
+        bld.residual("pos_add", m.embed.pos_add, x0, pos_c, x, t * dim)
 
     # ---- blocks
     for i, blk in enumerate(m.blocks):
@@ -309,7 +309,7 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
         else:
             for j, name in enumerate("qkv"):
                 bld.linear(f"{pre}.attn.{name}", getattr(at, name), h, t, qkv, 3 * inner, d_off=j * inner)
-        sc = bld.prm_words([isa.gemm_prm_word(0, at.scores_mult, at.scores_shift)])
+        sc = bld.prm_words([isa.gemm_prm_word(0, at.scores.mult, at.scores.shift)])
         for k in range(heads):
             bld.gemm(
                 f"{pre}.attn.h{k}.qk",
@@ -335,7 +335,7 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
             Gen(p_buf, (1, t, 0, 0)),
             check={"value": f"{pre}.attn.softmax", "index": [0]},
         )
-        cx = bld.prm_words([isa.gemm_prm_word(0, at.ctx_mult, at.ctx_shift)])
+        cx = bld.prm_words([isa.gemm_prm_word(0, at.context.mult, at.context.shift)])
         for k in range(heads):
             # P.V: w[n, k'] = V^T[n, k'] = v[k', n]: n stride 1, k stride 3*inner
             bld.gemm(
@@ -370,11 +370,11 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
 
     # ---- final norm, pool, head
     tokens = x
-    if m.norm is not None:
-        bld.layernorm("norm", m.norm, x, h, t, dim)
+    if m.readout.norm is not None:
+        bld.layernorm("norm", m.readout.norm, x, h, t, dim)
         tokens = h
-    if m.pool is not None:  # mean: ones(1, T) . tokens -> token sums, requant by the pool's (M, s)
-        pw = bld.prm_words([isa.gemm_prm_word(0, m.pool.mult, m.pool.shift)])
+    if m.readout.pool is not None:  # mean: ones(1, T) . tokens -> token sums, requant by the pool's (M, s)
+        pw = bld.prm_words([isa.gemm_prm_word(0, m.readout.pool.mult, m.readout.pool.shift)])
         bld.gemm(
             "pool",
             1,
@@ -391,8 +391,8 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
         pooled = feat
     else:
         pooled = tokens  # the cls token's row
-    if m.head is not None:
-        bld.linear("head", m.head, pooled, 1, out, n_out, check={"value": "logits", "index": [0]})
+    if m.readout.head is not None:
+        bld.linear("head", m.readout.head, pooled, 1, out, n_out, check={"value": "logits", "index": [0]})
     else:
         bld.stream(isa.U_COPY, "features", (dim, 1, 1, 1), Gen(pooled, (1, 0, 0, 0)), Gen(out, (1, 0, 0, 0)))
     bld.prog.append(isa.end())

@@ -178,7 +178,9 @@ def run_images(
     write port, as a host processor would load them, instead of the simulator's $readmemh.
     ``poke`` (Icarus; COUNTER_POKE): offsets added to counter registers as the first image starts;
     its counters and per-instruction cycles then carry them."""
-    expected = np.asarray(int_model.forward(xq, quantized=True), dtype=np.int64).reshape(len(xq), -1)
+    from hwvit.engine import Engine
+
+    expected = np.asarray(Engine(int_model)(xq, quantized=True), dtype=np.int64).reshape(len(xq), -1)
     job = _job(core, xq, "run", cycle_limit(core, rows, cols)) | ({"poke": poke} if poke else {})
     tag = "poke" if poke else "host" if host_load else "run"
     result, run_dir = _simulate(core, simulator, rows, cols, job, build_root, tag, host_load)

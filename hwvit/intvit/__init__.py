@@ -1,12 +1,14 @@
-"""The bit-accurate integer ViT: layers, forward, trace (``hwvit.quant.quantize_model`` builds one)."""
+"""The bit-accurate integer ViT, the golden model: layers, forward, trace (``hwvit.quant.quantize_model``
+builds one; ``hwvit.engine`` runs one fast)."""
 
 from hwvit.intvit.model import IntViT
 from hwvit.intvit.trace import Trace
 
 
 def int_forward(int_model: IntViT, device="cpu"):
-    """The integer forward to call for ``device``: ``cpu`` the numpy/numba forward, any other
-    torch device hwvit.intvit.device's (bit-identical; one-line ValueError without CUDA)."""
+    """The golden forward to call on ``device``: ``cpu`` the numpy forward, any other torch device
+    the same forward on torch tensors there (``hwvit.intvit.device``; one-line ValueError without
+    CUDA)."""
     if str(device) == "cpu":
         return int_model.forward
     from hwvit.intvit.device import DeviceForward
@@ -15,7 +17,7 @@ def int_forward(int_model: IntViT, device="cpu"):
 
 
 def trace_model(int_model: IntViT, inputs, quantized: bool = False, device="cpu"):
-    """Run ``inputs`` through the integer model (on ``device``: ``int_forward``); return
+    """Run ``inputs`` through the golden forward (on ``device``: ``int_forward``); return
     (int logits, block records, int values)."""
     tr = Trace(records=True, values=True)
     logits = int_forward(int_model, device)(inputs, trace=tr, quantized=quantized)

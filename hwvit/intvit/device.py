@@ -1,8 +1,9 @@
 """The integer ViT forward on a torch device (CUDA), through hwvit.ops.torch_kernels.
 
-``DeviceForward`` runs the one integer forward (``IntViT.run``: the same layers, order, formulas
-and trace steps as ``IntViT.forward``) on ``TorchKernels``, a kernels provider whose int64 tensors
-stay on the device; tests hold every traced value equal to the numpy/numba forward. With
+``DeviceForward`` runs the golden forward (``IntViT.run``: the same layers, order, formulas and trace
+steps as ``IntViT.forward``) on ``TorchKernels``, a kernels provider whose int64 tensors stay on the
+device (``hwvit.engine.Engine(model, "cuda")`` runs it); tests hold every traced value equal to the
+numpy forward's. With
 ``Trace(records=True)`` the layers keep their block records (vector sets) from the device tensors
 copied back; values (``Trace(values=True)``) are copied back too. Forcing values
 (``Trace(force=...)``) is CPU only.

@@ -17,7 +17,6 @@ import numpy as np
 
 from hwvit import ops
 from hwvit.intvit.trace import Trace
-from hwvit.ops import frozen
 from hwvit.ops.checks import narrow_dtype
 
 
@@ -49,24 +48,6 @@ class NumpyKernels:
     def residual_add(self, a, b, mult_a: int, mult_b: int, shift: int, out_bits: int):
         return ops.residual_add(a, b, mult_a, mult_b, shift, out_bits, narrow=True)
 
-    def attention_heads(self, q, k, v, scores, softmax, context):
-        """Per entry (image x head) of (E, N, hd) q, k, v: the context of Q.K^T requantized by
-        ``scores`` (a Requant), the ``softmax`` (an IntSoftmax: its table and widths) and P.V
-        requantized by ``context`` (``ops.attention_heads``: one call for the three)."""
-        sm, ctx = (scores.mult, scores.shift, scores.out_bits), (context.mult, context.shift, context.out_bits)
-        return ops.attention_heads(q, k, v, *sm, softmax.exp_table, softmax.out_bits, *ctx, narrow=True)
-
-    def encoder_block(self, x, block):
-        """A whole encoder block (an ``ops.encoder.EncoderBlock`` of its parameters) on (B, N, D) tokens:
-        ``ops.encoder_block``, its ten kernels in one call where it can, with their integers."""
-        return ops.encoder_block(x, block, narrow=True)
-
-    def encoder_blocks(self, x, blocks, tokens=None):
-        """``encoder_block`` of each of ``blocks`` in turn (``ops.encoder_blocks``: their plans looked
-        up first, then the compiled calls one after another); ``tokens``: the first tokens of each
-        image wanted from the last block (None: all)."""
-        return ops.encoder_blocks(x, blocks, narrow=True, tokens=tokens)
-
     def variant(self, v, x, params):
         """An arithmetic variant's exact kernel (hwvit.variants) on ``x``."""
         return v.kernel(np.asarray(x).astype(np.int64, copy=False), params)
@@ -80,25 +61,15 @@ class NumpyKernels:
         return ops.quantize(x, scale, bits, narrow=True)
 
     def int_input(self, x):
-        """Already quantized inputs as the forward takes them."""
+        """Integers from the host as the forward takes them: already quantized inputs, or what a layer
+        worked out on the host (an imported model's zero-point arithmetic)."""
         xq = np.asarray(x)
         return xq if xq.dtype.kind in "iu" else xq.astype(np.int64)
 
     def const(self, a: np.ndarray):
-        """A small parameter (cls token, position table) in the narrowest dtype holding its values,
-        so the kernel it joins takes it without a range scan; made once for a read-only parameter
-        (``hwvit.ops.frozen``: a ViT-B/16 position table's scan and copy took 0.2 ms a forward)."""
-
-        def narrowest():
-            return a.astype(narrow_dtype(int(a.min()), int(a.max()))) if a.size else a
-
-        def kept():
-            out = narrowest()
-            if out is not a:
-                out.flags.writeable = False
-            return out
-
-        return frozen.derived((a,), "narrowest", kept, otherwise=narrowest)
+        """A small parameter (cls token, position table) in the narrowest dtype holding its values, so
+        the kernel it joins takes it without a range scan."""
+        return a.astype(narrow_dtype(int(a.min()), int(a.max()))) if a.size else a
 
     def expand(self, a, shape):
         return np.broadcast_to(a, shape)

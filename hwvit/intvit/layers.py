@@ -6,8 +6,8 @@ its width (int8 for 8 bits: the kernels' ``narrow=True``, an eighth of int64's m
 ``hwvit.intvit.device`` passes its torch provider. The trace keeps int64 copies. Each layer knows
 its input and output scales (real value = int * scale), adds one BlockRecord per block it runs to
 the trace (made by the block kind's ``traced``, hwvit.blocks) and records its output value under its
-own path. ``hwvit.quant`` builds these from a
-float model.
+own path. ``hwvit.quant`` builds these from a float model. A layer is immutable once built (a frozen
+dataclass with read-only arrays): ``dataclasses.replace`` makes an edited copy.
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ from hwvit.blocks import requant as requant_block
 from hwvit.blocks import residual_add as residual_block
 from hwvit.blocks import softmax as softmax_block
 from hwvit.intvit.kernels import NUMPY
-from hwvit.intvit.qparams import Arith, Requant, RequantOut, Watched
+from hwvit.intvit.qparams import Arith, Layer, Requant, RequantOut, read_only
 from hwvit.intvit.trace import Trace
-from hwvit.ops import frozen
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class IntLinear(RequantOut):
     """y = requant(x @ w^T + bias), weights int8 per output channel."""
 
@@ -43,9 +42,7 @@ class IntLinear(RequantOut):
 
     def __post_init__(self):
         # read-only, so the kernels check them and pack w once, not at every call (hwvit.ops.frozen)
-        self.w, self.bias = frozen.read_only(self.w), frozen.read_only(self.bias)
-        if self.post_bias is not None:
-            self.post_bias = frozen.read_only(self.post_bias)
+        read_only(self, "w", "bias", "post_bias")
 
     @property
     def s_out(self) -> float:
@@ -67,7 +64,7 @@ class IntLinear(RequantOut):
         else:  # the same integers; a backend that can requantizes inside the GEMM
             y = self.requant.linear(k, x2d, self.w, self.bias)
         if self.bias_add is not None:
-            y = self.bias_add.add(k.host(y), np.broadcast_to(self.post_bias, y.shape), tr, f"{path}.bias")
+            y = k.int_input(self.bias_add.add(k.host(y), np.broadcast_to(self.post_bias, y.shape), tr, f"{path}.bias"))
         y = y.reshape(*x.shape[:-1], self.w.shape[0])
         return k.value(tr, path, y, self.s_out) if value else y
 
@@ -83,7 +80,7 @@ class IntLinear(RequantOut):
         )  # fmt: skip
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class IntLayerNorm(RequantOut):
     gamma: np.ndarray  # (C,) 15-bit
     beta: np.ndarray  # (C,) 31-bit
@@ -94,7 +91,7 @@ class IntLayerNorm(RequantOut):
 
     def __post_init__(self):
         # read-only, so the kernel checks them once, not at every call (hwvit.ops.frozen)
-        self.gamma, self.beta = frozen.read_only(self.gamma), frozen.read_only(self.beta)
+        read_only(self, "gamma", "beta")
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         rows = x.reshape(-1, x.shape[-1])
@@ -124,8 +121,8 @@ class IntLayerNorm(RequantOut):
         )
 
 
-@dataclass(kw_only=True)
-class IntGelu(Watched):
+@dataclass(frozen=True, kw_only=True, eq=False)
+class IntGelu(Layer):
     """y = table[x]: any arithmetic of an in_bits input is a table of its 2^in_bits results, so a
     GELU variant (hwvit.variants) is its table, made once by that variant's kernel. A variant that
     works on rows (``Variant.row``: I-ViT's released ShiftGELU) runs its kernel on the last axis
@@ -141,7 +138,7 @@ class IntGelu(Watched):
 
     def __post_init__(self):
         # read-only, so the kernel checks it once, not at every call (hwvit.ops.frozen)
-        self.table = frozen.read_only(self.table)
+        read_only(self, "table")
 
     def __call__(self, x, tr: Trace, path: str, k=NUMPY):
         if self.arith is not None:
@@ -165,8 +162,8 @@ class IntGelu(Watched):
         tr.keep(gelu_block.traced(path, x, self.table, y, self.in_bits, self.out_bits, scales, self.variant))
 
 
-@dataclass(kw_only=True)
-class IntSoftmax(Watched):
+@dataclass(frozen=True, kw_only=True, eq=False)
+class IntSoftmax(Layer):
     exp_table: np.ndarray  # (entries,) unsigned 24 bit, T[0] = 2^23
     in_bits: int
     out_bits: int
@@ -177,7 +174,7 @@ class IntSoftmax(Watched):
 
     def __post_init__(self):
         # read-only, so the kernel checks it once, not at every call (hwvit.ops.frozen)
-        self.exp_table = frozen.read_only(self.exp_table)
+        read_only(self, "exp_table")
 
     @property
     def s_out(self) -> float:
@@ -208,8 +205,8 @@ class IntSoftmax(Watched):
             tr.keep(softmax_block.traced(path, rows, self.exp_table, p, self.in_bits, self.out_bits, scales))
 
 
-@dataclass(kw_only=True)
-class IntResidual(Watched):
+@dataclass(frozen=True, kw_only=True, eq=False)
+class IntResidual(Layer):
     """y = a + b, both rescaled to the output scale (ops.residual_add)."""
 
     mult_a: int | np.ndarray  # per tensor, or per channel (last axis) on a stream under FQ-ViT's PTF
@@ -228,6 +225,9 @@ class IntResidual(Watched):
     zero_b: int = 0
     zero_out: int = 0
 
+    def __post_init__(self):
+        read_only(self, "mult_a", "mult_b", "shift", "alpha_a", "alpha_out")
+
     @property
     def plain(self) -> bool:
         """hwvit's own residual add: round half up, no zero point."""
@@ -244,7 +244,7 @@ class IntResidual(Watched):
 
     def __call__(self, a, b, tr: Trace, path: str, k=NUMPY):
         if not self.plain:
-            return k.value(tr, path, self.add(k.host(a), k.host(b), tr, path), self.out_scale)
+            return k.value(tr, path, k.int_input(self.add(k.host(a), k.host(b), tr, path)), self.out_scale)
         consts = (self.mult_a, self.mult_b, self.shift)
         if self.per_channel:
             consts = tuple(k.const(np.asarray(v, dtype=np.int64)) for v in consts)
@@ -279,7 +279,7 @@ class IntResidual(Watched):
         )
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class IntPool(RequantOut):
     """Mean over the tokens (axis 1): an exact int32 sum, then one requant (``ops.mean_pool``).
 

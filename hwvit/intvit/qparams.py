@@ -17,8 +17,30 @@ import numpy as np
 from hwvit.ops import frozen
 
 
+def read_only(layer, *names: str) -> None:
+    """Set each named field of the frozen dataclass ``layer`` that holds an array (or a list) to a
+    read-only array (``hwvit.ops.frozen.read_only``: itself where it is one already); scalars and None
+    stay as they are. A layer is immutable once built: its fields cannot be set, its arrays not written."""
+    for name in names:
+        value = getattr(layer, name)
+        if isinstance(value, (np.ndarray, list, tuple)):
+            object.__setattr__(layer, name, frozen.read_only(value))
+
+
+class Layer:
+    """A part of the integer model: a frozen dataclass whose arrays are read-only (``read_only``). Its
+    copies are too: numpy makes the arrays of a copy (deepcopy, pickle: a Dask worker's model)
+    writable, and nothing is kept from a writable array (``hwvit.ops.frozen``, ``hwvit.engine``)."""
+
+    def __setstate__(self, state: dict) -> None:
+        for value in state.values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        self.__dict__.update(state)
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)  # eq: per-channel arrays have no truth value
-class Requant:
+class Requant(Layer):
     """sat_out_bits(rshift_round(acc * mult, shift)): the result is at scale ``s_out``."""
 
     mult: int | np.ndarray  # M of M * 2^-shift ~= s_acc / s_out; per output channel: (N,) arrays
@@ -33,9 +55,7 @@ class Requant:
     def __post_init__(self):
         assert 2 <= self.out_bits <= 32, f"requant: out_bits {self.out_bits} outside [2, 32]"
         assert np.shape(self.mult) == np.shape(self.shift), "requant: one shift per multiplier"
-        for name in ("mult", "shift"):  # read-only: the kernels check them once (hwvit.ops.frozen)
-            if isinstance(getattr(self, name), np.ndarray):
-                object.__setattr__(self, name, frozen.read_only(getattr(self, name)))
+        read_only(self, "mult", "shift")  # the kernels check them once (hwvit.ops.frozen)
 
     @property
     def is_default(self) -> bool:
@@ -56,7 +76,7 @@ class Requant:
         if self.zero:
             from hwvit.formats import signed
 
-            y = np.clip(np.asarray(y, dtype=np.int64) + self.zero, *signed(self.out_bits).range)
+            y = k.int_input(np.clip(np.asarray(k.host(y), dtype=np.int64) + self.zero, *signed(self.out_bits).range))
         return y
 
     def linear(self, k, a, w, bias, a_signed: bool = True):
@@ -83,36 +103,9 @@ class Arith:
         return variants.resolve(self.family, self.name)
 
 
-_edits = 0  # attribute sets on Watched objects so far, in this process
-
-
-class Watched:
-    """A layer whose every attribute set (or deletion) counts as an edit (``edits``): what a forward
-    keeps from its layers' fields between calls (``IntViT``'s stack of blocks) is made again after
-    any edit. The layers' arrays are read-only and checked as such where they are used
-    (``hwvit.ops.frozen``); this counts what that cannot see, a field set to another object."""
-
-    __slots__ = ()
-
-    def __setattr__(self, name, value):
-        global _edits
-        _edits += 1
-        object.__setattr__(self, name, value)
-
-    def __delattr__(self, name):
-        global _edits
-        _edits += 1
-        object.__delattr__(self, name)
-
-
-def edits() -> int:
-    """How many times an attribute of a ``Watched`` layer has been set or deleted in this process."""
-    return _edits
-
-
-class RequantOut(Watched):
+class RequantOut(Layer):
     """A layer whose output is its ``requant``'s: ``mult``, ``shift``, ``out_bits`` and ``s_out``
-    read through to it (the names the layers' fields had)."""
+    read through to it."""
 
     requant: Requant
 
@@ -133,4 +126,4 @@ class RequantOut(Watched):
         return self.requant.s_out
 
 
-__all__ = ["Arith", "Requant", "RequantOut", "Watched", "edits"]
+__all__ = ["Arith", "Layer", "Requant", "RequantOut", "read_only"]

@@ -6,19 +6,15 @@ kernels return the narrowest dtype holding their output width instead, as the in
 uses them; an int8 operand needs no range scan). docs/arithmetic.md states each
 kernel's widths, rounding and saturation; ``hwvit.ops.reference`` holds slow plain-Python twins
 used by the tests. Kernels share names with their Verilog twins: ``ops.<kind>`` <-> ``rtl/<kind>.v``
-(requant, gemm, gelu, softmax, layernorm, residual_add, round_sat, divu, isqrt). ``attention_heads``
-is the composition linear -> softmax -> linear of attention's heads in one call, with their integers;
-``encoder_block`` that of a whole pre-norm encoder block's ten kernels (``hwvit.ops.encoder``), and
-``encoder_blocks`` that of a stack of them (an ``encoder.Stack`` keeps their plans between calls;
-``tokens`` asks the last block for the first tokens of each image only).
+(requant, gemm, gelu, softmax, layernorm, residual_add, round_sat, divu, isqrt). Compositions of
+them for speed (attention's heads in one call, a whole encoder block in one call) are
+``hwvit.engine``'s.
 """
 
 from __future__ import annotations
 
 from hwvit.formats import Rounding
-from hwvit.ops.attention import attention_heads
 from hwvit.ops.divu import divu
-from hwvit.ops.encoder import encoder_block, encoder_blocks
 from hwvit.ops.gelu import gelu
 from hwvit.ops.gemm import gemm, gemm_zero, linear
 from hwvit.ops.isqrt import isqrt
@@ -34,10 +30,7 @@ __all__ = [
     "LN_K",
     "LN_T",
     "Rounding",
-    "attention_heads",
     "divu",
-    "encoder_block",
-    "encoder_blocks",
     "gelu",
     "gemm",
     "gemm_zero",

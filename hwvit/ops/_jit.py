@@ -65,29 +65,32 @@ def lookup_flat(x, table, offset, out):
 
 
 @njit(inline="always")
-def residual_row(a, b, i, mult_a, mult_b, shift, lo, hi, out):
-    """Row ``i``: out[i, j] = clamp(round_shift(a*Ma[j] + b*Mb[j], s[j]))."""
+def residual_row(a, b, i, add, out):
+    """Row ``i``: out[i, j] = clamp(round_shift(a*Ma[j] + b*Mb[j], s[j])) (``add``: an ``AddRows``)."""
     for j in range(a.shape[1]):
-        v = np.int64(a[i, j]) * mult_a[j] + np.int64(b[i, j]) * mult_b[j]
-        out[i, j] = _clamp(_round_shift(v, shift[j]), lo, hi)
+        v = np.int64(a[i, j]) * add.mult_a[j] + np.int64(b[i, j]) * add.mult_b[j]
+        out[i, j] = _clamp(_round_shift(v, add.shift[j]), add.lo, add.hi)
 
 
 @njit(parallel=True, cache=True)
-def residual_rows(a, b, mult_a, mult_b, shift, lo, hi, out):
-    """out[i, j] = clamp(round_shift(a*Ma[j] + b*Mb[j], s[j])) for (R, N) a and b, into ``out``."""
+def residual_rows(a, b, add, out):
+    """out[i, j] = clamp(round_shift(a*Ma[j] + b*Mb[j], s[j])) for (R, N) a and b, into ``out``
+    (``add``: an ``AddRows``)."""
     for i in prange(a.shape[0]):
-        residual_row(a, b, i, mult_a, mult_b, shift, lo, hi, out)
+        residual_row(a, b, i, add, out)
 
 
 SOFTMAX_CHUNK = 16  # rows per parallel job: one exp buffer for them, and fewer jobs for prange
 
 
 @njit(inline="always")
-def softmax_row(x, i, table, q, recip_shift, use_shift, shift_mult, exp_frac, shift_frac, e, out):
-    """Row ``i`` of (R, N) ``x`` into ``out[i]``: E = T[max - x] (or shift-and-add when use_shift),
-    one reciprocal, probabilities as differences of the rounded cumulative sums (the row sums to q).
-    ``table`` holds the exp table and one 0 after it: an index d past the table's end reads that 0
-    (``min(d, L)``, no branch), which is the d >= L case of the contract. ``e``: an (N,) int64 buffer."""
+def softmax_row(x, i, sm, e, out):
+    """Row ``i`` of (R, N) ``x`` into ``out[i]`` (``sm``: a ``SoftmaxRows``): E = T[max - x] (or
+    shift-and-add when use_shift), one reciprocal, probabilities as differences of the rounded
+    cumulative sums (the row sums to q). The table holds the exp table and one 0 after it: an index d
+    past the table's end reads that 0 (``min(d, L)``, no branch), which is the d >= L case of the
+    contract. ``e``: an (N,) int64 buffer."""
+    table, q, recip_shift, exp_frac, shift_frac = sm.table, sm.q, sm.recip_shift, sm.exp_frac, sm.shift_frac
     n = x.shape[1]
     last = table.shape[0] - 1  # the 0 entry
     mx32 = np.int32(x[i, 0])  # inputs are at most 16 bits: int32 lanes vectorize wider
@@ -95,11 +98,11 @@ def softmax_row(x, i, table, q, recip_shift, use_shift, shift_mult, exp_frac, sh
         mx32 = max(mx32, np.int32(x[i, j]))
     mx = np.int64(mx32)
     total = np.int64(0)
-    if use_shift:  # I-ViT shift-and-add: 2^23 * (1 - f/2) >> q
+    if sm.use_shift:  # I-ViT shift-and-add: 2^23 * (1 - f/2) >> q
         one = _ONE << exp_frac
         frac_mask = (_ONE << shift_frac) - 1
         for j in range(n):
-            t = (mx - np.int64(x[i, j])) * shift_mult
+            t = (mx - np.int64(x[i, j])) * sm.shift_mult
             qq = t >> shift_frac
             r = t & frac_mask
             ev = np.int64(0) if qq >= exp_frac + 1 else (one - (r << (exp_frac - shift_frac - 1))) >> qq
@@ -122,14 +125,14 @@ def softmax_row(x, i, table, q, recip_shift, use_shift, shift_mult, exp_frac, sh
 
 
 @njit(parallel=True, cache=True)
-def softmax_rows(x, table, q, recip_shift, use_shift, shift_mult, exp_frac, shift_frac, out):
-    """Rows of (R, N) into ``out`` (``softmax_row``), in chunks of SOFTMAX_CHUNK rows that share one
-    exp buffer."""
+def softmax_rows(x, sm, out):
+    """Rows of (R, N) into ``out`` (``softmax_row``; ``sm``: a ``SoftmaxRows``), in chunks of
+    SOFTMAX_CHUNK rows that share one exp buffer."""
     rows, n = x.shape
     for c in prange((rows + SOFTMAX_CHUNK - 1) // SOFTMAX_CHUNK):
         e = np.empty(n, dtype=np.int64)
         for i in range(c * SOFTMAX_CHUNK, min(rows, (c + 1) * SOFTMAX_CHUNK)):
-            softmax_row(x, i, table, q, recip_shift, use_shift, shift_mult, exp_frac, shift_frac, e, out)
+            softmax_row(x, i, sm, e, out)
 
 
 @njit(inline="always")
@@ -144,9 +147,12 @@ def _isqrt(n):
 
 
 @njit(inline="always")
-def layernorm_row(x, i, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, out):
-    """Row ``i`` of (R, C) ``x`` into ``out[i]``: sums, one isqrt and one division, then y*G + B and
-    requant. Returns Ve = (V << 2T) + eps, which the caller checks is < 2^62."""
+def layernorm_row(x, i, norm, out):
+    """Row ``i`` of (R, C) ``x`` into ``out[i]`` (``norm``: a ``NormRows``): sums, one isqrt and one
+    division, then y*G + B and requant. Returns Ve = (V << 2T) + eps, which the caller checks is
+    < 2^62."""
+    gamma, beta, eps, mult, shift, lo, hi = norm.gamma, norm.beta, norm.eps, norm.mult, norm.shift, norm.lo, norm.hi
+    t_bits, k_bits, f_bits = norm.t_bits, norm.k_bits, norm.f_bits
     c = x.shape[1]
     sh = k_bits - t_bits - f_bits
     half = _ONE << (sh - 1)
@@ -167,29 +173,26 @@ def layernorm_row(x, i, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f
 
 
 @njit(parallel=True, cache=True)
-def layernorm_rows(x, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, out):
-    """Rows of (R, C) into ``out`` (``layernorm_row``). Returns, per row, Ve = (V << 2T) + eps,
-    which the caller checks is < 2^62."""
+def layernorm_rows(x, norm, out):
+    """Rows of (R, C) into ``out`` (``layernorm_row``; ``norm``: a ``NormRows``). Returns, per row,
+    Ve = (V << 2T) + eps, which the caller checks is < 2^62."""
     rows = x.shape[0]
     ves = np.empty(rows, dtype=np.int64)
     for i in prange(rows):
-        ves[i] = layernorm_row(x, i, gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, out)
+        ves[i] = layernorm_row(x, i, norm, out)
     return ves
 
 
 @njit(parallel=True, cache=True)
 def residual_layernorm_rows(a, b, add, sums, norm, out):
     """``residual_rows`` of (R, C) ``a`` and ``b`` into ``sums``, then ``layernorm_rows`` of those
-    sums into ``out``, row by row in one pass (the row is still in cache for its norm). ``add``:
-    (Ma, Mb, s vectors, lo, hi); ``norm``: (gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits,
-    f_bits). Returns the largest Ve (the caller checks it is < 2^62)."""
-    ma, mb, s, rlo, rhi = add
-    g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits = norm
+    sums into ``out``, row by row in one pass (the row is still in cache for its norm). ``add``: an
+    ``AddRows``; ``norm``: a ``NormRows``. Returns the largest Ve (the caller checks it is < 2^62)."""
     rows = a.shape[0]
     ves = np.empty(rows, dtype=np.int64)
     for i in prange(rows):
-        residual_row(a, b, i, ma, mb, s, rlo, rhi, sums)
-        ves[i] = layernorm_row(sums, i, g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, out)
+        residual_row(a, b, i, add, sums)
+        ves[i] = layernorm_row(sums, i, norm, out)
     return ves.max() if rows else np.int64(0)
 
 

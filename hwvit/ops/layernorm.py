@@ -16,6 +16,7 @@ from hwvit.formats import BETA, GAMMA, INT8, MULT_MAX, OUT_BITS, SHIFT_MAX, sign
 from hwvit.ops import frozen
 from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, narrow_operand, out_dtype, writable
+from hwvit.ops.records import NormRows
 
 LN_T = 11  # extra bits of sig: V is scaled by 2^(2T), so floor(sqrt) costs <= 2^-11 relative
 LN_K = 43  # inv = round(2^K / sig) <= 2^32
@@ -52,7 +53,7 @@ def layernorm(
     # signed 32, then requant (|acc * M| < 2^62).
     rows = as_rows(x, keep_dtype=True)
     out = np.empty(rows.shape, dtype=out_dtype(lo, hi, narrow))
-    ve = _jit.layernorm_rows(rows, g, b, eps, m, s, lo, hi, LN_T, LN_K, LN_F, out)
+    ve = _jit.layernorm_rows(rows, NormRows(g, b, eps, m, s, lo, hi, LN_T, LN_K, LN_F), out)
     if ve.size and int(ve.max()) >= VE_LIMIT:
         raise OverflowError(f"layernorm: (V << 22) + eps_int = {int(ve.max())} >= 2^62")
     return out.reshape(x.shape)

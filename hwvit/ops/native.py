@@ -43,10 +43,11 @@ import llvmlite.binding
 import numba
 import numpy as np
 from numba import njit, prange, types
+from numba.extending import register_jitable
 
 from hwvit import toolchain
 from hwvit.ops import cpu
-from hwvit.ops._jit import layernorm_rows, residual_layernorm_rows, residual_rows, softmax_row
+from hwvit.ops.records import Dims, Packing, Product, Scratch, Strided
 
 SOURCE = Path(__file__).with_name("csrc") / "gemm_kernels.c"
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
@@ -246,25 +247,27 @@ def _grid(kind, m, k, n, threads):
     return n_panels, rows, row_jobs, panels, -(-n_panels // panels)
 
 
+@register_jitable
+def one_thread(m, k, n):
+    """Whether an M x K x N product runs on one thread: below _SMALL multiply-adds, where forking
+    costs more than it saves. The rule for Python and compiled callers alike."""
+    return m * n * k < _SMALL
+
+
 def _threads_for(m: int, k: int, n: int) -> int:
-    """numba's threads for an M x K x N product (``_threads_of``; asked in Python:
-    ``numba.get_num_threads`` inside a compiled function keeps numba from caching it). A product
-    below _SMALL runs on one thread without asking (the question takes two locks: 40 us in the
-    forward, e.g. for the classifier's one row a image)."""
-    return 1 if m * n * k < _SMALL else numba.get_num_threads()  # _threads_of's rule, without a dispatch
-
-
-@njit(cache=True)
-def _threads_of(threads, m, k, n):
-    """The threads an M x K x N product runs on out of ``threads``: one below _SMALL multiply-adds."""
-    return threads if m * n * k >= _SMALL else 1
+    """numba's threads for an M x K x N product (``one_thread``; asked in Python:
+    ``numba.get_num_threads`` inside a compiled function keeps numba from caching it). A product on
+    one thread does not ask (the question takes two locks, which cost most in the forward, e.g. for
+    the classifier's one row an image)."""
+    return 1 if one_thread(m, k, n) else numba.get_num_threads()
 
 
 @njit(parallel=True, cache=True)
-def _tiles_parallel(kind, pa, pw, m, k, n, bias, c, counter, threads):
-    """hw_gemm_tiles on ``_grid``'s jobs for ``threads`` threads, handed out by the job counter (a
-    ``_scratch`` buffer's first line) to one worker a thread. The arrays (packed A, packed W, bias, c)
-    by address, as in ``_linear_parallel``."""
+def _tiles_parallel(kind, product, pa, pw, bias, c, counter, threads):
+    """hw_gemm_tiles of the ``product`` on ``_grid``'s jobs for ``threads`` threads, handed out by the
+    job counter (a ``_scratch`` buffer's first line) to one worker a thread. The arrays (packed A,
+    packed W, bias, c) by address, as in ``_linear_parallel``."""
+    m, k, n = product.m, product.k, product.n
     n_panels, rows, row_jobs, panels, panel_jobs = _grid(kind, m, k, n, threads)
     jobs = row_jobs * panel_jobs
     counter = _line_up(counter)
@@ -282,35 +285,30 @@ def _tiles_parallel(kind, pa, pw, m, k, n, bias, c, counter, threads):
 def _linear_parallel(kind, a_at, w_at, at, dims, packing):
     """Pack A, then hw_linear per job, in one parallel loop of workers (one a thread) that take
     numbered jobs from counters in C (``hw_next_job``): an idle thread takes the next one, and no
-    chunk size is set from Python. ``padded``: the packed rows of one A; ``sa``, ``sw``: int32 words
-    of one packed A, W. A batch of products (``entries`` > 0): one job per entry, which packs its own
-    A (and its W, where ``pack_w``) and runs it whole. One product: the workers first pack A in chunks
-    of _PACK_ROWS rows, each counted done when written; a worker waits for all of them
-    (``hw_wait_jobs``) before its first block of ``_grid``'s jobs (a second parallel loop cost a
-    fork and join, 11 us a call on 16 threads). ``out_bytes``: 1 (int8 y) or 2 (int16); ``flip``: 0x80
-    for an int8 ``a8``, 0 for a uint8 one (its bytes are the operand: the tile runs raw, with no
-    offset correction). ``dims``: (m, k, n, entries, lo, hi, out_bytes, threads); ``packing``: (flip,
-    padded, sa, sw, pack_w, bias_step): ``bias_step`` the int64 words from one entry's bias row to
-    the next (N; 0: one row that every entry shares), ``lut``: 0, or the address of a 256-entry int8
-    table that each job's int8 outputs are looked up in as soon as it has stored them (GELU after fc1,
-    while the block is in cache: ``hw_lookup_i8`` in place). A and W come as (address, entry stride, row
-    stride, K stride), in bytes (one byte an element): any layout; the scratch and the vectors as
-    addresses ``at``: (packed A, packed W, bias, mult, shift, y), the packed A a ``_scratch`` buffer
-    (three counters on lines of their own from its first cache line, packed A after them) and W,
-    where ``pack_w``, one too (from its first line on). Only integers and tuples of them: one compiled
-    signature whatever the dtypes and flags of the arrays (a read-only array is a type of its own to
-    numba, and each signature costs seconds to compile)."""
-    m, k, n, entries, lo, hi, out_bytes, threads = dims
-    flip, padded, sa, sw, pack_w, bias_step, lut = packing
-    pa, pw, bias, mult, shift, y = at
+    chunk size is set from Python. A batch of products (``dims.entries`` > 0): one job per entry,
+    which packs its own A (and its W, where ``packing.pack_w``) and runs it whole. One product: the
+    workers first pack A in chunks of _PACK_ROWS rows, each counted done when written; a worker waits
+    for all of them (``hw_wait_jobs``) before its first block of ``_grid``'s jobs (one parallel loop,
+    not two: each costs a fork and join). A ``lut`` (``Packing``) is looked up in place on each job's
+    outputs (GELU after fc1, while the block is in cache: ``hw_lookup_i8``).
+
+    ``a_at``, ``w_at``: A and W as ``Strided`` operands (any layout); ``at``: the ``Scratch``
+    addresses; ``dims``: the ``Dims``; ``packing``: the ``Packing``. Only integers and records of
+    them: one compiled signature whatever the dtypes and flags of the arrays (a read-only array is a
+    type of its own to numba, and each signature costs seconds to compile)."""
+    m, k, n, entries, threads = dims.m, dims.k, dims.n, dims.entries, dims.threads
+    lo, hi, out_bytes = dims.lo, dims.hi, dims.out_bytes
+    flip, padded, sa, sw = packing.flip, packing.padded, packing.sa, packing.sw
+    bias_step, lut = packing.bias_step, packing.lut
+    pa, pw, bias, mult, shift, y = at.packed_a, at.packed_w, at.bias, at.mult, at.shift, at.y
     next_chunk = _line_up(pa)  # three counters, a line each (every worker adds to them), then packed A
     chunks_done, next_job = next_chunk + _LINE, next_chunk + 2 * _LINE
     pa = next_chunk + 3 * _LINE  # the packed operands this call makes start on a cache line (_scratch)
-    if pack_w:
+    if packing.pack_w:
         pw = _line_up(pw)
     raw = 1 if flip == 0 else 0
-    a_addr, a_se, a_sm, a_sk = a_at
-    w_addr, w_se, w_sn, w_sk = w_at
+    a_addr, a_se, a_sm, a_sk = a_at.addr, a_at.entry, a_at.row, a_at.k
+    w_addr, w_se, w_sn, w_sk = w_at.addr, w_at.entry, w_at.row, w_at.k
     if entries > 0:  # each job packs its own entry
         n_panels, rows, row_jobs, panels, panel_jobs = -(-n // _NR), m, 1, -(-n // _NR), 1
         jobs, chunks = entries, 0
@@ -335,7 +333,7 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
             e = j if whole else 0
             if whole:
                 _hw_pack_a_rows(kind, a_addr + e * a_se, m, k, a_sm, a_sk, 0, padded, pa + 4 * e * sa, flip)
-                if pack_w:
+                if packing.pack_w:
                     _hw_pack_w_strided(kind, w_addr + e * w_se, n, k, w_sn, w_sk, pw + 4 * e * sw)
             r0 = 0 if whole else (j // panel_jobs) * rows
             p0 = 0 if whole else (j % panel_jobs) * panels
@@ -351,239 +349,10 @@ def _linear_parallel(kind, a_at, w_at, at, dims, packing):
             j = _hw_next_job(next_job)
 
 
-@njit(parallel=True, cache=True)
-def _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, scores, probs, ebuf, ctx, scratch, table):
-    """``attention_heads``: per entry e, one job of a worker (one a thread, entries from a counter):
-    Q.K^T requantized to int8 scores (pack q[e] and k[e], hw_linear), the softmax of each score row
-    to uint8 probabilities (``_jit.softmax_row``), P.V^T requantized to the int8 context (pack the
-    probabilities raw, v[e] as W with its rows along hd, hw_linear). The worker's scores, probabilities,
-    exp buffer and context are its rows of ``scores``, ``probs``, ``ebuf``, ``ctx``; its packed
-    operands a slot of its own in ``scratch``, after the counter's line (``_attention_buffers``).
-
-    Entry e is head ``e % heads`` of image ``e // heads``; q, k, v come as (address, image stride,
-    head stride, row stride, K stride) in bytes (v's row stride along hd, its K stride along the
-    tokens), the (N, hd) context goes to (address, image stride, head stride, row stride): the
-    heads of an (E, N, hd) array (heads = E, image stride 0) or the column blocks of a (B, N, H*hd)
-    activation alike. ``vecs``: (zero bias, score multipliers, score shifts, context multipliers,
-    context shifts), (N,) or (hd,) int64 addresses; ``dims``: (E, heads, N, hd, threads, score lo,
-    hi, context lo, hi, softmax q, recip_shift, exp_frac, shift_frac, NQ): the first NQ <= N query rows
-    of each entry against all N keys and values (each query row's context depends on its own row of
-    Q alone), an (NQ, hd) context."""
-    q_addr, q_si, q_sh, q_sm, q_sk = q_at
-    k_addr, k_si, k_sh, k_sn, k_sk = k_at
-    v_addr, v_si, v_sh, v_sd, v_sn = v_at
-    y_addr, y_si, y_sh, y_sm = y_at
-    zero, s_mult, s_shift, c_mult, c_shift = vecs
-    entries, heads, n, hd, threads, slo, shi, clo, chi, qmax, recip_shift, exp_frac, shift_frac, nq = dims
-    (sa1, sw1, sa2, sw2), _, _ = _attention_slot(kind, n, hd)
-    slot = sa1 + sw1 + sa2 + sw2
-    pad = _hw_rows_padded(kind, nq)  # the packed rows of Q and of P (the slot holds N's)
-    workers = min(threads, entries)
-    counter = _line_up(scratch.ctypes.data)
-    _hw_reset_jobs(counter)
-    for t in prange(workers):
-        pa1 = counter + _LINE + 4 * t * slot
-        pw1 = pa1 + 4 * sa1
-        pa2 = pw1 + 4 * sw1
-        pw2 = pa2 + 4 * sa2
-        sc, pr, e_buf, own = scores[t], probs[t], ebuf[t], ctx[t].ctypes.data
-        e = _hw_next_job(counter)
-        while e < entries:
-            img, head = e // heads, e % heads
-            q_e, k_e = q_addr + img * q_si + head * q_sh, k_addr + img * k_si + head * k_sh
-            _hw_pack_a_rows(kind, q_e, nq, hd, q_sm, q_sk, 0, pad, pa1, 0x80)
-            _hw_pack_w_strided(kind, k_e, n, hd, k_sn, k_sk, pw1)
-            s_at, panels = sc.ctypes.data, -(-n // _NR)
-            _hw_linear(kind, pa1, pw1, nq, hd, n, 0, 0, nq, 0, panels, zero, s_mult, s_shift, slo, shi, 1, s_at, 0)
-            for i in range(nq):
-                softmax_row(sc, i, table, qmax, recip_shift, False, 0, exp_frac, shift_frac, e_buf, pr)
-            _hw_pack_a_rows(kind, pr.ctypes.data, nq, n, n, 1, 0, pad, pa2, 0)
-            _hw_pack_w_strided(kind, v_addr + img * v_si + head * v_sh, hd, n, v_sd, v_sn, pw2)
-            y_e = y_addr + img * y_si + head * y_sh
-            panels = -(-hd // _NR)
-            if y_sm == hd:  # the entry's (NQ, hd) context is contiguous where it goes: written there
-                _hw_linear(kind, pa2, pw2, nq, n, hd, 0, 0, nq, 0, panels, zero, c_mult, c_shift, clo, chi, 1, y_e, 1)
-            else:  # into the worker's own, then row by row to its place
-                _hw_linear(kind, pa2, pw2, nq, n, hd, 0, 0, nq, 0, panels, zero, c_mult, c_shift, clo, chi, 1, own, 1)
-                _hw_copy_rows(own, nq, hd, y_e, y_sm)
-            e = _hw_next_job(counter)
-
-
-@njit(cache=True)
-def _lines(words):
-    """``words`` int32 words rounded up to whole cache lines."""
-    return -(-words // (_LINE // 4)) * (_LINE // 4)
-
-
 @njit(cache=True)
 def _sizes_of(kind, m, k, n):
     """(int32 words of one packed A, of one packed W, padded rows) of an M x K x N product."""
     return _hw_packed_a_size(kind, m, k), _hw_packed_w_size(kind, n, k), _hw_rows_padded(kind, m)
-
-
-@njit(cache=True)
-def _attention_slot(kind, n, hd):
-    """(int32 words of a worker's packed Q, K, P and V^T, each a whole number of cache lines; the
-    padded rows of Q and of P) for ``_attention_parallel``."""
-    sa1, sw1, pad1 = _sizes_of(kind, n, hd, n)
-    sa2, sw2, pad2 = _sizes_of(kind, n, n, hd)
-    return (_lines(sa1), _lines(sw1), _lines(sa2), _lines(sw2)), pad1, pad2
-
-
-@njit(cache=True)
-def _attention_buffers(kind, workers, n, hd):
-    """Each worker's scores, probabilities, exp buffer and context for ``_attention_parallel``, and the
-    scratch for the counter and every worker's packed operands. Made by the caller and passed in as
-    arrays: an array that compiled code only takes the address of is freed after that (numba frees a
-    variable after its last use), before the C code it was handed to has run."""
-    words, _, _ = _attention_slot(kind, n, hd)
-    slot = words[0] + words[1] + words[2] + words[3]
-    return (
-        np.empty((workers, n, n), np.int8),
-        np.empty((workers, n, n), np.uint8),
-        np.empty((workers, n), np.int64),
-        np.empty((workers, n, hd), np.int8),
-        np.empty(workers * slot + 2 * _LINE // 4, np.int32),
-    )
-
-
-@njit(cache=True)
-def _keep_alive(array):
-    """A use of ``array`` after the C calls that had only its address: numba frees an array after its
-    variable's last use, and taking ``.ctypes.data`` is a use that ends there."""
-    return array.size
-
-
-def attention_heads(
-    q8: np.ndarray,
-    k8: np.ndarray,
-    v8: np.ndarray,
-    scores: tuple,
-    table: np.ndarray,
-    qmax: int,
-    context: tuple,
-    kind: int,
-) -> np.ndarray:
-    """Per entry e of int8 (E, N, hd) ``q8``, ``k8``, ``v8`` in any layout: the int8 context
-    ``requant(softmax(requant(q8[e] @ k8[e]^T)) @ v8[e])`` (E, N, hd), every step on the integers
-    of ``linear_packed`` and ``ops.softmax`` (table form), one compiled call whose jobs are the
-    entries. ``scores``, ``context``: ((N,) / (hd,) int64 multipliers, shifts, lo, hi) with [lo, hi]
-    within int8; ``table``: the softmax's exp table with its trailing 0 (``softmax._padded``),
-    ``qmax``: 2^out_bits - 1 of the probabilities (<= 255). Checked by ``hwvit.ops.attention_heads``."""
-    from hwvit.ops.softmax import EXP_FRAC, RECIP_SHIFT, SHIFT_FRAC
-
-    _load()
-    entries, n, hd = q8.shape
-    for k in (hd, n):
-        _check_k(k, kind)
-    y = np.empty((entries, n, hd), np.int8)
-    threads = min(numba.get_num_threads(), entries)
-    zero = np.zeros(max(n, hd), np.int64)
-    (smult, sshift, slo, shi), (cmult, cshift, clo, chi) = scores, context
-    vecs = (zero.ctypes.data, smult.ctypes.data, sshift.ctypes.data, cmult.ctypes.data, cshift.ctypes.data)
-    dims = (entries, entries, n, hd, threads, slo, shi, clo, chi, qmax, RECIP_SHIFT, EXP_FRAC, SHIFT_FRAC, n)
-    q_at, k_at = ((x.ctypes.data, 0, *x.strides) for x in (q8, k8))
-    v_at = (v8.ctypes.data, 0, v8.strides[0], v8.strides[2], v8.strides[1])
-    y_at = (y.ctypes.data, 0, n * hd, hd)
-    _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, *_attention_buffers(kind, threads, n, hd), table)
-    return y
-
-
-@njit(cache=True)
-def _linear_into(kind, a, lin, y, scratch, threads, lut):
-    """``linear_planned`` of the 2-D int8 ``a`` (contiguous) into the int8 ``y``, in compiled code: ``lin``
-    is (N, K, packed W, bias, multipliers, shifts, lo, hi), the last four vectors by address;
-    ``scratch`` an int32 buffer of at least the packed A's words and four cache lines; ``lut``: 0, or
-    a table the outputs are looked up in (``_linear_parallel``). Returns the nanoseconds it took."""
-    start = _hw_now_ns()
-    n, k, pw, bias, mult, shift, lo, hi = lin
-    m = a.shape[0]
-    sa, sw, padded = _sizes_of(kind, m, k, n)
-    at = (scratch.ctypes.data, pw, bias, mult, shift, y.ctypes.data)
-    dims, packing = (m, k, n, 0, lo, hi, 1, _threads_of(threads, m, k, n)), (0x80, padded, sa, sw, 0, 0, lut)
-    _linear_parallel(kind, (a.ctypes.data, 0, k, 1), (0, 0, 0, 0), at, dims, packing)
-    return _hw_now_ns() - start
-
-
-@njit(cache=True)
-def _encoder_block(kind, x, images, norms, lins, adds, att, gelu_at, table, threads, keep):
-    """One pre-norm encoder block on the (B*N, D) int8 rows ``x`` of ``images`` images, every step
-    one of the kernels the separate calls run, on the same integers, with no Python between them:
-    LayerNorm (``layernorm_rows``), the qkv projection (``_linear_into``), every head's attention
-    (``_attention_parallel``, reading q, k and v where the projection put them and writing each head's
-    context to its columns), the output projection, the residual add and the second LayerNorm in one
-    pass (``residual_layernorm_rows``), fc1 with GELU's lookup in each of its jobs, fc2 and the second
-    residual add. ``norms``: two (gamma, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits);
-    ``lins``: qkv, proj, fc1, fc2 as ``_linear_into`` takes them; ``adds``: two (Ma, Mb, s vectors,
-    lo, hi); ``att``: (heads, head dim, zero bias, score multipliers, shifts (addresses), lo, hi, context
-    multipliers, shifts, lo, hi, softmax q, recip_shift, exp_frac, shift_frac); ``table``: the exp
-    table with its trailing 0. ``keep``: the tokens of each image that come out (the first ``keep`` of
-    its N): every row is LayerNormed and projected to k and v, but only those rows' queries attend,
-    and only those rows go on through the projection, the MLP and the adds (each step after the
-    attention is row by row), so with ``keep`` < N the output is the full one's rows of those tokens.
-    Returns the (B*keep, D) int8 output, the largest Ve of the two norms and the nanoseconds spent in
-    the four projections (``hwvit bench`` counts them as GEMM time)."""
-    m, d = x.shape
-    n = m // images
-    mk = images * keep  # the rows that go on after the attention
-    qkv, proj, fc1, fc2 = lins
-    heads, hd, zero, s_mult, s_shift, slo, shi, c_mult, c_shift, clo, chi, qmax, recip_shift, exp_frac, shift_frac = att
-    inner = heads * hd  # the width of q, k, v and the context (D in ViT-B/16, not in every model)
-    words = 0
-    for lin in (qkv, proj, fc1, fc2):
-        words = max(words, _hw_packed_a_size(kind, m, lin[1]))
-    scratch = np.empty(words + 4 * _LINE // 4, np.int32)
-    g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits = norms[0]
-    h = np.empty((m, d), np.int8)
-    ve = layernorm_rows(x, g, beta, eps, mult, shift, lo, hi, t_bits, k_bits, f_bits, h).max()
-    qkv_out = np.empty((m, 3 * inner), np.int8)
-    spent = _linear_into(kind, h, qkv, qkv_out, scratch, threads, 0)
-    ctx = np.empty((mk, inner), np.int8)
-    entries = images * heads
-    workers = min(threads, entries)
-    row, at = 3 * inner, qkv_out.ctypes.data  # q, k, v: column blocks 0, 1, 2 of the projection
-    q_at, k_at = (at, n * row, hd, row, 1), (at + inner, n * row, hd, row, 1)
-    v_at = (at + 2 * inner, n * row, hd, 1, row)
-    y_at = (ctx.ctypes.data, keep * inner, hd, inner)
-    dims = (entries, heads, n, hd, workers, slo, shi, clo, chi, qmax, recip_shift, exp_frac, shift_frac, keep)
-    vecs = (zero, s_mult, s_shift, c_mult, c_shift)
-    _attention_parallel(kind, q_at, k_at, v_at, y_at, vecs, dims, *_attention_buffers(kind, workers, n, hd), table)
-    _keep_alive(qkv_out)  # read by address above
-    a = np.empty((mk, d), np.int8)
-    spent += _linear_into(kind, ctx, proj, a, scratch, threads, 0)
-    x1, h2 = np.empty((mk, d), np.int8), np.empty((mk, d), np.int8)
-    if keep < n:  # the residual stream of the rows that go on
-        xk = np.empty((mk, d), np.int8)
-        for i in range(images):  # element by element: a slice assignment compiles a shape check
-            for t in range(keep):  # whose error message (string formatting) took 8 s to compile
-                for c in range(d):
-                    xk[i * keep + t, c] = x[i * n + t, c]
-        ve = max(ve, residual_layernorm_rows(xk, a, adds[0], x1, norms[1], h2))
-    else:
-        ve = max(ve, residual_layernorm_rows(x, a, adds[0], x1, norms[1], h2))
-    f = np.empty((mk, fc1[0]), np.int8)
-    spent += _linear_into(kind, h2, fc1, f, scratch, threads, gelu_at)  # GELU in place, job by job
-    spent += _linear_into(kind, f, fc2, a, scratch, threads, 0)
-    out = np.empty((mk, d), np.int8)
-    ma, mb, s, rlo, rhi = adds[1]
-    residual_rows(x1, a, ma, mb, s, rlo, rhi, out)
-    return out, ve, spent
-
-
-def encoder_block(
-    x8: np.ndarray, images: int, plan: tuple, keep: int | None = None, threads: int | None = None
-) -> tuple[np.ndarray, int, int]:
-    """``_encoder_block`` on the C-contiguous (B*N, D) int8 rows ``x8`` of ``images`` images with a
-    block's plan (``hwvit.ops.encoder``: kind, norms, linears, adds, attention, GELU table address,
-    exp table; every shape and width checked there): the (B*keep, D) int8 output (``keep``: the first
-    tokens of each image, 1..N; None: all N), the largest Ve and the nanoseconds in the projections.
-    ``threads``: numba's (asked once for a stack of blocks by the caller: ``numba.get_num_threads``
-    takes two locks, 40 us a call in the forward where the GEMMs have evicted them from cache)."""
-    _load()
-    kind, norms, lins, adds, att, gelu_at, table = plan[:7]  # plan[7]: the arrays behind its addresses
-    keep = x8.shape[0] // images if keep is None else keep
-    threads = numba.get_num_threads() if threads is None else threads
-    return _encoder_block(kind, x8, images, norms, lins, adds, att, gelu_at, table, threads, keep)
 
 
 @njit(parallel=True, cache=True)
@@ -596,8 +365,8 @@ def _batch_parallel(kind, pa, pw, m, k, n, entries, c):
 def _words(count: int) -> np.ndarray:
     """An uninitialized int32 vector of ``count`` words starting on a 64-byte boundary (a cache line).
     The packed operands are read in rows of 64 bytes (an AMX tile row, an AVX-512 load) or 32: from
-    numpy's 16-byte alignment such a row can span two lines (the AMX kernel then took 1.5x as long,
-    docs/performance.md, session 24). The scratch of a call is aligned in the compiled code instead
+    numpy's 16-byte alignment such a row can span two lines, and the AMX kernel then reads two lines a
+    row. The scratch of a call is aligned in the compiled code instead
     (``_scratch``, ``_linear_parallel``): a few microseconds of Python less a call."""
     buf = np.empty(count + _LINE // 4, np.int32)
     skip = (-buf.ctypes.data % _LINE) // 4
@@ -677,9 +446,8 @@ def matmul_packed(
     bias = np.zeros(n, np.int64) if bias is None else np.ascontiguousarray(bias, np.int64)
     counter = _scratch(0)
     threads = _threads_for(m, k, n)
-    _tiles_parallel(
-        kind, pa.ctypes.data, pw.ctypes.data, m, k, n, bias.ctypes.data, c.ctypes.data, counter.ctypes.data, threads
-    )
+    at = (pa.ctypes.data, pw.ctypes.data, bias.ctypes.data, c.ctypes.data, counter.ctypes.data)
+    _tiles_parallel(kind, Product(m, k, n), *at, threads)
     return c
 
 
@@ -736,11 +504,11 @@ def linear_packed(
     # flat int64 vectors (a batch's (B, N) bias entry after entry): one compiled signature
     bias, mult, shift = (np.ascontiguousarray(v, np.int64).reshape(-1) for v in (bias, mult, shift))
     flip = 0 if a8.dtype == np.uint8 else 0x80
-    dims = (m, k, n, entries, lo, hi, y.itemsize, numba.get_num_threads())
-    packing = (flip, padded, sa, sw, int(pack_in_jobs), n if bias.size > n else 0, 0)
+    dims = Dims(m, k, n, entries, lo, hi, y.itemsize, numba.get_num_threads())
+    packing = Packing(flip, padded, sa, sw, int(pack_in_jobs), n if bias.size > n else 0, 0)
     # every array by address (each lives in this frame for the call), A and W with their strides
-    a_at, w_at = ((x.ctypes.data, *x.strides) for x in (a8, w8))
-    at = (pa.ctypes.data, pw.ctypes.data, bias.ctypes.data, mult.ctypes.data, shift.ctypes.data, y.ctypes.data)
+    a_at, w_at = (Strided(x.ctypes.data, *x.strides) for x in (a8, w8))
+    at = Scratch(pa.ctypes.data, pw.ctypes.data, bias.ctypes.data, mult.ctypes.data, shift.ctypes.data, y.ctypes.data)
     _linear_parallel(kind, a_at, w_at, at, dims, packing)
     return y
 
@@ -770,9 +538,9 @@ def linear_planned(a8: np.ndarray, plan: tuple, lo: int, hi: int) -> np.ndarray:
     sa, sw, padded = _sizes(kind, m, k, n)
     pa = _scratch(sa)  # the job counter, then A packed by all threads in the kernel
     flip = 0 if a8.dtype == np.uint8 else 0x80
-    at = (pa.ctypes.data, pw_at, bias_at, mult_at, shift_at, y.ctypes.data)
-    dims, packing = (m, k, n, 0, lo, hi, y.itemsize, _threads_for(m, k, n)), (flip, padded, sa, sw, 0, 0, 0)
-    _linear_parallel(kind, (a8.ctypes.data, 0, *a8.strides), (0, 0, 0, 0), at, dims, packing)
+    at = Scratch(pa.ctypes.data, pw_at, bias_at, mult_at, shift_at, y.ctypes.data)
+    dims, packing = Dims(m, k, n, 0, lo, hi, y.itemsize, _threads_for(m, k, n)), Packing(flip, padded, sa, sw, 0, 0, 0)
+    _linear_parallel(kind, Strided(a8.ctypes.data, 0, *a8.strides), Strided(0, 0, 0, 0), at, dims, packing)
     return y
 
 

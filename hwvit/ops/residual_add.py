@@ -23,6 +23,7 @@ from hwvit.ops.checks import (
     out_dtype,
     per_channel,
 )
+from hwvit.ops.records import AddRows
 
 
 def residual_add(
@@ -46,7 +47,7 @@ def residual_add(
     a_rows = as_rows(a if a.shape == shape else np.broadcast_to(a, shape), keep_dtype=True)
     b_rows = as_rows(b if b.shape == shape else np.broadcast_to(b, shape), keep_dtype=True)
     out = np.empty(a_rows.shape, dtype=out_dtype(lo, hi, narrow))
-    _jit.residual_rows(a_rows, b_rows, ma, mb, s, lo, hi, out)
+    _jit.residual_rows(a_rows, b_rows, AddRows(ma, mb, s, lo, hi), out)
     return out.reshape(shape)
 
 

@@ -19,6 +19,7 @@ from hwvit.formats import EXP, MULT_MAX, signed
 from hwvit.ops import frozen
 from hwvit.ops._lazyjit import jit as _jit
 from hwvit.ops.checks import as_int_array, as_int_operand, as_rows, check_bits, narrow_operand, out_dtype
+from hwvit.ops.records import SoftmaxRows
 
 EXP_FRAC = 23  # T[0] = 2^23: entries off by <= 1/2 move p by <= Q * N * 2^-24 (0.004 LSB at N = 256)
 EXP_ONE = 1 << EXP_FRAC
@@ -86,15 +87,6 @@ def softmax(
     # C_i <= S, so C_i * R <= Q * 2^40 + 2^34 < 2^57: exact in int64.
     rows = as_rows(x, keep_dtype=True)
     out = np.empty(rows.shape, dtype=out_dtype(0, q, narrow))
-    _jit.softmax_rows(
-        rows,
-        padded,
-        q,
-        RECIP_SHIFT,
-        exp == "shift",
-        mult,
-        EXP_FRAC,
-        SHIFT_FRAC,
-        out,
-    )
+    sm = SoftmaxRows(padded, q, RECIP_SHIFT, exp == "shift", mult, EXP_FRAC, SHIFT_FRAC)
+    _jit.softmax_rows(rows, sm, out)
     return out.reshape(x.shape)

@@ -33,7 +33,7 @@ class IntAttentionBlock:
     seq_first: bool
     point_bits: dict[str, int] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
-    pool = None  # no pooling: compare's report asks
+    readout = None  # no readout, no pooling: compare's report asks
 
     def bits_at(self, path: str) -> int:
         return self.point_bits.get(path, self.act_bits)

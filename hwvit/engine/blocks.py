@@ -4,13 +4,13 @@
 ``encoder_block`` is the composition of those ten kernels, with their integers: it has no Verilog
 twin of its own (the RTL runs the blocks one by one, and ``composed`` is its reference). Where the
 GEMM backend requantizes in its tile (``int8_avx2``, ``int16_avx2``, ``int8_vnni``), every width is 8
-bits and the GELU table's values fit int8, the block is one compiled call (``native.encoder_block``):
-the same kernels one after another with no Python between them, attention reading q, k and v where
-the projection put them, the first residual add and the second LayerNorm in one pass over the rows.
-Anywhere else it makes the ten calls. A ViT-B/16 forward made about 130 calls from Python before,
-each paying its checks and dispatch with the interpreter's state evicted by the GEMM before it; it
-makes one ``encoder_blocks`` call for its 12 blocks, with a ``Stack`` that keeps their plans between
-forwards and asks the last block for the class token's row alone (docs/performance.md).
+bits and the GELU table's values fit int8, the block is one compiled call
+(``hwvit.engine.compiled.encoder_block``): the same kernels one after another with no Python between
+them, attention reading q, k and v where the projection put them, the first residual add and the
+second LayerNorm in one pass over the rows. Anywhere else it makes the ten calls. A model's stack of
+blocks is one ``encoder_blocks`` call with a ``Stack`` that keeps their plans between calls, the
+compiled calls following one another with next to no Python between them, and the last block asked
+for the class token's row alone where the readout reads only that.
 """
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from hwvit.engine.heads import attention_heads
 from hwvit.formats import INT8
-from hwvit.ops import frozen, gemm_backends
-from hwvit.ops.attention import attention_heads
+from hwvit.ops import gemm_backends
 from hwvit.ops.checks import as_int_operand, narrow_operand
 from hwvit.ops.gelu import gelu, lookup_table
 from hwvit.ops.gemm import layer_params, linear, requant_vectors
 from hwvit.ops.layernorm import LN_F, LN_K, LN_T, MAX_C, VE_LIMIT, layernorm, norm_params
+from hwvit.ops.records import AddRows, NormRows
 from hwvit.ops.residual_add import add_params, residual_add
-from hwvit.ops.softmax import EXP_FRAC, RECIP_SHIFT, SHIFT_FRAC, table_of
+from hwvit.ops.softmax import table_of
 
 
 class Norm(NamedTuple):
@@ -103,20 +104,15 @@ class EncoderBlock(NamedTuple):
 
 class Stack(Sequence):
     """A model's blocks (``EncoderBlock``s) as one object that keeps their plans: ``encoder_blocks``
-    given a Stack looks each block's plan up once for a token shape and backend, not at every call
-    (``_fused_plan`` is ~60 us a block in the forward). Kept while every array of the blocks stays
-    read-only (``frozen.still``; the blocks are tuples and their scalars immutable); a block with any
-    other part (a writable array, a list) has its plan looked up at every call, as without a Stack.
-    The caller makes a Stack once and hands the same one in while its blocks stay the same
-    (``IntViT`` keeps one)."""
+    given a Stack makes each block's plan once for a token shape and backend, not at every call
+    (``_plan`` packs vectors and checks every parameter: ~60 us a block). The plans hold the
+    addresses of the blocks' arrays and what was made from them: a Stack is for blocks whose arrays
+    do not change while it lives (``hwvit.engine.Engine`` makes a new one where one could have)."""
 
-    __slots__ = ("_blocks", "_linked", "_plans")
+    __slots__ = ("_blocks", "_plans")
 
     def __init__(self, blocks: Sequence[EncoderBlock]):
         self._blocks = tuple(blocks)
-        leaves = [v for block in self._blocks for v in _leaves(block)]
-        keep = all(frozen.immutable(v) for v in leaves)
-        self._linked = frozen.links(v for v in leaves if isinstance(v, np.ndarray)) if keep else None
         self._plans: dict = {}
 
     def __len__(self) -> int:
@@ -130,8 +126,8 @@ class Stack(Sequence):
 
     def plans(self, x: np.ndarray) -> list:
         """``_fused_plan`` of each block for int8 (B, N, D) ``x``: kept per (N, D, backend, kind)."""
-        if self._linked is None or not _fusable(x) or not frozen.still(self._linked):
-            return [_fused_plan(x, block) for block in self._blocks]
+        if not _fusable(x):
+            return [None] * len(self._blocks)
         name = gemm_backends.backend()
         key = (x.shape[1], x.shape[2], name, gemm_backends.fused_kind(name))
         plans = self._plans.get(key)
@@ -176,17 +172,17 @@ def encoder_blocks(
 
 
 def _run(x: np.ndarray, plans: list, narrow: bool, tokens: int | None = None) -> np.ndarray:
-    """``native.encoder_block`` of each plan in turn on int8 (B, N, D) ``x``; the last one gives the
+    """``compiled.encoder_block`` of each plan in turn on int8 (B, N, D) ``x``; the last one gives the
     first ``tokens`` tokens of each image (None: all)."""
     import numba
 
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
     b, n, d = x.shape
     rows = np.ascontiguousarray(x).reshape(b * n, d)
     threads = numba.get_num_threads()  # once for the stack
     for i, plan in enumerate(plans):
-        rows, ve, _ = native.encoder_block(rows, b, plan, tokens if i == len(plans) - 1 else None, threads)
+        rows, ve, _ = compiled.encoder_block(rows, b, plan, tokens if i == len(plans) - 1 else None, threads)
         if ve >= VE_LIMIT:
             raise OverflowError(f"layernorm: (V << 22) + eps_int = {ve} >= 2^62")
     y = rows.reshape(b, -1, d)
@@ -220,20 +216,15 @@ def composed(x: Any, block: EncoderBlock, narrow: bool = False) -> np.ndarray:
 
 
 def _fused_plan(x: np.ndarray, block: EncoderBlock) -> tuple | None:
-    """What ``native.encoder_block`` takes for this block (kind, norms, linears, adds, attention,
-    GELU table address, exp table), or None where the one call does not run: an int8 (B, N, D) x,
+    """What ``compiled.encoder_block`` takes for this block (its ``BlockPlan`` and the arrays behind its
+    addresses), or None where the one call does not run: an int8 (B, N, D) x,
     8-bit widths throughout, a GELU table of int8 values, a backend that requantizes in its tile,
-    shapes that chain, K within one call. Made once for a block's immutable parameters and a token
-    count (``hwvit.ops.frozen``)."""
+    shapes that chain, K within one call."""
     if not _fusable(x):
         return None
     name = gemm_backends.backend()
     kind = gemm_backends.fused_kind(name)
-    if kind is None:
-        return None
-    leaves = _leaves(block)
-    key = (*leaves, x.shape[1], x.shape[2], name, kind)
-    return frozen.derived(key, "encoder-block", lambda: _plan(x, block, name, kind))
+    return None if kind is None else _plan(x, block, name, kind)
 
 
 def _fusable(x: np.ndarray) -> bool:
@@ -241,12 +232,8 @@ def _fusable(x: np.ndarray) -> bool:
     return x.dtype == np.int8 and x.ndim == 3 and 0 not in x.shape
 
 
-def _leaves(block: EncoderBlock) -> tuple:
-    """Every parameter of a block (the fields of its parts), in order."""
-    return tuple(v for part in block for v in part)
-
-
 def _plan(x: np.ndarray, block: EncoderBlock, name: str, kind: int) -> tuple | None:
+    from hwvit.engine import compiled
     from hwvit.ops import native
 
     n, d = x.shape[1:]
@@ -273,42 +260,28 @@ def _plan(x: np.ndarray, block: EncoderBlock, name: str, kind: int) -> tuple | N
         _, _, _, _, _, lo, hi, plan = layer_params(w, lin.bias, lin.mult, lin.shift, lin.out_bits, 0, name, kind)
         if plan is None:  # K past one call
             return None
-        _, n_out, k, _, _, (pw_at, bias_at, mult_at, shift_at) = plan
-        lins.append(((n_out, k, pw_at, bias_at, mult_at, shift_at, lo, hi), plan))
+        _, n_out, k, _, _, addresses = plan
+        lins.append((compiled.LinearPlan(n_out, k, *addresses, lo, hi), plan))
     (qkv, _), (proj, _), (fc1, _), (fc2, _) = lins
-    if qkv[1] != d or proj[1] != inner or fc1[1] != d or fc2[1] != fc1[0]:
+    if qkv.k != d or proj.k != inner or fc1.k != d or fc2.k != fc1.n:
         return None
     if max(n, hd) > native.k_limit(kind):
         return None
     _, _, table8 = lookup_table(block.gelu.table, 8, True)
     if table8 is None:  # values past int8
         return None
-    norms = tuple(norm_params(*p[:5], p.out_bits, d) for p in (block.norm1, block.norm2))
-    adds = tuple(add_params(a.mult_a, a.mult_b, a.shift, (n, d)) for a in (block.add1, block.add2))
+    norms = tuple(NormRows(*norm_params(*p[:5], p.out_bits, d), LN_T, LN_K, LN_F) for p in (block.norm1, block.norm2))
+    adds = tuple(
+        AddRows(*add_params(a.mult_a, a.mult_b, a.shift, (n, d)), *INT8.range) for a in (block.add1, block.add2)
+    )
     scores = requant_vectors(att.scores_mult, att.scores_shift, 8, n)
     context = requant_vectors(att.ctx_mult, att.ctx_shift, 8, hd)
-    table = table_of(att.exp_table, 8)
     zero = np.zeros(max(n, hd), np.int64)
-    at = (
-        att.heads,
-        hd,
-        zero.ctypes.data,
-        scores[0].ctypes.data,
-        scores[1].ctypes.data,
-        *scores[2:],
-        context[0].ctypes.data,
-        context[1].ctypes.data,
-        *context[2:],
-        (1 << 8) - 1,  # the softmax's q: 8-bit probabilities
-        RECIP_SHIFT,
-        EXP_FRAC,
-        SHIFT_FRAC,
-    )
-    norm_tuples = tuple((*v, LN_T, LN_K, LN_F) for v in norms)
-    add_tuples = tuple((*v, *INT8.range) for v in adds)  # 8-bit sums
+    attention = compiled.attention_plan(att.heads, hd, zero, scores, context)
+    table = table_of(att.exp_table, 8)
     keep = (lins, scores, context, zero, table8)  # the arrays whose addresses the plan holds
-    fused = (kind, norm_tuples, tuple(lin for lin, _ in lins), add_tuples, at, table8.ctypes.data, table)
-    return (*fused, keep)
+    linears = tuple(lin for lin, _ in lins)
+    return compiled.BlockPlan(kind, norms, linears, adds, attention, table8.ctypes.data, table), keep
 
 
 __all__ = [

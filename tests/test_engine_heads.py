@@ -1,6 +1,6 @@
-"""ops.attention_heads: Q.K^T requantized, softmax, P.V requantized for every head in one call equals
-the three calls (ops.linear, ops.softmax, ops.linear) on every kernel kind, layout, tail and extreme
-(the integer ViT's use of it: tests/test_ops_encoder.py)."""
+"""hwvit.engine.heads.attention_heads: Q.K^T requantized, softmax, P.V requantized for every head in one
+call equals the three calls (ops.linear, ops.softmax, ops.linear) on every kernel kind, layout, tail
+and extreme (the engine's use of it: tests/test_engine.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from hwvit import ops
+from hwvit.engine import heads
 from hwvit.ops import gemm_backends as gb
 from hwvit.ops.gemm import requant_vectors
 from hwvit.ops.softmax import EXP_ONE
@@ -44,7 +45,7 @@ def _three_calls(q, k, v, sm, ss, sb, table, pb, cm, cs, cb):
 
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_one_call_equals_the_three_on_every_kernel(kind, per_channel):
-    from hwvit.ops import native
+    from hwvit.engine import compiled
     from hwvit.ops.softmax import table_of
 
     rng = np.random.default_rng(40)
@@ -56,22 +57,22 @@ def test_one_call_equals_the_three_on_every_kernel(kind, per_channel):
         sm, ss, cm, cs = _params(rng, n, hd, per_channel)
         want = _three_calls(q, k, v, sm, ss, 8, table, 8, cm, cs, 8)
         scores, context = requant_vectors(sm, ss, 8, n), requant_vectors(cm, cs, 8, hd)
-        got = native.attention_heads(q, k, v, scores, table_of(table, 8), 255, context, kind)
+        got = compiled.attention_heads(q, k, v, scores, context, table_of(table, 8), kind)
         assert got.dtype == np.int8 and np.array_equal(got, want), (e, n, hd)
 
 
 @pytest.mark.parametrize("name", ["int8_avx2", "int16_avx2", "int8_vnni", "float64"])
 def test_the_op_on_each_backend(name, vnni_here, monkeypatch, counted):
     """The fused backends take the one call (counted), the others the three; the integers are the same."""
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
-    calls = counted(native, "attention_heads")
+    calls = counted(compiled, "attention_heads")
     monkeypatch.setenv(gb.ENV, name)
     rng = np.random.default_rng(41)
     q, k, v = _heads(rng, 6, 50, 32)
     table = _table(rng, 100)  # a short table: d >= 100 reads 0
     args = (q, k, v, 1 << 30, 37, 8, table, 8, 1 << 29, 36, 8)
-    got = ops.attention_heads(*args)
+    got = heads.attention_heads(*args)
     assert got.dtype == np.int64 and np.array_equal(got, _three_calls(*args))
     assert len(calls) == (0 if name == "float64" else 1)
 
@@ -85,17 +86,17 @@ def test_other_widths_and_operands_take_the_three_calls(vnni_here, monkeypatch):
     table = _table(rng, 512)
     for sb, pb, cb in [(9, 8, 8), (8, 7, 8), (8, 8, 10)]:
         args = (q, k, v, 1 << 30, 36, sb, table[: 1 << sb], pb, 1 << 30, 37, cb)
-        assert np.array_equal(ops.attention_heads(*args), _three_calls(*args)), (sb, pb, cb)
+        assert np.array_equal(heads.attention_heads(*args), _three_calls(*args)), (sb, pb, cb)
     wide = q.astype(np.int16)
     args = (wide, k, v, 1 << 30, 37, 8, table[:256], 8, 1 << 30, 37, 8)
-    assert np.array_equal(ops.attention_heads(*args), _three_calls(*args))
+    assert np.array_equal(heads.attention_heads(*args), _three_calls(*args))
     wide[0, 0, 0] = 200  # past int8: refused by the first linear
     with pytest.raises(ValueError, match="a: values must lie in"):
-        ops.attention_heads(wide, k, v, 1 << 30, 37, 8, table[:256], 8, 1 << 30, 37, 8)
+        heads.attention_heads(wide, k, v, 1 << 30, 37, 8, table[:256], 8, 1 << 30, 37, 8)
     bad = table[:256].copy()
     bad[0] = 5  # T[0] must be 2^23
     with pytest.raises(ValueError, match="T\\[0\\] must be"):
-        ops.attention_heads(q, k, v, 1 << 30, 37, 8, bad, 8, 1 << 30, 37, 8)
+        heads.attention_heads(q, k, v, 1 << 30, 37, 8, bad, 8, 1 << 30, 37, 8)
 
 
 def test_one_worker_runs_every_entry(vnni_here):
@@ -103,7 +104,7 @@ def test_one_worker_runs_every_entry(vnni_here):
     buffers: the same integers as the three calls."""
     import numba
 
-    from hwvit.ops import native
+    from hwvit.engine import compiled
     from hwvit.ops.softmax import table_of
 
     rng = np.random.default_rng(43)
@@ -114,7 +115,7 @@ def test_one_worker_runs_every_entry(vnni_here):
     threads = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        got = native.attention_heads(q, k, v, scores, table_of(table, 8), 255, context, vnni_here)
+        got = compiled.attention_heads(q, k, v, scores, context, table_of(table, 8), vnni_here)
     finally:
         numba.set_num_threads(threads)
     assert np.array_equal(got, want)

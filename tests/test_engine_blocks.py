@@ -1,16 +1,15 @@
-"""ops.encoder_block: a whole pre-norm encoder block in one compiled call equals its ten kernel calls
-(``encoder.composed``, on the exact int64 backend) on every kernel kind, shape, tail and extreme; other
-widths and backends take the ten calls; bad parameters are refused as the ten calls refuse them; the
-integer ViT takes it only where nothing in the block is traced."""
+"""hwvit.engine.blocks.encoder_block: a whole pre-norm encoder block in one compiled call equals its ten
+kernel calls (``blocks.composed``, on the exact int64 backend) on every kernel kind, shape, tail and
+extreme; other widths and backends take the ten calls; bad parameters are refused as the ten calls
+refuse them; a Stack keeps its blocks' plans."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_intvit import SMALL, inputs_for, small_model
 
-from hwvit import ops
-from hwvit.ops import encoder, frozen
+from hwvit.engine import blocks as encoder
+from hwvit.ops import frozen
 from hwvit.ops import gemm_backends as gb
 from hwvit.ops.softmax import EXP_ONE
 
@@ -80,7 +79,7 @@ def _ten_calls(x, block):
 
 @pytest.mark.parametrize("per_channel_add", [False, True])
 def test_one_call_equals_the_ten_on_every_kernel(kind, per_channel_add):
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
     rng = np.random.default_rng(50)
     for b, n, d, heads, hd, f in SHAPES:
@@ -88,8 +87,8 @@ def test_one_call_equals_the_ten_on_every_kernel(kind, per_channel_add):
         x = _tokens(rng, b, n, d)
         want = _ten_calls(x, block)
         plan = encoder._plan(x, block, f"test-kind-{kind}", kind)
-        assert plan is not None and plan[0] == kind
-        got, ve, spent = native.encoder_block(x.reshape(b * n, d), b, plan)
+        assert plan is not None and plan[0].kind == kind
+        got, ve, spent = compiled.encoder_block(x.reshape(b * n, d), b, plan)
         assert got.dtype == np.int8 and np.array_equal(got.reshape(b, n, d), want), (b, n, d, heads, hd, f)
         assert 0 < ve < 1 << 62 and spent > 0
         assert len(np.unique(want)) > min(20, want.size // 2)  # not a saturated block
@@ -98,26 +97,26 @@ def test_one_call_equals_the_ten_on_every_kernel(kind, per_channel_add):
 @pytest.mark.parametrize("name", ["int8_avx2", "int16_avx2", "int8_vnni", "float64", "int64"])
 def test_the_op_on_each_backend(name, vnni_here, monkeypatch, counted):
     """The fused backends take the one call (counted), the others the ten; the integers are the same."""
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
-    calls = counted(native, "encoder_block")
+    calls = counted(compiled, "encoder_block")
     monkeypatch.setenv(gb.ENV, name)
     rng = np.random.default_rng(51)
     block = _block(rng, 48, 4, 72)
     x = _tokens(rng, 2, 21, 48)
-    got = ops.encoder_block(x, block)
+    got = encoder.encoder_block(x, block)
     assert got.dtype == np.int64 and np.array_equal(got, _ten_calls(x, block))
     assert len(calls) == (0 if name in ("float64", "int64") else 1)
-    narrow = ops.encoder_block(x, block, narrow=True)
+    narrow = encoder.encoder_block(x, block, narrow=True)
     assert narrow.dtype == np.int8 and np.array_equal(narrow, got)
 
 
 def test_other_widths_and_operands_take_the_ten_calls(vnni_here, monkeypatch, counted):
     """9-bit scores, a 7-bit LayerNorm, 10-bit fc1 outputs, int16 tokens, writable parameters: the
     ten calls or a plan made afresh, with the same integers."""
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
-    calls = counted(native, "encoder_block")
+    calls = counted(compiled, "encoder_block")
     monkeypatch.setenv(gb.ENV, "int8_vnni")
     rng = np.random.default_rng(52)
     base = _block(rng, 24, 2, 36)
@@ -129,11 +128,11 @@ def test_other_widths_and_operands_take_the_ten_calls(vnni_here, monkeypatch, co
         fc1=base.fc1._replace(out_bits=10), gelu=encoder.Lookup(_ro(rng.integers(-128, 128, 1024)), 10)
     )
     for block in (scores9, norm7, fc1_10):
-        assert np.array_equal(ops.encoder_block(x, block, narrow=True), _ten_calls(x, block))
+        assert np.array_equal(encoder.encoder_block(x, block, narrow=True), _ten_calls(x, block))
     assert calls == []
-    assert np.array_equal(ops.encoder_block(x.astype(np.int16), base), _ten_calls(x, base))  # checked, narrowed
+    assert np.array_equal(encoder.encoder_block(x.astype(np.int16), base), _ten_calls(x, base))  # checked, narrowed
     writable = base._replace(proj=encoder.Linear(*(np.array(v) for v in base.proj[:4]), 8))
-    assert np.array_equal(ops.encoder_block(x, writable), _ten_calls(x, writable))
+    assert np.array_equal(encoder.encoder_block(x, writable), _ten_calls(x, writable))
     assert len(calls) == 2
 
 
@@ -145,23 +144,23 @@ def test_bad_blocks_are_refused_as_the_ten_calls_refuse_them(vnni_here, monkeypa
     wide = x.astype(np.int16)
     wide[0, 0, 0] = 128
     with pytest.raises(ValueError, match="x: values must lie in"):
-        ops.encoder_block(wide, block)
+        encoder.encoder_block(wide, block)
     with pytest.raises(ValueError, match="72 channels, not 3 x 5 x 12"):
-        ops.encoder_block(x, block._replace(attention=block.attention._replace(heads=5)))
+        encoder.encoder_block(x, block._replace(attention=block.attention._replace(heads=5)))
     with pytest.raises(ValueError, match="0 heads"):
-        ops.encoder_block(x, block._replace(attention=block.attention._replace(heads=0)))
+        encoder.encoder_block(x, block._replace(attention=block.attention._replace(heads=0)))
     with pytest.raises(ValueError, match="tokens, got shape"):
-        ops.encoder_block(x[0], block)
+        encoder.encoder_block(x[0], block)
     with pytest.raises(ValueError, match="gamma"):
-        ops.encoder_block(x, block._replace(norm2=block.norm2._replace(gamma=_ro(np.full(24, 20000)))))
+        encoder.encoder_block(x, block._replace(norm2=block.norm2._replace(gamma=_ro(np.full(24, 20000)))))
     wide_gelu = block._replace(gelu=encoder.Lookup(_ro(rng.integers(-300, 300, 256)), 8))
     with pytest.raises(ValueError, match="a: values must lie in"):  # GELU outputs past fc2's int8 input
-        ops.encoder_block(x, wide_gelu)
+        encoder.encoder_block(x, wide_gelu)
     short = block._replace(qkv=_linear(rng, 48, 24))
     with pytest.raises(ValueError, match="48 channels, not 3 x 2 x 12"):
-        ops.encoder_block(x, short)
+        encoder.encoder_block(x, short)
     with pytest.raises(ValueError, match="a: expected shape"):  # fc2 takes 36 inputs, fc1 gives 40
-        ops.encoder_block(x, block._replace(fc1=_linear(rng, 40, 24)))
+        encoder.encoder_block(x, block._replace(fc1=_linear(rng, 40, 24)))
 
 
 def test_one_thread(vnni_here, monkeypatch):
@@ -175,7 +174,7 @@ def test_one_thread(vnni_here, monkeypatch):
     threads = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        got = ops.encoder_block(x, block, narrow=True)
+        got = encoder.encoder_block(x, block, narrow=True)
     finally:
         numba.set_num_threads(threads)
     assert np.array_equal(got, _ten_calls(x, block))
@@ -191,13 +190,13 @@ def test_repeated_calls_agree(vnni_here, monkeypatch):
     x = _tokens(rng, 1, 65, 96)
     want = _ten_calls(x, block)
     for _ in range(30):
-        assert np.array_equal(ops.encoder_block(x, block, narrow=True), want)
+        assert np.array_equal(encoder.encoder_block(x, block, narrow=True), want)
 
 
 def test_a_stack_of_blocks_equals_each_block_in_turn(vnni_here, monkeypatch, counted):
     """ops.encoder_blocks: every block's one call in turn (counted), or where one block cannot run as
     one call, each block as encoder_block takes it; the integers of the ten calls block after block."""
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
     monkeypatch.setenv(gb.ENV, "int8_vnni")
     rng = np.random.default_rng(56)
@@ -206,18 +205,18 @@ def test_a_stack_of_blocks_equals_each_block_in_turn(vnni_here, monkeypatch, cou
     want = x
     for block in blocks:
         want = _ten_calls(want, block)
-    calls = counted(native, "encoder_block")
-    got = ops.encoder_blocks(x, blocks)
+    calls = counted(compiled, "encoder_block")
+    got = encoder.encoder_blocks(x, blocks)
     assert got.dtype == np.int64 and np.array_equal(got, want) and len(calls) == 3
     mixed = [blocks[0], blocks[1]._replace(norm2=blocks[1].norm2._replace(out_bits=7)), blocks[2]]
     want = x
     for block in mixed:
         want = _ten_calls(want, block)
-    got = ops.encoder_blocks(x, mixed, narrow=True)
+    got = encoder.encoder_blocks(x, mixed, narrow=True)
     assert got.dtype == np.int8 and np.array_equal(got, want) and len(calls) == 5  # blocks 0 and 2
-    assert np.array_equal(ops.encoder_blocks(x, []), x)
+    assert np.array_equal(encoder.encoder_blocks(x, []), x)
     with pytest.raises(ValueError, match="x: values must lie in"):
-        ops.encoder_blocks(x.astype(np.int16) * 2, blocks)
+        encoder.encoder_blocks(x.astype(np.int16) * 2, blocks)
 
 
 def test_the_last_block_gives_only_the_tokens_asked_for(kind):
@@ -241,187 +240,49 @@ def test_tokens_through_the_op_and_its_ten_calls(vnni_here, monkeypatch, counted
     """ops.encoder_blocks with ``tokens``: one call a block where it can, the ten calls (every row
     worked out, the rest dropped) where it cannot, the same integers; a count of tokens outside 1..N
     is one line of error."""
-    from hwvit.ops import native
+    from hwvit.engine import compiled
 
     monkeypatch.setenv(gb.ENV, "int8_vnni")
     rng = np.random.default_rng(58)
     blocks = [_block(rng, 48, 4, 72) for _ in range(2)]
     x = _tokens(rng, 3, 23, 48)
-    full = ops.encoder_blocks(x, blocks)
-    calls = counted(native, "encoder_block")
+    full = encoder.encoder_blocks(x, blocks)
+    calls = counted(compiled, "encoder_block")
     for t in (1, 2, 23):
-        got = ops.encoder_blocks(x, blocks, tokens=t)
+        got = encoder.encoder_blocks(x, blocks, tokens=t)
         assert got.dtype == np.int64 and np.array_equal(got, full[:, :t])
     assert len(calls) == 6
     slow = [blocks[0], blocks[1]._replace(norm1=blocks[1].norm1._replace(out_bits=7))]
-    want = ops.encoder_blocks(x, slow, narrow=True)
-    got = ops.encoder_blocks(x, slow, narrow=True, tokens=4)
+    want = encoder.encoder_blocks(x, slow, narrow=True)
+    got = encoder.encoder_blocks(x, slow, narrow=True, tokens=4)
     assert got.dtype == np.int8 and np.array_equal(got, want[:, :4]) and len(calls) == 8  # block 0 twice
     for bad in (0, 24, -1, 1.0, True, "1"):
         with pytest.raises(ValueError, match=r"^encoder_blocks: tokens must be 1\.\.N \(N = 23 tokens an image\)"):
-            ops.encoder_blocks(x, blocks, tokens=bad)
+            encoder.encoder_blocks(x, blocks, tokens=bad)
 
 
-@pytest.mark.parametrize("preset", sorted(SMALL))
-def test_the_forward_asks_the_last_block_for_the_tokens_its_readout_reads(preset, monkeypatch):
-    """A class-token readout reads token 0 alone: the forward asks the stack for 1 token an image, a
-    pooled one for all; the logits are those of the stack giving every token."""
-    from hwvit.intvit.kernels import NumpyKernels
-    from hwvit.intvit.model import IntReadout
-    from hwvit.quant import quantize_model
-
-    model = small_model(preset)
-    int_model = quantize_model(model, inputs_for(model, 8, 1))
-    x = inputs_for(model, 3, 2).numpy()
-    want = 1 if int_model.readout.pool is None else None
-    assert int_model.readout.tokens_read == want
-    asked = []
-    real = NumpyKernels.encoder_blocks
-    spy = lambda self, h, blocks, tokens=None: asked.append(tokens) or real(self, h, blocks, tokens)  # noqa: E731
-    monkeypatch.setattr(NumpyKernels, "encoder_blocks", spy)
-    out = int_model.forward(x)
-    assert asked == ([] if preset == "ecg1d" else [want])  # ECG goes block by block (a position add between)
-    monkeypatch.setattr(IntReadout, "tokens_read", None)
-    assert np.array_equal(int_model.forward(x), out)
-    assert asked[-1:] == ([] if preset == "ecg1d" else [None])
-
-
-@pytest.mark.parametrize("preset", sorted(SMALL))
-def test_the_forward_takes_it_only_when_nothing_in_the_block_is_traced(preset, monkeypatch, counted):
-    """IntViT.forward: the stack of blocks in one encoder_blocks call when untraced (block by block
-    where a position add comes between blocks, ECG), none with records or values; a provider without
-    it, one encoder_block call a block; going layer by layer (a provider without either), one
-    attention_heads call a block, none with records or values (they need the scores and
-    probabilities); the logits are the same in all."""
-    from hwvit.intvit.kernels import NUMPY, NumpyKernels
-    from hwvit.intvit.trace import Trace
-    from hwvit.quant import quantize_model
-
-    model = small_model(preset)
-    int_model = quantize_model(model, inputs_for(model, 8, 1))
-    x = inputs_for(model, 3, 2).numpy()
-    depth = len(int_model.blocks)
-    stacked = int_model._stack(Trace(), NUMPY) is not None
-    assert stacked == (preset != "ecg1d")  # ECG adds the position table again before later blocks
-    calls = {name: counted(ops, name) for name in ("encoder_blocks", "encoder_block", "attention_heads")}
-
-    def forward_counted(trace=None):
-        before = {name: len(seen) for name, seen in calls.items()}
-        out = int_model.forward(x, trace=trace)
-        return out, tuple(len(seen) - before[name] for name, seen in calls.items())
-
-    plain, counts = forward_counted()
-    assert counts == ((1, 0, 0) if stacked else (0, depth, 0))
-    for trace in (Trace(values=True), Trace(records=True)):
-        out, counts = forward_counted(trace)
-        assert counts == (0, 0, 0) and np.array_equal(out, plain)
-    monkeypatch.delattr(NumpyKernels, "encoder_blocks")
-    block_by_block, counts = forward_counted()
-    assert counts == (0, depth, 0) and np.array_equal(block_by_block, plain)
-    monkeypatch.delattr(NumpyKernels, "encoder_block")
-    layer_by_layer, counts = forward_counted()
-    assert counts == (0, 0, depth) and np.array_equal(layer_by_layer, plain)
-    out, counts = forward_counted(Trace(values=True))
-    assert counts == (0, 0, 0) and np.array_equal(out, plain)
-
-
-def test_a_stack_keeps_its_plans_while_its_arrays_stay_read_only(vnni_here, monkeypatch, counted):
-    """encoder_blocks given a Stack: each block's plan looked up once per token shape and backend;
-    an array made writable (and written) sends every call back to the lookup, with the integers of
-    the edited blocks; a block with a writable part is looked up at every call; a copied Stack
-    (pickle) keeps no plans."""
+def test_a_stack_keeps_its_plans(vnni_here, monkeypatch, counted):
+    """encoder_blocks given a Stack: each block's plan made once per token shape and backend (a list
+    of blocks: at every call); a copied Stack (pickle) keeps no plans."""
     import pickle
 
     monkeypatch.setenv(gb.ENV, "int8_vnni")
     rng = np.random.default_rng(59)
     blocks = [_block(rng, 48, 4, 72) for _ in range(3)]
     x = _tokens(rng, 2, 19, 48)
-    want = ops.encoder_blocks(x, blocks)
+    want = encoder.encoder_blocks(x, blocks)
     stack = encoder.Stack(blocks)
     assert len(stack) == 3 and stack[1] is blocks[1] and list(stack) == blocks
     looked = counted(encoder, "_fused_plan")
-    assert np.array_equal(ops.encoder_blocks(x, stack), want) and len(looked) == 3
-    assert np.array_equal(ops.encoder_blocks(x, stack, tokens=1), want[:, :1]) and len(looked) == 3
+    assert np.array_equal(encoder.encoder_blocks(x, stack), want) and len(looked) == 3
+    assert np.array_equal(encoder.encoder_blocks(x, stack, tokens=1), want[:, :1]) and len(looked) == 3
     shorter = x[:, :7].copy()
-    assert np.array_equal(ops.encoder_blocks(shorter, stack), ops.encoder_blocks(shorter, blocks))
+    assert np.array_equal(encoder.encoder_blocks(shorter, stack), encoder.encoder_blocks(shorter, blocks))
     assert len(looked) == 9  # 3 for the new token count (kept), 3 for the list
     monkeypatch.setenv(gb.ENV, "int16_avx2")
-    assert np.array_equal(ops.encoder_blocks(x, stack), want) and len(looked) == 12
+    assert np.array_equal(encoder.encoder_blocks(x, stack), want) and len(looked) == 12
     monkeypatch.setenv(gb.ENV, "int8_vnni")
-    assert np.array_equal(ops.encoder_blocks(x, stack), want) and len(looked) == 12
+    assert np.array_equal(encoder.encoder_blocks(x, stack), want) and len(looked) == 12
     copied = pickle.loads(pickle.dumps(stack))
     assert isinstance(copied, encoder.Stack) and copied._plans == {}
-    assert np.array_equal(ops.encoder_blocks(x, copied), want) and len(looked) == 15
-    bias = blocks[2].fc2.bias
-    bias.flags.writeable = True  # an owner of its memory: numpy lets it be written again
-    bias[:] = bias[::-1]
-    edited = x
-    for block in blocks:
-        edited = _ten_calls(edited, block)
-    assert not np.array_equal(edited, want)
-    for _ in range(2):
-        assert np.array_equal(ops.encoder_blocks(x, stack), edited)
-    assert len(looked) == 21  # looked up at every call
-    writable = encoder.Linear(*(np.array(v) for v in blocks[2].fc1[:4]), 8)
-    loose = encoder.Stack([*blocks[:2], blocks[2]._replace(fc1=writable)])
-    assert loose._linked is None
-    for _ in range(2):
-        assert np.array_equal(ops.encoder_blocks(x, loose), edited)
-    assert len(looked) == 27
-
-
-def test_the_forward_keeps_its_stack_until_a_layer_changes(monkeypatch, counted):
-    """IntViT keeps the Stack of its blocks between forwards: the blocks' parts are not made again
-    (counted) until a layer's field is set, a block replaced, or an array that the joined q, k, v
-    projection was made from is made writable; each time the logits are those of the traced forward
-    (layer by layer, every parameter read afresh). A copy of the model (deepcopy, pickle) keeps none."""
-    import copy
-    import dataclasses
-    import pickle
-
-    from hwvit.intvit.model import IntBlock
-    from hwvit.intvit.trace import Trace
-    from hwvit.quant import quantize_model
-
-    model = small_model("vit-b16")
-    int_model = quantize_model(model, inputs_for(model, 8, 1))
-    x = inputs_for(model, 3, 2).numpy()
-    made = counted(IntBlock, "_parts")
-
-    def check():
-        """The untraced forward's logits, checked against the traced one's, and the parts it made."""
-        before = len(made)
-        out = int_model.forward(x)
-        fresh = len(made) - before
-        assert np.array_equal(out, int_model.forward(x, trace=Trace(values=True)))
-        return out, fresh
-
-    first, fresh = check()
-    assert fresh == 2
-    assert check()[1] == 0  # kept
-    fc2 = int_model.blocks[1].fc2
-    int_model.blocks[1].fc2 = dataclasses.replace(fc2, bias=fc2.bias[::-1].copy())
-    changed, fresh = check()
-    assert fresh == 2 and not np.array_equal(changed, first)
-    assert check()[1] == 0
-    int_model.blocks[0], int_model.blocks[1] = int_model.blocks[1], int_model.blocks[0]
-    swapped, fresh = check()
-    assert fresh == 2 and not np.array_equal(swapped, changed)
-    assert check()[1] == 0
-    attn = int_model.blocks[0].attn
-    assert attn.qkv is None  # separate q, k, v: the forward joins them
-    w = attn.q.w
-    w.flags.writeable = True
-    w[:] = w[:, ::-1]
-    edited, fresh = check()
-    assert fresh >= 2 and not np.array_equal(edited, swapped)
-    pos = int_model.embed.pos_q  # read-only, its narrow copy kept (k.const): made again once writable
-    assert not pos.flags.writeable
-    pos.flags.writeable = True
-    pos[:] = pos[::-1]
-    assert not np.array_equal(check()[0], edited)
-    pos[:] = pos[::-1]
-    pos.flags.writeable = False
-    for twin in (copy.deepcopy(int_model), pickle.loads(pickle.dumps(int_model))):
-        assert "_kept_stack" not in vars(twin)
-        assert np.array_equal(twin.forward(x), edited)
+    assert np.array_equal(encoder.encoder_blocks(x, copied), want) and len(looked) == 15

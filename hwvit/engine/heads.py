@@ -4,8 +4,8 @@
 per entry (image x head), with their integers: it has no Verilog twin of its own (the RTL runs the
 three blocks). Where the GEMM backend requantizes in its tile (``int8_avx2``, ``int16_avx2``,
 ``int8_vnni``) and every width is 8 bits, one compiled call runs each entry as one job, the scores
-and probabilities of a head staying in its thread's cache (``native.attention_heads``); anywhere
-else it makes the three calls.
+and probabilities of a head staying in its thread's cache (``hwvit.engine.compiled.attention_heads``);
+anywhere else it makes the three calls.
 """
 
 from __future__ import annotations
@@ -42,14 +42,14 @@ def attention_heads(
     those three calls, whichever way it runs; ``narrow`` as in ``linear``."""
     fused = _fused_inputs(q, k, v, scores_bits, probs_bits, ctx_bits)
     if fused is not None:
-        from hwvit.ops import native
+        from hwvit.engine import compiled
 
         kind, q8, k8, v8 = fused
         n, hd = q8.shape[1:]
         scores = requant_vectors(scores_mult, scores_shift, scores_bits, n)
         context = requant_vectors(ctx_mult, ctx_shift, ctx_bits, hd)
         table = table_of(exp_table, scores_bits)
-        y = native.attention_heads(q8, k8, v8, scores, table, (1 << probs_bits) - 1, context, kind)
+        y = compiled.attention_heads(q8, k8, v8, scores, context, table, kind)
         return y if narrow else y.astype(np.int64)
     s = linear(q, k, None, scores_mult, scores_shift, scores_bits, narrow=True)
     p = softmax(s, exp_table, out_bits=probs_bits, in_bits=scores_bits, narrow=True)
