@@ -3,8 +3,8 @@
  * stores) with W reused (it stays in L2 where it fits) and with W cycled through 16 copies (it comes
  * from L3 or memory, as in a forward, where every layer's W is new), over all panels in one call and
  * in calls of 2 panels (a 16-thread forward's jobs), with the packed operands on a cache line and
- * 16 bytes past one. It includes the kernel source
- * for its static functions. Variants: the loads and tdpbusd reordered; no tile stores (what the
+ * 16 bytes past one. It includes the kernel sources
+ * for their static functions. Variants: the loads and tdpbusd reordered; no tile stores (what the
  * stores cost); 32-column panels (a 128-byte W stride, no half-width tiles: the layout a 32-wide
  * AMX panel would have); 32 x 16 blocks with the inputs double-buffered. Only hw_linear computes
  * hwvit's integers; the variants time loads and tdpbusd on filler data.
@@ -14,6 +14,7 @@
  * Needs a CPU with AMX-INT8 and a Linux that grants the tile state (5.16 on); elsewhere it says so.
  */
 #define _GNU_SOURCE
+#include "../hwvit/ops/csrc/gemm_pack.c"
 #include "../hwvit/ops/csrc/gemm_kernels.c"
 #include <stdio.h>
 #include <stdlib.h>

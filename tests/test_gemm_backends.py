@@ -724,7 +724,7 @@ def test_an_older_compiler_builds_the_library_without_the_vnni_tiles(monkeypatch
 
     out = tmp_path / "lib.so"
     cc = [native._compiler(), *native.FLAGS, "-Wall", "-Wextra", "-Werror", "-DHW_CAN_VNNI=0"]
-    res = subprocess.run([*cc, "-o", str(out), str(native.SOURCE)], capture_output=True, text=True)
+    res = subprocess.run([*cc, "-o", str(out), *map(str, native.SOURCES)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     ctypes_lib = ctypes.CDLL(str(out))
     assert ctypes_lib.hw_vnni_built() == 0
@@ -844,5 +844,5 @@ def test_kernels_say_why_they_cannot_run(fresh_native, monkeypatch, cache_dir):
     monkeypatch.setattr(fresh_native, "_why", None)
     monkeypatch.setenv("CC", "false")  # a "compiler" that fails
     assert (
-        fresh_native.unavailable() == "could not build or load the kernel: false failed on gemm_kernels.c: no message"
+        fresh_native.unavailable() == "could not build or load the kernel: false failed on gemm_pack.c and gemm_kernels.c: no message"
     )

@@ -396,7 +396,7 @@ def _machine_key() -> str:
         torch.__version__,
         np.__version__,
         __version__,
-        hashlib.sha1(native.SOURCE.read_bytes()).hexdigest()[:12],
+        native.source_digest()[:12],
         ",".join(BACKENDS),
         PROBE_VERSION,
     ]

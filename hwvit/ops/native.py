@@ -1,4 +1,4 @@
-"""hwvit's own GEMM kernels (``csrc/gemm_kernels.c``): built on first use, loaded with ctypes.
+"""hwvit's own GEMM kernels (``csrc/gemm_pack.c``, ``csrc/gemm_kernels.c``): built on first use, loaded with ctypes.
 
 One library holds every kind of kernel (``KINDS``): ``int16`` (AVX2 ``vpmaddwd`` on int16 pairs, the
 ``int16_avx2`` backend), ``avxvnni`` and ``avx512vnni`` (``vpdpbusd`` on uint8/int8 quads, the
@@ -49,7 +49,19 @@ from hwvit import toolchain
 from hwvit.ops import cpu
 from hwvit.ops.records import Dims, Packing, Product, Scratch, Strided
 
-SOURCE = Path(__file__).with_name("csrc") / "gemm_kernels.c"
+_CSRC = Path(__file__).with_name("csrc")
+SOURCE = _CSRC / "gemm_kernels.c"  # the tiles and products (the AMX tile configuration)
+SOURCES = (_CSRC / "gemm_pack.c", SOURCE)  # compiled together into one library
+HEADER = _CSRC / "gemm_kernels.h"  # what the two share: kinds, layouts, bounds
+
+
+def source_digest() -> str:
+    """SHA-1 of the kernel's C sources and header (a change rebuilds the library)."""
+    h = hashlib.sha1()
+    for path in (HEADER, *SOURCES):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
 _JOBS_PER_THREAD = 4  # jobs per thread of a 2-D product: a thread slowed by another process holds up less
 KINDS = {"int16": 0, "avxvnni": 1, "avx512vnni": 2, "emulated": 3, "amx": 4, "amx_emulated": 5, "split7": 6}  # C KIND_*
@@ -99,9 +111,8 @@ def _has_avx2() -> bool:
 
 def _build(cc: str) -> Path:
     """The compiled library for this source, flags and compiler: from the cache, else built now."""
-    src = SOURCE.read_bytes()
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
-    key = hashlib.sha1(src + repr(FLAGS).encode() + version.encode()).hexdigest()[:16]
+    key = hashlib.sha1((source_digest() + repr(FLAGS) + version).encode()).hexdigest()[:16]
     out = toolchain.cache_dir() / "native" / key / "libhwvit_gemm.so"
     if out.exists():
         return out
@@ -109,10 +120,10 @@ def _build(cc: str) -> Path:
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".build.", suffix=".so")
     os.close(fd)
     try:
-        res = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True, check=False)
+        res = subprocess.run([cc, *FLAGS, "-o", tmp, *map(str, SOURCES)], capture_output=True, text=True, check=False)
         if res.returncode != 0:
             first = (res.stderr.strip().splitlines() or ["no message"])[0]
-            raise OSError(f"{Path(cc).name} failed on {SOURCE.name}: {first}")
+            raise OSError(f"{Path(cc).name} failed on {' and '.join(p.name for p in SOURCES)}: {first}")
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
