@@ -20,7 +20,7 @@ def template(kind: str) -> str:
         "# Maps the kind's logical ports onto your module's. Values below fit rtl/" + top + ".v as is;",
         "# rename them to your ports. Checked against your RTL (elaborated by yosys) before any simulation.",
         f"kind: {kind}",
-        f"top: {top:<20}# your top module (or give --top NAME)",
+        f"top: {top:<19} # your top module (or give --top NAME)",
         "clock: clk_i                # rising-edge clock",
         "reset:",
         "  port: rst_ni              # synchronous reset",
