@@ -9,7 +9,8 @@
 // Unlike rtl/softmax.v no prefix sum is kept: a row need not sum to 1 / s_p.
 //
 // Widths (IN_BITS <= 16, Qm < 2^24, N <= MAX_N <= 4096): E_i < 2^24 (a table entry), so
-// S < MAX_N 2^24 (24 + clog2(MAX_N) bits); the row's max has d = 0, so S >= T[0] = 2^23 and
+// S < MAX_N 2^24 (24 + clog2(MAX_N) bits); the row's max has d = 0, so S >= T[0] = 2^23 (the contract's
+// T[0], hwvit.quant.params.exp_table; the block trusts it, as the kernel does) and
 // R <= (Qm 2^24 + S/2) / S <= 2 Qm + 1/2: R < 2^25 (25 bits, 25 restoring steps); the dividend
 // Qm 2^24 + floor(S/2) < 2^48 + 2^35 < 2^49 is an addition (S/2 reaches past bit 24 for long rows);
 // E_i R < 2^49: its bits above 40 are below 2^9, one more after the rounding, then the saturation.
@@ -21,8 +22,7 @@
 // so a row's pass waits only until the row before has left stage 2.
 //
 // The exp table (2^IN_BITS x 24 bits, unsigned) is a RAM written through tbl_*, without reset (it survives
-// rst_ni); it must not be written while a row is in flight. Every d_i indexes it (d < 2^IN_BITS); entry 0 is
-// hard-wired to 2^23 (the contract's T[0]; a write there has no effect), which gives S >= 2^23 above.
+// rst_ni); it must not be written while a row is in flight. Every d_i indexes it (d < 2^IN_BITS).
 
 `default_nettype none
 
@@ -50,7 +50,6 @@ module softmax_round_each #(
   localparam integer N_BITS = 49;                    // Qm 2^24 + floor(S/2) < 2^49
   localparam integer P_BITS = 24 + R_BITS;           // E_i R < 2^49
   localparam integer H_BITS = P_BITS - 40;           // the product's bits above the rounding point
-  localparam [23:0]  T0     = 24'h800000;            // T[0] = 2^23
   // The rounded value is below 2^(H_BITS+1); it is held one bit wider, so the saturation's compare is
   // never constant, against 2^OUT_BITS - 1 (above the value's range: 2^(H_BITS+1) - 1).
   localparam integer CB     = (OUT_BITS < H_BITS + 1) ? OUT_BITS : H_BITS + 1;
@@ -79,12 +78,10 @@ module softmax_round_each #(
 
   // ---------------------------------------------------------------- E_i (stage 2)
   // verilator coverage_off
-  reg [23:0]        exp_mem [0:(1<<IN_BITS)-1];  // T (entry 0 not read: hard-wired)
+  reg [23:0]        exp_mem [0:(1<<IN_BITS)-1];  // T
   // verilator coverage_on
-  reg [23:0]        tread_q;                     // T[d_i] as read
-  reg               head_q;                      // d_i = 0
-  wire [IN_BITS:0]  dd    = {mx[IN_BITS-1], mx} - {x1[IN_BITS-1], x1};   // d_i in [0, 2^IN_BITS - 1]
-  wire [23:0]       e_i   = head_q ? T0 : tread_q;
+  reg [23:0]        e_i;                         // E_i = T[d_i]
+  wire [IN_BITS-1:0] dd   = mx - x1;             // d_i in [0, 2^IN_BITS - 1]: exact mod 2^IN_BITS
 
   // ---------------------------------------------------------------- S and R (PASS, CALC)
   reg  [S_BITS-1:0] s_q;
@@ -115,8 +112,7 @@ module softmax_round_each #(
       exp_mem[tbl_addr_i] <= tbl_data_i;
     end
     if (ld[2]) begin
-      tread_q <= exp_mem[dd[IN_BITS-1:0]];
-      head_q  <= (dd == {(IN_BITS+1){1'b0}});
+      e_i <= exp_mem[dd];
     end
     if (ld[3]) begin
       v3_q <= v2;
@@ -131,7 +127,7 @@ module softmax_round_each #(
     end
   end
 
-  wire unused_bits = ^{satw[H_BITS+17:OUT_BITS], dd[IN_BITS], fill_max_unused, fill_addr_unused, rd_addr_unused, idx_unused, len_unused,
+  wire unused_bits = ^{satw[H_BITS+17:OUT_BITS], fill_max_unused, fill_addr_unused, rd_addr_unused, idx_unused, len_unused,
                        row_len_unused, calc_unused, passed_unused, start_unused, ld[1], ld[4]};
 
 endmodule

@@ -49,4 +49,11 @@ FIELDS = {
         },
     },
     "synth": {"MAX_N": 64},
+    # by name prefix, before the rest of sim/test_variants*.py: the directed rounding rows, each
+    # difference once, the random sets with resets
+    "mutate_first": (
+        "test_softmax_round_each_rounding_points",
+        "test_softmax_variant_difference_sweep",
+        "test_variant_random_sets_bit_exact",
+    ),
 }
