@@ -31,4 +31,11 @@ FIELDS = {
     "ports": PORTS,
     "reference_ports": exact.FIELDS["reference_ports"],
     "synth": {"MAX_N": 64},
+    # by name prefix, before the rest of sim/test_variants*.py: each difference once (both clamps at
+    # the wide scale), the random sets with resets
+    "mutate_first": (
+        "test_softmax_variant_wide_difference_sweep",
+        "test_softmax_variant_difference_sweep",
+        "test_variant_random_sets_bit_exact",
+    ),
 }
