@@ -262,7 +262,8 @@ def _round_each_rows(table: list[int], case: str) -> tuple[int, list[int]]:
 
     - ``below``: Qm 2^24 + floor(S/2) + 1 is a multiple of S and R = (4j + 3) 2^16 - 1: p = 2j + 1,
       where a dividend one larger (its rounding constant off by one) gives the tie 2j + 1.5 -> 2j + 2;
-    - ``tie_up``: R = (4j + 3) 2^16 exactly: the tie 2j + 1.5 rounds to the even 2j + 2;
+    - ``tie_up``: R = (4j + 3) 2^16 exactly: the tie 2j + 1.5 rounds to the even 2j + 2; and
+      Qm 2^24 + floor(S/4) < R S, so a rounding constant of S/4 (not S/2) gives R - 1 and 2j + 1;
     - ``tie_down``: R = (4j + 1) 2^16 exactly: the tie 2j + 0.5 rounds to the even 2j.
 
     S = 2^23 + k 2^17 - 1 (odd), the rest of the row the largest table values that sum to S - 2^23."""
@@ -283,6 +284,7 @@ def _round_each_rows(table: list[int], case: str) -> tuple[int, list[int]]:
             r = ((3 if case == "tie_up" else 1) + 4 * (k % 32)) << 16
             qm = -((half - r * s) >> 24)  # ceil((r s - half) / 2^24)
             qm = qm if (qm << 24) + half < (r + 1) * s else 0
+            qm = qm if case == "tie_down" or (qm << 24) + s // 4 < r * s else 0
         if not 1 <= qm < 1 << 24:
             continue
         diffs, rest = [0], s - (1 << 23)
@@ -319,7 +321,30 @@ def test_softmax_round_each_rounding_points(case, tmp_path, run_set):
     else:  # the tie 2j + 1.5 up, 2j + 0.5 down
         assert r % (1 << 18) == (3 << 16 if case == "tie_up" else 1 << 16)
         assert int(y[0, 0]) == (r >> 17) + (case == "tie_up")
+        assert case == "tie_down" or (qm * (1 << 24) + s // 4) // s == r - 1
     rec = spec.traced("directed", x, y, p, 8, 8, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
     set_dir = vectors.write_set(rec, tmp_path / case, seed=37)
     res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
+def test_softmax_round_each_full_sum(tmp_path, run_set):
+    """A row of MAX_N equal maxima (built with MAX_N = 16): S = 16 T[0] = 2^27 sets S's top bit, the
+    only row that does (every entry is at most T[0]); Qm = 8 R - 4 with R = 7 2^16 puts the max's
+    p = R / 2^17 at the tie 3.5 (-> 4), which R - 1 (floor(S/2) without its top bit) would take to 3."""
+    from hwvit import variants
+    from hwvit.variants.base import SoftmaxContext
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_round_each")
+    v = variants.get("softmax", "round_each")
+    ctx = SoftmaxContext(s_in=1 / 16, in_bits=8, out_bits=8)
+    r = 7 << 16
+    p = {**v.prepare(ctx), "q_mult": 8 * r - 4}
+    x = np.full((2, 16), 5, dtype=np.int64)
+    y = v.kernel(x, p)
+    assert (p["q_mult"] * (1 << 24) + (1 << 26)) >> 27 == r and (y == 4).all(), y
+    rec = spec.traced("full", x, y, p, 8, 8, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
+    set_dir = vectors.write_set(rec, tmp_path / "full", seed=41)
+    res = run_set(set_dir, "icarus", hdl_overrides={"MAX_N": 16})
     assert res.elements == x.size, res.line()
