@@ -38,6 +38,9 @@ SCALES = {
         {"in_bits": 12, "scale_in": 0.5},
         {"in_bits": 16, "scale_in": 2.0**-16, "out_bits": 16},
         {"in_bits": 4, "scale_in": 2.0**16, "out_bits": 2},
+        # I_0 = 4096: the exponent's clamp at 15 I_0 within reach of 16-bit differences, where 16-bit
+        # outputs still show the clamped E (p = 1)
+        {"in_bits": 16, "scale_in": 2.0**-12, "out_bits": 16},
     ],
     # 12 bits: differences past the 256-entry table (E = 0 from the zero-padded table port)
     "softmax_round_each": [
@@ -347,4 +350,26 @@ def test_softmax_round_each_full_sum(tmp_path, run_set):
     rec = spec.traced("full", x, y, p, 8, 8, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
     set_dir = vectors.write_set(rec, tmp_path / "full", seed=41)
     res = run_set(set_dir, "icarus", hdl_overrides={"MAX_N": 16})
+    assert res.elements == x.size, res.line()
+
+
+def test_softmax_round_each_wide_output(tmp_path, run_set):
+    """16-bit outputs at s_p = 2^-7 (Qm = 2^23): p <= 128 leaves the output's top bits zero, which
+    the default scale 1 / (2^bits - 1) (at most 8 bits: Qm < 2^24) never builds."""
+    from hwvit import variants
+    from hwvit.variants.base import SoftmaxContext
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_round_each")
+    v = variants.get("softmax", "round_each")
+    ctx = SoftmaxContext(s_in=1 / 16, in_bits=8, out_bits=16, s_out=2.0**-7)
+    p = v.prepare(ctx)
+    assert p["q_mult"] == 1 << 23
+    x = np.random.default_rng(43).integers(-128, 128, (6, 24))
+    x[0] = 7  # equal scores: p = 128 / 24 each
+    y = v.kernel(x, p)
+    assert y.max() <= 128 and (y[0] == 5).all()
+    rec = spec.traced("wide", x, y, p, 8, 16, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
+    set_dir = vectors.write_set(rec, tmp_path / "wide", seed=43)
+    res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
