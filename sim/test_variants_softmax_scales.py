@@ -373,3 +373,34 @@ def test_softmax_round_each_wide_output(tmp_path, run_set):
     set_dir = vectors.write_set(rec, tmp_path / "wide", seed=43)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
+
+
+def test_softmax_round_each_sticky_bit(tmp_path, run_set):
+    """An element whose E R is q 2^40 + 2^39 + 1 (q even): above the tie by its last bit alone, so it
+    rounds up to q + 1 (a sticky bit that missed bit 0 would round the tie down to the even q). E = 24579
+    and R = 22366891 (their product is 2^39 + 1) through a table made for it: T = [2^23, E, 1, 0, ...],
+    the row [M, M - 1, M - 2, ...] with enough entries of 1 that Qm exists for R."""
+    from hwvit import variants
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_round_each")
+    v = variants.get("softmax", "round_each")
+    e, r = 24579, 22366891
+    assert e * r == (1 << 39) + 1
+    table = np.zeros(256, dtype=np.int64)
+    table[:3] = [1 << 23, e, 1]
+    for n2 in range(62):
+        s = (1 << 23) + e + n2
+        qm = -((s // 2 - r * s) >> 24)  # the least Qm with floor((Qm 2^24 + floor(S/2)) / S) >= R
+        if (qm << 24) + s // 2 < (r + 1) * s and 1 <= qm < 1 << 24:
+            break
+    else:
+        raise AssertionError("no Qm")
+    p = {"exp_table": table, "q_mult": qm, "in_bits": 8, "out_bits": 8}
+    x = np.array([[100, 99] + [98] * n2], dtype=np.int64)
+    y = v.kernel(x, p)
+    assert (qm * (1 << 24) + s // 2) // s == r and int(y[0, 1]) == 1, y
+    rec = spec.traced("sticky", x, y, p, 8, 8, {"x": 1 / 16, "y": 2.0**16 / qm})
+    set_dir = vectors.write_set(rec, tmp_path / "sticky", seed=47)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
