@@ -41,6 +41,8 @@ SCALES = {
         # I_0 = 4096: the exponent's clamp at 15 I_0 within reach of 16-bit differences, where 16-bit
         # outputs still show the clamped E (p = 1)
         {"in_bits": 16, "scale_in": 2.0**-12, "out_bits": 16},
+        # I_0 = 1: every difference past 10 clamped (E = 1), a few units of S that 16-bit outputs show
+        {"in_bits": 8, "scale_in": 1.0, "out_bits": 16},
     ],
     # 12 bits: differences past the 256-entry table (E = 0 from the zero-padded table port)
     "softmax_round_each": [
