@@ -302,6 +302,7 @@ def _round_each_rows(table: list[int], case: str) -> tuple[int, list[int]]:
     raise AssertionError(f"no {case} row")
 
 
+@pytest.mark.variants  # directed rows: make test-variants and the mutation campaign
 @pytest.mark.parametrize("case", ["below", "tie_up", "tie_down"])
 def test_softmax_round_each_rounding_points(case, tmp_path, run_set):
     """rtl/softmax_round_each.v where R's rounding constant and p's rounding decide the max's p
@@ -333,6 +334,7 @@ def test_softmax_round_each_rounding_points(case, tmp_path, run_set):
     assert res.elements == x.size, res.line()
 
 
+@pytest.mark.variants  # directed rows: make test-variants and the mutation campaign
 def test_softmax_round_each_full_sum(tmp_path, run_set):
     """A row of MAX_N equal maxima (built with MAX_N = 16): S = 16 T[0] = 2^27 sets S's top bit, the
     only row that does (every entry is at most T[0]); Qm = 8 R - 4 with R = 7 2^16 puts the max's
@@ -355,6 +357,7 @@ def test_softmax_round_each_full_sum(tmp_path, run_set):
     assert res.elements == x.size, res.line()
 
 
+@pytest.mark.variants  # directed rows: make test-variants and the mutation campaign
 def test_softmax_round_each_wide_output(tmp_path, run_set):
     """16-bit outputs at s_p = 2^-7 (Qm = 2^23): p <= 128 leaves the output's top bits zero, which
     the default scale 1 / (2^bits - 1) (at most 8 bits: Qm < 2^24) never builds."""
@@ -377,6 +380,7 @@ def test_softmax_round_each_wide_output(tmp_path, run_set):
     assert res.elements == x.size, res.line()
 
 
+@pytest.mark.variants  # directed rows: make test-variants and the mutation campaign
 def test_softmax_round_each_sticky_bit(tmp_path, run_set):
     """An element whose E R is q 2^40 + 2^39 + 1 (q even): above the tie by its last bit alone, so it
     rounds up to q + 1 (a sticky bit that missed bit 0 would round the tie down to the even q). E = 24579
