@@ -55,25 +55,25 @@ module softmax_round_each #(
   localparam integer CB     = (OUT_BITS < H_BITS + 1) ? OUT_BITS : H_BITS + 1;
   localparam [H_BITS+1:0] TOP = {{(H_BITS+2-CB){1'b0}}, {CB{1'b1}}};
 
-  // ---------------------------------------------------------------- the engine and the max
-  wire                fill, first, go, enter, pass, div_valid, calc_unused, passed_unused, start_unused;
-  wire [IN_BITS-1:0]  x1, mx, fill_max_unused;
+  // ---------------------------------------------------------------- row engine (four stages), row max
   wire [4:1]          ld;
+  wire                fill, first, go, pass, enter, div_valid;
+  wire [IN_BITS-1:0]  mx, x1, fill_max_unused;
   wire [OUT_BITS-1:0] out_d;
-  wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
-  wire [LW-1:0]       len_unused, row_len_unused;
-  row_stream #(
-    .NAME("softmax_round_each"), .MAX_N(MAX_N), .LIMIT(4096), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(1),
+  wire                start_unused, calc_unused, passed_unused;
+  wire [AW-1:0]       rd_addr_unused, fill_addr_unused, idx_unused;
+  wire [LW-1:0]       row_len_unused, len_unused;
+  row_stream #(.NAME("softmax_round_each"), .LIMIT(4096), .MAX_N(MAX_N), .OUT_MIN(1), .W(IN_BITS), .OUT_BITS(OUT_BITS),
     .DEPTH(4), .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(2)) u_stream (
-    .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
-    .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
-    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused), .len_o(len_unused),
-    .go_o(go), .calc_o(calc_unused), .enter_o(enter), .passed_o(passed_unused), .done_i(div_valid), .pass_o(pass),
-    .start_o(start_unused), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1),
-    .ld_o(ld), .out_i(out_d)
+    .clk_i(clk_i), .rst_ni(rst_ni), .in_valid_i(in_valid_i), .in_data_i(in_data_i), .in_ready_o(in_ready_o),
+    .len_i(row_len_i), .out_valid_o(out_valid_o), .out_data_o(out_data_o), .out_ready_i(out_ready_i),
+    .out_last_o(out_last_o), .out_i(out_d), .ld_o(ld), .x1_o(x1), .fill_o(fill), .first_o(first), .go_o(go),
+    .pass_o(pass), .enter_o(enter), .done_i(div_valid), .start_o(start_unused), .calc_o(calc_unused),
+    .passed_o(passed_unused), .rd_addr_o(rd_addr_unused), .fill_addr_o(fill_addr_unused), .idx_o(idx_unused),
+    .row_len_o(row_len_unused), .len_o(len_unused)
   );
 
-  row_max #(.W(IN_BITS)) u_max (.clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go),
+  row_max #(.W(IN_BITS)) u_max (.clk_i(clk_i), .first_i(first), .fill_i(fill), .data_i(in_data_i), .go_i(go),
                                  .fill_max_o(fill_max_unused), .max_o(mx));
 
   // ---------------------------------------------------------------- E_i (stage 2)

@@ -28,43 +28,43 @@
 `default_nettype none
 
 module softmax_shiftmax #(
-  parameter integer MAX_N    = 256,  // longest row (2..4096); the row buffer has MAX_N entries
-  parameter integer IN_BITS  = 8,    // signed input width (2..16)
-  parameter integer OUT_BITS = 8     // unsigned probability width k (2..16), scale 2^-(k-1)
+  parameter integer MAX_N    = 256,  // row buffer entries: rows of 1..MAX_N (MAX_N in 2..4096)
+  parameter integer IN_BITS  = 8,    // score width, signed, 2..16
+  parameter integer OUT_BITS = 8     // k, the probability's width (2..16), unsigned at 2^-(k-1)
 ) (
-  input  wire clk_i, input wire rst_ni,  // rst_ni: synchronous, active low
-  // Configuration
-  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,   // N in [1, MAX_N], sampled with a row's first input
-  input  wire [16:0]                  i0_i,        // I_0 = ceil(1 / s_in) in [1, 2^16]
-  input  wire in_valid_i, output wire in_ready_o, input wire [IN_BITS-1:0] in_data_i,  // x_i, signed
-  output wire out_valid_o, input wire out_ready_i, output wire out_last_o,  // with each row's last
-  output wire [OUT_BITS-1:0] out_data_o  // p_i, unsigned (p_i / 2^(OUT_BITS-1))
+  input  wire                         clk_i, rst_ni,  // rst_ni: synchronous, active low
+  input  wire [16:0]                  i0_i,        // I_0 = ceil(1 / s_in), 1..2^16, steady while rows fly
+  input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,   // N, 1..MAX_N, taken with each row's first score
+  input  wire in_valid_i, input wire [IN_BITS-1:0] in_data_i, output wire in_ready_o,  // x_i
+  output wire out_valid_o, output wire [OUT_BITS-1:0] out_data_o, output wire out_last_o,  // p_i
+  input  wire out_ready_i
 );
 
-  localparam integer AW = $clog2(MAX_N), LW = $clog2(MAX_N + 1);  // buffer address, row length
-  localparam integer S_BITS = 32 + AW;              // S <= MAX_N 2^31
+  localparam integer S_BITS = 32 + $clog2(MAX_N);                    // S <= MAX_N 2^31
+  localparam integer AW = $clog2(MAX_N), LW = $clog2(MAX_N + 1);     // slot index, row length
   localparam [S_BITS-1:0] S_TOP = {{(AW+1){1'b0}}, {31{1'b1}}};  // 2^31 - 1
 
-  // ---------------------------------------------------------------- the engine and the max
-  wire                fill, first, go, enter, pass, div_valid, calc_unused, passed_unused, start_unused;
-  wire [IN_BITS-1:0]  x1, mx, fill_max_unused;
+  // ---------------------------------------------------------------- row engine, row maximum
   wire [2:1]          ld;
+  wire [IN_BITS-1:0]  x1, mx;
+  wire                fill, first, go, enter, pass, div_valid;
   wire [OUT_BITS-1:0] out_d;
-  wire [AW-1:0]       fill_addr_unused, rd_addr_unused, idx_unused;
+  wire                calc_unused, passed_unused, start_unused;
   wire [LW-1:0]       len_unused, row_len_unused;
-  row_stream #(
-    .NAME("softmax_shiftmax"), .MAX_N(MAX_N), .LIMIT(4096), .W(IN_BITS), .OUT_BITS(OUT_BITS), .OUT_MIN(2),
+  wire [AW-1:0]       idx_unused, fill_addr_unused, rd_addr_unused;
+  wire [IN_BITS-1:0]  fill_max_unused;
+  row_stream #(.NAME("softmax_shiftmax"), .LIMIT(4096), .MAX_N(MAX_N), .W(IN_BITS), .OUT_MIN(2), .OUT_BITS(OUT_BITS),
     .DEPTH(2), .PASS(1), .PASS_EXIT(1), .PRE_CALC(0), .GO_AFTER(1)) u_stream (
-    .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_ready_o(in_ready_o),
-    .in_data_i(in_data_i), .out_valid_o(out_valid_o), .out_ready_i(out_ready_i), .out_data_o(out_data_o),
-    .out_last_o(out_last_o), .fill_o(fill), .first_o(first), .fill_addr_o(fill_addr_unused), .len_o(len_unused),
-    .go_o(go), .calc_o(calc_unused), .enter_o(enter), .passed_o(passed_unused), .done_i(div_valid), .pass_o(pass),
-    .start_o(start_unused), .row_len_o(row_len_unused), .rd_addr_o(rd_addr_unused), .idx_o(idx_unused), .x1_o(x1),
-    .ld_o(ld), .out_i(out_d)
+    .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_data_i(in_data_i),
+    .in_ready_o(in_ready_o), .out_valid_o(out_valid_o), .out_data_o(out_data_o), .out_last_o(out_last_o),
+    .out_ready_i(out_ready_i), .fill_o(fill), .first_o(first), .go_o(go), .enter_o(enter), .pass_o(pass),
+    .done_i(div_valid), .x1_o(x1), .ld_o(ld), .out_i(out_d), .calc_o(calc_unused), .passed_o(passed_unused),
+    .start_o(start_unused), .len_o(len_unused), .row_len_o(row_len_unused), .idx_o(idx_unused),
+    .fill_addr_o(fill_addr_unused), .rd_addr_o(rd_addr_unused)
   );
 
-  row_max #(.W(IN_BITS)) u_max (.clk_i(clk_i), .fill_i(fill), .first_i(first), .data_i(in_data_i), .go_i(go),
-                                 .fill_max_o(fill_max_unused), .max_o(mx));
+  row_max #(.W(IN_BITS)) u_max (.clk_i(clk_i), .go_i(go), .fill_i(fill), .first_i(first), .data_i(in_data_i),
+                                 .max_o(mx), .fill_max_o(fill_max_unused));
 
   // ---------------------------------------------------------------- ShiftExp of x1, n = 15 (PASS and OUT)
   wire [IN_BITS:0] diff  = {mx[IN_BITS-1], mx} - {x1[IN_BITS-1], x1};       // a in [0, 2^IN_BITS - 1]
