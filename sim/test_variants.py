@@ -194,3 +194,22 @@ def test_gelu_variant_tables_bit_exact(variant, simulator, digits, tmp_path, run
     for set_dir in sets:
         res = run_set(set_dir, simulator)
         assert res.elements == vectors.read(set_dir)["y"].size, res.line()
+
+
+@pytest.mark.parametrize("simulator", SIMS)
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {"c": 24, "in_bits": 16, "out_bits": 16},
+        pytest.param({"c": 197, "in_bits": 16}, marks=pytest.mark.variants),
+    ],
+    ids=["c24", "c197"],
+)
+def test_layernorm_ivit_16_bit_inputs(opts, simulator, tmp_path, run_set):
+    """I-ViT's LayerNorm takes its residual stream's 16-bit codes: the edge rows (both rails,
+    alternating: a variance near C 2^30, the Newton steps' widest) and random ones at 16 bits."""
+    _require(simulator)
+    set_dir = _random_set("layernorm_ivit", tmp_path / "set", opts, 8, seed=43)
+    assert vectors.read(set_dir).params["in_bits"] == 16
+    res = run_set(set_dir, simulator)
+    assert res.elements == 8 * opts["c"], res.line()

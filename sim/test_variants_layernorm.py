@@ -1,5 +1,5 @@
-"""The LayerNorm variants' Verilog twins (rtl/layernorm.v at EPS = 0 and at PTF = 1,
-rtl/layernorm_ivit.v, rtl/layernorm_ibert.v) at the corners random rows of 64 do not reach, as
+"""The LayerNorm variants' Verilog twins (rtl/layernorm.v at EPS = 0 and PTF = 1,
+rtl/layernorm_ivit*.v, rtl/layernorm_ibert.v) at the corners random rows of 64 do not reach, as
 sim/test_layernorm.py holds rtl/layernorm.v to them:
 
 - a build with MAX_C = 40, not a power of two: full rows of 40 (all -128, one outlier) fill the top
@@ -93,9 +93,9 @@ def test_layernorm_variant_max_c_not_a_power_of_two(kind, tmp_path, run_set):
 
 @pytest.mark.parametrize("kind", LN_VARIANTS)
 def test_layernorm_variant_least_variance_and_constant_rows(kind, tmp_path, run_set):
-    """12 rows [k, k + 1] and [k + 1, k] (V = 1) against 12 constant rows (V = 0), unstalled: both exact, the
-    constant rows at least 40 clocks a row faster (the square root and the division, 47 to 85 clocks
-    a row in the four variants, are skipped there)."""
+    """12 rows [k, k + 1] and [k + 1, k] (V = 1) against 12 constant rows (V = 0), unstalled: both exact,
+    the constant rows at least 40 clocks a row faster (the square root and the division, 47 to 85
+    clocks a row, are skipped there) but in layernorm_ivit, I-ViT's released form."""
     import json
 
     toolchain.require("icarus")
@@ -111,7 +111,8 @@ def test_layernorm_variant_least_variance_and_constant_rows(kind, tmp_path, run_
         res = run_set(set_dir, "icarus", extra_env={"HWVIT_STALL": "0"})
         assert res.elements == 24, res.line()
         cycles[name] = res.cycles
-    assert cycles["varied"] - cycles["constant"] >= 12 * 40, json.dumps(cycles)
+    if kind != "layernorm_ivit":  # I-ViT's released form takes its ten Newton steps on every row (V = 0 too)
+        assert cycles["varied"] - cycles["constant"] >= 12 * 40, json.dumps(cycles)
 
 
 @pytest.mark.parametrize("kind", LN_VARIANTS)

@@ -1,4 +1,5 @@
-"""The softmax variants' Verilog twins (rtl/softmax_ibert.v, rtl/softmax_shiftmax.v, rtl/softmax_log2.v)
+"""The softmax variants' Verilog twins (rtl/softmax_ibert.v, rtl/softmax_shiftmax*.v, rtl/softmax_log2.v,
+rtl/softmax_round_each.v)
 at input scales beyond sim/test_variants.py's default (16 / 2^in_bits, so every real score difference
 stays below 16):
 
@@ -32,6 +33,22 @@ SCALES = {
         {"in_bits": 16, "scale_in": 2.0**-15, "out_bits": 16},
         {"in_bits": 6, "scale_in": 1.66, "out_bits": 3},
     ],
+    # I-ViT's own model: 16-bit probabilities; 0.5: the exponent's clamp at 15 and the sum's at 2^31 - 1
+    "softmax_shiftmax": [
+        {"in_bits": 12, "scale_in": 0.5},
+        {"in_bits": 16, "scale_in": 2.0**-16, "out_bits": 16},
+        {"in_bits": 4, "scale_in": 2.0**16, "out_bits": 2},
+        # I_0 = 4096: the exponent's clamp at 15 I_0 within reach of 16-bit differences, where 16-bit
+        # outputs still show the clamped E (p = 1)
+        {"in_bits": 16, "scale_in": 2.0**-12, "out_bits": 16},
+        # I_0 = 1: every difference past 10 clamped (E = 1), a few units of S that 16-bit outputs show
+        {"in_bits": 8, "scale_in": 1.0, "out_bits": 16},
+    ],
+    # 12 bits: differences past the 256-entry table (E = 0 from the zero-padded table port)
+    "softmax_round_each": [
+        {"in_bits": 12, "scale_in": 0.5},
+        {"in_bits": 4, "scale_in": 4.0, "out_bits": 2},
+    ],
     "softmax_shiftmax_exact": [
         {"in_bits": 12, "scale_in": 0.5},
         {"in_bits": 16, "scale_in": 2.0**-16, "out_bits": 16},
@@ -61,7 +78,8 @@ def test_softmax_variant_scales_bit_exact(kind, tmp_path, run_set):
         assert res.elements == 10 * 40, res.line()
 
 
-@pytest.mark.parametrize("kind", sorted(SCALES))
+# round_each's probability scale 1 / (2^bits - 1) has no 16-bit form (Qm < 2^24: at most 8 bits)
+@pytest.mark.parametrize("kind", sorted(k for k in SCALES if k != "softmax_round_each"))
 def test_softmax_variant_wide_difference_sweep(kind, tmp_path, run_set):
     """Rows [max, max - a] for a = 0..255 at s_in = 0.5 (differences up to 127.5: I-BERT's z, ShiftExp's
     q and log2's z all cross their clamps), 16-bit outputs (small exponentials still get a nonzero
@@ -241,3 +259,154 @@ def test_softmax_variant_max_n_not_a_power_of_two(kind, tmp_path, run_set):
     set_dir = vectors.write_set(rec, tmp_path / "n40", seed=27)
     res = run_set(set_dir, "icarus", hdl_overrides={"MAX_N": 40})
     assert res.elements == 6 * 40, res.line()
+
+
+def _round_each_rows(table: list[int], case: str) -> tuple[int, list[int]]:
+    """(Qm, a row's differences max - x) for softmax_round_each where the max's p = round(R / 2^17)
+    (E = T[0] = 2^23) sits at a rounding point of R = floor((Qm 2^24 + floor(S/2)) / S):
+
+    - ``below``: Qm 2^24 + floor(S/2) + 1 is a multiple of S and R = (4j + 3) 2^16 - 1: p = 2j + 1,
+      where a dividend one larger (its rounding constant off by one) gives the tie 2j + 1.5 -> 2j + 2;
+    - ``tie_up``: R = (4j + 3) 2^16 exactly: the tie 2j + 1.5 rounds to the even 2j + 2; and
+      Qm 2^24 + floor(S/4) < R S, so a rounding constant of S/4 (not S/2) gives R - 1 and 2j + 1;
+    - ``tie_down``: R = (4j + 1) 2^16 exactly: the tie 2j + 0.5 rounds to the even 2j.
+
+    S = 2^23 + k 2^17 - 1 (odd), the rest of the row the largest table values that sum to S - 2^23."""
+    import bisect
+
+    first: dict[int, int] = {}
+    for d in range(1, len(table)):
+        if table[d] > 0:
+            first.setdefault(table[d], d)
+    values = sorted(first)
+    for k in range(1, 400):
+        s = (1 << 23) + (k << 17) - 1
+        half = s // 2
+        if case == "below":  # (4j + 3) 2^16 s = Qm 2^24 + half + 1: solve mod 2^24 for j
+            m = ((half + 1) >> 16) * pow(s, -1, 256) % 256
+            qm = ((m << 16) * s - half - 1) >> 24 if m % 4 == 3 else 0
+        else:
+            r = ((3 if case == "tie_up" else 1) + 4 * (k % 32)) << 16
+            qm = -((half - r * s) >> 24)  # ceil((r s - half) / 2^24)
+            qm = qm if (qm << 24) + half < (r + 1) * s else 0
+            qm = qm if case == "tie_down" or (qm << 24) + s // 4 < r * s else 0
+        if not 1 <= qm < 1 << 24:
+            continue
+        diffs, rest = [0], s - (1 << 23)
+        while rest > 0:
+            e = values[bisect.bisect_right(values, rest) - 1]
+            diffs.append(first[e])
+            rest -= e
+        if len(diffs) <= 16:
+            return qm, diffs
+    raise AssertionError(f"no {case} row")
+
+
+@pytest.mark.variants  # directed rows: make test-variants and the mutation campaign
+@pytest.mark.parametrize("case", ["below", "tie_up", "tie_down"])
+def test_softmax_round_each_rounding_points(case, tmp_path, run_set):
+    """rtl/softmax_round_each.v where R's rounding constant and p's rounding decide the max's p
+    (random rows meet neither: E R lands within 2^-17 of a tie about once in 2^17 elements)."""
+    from hwvit import variants
+    from hwvit.variants.base import SoftmaxContext
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_round_each")
+    v = variants.get("softmax", "round_each")
+    ctx = SoftmaxContext(s_in=1 / 16, in_bits=8, out_bits=8)
+    p = v.prepare(ctx)
+    qm, diffs = _round_each_rows([int(t) for t in p["exp_table"]], case)
+    p = {**p, "q_mult": qm}
+    x = np.array([[127 - d for d in diffs]], dtype=np.int64)
+    y = v.kernel(x, p)
+    s = sum(int(p["exp_table"][d]) for d in diffs)
+    r = (qm * (1 << 24) + s // 2) // s
+    if case == "below":  # the max's p rounded down from 2j + 1.5 - 2^-17; one more in the dividend: R + 1
+        assert r % (1 << 18) == (3 << 16) - 1 and int(y[0, 0]) == r >> 17
+        assert (qm * (1 << 24) + s // 2 + 1) // s == r + 1
+    else:  # the tie 2j + 1.5 up, 2j + 0.5 down
+        assert r % (1 << 18) == (3 << 16 if case == "tie_up" else 1 << 16)
+        assert int(y[0, 0]) == (r >> 17) + (case == "tie_up")
+        assert case == "tie_down" or (qm * (1 << 24) + s // 4) // s == r - 1
+    rec = spec.traced("directed", x, y, p, 8, 8, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
+    set_dir = vectors.write_set(rec, tmp_path / case, seed=37)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
+@pytest.mark.variants  # directed rows: make test-variants and the mutation campaign
+def test_softmax_round_each_full_sum(tmp_path, run_set):
+    """A row of MAX_N equal maxima (built with MAX_N = 16): S = 16 T[0] = 2^27 sets S's top bit, the
+    only row that does (every entry is at most T[0]); Qm = 8 R - 4 with R = 7 2^16 puts the max's
+    p = R / 2^17 at the tie 3.5 (-> 4), which R - 1 (floor(S/2) without its top bit) would take to 3."""
+    from hwvit import variants
+    from hwvit.variants.base import SoftmaxContext
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_round_each")
+    v = variants.get("softmax", "round_each")
+    ctx = SoftmaxContext(s_in=1 / 16, in_bits=8, out_bits=8)
+    r = 7 << 16
+    p = {**v.prepare(ctx), "q_mult": 8 * r - 4}
+    x = np.full((2, 16), 5, dtype=np.int64)
+    y = v.kernel(x, p)
+    assert (p["q_mult"] * (1 << 24) + (1 << 26)) >> 27 == r and (y == 4).all(), y
+    rec = spec.traced("full", x, y, p, 8, 8, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
+    set_dir = vectors.write_set(rec, tmp_path / "full", seed=41)
+    res = run_set(set_dir, "icarus", hdl_overrides={"MAX_N": 16})
+    assert res.elements == x.size, res.line()
+
+
+@pytest.mark.variants  # directed rows: make test-variants and the mutation campaign
+def test_softmax_round_each_wide_output(tmp_path, run_set):
+    """16-bit outputs at s_p = 2^-7 (Qm = 2^23): p <= 128 leaves the output's top bits zero, which
+    the default scale 1 / (2^bits - 1) (at most 8 bits: Qm < 2^24) never builds."""
+    from hwvit import variants
+    from hwvit.variants.base import SoftmaxContext
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_round_each")
+    v = variants.get("softmax", "round_each")
+    ctx = SoftmaxContext(s_in=1 / 16, in_bits=8, out_bits=16, s_out=2.0**-7)
+    p = v.prepare(ctx)
+    assert p["q_mult"] == 1 << 23
+    x = np.random.default_rng(43).integers(-128, 128, (6, 24))
+    x[0] = 7  # equal scores: p = 128 / 24 each
+    y = v.kernel(x, p)
+    assert y.max() <= 128 and (y[0] == 5).all()
+    rec = spec.traced("wide", x, y, p, 8, 16, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
+    set_dir = vectors.write_set(rec, tmp_path / "wide", seed=43)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
+@pytest.mark.variants  # directed rows: make test-variants and the mutation campaign
+def test_softmax_round_each_sticky_bit(tmp_path, run_set):
+    """An element whose E R is q 2^40 + 2^39 + 1 (q even): above the tie by its last bit alone, so it
+    rounds up to q + 1 (a sticky bit that missed bit 0 would round the tie down to the even q). E = 24579
+    and R = 22366891 (their product is 2^39 + 1) through a table made for it: T = [2^23, E, 1, 0, ...],
+    the row [M, M - 1, M - 2, ...] with enough entries of 1 that Qm exists for R."""
+    from hwvit import variants
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_round_each")
+    v = variants.get("softmax", "round_each")
+    e, r = 24579, 22366891
+    assert e * r == (1 << 39) + 1
+    table = np.zeros(256, dtype=np.int64)
+    table[:3] = [1 << 23, e, 1]
+    for n2 in range(62):
+        s = (1 << 23) + e + n2
+        qm = -((s // 2 - r * s) >> 24)  # the least Qm with floor((Qm 2^24 + floor(S/2)) / S) >= R
+        if (qm << 24) + s // 2 < (r + 1) * s and 1 <= qm < 1 << 24:
+            break
+    else:
+        raise AssertionError("no Qm")
+    p = {"exp_table": table, "q_mult": qm, "in_bits": 8, "out_bits": 8}
+    x = np.array([[100, 99] + [98] * n2], dtype=np.int64)
+    y = v.kernel(x, p)
+    assert (qm * (1 << 24) + s // 2) // s == r and int(y[0, 1]) == 1, y
+    rec = spec.traced("sticky", x, y, p, 8, 8, {"x": 1 / 16, "y": 2.0**16 / qm})
+    set_dir = vectors.write_set(rec, tmp_path / "sticky", seed=47)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()

@@ -72,13 +72,10 @@ def test_parting_images_are_hwvits_layernorm(onnx_zoo):
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_vectors_pass_the_verilog(onnx_zoo, config, tmp_path):
     """`hwvit vectors` of each digits file (softmax=round_each, as the file rounds), then `hwvit sim
-    --simulator both`: every set passes bit for bit, except the kinds whose Verilog the registry
-    declares pending (hwvit.blocks.variant_rtl.PENDING: softmax_round_each), which are golden vectors
-    meanwhile and are run on no simulator."""
+    --simulator both`: every set passes bit for bit, softmax_round_each's on rtl/softmax_round_each.v."""
     from click.testing import CliRunner
 
     from hwvit import blocks, vectors
-    from hwvit.blocks.variant_rtl import PENDING
     from hwvit.cli import main
 
     out = tmp_path / "vec"
@@ -86,13 +83,10 @@ def test_vectors_pass_the_verilog(onnx_zoo, config, tmp_path):
     res = CliRunner().invoke(main, [*args, "--variant", "softmax=round_each", "--out", str(out), "-q"])
     assert res.exit_code == 0, res.output
     kinds = {vectors.read(d).kind for d in vectors.find_sets(out)}
-    pending = {k for k in kinds if not blocks.get(k).rtl}
-    assert pending == {"softmax_round_each"} and pending <= set(PENDING), pending
-    checked = sorted(kinds - pending)
-    assert {"gemm", "residual_add", "gelu", "layernorm"} <= set(checked)
-    cmd = ["sim", str(out), "--simulator", "both", "-j", "2", "-q"]
-    res = CliRunner().invoke(main, [*cmd, *(f"--block={k}" for k in checked)])
-    sets = len(vectors.find_sets(out)) - sum(vectors.read(d).kind in pending for d in vectors.find_sets(out))
+    assert all(blocks.get(k).rtl for k in kinds), kinds
+    assert {"gemm", "residual_add", "gelu", "layernorm", "softmax_round_each"} <= kinds
+    res = CliRunner().invoke(main, ["sim", str(out), "--simulator", "both", "-j", "2", "-q"])
+    sets = len(vectors.find_sets(out))
     assert res.exit_code == 0 and f"{2 * sets} passed, 0 failed" in res.output, res.output
 
 

@@ -114,6 +114,7 @@ BAND = 0.10  # yosys versions and small RTL edits move the count a few percent; 
 SYNC_READ_MEMS = {
     "softmax": ("u_stream.row_mem", "tbl_mem"),
     "layernorm": ("u_stream.row_mem", "u_affine.g_mem", "u_affine.b_mem"),
+    "softmax_round_each": ("u_stream.row_mem", "exp_mem"),
 }
 
 

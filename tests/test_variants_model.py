@@ -195,15 +195,15 @@ def test_random_sets_of_a_variant_kind(tmp_path):
 
 
 def test_sim_says_a_kind_has_no_verilog_yet(tmp_path):
-    """I-ViT's released Shiftmax: its kind declares no Verilog until its datapath joins the row engine."""
+    """FQ-ViT's released PTF LayerNorm: its kind declares no Verilog until its datapath joins the row engine."""
     from hwvit import blocks
 
-    assert not blocks.get("softmax_shiftmax").rtl and "no Verilog block yet" in blocks.get("softmax_shiftmax").doc
-    out = tmp_path / "r" / "sm"
-    res = CliRunner().invoke(main, ["vectors-random", "softmax_shiftmax", "--cases", "4", "--out", str(out)])
+    assert not blocks.get("layernorm_ptf").rtl and "no Verilog block yet" in blocks.get("layernorm_ptf").doc
+    out = tmp_path / "r" / "ln"
+    res = CliRunner().invoke(main, ["vectors-random", "layernorm_ptf", "--cases", "4", "--out", str(out)])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["sim", str(out), "--simulator", "icarus"])
-    assert res.exit_code != 0 and "softmax_shiftmax has no Verilog block yet" in res.output, res.output
+    assert res.exit_code != 0 and "layernorm_ptf has no Verilog block yet" in res.output, res.output
 
 
 def test_ptf_quantizes_the_residual_stream_per_channel(tmp_path):

@@ -15,9 +15,9 @@ A variant whose Verilog twin exists declares it in hwvit/blocks/variant_rtl/<kin
 its files, ports, synthesis parameters); the generic stream bench (sim/byotb.py) runs it on a set.
 A variant without one declares no Verilog (``rtl`` empty: `hwvit sim` says so, the RTL tests leave
 it out): its sets are golden vectors for a team's own block of that arithmetic (a bind file). The
-released forms of I-ViT and FQ-ViT (``softmax_shiftmax``, ``gelu_shiftgelu``, ``layernorm_ivit``,
-``layernorm_ptf``, ``softmax_log2``) are such kinds until their datapaths join the row engine;
-hwvit's corrected forms (``*_exact``) keep the Verilog blocks.
+released forms of I-ViT and FQ-ViT without a datapath on the row engine yet (``gelu_shiftgelu``,
+``layernorm_ptf``, ``softmax_log2``) are such kinds; hwvit's corrected forms
+(``*_exact``) keep the Verilog blocks.
 """
 
 from __future__ import annotations

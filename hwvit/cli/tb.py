@@ -62,11 +62,10 @@ def export_cmd(kind, set_dir, out_dir, rtl_files, top, bind_path, force):
     KIND: requant, residual_add, gelu, softmax, layernorm and the arithmetic variants' blocks such
     as softmax_ibert (streams; `hwvit info` lists the blocks), divu, isqrt (one request at a time)
     or gemm (operand memories served by the bench); layernorm_custom and softmax_custom (a team's
-    own function) and the authors' released forms softmax_shiftmax, gelu_shiftgelu, layernorm_ivit,
-    layernorm_ptf and softmax_log2 and the per-element-rounding softmax_round_each (Verilog pending)
-    have no Verilog of their own and are refused. The bench (tb_KIND.sv, module hwvit_tb_KIND) loads
-    the configuration and table ports, streams the set with random stalls on the input and output
-    handshakes, compares every output element and ends with PASS ($finish, exit 0) or FAIL ($fatal,
+    own function) and the authors' released forms gelu_shiftgelu, layernorm_ptf and softmax_log2
+    (Verilog pending) have no Verilog of their own and are refused.
+    The bench (tb_KIND.sv, module hwvit_tb_KIND) loads the configuration and table ports, streams
+    the set with random stalls on the input and output handshakes, compares every output element and ends with PASS ($finish, exit 0) or FAIL ($fatal,
     exit 1), the first mismatch named as `hwvit sim` names it. Port widths come from the block
     elaborated by yosys for the set's parameters. --rtl FILE: your block with the reference ports;
     with --bind too, your streaming block (valid_ready or AXI4-Stream) through its bind file. The

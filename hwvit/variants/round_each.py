@@ -12,10 +12,9 @@ hwvit's exp table and its one reciprocal per row and rounds each product, at any
     p_i = sat_[0, 2^bits - 1]( round_half_even(E_i * R / 2^40) )      E_i * R < 2^49
 
 ``R`` approximates ``2^40 / (s_p S)``, so ``p_i`` is ``E_i / (S s_p)`` rounded half to even. The
-output is unsigned at scale ``2^16 / Qm`` (``s_p`` within 2^-24 relative). Its Verilog twin is not
-written yet (the kind ``softmax_round_each`` is declared with its RTL pending,
-hwvit.blocks.variant_rtl.PENDING): the same row engine as rtl/softmax.v with the prefix sum
-dropped and the per-element product rounded half to even.
+output is unsigned at scale ``2^16 / Qm`` (``s_p`` within 2^-24 relative). Its Verilog twin is
+rtl/softmax_round_each.v: the row engine with rtl/softmax.v's exp table and reciprocal, the
+prefix sum dropped and each product rounded half to even.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""layernorm_ivit_exact: hwvit's corrected I-LayerNorm (``rtl/layernorm_ivit.v``).
+"""layernorm_ivit_exact: hwvit's corrected I-LayerNorm (``rtl/layernorm_ivit_exact.v``).
 
 The mean rounded half up (one small division per row), ``Var = sum (x - mu)^2 + eps_int`` from the
 row sums, ``std = floor(sqrt(Var))`` (what the kernel's 10-step Newton iteration returns),
@@ -13,7 +13,7 @@ from hwvit.blocks import layernorm as ln
 from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
 
-RTL = rtl("layernorm_ivit", "row_moments", "row_meanvar", "inv_sqrt", "ln_affine", "isqrt", "divu", "round_sat")
+RTL = rtl("layernorm_ivit_exact", "row_moments", "row_meanvar", "inv_sqrt", "ln_affine", "isqrt", "divu", "round_sat")
 
 PORTS = Kind(
     "layernorm_ivit_exact",
@@ -41,7 +41,6 @@ PORTS = Kind(
 )
 
 FIELDS = {
-    "toplevel": "layernorm_ivit",  # the module of rtl/layernorm_ivit.v
     "rtl": RTL,
     "ports": PORTS,
     # rtl/layernorm.v's port names: the same configuration, table and stream (no alpha input to tie)

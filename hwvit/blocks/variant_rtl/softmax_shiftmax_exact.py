@@ -1,4 +1,4 @@
-"""softmax_shiftmax_exact's Verilog twin: ``rtl/softmax_shiftmax.v`` (hwvit's corrected Shiftmax:
+"""softmax_shiftmax_exact's Verilog twin: ``rtl/softmax_shiftmax_exact.v`` (hwvit's corrected Shiftmax:
 ShiftExp with 15 fraction bits, the row sum, IntDiv),
 with ``rtl/divu.v`` for F = floor(2^62 / S) once per row.
 
@@ -26,8 +26,7 @@ PORTS = Kind(
 )
 
 FIELDS = {
-    "toplevel": "softmax_shiftmax",  # the module of rtl/softmax_shiftmax.v
-    "rtl": rtl("softmax_shiftmax", "row_max", "divu"),
+    "rtl": rtl("softmax_shiftmax_exact", "row_max", "divu"),
     "ports": PORTS,
     "reference_ports": {
         "fields": {"x": "in_data_i"},
