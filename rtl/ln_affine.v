@@ -1,5 +1,5 @@
-// ln_affine: the per-channel output stage of hwvit's and I-ViT's LayerNorm (rtl/layernorm.v,
-// rtl/layernorm_ivit.v), on the engine's stages 3 to 5 (rtl/row_stream.v):
+// ln_affine: the per-channel output stage of hwvit's LayerNorm and of its corrected I-LayerNorm
+// (rtl/layernorm.v, rtl/layernorm_ivit_exact.v), on the engine's stages 3 to 5 (rtl/row_stream.v):
 //   stage 3  y_i, with G_i and B_i read from the gamma/beta RAMs at the element's channel;
 //   stage 4  acc_i = y_i G_i + B_i in 32 bits (|y G| < 2^30 and |B| < 2^30 in both blocks);
 //   stage 5  acc_i M, exact in 63 bits;  out_o = sat((acc_i M + 2^(s-1)) >>> s) to the output
