@@ -229,3 +229,10 @@ def report_markdown(results: list[SynthResult]) -> str:
             f"| {status} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def keep_sections(table: str, old: str | None) -> str:
+    """``table`` (report_markdown's page) followed by the sections of ``old`` that the command does not
+    write: from its first ``## `` heading on (docs/synth.md's accelerator core, measured by its own run)."""
+    at = -1 if old is None else old.find("\n## ")
+    return table if at < 0 else table + old[at:]

@@ -95,6 +95,18 @@ def _documented_cells() -> dict[str, int]:
     return {block: int(cells) for block, cells in rows}
 
 
+def test_synth_out_keeps_the_sections_it_does_not_write():
+    """`hwvit synth --out docs/synth.md` rewrites the block table and keeps what follows it (the
+    accelerator core's section, measured by its own run)."""
+    from hwvit.synth import keep_sections
+
+    page = (ROOT / "docs" / "synth.md").read_text()
+    table, core = page.split("\n## Accelerator core", 1)
+    assert keep_sections(table + "\n", page) == table + "\n\n## Accelerator core" + core
+    assert keep_sections("| new |\n", None) == "| new |\n"
+    assert keep_sections("| new |\n", "| old |\n") == "| new |\n"  # nothing after the table: nothing kept
+
+
 # Word-level cells before techmap, at synth.BLOCKS' parameters. Multipliers appear as $macc:
 # requant 1 (acc*M), residual_add 2 (a*Ma, b*Mb), softmax 1 (E*R), layernorm 5 (x^2, the shared
 # C*Sxx/Sx^2/V multiplier, C*x, y*G, the requant M), gemm ROWS*COLS PEs + COLS requant lanes.

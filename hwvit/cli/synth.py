@@ -36,7 +36,7 @@ def synth(blocks, by_variant, out_path):
     Example:
       hwvit synth --block requant --block gelu --out synth.md
     """
-    from hwvit.synth import report_markdown, synth_block
+    from hwvit.synth import keep_sections, report_markdown, synth_block
 
     try:
         toolchain.require("yosys")
@@ -61,8 +61,8 @@ def synth(blocks, by_variant, out_path):
         else:
             click.echo(f"{name:<18} FAILED: {res.message}")
     if out_path:
-        text = report_markdown(results)
         out = Path(out_path)
+        text = keep_sections(report_markdown(results), out.read_text() if out.is_file() else None)
         write_atomic(out, text)
         click.echo(f"wrote {out}")
     failed = sum(not r.ok for r in results)
