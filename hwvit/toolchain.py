@@ -84,7 +84,8 @@ def run_tool(cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedPr
 
     ``iverilog`` is a driver: it starts ``sh -c "ivlpp | ivl"``, and killing the driver alone (what
     ``subprocess.run`` does on a timeout) left ``ivl`` elaborating an endless generate loop, orphaned,
-    taking a core and growing by gigabytes, which slowed every test beside it many times over. Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``.
+    taking a core and growing by gigabytes, which slowed every test beside it many times over.
+    Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``.
     """
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs

@@ -844,5 +844,6 @@ def test_kernels_say_why_they_cannot_run(fresh_native, monkeypatch, cache_dir):
     monkeypatch.setattr(fresh_native, "_why", None)
     monkeypatch.setenv("CC", "false")  # a "compiler" that fails
     assert (
-        fresh_native.unavailable() == "could not build or load the kernel: false failed on gemm_pack.c and gemm_kernels.c: no message"
+        fresh_native.unavailable()
+        == "could not build or load the kernel: false failed on gemm_pack.c and gemm_kernels.c: no message"
     )

@@ -65,8 +65,9 @@ def export_cmd(kind, set_dir, out_dir, rtl_files, top, bind_path, force):
     own function) and the authors' released forms gelu_shiftgelu, layernorm_ptf and softmax_log2
     (Verilog pending) have no Verilog of their own and are refused.
     The bench (tb_KIND.sv, module hwvit_tb_KIND) loads the configuration and table ports, streams
-    the set with random stalls on the input and output handshakes, compares every output element and ends with PASS ($finish, exit 0) or FAIL ($fatal,
-    exit 1), the first mismatch named as `hwvit sim` names it. Port widths come from the block
+    the set with random stalls on the input and output handshakes, compares every output element
+    and ends with PASS ($finish, exit 0) or FAIL ($fatal, exit 1), the first mismatch named as
+    `hwvit sim` names it. Port widths come from the block
     elaborated by yosys for the set's parameters. --rtl FILE: your block with the reference ports;
     with --bind too, your streaming block (valid_ready or AXI4-Stream) through its bind file. The
     block's Verilog is copied into the output directory (rtl/) and files.f names every file

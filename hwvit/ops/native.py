@@ -62,6 +62,7 @@ def source_digest() -> str:
         h.update(path.read_bytes())
     return h.hexdigest()
 
+
 FLAGS = ("-O3", "-mavx2", "-std=c99", "-shared", "-fPIC")
 _JOBS_PER_THREAD = 4  # jobs per thread of a 2-D product: a thread slowed by another process holds up less
 KINDS = {"int16": 0, "avxvnni": 1, "avx512vnni": 2, "emulated": 3, "amx": 4, "amx_emulated": 5, "split7": 6}  # C KIND_*

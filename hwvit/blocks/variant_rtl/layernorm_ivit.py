@@ -19,7 +19,9 @@ PORTS = Kind(
     config={"c": Config(lambda p: int(p["c"]), bits_count("c"), "row length C")},
     table=Table(
         {
-            "prm_bias": Field("bias", bits_fixed(41), True, "bias of channel i (floor(beta / gamma / s_y)), |bias| < 2^40"),
+            "prm_bias": Field(
+                "bias", bits_fixed(41), True, "bias of channel i (floor(beta / gamma / s_y)), |bias| < 2^40"
+            ),
             "prm_mult": Field("multiplier", bits_fixed(33), True, "QuantAct mantissa M of channel i, |M| <= 2^31"),
             "prm_shift": Field("shift", bits_fixed(7), False, "QuantAct shift E of channel i"),
         },
