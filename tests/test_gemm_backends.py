@@ -12,6 +12,7 @@ import torch
 from hwvit import ops
 from hwvit.ops import frozen
 from hwvit.ops import gemm_backends as gb
+from hwvit.ops.records import Strided
 from hwvit.ops.reference import gemm_ref
 
 EXACT = list(gb.BACKENDS)
@@ -418,7 +419,7 @@ def test_packed_a_rows_are_the_layout_in_any_row_ranges(kind):
             cuts = sorted({0, padded, *rng.integers(0, padded + 1, 3).tolist()})
             got = np.full(words, -1, np.int32)  # every word must be written
             for r0, r1 in zip(cuts, cuts[1:]):
-                lib.hw_pack_a_rows(kind, a.ctypes.data, m, k, *a.strides, r0, r1, got.ctypes.data, 0x80)
+                native.pack_a_rows(kind, Strided(a.ctypes.data, 0, *a.strides), m, k, r0, r1, got.ctypes.data, 0x80)
             assert got.view(want.dtype).tolist() == want.reshape(-1).tolist(), (m, k, layout)
             assert np.array_equal(got, native._pack_a(np.ascontiguousarray(a), kind))  # the serial packer
             w_got = np.full(lib.hw_packed_w_size(kind, m, k), -1, np.int32)
@@ -456,14 +457,17 @@ def _split7_lists(packed: np.ndarray, padded: int, ng: int, k: int) -> list[tupl
 def _check_split7_packing(lib, a, padded, words, rng):
     """The split7 layout of a (any strides) from row ranges packed in any order: the quads, then per
     padded row its outlier counts and entries (the rest of each row's K + 2 slots is scratch)."""
+    from hwvit.ops import native
+
     m, k = a.shape
     ng = -(-k // 4)
     assert words == padded * ng + padded * (k + 2)
     sevens, lists = _split7_rows(a, signed=True)
     cuts = sorted({0, padded, *rng.integers(0, padded + 1, 3).tolist()})
     got = np.full(words, -1, np.int32)
+    a_at = Strided(a.ctypes.data, 0, *a.strides)
     for r0, r1 in zip(cuts, cuts[1:]):
-        lib.hw_pack_a_rows(native_kind_split7(), a.ctypes.data, m, k, *a.strides, r0, r1, got.ctypes.data, 0x80)
+        native.pack_a_rows(native_kind_split7(), a_at, m, k, r0, r1, got.ctypes.data, 0x80)
     quads = got[: padded * ng].view(np.uint8).reshape(padded, 4 * ng)
     want = np.zeros((padded, 4 * ng), np.uint8)
     want[:m, :k] = sevens

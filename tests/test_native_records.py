@@ -29,6 +29,21 @@ def test_no_compiled_function_takes_more_than_eight_parameters(module_name):
     assert {n: k for n, k in wide.items() if k > MAX_PARAMETERS} == {}
 
 
+def test_no_c_function_python_calls_takes_more_than_eight_parameters():
+    """What Python calls in the C library through ctypes (argument types declared by native._load,
+    the tests' own declarations included once they have run) takes at most 8 parameters; the wide C
+    entry points are called from compiled code only (hw_linear, hw_pack_a_rows: native.pack_a_rows
+    is the tests' way in, with a Strided record)."""
+    from hwvit.ops import native
+
+    if native.unavailable() is not None:
+        pytest.fail(f"the C library does not load here: {native.unavailable()}")
+    lib = native._load()
+    declared = {n: f.argtypes for n, f in vars(lib).items() if n.startswith("hw_") and f.argtypes is not None}
+    assert "hw_pack_w_strided" in declared  # the declarations were found
+    assert {n: len(a) for n, a in declared.items() if len(a) > MAX_PARAMETERS} == {}
+
+
 def test_no_source_file_of_hwvit_is_over_600_lines():
     root = Path(hwvit.__file__).parent
     files = [*root.rglob("*.py"), *root.rglob("*.c"), *root.rglob("*.h")]

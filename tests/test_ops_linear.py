@@ -10,6 +10,7 @@ import pytest
 from hwvit import ops
 from hwvit.formats import MULT_MAX, SHIFT_MAX
 from hwvit.ops import gemm_backends as gb
+from hwvit.ops.records import Strided
 from hwvit.ops.reference import gemm_ref, requant_ref
 
 
@@ -210,7 +211,7 @@ def test_uint8_probabilities_are_packed_as_they_are(backend, fused):
     spread = np.zeros((5, 14), np.uint8)
     spread[:, ::2] = a  # element (r, c) at r * 14 + c * 2: the strided packing path
     pa = np.empty_like(packed.view(np.int32).reshape(-1))
-    native._load().hw_pack_a_rows(native.KINDS["int16"], spread.ctypes.data, 5, 7, 14, 2, 0, 8, pa.ctypes.data, 0)
+    native.pack_a_rows(native.KINDS["int16"], Strided(spread.ctypes.data, 0, 14, 2), 5, 7, 0, 8, pa.ctypes.data, 0)
     assert pa.view(np.int16).reshape(8, -1)[:5, :7].tolist() == a.tolist()
     k = native.K_MAX + 1  # K * 255 * 128 < 2^31 still; one call takes 2^16
     a = np.full((2, k), 255, np.uint8)

@@ -154,9 +154,7 @@ def _load() -> ctypes.CDLL:
                     getattr(lib, name).restype = None
                 lib.hw_rows_padded.argtypes, lib.hw_rows_padded.restype = [i64, i64], i64
                 lib.hw_lookup_i8.argtypes, lib.hw_lookup_i8.restype = [ptr, i64, ptr, ptr], None
-                lib.hw_pack_a_rows.argtypes = [i64, ptr, *[i64] * 6, ptr, i64]
-                lib.hw_pack_w_strided.argtypes = [i64, ptr, *[i64] * 4, ptr]
-                lib.hw_pack_a_rows.restype = lib.hw_pack_w_strided.restype = None
+                lib.hw_pack_w_strided.argtypes, lib.hw_pack_w_strided.restype = [i64, ptr, *[i64] * 4, ptr], None
                 for name in ("hw_packed_a_size", "hw_packed_w_size", "hw_row_block"):
                     getattr(lib, name).argtypes = [i64, i64, i64]
                     getattr(lib, name).restype = i64
@@ -389,6 +387,14 @@ def _scratch(count: int) -> np.ndarray:
     """Room for three cache lines (job counters) and ``count`` int32 words after the first 64-byte
     boundary in it (``_line_up``)."""
     return np.empty(count + 4 * _LINE // 4, np.int32)
+
+
+@njit(cache=True)
+def pack_a_rows(kind, a_at, m, k, r0, r1, out, flip):
+    """Rows [r0, r1) of the packed A of the M x K matrix at ``a_at`` (a ``Strided``: address, row and
+    K strides in bytes) into the int32 words at address ``out``: hw_pack_a_rows, as the compiled
+    products call it, for the tests of the layout."""
+    _hw_pack_a_rows(kind, a_at.addr, m, k, a_at.row, a_at.k, r0, r1, out, flip)
 
 
 @njit(cache=True)
