@@ -1,4 +1,4 @@
-"""The softmax variants' Verilog twins (rtl/softmax_ibert.v, rtl/softmax_shiftmax*.v, rtl/softmax_log2.v,
+"""The softmax variants' Verilog twins (rtl/softmax_ibert.v, rtl/softmax_shiftmax*.v, rtl/softmax_log2*.v,
 rtl/softmax_round_each.v)
 at input scales beyond sim/test_variants.py's default (16 / 2^in_bits, so every real score difference
 stays below 16):
@@ -11,7 +11,8 @@ stays below 16):
   max - a]): each exponential from 1 down through the clamps beside the max alone, where random
   rows put only a few elements between the clamps.
 
-- softmax_log2 at its thresholds: rows whose sum sits exactly at a log2 code's boundary;
+- softmax_log2_exact at its thresholds: rows whose sum sits exactly at a log2 code's boundary;
+- softmax_log2 where its float64 division rounds to a half: ties and near-ties of S / E;
 - softmax_ibert with constants inside its ports' contract but from no scale (opt-in, marker
   ``variants``): there the last unit of its z reaches the output; its rows waiting for their own R;
 - (opt-in) every softmax variant built with MAX_N = 40, not a power of two.
@@ -53,6 +54,13 @@ SCALES = {
         {"in_bits": 12, "scale_in": 0.5},
         {"in_bits": 16, "scale_in": 2.0**-16, "out_bits": 16},
         {"in_bits": 4, "scale_in": 1.0, "out_bits": 2},
+    ],
+    # FQ-ViT's released form: s_in from 2^-9 (E < 2^50, S < 2^62 at 4096) to 1.66 (X = 1, every rem 0);
+    # 0.5: the clamp at 30 X within reach
+    "softmax_log2": [
+        {"in_bits": 12, "scale_in": 0.5},
+        {"in_bits": 16, "scale_in": 2.0**-9, "out_bits": 16},
+        {"in_bits": 6, "scale_in": 1.66, "out_bits": 3},
     ],
     "softmax_log2_exact": [
         {"in_bits": 12, "scale_in": 0.5},
@@ -149,7 +157,7 @@ def test_softmax_log2_threshold_rows(tmp_path, run_set):
     """log2's codes right at their thresholds (in_bits 16, s_in 2^-10, 16-bit outputs): the row sum
     exactly at the max's first threshold and one below it, and an element whose E^2 equals
     floor(S^2 / 2^31) (see _log2_threshold_rows). The campaign found three mutants of
-    rtl/softmax_log2.v that random rows and sweeps never told apart: the row sum started at all ones,
+    rtl/softmax_log2_exact.v that random rows and sweeps never told apart: the row sum started at all ones,
     E = 1 past the clamp, and the code compare > for >=."""
     from hwvit import variants
     from hwvit.variants.base import SoftmaxContext
@@ -165,6 +173,59 @@ def test_softmax_log2_threshold_rows(tmp_path, run_set):
     assert [int(y[0, 0]), int(y[1, 0]), int(y[2, 1])] == [1 << 14, 1 << 15, 0], (names, y[:, :2])
     rec = spec.traced("directed", x, y, p, 16, 16, {"x": ctx.s_in, "y": v.out_scale(ctx, p)})
     set_dir = vectors.write_set(rec, tmp_path / "rows", seed=29)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
+# softmax_log2's constants within its ports' contract but from no scale (X = 511, b = 1539, c = 524791):
+# poly(510) = c - 510 (b - 510) = 1, so d = (30 - i) X + 510 gives E = 2^i for every i in 1..30, and E
+# of the max is c 2^30 > 2^49, where the float64 division's 53-bit rounding reaches the integer result.
+LOG2_TIE = {"x0_int": -511, "b_int": 1539, "c_int": 524791}
+
+
+def _log2_tie_row(q_odd: int, below: int) -> list[int]:
+    """Differences of a row whose S is (q_odd + 1/2) E0 - below (E0 = c 2^30, the max's E): q_odd
+    elements at the max, then c 2^(30 - q) for q = 2..30 and the powers of two of c - below, which
+    sum to c 2^29 - below; with below = 0 one element at d = X (c 2^29) instead."""
+    x0, c = -LOG2_TIE["x0_int"], LOG2_TIE["c_int"]
+    if below == 0:
+        return [0] * q_odd + [x0]
+    return (
+        [0] * q_odd
+        + [q * x0 for q in range(2, 31)]
+        + [(30 - i) * x0 + 510 for i in range(1, 31) if (c - below) >> i & 1]
+    )
+
+
+@pytest.mark.parametrize(
+    "q_odd, below, code",
+    [
+        (5, 0, 3),  # S / E0 = 5.5 exactly: half to even, 6 (code 3; 5 would give 2)
+        # 23.5 - 2^-49.0014: the double is 23.5 (|2R - E| 2^48 < E), then 24: code 5 (23: 4)
+        (23, 1, 5),
+        # 11.5 - 2^-49.0014: here |2R - E| 2^49 > E, the double stays below 11.5: 11, code 3 (12: 4)
+        (11, 1, 3),
+    ],
+)
+def test_softmax_log2_float64_ties(q_odd, below, code, tmp_path, run_set):
+    """FQ-ViT's round(S / E) where S / E sits at or within one float64 rounding of a half: the max's
+    code decided by the 53-bit rule (rtl/softmax_log2.v's below and the half-to-even of Q)."""
+    from fractions import Fraction
+
+    from hwvit.variants import fqvit_released as fq
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_log2")
+    p = {**LOG2_TIE, "in_bits": 16, "out_bits": 16}
+    diffs = _log2_tie_row(q_odd, below)
+    e0 = LOG2_TIE["c_int"] << 30
+    total = sum(fq.ibert_exp_ref(-d, *(LOG2_TIE[k] for k in ("x0_int", "b_int", "c_int"))) for d in diffs)
+    assert Fraction(total, e0) == Fraction(2 * q_odd + 1, 2) - Fraction(below, e0)
+    x = np.array([[(1 << 15) - 1 - d for d in diffs]], dtype=np.int64)
+    st = fq.log2_stages(x, p)
+    assert int(st["code"][0, 0]) == code and int(st["v"][0, 0]) == fq.round_ratio_ref(total, e0)
+    rec = spec.traced("directed", x, st["out"], p, 16, 16, {"x": 1.0, "y": 2.0**-15})
+    set_dir = vectors.write_set(rec, tmp_path / "tie", seed=37)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
 
