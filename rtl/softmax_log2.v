@@ -6,28 +6,30 @@
 // ceil(0.6931 / s_in), b, c; M = OUT_BITS - 1; docs/variants/hwsoftmax.md):
 //   i-exp   a_i = min(max - x_i, 30 X),  q_i = floor(a_i / X) in [0, 30],  rem_i = a_i - q_i X in [0, X),
 //           poly_i = c - rem_i (b - rem_i)  (the kernel's (r + b) r + c at r = -rem),
-//           E_i = max(poly_i, 0) << (30 - q_i)
+//           E_i = poly_i << (30 - q_i)
 //   sum     S = sum E_i                                                                (once per row)
 //   ratio   S = Q_i E_i + R_i;  v_i = round_half_even(fl(S / E_i)): the double of S / E_i is Q + 1/2
 //           exactly where |2 R - E| 2^(52 - t) < E (or = E, E's low 52 - t bits zero), t = floor(log2 Q),
 //           and then rounds to the even of Q, Q + 1; elsewhere v = Q + [2 R > E]
 //   log2    code_i = floor(log2 v_i) + (bit below v_i's leading one),  p_i = 2^M >> code_i
 // Only Q < 2^OUT_BITS can give code <= M (v >= Q, and v >= 2^(M + 1) has code > M: p = 0), so the
-// per-element division has OUT_BITS quotient bits and saturates: S >= E 2^OUT_BITS gives p = 0 (so does
-// E = 0). Then t <= 15, so 52 - t >= 37 and FQ-ViT's 53-bit rounding case t >= 51 never arises here.
+// per-element division has OUT_BITS quotient bits and saturates: S >= E 2^OUT_BITS gives p = 0. Then
+// t <= 15, so 52 - t >= 37 and FQ-ViT's 53-bit rounding case t >= 51 never arises here.
 //
-// Widths (s_in in [2^-9, 1.67), the variant's prepare: X <= 355, b <= 1387, c <= 731935 < 2^20; IN_BITS
-// <= 16, N <= MAX_N <= 4096):
-//   max - x_i < 2^16, 30 X < 2^14; rem_i < X <= b + 1, so rem_i (b - rem_i) >= 0 and poly_i <= c < 2^20
-//   (formed signed in 32 bits); E_i < 2^50; S < MAX_N 2^50 <= 2^62 (50 + clog2(MAX_N) bits);
-//   Q_i < 2^OUT_BITS, R_i < E_i < 2^50, |2 R - E| <= E.
+// Port contract (the variant's prepare, s_in in [2^-9, 1.67): X <= 355, b <= 1387, c <= 731935; IN_BITS
+// <= 16, N <= MAX_N <= 4096): X < 2^9, b < 2^11, c < 2^20 and poly(rem) in [1, c] for every rem < X, so
+// every E_i >= 1 (at a scale: rem <= X - 1 < 0.6931 / s and b <= 2.7073 / s, so poly > 0.9157 / s^2 - 1,
+// above 0 for s < 0.6931; from s = 0.6931 on, X = 1 and rem = 0, poly = c).
+// Widths: max - x_i < 2^16, 30 X < 2^14; poly_i < 2^20; E_i < 2^50; S < MAX_N 2^50 <= 2^62 (50 +
+// clog2(MAX_N) bits); Q_i < 2^OUT_BITS, R_i < E_i, |2 R - E| <= E.
 //
 // On the row engine (rtl/row_stream.v; three stages): FILL takes the max (rtl/row_max.v); PASS re-reads the
-// row (stage 1 x_i, stage 2 E_i: a clamp, five restoring steps, the polynomial, a shift) into S; CALC holds
-// S for the row; OUT computes E_i again (cheaper than storing 50-bit E_i), divides S by it (OUT_BITS
-// restoring steps in one clock: a divide per element at one element per clock, paid in logic depth),
-// rounds, takes the code and p_i into the output register. A row's pass waits until the row before has
-// left stage 2. The configuration ports must be steady while a row is in flight.
+// row (stage 1 x_i, stage 2 E_i: a clamp, five restoring steps, the polynomial, a shift) into S; OUT
+// computes E_i again (cheaper than storing 50-bit E_i), divides S by it (OUT_BITS restoring steps in one
+// clock: a divide per element at one element per clock, paid in logic depth), rounds, takes the code and
+// p_i into the output register. CALC has nothing to do: S stays in its accumulator through the row's OUT,
+// since the next row's pass starts only once the row before has left stage 2. The configuration ports
+// must be steady while a row is in flight.
 
 `default_nettype none
 
@@ -38,8 +40,8 @@ module softmax_log2 #(
 ) (
   input  wire                         clk_i, rst_ni,  // rst_ni: synchronous, active low
   input  wire [8:0]                   x0_mag_i,    // X = -x0 = ceil(0.6931 / s_in), 1..355 (steady while rows fly)
-  input  wire [10:0]                  b_i,         // b = floor(2.7073 / s_in), >= X - 1
-  input  wire [19:0]                  c_i,         // c = floor(2.7921 / s_in^2), 1..2^20 - 1
+  input  wire [10:0]                  b_i,         // b = floor(2.7073 / s_in)
+  input  wire [19:0]                  c_i,         // c = floor(2.7921 / s_in^2): c - rem (b - rem) in [1, c]
   input  wire [$clog2(MAX_N+1)-1:0]   row_len_i,   // N, 1..MAX_N, taken with each row's first score
   input  wire in_valid_i, input wire [IN_BITS-1:0] in_data_i, output wire in_ready_o,  // x_i
   output wire out_valid_o, output wire [OUT_BITS-1:0] out_data_o, output wire out_last_o,  // p_i
@@ -55,9 +57,9 @@ module softmax_log2 #(
   // ---------------------------------------------------------------- row engine, row maximum
   wire [3:1]          ld;
   wire [IN_BITS-1:0]  x1, mx;
-  wire                go, calc, pass, fill, first;
+  wire                go, pass, fill, first;
   wire [OUT_BITS-1:0] out_d;
-  wire                start_unused, enter_unused, passed_unused;
+  wire                start_unused, enter_unused, passed_unused, calc_unused;
   wire [AW-1:0]       rd_addr_unused, fill_addr_unused, idx_unused;
   wire [LW-1:0]       row_len_unused, len_unused;
   wire [IN_BITS-1:0]  fill_max_unused;
@@ -65,7 +67,7 @@ module softmax_log2 #(
     .DEPTH(3), .PASS(1), .PASS_EXIT(2), .PRE_CALC(0), .GO_AFTER(2)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .len_i(row_len_i), .in_valid_i(in_valid_i), .in_data_i(in_data_i),
     .in_ready_o(in_ready_o), .out_valid_o(out_valid_o), .out_data_o(out_data_o), .out_last_o(out_last_o),
-    .out_ready_i(out_ready_i), .go_o(go), .calc_o(calc), .pass_o(pass), .fill_o(fill), .first_o(first),
+    .out_ready_i(out_ready_i), .go_o(go), .calc_o(calc_unused), .pass_o(pass), .fill_o(fill), .first_o(first),
     .done_i(1'b1), .x1_o(x1), .ld_o(ld), .out_i(out_d), .start_o(start_unused), .enter_o(enter_unused),
     .passed_o(passed_unused), .rd_addr_o(rd_addr_unused), .fill_addr_o(fill_addr_unused), .idx_o(idx_unused),
     .row_len_o(row_len_unused), .len_o(len_unused)
@@ -93,16 +95,13 @@ module softmax_log2 #(
     end
   end
   wire [31:0]      remw  = {23'd0, part[8:0]};
-  wire [31:0]      poly  = {12'd0, c_i} - remw * ({21'd0, b_i} - remw);        // c - rem (b - rem), signed
-  wire [EB-1:0]    ew    = poly[31] ? {EB{1'b0}} : ({{(EB-32){1'b0}}, poly} << (5'd30 - qe));
+  wire [31:0]      poly  = {12'd0, c_i} - remw * ({21'd0, b_i} - remw);        // c - rem (b - rem) in [1, c]
+  wire [EB-1:0]    ew    = {{(EB-20){1'b0}}, poly[19:0]} << (5'd30 - qe);
 
   // ---------------------------------------------------------------- S, and v = round(S / E_i)
-  reg  [S_BITS-1:0] acc_q, s_q;  // S as it accumulates; S of the row in OUT (taken at CALC)
-  reg  [EB-1:0]     e2_q;         // stage 2: E_i
+  reg  [S_BITS-1:0] acc_q;  // S
+  reg  [EB-1:0]     e2_q;   // stage 2: E_i
   always @(posedge clk_i) begin
-    if (calc) begin
-      s_q <= acc_q;
-    end
     if (go) begin
       acc_q <= {S_BITS{1'b0}};
     end else if (pass && ld[3]) begin  // a pass element leaves stage 2
@@ -114,12 +113,12 @@ module softmax_log2 #(
   end
 
   wire [DW-1:0]     ed   = {{(DW-EB){1'b0}}, e2_q};
-  wire              sat  = {{OUT_BITS{1'b0}}, s_q} >= (ed << OUT_BITS);          // Q >= 2^OUT_BITS (or E = 0)
+  wire              sat  = {{OUT_BITS{1'b0}}, acc_q} >= (ed << OUT_BITS);          // Q >= 2^OUT_BITS
   reg  [DW-1:0]     rr;                                                          // ends as R < E
   reg  [OUT_BITS-1:0] quo;
   integer           i;
   always @* begin
-    rr  = {{OUT_BITS{1'b0}}, s_q};
+    rr  = {{OUT_BITS{1'b0}}, acc_q};
     quo = {OUT_BITS{1'b0}};
     for (i = OUT_BITS - 1; i >= 0; i = i - 1) begin
       if (rr >= (ed << i)) begin
@@ -161,8 +160,9 @@ module softmax_log2 #(
   end
   assign out_d = sat ? {OUT_BITS{1'b0}} : (TOP_C >> code);
 
-  wire unused_bits = ^{rr[DW-1:EB], part[16:9], ld[1], start_unused, enter_unused, passed_unused, rd_addr_unused,
-                       fill_addr_unused, idx_unused, row_len_unused, len_unused, fill_max_unused};
+  wire unused_bits = ^{rr[DW-1:EB], part[16:9], poly[31:20], ld[1], calc_unused, start_unused, enter_unused,
+                       passed_unused, rd_addr_unused, fill_addr_unused, idx_unused, row_len_unused, len_unused,
+                       fill_max_unused};
 
 endmodule
 
