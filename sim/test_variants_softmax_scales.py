@@ -215,10 +215,16 @@ def _log2_at_row() -> list[int]:
         ("ties", _log2_tie_row(23, 1), (47, 2, 1), 5),
         # 11.5 - 2^-49.0014: here |2R - E| 2^49 > E, the double stays below 11.5: 11, code 3 (12: 4)
         ("ties", _log2_tie_row(11, 1), (23, 2, 1), 3),
+        # 383.5 - 2^-49.0014: t = 8 (|2R - E| 2^44 < E), the double is 383.5, then 384: code 9 (383: 8)
+        ("ties", _log2_tie_row(383, 1), (767, 2, 1), 9),
+        # 2 - 2^-30: R = E0 - c >= 2^49, the top bit of R decides 2R > E: v = 2, code 1 (1: 0)
+        ("ties", [0] + [q * 511 for q in range(1, 31)], (2, 1, LOG2_CONTRACT["ties"]["c_int"]), 1),
         # 95.5 - 2^-47: |2R - E| 2^46 = E, halfway at 53 bits, to the even 95.5, then 96: code 7 (95: 6)
         ("at", _log2_at_row(), (191, 2, 4), 7),
+        # 11 + 2^-47: E0's low 49 bits are zero but |2R - E| is far from E / 2^49: no tie, 11 (code 3; 12: 4)
+        ("at", [0] * 11 + [29 * 511 + 378], (11, 1, -4), 3),
     ],
-    ids=["exact", "near", "apart", "at"],
+    ids=["exact", "near", "apart", "near_t8", "high", "at", "at_apart"],
 )
 def test_softmax_log2_float64_ties(consts, diffs, ratio, code, tmp_path, run_set):
     """FQ-ViT's round(S / E) where S / E sits at or within one float64 rounding of a half: the max's
