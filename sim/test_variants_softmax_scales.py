@@ -1,4 +1,4 @@
-"""The softmax variants' Verilog twins (rtl/softmax_ibert.v, rtl/softmax_shiftmax*.v, rtl/softmax_log2.v,
+"""The softmax variants' Verilog twins (rtl/softmax_ibert.v, rtl/softmax_shiftmax*.v, rtl/softmax_log2*.v,
 rtl/softmax_round_each.v)
 at input scales beyond sim/test_variants.py's default (16 / 2^in_bits, so every real score difference
 stays below 16):
@@ -11,7 +11,8 @@ stays below 16):
   max - a]): each exponential from 1 down through the clamps beside the max alone, where random
   rows put only a few elements between the clamps.
 
-- softmax_log2 at its thresholds: rows whose sum sits exactly at a log2 code's boundary;
+- softmax_log2_exact at its thresholds: rows whose sum sits exactly at a log2 code's boundary;
+- softmax_log2 where its float64 division rounds to a half: ties and near-ties of S / E;
 - softmax_ibert with constants inside its ports' contract but from no scale (opt-in, marker
   ``variants``): there the last unit of its z reaches the output; its rows waiting for their own R;
 - (opt-in) every softmax variant built with MAX_N = 40, not a power of two.
@@ -53,6 +54,13 @@ SCALES = {
         {"in_bits": 12, "scale_in": 0.5},
         {"in_bits": 16, "scale_in": 2.0**-16, "out_bits": 16},
         {"in_bits": 4, "scale_in": 1.0, "out_bits": 2},
+    ],
+    # FQ-ViT's released form: s_in from 2^-9 (E < 2^50, S < 2^62 at 4096) to 1.66 (X = 1, every rem 0);
+    # 0.5: the clamp at 30 X within reach
+    "softmax_log2": [
+        {"in_bits": 12, "scale_in": 0.5},
+        {"in_bits": 16, "scale_in": 2.0**-9, "out_bits": 16},
+        {"in_bits": 6, "scale_in": 1.66, "out_bits": 3},
     ],
     "softmax_log2_exact": [
         {"in_bits": 12, "scale_in": 0.5},
@@ -149,7 +157,7 @@ def test_softmax_log2_threshold_rows(tmp_path, run_set):
     """log2's codes right at their thresholds (in_bits 16, s_in 2^-10, 16-bit outputs): the row sum
     exactly at the max's first threshold and one below it, and an element whose E^2 equals
     floor(S^2 / 2^31) (see _log2_threshold_rows). The campaign found three mutants of
-    rtl/softmax_log2.v that random rows and sweeps never told apart: the row sum started at all ones,
+    rtl/softmax_log2_exact.v that random rows and sweeps never told apart: the row sum started at all ones,
     E = 1 past the clamp, and the code compare > for >=."""
     from hwvit import variants
     from hwvit.variants.base import SoftmaxContext
@@ -167,6 +175,97 @@ def test_softmax_log2_threshold_rows(tmp_path, run_set):
     set_dir = vectors.write_set(rec, tmp_path / "rows", seed=29)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
+
+
+# softmax_log2's constants within its ports' contract but from no scale, X = 511 for both:
+# - "ties": b = 1539, c = 524791: poly(510) = c - 510 (b - 510) = 1, so d = (30 - i) X + 510 gives
+#   E = 2^i for every i in 1..30; the max's E = c 2^30 > 2^49 is where float64's 53 bits reach the
+#   integer result;
+# - "at": b = 1765, c = 2^19: poly(378) = 2 (E = 2^(31 - q) at d = q X + 378), the max's E = 2^49 has
+#   its low 46 bits zero, so |2R - E| 2^46 can equal E: a tie at 53 bits.
+LOG2_CONTRACT = {
+    "ties": {"x0_int": -511, "b_int": 1539, "c_int": 524791},
+    "at": {"x0_int": -511, "b_int": 1765, "c_int": 1 << 19},
+}
+
+
+def _log2_tie_row(q_odd: int, below: int) -> list[int]:
+    """Differences of a row whose S is (q_odd + 1/2) E0 - below at LOG2_CONTRACT["ties"] (E0 = c 2^30,
+    the max's E): q_odd elements at the max, then c 2^(30 - q) for q = 2..30 and the powers of two of
+    c - below, which sum to c 2^29 - below; with below = 0 one element at d = X (c 2^29) instead."""
+    c = LOG2_CONTRACT["ties"]["c_int"]
+    if below == 0:
+        return [0] * q_odd + [511]
+    powers = [(30 - i) * 511 + 510 for i in range(1, 31) if (c - below) >> i & 1]
+    return [0] * q_odd + [q * 511 for q in range(2, 31)] + powers
+
+
+def _log2_at_row() -> list[int]:
+    """S = 95.5 E0 - 4 at LOG2_CONTRACT["at"] (E0 = 2^49): 95 elements at the max, 2^2..2^31 from
+    poly(378) = 2 and 2^32..2^47 from c 2^(30 - q), q = 17..2: |2R - E| = 8 = E / 2^46."""
+    return [0] * 95 + [q * 511 + 378 for q in range(30)] + [q * 511 for q in range(2, 18)]
+
+
+@pytest.mark.parametrize(
+    "consts, diffs, ratio, code",
+    [
+        # S / E0 = 5.5 exactly: half to even, 6 (code 3; 5 would give 2)
+        ("ties", _log2_tie_row(5, 0), (11, 2, 0), 3),
+        # 23.5 - 2^-49.0014: the double is 23.5 (|2R - E| 2^48 < E), then 24: code 5 (23: 4)
+        ("ties", _log2_tie_row(23, 1), (47, 2, 1), 5),
+        # 11.5 - 2^-49.0014: here |2R - E| 2^49 > E, the double stays below 11.5: 11, code 3 (12: 4)
+        ("ties", _log2_tie_row(11, 1), (23, 2, 1), 3),
+        # 383.5 - 2^-49.0014: t = 8 (|2R - E| 2^44 < E), the double is 383.5, then 384: code 9 (383: 8)
+        ("ties", _log2_tie_row(383, 1), (767, 2, 1), 9),
+        # 2 - 2^-30: R = E0 - c >= 2^49, the top bit of R decides 2R > E: v = 2, code 1 (1: 0)
+        ("ties", [0] + [q * 511 for q in range(1, 31)], (2, 1, LOG2_CONTRACT["ties"]["c_int"]), 1),
+        # 95.5 - 2^-47: |2R - E| 2^46 = E, halfway at 53 bits, to the even 95.5, then 96: code 7 (95: 6)
+        ("at", _log2_at_row(), (191, 2, 4), 7),
+        # 11 + 2^-47: E0's low 49 bits are zero but |2R - E| is far from E / 2^49: no tie, 11 (code 3; 12: 4)
+        ("at", [0] * 11 + [29 * 511 + 378], (11, 1, -4), 3),
+    ],
+    ids=["exact", "near", "apart", "near_t8", "high", "at", "at_apart"],
+)
+def test_softmax_log2_float64_ties(consts, diffs, ratio, code, tmp_path, run_set):
+    """FQ-ViT's round(S / E) where S / E sits at or within one float64 rounding of a half: the max's
+    code decided by the 53-bit rule (rtl/softmax_log2.v's below, at and the half-to-even of Q)."""
+    from fractions import Fraction
+
+    from hwvit.variants import fqvit_released as fq
+
+    toolchain.require("icarus")
+    k = LOG2_CONTRACT[consts]
+    p = {**k, "in_bits": 16, "out_bits": 16}
+    e0 = k["c_int"] << 30
+    total = sum(fq.ibert_exp_ref(-d, k["x0_int"], k["b_int"], k["c_int"]) for d in diffs)
+    num, den, below = ratio
+    assert Fraction(total, e0) == Fraction(num, den) - Fraction(below, e0)
+    x = np.array([[(1 << 15) - 1 - d for d in diffs]], dtype=np.int64)
+    st = fq.log2_stages(x, p)
+    assert int(st["code"][0, 0]) == code and int(st["v"][0, 0]) == fq.round_ratio_ref(total, e0)
+    rec = blocks.get("softmax_log2").traced("directed", x, st["out"], p, 16, 16, {"x": 1.0, "y": 2.0**-15})
+    set_dir = vectors.write_set(rec, tmp_path / consts, seed=37)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
+def test_softmax_log2_port_contract_holds_at_every_scale():
+    """rtl/softmax_log2.v's ports take X < 2^9, b < 2^11, c < 2^20 with poly(rem) = c - rem (b - rem)
+    >= 1 for every rem < X (so no E is 0): the variant's constants over its scales 2^-9..1.67 (4000
+    points, geometric; the least poly found is 1)."""
+    from hwvit import variants
+    from hwvit.variants.base import SoftmaxContext
+
+    v = variants.get("softmax", "log2")
+    least = None
+    for s in np.geomspace(2.0**-9, 1.6699, 4000):
+        p = v.prepare(SoftmaxContext(float(s), 8, 8))
+        x0, b, c = -p["x0_int"], p["b_int"], p["c_int"]
+        rem = np.arange(x0)
+        low = int((c - rem * (b - rem)).min())
+        assert x0 < 1 << 9 and b < 1 << 11 and c < 1 << 20 and low >= 1, (s, x0, b, c)
+        least = low if least is None else min(least, low)
+    assert least == 1
 
 
 # softmax_ibert's constants chosen within its ports' contract (|x0| >= 1, b > |x0|, poly in [1, c],

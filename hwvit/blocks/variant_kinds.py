@@ -16,7 +16,7 @@ its files, ports, synthesis parameters); the generic stream bench (sim/byotb.py)
 A variant without one declares no Verilog (``rtl`` empty: `hwvit sim` says so, the RTL tests leave
 it out): its sets are golden vectors for a team's own block of that arithmetic (a bind file). The
 released forms of I-ViT and FQ-ViT without a datapath on the row engine yet (``gelu_shiftgelu``,
-``layernorm_ptf``, ``softmax_log2``) are such kinds; hwvit's corrected forms
+``layernorm_ptf``) are such kinds; hwvit's corrected forms
 (``*_exact``) keep the Verilog blocks.
 """
 

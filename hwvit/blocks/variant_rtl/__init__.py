@@ -48,6 +48,18 @@ def rtl(block: str, *parts: str) -> tuple[str, ...]:
     return (f"rtl/{block}.v", "rtl/row_stream.v", *(f"rtl/{part}.v" for part in parts))
 
 
+def stream_ports(kind: Any) -> dict[str, Any]:
+    """The reference ports of a softmax block whose scores stream on ``in_data_i``, probabilities on
+    ``out_data_o`` (``out_last_o`` with a row's last) and each configuration value ``name`` of ``kind``
+    (hwvit.byo.kinds.Kind) on port ``name_i``."""
+    return {
+        "fields": {"x": "in_data_i"},
+        "out": "out_data_o",
+        "last": "out_last_o",
+        "ports": {name: f"{name}_i" for name in kind.config},
+    }
+
+
 # Variant kinds whose Verilog twin is planned but not written: the kind, and what its block will be.
 # `hwvit sim` refuses their sets with this line; their sets are golden vectors meanwhile.
 PENDING: dict[str, str] = {}

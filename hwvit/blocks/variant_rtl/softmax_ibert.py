@@ -7,7 +7,7 @@ the set's manifest; the row length is sampled with each row's first input.
 
 from __future__ import annotations
 
-from hwvit.blocks.variant_rtl import rtl
+from hwvit.blocks.variant_rtl import rtl, stream_ports
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param
 
 
@@ -38,11 +38,6 @@ PORTS = Kind(
 FIELDS = {
     "rtl": rtl("softmax_ibert", "row_max", "divu"),
     "ports": PORTS,
-    "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {name: f"{name}_i" for name in PORTS.config},
-    },
+    "reference_ports": stream_ports(PORTS),
     "synth": {"MAX_N": 64},
 }

@@ -1,4 +1,4 @@
-"""softmax_log2_exact's Verilog twin: ``rtl/softmax_log2.v`` (hwvit's exact log-int-softmax: I-BERT's i-exp at
+"""softmax_log2_exact's Verilog twin: ``rtl/softmax_log2_exact.v`` (hwvit's exact log-int-softmax: I-BERT's i-exp at
 the working scale, the row sum, log2 codes by integer thresholds on S^2, y = 2^(M - code)).
 
 The layer's constants (hwvit/variants/hwsoftmax.py _log2_prepare) are configuration ports read from
@@ -7,7 +7,7 @@ the set's manifest; the row length is sampled with each row's first input.
 
 from __future__ import annotations
 
-from hwvit.blocks.variant_rtl import rtl
+from hwvit.blocks.variant_rtl import rtl, stream_ports
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param
 
 
@@ -34,14 +34,8 @@ PORTS = Kind(
 )
 
 FIELDS = {
-    "toplevel": "softmax_log2",  # the module of rtl/softmax_log2.v
-    "rtl": rtl("softmax_log2", "row_max"),
+    "rtl": rtl("softmax_log2_exact", "row_max"),
     "ports": PORTS,
-    "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {name: f"{name}_i" for name in PORTS.config},
-    },
+    "reference_ports": stream_ports(PORTS),
     "synth": {"MAX_N": 64},
 }
