@@ -19,7 +19,11 @@ PORTS = Kind(
         "row_len": Config(lambda p: int(p["row_len"]), bits_count("row_len"), "row length N"),
         "x0_mag": Config(lambda p: -int(p["x0_int"]), bits_fixed(9), "X = -x0 = ceil(0.6931 / s_in), 1..355"),
         "b": Config(lambda p: int(p["b_int"]), bits_fixed(11), "b = floor(2.7073 / s_in), < 2^11"),
-        "c": Config(lambda p: int(p["c_int"]), bits_fixed(20), "c = floor(2.7921 / s_in^2): c - rem (b - rem) in [1, c] for rem < X"),
+        "c": Config(
+            lambda p: int(p["c_int"]),
+            bits_fixed(20),
+            "c = floor(2.7921 / s_in^2): c - rem (b - rem) in [1, c] for rem < X",
+        ),
     },
     row_len=lambda v: int(v.params["row_len"]),
     parameters={"IN_BITS": "in_bits", "OUT_BITS": "out_bits"},
