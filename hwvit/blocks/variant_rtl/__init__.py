@@ -51,12 +51,14 @@ def rtl(block: str, *parts: str) -> tuple[str, ...]:
 def stream_ports(kind: Any) -> dict[str, Any]:
     """The reference ports of a softmax block whose scores stream on ``in_data_i``, probabilities on
     ``out_data_o`` (``out_last_o`` with a row's last) and each configuration value ``name`` of ``kind``
-    (hwvit.byo.kinds.Kind) on port ``name_i``."""
+    (hwvit.byo.kinds.Kind) on port ``name_i``; a table's write enable, address and data ports
+    likewise (``tbl_we_i``, ``tbl_addr_i``, ``<data>_i``)."""
+    table = () if kind.table is None else ("tbl_we", "tbl_addr", *kind.table.data)
     return {
         "fields": {"x": "in_data_i"},
         "out": "out_data_o",
         "last": "out_last_o",
-        "ports": {name: f"{name}_i" for name in kind.config},
+        "ports": {name: f"{name}_i" for name in (*kind.config, *table)},
     }
 
 

@@ -6,7 +6,7 @@ Rows stream in as for ``rtl/softmax.v`` (the row length sampled with a row's fir
 
 from __future__ import annotations
 
-from hwvit.blocks.variant_rtl import rtl
+from hwvit.blocks.variant_rtl import rtl, stream_ports
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param
 
 PORTS = Kind(
@@ -26,11 +26,6 @@ PORTS = Kind(
 FIELDS = {
     "rtl": rtl("softmax_ita", "row_max", "divu"),
     "ports": PORTS,
-    "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {"row_len": "row_len_i", "mult": "mult_i"},
-    },
+    "reference_ports": stream_ports(PORTS),
     "synth": {"MAX_N": 64},
 }

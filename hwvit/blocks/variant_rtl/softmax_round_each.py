@@ -10,7 +10,7 @@ row length is sampled with each row's first input.
 
 from __future__ import annotations
 
-from hwvit.blocks.variant_rtl import rtl
+from hwvit.blocks.variant_rtl import rtl, stream_ports
 from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
 
 PORTS = Kind(
@@ -36,18 +36,7 @@ PORTS = Kind(
 FIELDS = {
     "rtl": rtl("softmax_round_each", "row_max", "divu"),
     "ports": PORTS,
-    "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {
-            "row_len": "row_len_i",
-            "q_mult": "q_mult_i",
-            "tbl_we": "tbl_we_i",
-            "tbl_addr": "tbl_addr_i",
-            "tbl_data": "tbl_data_i",
-        },
-    },
+    "reference_ports": stream_ports(PORTS),
     "synth": {"MAX_N": 64},
     # by name prefix, before the rest of sim/test_variants*.py: the directed rounding rows, each
     # difference once, the random sets with resets

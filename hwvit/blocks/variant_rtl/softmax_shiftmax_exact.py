@@ -8,7 +8,7 @@ sampled with each row's first input.
 
 from __future__ import annotations
 
-from hwvit.blocks.variant_rtl import rtl
+from hwvit.blocks.variant_rtl import rtl, stream_ports
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param
 
 PORTS = Kind(
@@ -28,11 +28,6 @@ PORTS = Kind(
 FIELDS = {
     "rtl": rtl("softmax_shiftmax_exact", "row_max", "divu"),
     "ports": PORTS,
-    "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {"row_len": "row_len_i", "i0": "i0_i"},
-    },
+    "reference_ports": stream_ports(PORTS),
     "synth": {"MAX_N": 64},
 }

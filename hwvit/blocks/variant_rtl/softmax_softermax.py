@@ -8,7 +8,7 @@ the 17-entry pow2 and reciprocal tables are written together through one table p
 
 from __future__ import annotations
 
-from hwvit.blocks.variant_rtl import rtl
+from hwvit.blocks.variant_rtl import rtl, stream_ports
 from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
 
 PORTS = Kind(
@@ -37,18 +37,6 @@ PORTS = Kind(
 FIELDS = {
     "rtl": rtl("softmax_softermax"),
     "ports": PORTS,
-    "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {
-            "row_len": "row_len_i",
-            "mult": "mult_i",
-            "tbl_we": "tbl_we_i",
-            "tbl_addr": "tbl_addr_i",
-            "tbl_pow2": "tbl_pow2_i",
-            "tbl_recip": "tbl_recip_i",
-        },
-    },
+    "reference_ports": stream_ports(PORTS),
     "synth": {"MAX_N": 64},
 }
