@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from hwvit.cli.common import fail
+from hwvit.onnx.make import CONFIGS
 from hwvit.textfiles import first_line
 
 
@@ -21,7 +22,7 @@ from hwvit.textfiles import first_line
 @click.option(
     "--config",
     "config",
-    type=click.Choice(["symmetric", "default", "uint8"]),
+    type=click.Choice(list(CONFIGS)),
     default="symmetric",
     show_default=True,
     help="onnxruntime quantize_static options: symmetric int8 with per-channel weights; its defaults "
