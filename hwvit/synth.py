@@ -231,6 +231,28 @@ def report_markdown(results: list[SynthResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The accelerator core as docs/synth.md gives it: a 2 x 2 array and memories small enough that yosys
+# maps them to flip-flops in a few minutes (`hwvit synth --core`).
+CORE_PARAMS = {
+    "ROWS": 2, "COLS": 2, "ACT_DEPTH": 256, "WGT_DEPTH": 256, "PRM_DEPTH": 64, "PROG_DEPTH": 16,
+    "MAX_M": 16, "MAX_K": 64, "MAX_N": 64, "MAX_ROW": 16, "MAX_C": 16,
+}  # fmt: skip
+_CORE_ROW = re.compile(r"^\| vit_core \|.*\|$", re.M)
+
+
+def core_row(res: SynthResult) -> str:
+    """The core's row of docs/synth.md's accelerator-core table."""
+    mux = sum(v for k, v in res.by_type.items() if "MUX" in k)
+    return f"| vit_core | as above | {res.cells} | {res.flip_flops} | {mux} | ok |"
+
+
+def with_core_row(page: str, row: str) -> str:
+    """``page`` with its accelerator-core row replaced by ``row`` (ValueError if it has none)."""
+    if len(_CORE_ROW.findall(page)) != 1:
+        raise ValueError("no single `| vit_core | ... |` row to replace")
+    return _CORE_ROW.sub(lambda _: row, page)
+
+
 def keep_sections(table: str, old: str | None) -> str:
     """``table`` (report_markdown's page) followed by the sections of ``old`` that the command does not
     write: from its first ``## `` heading on (docs/synth.md's accelerator core, measured by its own run)."""

@@ -101,10 +101,36 @@ def test_synth_out_keeps_the_sections_it_does_not_write():
     from hwvit.synth import keep_sections
 
     page = (ROOT / "docs" / "synth.md").read_text()
-    table, core = page.split("\n## Accelerator core", 1)
-    assert keep_sections(table + "\n", page) == table + "\n\n## Accelerator core" + core
+    table, rest = page.split("\n## ", 1)
+    assert "\n## Accelerator core" in "\n## " + rest
+    assert keep_sections(table + "\n", page) == table + "\n\n## " + rest
     assert keep_sections("| new |\n", None) == "| new |\n"
     assert keep_sections("| new |\n", "| old |\n") == "| new |\n"  # nothing after the table: nothing kept
+
+
+def test_synth_core_replaces_the_core_row_alone(tmp_path):
+    """`hwvit synth --core --out docs/synth.md` rewrites the accelerator core's row and nothing else; a
+    page without that row is refused before yosys runs, and --core stands alone."""
+    from click.testing import CliRunner
+
+    from hwvit.cli.synth import synth
+    from hwvit.synth import SynthResult, core_row, with_core_row
+
+    page = (ROOT / "docs" / "synth.md").read_text()
+    res = SynthResult("vit_core", True, 1234, {"$_MUX_": 56, "$_DFF_P_": 7})
+    new = with_core_row(page, core_row(res))
+    assert "| vit_core | as above | 1234 | 7 | 56 | ok |" in new
+    assert [a for a in page.splitlines() if "vit_core |" not in a] == [
+        b for b in new.splitlines() if "vit_core |" not in b
+    ]
+    with pytest.raises(ValueError, match="vit_core"):
+        with_core_row("# no core here\n", "| vit_core |")
+    bare = tmp_path / "bare.md"
+    bare.write_text("# no core here\n")
+    out = CliRunner().invoke(synth, ["--core", "--out", str(bare)])
+    assert out.exit_code != 0 and "vit_core" in out.output and bare.read_text() == "# no core here\n"
+    out = CliRunner().invoke(synth, ["--core", "--block", "gelu"])
+    assert out.exit_code != 0 and "--core" in out.output
 
 
 # Word-level cells before techmap, at synth.BLOCKS' parameters. Multipliers appear as $macc:

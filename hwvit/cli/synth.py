@@ -28,8 +28,14 @@ from hwvit.synth import BLOCKS
     help="One row per arithmetic variant (hwvit.variants) instead: the block that computes it (its own "
     "kind, requant at its ROUNDING/WRAP, the GELU table), each synthesized once.",
 )
+@click.option(
+    "--core",
+    is_flag=True,
+    help="The whole accelerator core (rtl/vit_core.v) at docs/synth.md's small parameters instead (a few "
+    "minutes); with --out, its row in that page's accelerator-core table is replaced.",
+)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Write the markdown table here.")
-def synth(blocks, by_variant, out_path):
+def synth(blocks, by_variant, core, out_path):
     """Synthesize each block with yosys and print its cells, flip-flops, longest path and memory bits.
 
     \b
@@ -43,6 +49,11 @@ def synth(blocks, by_variant, out_path):
         toolchain.repo()
     except toolchain.ToolMissing as exc:
         fail(str(exc))
+    if core:
+        if blocks or by_variant:
+            fail("--core synthesizes the accelerator core alone: leave out --block and --variants")
+        _core(out_path)
+        return
     if by_variant:
         if blocks:
             fail("--variants synthesizes every variant's block: leave out --block")
@@ -68,6 +79,26 @@ def synth(blocks, by_variant, out_path):
     failed = sum(not r.ok for r in results)
     click.echo(f"{len(results) - failed} synthesized, {failed} failed")
     sys.exit(1 if failed else 0)
+
+
+def _core(out_path: str | None) -> None:
+    from hwvit.synth import CORE_PARAMS, core_row, synth_block, with_core_row
+
+    page = None
+    if out_path:  # checked before minutes of yosys
+        out = Path(out_path)
+        page = out.read_text() if out.is_file() else ""
+        try:
+            with_core_row(page, "| vit_core |")
+        except ValueError as exc:
+            fail(f"{out}: {exc}")
+    res = synth_block("vit_core", CORE_PARAMS, timeout=3600)
+    if not res.ok:
+        fail(f"vit_core: {res.message}")
+    click.echo(f"vit_core {res.cells:8d} cells {res.flip_flops:7d} flip-flops  longest path {res.longest_path} cells")
+    if page is not None:
+        write_atomic(Path(out_path), with_core_row(page, core_row(res)))
+        click.echo(f"wrote {out_path}")
 
 
 def _variants(out_path: str | None) -> None:
