@@ -5,7 +5,8 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
 - a build with MAX_C = 40, not a power of two: full rows of 40 (all -128, one outlier) fill the top
   bits of the row sums and differences, which a power-of-two MAX_C never reaches, so a sign taken
   from the bit below the sign shows (the campaign found those sign copies alive in every variant;
-  layernorm_ptf's channels all at its widest factor, z = x << 3, there and at 4096);
+  layernorm_ptf's channels all at its widest factor, z = x << 3, there and at 4096); a row of sum 35,
+  whose remainder mod 40 has the top bit of its 6 (layernorm_ivit divides Sx by C for its mean);
 - rows of two one LSB apart (V = 1, the least variance above 0: the largest inverse, 2^32 in
   rtl/layernorm.v at EPS = 0, its top bit set), against as many constant rows (V = 0): both exact, and
   unstalled the constant rows faster by the skipped square root and division (each header says so);
@@ -89,6 +90,7 @@ def test_layernorm_variant_max_c_not_a_power_of_two(kind, tmp_path, run_set):
         r[rng.integers(40)] = hi
         x.append(r)
     x.append(rng.integers(-128, 127, 40, endpoint=True))
+    x.append(np.where(np.arange(40) == 0, 35, 0))  # Sx = 35: a mean's remainder mod 40 with bit 5 set
     set_dir = _set(kind, tmp_path / "c40", len(x), 40, WIDEST.get(kind, lambda c: None)(40), c=40, x=np.stack(x))
     res = run_set(set_dir, "icarus", hdl_overrides={"MAX_C": 40})
     assert res.elements == len(x) * 40, res.line()
