@@ -6,7 +6,9 @@ that name the team's block to `hwvit sim` (--rtl, --top, --bind) in HWVIT_BYO_OP
 mismatch line's rerun command:
 - ``run_vectors``: configuration ports set, the table written one entry per clock, then every
   input beat streamed with random stalls on both sides (HWVIT_STALL); every output is compared,
-  and where the output has a row end (tlast / last) its position too;
+  and where the output has a row end (tlast / last) its position too; HWVIT_SINK_HOLD (JSON
+  [words, clocks], valid_ready blocks) holds the output's ready low that long once, after that many
+  outputs;
 - ``reset_midstream``: reset while beats are in flight, check no output is X and nothing comes out
   afterwards; reset again and stream the whole set from the first clock after that reset (valid_ready
   blocks), checking everything.
@@ -74,6 +76,10 @@ class Bench:
         seed = int(os.environ.get("HWVIT_TB_SEED", "1"))
         self.rands = [random.Random(seed * 4 + i) for i in range(4)]
         self.axis = self.plan["style"] == "axis"
+        hold = json.loads(os.environ.get("HWVIT_SINK_HOLD") or "null")
+        self.hold = None if hold is None else (int(hold[0]), int(hold[1]))
+        if self.hold is not None and self.axis:
+            raise ValueError("HWVIT_SINK_HOLD: valid_ready blocks only")
 
     # ------------------------------------------------------------------ setup
     def idle_inputs(self) -> None:
@@ -141,7 +147,8 @@ class Bench:
         p = min(tbutil.stall_probability(), 0.95)
         rows = max(1, len(self.ends))
         row_len = max(1, self.expected.size // rows)
-        return int((beats * 8 / (1 - p) + rows * (4 * row_len + 400) + 1000) * tbutil.CLK_NS)
+        held = self.hold[1] if self.hold else 0
+        return int((beats * 8 / (1 - p) + rows * (4 * row_len + 400) + 1000 + held) * tbutil.CLK_NS)
 
     async def transfer(self, stall: float, stop_after: int | None = None, eager: bool = False):
         """Stream every beat; return (values, last flags or None, cycles). ``stop_after``: return
@@ -164,7 +171,9 @@ class Bench:
         if "last" in out:
             data.append(self.sig(out["last"]))
             signed.append(False)
-        snk = tbutil.Sink(self.clk, self.sig(out["valid"]), self.sig(out["ready"]), data, signed, stall, self.rands[1])
+        snk = tbutil.Sink(
+            self.clk, self.sig(out["valid"]), self.sig(out["ready"]), data, signed, stall, self.rands[1], self.hold
+        )
         send = cocotb.start_soon(src.send(self.words, eager))
         want = len(self.words) if stop_after is None else stop_after
         recv = cocotb.start_soon(snk.collect(want))

@@ -125,16 +125,33 @@ class Source:
 
 
 class Sink:
-    """Collect words from (valid, data...) while toggling ready at random."""
+    """Collect words from (valid, data...) while toggling ready at random; ``hold`` = (words, clocks):
+    ready held low for ``clocks`` clocks once, after ``words`` words are taken (a consumer busy for
+    longer than random stalls ever are)."""
 
-    def __init__(self, clk, valid, ready, data: Sequence, signed: Sequence[bool], stall: float, rand: random.Random):
+    def __init__(
+        self,
+        clk,
+        valid,
+        ready,
+        data: Sequence,
+        signed: Sequence[bool],
+        stall: float,
+        rand: random.Random,
+        hold: tuple[int, int] | None = None,
+    ):
         self.clk, self.valid, self.ready, self.data, self.signed = clk, valid, ready, data, signed
-        self.stall, self.rand = stall, rand
+        self.stall, self.rand, self.hold = stall, rand, hold
         self.words: list[tuple[int, ...]] = []
         self.ready.value = 0
 
     async def collect(self, count: int) -> list[tuple[int, ...]]:
         while len(self.words) < count:
+            if self.hold is not None and len(self.words) == self.hold[0]:
+                self.ready.value = 0
+                for _ in range(self.hold[1]):
+                    await RisingEdge(self.clk)
+                self.hold = None
             self.ready.value = 0 if (self.stall and self.rand.random() < self.stall) else 1
             await ReadOnly()
             if self.valid.value and not self.ready.value:

@@ -5,7 +5,8 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
 - a build with MAX_C = 40, not a power of two: full rows of 40 (all -128, one outlier) fill the top
   bits of the row sums and differences, which a power-of-two MAX_C never reaches, so a sign taken
   from the bit below the sign shows (the campaign found those sign copies alive in every variant;
-  layernorm_ptf's channels all at its widest factor, z = x << 3, there and at 4096);
+  layernorm_ptf's channels all at its widest factor, z = x << 3, there and at 4096); a row of sum 35,
+  whose remainder mod 40 has the top bit of its 6 (layernorm_ivit divides Sx by C for its mean);
 - rows of two one LSB apart (V = 1, the least variance above 0: the largest inverse, 2^32 in
   rtl/layernorm.v at EPS = 0, its top bit set), against as many constant rows (V = 0): both exact, and
   unstalled the constant rows faster by the skipped square root and division (each header says so);
@@ -16,7 +17,10 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
   shifts) and the rows whose outputs flip with inv one off (its rounding 2^43 + sig/2), at C = 64
   and 4096;
 - layernorm_ptf's rows whose outputs flip with inv one off, at the drawn eps_int and at 2^61 (the
-  square root's top bit).
+  square root's top bit);
+- layernorm_ivit (16-bit inputs) at its channel table's ends (bias +-(2^40 - 1) and past 2^39, z past
+  2^40, M = +-2^31, E = 1 and 93, ties), on rows whose variance is m^2 - 1 (the Newton steps' two-cycle:
+  the start shows), and with its output held past the next row's CALC.
 
 Icarus, through the generic stream bench (sim/byotb.py), sets built by the kinds themselves with the
 rows given. All opt-in (marker ``variants``, make test-variants: two minutes of Icarus that make
@@ -57,7 +61,7 @@ def _set(kind: str, out, cases: int, seed: int, constants: dict | None = None, *
         vp = {**_constants(rec), **constants}
         y = variants.get("layernorm", spec.variant).kernel(x, vp)
         scales = {"x": rec.tensors["x"].scale, "y": rec.tensors["y"].scale}
-        rec = spec.traced(rec.path, x, y, vp, 8, int(vp["out_bits"]), scales)
+        rec = spec.traced(rec.path, x, y, vp, int(rec.params["in_bits"]), int(vp["out_bits"]), scales)
     return vectors.write_set(rec, out, seed=seed)
 
 
@@ -86,6 +90,7 @@ def test_layernorm_variant_max_c_not_a_power_of_two(kind, tmp_path, run_set):
         r[rng.integers(40)] = hi
         x.append(r)
     x.append(rng.integers(-128, 127, 40, endpoint=True))
+    x.append(np.where(np.arange(40) == 0, 35, 0))  # Sx = 35: a mean's remainder mod 40 with bit 5 set
     set_dir = _set(kind, tmp_path / "c40", len(x), 40, WIDEST.get(kind, lambda c: None)(40), c=40, x=np.stack(x))
     res = run_set(set_dir, "icarus", hdl_overrides={"MAX_C": 40})
     assert res.elements == len(x) * 40, res.line()
@@ -244,3 +249,87 @@ def test_layernorm_ibert_contract_extremes(tmp_path, run_set):
     set_dir = _set("layernorm_ibert", tmp_path / "ties", 5, 49, constants, c=8, x=x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 40, res.line()
+
+
+def test_layernorm_ivit_contract_ends_and_ties(tmp_path, run_set):
+    """layernorm_ivit at the ends of its channel table's contract, which drawn constants never reach
+    (the campaign found their sign copies and rounding alive): bias = +-(2^40 - 1) with y of the same
+    sign, so z = y + bias passes +-2^40 (z's bits 41 and 40 differ); bias = 2^39 and -2^39 - 1 (bits 40
+    and 39 differ); M = 2^31, the one M whose bit 31 differs from its sign, and -2^31; E = 93, the
+    kernel's largest. Channels 8..15 are 0 in rows of mean 0 (d = 0, so y = 0 and z = bias) or the rows
+    are constant: there M = 1 and E = 1 or 2 round z / 2^E at ties both ways (an odd z at E = 1 is a
+    tie; E = 1 is the least shift, where the rounding bit is P's bit 0)."""
+    from hwvit.variants.ibert import ibert_requant_ref
+    from hwvit.variants.ivit_released import layernorm_stages
+
+    toolchain.require("icarus")
+    b40, b39 = (1 << 40) - 1, 1 << 39
+    bias = [b40, -b40, b39, -b39 - 1, 0, 0, b40, -b40, 1, 3, -1, -3, 5, 6, -5, 2]
+    mult = [1 << 30, 1 << 30, 1 << 30, 1 << 30, 1 << 31, -(1 << 31), 1 << 31, (1 << 31) - 1] + [1] * 8
+    shift = [60, 60, 69, 69, 54, 54, 93, 72, 1, 1, 1, 1, 2, 2, 1, 1]
+    ties = [ibert_requant_ref(b, 1, e, 8) for b, e in zip(bias[8:], shift[8:])]
+    assert ties == [0, 2, 0, -2, 1, 2, -2, 1]  # 1/2, 3/2, -1/2, -3/2 to even; 5/4; 6/4, -5/2 to even; 1
+    half = [[32767, -32768, 1000, -999, 20000, -20000, 12345, -12345], [20000, -32768, 7, 12761, -30000, 30000, -1, 1]]
+    x = np.array([h + [0] * 8 for h in half] + [[v] * 16 for v in (-32768, -1, 0, 32767)])
+    constants = {k: np.array(v, dtype=np.int64) for k, v in (("bias", bias), ("multiplier", mult), ("shift", shift))}
+    st = layernorm_stages(x, {**constants, "in_bits": 16, "out_bits": 8})
+    assert (st["d"][:, 8:] == 0).all() and (st["y"][:, 8:] == 0).all() and (st["out"][:, 8:] == ties).all()
+    assert (st["z"][:2, 0] >= 1 << 40).all() and (st["z"][:2, 1] < -(1 << 40)).all() and (st["out"][:2, 4] != 0).all()
+    set_dir = _set("layernorm_ivit", tmp_path / "ends", 6, 50, constants, c=16, in_bits=16, x=x)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 6 * 16, res.line()
+
+
+# Rows of 16-bit inputs (mean 0) whose variance is m^2 - 1, where integer Newton steps settle into the
+# two-cycle m - 1, m: ten steps from 2^16 and from 2^16 + 1 end on different sides of it
+NEWTON_ROWS = [
+    [13574, -1657, 10546, 24922, -10364, -9633, -6966, -20423],  # var = 39814^2 - 1
+    [23458, -18864, -19309, -21815, 11292, 31780, 23008, -29551],  # var = 2^32 - 1
+]
+
+
+def test_layernorm_ivit_newton_start_rows(tmp_path, run_set, monkeypatch):
+    """layernorm_ivit's std starts its ten Newton steps at 2^16 exactly: on rows whose variance is
+    m^2 - 1 (the steps' two-cycle) a start of 2^16 + 1 ends one off (std 65535 for 65536), and the
+    outputs at M = 2^30, E = 45 (16 bits) change (the campaign found that start alive)."""
+    from hwvit.variants import ivit_released
+
+    toolchain.require("icarus")
+    x = np.array(NEWTON_ROWS)
+    constants = {"bias": np.zeros(8, dtype=np.int64), "multiplier": np.full(8, 1 << 30), "shift": np.full(8, 45)}
+    p = {**constants, "in_bits": 16, "out_bits": 16}
+    st = ivit_released.layernorm_stages(x, p)
+    assert st["var"].ravel().tolist() == [39814**2 - 1, (1 << 32) - 1] and (st["mu"] == 0).all()
+    monkeypatch.setattr(ivit_released, "LN_START", ivit_released.LN_START + 1)
+    off = ivit_released.layernorm_stages(x, p)
+    monkeypatch.undo()
+    assert (off["std"] != st["std"]).all() and (off["out"] != st["out"]).sum(axis=1).min() >= 2
+    set_dir = _set("layernorm_ivit", tmp_path / "newton", 2, 51, constants, c=8, in_bits=16, out_bits=16, x=x)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 16, res.line()
+
+
+def test_layernorm_ivit_output_held_past_the_next_rows_calc(tmp_path, run_set):
+    """A row's next CALC (about 380 clocks: twelve divisions) may start only once stages 1 and 2 hold
+    no element of the row before (GO_AFTER = 2), since stage 2's element reads factor on its move to
+    stage 3. Output ready held low for 600 clocks after the first row's C - 5 outputs: its last five
+    elements then sit in stages 2..6 with stage 1 empty while the next row is filled, so a CALC started
+    one stage early would hand the last element the next row's factor (rows whose factors differ, so
+    its output would change; random stalls never last that long: the campaign found GO_AFTER = 1 alive)."""
+    import json
+
+    from hwvit.variants.ibert import ibert_requant_ref
+    from hwvit.variants.ivit_released import layernorm_stages
+
+    toolchain.require("icarus")
+    x = np.array([[3, -5, 8, 0, -2, 7, -9, 4], NEWTON_ROWS[1], [900, -400, 1200, -37, 52, -1500, 8, 333]])
+    set_dir = _set("layernorm_ivit", tmp_path / "held", 3, 52, None, c=8, in_bits=16, x=x)
+    rec = vectors.read(set_dir)
+    p = {**_constants(rec), "in_bits": 16, "out_bits": int(rec.params["out_bits"])}
+    st = layernorm_stages(x, p)
+    y = (int(st["d"][0, 7]) * int(st["factor"][1, 0])) >> 1  # the first row's last element, the next factor
+    late = ibert_requant_ref(y + int(p["bias"][7]), int(p["multiplier"][7]), int(p["shift"][7]), p["out_bits"])
+    assert late != st["out"][0, 7]
+    env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 5, 600])}
+    res = run_set(set_dir, "icarus", extra_env=env)
+    assert res.elements == 24 and res.cycles > 600, res.line()

@@ -112,6 +112,30 @@ def test_ivit_layernorm_widths():
     _same("ivit", "layernorm", x[[2, 5]], p)
 
 
+def test_ivit_layernorm_bounds_of_its_verilog():
+    """The bounds that leave rtl/layernorm_ivit.v's top bits unused (sim/mutants_equivalent.yaml argues
+    its surviving mutants with them), met and nearly reached at 16 bits and C = 4096: var < C 2^30
+    (about the rounded mean), every Newton quotient and k below 2^26, |d| factor <= 2^31 - 1 (|d| <=
+    floor(sqrt(var)) <= k after a step), so |y| <= 2^30; rows: the rails and alternating ones (var
+    near C 2^30), one-hot rows (|d| near sqrt(var)), a row [a, -a, 0, ...] and small variances."""
+    c, lo, hi = 4096, -(1 << 15), (1 << 15) - 1
+    rows = [*_rails(c, 16), np.where(np.arange(c) == 0, hi, lo), np.where(np.arange(c) == 7, lo, hi)]
+    rows += [np.where(np.arange(c) < 2, [hi, -hi] + [0] * (c - 2), 0), np.arange(c) % 3 - 1]
+    x = np.stack(rows).astype(np.int64)
+    p = {"bias": np.zeros(c, np.int64), "multiplier": np.ones(c, np.int64), "shift": np.ones(c, np.int64)}
+    st = iv.layernorm_stages(x, {**p, "in_bits": 16, "out_bits": 16})
+    var = st["var"][:, 0]
+    assert var.max() < c << 30 and var.max() >= 1 << 41
+    k, quotients = np.full(var.shape, iv.LN_START), []
+    for _ in range(iv.LN_STEPS):
+        quotients.append(var // k)
+        k = (k + var // k) >> 1
+        assert (k >= np.sqrt(var).astype(np.int64)).all() and k.max() < 1 << 26
+    assert np.array_equal(k, st["std"][:, 0]) and max(q.max() for q in quotients) < 1 << 26
+    df = np.abs(st["d"] * st["factor"])
+    assert df.max() <= (1 << 31) - 1 and df.max() >= 1 << 30 and np.abs(st["y"]).max() <= 1 << 30
+
+
 def test_ptf_widths():
     """12-bit codes at the widest factor, rows of 4096: C Sxx - Sx^2 < 2^53 (exact in binary64)."""
     c = 4096

@@ -41,4 +41,12 @@ FIELDS = {
     "ports": PORTS,
     "reference_ports": ibert.FIELDS["reference_ports"],
     "synth": {"MAX_C": 64},
+    # by name prefix, before the rest of sim/test_variants*.py: the channel table's ends and ties, the
+    # Newton start, the held output (a second each), then the random sets
+    "mutate_first": (
+        "test_layernorm_ivit_contract_ends_and_ties",
+        "test_layernorm_ivit_newton_start_rows",
+        "test_layernorm_ivit_output_held_past_the_next_rows_calc",
+        "test_variant_random_sets_bit_exact",
+    ),
 }
