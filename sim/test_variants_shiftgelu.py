@@ -1,0 +1,96 @@
+"""I-ViT's released ShiftGELU in Verilog (rtl/gelu_shiftgelu.v) at the ends of its ranges, beyond
+sim/test_variants.py's random sets at the default scale (I_0 = 13, 8 bits):
+
+- every row maximum once, beside elements at the bottom rail: ShiftExp of -max for every max, the
+  negative ones through the long shifts (q < 0) to where e2 saturates, and e1 of every difference up
+  to its clamp at 23 I_0;
+- the sum's clamp at 2^31 - 1 from both sides: rows whose e1 + e2 is the largest below and the
+  smallest above it (I_0 = 100, 10-bit inputs);
+- I_0 from 1 (every divisor S' = 2 I_0 at its least: factor 2^30 - 1, the divider's widest quotient)
+  to 2^16 at 16 bits in and out (e1 up to 2^39, the sigmoid up to 2^15, |x sig| up to 2^30, I-ViT's
+  own widths);
+- QuantAct's shift at both ends: E past 63 (every output 0) and small E (saturated outputs).
+
+Icarus only: short rows, few of them. Each set is computed by the variant's kernel
+(hwvit.variants.ivit_released.gelu_stages), held to the authors' code by tests/test_variants_authors.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hwvit import blocks, toolchain, vectors
+from hwvit.variants.ivit_released import GELU_K
+
+KIND = "gelu_shiftgelu"
+
+
+def _i0_scale(i0: int) -> float:
+    """An s_in whose I_0 = ceil(1 / (1.702 s_in)) is ``i0``."""
+    return 1.0 / (GELU_K * (i0 - 0.5)) if i0 > 1 else 1.0
+
+
+def _run(tmp_path, run_set, name: str, opts: dict, cases: int = 10, seed: int = 31) -> dict:
+    toolchain.require("icarus")
+    spec = blocks.get(KIND)
+    options = {**spec.defaults, **opts}
+    rec = spec.random(np.random.default_rng([seed, spec.seed]), cases, options)
+    set_dir = vectors.write_set(rec, tmp_path / name, seed=seed)
+    res = run_set(set_dir, "icarus")
+    got = vectors.read(set_dir)
+    assert res.elements == got["y"].size, res.line()
+    return got.params
+
+
+# (options, I_0 the set must have)
+SCALES = {
+    "i0_1": ({"in_bits": 8, "scale_in": 1.0, "n": 24}, 1),
+    "i0_2_wide": ({"in_bits": 12, "scale_in": 0.5, "n": 24}, 2),
+    "i0_4000_16bit": ({"in_bits": 16, "out_bits": 16, "scale_in": _i0_scale(4000), "n": 24}, 4000),
+    "i0_65536_16bit": (
+        {"in_bits": 16, "out_bits": 16, "scale_in": 1.0000001 * 2.0**-16 / GELU_K, "scale_out": 2.0**-8, "n": 24},
+        1 << 16,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCALES))
+def test_gelu_shiftgelu_scales_bit_exact(case, tmp_path, run_set):
+    opts, i0 = SCALES[case]
+    params = _run(tmp_path, run_set, case, opts)
+    assert params["i0"] == i0
+
+
+def test_gelu_shiftgelu_every_max_bit_exact(tmp_path, run_set):
+    """Rows [m, -128, m - 1] for every m of 8 bits (the default scale: I_0 = 13, 23 I_0 = 299 within
+    reach of 8-bit differences)."""
+    m = np.arange(-128, 128)
+    rows = np.stack([m, np.full(m.size, -128), np.maximum(m - 1, -128)], axis=1)
+    params = _run(tmp_path, run_set, "every_max", {"n": 3, "x": rows}, cases=len(rows))
+    assert params["i0"] == 13 and params["rows"] == 256
+
+
+def test_gelu_shiftgelu_sum_clamp_bit_exact(tmp_path, run_set):
+    """I_0 = 100, 10 bits: in a row of max -88, e1 + e2 is 2^31 - 1 - 262143 at x = -487 (the largest
+    below the clamp any row reaches) and 2^31 at x = -486 (the smallest above it); both in one row,
+    where the sigmoid comes from the division for one and from e1 >> 24 for the other."""
+    from hwvit.variants.ivit_released import GELU_N, shift_exp
+
+    rows = np.array([[-88, -486, -487, -500], [-88, -487, -486, -88]])
+    e = shift_exp(rows - (-88), 100, GELU_N) + shift_exp(np.array(88), 100, GELU_N)
+    assert int(e[0, 1]) == 1 << 31 and int(e[0, 2]) == (1 << 31) - 1 - 262143
+    params = _run(tmp_path, run_set, "clamp", {"in_bits": 10, "scale_in": _i0_scale(100), "n": 4, "x": rows}, 2)
+    assert params["i0"] == 100
+
+
+@pytest.mark.parametrize(
+    "case, scale_out, shift",
+    [("shift_past_63", 2.0**40, lambda e: e >= 64), ("shift_0", 2.0**-37.5, lambda e: e == 0)],
+)
+def test_gelu_shiftgelu_quantact_shift_bit_exact(case, scale_out, shift, tmp_path, run_set):
+    """E past 63 (QuantAct from s_in 2^-7 to an s_out 2^40 times larger: 0 everywhere, the kernel's
+    round half to even of |t M| / 2^E <= 1/4) and E = 0 (no rounding; every nonzero t saturates)."""
+    scale_in = 6.0 / 128
+    params = _run(tmp_path, run_set, case, {"scale_in": scale_in, "scale_out": scale_in * scale_out, "out_bits": 16})
+    assert shift(params["shift"]), params
