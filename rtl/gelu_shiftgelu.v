@@ -21,12 +21,12 @@
 //   q + 8 = q_w; w < 0 means q < -8, a shift 23 - q > 31 (capped at 33 or not), and E >= 2^31 since
 //   2 I_0 - r >= 2; otherwise q_w in [0, 31] (five steps) and the shift 31 - q_w in [0, 31] is below the
 //   cap: (2 I_0 - r) << 31 - q_w < 2^49, compared with 2^31 - 1.
-//   S' >= e1 + e2 >= 2 I_0 >= 2 (both at least I_0; or clamped), so factor <= 2^30 - 1: of the 31
+//   S' >= min(2 I_0, 2^31 - 1) >= 2 (e1, e2 >= I_0), so factor <= 2^30 - 1: of the 31
 //   restoring steps of the dividend 2^31 - 1 the first gives 0; the divider runs 32 steps on the 32-bit
 //   dividend 0111...1 (four stages of eight) and keeps quotient bits [29:0].
 //   Unclamped (e1 + e2 < 2^31 - 1, S' = e1 + e2 > e1): e1 factor <= e1 (2^31 - 1) / S' < 2^31 - 1, formed
 //   in 31 bits from e1's low 31 (e1 < S' < 2^31), sig <= 127. Clamped: factor = 1, sig = e1 >> 24 <= 2^15.
-//   |t_i| <= 2^15 2^15 = 2^30 (signed 32); M in [2^30, 2^31] (batch_frexp of a positive scale, unsigned
+//   |t_i| <= 2^15 2^15 = 2^30 (signed 31); M in [2^30, 2^31] (batch_frexp of a positive scale, unsigned
 //   32), |t M| <= 2^61: round_half_even by rtl/round_sat.v at 64 bits with E in 0..63; E >= 63 gives 0
 //   as the kernel does (|t M| / 2^E <= 1/4), so E is clamped to 63.
 //
@@ -82,26 +82,32 @@ module gelu_shiftgelu #(
   wire [20:0] i0x = {4'd0, i0_i};
   wire [20:0] cap = (i0x << 4) + (i0x << 3) - i0x;  // 23 I_0
 
+  // ShiftExp's q = floor(u / I_0) and r = u - q I_0 for 0 <= u < 32 I_0: five restoring steps, {r, q}.
+  function [25:0] qr;
+    input [20:0] u;
+    input [20:0] i0;
+    reg   [20:0] r;
+    integer      b;
+    begin
+      r = u;
+      for (b = 4; b >= 0; b = b - 1) begin
+        qr[b] = (r >= (i0 << b));
+        if (qr[b]) begin
+          r = r - (i0 << b);
+        end
+      end
+      qr[25:5] = r;
+    end
+  endfunction
+
   // ---------------------------------------------------------------- e2 = ShiftExp of the max (CALC)
   wire signed [21:0] mw   = $signed({{(22-IN_BITS){mx[IN_BITS-1]}}, mx});               // the max
   wire signed [21:0] u2   = mw + ((mw + 22'sd1) >>> 1) - ((mw + 22'sd15) >>> 4);       // m + ceil(m/2) - ceil(m/16)
   wire signed [21:0] capw = $signed({1'b0, cap});
   wire        [21:0] w    = ((u2 > capw) ? capw : u2) + $signed({1'b0, i0x << 3});    // min(u, 23 I_0) + 8 I_0
-  reg  [20:0] rem2;                                                             // ends as r < I_0
-  reg  [4:0]  qw;
-  integer     b2;
-  always @* begin
-    rem2 = w[20:0];
-    qw   = 5'd0;
-    for (b2 = 4; b2 >= 0; b2 = b2 - 1) begin
-      if (rem2 >= (i0x << b2)) begin
-        rem2   = rem2 - (i0x << b2);
-        qw[b2] = 1'b1;
-      end
-    end
-  end
-  wire [17:0] twice2 = {i0_i, 1'b0} - rem2[17:0];                             // 2 I_0 - r
-  wire [48:0] val2   = {31'd0, twice2} << (5'd31 - qw);                        // < 2^49
+  wire        [25:0] qr2  = qr(w[20:0], i0x);                                          // {r, q_w}
+  wire [17:0] twice2 = {i0_i, 1'b0} - qr2[22:5];                              // 2 I_0 - r
+  wire [48:0] val2   = {31'd0, twice2} << (5'd31 - qr2[4:0]);                  // < 2^49
   wire [30:0] e2_d   = (w[21] || val2[48:1] >= {17'd0, TOP}) ? TOP : val2[31:1];  // min(e2, 2^31 - 1)
   reg  [30:0] e2_q;
   always @(posedge clk_i) begin
@@ -114,23 +120,11 @@ module gelu_shiftgelu #(
   wire [IN_BITS:0] diff = {mx[IN_BITS-1], mx} - {x1[IN_BITS-1], x1};          // a in [0, 2^IN_BITS - 1]
   wire [20:0]      aw   = {{(20-IN_BITS){1'b0}}, diff};
   wire [20:0]      u1   = aw + ((aw + 21'd1) >> 1) - ((aw + 21'd15) >> 4);     // u < 2^17
-  reg  [20:0]      rem1;                                                       // ends as r < I_0
-  reg  [4:0]       q1;
-  integer          b1;
-  always @* begin
-    rem1 = (u1 > cap) ? cap : u1;
-    q1   = 5'd0;
-    for (b1 = 4; b1 >= 0; b1 = b1 - 1) begin
-      if (rem1 >= (i0x << b1)) begin
-        rem1   = rem1 - (i0x << b1);
-        q1[b1] = 1'b1;
-      end
-    end
-  end
-  wire [17:0] twice1 = {i0_i, 1'b0} - rem1[17:0];                             // 2 I_0 - r
-  wire [40:0] wide1  = {23'd0, twice1} << (5'd23 - q1);                        // <= 2^40
-  wire [31:0] sum1   = {1'b0, wide1[31:1]} + {1'b0, e2_q};
-  wire        clamp1 = (wide1[40:32] != 9'd0) || (sum1 >= {1'b0, TOP});       // e1 + e2 >= 2^31 - 1
+  wire [25:0]      qr1  = qr((u1 > cap) ? cap : u1, i0x);                      // {r, q}
+  wire [17:0]  twice1 = {i0_i, 1'b0} - qr1[22:5];                              // 2 I_0 - r
+  wire [40:0]  wide1  = {23'd0, twice1} << (5'd23 - qr1[4:0]);                 // e1 = wide1 >> 1 <= 2^39
+  wire [31:0]  sum1   = {1'b0, wide1[31:1]} + {1'b0, e2_q};
+  wire         clamp1 = (wide1[40:32] != 9'd0) || (sum1 >= {1'b0, TOP});       // e1 + e2 >= 2^31 - 1
 
   // what stages 2..6 carry, {x, e1, clamped}; S' (stages 2..5); the division's partial remainder
   // (stages 3..5) and quotient bits so far, low-aligned (stages 3..6)
@@ -193,8 +187,8 @@ module gelu_shiftgelu #(
   // ---------------------------------------------------------------- stage 7: sig, t = x sig
   wire [30:0] prod = e16[30:0] * {1'b0, q6_q};                                // e1 factor < 2^31 - 1
   wire [15:0] sig  = cl6 ? e16[39:24] : {9'd0, prod[30:24]};
-  wire [31:0] t_d  = $signed({{(32-IN_BITS){x6[IN_BITS-1]}}, x6}) * $signed({16'd0, sig});
-  reg  [31:0] t_q;
+  wire [30:0] t_d  = $signed(x6) * $signed({1'b0, sig});                      // |x sig| <= 2^30
+  reg  [30:0] t_q;
   always @(posedge clk_i) begin
     if (ld[7]) begin
       t_q <= t_d;
@@ -202,12 +196,12 @@ module gelu_shiftgelu #(
   end
 
   // ---------------------------------------------------------------- stage 8: round_half_even(t M / 2^E), sat
-  wire [63:0] v = $signed({{32{t_q[31]}}, t_q}) * $signed({32'd0, multiplier_i});    // |t M| <= 2^61
+  wire [63:0] v = $signed(t_q) * $signed({1'b0, multiplier_i});                // |t M| <= 2^61
   round_sat #(.IN_BITS(64), .OUT_BITS(OUT_BITS), .ROUNDING(2), .WRAP(0)) u_round (
     .v_i(v), .shift_i(shift_i[6] ? 6'd63 : shift_i[5:0]), .y_o(out_d)
   );
 
-  wire unused_bits = ^{st3[7:6], rem1[20:18], rem2[20:18], val2[0], wide1[0], sum1[31], prod[23:0],
+  wire unused_bits = ^{st3[7:6], qr1[25:23], qr2[25:23], val2[0], wide1[0], sum1[31], prod[23:0],
                        st6[38:8], ld[1], ld[8], enter_unused, pass_unused, passed_unused, start_unused, len_unused,
                        row_len_unused, idx_unused, fill_addr_unused, rd_addr_unused, fill_max_unused};
 
