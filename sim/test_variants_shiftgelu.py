@@ -9,7 +9,8 @@ sim/test_variants.py's random sets at the default scale (I_0 = 13, 8 bits):
 - I_0 from 1 (every divisor S' = 2 I_0 at its least: factor 2^30 - 1, the divider's widest quotient)
   to 2^16 at 16 bits in and out (e1 up to 2^39, the sigmoid up to 2^15, |x sig| up to 2^30, I-ViT's
   own widths);
-- QuantAct's shift at both ends: E past 63 (every output 0) and small E (saturated outputs).
+- QuantAct's shift at both ends: E past 63 (every output 0) and E = 0 (saturated outputs);
+- I-ViT's own outputs (tests/authors/ivit_gelu.npz), not the kernel's, as the expected values.
 
 Icarus only: short rows, few of them. Each set is computed by the variant's kernel
 (hwvit.variants.ivit_released.gelu_stages), held to the authors' code by tests/test_variants_authors.py.
@@ -85,12 +86,58 @@ def test_gelu_shiftgelu_sum_clamp_bit_exact(tmp_path, run_set):
 
 
 @pytest.mark.parametrize(
-    "case, scale_out, shift",
-    [("shift_past_63", 2.0**40, lambda e: e >= 64), ("shift_0", 2.0**-37.5, lambda e: e == 0)],
+    "scale_out, shift",
+    [(2.0**40, lambda e: e >= 64), (2.0**-37.5, lambda e: e == 0)],
+    ids=["shift_past_63", "shift_0"],
 )
-def test_gelu_shiftgelu_quantact_shift_bit_exact(case, scale_out, shift, tmp_path, run_set):
+def test_gelu_shiftgelu_quantact_shift_bit_exact(scale_out, shift, tmp_path, run_set):
     """E past 63 (QuantAct from s_in 2^-7 to an s_out 2^40 times larger: 0 everywhere, the kernel's
     round half to even of |t M| / 2^E <= 1/4) and E = 0 (no rounding; every nonzero t saturates)."""
     scale_in = 6.0 / 128
-    params = _run(tmp_path, run_set, case, {"scale_in": scale_in, "scale_out": scale_in * scale_out, "out_bits": 16})
+    params = _run(tmp_path, run_set, "shift", {"scale_in": scale_in, "scale_out": scale_in * scale_out, "out_bits": 16})
     assert shift(params["shift"]), params
+
+
+def _authors_groups() -> list[dict]:
+    """tests/authors/ivit_gelu.npz: I-ViT's IntGELU and QuantAct run on rows of 16..3072 hidden
+    features at seven scales (its provenance: repository, commit, command)."""
+    import importlib.util
+
+    from hwvit import toolchain as tc
+
+    path = tc.repo().root / "tests" / "authors" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("hwvit_authors_data", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    provenance, groups = module.load("ivit_gelu")
+    assert "I-ViT" in str(provenance), provenance
+    return groups
+
+
+@pytest.mark.parametrize(
+    "picked, rows, widths",
+    [((2, 6), 1, (8,)), pytest.param(None, None, (4, 8, 16), marks=pytest.mark.variants)],
+    ids=["two_rows", "every_row"],
+)
+def test_gelu_shiftgelu_is_ivits_own_output(picked, rows, widths, tmp_path, run_set):
+    """The block's outputs are what I-ViT's released code computed (not hwvit's kernel): groups of
+    the authors' data as sets whose y is the authors' QuantAct output. make test: a row of 3072
+    hidden features (s_in 0.1) and one of 197 (s_in 0.004) at 8 bits (I-ViT's QuantAct after GELU);
+    make test-variants: every row of the seven groups at 4, 8 and 16 bits."""
+    from hwvit.variants.base import GeluContext
+
+    toolchain.require("icarus")
+    spec = blocks.get(KIND)
+    variant = __import__("hwvit.variants", fromlist=["get"]).get("gelu", "shiftgelu")
+    total = 0
+    for i, g in enumerate(_authors_groups()):
+        if picked is not None and i not in picked:
+            continue
+        x = np.asarray(g["x"]).astype(np.int64)[:rows]
+        for bits in widths:
+            y = np.asarray(g[f"y{bits}"]).astype(np.int64)[:rows]
+            vp = variant.prepare(GeluContext(g["s_in"], g["in_bits"], g["s_out"], bits))
+            rec = spec.traced(f"authors.{i}", x, y, vp, g["in_bits"], bits, {"x": g["s_in"], "y": g["s_out"]})
+            set_dir = vectors.write_set(rec, tmp_path / f"g{i}_{bits}", seed=0)
+            total += run_set(set_dir, "icarus").elements
+    assert total >= (3072 + 197 if rows else 3 * 60000), total
