@@ -119,12 +119,13 @@ def _authors_groups() -> list[dict]:
     [((2, 6), 1, (8,)), pytest.param(None, None, (4, 8, 16), marks=pytest.mark.slow)],
     ids=["two_rows", "every_row"],
 )
-def test_gelu_shiftgelu_is_ivits_own_output(picked, rows, widths, tmp_path, run_set):
+def test_released_intgelu_outputs_bit_exact(picked, rows, widths, tmp_path, run_set):
     """The block's outputs are what I-ViT's released code computed (not hwvit's kernel): groups of
     the authors' data as sets whose y is the authors' QuantAct output. make test: a row of 3072
     hidden features (s_in 0.1) and one of 197 (s_in 0.004) at 8 bits (I-ViT's QuantAct after GELU);
     make bench (marker ``slow``: two minutes of Icarus): every row of the seven groups at 4, 8 and
-    16 bits."""
+    16 bits. Its name leaves out the kind's: `hwvit mutate` runs a mutant's suite (``-k
+    gelu_shiftgelu``) in a copy of hwvit/, rtl/ and sim/ alone, without the data in tests/authors/."""
     from hwvit.variants.base import GeluContext
 
     toolchain.require("icarus")
