@@ -63,13 +63,23 @@ def test_gelu_shiftgelu_scales_bit_exact(case, tmp_path, run_set):
     assert params["i0"] == i0
 
 
-def test_gelu_shiftgelu_every_max_bit_exact(tmp_path, run_set):
-    """Rows [m, -128, m - 1] for every m of 8 bits (the default scale: I_0 = 13, 23 I_0 = 299 within
-    reach of 8-bit differences)."""
+@pytest.mark.parametrize("scale_in, scale_out, i0", [(None, None, 13), (1.0, 1.0, 1)], ids=["i0_13", "i0_1"])
+def test_gelu_shiftgelu_every_max_bit_exact(scale_in, scale_out, i0, tmp_path, run_set):
+    """Rows [m, -128, m - 1] for every m of 8 bits: at the default scale (I_0 = 13, 23 I_0 = 299 within
+    reach of 8-bit differences) and at I_0 = 1, where every exponential is a power of two and
+    S = 1 + 2^j (e1 of -128 at the clamp, e2 = 2^j) divides 2^(2j) - 1: the division meets a
+    partial remainder equal to its divisor (a restoring step that missed the tie survived); there
+    s_out = 1 (out = round(x sig / 2^7)) keeps the outputs off the rails, where it would hide."""
     m = np.arange(-128, 128)
     rows = np.stack([m, np.full(m.size, -128), np.maximum(m - 1, -128)], axis=1)
-    params = _run(tmp_path, run_set, "every_max", {"n": 3, "x": rows}, cases=len(rows))
-    assert params["i0"] == 13 and params["rows"] == 256
+    params = _run(
+        tmp_path,
+        run_set,
+        "every_max",
+        {"n": 3, "x": rows, "scale_in": scale_in, "scale_out": scale_out},
+        cases=len(rows),
+    )
+    assert params["i0"] == i0 and params["rows"] == 256
 
 
 def test_gelu_shiftgelu_sum_clamp_bit_exact(tmp_path, run_set):
