@@ -153,3 +153,29 @@ def test_released_intgelu_outputs_bit_exact(picked, rows, widths, tmp_path, run_
             set_dir = vectors.write_set(rec, tmp_path / f"g{i}_{bits}", seed=0)
             total += run_set(set_dir, "icarus").elements
     assert total >= (3072 + 197 if rows else 3 * 60000), total
+
+
+def test_gelu_shiftgelu_dividend_low_bytes_bit_exact(tmp_path, run_set):
+    """Every (max, x) pair of 10-bit inputs at I_0 = 40 whose sigmoid would move if the dividend
+    2^31 - 1 lost its bit 16 or its bit 8 (the quotient's bits from divider stages 4 and 5), as rows
+    [max, x], at s_out = s_in 2^-6 (out = x sig / 2: every step of the sigmoid shows). Random rows meet
+    such pairs about once in a few thousand (a stage-4 dividend bit cleared survived them)."""
+    from hwvit.variants.ivit_released import DIV_NUM, GELU_N, shift_exp
+
+    i0, b = 40, 10
+    m = np.arange(-(1 << (b - 1)), 1 << (b - 1))[:, None]
+    x = np.arange(-(1 << (b - 1)), 1 << (b - 1))[None, :]
+    e1 = shift_exp(x - m, i0, GELU_N)
+    total = e1 + shift_exp(-m, i0, GELU_N)
+
+    def sig(num: int) -> np.ndarray:
+        return np.where(total >= DIV_NUM, e1 >> 24, (e1 * (num // np.minimum(total, DIV_NUM))) >> 24)
+
+    moved = [(sig(DIV_NUM - (1 << k)) != sig(DIV_NUM)) & (x <= m) & (x != 0) for k in (16, 8)]
+    assert moved[0].sum() >= 300 and moved[1].sum() >= 5, [int(d.sum()) for d in moved]
+    pairs = np.argwhere(moved[0] | moved[1])
+    rows = np.stack([m[pairs[:, 0], 0], x[0, pairs[:, 1]]], axis=1)
+    scale_in = _i0_scale(i0)
+    opts = {"in_bits": b, "out_bits": 16, "scale_in": scale_in, "scale_out": scale_in / 64, "n": 2, "x": rows}
+    params = _run(tmp_path, run_set, "low_bytes", opts, cases=len(rows))
+    assert params["i0"] == i0
