@@ -179,3 +179,22 @@ def test_gelu_shiftgelu_dividend_low_bytes_bit_exact(tmp_path, run_set):
     opts = {"in_bits": b, "out_bits": 16, "scale_in": scale_in, "scale_out": scale_in / 64, "n": 2, "x": rows}
     params = _run(tmp_path, run_set, "low_bytes", opts, cases=len(rows))
     assert params["i0"] == i0
+
+
+def test_gelu_shiftgelu_quantact_ties_bit_exact(tmp_path, run_set):
+    """s_out = s_in: QuantAct's scale 2^-7 is M = 2^30, E = 37, out = round_half_even(x sig / 2^7), and
+    every x sig = 128 q + 64 is a tie (half away from zero, rounding's other mode, survived sets
+    without them)."""
+    from hwvit.variants.ivit_released import gelu_stages
+
+    scale_in = 6.0 / 128
+    params = _run(tmp_path, run_set, "ties", {"scale_in": scale_in, "scale_out": scale_in}, cases=16, seed=37)
+    assert (params["multiplier"], params["shift"]) == (1 << 30, 37), params
+    spec = blocks.get(KIND)
+    rec = spec.random(
+        np.random.default_rng([37, spec.seed]), 16, {**spec.defaults, "scale_in": scale_in, "scale_out": scale_in}
+    )
+    t = gelu_stages(rec.tensors["x"].data, {**params})["t"]
+    q = t // 128  # half away from zero and half to even part at ties where q >= 0 is even or q < 0 is odd
+    ties = (t % 128 == 64) & ((q >= 0) == (q % 2 == 0))
+    assert ties.sum() >= 3, int(ties.sum())
