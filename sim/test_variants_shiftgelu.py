@@ -12,8 +12,10 @@ sim/test_variants.py's random sets at the default scale (I_0 = 13, 8 bits):
 - QuantAct's shift at both ends: E past 63 (every output 0) and E = 0 (saturated outputs);
 - I-ViT's own outputs (tests/authors/ivit_gelu.npz), not the kernel's, as the expected values.
 
-Icarus only: short rows, few of them. Each set is computed by the variant's kernel
-(hwvit.variants.ivit_released.gelu_stages), held to the authors' code by tests/test_variants_authors.py.
+Icarus only: short rows, few of them; the scales beyond I-ViT's widths and QuantAct's shift ends
+under the ``variants`` marker (make test-variants, and every mutant's suite). Each set is computed by
+the variant's kernel (hwvit.variants.ivit_released.gelu_stages), held to the authors' code by
+tests/test_variants_authors.py.
 """
 
 from __future__ import annotations
@@ -56,7 +58,10 @@ SCALES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(SCALES))
+# make test: I-ViT's widths at the smallest scale; the others under `variants` (make test-variants)
+@pytest.mark.parametrize(
+    "case", [c if c == "i0_65536_16bit" else pytest.param(c, marks=pytest.mark.variants) for c in sorted(SCALES)]
+)
 def test_gelu_shiftgelu_scales_bit_exact(case, tmp_path, run_set):
     opts, i0 = SCALES[case]
     params = _run(tmp_path, run_set, case, opts)
@@ -97,7 +102,10 @@ def test_gelu_shiftgelu_sum_clamp_bit_exact(tmp_path, run_set):
 
 @pytest.mark.parametrize(
     "scale_out, shift",
-    [(2.0**40, lambda e: e >= 64), (2.0**-37.5, lambda e: e == 0)],
+    [
+        pytest.param(2.0**40, lambda e: e >= 64, marks=pytest.mark.variants),
+        pytest.param(2.0**-37.5, lambda e: e == 0, marks=pytest.mark.variants),
+    ],
     ids=["shift_past_63", "shift_0"],
 )
 def test_gelu_shiftgelu_quantact_shift_bit_exact(scale_out, shift, tmp_path, run_set):
