@@ -3,13 +3,15 @@ sim/test_variants.py's random sets at the default scale (I_0 = 13, 8 bits):
 
 - every row maximum once, beside elements at the bottom rail: ShiftExp of -max for every max, the
   negative ones through the long shifts (q < 0) to where e2 saturates, and e1 of every difference up
-  to its clamp at 23 I_0;
+  to its clamp at 23 I_0; again at I_0 = 1, where divisors 1 + 2^j meet remainders equal to them;
+- the (max, x) pairs whose sigmoid depends on the dividend's bits 16 and 8 (divider stages 4, 5);
 - the sum's clamp at 2^31 - 1 from both sides: rows whose e1 + e2 is the largest below and the
   smallest above it (I_0 = 100, 10-bit inputs);
 - I_0 from 1 (every divisor S' = 2 I_0 at its least: factor 2^30 - 1, the divider's widest quotient)
   to 2^16 at 16 bits in and out (e1 up to 2^39, the sigmoid up to 2^15, |x sig| up to 2^30, I-ViT's
   own widths);
-- QuantAct's shift at both ends: E past 63 (every output 0) and E = 0 (saturated outputs);
+- QuantAct's shift at both ends: E past 63 (every output 0) and E = 0 (saturated outputs), and its
+  ties (round half to even, s_out = s_in);
 - I-ViT's own outputs (tests/authors/ivit_gelu.npz), not the kernel's, as the expected values.
 
 Icarus only: short rows, few of them; the scales beyond I-ViT's widths and QuantAct's shift ends
