@@ -36,10 +36,12 @@ VARIANT_RTL = sorted(k for k, spec in blocks.kinds().items() if spec.variant and
 SHAPES = {
     "softmax": [({"row_len": 1}, 6)],
     "layernorm": [({"c": 1}, 6)],
+    "gelu": [({"n": 1}, 6)],
 }
 LONG = {
     "softmax": ({"row_len": 197, "in_bits": 10, "out_bits": 7}, 12),
     "layernorm": ({"c": 192, "out_bits": 6}, 12),
+    "gelu": ({"n": 3072, "in_bits": 10, "out_bits": 7}, 8),  # a ViT-B token's hidden features
 }
 
 # Icarus by default; Verilator too under -m variants (make test-variants).
@@ -94,7 +96,8 @@ def test_variant_long_rows_bit_exact(kind, simulator, tmp_path, run_set):
 # Every variant block takes its row length as rtl/softmax.v and rtl/layernorm.v do (the row engine,
 # rtl/row_stream.v: 0 reads as 1, above the maximum as the maximum).
 CLAMPING = VARIANT_RTL
-MAX_PARAM = {"softmax": "MAX_N", "layernorm": "MAX_C"}
+MAX_PARAM = {"softmax": "MAX_N", "layernorm": "MAX_C", "gelu": "MAX_N"}
+LEN_PORT = {"softmax": "row_len", "layernorm": "c", "gelu": "row_len"}  # the row length's configuration name
 
 
 @pytest.mark.parametrize("n, drive", [(1, 0), (16, 17), (16, 31)], ids=["0->1", "17->16", "31->16"])
@@ -111,7 +114,7 @@ def test_variant_row_len_clamped(kind, n, drive, tmp_path, run_set):
     # 6 rows: the 4 periodic edge rows, the one-hot row and a random one (with the periodic rows
     # alone, a buffer read at index mod 8 went unseen: softmax_shiftmax's rd_cnt_q[AW-2:0])
     set_dir = _random_set(kind, tmp_path / "set", {key: n}, 6, seed=17)
-    env = {"HWVIT_BYO_DRIVE": json.dumps({key: drive})}
+    env = {"HWVIT_BYO_DRIVE": json.dumps({LEN_PORT[family]: drive})}
     res = run_set(set_dir, "icarus", hdl_overrides={MAX_PARAM[family]: 16}, extra_env=env)
     assert res.elements == 6 * n, res.line()
 

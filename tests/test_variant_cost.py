@@ -10,7 +10,7 @@ from hwvit.report import sweep_write
 
 def test_block_of_names_the_block_that_computes_each_variant():
     assert variant_cost.block_of("gelu", "shiftgelu_exact") == variant_cost.block_of("gelu", "lut")  # one table block
-    assert variant_cost.block_of("gelu", "shiftgelu") is None  # on rows: its own block, no Verilog yet
+    assert variant_cost.block_of("gelu", "shiftgelu") == ("gelu_shiftgelu", {"MAX_N": 64})  # on rows: its own block
     assert variant_cost.block_of("softmax", "shiftmax")[0] == "softmax_shiftmax"  # I-ViT's released form
     assert variant_cost.block_of("softmax", "log2")[0] == "softmax_log2"  # FQ-ViT's released form
     assert variant_cost.block_of("layernorm", "ptf") is None  # FQ-ViT's released PTF LayerNorm: Verilog pending

@@ -14,10 +14,9 @@ variants are the ``rounding`` parameter of a gemm set.
 A variant whose Verilog twin exists declares it in hwvit/blocks/variant_rtl/<kind>.py (``FIELDS``:
 its files, ports, synthesis parameters); the generic stream bench (sim/byotb.py) runs it on a set.
 A variant without one declares no Verilog (``rtl`` empty: `hwvit sim` says so, the RTL tests leave
-it out): its sets are golden vectors for a team's own block of that arithmetic (a bind file). The
-released forms of I-ViT and FQ-ViT without a datapath on the row engine yet (``gelu_shiftgelu``,
-``layernorm_ptf``) are such kinds; hwvit's corrected forms
-(``*_exact``) keep the Verilog blocks.
+it out): its sets are golden vectors for a team's own block of that arithmetic (a bind file).
+FQ-ViT's released LayerNorm, without a datapath on the row engine yet (``layernorm_ptf``), is such a
+kind; hwvit's corrected form (``layernorm_ptf_exact``) keeps the Verilog block.
 """
 
 from __future__ import annotations
