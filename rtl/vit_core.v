@@ -34,6 +34,11 @@ module vit_core #(
   parameter integer MAX_ROW    = 256,   // softmax row length (tokens)
   parameter integer MAX_C      = 1024,  // layernorm channels
   parameter integer CNT_BITS   = 40,
+  // Rounding of the GEMM engine's requant (rtl/requant.v's ROUNDING) and of the residual_add unit
+  // (rtl/residual_add.v's): 0 half_up, hwvit's own; 2 half_even, an imported ONNX file's (and
+  // hwvit's --variant requant=half_even GEMMs). `hwvit compile` names a non-zero one in its sizes.
+  parameter integer GEMM_ROUNDING = 0,
+  parameter integer ADD_ROUNDING  = 0,
   parameter         ACT_INIT   = "",
   parameter         WGT_INIT   = "",
   parameter         PRM_INIT   = "",
@@ -118,7 +123,7 @@ module vit_core #(
 
   vit_core_gemm #(
     .ROWS(ROWS), .COLS(COLS), .MAX_M(MAX_M), .MAX_K(MAX_K), .MAX_N(MAX_N),
-    .AAW(AAW), .WAW(WAW), .PAW(PAW), .CNT_BITS(CNT_BITS)
+    .AAW(AAW), .WAW(WAW), .PAW(PAW), .CNT_BITS(CNT_BITS), .ROUNDING(GEMM_ROUNDING)
   ) u_gemm (
     .clk_i(clk_i), .rst_ni(rst_ni), .start_i(gemm_start),
     .m_i(ins_q[32*1 +: 32]), .k_i(ins_q[32*2 +: 32]), .n_i(ins_q[32*3 +: 32]),
@@ -142,7 +147,7 @@ module vit_core #(
   wire [7:0]     s_a_data, s_b_data, s_wdata;
   wire           s_we;
 
-  vit_core_stream #(.AW(AAW), .MAX_ROW(MAX_ROW), .MAX_C(MAX_C)) u_stream (
+  vit_core_stream #(.AW(AAW), .MAX_ROW(MAX_ROW), .MAX_C(MAX_C), .ADD_ROUNDING(ADD_ROUNDING)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .start_i(strm_start), .unit_i(unit), .n_i(n_all),
     .a_gen_i(a_gen), .b_gen_i(b_gen), .d_gen_i(d_gen),
     .mult_a_i(mult_a), .mult_b_i(mult_b), .shift_i(shift), .eps_i(eps), .done_o(strm_done),

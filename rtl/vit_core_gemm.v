@@ -21,6 +21,7 @@ module vit_core_gemm #(
   parameter integer WAW      = 16,   // weight memory address width
   parameter integer PAW      = 12,   // parameter memory address width
   parameter integer CNT_BITS = 40,
+  parameter integer ROUNDING = 0,    // the requant's rounding (rtl/requant.v): 0 half_up, 2 half_even
   parameter integer M_BITS   = $clog2(MAX_M + 1),
   parameter integer K_BITS   = $clog2(MAX_K + 1),
   parameter integer N_BITS   = $clog2(MAX_N + 1)
@@ -66,7 +67,7 @@ module vit_core_gemm #(
 
   gemm #(
     .ROWS(ROWS), .COLS(COLS), .ACC_BITS(32), .OUT_BITS(8),
-    .MAX_M(MAX_M), .MAX_K(MAX_K), .MAX_N(MAX_N), .CNT_BITS(CNT_BITS)
+    .MAX_M(MAX_M), .MAX_K(MAX_K), .MAX_N(MAX_N), .CNT_BITS(CNT_BITS), .ROUNDING(ROUNDING)
   ) u_gemm (
     .clk_i(clk_i), .rst_ni(rst_ni),
     .start_i(start_i), .m_i(m_i[M_BITS-1:0]), .k_i(k_i[K_BITS-1:0]), .n_i(n_i[N_BITS-1:0]),

@@ -18,7 +18,8 @@
 module vit_core_stream #(
   parameter integer AW      = 16,   // scratchpad address width
   parameter integer MAX_ROW = 256,  // longest softmax row (tokens)
-  parameter integer MAX_C   = 1024  // longest layernorm row (channels)
+  parameter integer MAX_C   = 1024, // longest layernorm row (channels)
+  parameter integer ADD_ROUNDING = 0  // residual_add's rounding (rtl/residual_add.v): 0 half_up, 2 half_even
 ) (
   input  wire          clk_i,
   input  wire          rst_ni,
@@ -109,7 +110,7 @@ module vit_core_stream #(
     .out_valid_o(gelu_ov), .out_ready_i(1'b1), .out_data_o(gelu_y)
   );
 
-  residual_add #(.IN_BITS(8), .OUT_BITS(8)) u_add (
+  residual_add #(.IN_BITS(8), .OUT_BITS(8), .ROUNDING(ADD_ROUNDING)) u_add (
     .clk_i(clk_i), .rst_ni(rst_ni), .cfg_zero_a_i(8'd0), .cfg_zero_b_i(8'd0), .cfg_zero_out_i(8'd0),
     .cfg_mult_a_i(mult_a_i), .cfg_mult_b_i(mult_b_i), .cfg_shift_i(shift_i),
     .in_valid_i(head_valid & (unit_i == U_ADD)), .in_ready_o(add_ready),

@@ -253,8 +253,8 @@ def test_compare_with_zero_points(onnx_zoo, tmp_path):
 def test_sweep_bench_compile_sensitivity(onnx_zoo, tmp_path):
     """--checkpoint model.onnx on the other commands: sweep varies the arithmetic of the points the file
     leaves float (softmax, LayerNorm) around the file's model; bench times its integer model beside the
-    file in onnxruntime; compile (the RTL core runs hwvit's own rounding, no zero points) refuses in
-    one line and writes nothing (sensitivity: tests/test_onnx_sensitivity.py)."""
+    file in onnxruntime; compile refuses in one line naming the first part the RTL core does not run
+    (the int8 bias add after a 3-D linear) and writes nothing (sensitivity: tests/test_onnx_sensitivity.py)."""
     import json
 
     from click.testing import CliRunner
@@ -274,7 +274,7 @@ def test_sweep_bench_compile_sensitivity(onnx_zoo, tmp_path):
     run = json.loads(res.output)["runs"][0]
     assert run["onnxruntime_ms"] > 0 and run["int_ms"] > 0 and run["torch_int8_ms"] is None
     res = runner.invoke(main, ["compile", "--checkpoint", path, "--out", str(tmp_path / "no")])
-    text = "quantized ONNX file's own model"
+    text = "uses an int8 bias add after layers.0.attn.qkv"
     assert res.exit_code != 0 and text in res.output and len(res.output.strip().splitlines()) == 1, res.output
     assert not (tmp_path / "no").exists()
 

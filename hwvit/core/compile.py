@@ -20,8 +20,12 @@ from hwvit.formats import ExpMode
 
 SUPPORTED = (
     "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations, "
-    "hwvit's softmax, LayerNorm and requant (any elementwise GELU variant: a table)"
+    "hwvit's softmax and LayerNorm, every GEMM's requant rounded one way and every residual add one way "
+    "(half_up or half_even), no activation zero points (any elementwise GELU variant: a table)"
 )
+# The roundings the core's GEMM engine and residual_add unit take (rtl/vit_core.v GEMM_ROUNDING,
+# ADD_ROUNDING: rtl/requant.v's and rtl/residual_add.v's ROUNDING values)
+ROUNDINGS = {"half_up": 0, "half_even": 2}
 
 
 class CoreCompileError(ValueError):
@@ -195,16 +199,73 @@ def _requants(m):
             todo.extend(obj)
 
 
+def _linears(m) -> dict[str, object]:
+    """The model's GEMM layers with weights, by trace path."""
+    out = {"embed.proj": m.embed.patch_embed.proj}
+    for i, blk in enumerate(m.blocks):
+        at = blk.attn
+        names = ("qkv",) if at.qkv is not None else ("q", "k", "v")
+        out.update({f"layers.{i}.attn.{n}": getattr(at, n) for n in (*names, "proj")})
+        out.update({f"layers.{i}.mlp.fc1": blk.fc1, f"layers.{i}.mlp.fc2": blk.fc2})
+    if m.readout.head is not None:
+        out["head"] = m.readout.head
+    return out
+
+
+def _gemm_requants(m) -> dict[str, object]:
+    """Every requant the core's GEMM engine applies: the linear layers', Q.K^T's, P.V's, mean pooling's."""
+    gemms = {p: lin.requant for p, lin in _linears(m).items()}
+    for i, blk in enumerate(m.blocks):
+        gemms.update({f"layers.{i}.attn.scores": blk.attn.scores, f"layers.{i}.attn.context": blk.attn.context})
+    if m.readout.pool is not None:
+        gemms["pool"] = m.readout.pool.requant
+    return gemms
+
+
+def core_roundings(m) -> dict[str, int]:
+    """The core parameters of the model's roundings: GEMM_ROUNDING (every GEMM's requant) and
+    ADD_ROUNDING (every residual add), each only where it is not hwvit's half_up (0, the core's
+    default). CoreCompileError if a class is rounded two ways or a way the core does not take."""
+    gemms = _gemm_requants(m)
+    adds = {f"layers.{i}.{n}": getattr(blk, n) for i, blk in enumerate(m.blocks) for n in ("add1", "add2")}
+    if m.embed.pos_add is not None:
+        adds["pos_add"] = m.embed.pos_add
+    out = {}
+    for key, layers in (("GEMM_ROUNDING", gemms), ("ADD_ROUNDING", adds)):
+        ways = {}
+        for path, layer in layers.items():
+            ways.setdefault(layer.rounding, path)
+        unknown = [(r, p) for r, p in ways.items() if r not in ROUNDINGS]
+        if unknown or len(ways) > 1:
+            (r, p), *_ = unknown or list(ways.items())[1:]
+            raise CoreCompileError(
+                f"model {m.config.name!r}: {p} rounds {r}, " + ("which the core does not take" if unknown else
+                f"{next(iter(ways.values()))} rounds {next(iter(ways))}") + f"; the core runs {SUPPORTED}"
+            )  # fmt: skip
+        if ROUNDINGS.get(next(iter(ways), "half_up")):
+            out[key] = ROUNDINGS[next(iter(ways))]
+    return out
+
+
+def _imported_parts(m) -> list[str]:
+    """What an imported model (hwvit.onnx) has that the core does not run: activation zero points,
+    an int8 bias added after a linear layer's requant, a table after a GEMM."""
+    problems = []
+    zeros = {p: z for p, z in getattr(m, "point_zero", {}).items() if z}
+    if getattr(m, "input_zero", 0) or zeros:
+        problems.append(f"activation zero points ({next(iter(zeros), 'input')})")
+    problems += [f"an int8 bias add after {p}" for p, lin in _linears(m).items() if lin.bias_add is not None]
+    for i, blk in enumerate(m.blocks):
+        at = blk.attn
+        for name in ("scores_table", "q_table", "k_table"):
+            if getattr(at, name, None) is not None:
+                problems.append(f"a table after a GEMM (layers.{i}.attn.{name})")
+    return problems
+
+
 def _check_model(m) -> None:
     cfg = m.config
-    problems = []
-    source = getattr(m, "meta", {}).get("quant", {}).get("source", "")
-    if str(source).lower().endswith(".onnx"):  # an imported model (hwvit.onnx): its own roundings and zero points
-        raise CoreCompileError(
-            f"model {cfg.name!r} is a quantized ONNX file's own model (round half to even, zero points, a bias "
-            f"add after each 3-D linear, GEMM-side tables): the core runs {SUPPORTED}; its blocks run through "
-            f"`hwvit vectors --checkpoint` and `hwvit sim`"
-        )
+    problems = _imported_parts(m)
     if m.act_bits != 8:
         problems.append(f"act_bits={m.act_bits}")
     # the core's requant saturates every result to int8 (no per-instruction clamp): a recipe's
@@ -232,11 +293,18 @@ def _check_model(m) -> None:
                 problems.append(f"layers.{i}.{name} layernorm={getattr(blk, name).arith.name}")
         if getattr(blk.gelu, "arith", None) is not None:  # a GELU on rows: no table to load
             problems.append(f"layers.{i} gelu={blk.gelu.arith.name}")
-    rounding = sorted({rq.rounding for rq in _requants(m) if rq.rounding != "half_up"})
+    # the GEMMs' and residual adds' roundings are core parameters (core_roundings); any other
+    # requant (LayerNorm's) is its unit's, hwvit's half_up
+    gemm_rqs = {id(rq) for rq in _gemm_requants(m).values()}
+    rounding = sorted({rq.rounding for rq in _requants(m) if rq.rounding != "half_up" and id(rq) not in gemm_rqs})
     if rounding:
         problems.append(f"requant={rounding[0]}")
     if problems:
-        raise CoreCompileError(f"model {cfg.name!r} uses {problems[0]}; the core runs {SUPPORTED}")
+        hint = ""
+        if str(getattr(m, "meta", {}).get("quant", {}).get("source", "")).lower().endswith(".onnx"):
+            hint = "; a quantized ONNX file's blocks run through `hwvit vectors --checkpoint` and `hwvit sim`"
+        raise CoreCompileError(f"model {cfg.name!r} uses {problems[0]}; the core runs {SUPPORTED}{hint}")
+    core_roundings(m)
 
 
 def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
@@ -414,5 +482,6 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
         "MAX_C": max(4, 1 << dim.bit_length()),
         "IN_BASE": x_in,
         "IN_LEN": c_in * hh * ww,
+        **core_roundings(m),  # only where not hwvit's half_up: a plain model's sizes stay as they were
     }
     return Compiled(bld.prog, act_img, wgt, bld.prm, dict(act.regions), (c_in, hh, ww), "logits", n_out, sizes)

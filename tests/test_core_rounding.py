@@ -1,0 +1,147 @@
+"""The RTL core with its GEMMs' requant and its residual adds rounded half to even (rtl/vit_core.v
+GEMM_ROUNDING = 2, ADD_ROUNDING = 2: an imported ONNX file's rounding), bit-exact against hwvit's
+integer model; `hwvit compile` names those parameters in its sizes only where a model needs them.
+
+The test model is the seeded one-layer TINY model of tests/test_core_digits.py with every GEMM
+requant and residual add multiplier rounded to a power of two (ties are then frequent: one in two
+residual sums of two odd-weighted codes), in three roundings: every one half to even, and each
+class alone half up. The third image steps through a GEMM tie and the add ties: the stepped run
+compares every instruction's output, so a core that ignored either parameter fails it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hwvit import pipeline, toolchain
+from hwvit.cli import main
+from hwvit.core import compile as ccompile
+from hwvit.core import run as crun
+from hwvit.core.coredir import read_core_dir, write_core_dir
+from hwvit.intvit import Trace
+
+pytestmark = pytest.mark.xdist_group("vit_core")
+
+TINY = {"patch_size": 4, "dim": 16, "depth": 1, "heads": 2, "mlp_dim": 32}
+IMAGE = 2  # the held-out image whose run meets a GEMM tie (Q.K^T, fc1) and many add ties
+
+
+def _pow2_requant(rq, rounding):
+    """``rq`` dividing by the power of two nearest its ratio (M = 2^30), rounded ``rounding``."""
+    t = np.rint(-np.log2(np.asarray(rq.mult, np.float64) / 2.0 ** np.asarray(rq.shift))).astype(np.int64)
+    mult, shift = np.full(np.shape(rq.mult), 1 << 30, np.int64), 30 + t
+    if np.ndim(rq.mult) == 0:
+        mult, shift = int(mult), int(shift)
+    return replace(rq, mult=mult, shift=shift, rounding=rounding)
+
+
+def _pow2_add(add, rounding):
+    """``add`` with each multiplier the power of two at or below it, rounded ``rounding``."""
+    return replace(add, mult_a=1 << (int(add.mult_a).bit_length() - 1),
+                   mult_b=1 << (int(add.mult_b).bit_length() - 1), rounding=rounding)  # fmt: skip
+
+
+def _twin(m, gemm: str, add: str):
+    """``m`` with power-of-two multipliers, its GEMMs rounded ``gemm`` and its adds ``add``."""
+
+    def lin(layer):
+        return replace(layer, requant=_pow2_requant(layer.requant, gemm))
+
+    blocks = []
+    for b in m.blocks:
+        a = b.attn
+        attn = replace(a, qkv=lin(a.qkv), proj=lin(a.proj), scores=_pow2_requant(a.scores, gemm),
+                       context=_pow2_requant(a.context, gemm))  # fmt: skip
+        blocks.append(replace(b, attn=attn, fc1=lin(b.fc1), fc2=lin(b.fc2), add1=_pow2_add(b.add1, add),
+                              add2=_pow2_add(b.add2, add)))  # fmt: skip
+    pe = m.embed.patch_embed
+    embed = replace(m.embed, patch_embed=replace(pe, proj=lin(pe.proj)), pos_add=_pow2_add(m.embed.pos_add, add))
+    return replace(m, embed=embed, blocks=blocks, readout=replace(m.readout, head=lin(m.readout.head)))
+
+
+@pytest.fixture(scope="module")
+def half_even(tmp_path_factory):
+    """(half-even model, its compiled dir, 4 quantized held-out inputs, the two half-up twins)."""
+    import torch
+
+    from hwvit.cli.loading import load_data
+    from hwvit.quant import QuantConfig, quantize_model
+
+    source, data = load_data({"preset": "digits", "config_path": dict(TINY)}, 0, 64)
+    gen = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for layer in source.model.modules():
+            if isinstance(layer, torch.nn.Linear) and layer.bias is not None:
+                layer.bias.copy_(0.5 * torch.randn(layer.bias.shape, generator=gen))
+    m = quantize_model(source.model, data.calib, QuantConfig())
+    x, _ = pipeline.eval_inputs(source, 4)
+    xq = m.quantize_input(x.numpy())
+    model = _twin(m, "half_even", "half_even")
+    out = tmp_path_factory.mktemp("core") / "half_even"
+    compiled = ccompile.compile_model(model)
+    assert {k: compiled.sizes.get(k) for k in ("GEMM_ROUNDING", "ADD_ROUNDING")} == {
+        "GEMM_ROUNDING": 2,
+        "ADD_ROUNDING": 2,
+    }
+    write_core_dir(compiled, out, {"preset": "digits", "config": dict(TINY), "note": "test model"})
+    return (
+        model,
+        read_core_dir(out),
+        xq,
+        {"gemm": _twin(m, "half_up", "half_even"), "add": _twin(m, "half_even", "half_up")},
+    )
+
+
+def _differing_points(a, b, x) -> set[str]:
+    ta, tb = Trace(values=True), Trace(values=True)
+    a.forward(x, trace=ta, quantized=True)
+    b.forward(x, trace=tb, quantized=True)
+    return {k for k in ta.values if not np.array_equal(ta.values[k][0], tb.values[k][0])}
+
+
+def test_the_image_meets_ties_of_both_classes(half_even):
+    """The half-up twins part from the half-even model on the stepped image: the GEMM twin first at
+    a GEMM's output (Q.K^T or fc1, on the same inputs), the add twin at the position add."""
+    model, _, xq, twins = half_even
+    x = xq[IMAGE : IMAGE + 1]
+    gemm = _differing_points(model, twins["gemm"], x)
+    assert {"layers.0.attn.scores", "layers.0.mlp.fc1"} <= gemm and "pos_add" not in gemm, gemm
+    assert "pos_add" in _differing_points(model, twins["add"], x)
+
+
+@pytest.mark.parametrize("simulator", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_half_even_core_bit_exact(half_even, simulator):
+    """Four images' logits equal the integer model's on 4 x 4; the stepped image's every instruction
+    output equals its trace (Verilator: a build of its own, -m slow)."""
+    toolchain.require(simulator)
+    model, core, xq, _ = half_even
+    run = crun.run_images(core, model, xq, simulator, 4, 4)
+    np.testing.assert_array_equal(run.got, run.expected)
+    stepped = crun.find_mismatch(core, model, xq[IMAGE], simulator, 4, 4)
+    assert stepped is not None and stepped["instruction"] is None, stepped
+
+
+def test_compile_names_the_roundings(tmp_path):
+    """`hwvit compile --variant requant=half_even`: GEMM_ROUNDING 2 in the sizes, no ADD_ROUNDING
+    (hwvit's adds round half up); a plain model names neither (its directory as before); a model
+    whose GEMMs round two ways is refused in one line naming the odd layer."""
+    import yaml
+
+    from hwvit.cli.loading import build_models
+    from hwvit.quant import QuantConfig
+
+    res = CliRunner().invoke(main, ["compile", "--model", "digits", "--variant", "requant=half_even",
+                                    "--out", str(tmp_path / "he")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    sizes = yaml.safe_load((tmp_path / "he" / "manifest.yaml").read_text())["sizes"]
+    assert sizes["GEMM_ROUNDING"] == 2 and "ADD_ROUNDING" not in sizes
+    _, _, plain = build_models({"preset": "digits"}, QuantConfig(), 256, 0)
+    assert not {"GEMM_ROUNDING", "ADD_ROUNDING"} & set(ccompile.compile_model(plain, images=False).sizes)
+    odd = replace(plain, readout=replace(plain.readout, head=replace(
+        plain.readout.head, requant=replace(plain.readout.head.requant, rounding="half_even"))))  # fmt: skip
+    with pytest.raises(ccompile.CoreCompileError, match=r"head rounds half_even, embed.proj rounds half_up"):
+        ccompile.compile_model(odd, images=False)
