@@ -214,11 +214,12 @@ def _linears(m) -> dict[str, object]:
 
 def _gemm_requants(m) -> dict[str, object]:
     """Every requant the core's GEMM engine applies: the linear layers', Q.K^T's, P.V's, mean pooling's."""
-    gemms = {p: lin.requant for p, lin in _linears(m).items()}
+    # (core estimate's stand-in model, hwvit.core.shapes, has layers without a Requant: half_up)
+    gemms = {p: getattr(lin, "requant", lin) for p, lin in _linears(m).items()}
     for i, blk in enumerate(m.blocks):
         gemms.update({f"layers.{i}.attn.scores": blk.attn.scores, f"layers.{i}.attn.context": blk.attn.context})
     if m.readout.pool is not None:
-        gemms["pool"] = m.readout.pool.requant
+        gemms["pool"] = getattr(m.readout.pool, "requant", m.readout.pool)
     return gemms
 
 
@@ -234,7 +235,7 @@ def core_roundings(m) -> dict[str, int]:
     for key, layers in (("GEMM_ROUNDING", gemms), ("ADD_ROUNDING", adds)):
         ways = {}
         for path, layer in layers.items():
-            ways.setdefault(layer.rounding, path)
+            ways.setdefault(getattr(layer, "rounding", "half_up"), path)
         unknown = [(r, p) for r, p in ways.items() if r not in ROUNDINGS]
         if unknown or len(ways) > 1:
             (r, p), *_ = unknown or list(ways.items())[1:]
@@ -254,7 +255,7 @@ def _imported_parts(m) -> list[str]:
     zeros = {p: z for p, z in getattr(m, "point_zero", {}).items() if z}
     if getattr(m, "input_zero", 0) or zeros:
         problems.append(f"activation zero points ({next(iter(zeros), 'input')})")
-    problems += [f"an int8 bias add after {p}" for p, lin in _linears(m).items() if lin.bias_add is not None]
+    problems += [f"an int8 bias add after {p}" for p, lin in _linears(m).items() if getattr(lin, "bias_add", None)]
     for i, blk in enumerate(m.blocks):
         at = blk.attn
         for name in ("scores_table", "q_table", "k_table"):
