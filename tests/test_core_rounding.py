@@ -1,12 +1,15 @@
-"""The RTL core with its GEMMs' requant and its residual adds rounded half to even (rtl/vit_core.v
-GEMM_ROUNDING = 2, ADD_ROUNDING = 2: an imported ONNX file's rounding), bit-exact against hwvit's
-integer model; `hwvit compile` names those parameters in its sizes only where a model needs them.
+"""An imported ONNX file's arithmetic on the RTL core: its GEMMs' requant and its residual adds
+rounded half to even (rtl/vit_core.v GEMM_ROUNDING = 2, ADD_ROUNDING = 2), an int8 bias added
+after a 3-D linear layer's requant and a table after Q.K^T (hwvit.core.compile: a residual_add
+STREAM and a GELU-unit STREAM), bit-exact against hwvit's integer model; `hwvit compile` names the
+rounding parameters in its sizes only where a model needs them.
 
 The test model is the seeded one-layer TINY model of tests/test_core_digits.py with every GEMM
 requant and residual add multiplier rounded to a power of two (ties are then frequent: one in two
-residual sums of two odd-weighted codes), in three roundings: every one half to even, and each
-class alone half up. The third image steps through a GEMM tie and the add ties: the stepped run
-compares every instruction's output, so a core that ignored either parameter fails it.
+residual sums of two odd-weighted codes), seeded int8 biases after qkv, proj, fc1 and fc2 and a
+3/4 table after Q.K^T, in three roundings: every one half to even, and each class alone half up.
+The stepped image meets a GEMM tie (qkv) and add ties: the stepped run compares every checked
+instruction's output, so a core that ignored either parameter fails it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from hwvit.intvit import Trace
 pytestmark = pytest.mark.xdist_group("vit_core")
 
 TINY = {"patch_size": 4, "dim": 16, "depth": 1, "heads": 2, "mlp_dim": 32}
-IMAGE = 2  # the held-out image whose run meets a GEMM tie (Q.K^T, fc1) and many add ties
+IMAGES = 8
+IMAGE = 6  # the held-out image whose run meets a GEMM tie (qkv's) and add ties
 
 
 def _pow2_requant(rq, rounding):
@@ -45,18 +49,44 @@ def _pow2_add(add, rounding):
                    mult_b=1 << (int(add.mult_b).bit_length() - 1), rounding=rounding)  # fmt: skip
 
 
-def _twin(m, gemm: str, add: str):
-    """``m`` with power-of-two multipliers, its GEMMs rounded ``gemm`` and its adds ``add``."""
+def _bias_add(layer, rounding, seed):
+    """An imported model's int8 bias after ``layer``'s requant (seeded codes of both signs at a
+    quarter of its output scale): the add rescales both to the output scale."""
+    from hwvit.intvit.layers import IntResidual
+    from hwvit.quant.params import residual_params
 
-    def lin(layer):
-        return replace(layer, requant=_pow2_requant(layer.requant, gemm))
+    n = layer.w.shape[0]
+    codes = np.random.default_rng(seed).integers(-40, 41, n)
+    s = layer.requant.s_out
+    ma, mb, shift = residual_params(s, s / 4, s)
+    add = IntResidual(mult_a=int(ma), mult_b=int(mb), shift=int(shift), s_a=s, s_b=s / 4, s_out=s, out_bits=8,
+                      rounding=rounding)  # fmt: skip
+    return replace(layer, post_bias=codes, bias_add=_pow2_add(add, rounding))
+
+
+def _scores_table(scores):
+    """A table after Q.K^T, as an imported model's separately quantized 1/sqrt(d) Mul: 3/4 of each code."""
+    from hwvit.intvit.layers import IntGelu
+
+    codes = np.arange(-128, 128)
+    return IntGelu(table=np.rint(0.75 * codes).astype(np.int64), in_bits=8, out_bits=8, s_in=scores.s_out,
+                   s_out=scores.s_out)  # fmt: skip
+
+
+def _twin(m, gemm: str, add: str):
+    """``m`` with power-of-two multipliers, its GEMMs rounded ``gemm`` and its adds ``add``; an int8
+    bias added after each linear layer of the block and a table after Q.K^T, as an imported model has."""
+
+    def lin(layer, seed=None):
+        layer = replace(layer, requant=_pow2_requant(layer.requant, gemm))
+        return layer if seed is None else _bias_add(layer, add, seed)
 
     blocks = []
     for b in m.blocks:
         a = b.attn
-        attn = replace(a, qkv=lin(a.qkv), proj=lin(a.proj), scores=_pow2_requant(a.scores, gemm),
-                       context=_pow2_requant(a.context, gemm))  # fmt: skip
-        blocks.append(replace(b, attn=attn, fc1=lin(b.fc1), fc2=lin(b.fc2), add1=_pow2_add(b.add1, add),
+        attn = replace(a, qkv=lin(a.qkv, 1), proj=lin(a.proj, 2), scores=_pow2_requant(a.scores, gemm),
+                       context=_pow2_requant(a.context, gemm), scores_table=_scores_table(a.scores))  # fmt: skip
+        blocks.append(replace(b, attn=attn, fc1=lin(b.fc1, 3), fc2=lin(b.fc2, 4), add1=_pow2_add(b.add1, add),
                               add2=_pow2_add(b.add2, add)))  # fmt: skip
     pe = m.embed.patch_embed
     embed = replace(m.embed, patch_embed=replace(pe, proj=lin(pe.proj)), pos_add=_pow2_add(m.embed.pos_add, add))
@@ -65,7 +95,7 @@ def _twin(m, gemm: str, add: str):
 
 @pytest.fixture(scope="module")
 def half_even(tmp_path_factory):
-    """(half-even model, its compiled dir, 4 quantized held-out inputs, the two half-up twins)."""
+    """(half-even model, its compiled dir, IMAGES quantized held-out inputs, the two half-up twins)."""
     import torch
 
     from hwvit.cli.loading import load_data
@@ -78,7 +108,7 @@ def half_even(tmp_path_factory):
             if isinstance(layer, torch.nn.Linear) and layer.bias is not None:
                 layer.bias.copy_(0.5 * torch.randn(layer.bias.shape, generator=gen))
     m = quantize_model(source.model, data.calib, QuantConfig())
-    x, _ = pipeline.eval_inputs(source, 4)
+    x, _ = pipeline.eval_inputs(source, IMAGES)
     xq = m.quantize_input(x.numpy())
     model = _twin(m, "half_even", "half_even")
     out = tmp_path_factory.mktemp("core") / "half_even"
@@ -105,21 +135,51 @@ def _differing_points(a, b, x) -> set[str]:
 
 def test_the_image_meets_ties_of_both_classes(half_even):
     """The half-up twins part from the half-even model on the stepped image: the GEMM twin first at
-    a GEMM's output (Q.K^T or fc1, on the same inputs), the add twin at the position add."""
+    the qkv GEMM's output (its input, norm1, the same), the add twin at the position add."""
     model, _, xq, twins = half_even
     x = xq[IMAGE : IMAGE + 1]
     gemm = _differing_points(model, twins["gemm"], x)
-    assert {"layers.0.attn.scores", "layers.0.mlp.fc1"} <= gemm and "pos_add" not in gemm, gemm
+    assert "layers.0.attn.qkv" in gemm and not {"pos_add", "layers.0.norm1"} & gemm, gemm
     assert "pos_add" in _differing_points(model, twins["add"], x)
+
+
+def test_program_of_the_imported_parts(half_even):
+    """Each linear layer with a bias add is its GEMM (unchecked: the trace holds the sum) then an
+    in-place residual_add STREAM over its rows with the bias constant read again for every row; the
+    Q.K^T GEMMs are followed by a LOAD of the table into the GELU unit and a GELU STREAM over every
+    head's scores in place."""
+    from hwvit.core import isa
+
+    model, core, _, _ = half_even
+    prog = {ins.name: (i, ins) for i, ins in enumerate(core.program)}
+    for name in ("layers.0.attn.qkv", "layers.0.attn.proj", "layers.0.mlp.fc1", "layers.0.mlp.fc2"):
+        i, gemm = prog[name]
+        j, add = prog[f"{name}.bias"]
+        n = gemm.n[2]
+        assert j == i + 1 and gemm.check is None and add.check == {"value": name, "index": [0]}
+        assert (add.op, add.unit, add.n, add.a, add.d) == (
+            isa.OP_STREAM,
+            isa.U_ADD,
+            (n, gemm.n[0], 1, 1),
+            add.d,
+            isa.Gen(gemm.d.base, (1, gemm.d.strides[0], 0, 0)),
+        )
+        assert add.b.strides == (1, 0, 0, 0)
+        assert core.manifest["regions"][f"{name}.bias"] == [add.b.base, n]
+    i, table = prog["layers.0.attn.scores_table"]
+    assert core.program[i - 1].op == isa.OP_LOAD and core.program[i - 1].unit == isa.U_GELU
+    heads, t = model.blocks[0].attn.heads, model.config.num_tokens
+    assert table.unit == isa.U_GELU and table.n == (heads * t * t, 1, 1, 1) and table.a == table.d
+    assert all(ins.check is None for ins in core.program if ins.name.endswith(".qk"))
 
 
 @pytest.mark.parametrize("simulator", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_half_even_core_bit_exact(half_even, simulator):
-    """Four images' logits equal the integer model's on 4 x 4; the stepped image's every instruction
-    output equals its trace (Verilator: a build of its own, -m slow)."""
+    """Four images' logits equal the integer model's on 4 x 4; the stepped image's every checked
+    instruction output equals its trace (Verilator: a build of its own, -m slow)."""
     toolchain.require(simulator)
     model, core, xq, _ = half_even
-    run = crun.run_images(core, model, xq, simulator, 4, 4)
+    run = crun.run_images(core, model, xq[:4], simulator, 4, 4)
     np.testing.assert_array_equal(run.got, run.expected)
     stepped = crun.find_mismatch(core, model, xq[IMAGE], simulator, 4, 4)
     assert stepped is not None and stepped["instruction"] is None, stepped

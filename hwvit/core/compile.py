@@ -117,7 +117,12 @@ class _Builder:
         )
 
     def linear(self, name, lin, a_base, rows, d_base, d_rs, d_off=0, check=None):
+        """The GEMM of a linear layer; an imported model's int8 bias added after its requant (a 3-D
+        linear's MatMul then Add) is a residual_add STREAM over the GEMM's output, in place, with the
+        bias codes (a scratchpad constant) read again for every row."""
         n, k = lin.w.shape
+        check = check or {"value": name, "index": [0]}
+        add = getattr(lin, "bias_add", None)
         wb = self.weights(lin.w)
         pb = self.prm_words(
             isa.gemm_prm_word(b, mu, s)
@@ -135,8 +140,13 @@ class _Builder:
             Gen(d_base + d_off, (d_rs, 1, 0, 0)),
             pb,
             1,
-            check=check or {"value": name, "index": [0]},
+            check=None if add is not None else check,  # the trace holds the output after the bias add
         )
+        if add is not None:
+            out = Gen(d_base + d_off, (1, d_rs, 0, 0))
+            self.stream(isa.U_ADD, f"{name}.bias", (n, rows, 1, 1), out, out,
+                        b=Gen(self.const(f"{name}.bias", lin.post_bias), (1, 0, 0, 0)), check=check,
+                        mult_a=int(add.mult_a), mult_b=int(add.mult_b), shift=int(add.shift))  # fmt: skip
 
     def stream(self, unit, name, n, a: Gen, d: Gen, b: Gen | None = None, check=None, **cfg):
         self.prog.append(
@@ -250,17 +260,16 @@ def core_roundings(m) -> dict[str, int]:
 
 def _imported_parts(m) -> list[str]:
     """What an imported model (hwvit.onnx) has that the core does not run: activation zero points,
-    an int8 bias added after a linear layer's requant, a table after a GEMM."""
+    a table after the Q or K projection (HF's scaling of each)."""
     problems = []
     zeros = {p: z for p, z in getattr(m, "point_zero", {}).items() if z}
     if getattr(m, "input_zero", 0) or zeros:
         problems.append(f"activation zero points ({next(iter(zeros), 'input')})")
-    problems += [f"an int8 bias add after {p}" for p, lin in _linears(m).items() if getattr(lin, "bias_add", None)]
-    for i, blk in enumerate(m.blocks):
+    for i, blk in enumerate(m.blocks):  # (the scores' table runs on the GELU unit; Q's and K's not yet)
         at = blk.attn
-        for name in ("scores_table", "q_table", "k_table"):
+        for name in ("q_table", "k_table"):
             if getattr(at, name, None) is not None:
-                problems.append(f"a table after a GEMM (layers.{i}.attn.{name})")
+                problems.append(f"a table after the Q or K projection (layers.{i}.attn.{name})")
     return problems
 
 
@@ -391,8 +400,14 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
                 sc,
                 0,
                 w_act=True,
-                check={"value": f"{pre}.attn.scores", "index": [0, k]},
-            )
+                # the trace holds the scores after an imported model's table (below) only
+                check=None if getattr(at, "scores_table", None) is not None else {
+                    "value": f"{pre}.attn.scores", "index": [0, k]},
+            )  # fmt: skip
+        if getattr(at, "scores_table", None) is not None:  # an imported model's 1/sqrt(d) Mul: a table
+            bld.load(isa.U_GELU, f"{pre}.attn.scores_table.table", _u8(at.scores_table.table))
+            bld.stream(isa.U_GELU, f"{pre}.attn.scores_table", (heads * t * t, 1, 1, 1), Gen(s_buf, (1, 0, 0, 0)),
+                       Gen(s_buf, (1, 0, 0, 0)), check={"value": f"{pre}.attn.scores", "index": [0]})  # fmt: skip
         table = np.zeros(256, dtype=np.int64)
         table[: len(at.softmax.exp_table)] = at.softmax.exp_table
         bld.load(isa.U_SOFTMAX, f"{pre}.attn.softmax.table", table)
