@@ -39,6 +39,9 @@ module vit_core #(
   // hwvit's --variant requant=half_even GEMMs). `hwvit compile` names a non-zero one in its sizes.
   parameter integer GEMM_ROUNDING = 0,
   parameter integer ADD_ROUNDING  = 0,
+  // Width of the softmax probabilities (rtl/softmax.v's OUT_BITS, 1..8, zero-extended to the
+  // scratchpad's bytes): 8, hwvit's; 7, a symmetric int8 ONNX file's (scale 1/127, zero point 0).
+  parameter integer SOFTMAX_BITS  = 8,
   parameter         ACT_INIT   = "",
   parameter         WGT_INIT   = "",
   parameter         PRM_INIT   = "",
@@ -147,7 +150,8 @@ module vit_core #(
   wire [7:0]     s_a_data, s_b_data, s_wdata;
   wire           s_we;
 
-  vit_core_stream #(.AW(AAW), .MAX_ROW(MAX_ROW), .MAX_C(MAX_C), .ADD_ROUNDING(ADD_ROUNDING)) u_stream (
+  vit_core_stream #(.AW(AAW), .MAX_ROW(MAX_ROW), .MAX_C(MAX_C), .ADD_ROUNDING(ADD_ROUNDING),
+                    .SOFTMAX_BITS(SOFTMAX_BITS)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .start_i(strm_start), .unit_i(unit), .n_i(n_all),
     .a_gen_i(a_gen), .b_gen_i(b_gen), .d_gen_i(d_gen),
     .mult_a_i(mult_a), .mult_b_i(mult_b), .shift_i(shift), .eps_i(eps), .done_o(strm_done),

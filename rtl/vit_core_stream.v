@@ -19,7 +19,8 @@ module vit_core_stream #(
   parameter integer AW      = 16,   // scratchpad address width
   parameter integer MAX_ROW = 256,  // longest softmax row (tokens)
   parameter integer MAX_C   = 1024, // longest layernorm row (channels)
-  parameter integer ADD_ROUNDING = 0  // residual_add's rounding (rtl/residual_add.v): 0 half_up, 2 half_even
+  parameter integer ADD_ROUNDING = 0, // residual_add's rounding (rtl/residual_add.v): 0 half_up, 2 half_even
+  parameter integer SOFTMAX_BITS = 8  // probability width (rtl/softmax.v OUT_BITS, 1..8), zero-extended
 ) (
   input  wire          clk_i,
   input  wire          rst_ni,
@@ -118,12 +119,21 @@ module vit_core_stream #(
     .out_valid_o(add_ov), .out_ready_i(1'b1), .out_data_o(add_y)
   );
 
-  softmax #(.MAX_N(MAX_ROW), .IN_BITS(8), .OUT_BITS(8), .ENTRIES(256), .EXP_FRAC(23)) u_smax (
+  wire [SOFTMAX_BITS-1:0] smax_p;
+  generate
+    if (SOFTMAX_BITS < 8) begin : g_smax_narrow
+      assign smax_y = {{(8 - SOFTMAX_BITS){1'b0}}, smax_p};
+    end else begin : g_smax_byte
+      assign smax_y = smax_p;
+    end
+  endgenerate
+
+  softmax #(.MAX_N(MAX_ROW), .IN_BITS(8), .OUT_BITS(SOFTMAX_BITS), .ENTRIES(256), .EXP_FRAC(23)) u_smax (
     .clk_i(clk_i), .rst_ni(rst_ni),
     .tbl_we_i(tbl_we_i & (tbl_unit_i == U_SMAX)), .tbl_addr_i(tbl_addr_i[7:0]), .tbl_data_i(tbl_data_i[23:0]),
     .row_len_i(n_i[RL_W-1:0]),
     .in_valid_i(head_valid & (unit_i == U_SMAX)), .in_ready_o(smax_ready), .in_data_i(head[7:0]),
-    .out_valid_o(smax_ov), .out_ready_i(1'b1), .out_data_o(smax_y), .out_last_o(smax_last_unused)
+    .out_valid_o(smax_ov), .out_ready_i(1'b1), .out_data_o(smax_p), .out_last_o(smax_last_unused)
   );
 
   layernorm #(.MAX_C(MAX_C), .OUT_BITS(8)) u_ln (

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from hwvit import pipeline, toolchain
 from hwvit.cli import main
 from hwvit.core import compile as ccompile
+from hwvit.core import cycles
 from hwvit.core import run as crun
 from hwvit.core.coredir import read_core_dir, write_core_dir
 from hwvit.intvit import Trace
@@ -75,7 +76,9 @@ def _scores_table(scores):
 
 def _twin(m, gemm: str, add: str):
     """``m`` with power-of-two multipliers, its GEMMs rounded ``gemm`` and its adds ``add``; an int8
-    bias added after each linear layer of the block and a table after Q.K^T, as an imported model has."""
+    bias added after each linear layer of the block, a table after Q.K^T and 7-bit probabilities,
+    as an imported model has."""
+    from hwvit.quant.layers import int_softmax
 
     def lin(layer, seed=None):
         layer = replace(layer, requant=_pow2_requant(layer.requant, gemm))
@@ -84,7 +87,8 @@ def _twin(m, gemm: str, add: str):
     blocks = []
     for b in m.blocks:
         a = b.attn
-        attn = replace(a, qkv=lin(a.qkv, 1), proj=lin(a.proj, 2), scores=_pow2_requant(a.scores, gemm),
+        softmax = int_softmax(a.softmax.s_in, 8, 7)  # 7-bit probabilities: a symmetric int8 file's
+        attn = replace(a, qkv=lin(a.qkv, 1), proj=lin(a.proj, 2), scores=_pow2_requant(a.scores, gemm), softmax=softmax,
                        context=_pow2_requant(a.context, gemm), scores_table=_scores_table(a.scores))  # fmt: skip
         blocks.append(replace(b, attn=attn, fc1=lin(b.fc1, 3), fc2=lin(b.fc2, 4), add1=_pow2_add(b.add1, add),
                               add2=_pow2_add(b.add2, add)))  # fmt: skip
@@ -113,9 +117,10 @@ def half_even(tmp_path_factory):
     model = _twin(m, "half_even", "half_even")
     out = tmp_path_factory.mktemp("core") / "half_even"
     compiled = ccompile.compile_model(model)
-    assert {k: compiled.sizes.get(k) for k in ("GEMM_ROUNDING", "ADD_ROUNDING")} == {
+    assert {k: compiled.sizes.get(k) for k in ("GEMM_ROUNDING", "ADD_ROUNDING", "SOFTMAX_BITS")} == {
         "GEMM_ROUNDING": 2,
         "ADD_ROUNDING": 2,
+        "SOFTMAX_BITS": 7,
     }
     write_core_dir(compiled, out, {"preset": "digits", "config": dict(TINY), "note": "test model"})
     return (
@@ -181,6 +186,8 @@ def test_half_even_core_bit_exact(half_even, simulator):
     model, core, xq, _ = half_even
     run = crun.run_images(core, model, xq[:4], simulator, 4, 4)
     np.testing.assert_array_equal(run.got, run.expected)
+    assert run.cycles[0]["total"] == cycles.program_cycles(core.program, 4, 4, softmax_bits=7)["total"]
+    assert run.perf == [cycles.instr_cycles(ins, 4, 4, softmax_bits=7) for ins in core.program[:-1]]
     stepped = crun.find_mismatch(core, model, xq[IMAGE], simulator, 4, 4)
     assert stepped is not None and stepped["instruction"] is None, stepped
 

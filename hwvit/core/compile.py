@@ -26,6 +26,7 @@ SUPPORTED = (
 # The roundings the core's GEMM engine and residual_add unit take (rtl/vit_core.v GEMM_ROUNDING,
 # ADD_ROUNDING: rtl/requant.v's and rtl/residual_add.v's ROUNDING values)
 ROUNDINGS = {"half_up": 0, "half_even": 2}
+SOFTMAX_POINTS = (".attn.softmax", ".attn.probs")  # the traced points of the softmax's probabilities
 
 
 class CoreCompileError(ValueError):
@@ -258,6 +259,15 @@ def core_roundings(m) -> dict[str, int]:
     return out
 
 
+def _softmax_bits(m) -> int:
+    """The probabilities' width, one for every layer (the core's SOFTMAX_BITS); 8 without layers."""
+    widths = sorted({blk.attn.softmax.out_bits for blk in m.blocks} or {8})
+    if len(widths) > 1:
+        raise CoreCompileError(f"model {m.config.name!r}: softmax probabilities of {widths[0]} and {widths[1]} bits; "
+                               f"the core's softmax has one width")  # fmt: skip
+    return widths[0]
+
+
 def _imported_parts(m) -> list[str]:
     """What an imported model (hwvit.onnx) has that the core does not run: activation zero points,
     a table after the Q or K projection (HF's scaling of each)."""
@@ -280,7 +290,8 @@ def _check_model(m) -> None:
         problems.append(f"act_bits={m.act_bits}")
     # the core's requant saturates every result to int8 (no per-instruction clamp): a recipe's
     # narrower per-layer activations (IntViT.point_bits) cannot run on it
-    narrow = [(p, b) for p, b in getattr(m, "point_bits", {}).items() if b != 8]
+    # (the softmax's probabilities have the core's SOFTMAX_BITS, below)
+    narrow = [(p, b) for p, b in getattr(m, "point_bits", {}).items() if b != 8 and not p.endswith(SOFTMAX_POINTS)]
     if narrow:
         problems.append(f"{narrow[0][1]}-bit activations at {narrow[0][0]} (recipe act_bits)")
     if m.embed.patch_embed.kind != Embed.CONV or cfg.ndim != 2:
@@ -291,7 +302,7 @@ def _check_model(m) -> None:
         problems.append("position added in every layer")
     for i, blk in enumerate(m.blocks):
         sm = blk.attn.softmax
-        if sm.exp != ExpMode.TABLE or sm.in_bits != 8 or sm.out_bits != 8:
+        if sm.exp != ExpMode.TABLE or sm.in_bits != 8 or not 1 <= sm.out_bits <= 8:
             problems.append(f"layers.{i} softmax exp={sm.exp} {sm.in_bits}->{sm.out_bits} bits")
         if blk.gelu.in_bits != 8 or blk.gelu.out_bits != 8:
             problems.append(f"layers.{i} gelu {blk.gelu.in_bits}->{blk.gelu.out_bits} bits")
@@ -315,6 +326,7 @@ def _check_model(m) -> None:
             hint = "; a quantized ONNX file's blocks run through `hwvit vectors --checkpoint` and `hwvit sim`"
         raise CoreCompileError(f"model {cfg.name!r} uses {problems[0]}; the core runs {SUPPORTED}{hint}")
     core_roundings(m)
+    _softmax_bits(m)
 
 
 def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
@@ -498,6 +510,8 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
         "MAX_C": max(4, 1 << dim.bit_length()),
         "IN_BASE": x_in,
         "IN_LEN": c_in * hh * ww,
-        **core_roundings(m),  # only where not hwvit's half_up: a plain model's sizes stay as they were
+        # only where not hwvit's (half up, 8-bit probabilities): a plain model's sizes stay as they were
+        **core_roundings(m),
+        **({"SOFTMAX_BITS": _softmax_bits(m)} if _softmax_bits(m) != 8 else {}),
     }
     return Compiled(bld.prog, act_img, wgt, bld.prm, dict(act.regions), (c_in, hh, ww), "logits", n_out, sizes)
