@@ -4,7 +4,7 @@ after a 3-D linear layer's requant and a table after Q.K^T (hwvit.core.compile: 
 STREAM and a GELU-unit STREAM), bit-exact against hwvit's integer model; `hwvit compile` names the
 rounding parameters in its sizes only where a model needs them.
 
-The test model is the seeded one-layer TINY model of tests/test_core_digits.py with every GEMM
+The test model is the seeded one-layer TINY model (tests/core_models.py) with every GEMM
 requant and residual add multiplier rounded to a power of two (ties are then frequent: one in two
 residual sums of two odd-weighted codes), seeded int8 biases after qkv, proj, fc1 and fc2 and a
 3/4 table after Q.K^T, in three roundings: every one half to even, and each class alone half up.
@@ -19,6 +19,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from core_models import TINY, tiny_source
 
 from hwvit import pipeline, toolchain
 from hwvit.cli import main
@@ -30,7 +31,6 @@ from hwvit.intvit import Trace
 
 pytestmark = pytest.mark.xdist_group("vit_core")
 
-TINY = {"patch_size": 4, "dim": 16, "depth": 1, "heads": 2, "mlp_dim": 32}
 IMAGES = 8
 IMAGE = 6  # the held-out image whose run meets a GEMM tie (qkv's) and add ties
 
@@ -100,17 +100,9 @@ def _twin(m, gemm: str, add: str):
 @pytest.fixture(scope="module")
 def half_even(tmp_path_factory):
     """(half-even model, its compiled dir, IMAGES quantized held-out inputs, the two half-up twins)."""
-    import torch
-
-    from hwvit.cli.loading import load_data
     from hwvit.quant import QuantConfig, quantize_model
 
-    source, data = load_data({"preset": "digits", "config_path": dict(TINY)}, 0, 64)
-    gen = torch.Generator().manual_seed(5)
-    with torch.no_grad():
-        for layer in source.model.modules():
-            if isinstance(layer, torch.nn.Linear) and layer.bias is not None:
-                layer.bias.copy_(0.5 * torch.randn(layer.bias.shape, generator=gen))
+    source, data = tiny_source(biases=True)
     m = quantize_model(source.model, data.calib, QuantConfig())
     x, _ = pipeline.eval_inputs(source, IMAGES)
     xq = m.quantize_input(x.numpy())
