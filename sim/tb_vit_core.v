@@ -32,6 +32,7 @@ module tb_vit_core #(
   parameter integer GEMM_ROUNDING = 0,
   parameter integer ADD_ROUNDING  = 0,
   parameter integer SOFTMAX_BITS  = 8,
+  parameter integer ZERO_POINTS   = 0,
   parameter integer IN_BASE    = 0,
   parameter integer IN_LEN     = 64
 ) (
@@ -89,7 +90,7 @@ module tb_vit_core #(
     .ROWS(ROWS), .COLS(COLS), .ACT_DEPTH(ACT_DEPTH), .WGT_DEPTH(WGT_DEPTH), .PRM_DEPTH(PRM_DEPTH),
     .PROG_DEPTH(PROG_DEPTH), .MAX_M(MAX_M), .MAX_K(MAX_K), .MAX_N(MAX_N), .MAX_ROW(MAX_ROW),
     .MAX_C(MAX_C), .GEMM_ROUNDING(GEMM_ROUNDING), .ADD_ROUNDING(ADD_ROUNDING),
-    .SOFTMAX_BITS(SOFTMAX_BITS), .ACT_INIT("core_act.hex"),
+    .SOFTMAX_BITS(SOFTMAX_BITS), .ZERO_POINTS(ZERO_POINTS), .ACT_INIT("core_act.hex"),
     .WGT_INIT("core_wgt.hex"), .PRM_INIT("core_prm.hex"), .PROG_INIT("core_prog.hex")
   ) dut (
     .clk_i(clk_i), .rst_ni(rst_ni),

@@ -1,15 +1,17 @@
-"""An imported ONNX file's arithmetic on the RTL core: its GEMMs' requant and its residual adds
-rounded half to even (rtl/vit_core.v GEMM_ROUNDING = 2, ADD_ROUNDING = 2), an int8 bias added
-after a 3-D linear layer's requant and a table after Q.K^T (hwvit.core.compile: a residual_add
-STREAM and a GELU-unit STREAM), bit-exact against hwvit's integer model; `hwvit compile` names the
-rounding parameters in its sizes only where a model needs them.
+"""An imported ONNX file's arithmetic on the RTL core (docs/core.md): its GEMMs' requant and its
+residual adds rounded half to even (rtl/vit_core.v GEMM_ROUNDING = 2, ADD_ROUNDING = 2),
+activation zero points (ZERO_POINTS = 1, each instruction's in f27), 7-bit probabilities
+(SOFTMAX_BITS = 7), an int8 bias added after a 3-D linear layer's requant and a table after Q.K^T
+(hwvit.core.compile: a residual_add STREAM and a GELU-unit STREAM), bit-exact against hwvit's
+integer model; `hwvit compile` names those parameters in its sizes only where a model needs them.
 
 The test model is the seeded one-layer TINY model (tests/core_models.py) with every GEMM
 requant and residual add multiplier rounded to a power of two (ties are then frequent: one in two
-residual sums of two odd-weighted codes), seeded int8 biases after qkv, proj, fc1 and fc2 and a
-3/4 table after Q.K^T, in three roundings: every one half to even, and each class alone half up.
-The stepped image meets a GEMM tie (qkv) and add ties: the stepped run compares every checked
-instruction's output, so a core that ignored either parameter fails it.
+residual sums of two odd-weighted codes), seeded int8 biases after qkv, proj, fc1 and fc2, a 3/4
+table after Q.K^T, 7-bit probabilities and zero points of both signs at every requant and add
+(ZEROS), in three roundings: every one half to even, and each class alone half up. The stepped
+image meets a GEMM tie (Q.K^T) and add ties: the stepped run compares every checked instruction's
+output, so a core that ignored either rounding parameter fails it.
 """
 
 from __future__ import annotations
@@ -32,25 +34,37 @@ from hwvit.intvit import Trace
 pytestmark = pytest.mark.xdist_group("vit_core")
 
 IMAGES = 8
-IMAGE = 6  # the held-out image whose run meets a GEMM tie (qkv's) and add ties
+IMAGE = 6  # the held-out image whose run meets a GEMM tie (Q.K^T) and add ties
 
 
-def _pow2_requant(rq, rounding):
-    """``rq`` dividing by the power of two nearest its ratio (M = 2^30), rounded ``rounding``."""
+# Zero points as an asymmetric file's: each requant's output one (its consumers' inputs: Q, K and V
+# the qkv bias add's output one), each add's (za, zb, zy)
+ZEROS = {
+    "embed": 4, "pos_add": (4, -3, 2), "qkv": 3, "qkv.bias": (3, -6, 5), "scores": -7, "context": 6,
+    "proj": -5, "proj.bias": (-5, 4, -1), "add1": (2, -1, 2), "fc1": 7, "fc1.bias": (7, -2, 3), "fc2": -2,
+    "fc2.bias": (-2, 1, -4), "add2": (2, -4, 2), "head": -3,
+}  # fmt: skip
+
+
+def _pow2_requant(rq, rounding, zero=0):
+    """``rq`` dividing by the power of two nearest its ratio (M = 2^30), rounded ``rounding``, its
+    output zero point ``zero``."""
     t = np.rint(-np.log2(np.asarray(rq.mult, np.float64) / 2.0 ** np.asarray(rq.shift))).astype(np.int64)
     mult, shift = np.full(np.shape(rq.mult), 1 << 30, np.int64), 30 + t
     if np.ndim(rq.mult) == 0:
         mult, shift = int(mult), int(shift)
-    return replace(rq, mult=mult, shift=shift, rounding=rounding)
+    return replace(rq, mult=mult, shift=shift, rounding=rounding, zero=zero)
 
 
-def _pow2_add(add, rounding):
-    """``add`` with each multiplier the power of two at or below it, rounded ``rounding``."""
+def _pow2_add(add, rounding, zeros=(0, 0, 0)):
+    """``add`` with each multiplier the power of two at or below it, rounded ``rounding``, its zero
+    points ``zeros`` (za, zb, zy)."""
     return replace(add, mult_a=1 << (int(add.mult_a).bit_length() - 1),
-                   mult_b=1 << (int(add.mult_b).bit_length() - 1), rounding=rounding)  # fmt: skip
+                   mult_b=1 << (int(add.mult_b).bit_length() - 1), rounding=rounding, zero_a=zeros[0],
+                   zero_b=zeros[1], zero_out=zeros[2])  # fmt: skip
 
 
-def _bias_add(layer, rounding, seed):
+def _bias_add(layer, rounding, seed, zeros):
     """An imported model's int8 bias after ``layer``'s requant (seeded codes of both signs at a
     quarter of its output scale): the add rescales both to the output scale."""
     from hwvit.intvit.layers import IntResidual
@@ -62,7 +76,7 @@ def _bias_add(layer, rounding, seed):
     ma, mb, shift = residual_params(s, s / 4, s)
     add = IntResidual(mult_a=int(ma), mult_b=int(mb), shift=int(shift), s_a=s, s_b=s / 4, s_out=s, out_bits=8,
                       rounding=rounding)  # fmt: skip
-    return replace(layer, post_bias=codes, bias_add=_pow2_add(add, rounding))
+    return replace(layer, post_bias=codes, bias_add=_pow2_add(add, rounding, zeros))
 
 
 def _scores_table(scores):
@@ -76,25 +90,28 @@ def _scores_table(scores):
 
 def _twin(m, gemm: str, add: str):
     """``m`` with power-of-two multipliers, its GEMMs rounded ``gemm`` and its adds ``add``; an int8
-    bias added after each linear layer of the block, a table after Q.K^T and 7-bit probabilities,
-    as an imported model has."""
+    bias added after each linear layer of the block, a table after Q.K^T, 7-bit probabilities and
+    zero points (ZEROS), as an imported model has."""
     from hwvit.quant.layers import int_softmax
 
-    def lin(layer, seed=None):
-        layer = replace(layer, requant=_pow2_requant(layer.requant, gemm))
-        return layer if seed is None else _bias_add(layer, add, seed)
+    def lin(layer, name, seed=None):
+        layer = replace(layer, requant=_pow2_requant(layer.requant, gemm, ZEROS[name]))
+        return layer if seed is None else _bias_add(layer, add, seed, ZEROS[f"{name}.bias"])
 
     blocks = []
     for b in m.blocks:
         a = b.attn
         softmax = int_softmax(a.softmax.s_in, 8, 7)  # 7-bit probabilities: a symmetric int8 file's
-        attn = replace(a, qkv=lin(a.qkv, 1), proj=lin(a.proj, 2), scores=_pow2_requant(a.scores, gemm), softmax=softmax,
-                       context=_pow2_requant(a.context, gemm), scores_table=_scores_table(a.scores))  # fmt: skip
-        blocks.append(replace(b, attn=attn, fc1=lin(b.fc1, 3), fc2=lin(b.fc2, 4), add1=_pow2_add(b.add1, add),
-                              add2=_pow2_add(b.add2, add)))  # fmt: skip
+        z = ZEROS["qkv.bias"][2]
+        scores, context = (_pow2_requant(getattr(a, n), gemm, ZEROS[n]) for n in ("scores", "context"))
+        attn = replace(a, qkv=lin(a.qkv, "qkv", 1), proj=lin(a.proj, "proj", 2), softmax=softmax, scores=scores,
+                       context=context, scores_table=_scores_table(a.scores), zero_q=z, zero_k=z, zero_v=z)  # fmt: skip
+        add1, add2 = (_pow2_add(getattr(b, n), add, ZEROS[n]) for n in ("add1", "add2"))
+        blocks.append(replace(b, attn=attn, fc1=lin(b.fc1, "fc1", 3), fc2=lin(b.fc2, "fc2", 4), add1=add1, add2=add2))
     pe = m.embed.patch_embed
-    embed = replace(m.embed, patch_embed=replace(pe, proj=lin(pe.proj)), pos_add=_pow2_add(m.embed.pos_add, add))
-    return replace(m, embed=embed, blocks=blocks, readout=replace(m.readout, head=lin(m.readout.head)))
+    embed = replace(m.embed, patch_embed=replace(pe, proj=lin(pe.proj, "embed")),
+                    pos_add=_pow2_add(m.embed.pos_add, add, ZEROS["pos_add"]))  # fmt: skip
+    return replace(m, embed=embed, blocks=blocks, readout=replace(m.readout, head=lin(m.readout.head, "head")))
 
 
 @pytest.fixture(scope="module")
@@ -109,10 +126,11 @@ def half_even(tmp_path_factory):
     model = _twin(m, "half_even", "half_even")
     out = tmp_path_factory.mktemp("core") / "half_even"
     compiled = ccompile.compile_model(model)
-    assert {k: compiled.sizes.get(k) for k in ("GEMM_ROUNDING", "ADD_ROUNDING", "SOFTMAX_BITS")} == {
+    assert {k: compiled.sizes.get(k) for k in ("GEMM_ROUNDING", "ADD_ROUNDING", "SOFTMAX_BITS", "ZERO_POINTS")} == {
         "GEMM_ROUNDING": 2,
         "ADD_ROUNDING": 2,
         "SOFTMAX_BITS": 7,
+        "ZERO_POINTS": 1,
     }
     write_core_dir(compiled, out, {"preset": "digits", "config": dict(TINY), "note": "test model"})
     return (
@@ -131,13 +149,29 @@ def _differing_points(a, b, x) -> set[str]:
 
 
 def test_the_image_meets_ties_of_both_classes(half_even):
-    """The half-up twins part from the half-even model on the stepped image: the GEMM twin first at
-    the qkv GEMM's output (its input, norm1, the same), the add twin at the position add."""
+    """The half-up twins part from the half-even model on the stepped image: the GEMM twin at the
+    scores (a Q.K^T tie: its inputs, q and k, the same), the add twin at the position add."""
     model, _, xq, twins = half_even
     x = xq[IMAGE : IMAGE + 1]
     gemm = _differing_points(model, twins["gemm"], x)
-    assert "layers.0.attn.qkv" in gemm and not {"pos_add", "layers.0.norm1"} & gemm, gemm
+    assert "layers.0.attn.scores" in gemm and not {"pos_add", "layers.0.attn.qkv"} & gemm, gemm
     assert "pos_add" in _differing_points(model, twins["add"], x)
+
+
+def test_zero_points_in_f27_round_trip(half_even):
+    """Every instruction's zero points survive the program word (f27: three signed bytes, za first);
+    the extremes too; a zero point outside int8 is refused."""
+    from hwvit.core import isa
+
+    _, core, _, _ = half_even
+    assert any(any(ins.zeros) for ins in core.program)
+    assert {ins.zeros for ins in core.program if ins.name == "layers.0.attn.qkv.bias"} == {ZEROS["qkv.bias"]}
+    for ins in [*core.program, isa.Instr(op=isa.OP_GEMM, zeros=(-128, 127, -1))]:
+        back = isa.from_fields(isa.word_fields(ins.word()))
+        assert back.zeros == ins.zeros and back.word() == ins.word()
+    assert isa.Instr(op=isa.OP_GEMM, zeros=(-128, 127, -1)).fields()[27] == 0xFF7F80
+    with pytest.raises(ValueError, match="not int8"):
+        isa.Instr(op=isa.OP_GEMM, zeros=(0, 128, 0)).word()
 
 
 def test_program_of_the_imported_parts(half_even):

@@ -100,7 +100,10 @@ class _Builder:
         return base
 
     # ---- instructions
-    def gemm(self, name, m, k, n, a: Gen, w: Gen, d: Gen, p_base, p_stride, *, a_signed=True, w_act=False, check=None):
+    def gemm(
+        self, name, m, k, n, a: Gen, w: Gen, d: Gen, p_base, p_stride, *, a_signed=True, w_act=False, check=None,
+        zeros=(0, 0, 0),
+    ):  # fmt: skip
         self.prog.append(
             Instr(
                 op=isa.OP_GEMM,
@@ -112,6 +115,7 @@ class _Builder:
                 d=d,
                 p_base=p_base,
                 p_stride=p_stride,
+                zeros=tuple(int(z) for z in zeros),
                 name=name,
                 check=check,
             )
@@ -142,12 +146,14 @@ class _Builder:
             pb,
             1,
             check=None if add is not None else check,  # the trace holds the output after the bias add
+            zeros=(0, 0, _zero(lin)),  # the input's zero point is folded into the bias (hwvit.onnx.build)
         )
         if add is not None:
             out = Gen(d_base + d_off, (1, d_rs, 0, 0))
             self.stream(isa.U_ADD, f"{name}.bias", (n, rows, 1, 1), out, out,
                         b=Gen(self.const(f"{name}.bias", lin.post_bias), (1, 0, 0, 0)), check=check,
-                        mult_a=int(add.mult_a), mult_b=int(add.mult_b), shift=int(add.shift))  # fmt: skip
+                        mult_a=int(add.mult_a), mult_b=int(add.mult_b), shift=int(add.shift),
+                        zeros=_zeros(add))  # fmt: skip
 
     def stream(self, unit, name, n, a: Gen, d: Gen, b: Gen | None = None, check=None, **cfg):
         self.prog.append(
@@ -187,7 +193,18 @@ class _Builder:
             mult_a=int(res.mult_a),
             mult_b=int(res.mult_b),
             shift=int(res.shift),
+            zeros=_zeros(res),
         )
+
+
+def _zero(layer) -> int:
+    """The output zero point of a layer's requant (0 for hwvit's own, and core estimate's stand-in)."""
+    return int(getattr(getattr(layer, "requant", layer), "zero", 0))
+
+
+def _zeros(add) -> tuple[int, int, int]:
+    """(za, zb, zy) of a residual add."""
+    return tuple(int(getattr(add, f"zero_{n}", 0)) for n in ("a", "b", "out"))
 
 
 def _requants(m):
@@ -269,12 +286,9 @@ def _softmax_bits(m) -> int:
 
 
 def _imported_parts(m) -> list[str]:
-    """What an imported model (hwvit.onnx) has that the core does not run: activation zero points,
-    a table after the Q or K projection (HF's scaling of each)."""
+    """What an imported model (hwvit.onnx) has that the core does not run: a table after the Q or K
+    projection (HF's scaling of each)."""
     problems = []
-    zeros = {p: z for p, z in getattr(m, "point_zero", {}).items() if z}
-    if getattr(m, "input_zero", 0) or zeros:
-        problems.append(f"activation zero points ({next(iter(zeros), 'input')})")
     for i, blk in enumerate(m.blocks):  # (the scores' table runs on the GELU unit; Q's and K's not yet)
         at = blk.attn
         for name in ("q_table", "k_table"):
@@ -415,6 +429,7 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
                 # the trace holds the scores after an imported model's table (below) only
                 check=None if getattr(at, "scores_table", None) is not None else {
                     "value": f"{pre}.attn.scores", "index": [0, k]},
+                zeros=(getattr(at, "zero_q", 0), getattr(at, "zero_k", 0), _zero(at.scores)),
             )  # fmt: skip
         if getattr(at, "scores_table", None) is not None:  # an imported model's 1/sqrt(d) Mul: a table
             bld.load(isa.U_GELU, f"{pre}.attn.scores_table.table", _u8(at.scores_table.table))
@@ -447,6 +462,7 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
                 a_signed=False,
                 w_act=True,
                 check={"value": f"{pre}.attn.context", "index": [0, None, [k * hd, (k + 1) * hd]]},
+                zeros=(0, getattr(at, "zero_v", 0), _zero(at.context)),  # the probabilities have none
             )
         bld.linear(f"{pre}.attn.proj", at.proj, ctx, t, y, dim)
         bld.residual(f"{pre}.add1", blk.add1, x, y, x, t * dim)
@@ -513,5 +529,6 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
         # only where not hwvit's (half up, 8-bit probabilities): a plain model's sizes stay as they were
         **core_roundings(m),
         **({"SOFTMAX_BITS": _softmax_bits(m)} if _softmax_bits(m) != 8 else {}),
+        **({"ZERO_POINTS": 1} if any(any(ins.zeros) for ins in bld.prog) else {}),
     }
     return Compiled(bld.prog, act_img, wgt, bld.prm, dict(act.regions), (c_in, hh, ww), "logits", n_out, sizes)
