@@ -236,5 +236,5 @@ def test_compile_names_the_roundings(tmp_path):
     assert not {"GEMM_ROUNDING", "ADD_ROUNDING"} & set(ccompile.compile_model(plain, images=False).sizes)
     odd = replace(plain, readout=replace(plain.readout, head=replace(
         plain.readout.head, requant=replace(plain.readout.head.requant, rounding="half_even"))))  # fmt: skip
-    with pytest.raises(ccompile.CoreCompileError, match=r"head rounds half_even, embed.proj rounds half_up"):
+    with pytest.raises(ccompile.CoreCompileError, match=r"head rounds requant=half_even, embed.proj requant=half_up"):
         ccompile.compile_model(odd, images=False)

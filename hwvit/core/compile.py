@@ -20,8 +20,9 @@ from hwvit.formats import ExpMode
 
 SUPPORTED = (
     "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations, "
-    "hwvit's softmax and LayerNorm, every GEMM's requant rounded one way and every residual add one way "
-    "(half_up or half_even), no activation zero points (any elementwise GELU variant: a table)"
+    "hwvit's softmax (probabilities of one width, 1-8 bits) and LayerNorm, every GEMM's requant rounded "
+    "one way and every residual add one way (half_up or half_even), an imported model's zero points, "
+    "int8 bias adds and table after Q.K^T (any elementwise GELU variant: a table)"
 )
 # The roundings the core's GEMM engine and residual_add unit take (rtl/vit_core.v GEMM_ROUNDING,
 # ADD_ROUNDING: rtl/requant.v's and rtl/residual_add.v's ROUNDING values)
@@ -268,8 +269,8 @@ def core_roundings(m) -> dict[str, int]:
         if unknown or len(ways) > 1:
             (r, p), *_ = unknown or list(ways.items())[1:]
             raise CoreCompileError(
-                f"model {m.config.name!r}: {p} rounds {r}, " + ("which the core does not take" if unknown else
-                f"{next(iter(ways.values()))} rounds {next(iter(ways))}") + f"; the core runs {SUPPORTED}"
+                f"model {m.config.name!r}: {p} rounds requant={r}, " + ("which the core does not take" if unknown
+                else f"{next(iter(ways.values()))} requant={next(iter(ways))}") + f"; the core runs {SUPPORTED}"
             )  # fmt: skip
         if ROUNDINGS.get(next(iter(ways), "half_up")):
             out[key] = ROUNDINGS[next(iter(ways))]
