@@ -286,21 +286,9 @@ def _softmax_bits(m) -> int:
     return widths[0]
 
 
-def _imported_parts(m) -> list[str]:
-    """What an imported model (hwvit.onnx) has that the core does not run: a table after the Q or K
-    projection (HF's scaling of each)."""
-    problems = []
-    for i, blk in enumerate(m.blocks):  # (the scores' table runs on the GELU unit; Q's and K's not yet)
-        at = blk.attn
-        for name in ("q_table", "k_table"):
-            if getattr(at, name, None) is not None:
-                problems.append(f"a table after the Q or K projection (layers.{i}.attn.{name})")
-    return problems
-
-
 def _check_model(m) -> None:
     cfg = m.config
-    problems = _imported_parts(m)
+    problems = []
     if m.act_bits != 8:
         problems.append(f"act_bits={m.act_bits}")
     # the core's requant saturates every result to int8 (no per-instruction clamp): a recipe's
@@ -414,6 +402,11 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
         else:
             for j, name in enumerate("qkv"):
                 bld.linear(f"{pre}.attn.{name}", getattr(at, name), h, t, qkv, 3 * inner, d_off=j * inner)
+        for j, name in enumerate(("q_table", "k_table")):  # an imported model's scaling of Q and of K (HF's)
+            if getattr(at, name, None) is not None:  # a GELU STREAM over their columns of the qkv buffer
+                cols = Gen(qkv + j * inner, (1, 3 * inner, 0, 0))  # (traced per head: checked at the scores)
+                bld.load(isa.U_GELU, f"{pre}.attn.{name}.table", _u8(getattr(at, name).table))
+                bld.stream(isa.U_GELU, f"{pre}.attn.{name}", (inner, t, 1, 1), cols, cols)
         sc = bld.prm_words([isa.gemm_prm_word(0, at.scores.mult, at.scores.shift)])
         for k in range(heads):
             bld.gemm(
