@@ -74,7 +74,8 @@ module vit_core_gemm #(
   ) u_gemm (
     .clk_i(clk_i), .rst_ni(rst_ni),
     .start_i(start_i), .m_i(m_i[M_BITS-1:0]), .k_i(k_i[K_BITS-1:0]), .n_i(n_i[N_BITS-1:0]),
-    .a_signed_i(a_signed_i), .zero_a_i(zeros_i[7:0]), .zero_w_i(zeros_i[15:8]), .zero_out_i(zeros_i[23:16]), .busy_o(busy_unused), .done_o(done_o), .cycles_o(cycles_unused),
+    .a_signed_i(a_signed_i), .zero_a_i(zeros_i[7:0]), .zero_w_i(zeros_i[15:8]), .zero_out_i(zeros_i[23:16]),
+    .busy_o(busy_unused), .done_o(done_o), .cycles_o(cycles_unused),
     .beats_o(beats_o),
     .rd_en_o(rd_en_unused), .rd_m_o(rd_m), .rd_n_o(rd_n), .rd_k_o(rd_k),
     .rd_a_i(act_a_data_i), .rd_w_i(w_act_i ? act_w_data_i : wgt_data_i),
