@@ -161,3 +161,26 @@ def test_sensitivity_refusals(onnx_zoo, tmp_path, extra, message):
     res = CliRunner().invoke(main, args)
     assert res.exit_code != 0 and message in res.output and len(res.output.strip().splitlines()) == 1, res.output
     assert not out.exists()
+
+
+@pytest.mark.onnx
+def test_sensitivity_of_a_qonnx_file(onnx_zoo, tmp_path):
+    """A QONNX file (Brevitas, make test-onnx): its float biases read at the new accumulator scale;
+    the classifier at 4 bits costs logits SQNR against the file's own model, and its codes lie in 4
+    bits."""
+    from click.testing import CliRunner
+
+    from hwvit import pipeline
+    from hwvit.cli import main
+
+    path = onnx_zoo.qonnx_files()[0]
+    out = tmp_path / "sens"
+    args = ["sensitivity", "--checkpoint", str(path), "--bits", "4", "--limit", "16", "--groups", "head"]
+    res = CliRunner().invoke(main, [*args, "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "sensitivity.json").read_text())
+    (row,) = doc["rows"]
+    assert row["layers"] == ["head"] and row["logits_sqnr_db"] < doc["meta"]["baseline_sqnr_db"]
+    imported = pipeline.load_source(None, str(path)).imported
+    edited = build.build(requantize.weights_at(imported.graph.model, {"head": 4}, imported.weights), path)
+    assert np.abs(edited.int_model.readout.head.w).max() == 7
