@@ -34,6 +34,18 @@ module vit_core #(
   parameter integer MAX_ROW    = 256,   // softmax row length (tokens)
   parameter integer MAX_C      = 1024,  // layernorm channels
   parameter integer CNT_BITS   = 40,
+  // Rounding of the GEMM engine's requant (rtl/requant.v's ROUNDING) and of the residual_add unit
+  // (rtl/residual_add.v's): 0 half_up, hwvit's own; 2 half_even, an imported ONNX file's (and
+  // hwvit's --variant requant=half_even GEMMs). `hwvit compile` names a non-zero one in its sizes.
+  parameter integer GEMM_ROUNDING = 0,
+  parameter integer ADD_ROUNDING  = 0,
+  // Width of the softmax probabilities (rtl/softmax.v's OUT_BITS, 1..8, zero-extended to the
+  // scratchpad's bytes): 8, hwvit's; 7, a symmetric int8 ONNX file's (scale 1/127, zero point 0).
+  parameter integer SOFTMAX_BITS  = 8,
+  // 1: activation zero points (an ONNX file's asymmetric activations, docs/onnx.md): each GEMM and
+  // residual_add takes its three from its instruction's f27 (gemm.v's and residual_add.v's
+  // ZERO_POINTS); 0: none, f27 unread.
+  parameter integer ZERO_POINTS   = 0,
   parameter         ACT_INIT   = "",
   parameter         WGT_INIT   = "",
   parameter         PRM_INIT   = "",
@@ -98,6 +110,7 @@ module vit_core #(
   wire [5:0]   shift    = ins_q[32*24 +: 6];
   wire [61:0]  eps      = {ins_q[32*26 +: 30], ins_q[32*25 +: 32]};
   wire [31:0]  n0       = ins_q[63:32];
+  wire [23:0]  zeros    = ins_q[32*27 +: 24];  // {zy, zw or zb, za} of a GEMM or residual_add
 
   // ---------------------------------------------------------------- engines
   wire gemm_start = (st_q == ST_ISSUE) & (op == OP_GEMM);
@@ -118,11 +131,12 @@ module vit_core #(
 
   vit_core_gemm #(
     .ROWS(ROWS), .COLS(COLS), .MAX_M(MAX_M), .MAX_K(MAX_K), .MAX_N(MAX_N),
-    .AAW(AAW), .WAW(WAW), .PAW(PAW), .CNT_BITS(CNT_BITS)
+    .AAW(AAW), .WAW(WAW), .PAW(PAW), .CNT_BITS(CNT_BITS), .ROUNDING(GEMM_ROUNDING),
+    .ZERO_POINTS(ZERO_POINTS)
   ) u_gemm (
     .clk_i(clk_i), .rst_ni(rst_ni), .start_i(gemm_start),
     .m_i(ins_q[32*1 +: 32]), .k_i(ins_q[32*2 +: 32]), .n_i(ins_q[32*3 +: 32]),
-    .a_signed_i(a_signed), .w_act_i(w_act),
+    .a_signed_i(a_signed), .w_act_i(w_act), .zeros_i(zeros),
     .a_gen_i(a_gen[95:0]), .w_gen_i(b_gen[95:0]), .d_gen_i(d_gen[95:0]), .p_gen_i({p_stride, p_base}),
     .done_o(gemm_done), .beats_o(gemm_beats_o),
     .act_a_addr_o(g_a_addr), .act_a_data_i(g_a_data), .act_w_addr_o(g_wa_addr), .act_w_data_i(g_wa_data),
@@ -142,10 +156,11 @@ module vit_core #(
   wire [7:0]     s_a_data, s_b_data, s_wdata;
   wire           s_we;
 
-  vit_core_stream #(.AW(AAW), .MAX_ROW(MAX_ROW), .MAX_C(MAX_C)) u_stream (
+  vit_core_stream #(.AW(AAW), .MAX_ROW(MAX_ROW), .MAX_C(MAX_C), .ADD_ROUNDING(ADD_ROUNDING),
+                    .SOFTMAX_BITS(SOFTMAX_BITS), .ZERO_POINTS(ZERO_POINTS)) u_stream (
     .clk_i(clk_i), .rst_ni(rst_ni), .start_i(strm_start), .unit_i(unit), .n_i(n_all),
     .a_gen_i(a_gen), .b_gen_i(b_gen), .d_gen_i(d_gen),
-    .mult_a_i(mult_a), .mult_b_i(mult_b), .shift_i(shift), .eps_i(eps), .done_o(strm_done),
+    .mult_a_i(mult_a), .mult_b_i(mult_b), .shift_i(shift), .eps_i(eps), .zeros_i(zeros), .done_o(strm_done),
     .tbl_we_i(ld_we_q), .tbl_unit_i(unit), .tbl_addr_i(ld_addr_q), .tbl_data_i(ld_word[45:0]),
     .rd_a_addr_o(s_a_addr), .rd_a_data_i(s_a_data), .rd_b_addr_o(s_b_addr), .rd_b_data_i(s_b_data),
     .wr_en_o(s_we), .wr_addr_o(s_waddr), .wr_data_o(s_wdata)
@@ -284,7 +299,7 @@ module vit_core #(
     end
   end
 
-  wire unused_core = ^{ins_q[31:18], ins_q[15:11], ins_q[32*5-1:32*4], ins_q[1023:32*27],
+  wire unused_core = ^{ins_q[31:18], ins_q[15:11], ins_q[32*5-1:32*4], ins_q[1023:32*27+24],
                        ins_q[32*22+31], ins_q[32*23+31], ins_q[32*25-1:32*24+6], ins_q[32*26+30 +: 2],
                        a_gen[159:96], b_gen[159:96], d_gen[159:96], ld_word[71:46], host_raddr_i[31:AAW],
                        host_raddr_i[31:GAW], host_waddr_i[31:AAW], host_waddr_i[31:WAW], host_waddr_i[31:PAW],

@@ -21,6 +21,8 @@ module vit_core_gemm #(
   parameter integer WAW      = 16,   // weight memory address width
   parameter integer PAW      = 12,   // parameter memory address width
   parameter integer CNT_BITS = 40,
+  parameter integer ROUNDING = 0,    // the requant's rounding (rtl/requant.v): 0 half_up, 2 half_even
+  parameter integer ZERO_POINTS = 0, // 1: zeros_i's za, zw, zy (rtl/gemm.v ZERO_POINTS); 0: unread
   parameter integer M_BITS   = $clog2(MAX_M + 1),
   parameter integer K_BITS   = $clog2(MAX_K + 1),
   parameter integer N_BITS   = $clog2(MAX_N + 1)
@@ -33,6 +35,7 @@ module vit_core_gemm #(
   input  wire [31:0]          n_i,
   input  wire                 a_signed_i,
   input  wire                 w_act_i,     // w from the scratchpad (Q.K^T, P.V) instead of wgt
+  input  wire [23:0]          zeros_i,     // {zy, zw, za}, signed (ZERO_POINTS = 1)
   input  wire [95:0]          a_gen_i,     // {k stride, m stride, base}
   input  wire [95:0]          w_gen_i,     // {k stride, n stride, base}
   input  wire [95:0]          d_gen_i,     // {n stride, m stride, base}
@@ -66,11 +69,13 @@ module vit_core_gemm #(
 
   gemm #(
     .ROWS(ROWS), .COLS(COLS), .ACC_BITS(32), .OUT_BITS(8),
-    .MAX_M(MAX_M), .MAX_K(MAX_K), .MAX_N(MAX_N), .CNT_BITS(CNT_BITS)
+    .MAX_M(MAX_M), .MAX_K(MAX_K), .MAX_N(MAX_N), .CNT_BITS(CNT_BITS), .ROUNDING(ROUNDING),
+    .ZERO_POINTS(ZERO_POINTS)
   ) u_gemm (
     .clk_i(clk_i), .rst_ni(rst_ni),
     .start_i(start_i), .m_i(m_i[M_BITS-1:0]), .k_i(k_i[K_BITS-1:0]), .n_i(n_i[N_BITS-1:0]),
-    .a_signed_i(a_signed_i), .zero_a_i(8'd0), .zero_w_i(8'd0), .zero_out_i(8'd0), .busy_o(busy_unused), .done_o(done_o), .cycles_o(cycles_unused),
+    .a_signed_i(a_signed_i), .zero_a_i(zeros_i[7:0]), .zero_w_i(zeros_i[15:8]), .zero_out_i(zeros_i[23:16]),
+    .busy_o(busy_unused), .done_o(done_o), .cycles_o(cycles_unused),
     .beats_o(beats_o),
     .rd_en_o(rd_en_unused), .rd_m_o(rd_m), .rd_n_o(rd_n), .rd_k_o(rd_k),
     .rd_a_i(act_a_data_i), .rd_w_i(w_act_i ? act_w_data_i : wgt_data_i),

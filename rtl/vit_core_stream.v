@@ -18,7 +18,10 @@
 module vit_core_stream #(
   parameter integer AW      = 16,   // scratchpad address width
   parameter integer MAX_ROW = 256,  // longest softmax row (tokens)
-  parameter integer MAX_C   = 1024  // longest layernorm row (channels)
+  parameter integer MAX_C   = 1024, // longest layernorm row (channels)
+  parameter integer ADD_ROUNDING = 0, // residual_add's rounding (rtl/residual_add.v): 0 half_up, 2 half_even
+  parameter integer SOFTMAX_BITS = 8, // probability width (rtl/softmax.v OUT_BITS, 1..8), zero-extended
+  parameter integer ZERO_POINTS  = 0  // 1: residual_add's zero points from zeros_i; 0: unread
 ) (
   input  wire          clk_i,
   input  wire          rst_ni,
@@ -32,6 +35,7 @@ module vit_core_stream #(
   input  wire [30:0]   mult_a_i,    // residual_add Ma; layernorm M
   input  wire [30:0]   mult_b_i,    // residual_add Mb
   input  wire [5:0]    shift_i,     // residual_add / layernorm shift
+  input  wire [23:0]   zeros_i,     // residual_add {zy, zb, za}, signed (ZERO_POINTS = 1)
   input  wire [61:0]   eps_i,       // layernorm eps_int
   output wire          done_o,
 
@@ -109,20 +113,30 @@ module vit_core_stream #(
     .out_valid_o(gelu_ov), .out_ready_i(1'b1), .out_data_o(gelu_y)
   );
 
-  residual_add #(.IN_BITS(8), .OUT_BITS(8)) u_add (
-    .clk_i(clk_i), .rst_ni(rst_ni), .cfg_zero_a_i(8'd0), .cfg_zero_b_i(8'd0), .cfg_zero_out_i(8'd0),
+  residual_add #(.IN_BITS(8), .OUT_BITS(8), .ROUNDING(ADD_ROUNDING), .ZERO_POINTS(ZERO_POINTS)) u_add (
+    .clk_i(clk_i), .rst_ni(rst_ni),
+    .cfg_zero_a_i(zeros_i[7:0]), .cfg_zero_b_i(zeros_i[15:8]), .cfg_zero_out_i(zeros_i[23:16]),
     .cfg_mult_a_i(mult_a_i), .cfg_mult_b_i(mult_b_i), .cfg_shift_i(shift_i),
     .in_valid_i(head_valid & (unit_i == U_ADD)), .in_ready_o(add_ready),
     .in_a_i(head[7:0]), .in_b_i(head[15:8]),
     .out_valid_o(add_ov), .out_ready_i(1'b1), .out_data_o(add_y)
   );
 
-  softmax #(.MAX_N(MAX_ROW), .IN_BITS(8), .OUT_BITS(8), .ENTRIES(256), .EXP_FRAC(23)) u_smax (
+  wire [SOFTMAX_BITS-1:0] smax_p;
+  generate
+    if (SOFTMAX_BITS < 8) begin : g_smax_narrow
+      assign smax_y = {{(8 - SOFTMAX_BITS){1'b0}}, smax_p};
+    end else begin : g_smax_byte
+      assign smax_y = smax_p;
+    end
+  endgenerate
+
+  softmax #(.MAX_N(MAX_ROW), .IN_BITS(8), .OUT_BITS(SOFTMAX_BITS), .ENTRIES(256), .EXP_FRAC(23)) u_smax (
     .clk_i(clk_i), .rst_ni(rst_ni),
     .tbl_we_i(tbl_we_i & (tbl_unit_i == U_SMAX)), .tbl_addr_i(tbl_addr_i[7:0]), .tbl_data_i(tbl_data_i[23:0]),
     .row_len_i(n_i[RL_W-1:0]),
     .in_valid_i(head_valid & (unit_i == U_SMAX)), .in_ready_o(smax_ready), .in_data_i(head[7:0]),
-    .out_valid_o(smax_ov), .out_ready_i(1'b1), .out_data_o(smax_y), .out_last_o(smax_last_unused)
+    .out_valid_o(smax_ov), .out_ready_i(1'b1), .out_data_o(smax_p), .out_last_o(smax_last_unused)
   );
 
   layernorm #(.MAX_C(MAX_C), .OUT_BITS(8)) u_ln (

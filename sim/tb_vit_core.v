@@ -29,6 +29,10 @@ module tb_vit_core #(
   parameter integer MAX_N      = 4096,
   parameter integer MAX_ROW    = 256,
   parameter integer MAX_C      = 1024,
+  parameter integer GEMM_ROUNDING = 0,
+  parameter integer ADD_ROUNDING  = 0,
+  parameter integer SOFTMAX_BITS  = 8,
+  parameter integer ZERO_POINTS   = 0,
   parameter integer IN_BASE    = 0,
   parameter integer IN_LEN     = 64
 ) (
@@ -85,8 +89,9 @@ module tb_vit_core #(
   vit_core #(
     .ROWS(ROWS), .COLS(COLS), .ACT_DEPTH(ACT_DEPTH), .WGT_DEPTH(WGT_DEPTH), .PRM_DEPTH(PRM_DEPTH),
     .PROG_DEPTH(PROG_DEPTH), .MAX_M(MAX_M), .MAX_K(MAX_K), .MAX_N(MAX_N), .MAX_ROW(MAX_ROW),
-    .MAX_C(MAX_C), .ACT_INIT("core_act.hex"), .WGT_INIT("core_wgt.hex"), .PRM_INIT("core_prm.hex"),
-    .PROG_INIT("core_prog.hex")
+    .MAX_C(MAX_C), .GEMM_ROUNDING(GEMM_ROUNDING), .ADD_ROUNDING(ADD_ROUNDING),
+    .SOFTMAX_BITS(SOFTMAX_BITS), .ZERO_POINTS(ZERO_POINTS), .ACT_INIT("core_act.hex"),
+    .WGT_INIT("core_wgt.hex"), .PRM_INIT("core_prm.hex"), .PROG_INIT("core_prog.hex")
   ) dut (
     .clk_i(clk_i), .rst_ni(rst_ni),
     .host_we_i(host_we), .host_wsel_i(host_wsel), .host_waddr_i(host_waddr), .host_wdata_i(host_wdata),

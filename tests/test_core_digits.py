@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
+from core_models import TINY, tiny_source
 
 from hwvit import pipeline, toolchain
 from hwvit.cli import main
@@ -98,33 +99,18 @@ def test_digits_icarus_one_image_bit_exact_on_4x4(digits):
     _check_cycles(run, core)
 
 
-# One layer, 5 tokens of 16 channels, attention 2 heads x 16 (the preset's head_dim): q, k, v and
-# the context are 32 wide, twice the tokens' width, as SimpleViT's dim_head allows.
-TINY = {"patch_size": 4, "dim": 16, "depth": 1, "heads": 2, "mlp_dim": 32}
-
-
 def _tiny_dir(out: Path, biases: bool):
-    """(int model, compiled dir, one quantized input) of a seeded random one-layer ViT (TINY).
-    ``biases``: every Linear's bias drawn (seeded, both signs) before calibration; the preset's
-    random init leaves them 0, so no GEMM would add a bias. Without, the directory's model spec is
-    what `hwvit core run` rebuilds. The scratchpad's regions start at act_base = the power of two
-    at or above the layout's size, so every region lies in the scratchpad's upper half: every act
-    address has its top bit set (from 0, the top bit was 0 in every operand a GEMM read)."""
-    import torch
-
+    """(int model, compiled dir, one quantized input) of the seeded one-layer ViT TINY
+    (tests/core_models.py), its biases drawn or not. Without, the directory's model spec is what
+    `hwvit core run` rebuilds. The scratchpad's regions start at act_base = the power of two at or
+    above the layout's size, so every region lies in the scratchpad's upper half: every act address
+    has its top bit set (from 0, the top bit was 0 in every operand a GEMM read)."""
     from hwvit.cli.core import _spec
-    from hwvit.cli.loading import load_data
     from hwvit.core.compile import compile_model
     from hwvit.core.coredir import write_core_dir
     from hwvit.quant import QuantConfig, quantize_model
 
-    source, data = load_data({"preset": "digits", "config_path": dict(TINY)}, 0, 64)
-    if biases:
-        gen = torch.Generator().manual_seed(5)
-        with torch.no_grad():
-            for layer in source.model.modules():
-                if isinstance(layer, torch.nn.Linear) and layer.bias is not None:
-                    layer.bias.copy_(0.5 * torch.randn(layer.bias.shape, generator=gen))
+    source, data = tiny_source(biases)
     model = quantize_model(source.model, data.calib, QuantConfig())
     x, _ = pipeline.eval_inputs(source, 1)
     size = max(b + n for b, n in compile_model(model, images=False).regions.values())

@@ -107,6 +107,45 @@ class Evaluator:
         return Score(r.top1_int, r.agreement, r.logits_sqnr_db)
 
 
+class ImportedEvaluator:
+    """``Evaluator``'s interface for a quantized ONNX file's model (hwvit.onnx): the baseline is the
+    file's own integer model, whose widths (8 bits) the file fixes; a configuration is the layers
+    whose weights are re-quantized at another width from the file's dequantized weights
+    (hwvit.onnx.requantize), every other quantizer and table the file's. Each is compared with the
+    float model of the file's dequantized weights on the same images. Knob: ``weight_bits`` only."""
+
+    def __init__(self, imported, inputs, labels, knob: str = "weight_bits", batch_size: int | None = None):
+        if knob != "weight_bits":
+            raise ValueError(
+                f"--knob {knob}: a quantized ONNX file's activation widths are not varied; its layers' weights are"
+            )
+        self.imported, self.model, self.inputs, self.labels = imported, imported.model, inputs, labels
+        meta = imported.int_model.meta["quant"]
+        self.softmax, self.layernorm = meta["softmax"], meta["layernorm"]
+        self.batch_size, self.knob, self.runs = batch_size, knob, 0
+
+    def recipe(self, default_bits: int, wide: dict[str, int]) -> dict[str, int]:
+        """The layers not at the file's 8 bits: path -> their weight width."""
+        widths = {p: default_bits for p in self.paths()} | wide
+        return {p: b for p, b in widths.items() if b != 8}
+
+    def paths(self) -> list[str]:
+        """The file's linear layers, in forward order."""
+        return list(self.imported.weights)
+
+    def __call__(self, widths: dict[str, int]) -> Score:
+        from hwvit.onnx import build, requantize
+
+        im = self.imported
+        int_model = (
+            build.build(requantize.weights_at(im.graph.model, widths, im.weights), im.path, self.softmax,
+                        self.layernorm).int_model if widths else im.int_model
+        )  # fmt: skip
+        r = compare(self.model, int_model, self.inputs, self.labels, batch_size=self.batch_size, isolated=False)
+        self.runs += 1
+        return Score(r.top1_int, r.agreement, r.logits_sqnr_db)
+
+
 def groups_of(paths: list[str], globs: list[str] | None) -> dict[str, list[str]]:
     """Units of the analysis: each linear layer, or each glob's matching layers. ValueError on an empty glob."""
     if not globs:

@@ -195,7 +195,7 @@ def run(core_dir, images, simulator, rows, cols, seed, host_load):
         click.echo(f"labels:            {' '.join(map(str, labels[: len(pred_rtl)]))}")
     c0 = res.cycles[0]
     macs = cdir.manifest["macs"]
-    pred = cyc.program_cycles(cdir.program, rows, cols)["total"]
+    pred = cyc.program_cycles(cdir.program, rows, cols, cdir.sizes.get("SOFTMAX_BITS", 8))["total"]
     click.echo(
         f"cycles/image: {c0['total']:,} (gemm {c0['gemm']:,}, row {c0['row']:,}, elem {c0['elem']:,}, "
         f"load {c0['load']:,}, ctrl {c0['ctrl']:,}); cycle model {pred:,}; "

@@ -60,6 +60,10 @@ def sensitivity(calib_images, bits, knob, rise, groups, target, seed, out_dir, q
     each linear layer's weight width (2-8 bits, stored int8: the GEMM and the RTL are unchanged)
     or, with --knob act_bits, each activation point's width (the recipe's act_bits).
 
+    A quantized ONNX file (--checkpoint model.onnx, docs/onnx.md): the baseline is the file's own
+    model; each layer's weights are re-quantized from the file's at --bits (its bias at the new
+    accumulator scale), every other quantizer, table and rounding the file's.
+
     \b
     Example:
       hwvit sensitivity --model digits --bits 2 --limit 60 --calib-images 32 \\
@@ -67,6 +71,8 @@ def sensitivity(calib_images, bits, knob, rise, groups, target, seed, out_dir, q
       hwvit compare --model digits --recipe sens/recipe.yaml --limit 60 --calib-images 32 -q
       hwvit sensitivity --model digits --knob act_bits --bits 4 --limit 20 --calib-images 16 \\
         --groups 'layers.0.*,layers.1.*' --out sens-act/ -q
+      hwvit onnx-demo --out model.onnx
+      hwvit sensitivity --checkpoint model.onnx --bits 4 --limit 16 --groups 'layers.0.*,head' --out sens-onnx/ -q
     """
     from hwvit.analysis import sensitivity as sens
     from hwvit.report import sensitivity_write
@@ -77,15 +83,19 @@ def sensitivity(calib_images, bits, knob, rise, groups, target, seed, out_dir, q
         fail("--target-top1-drop ranks layers by how much dropping each costs: leave out --rise")
     from hwvit.onnx import is_onnx
 
-    if kw.get("checkpoint") and is_onnx(kw["checkpoint"]):
-        fail(
-            "a quantized ONNX file fixes every layer's width and scale, which hwvit sensitivity varies: "
-            "`hwvit compare --checkpoint` gives each layer's own error (isolated) and its integers beside onnxruntime's"
-        )
+    imported = bool(kw.get("checkpoint")) and is_onnx(kw["checkpoint"])
+    if imported:  # the file's own model is the baseline; its layers' weights are what varies
+        given_here = [f for f, v in (("--recipe", recipe), ("--target-top1-drop", target)) if v is not None]
+        if knob != "weight_bits" or given_here:
+            what = f"--knob {knob}" if knob != "weight_bits" else given_here[0]
+            fail(f"{what}: a quantized ONNX file fixes it; its sensitivity re-quantizes each layer's weights")
     source, data = load_data(kw, seed, calib_images)
     describe_data(data, quiet)
     try:
-        ev = sens.Evaluator(source.model, data.calib, data.inputs, data.labels, base=recipe, knob=knob)
+        if imported:
+            ev = sens.ImportedEvaluator(source.imported, data.inputs, data.labels, knob=knob)
+        else:
+            ev = sens.Evaluator(source.model, data.calib, data.inputs, data.labels, base=recipe, knob=knob)
         paths = ev.paths()
         units = sens.groups_of(paths, [g.strip() for g in groups.split(",") if g.strip()] if groups else None)
 
@@ -102,6 +112,12 @@ def sensitivity(calib_images, bits, knob, rise, groups, target, seed, out_dir, q
             if rise
             else f"{noun}: every group at 8 bits, one at a time dropped to {bits}."
         )
+        if imported:
+            what = (
+                f"Weights re-quantized from the file's: every group at {bits} bits, one at a time back to the file's 8."
+                if rise
+                else f"Weights: the file's model, one group at a time re-quantized from the file's to {bits} bits."
+            )
         meta = {
             "model": source.name,
             "mode": mode,
@@ -110,7 +126,7 @@ def sensitivity(calib_images, bits, knob, rise, groups, target, seed, out_dir, q
             "metric": metric,
             "description": what,
             "images": len(data.labels) if data.labels is not None else None,
-            "calib_images": len(data.calib),
+            "calib_images": None if imported else len(data.calib),  # a quantized ONNX file's scales are its own
             "baseline_acc": base.acc,
             "baseline_sqnr_db": base.logits_sqnr_db,
             "seed": seed,

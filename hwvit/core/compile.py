@@ -20,8 +20,14 @@ from hwvit.formats import ExpMode
 
 SUPPORTED = (
     "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations, "
-    "hwvit's softmax, LayerNorm and requant (any elementwise GELU variant: a table)"
+    "hwvit's softmax (probabilities of one width, 1-8 bits) and LayerNorm, every GEMM's requant rounded "
+    "one way and every residual add one way (half_up or half_even), an imported model's zero points, "
+    "int8 bias adds and table after Q.K^T (any elementwise GELU variant: a table)"
 )
+# The roundings the core's GEMM engine and residual_add unit take (rtl/vit_core.v GEMM_ROUNDING,
+# ADD_ROUNDING: rtl/requant.v's and rtl/residual_add.v's ROUNDING values)
+ROUNDINGS = {"half_up": 0, "half_even": 2}
+SOFTMAX_POINTS = (".attn.softmax", ".attn.probs")  # the traced points of the softmax's probabilities
 
 
 class CoreCompileError(ValueError):
@@ -95,7 +101,10 @@ class _Builder:
         return base
 
     # ---- instructions
-    def gemm(self, name, m, k, n, a: Gen, w: Gen, d: Gen, p_base, p_stride, *, a_signed=True, w_act=False, check=None):
+    def gemm(
+        self, name, m, k, n, a: Gen, w: Gen, d: Gen, p_base, p_stride, *, a_signed=True, w_act=False, check=None,
+        zeros=(0, 0, 0),
+    ):  # fmt: skip
         self.prog.append(
             Instr(
                 op=isa.OP_GEMM,
@@ -107,13 +116,19 @@ class _Builder:
                 d=d,
                 p_base=p_base,
                 p_stride=p_stride,
+                zeros=tuple(int(z) for z in zeros),
                 name=name,
                 check=check,
             )
         )
 
     def linear(self, name, lin, a_base, rows, d_base, d_rs, d_off=0, check=None):
+        """The GEMM of a linear layer; an imported model's int8 bias added after its requant (a 3-D
+        linear's MatMul then Add) is a residual_add STREAM over the GEMM's output, in place, with the
+        bias codes (a scratchpad constant) read again for every row."""
         n, k = lin.w.shape
+        check = check or {"value": name, "index": [0]}
+        add = getattr(lin, "bias_add", None)
         wb = self.weights(lin.w)
         pb = self.prm_words(
             isa.gemm_prm_word(b, mu, s)
@@ -131,8 +146,15 @@ class _Builder:
             Gen(d_base + d_off, (d_rs, 1, 0, 0)),
             pb,
             1,
-            check=check or {"value": name, "index": [0]},
+            check=None if add is not None else check,  # the trace holds the output after the bias add
+            zeros=(0, 0, _zero(lin)),  # the input's zero point is folded into the bias (hwvit.onnx.build)
         )
+        if add is not None:
+            out = Gen(d_base + d_off, (1, d_rs, 0, 0))
+            self.stream(isa.U_ADD, f"{name}.bias", (n, rows, 1, 1), out, out,
+                        b=Gen(self.const(f"{name}.bias", lin.post_bias), (1, 0, 0, 0)), check=check,
+                        mult_a=int(add.mult_a), mult_b=int(add.mult_b), shift=int(add.shift),
+                        zeros=_zeros(add))  # fmt: skip
 
     def stream(self, unit, name, n, a: Gen, d: Gen, b: Gen | None = None, check=None, **cfg):
         self.prog.append(
@@ -172,7 +194,18 @@ class _Builder:
             mult_a=int(res.mult_a),
             mult_b=int(res.mult_b),
             shift=int(res.shift),
+            zeros=_zeros(res),
         )
+
+
+def _zero(layer) -> int:
+    """The output zero point of a layer's requant (0 for hwvit's own, and core estimate's stand-in)."""
+    return int(getattr(getattr(layer, "requant", layer), "zero", 0))
+
+
+def _zeros(add) -> tuple[int, int, int]:
+    """(za, zb, zy) of a residual add."""
+    return tuple(int(getattr(add, f"zero_{n}", 0)) for n in ("a", "b", "out"))
 
 
 def _requants(m):
@@ -195,21 +228,73 @@ def _requants(m):
             todo.extend(obj)
 
 
+def _linears(m) -> dict[str, object]:
+    """The model's GEMM layers with weights, by trace path."""
+    out = {"embed.proj": m.embed.patch_embed.proj}
+    for i, blk in enumerate(m.blocks):
+        at = blk.attn
+        names = ("qkv",) if at.qkv is not None else ("q", "k", "v")
+        out.update({f"layers.{i}.attn.{n}": getattr(at, n) for n in (*names, "proj")})
+        out.update({f"layers.{i}.mlp.fc1": blk.fc1, f"layers.{i}.mlp.fc2": blk.fc2})
+    if m.readout.head is not None:
+        out["head"] = m.readout.head
+    return out
+
+
+def _gemm_requants(m) -> dict[str, object]:
+    """Every requant the core's GEMM engine applies: the linear layers', Q.K^T's, P.V's, mean pooling's."""
+    # (core estimate's stand-in model, hwvit.core.shapes, has layers without a Requant: half_up)
+    gemms = {p: getattr(lin, "requant", lin) for p, lin in _linears(m).items()}
+    for i, blk in enumerate(m.blocks):
+        gemms.update({f"layers.{i}.attn.scores": blk.attn.scores, f"layers.{i}.attn.context": blk.attn.context})
+    if m.readout.pool is not None:
+        gemms["pool"] = getattr(m.readout.pool, "requant", m.readout.pool)
+    return gemms
+
+
+def core_roundings(m) -> dict[str, int]:
+    """The core parameters of the model's roundings: GEMM_ROUNDING (every GEMM's requant) and
+    ADD_ROUNDING (every residual add), each only where it is not hwvit's half_up (0, the core's
+    default). CoreCompileError if a class is rounded two ways or a way the core does not take."""
+    gemms = _gemm_requants(m)
+    adds = {f"layers.{i}.{n}": getattr(blk, n) for i, blk in enumerate(m.blocks) for n in ("add1", "add2")}
+    if m.embed.pos_add is not None:
+        adds["pos_add"] = m.embed.pos_add
+    out = {}
+    for key, layers in (("GEMM_ROUNDING", gemms), ("ADD_ROUNDING", adds)):
+        ways = {}
+        for path, layer in layers.items():
+            ways.setdefault(getattr(layer, "rounding", "half_up"), path)
+        unknown = [(r, p) for r, p in ways.items() if r not in ROUNDINGS]
+        if unknown or len(ways) > 1:
+            (r, p), *_ = unknown or list(ways.items())[1:]
+            raise CoreCompileError(
+                f"model {m.config.name!r}: {p} rounds requant={r}, " + ("which the core does not take" if unknown
+                else f"{next(iter(ways.values()))} requant={next(iter(ways))}") + f"; the core runs {SUPPORTED}"
+            )  # fmt: skip
+        if ROUNDINGS.get(next(iter(ways), "half_up")):
+            out[key] = ROUNDINGS[next(iter(ways))]
+    return out
+
+
+def _softmax_bits(m) -> int:
+    """The probabilities' width, one for every layer (the core's SOFTMAX_BITS); 8 without layers."""
+    widths = sorted({blk.attn.softmax.out_bits for blk in m.blocks} or {8})
+    if len(widths) > 1:
+        raise CoreCompileError(f"model {m.config.name!r}: softmax probabilities of {widths[0]} and {widths[1]} bits; "
+                               f"the core's softmax has one width")  # fmt: skip
+    return widths[0]
+
+
 def _check_model(m) -> None:
     cfg = m.config
     problems = []
-    source = getattr(m, "meta", {}).get("quant", {}).get("source", "")
-    if str(source).lower().endswith(".onnx"):  # an imported model (hwvit.onnx): its own roundings and zero points
-        raise CoreCompileError(
-            f"model {cfg.name!r} is a quantized ONNX file's own model (round half to even, zero points, a bias "
-            f"add after each 3-D linear, GEMM-side tables): the core runs {SUPPORTED}; its blocks run through "
-            f"`hwvit vectors --checkpoint` and `hwvit sim`"
-        )
     if m.act_bits != 8:
         problems.append(f"act_bits={m.act_bits}")
     # the core's requant saturates every result to int8 (no per-instruction clamp): a recipe's
     # narrower per-layer activations (IntViT.point_bits) cannot run on it
-    narrow = [(p, b) for p, b in getattr(m, "point_bits", {}).items() if b != 8]
+    # (the softmax's probabilities have the core's SOFTMAX_BITS, below)
+    narrow = [(p, b) for p, b in getattr(m, "point_bits", {}).items() if b != 8 and not p.endswith(SOFTMAX_POINTS)]
     if narrow:
         problems.append(f"{narrow[0][1]}-bit activations at {narrow[0][0]} (recipe act_bits)")
     if m.embed.patch_embed.kind != Embed.CONV or cfg.ndim != 2:
@@ -220,7 +305,7 @@ def _check_model(m) -> None:
         problems.append("position added in every layer")
     for i, blk in enumerate(m.blocks):
         sm = blk.attn.softmax
-        if sm.exp != ExpMode.TABLE or sm.in_bits != 8 or sm.out_bits != 8:
+        if sm.exp != ExpMode.TABLE or sm.in_bits != 8 or not 1 <= sm.out_bits <= 8:
             problems.append(f"layers.{i} softmax exp={sm.exp} {sm.in_bits}->{sm.out_bits} bits")
         if blk.gelu.in_bits != 8 or blk.gelu.out_bits != 8:
             problems.append(f"layers.{i} gelu {blk.gelu.in_bits}->{blk.gelu.out_bits} bits")
@@ -232,11 +317,19 @@ def _check_model(m) -> None:
                 problems.append(f"layers.{i}.{name} layernorm={getattr(blk, name).arith.name}")
         if getattr(blk.gelu, "arith", None) is not None:  # a GELU on rows: no table to load
             problems.append(f"layers.{i} gelu={blk.gelu.arith.name}")
-    rounding = sorted({rq.rounding for rq in _requants(m) if rq.rounding != "half_up"})
+    # the GEMMs' and residual adds' roundings are core parameters (core_roundings); any other
+    # requant (LayerNorm's) is its unit's, hwvit's half_up
+    gemm_rqs = {id(rq) for rq in _gemm_requants(m).values()}
+    rounding = sorted({rq.rounding for rq in _requants(m) if rq.rounding != "half_up" and id(rq) not in gemm_rqs})
     if rounding:
         problems.append(f"requant={rounding[0]}")
     if problems:
-        raise CoreCompileError(f"model {cfg.name!r} uses {problems[0]}; the core runs {SUPPORTED}")
+        hint = ""
+        if str(getattr(m, "meta", {}).get("quant", {}).get("source", "")).lower().endswith(".onnx"):
+            hint = "; a quantized ONNX file's blocks run through `hwvit vectors --checkpoint` and `hwvit sim`"
+        raise CoreCompileError(f"model {cfg.name!r} uses {problems[0]}; the core runs {SUPPORTED}{hint}")
+    core_roundings(m)
+    _softmax_bits(m)
 
 
 def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
@@ -309,6 +402,11 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
         else:
             for j, name in enumerate("qkv"):
                 bld.linear(f"{pre}.attn.{name}", getattr(at, name), h, t, qkv, 3 * inner, d_off=j * inner)
+        for j, name in enumerate(("q_table", "k_table")):  # an imported model's scaling of Q and of K (HF's)
+            if getattr(at, name, None) is not None:  # a GELU STREAM over their columns of the qkv buffer
+                cols = Gen(qkv + j * inner, (1, 3 * inner, 0, 0))  # (traced per head: checked at the scores)
+                bld.load(isa.U_GELU, f"{pre}.attn.{name}.table", _u8(getattr(at, name).table))
+                bld.stream(isa.U_GELU, f"{pre}.attn.{name}", (inner, t, 1, 1), cols, cols)
         sc = bld.prm_words([isa.gemm_prm_word(0, at.scores.mult, at.scores.shift)])
         for k in range(heads):
             bld.gemm(
@@ -322,8 +420,15 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
                 sc,
                 0,
                 w_act=True,
-                check={"value": f"{pre}.attn.scores", "index": [0, k]},
-            )
+                # the trace holds the scores after an imported model's table (below) only
+                check=None if getattr(at, "scores_table", None) is not None else {
+                    "value": f"{pre}.attn.scores", "index": [0, k]},
+                zeros=(getattr(at, "zero_q", 0), getattr(at, "zero_k", 0), _zero(at.scores)),
+            )  # fmt: skip
+        if getattr(at, "scores_table", None) is not None:  # an imported model's 1/sqrt(d) Mul: a table
+            bld.load(isa.U_GELU, f"{pre}.attn.scores_table.table", _u8(at.scores_table.table))
+            bld.stream(isa.U_GELU, f"{pre}.attn.scores_table", (heads * t * t, 1, 1, 1), Gen(s_buf, (1, 0, 0, 0)),
+                       Gen(s_buf, (1, 0, 0, 0)), check={"value": f"{pre}.attn.scores", "index": [0]})  # fmt: skip
         table = np.zeros(256, dtype=np.int64)
         table[: len(at.softmax.exp_table)] = at.softmax.exp_table
         bld.load(isa.U_SOFTMAX, f"{pre}.attn.softmax.table", table)
@@ -351,6 +456,7 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
                 a_signed=False,
                 w_act=True,
                 check={"value": f"{pre}.attn.context", "index": [0, None, [k * hd, (k + 1) * hd]]},
+                zeros=(0, getattr(at, "zero_v", 0), _zero(at.context)),  # the probabilities have none
             )
         bld.linear(f"{pre}.attn.proj", at.proj, ctx, t, y, dim)
         bld.residual(f"{pre}.add1", blk.add1, x, y, x, t * dim)
@@ -414,5 +520,9 @@ def compile_model(m, images: bool = True, act_base: int = 0) -> Compiled:
         "MAX_C": max(4, 1 << dim.bit_length()),
         "IN_BASE": x_in,
         "IN_LEN": c_in * hh * ww,
+        # only where not hwvit's (half up, 8-bit probabilities): a plain model's sizes stay as they were
+        **core_roundings(m),
+        **({"SOFTMAX_BITS": _softmax_bits(m)} if _softmax_bits(m) != 8 else {}),
+        **({"ZERO_POINTS": 1} if any(any(ins.zeros) for ins in bld.prog) else {}),
     }
     return Compiled(bld.prog, act_img, wgt, bld.prm, dict(act.regions), (c_in, hh, ww), "logits", n_out, sizes)

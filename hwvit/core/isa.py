@@ -44,6 +44,9 @@ class Instr:
     mult_b: int = 0
     shift: int = 0
     eps: int = 0
+    # (za, zw, zy) of a GEMM, (za, zb, zy) of a residual_add: an imported model's zero points (signed
+    # bytes in f27, read by a core built with ZERO_POINTS = 1)
+    zeros: tuple[int, int, int] = (0, 0, 0)
     name: str = ""  # what it computes: the integer model's path (embed.proj, layers.0.attn.h1.qk, ...)
     check: dict | None = None  # {"value": trace path, "index": [...]} its output in the trace
 
@@ -61,6 +64,9 @@ class Instr:
         f[20], f[21] = self.p_base, self.p_stride
         f[22], f[23], f[24] = self.mult_a, self.mult_b, self.shift
         f[25], f[26] = self.eps & MASK32, self.eps >> 32
+        if any(not -128 <= z <= 127 for z in self.zeros):
+            raise ValueError(f"instruction {self.name or self.kind}: zero points {self.zeros} are not int8")
+        f[27] = sum((int(z) & 0xFF) << (8 * i) for i, z in enumerate(self.zeros))
         for i, v in enumerate(f):
             if not 0 <= v <= MASK32:
                 raise ValueError(f"instruction {self.name or self.kind}: field {i} = {v} does not fit 32 bits")
@@ -130,6 +136,7 @@ def from_fields(f: list[int], name: str = "", check: dict | None = None) -> Inst
         mult_b=f[23],
         shift=f[24],
         eps=f[25] | (f[26] << 32),
+        zeros=tuple(((f[27] >> (8 * i)) & 0xFF) - (((f[27] >> (8 * i)) & 0x80) << 1) for i in range(3)),
         name=name,
         check=check,
     )

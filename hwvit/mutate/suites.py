@@ -11,6 +11,9 @@ from hwvit import toolchain
 CORE = "vit_core"
 CORE_PARTS = ("vit_core_agu.v", "vit_core_gemm.v", "vit_core_ram.v", "vit_core_stream.v")
 CORE_SUITE = "tests/test_core_digits.py"
+# the core's parameters for an imported model (rounding, zero points, probability width) and the
+# instructions of its parts: the core at its defaults leaves them unread
+CORE_IMPORTED_SUITE = "tests/test_core_rounding.py"
 # a one-layer random model on Icarus first: far cheaper than the digits image after it
 CORE_FIRST = (
     "test_tiny_model_with_attention_wider_than_dim_icarus_bit_exact",
@@ -78,9 +81,9 @@ def suite_of(block: str) -> tuple[tuple[str, ...], str | None]:
     """The pytest files that judge ``block``'s mutants and a ``-k`` filter within them: the kind's
     testbench ``sim/test_<block>.py``; for a variant kind with Verilog and no such file, its tests in
     every ``sim/test_variants*.py``; for a block several kinds use (``_users``), all of theirs; for the
-    core, ``tests/test_core_digits.py``."""
+    core, ``tests/test_core_digits.py`` and ``tests/test_core_rounding.py``."""
     if block == CORE:
-        return (CORE_SUITE,), None
+        return (CORE_SUITE, CORE_IMPORTED_SUITE), None
     from hwvit import blocks
 
     root = toolchain.repo().root

@@ -40,6 +40,8 @@ class Imported:
     points: dict[str, str] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)
     origin: dict[str, str] = field(default_factory=dict)  # point -> "file" | "hwvit arithmetic"
+    # linear layer (its path in hwvit.analysis.sensitivity.linear_paths) -> its dequantized weight tensor
+    weights: dict[str, str] = field(default_factory=dict)
 
 
 def _off(q: Quant) -> int:
@@ -76,6 +78,7 @@ class _Builder:
         self.origin: dict[str, str] = {}
         self.shapes = _shapes(g.model)
         self.float_weights: dict[str, np.ndarray] = {}
+        self.weights: dict[str, str] = {}
         # a QONNX file's points that hwvit calibrated (hwvit.onnx.qonnx): their quantizers are hwvit's
         meta = {p.key: p.value for p in g.model.metadata_props}
         self.calibrated = set(meta.get("hwvit.calibrated", "").split())
@@ -148,6 +151,8 @@ class _Builder:
         q_out = step.out_q
         rq = requant_of(ratio(s_in, s_w, q_out.s), 8, q_out.s, ROUNDING)
         rq = replace(rq, zero=_z(q_out))
+        node = next(n for n in step.nodes if n.op_type == step.op)
+        self.weights["embed.proj" if name == "patch_embed.proj" else name] = node.input[1]
         w8 = np.array(w, np.int8)
         w8.flags.writeable = False
         lin = IntLinear(w=w8, bias=bias, s_in=s_in, requant=rq)
@@ -400,7 +405,7 @@ class _Builder:
             input_zero=_z(q_x),
         )  # fmt: skip
         model = self._float_model(cfg)
-        return Imported(model, int_model, g, self.path, dict(self.points), dict(self.offsets), dict(self.origin))
+        return Imported(model, int_model, g, self.path, self.points, self.offsets, self.origin, self.weights)
 
     def _point_zeros(self, blocks) -> dict[str, int]:
         """The zero point of every traced point of the IntViT, in hwvit's int8 codes (the
@@ -570,10 +575,20 @@ def load(path, softmax: str = "hwvit", layernorm: str = "hwvit", calib=None) -> 
             if calib is None:
                 raise GraphError("a QONNX file leaves points float that hwvit calibrates: give calibration inputs")
             model = qonnx.to_qdq(model, np.asarray(calib, np.float32))
-        g = QGraph(model)
-        return _Builder(g, path, softmax, layernorm).build(softmax)
+    except GraphError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return build(model, path, softmax, layernorm)
+
+
+def build(model, path, softmax: str = "hwvit", layernorm: str = "hwvit") -> Imported:
+    """The models of a QDQ ``model`` already read (``Imported.graph.model``, a QONNX file's with
+    hwvit's calibrated quantizers in it, or one edited by hwvit.onnx.requantize); ``path`` names it
+    in messages. ValueError (one line) if hwvit cannot."""
+    path = Path(path)
+    try:
+        return _Builder(QGraph(model), path, softmax, layernorm).build(softmax)
     except GraphError as exc:
         raise ValueError(f"{path}: {exc}") from None
 
 
-__all__ = ["ROUNDING", "Imported", "load", "table_of"]
+__all__ = ["ROUNDING", "Imported", "build", "load", "table_of"]

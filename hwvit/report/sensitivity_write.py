@@ -75,10 +75,11 @@ def write(out_dir: str | Path, meta: dict, rows: list[dict], proposal: dict | No
     """The directory atomically; returns its path."""
     metric = meta["metric"]
     head, body = table(rows, metric)
+    calib = f"calibrated on {meta['calib_images']}" if meta["calib_images"] is not None else "the file's scales"
     md = [
         f"# hwvit sensitivity: {meta['model']}",
         "",
-        f"{meta['description']} Evaluated on {meta['images']} images, calibrated on {meta['calib_images']} "
+        f"{meta['description']} Evaluated on {meta['images']} images, {calib} "
         f"(hwvit {__version__}). Baseline: {metric} {100 * meta['baseline_acc']:.2f}%, logits SQNR "
         f"{meta['baseline_sqnr_db']:.2f} dB. Sorted most sensitive first.",
         "",
