@@ -68,7 +68,9 @@ def _gemm_requants(imported, x):
             continue
         acc, y = rec.tensors["acc"].data, rec.tensors["y"].data
         head = re.match(r"(layers\.\d+\.attn)\.(img\d+\.)?h\d+\.av$", rec.path)
-        point = head.group(1) + ".context" if head else {"embed.proj": "embed", "head": "logits"}.get(rec.path, rec.path)
+        point = (
+            head.group(1) + ".context" if head else {"embed.proj": "embed", "head": "logits"}.get(rec.path, rec.path)
+        )
         step = g.by_out[imported.points[point]]
         if step.kind == "bias":
             step = g.by_out[g.source(step.inputs[0])]
@@ -103,12 +105,14 @@ def test_second_vit_gemms_round_exactly(onnx_zoo):
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_power_of_two_scales(onnx_zoo, config):
     """Every configuration with its scales rounded up to powers of two: every GEMM's integers alone
-    equal onnxruntime's exactly on the whole split with graph optimizations off (the file's meaning;
-    with them on, onnxruntime's fused uint8 kernels part from its own unoptimized graph)."""
+    equal onnxruntime's exactly on the whole split with graph optimizations off (the file's meaning),
+    and on at int8 (its fused kernels). At uint8 onnxruntime's fused bias add (QLinearAdd) rounds the
+    exact halves such scales make otherwise than its own unoptimized graph: 0.9% of all GEMM outputs
+    part by 1 LSB, every one at a GEMM followed by an int8 bias."""
     imported, side = onnx_zoo.side("digits", config, images=None, pow2=True)
     gemms, per_million, _ = gemm_figures(side, "off")
     assert gemms == 2 + 5 * imported.int_model.config.depth and per_million == 0, per_million
-    if config == "symmetric":
+    if config != "uint8":
         assert gemm_figures(side, "on")[1] == 0
 
 

@@ -2,12 +2,12 @@
 
 ``Observer`` runs the file and returns its codes at the IntViT's traced points (graph
 optimizations off: the file's meaning; or on: what onnxruntime deploys, each point observed without
-changing what onnxruntime fuses before it). ``side_by_side`` runs both on the same images and counts, per point, the integers that
-differ and by how much: accumulated (hwvit from the image on) and isolated (each hwvit layer given
-onnxruntime's codes at its inputs, so the count is that layer's own). ``FileFloat`` runs hwvit's
-model with the points it computes by its own arithmetic (what the file leaves float: LayerNorm,
-softmax) computed as the file computes them instead: the top-1 agreement left then is the part of
-the parting that is not hwvit's arithmetic.
+changing what onnxruntime fuses before it). ``side_by_side`` runs both on the same images and
+counts, per point, the integers that differ and by how much: accumulated (hwvit from the image on)
+and isolated (each hwvit layer given onnxruntime's codes at its inputs, so the count is that layer's
+own). ``FileFloat`` runs hwvit's model with the points it computes by its own arithmetic (what the
+file leaves float: LayerNorm, softmax) computed as the file computes them instead: the top-1
+agreement left then is the part of the parting that is not hwvit's arithmetic.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def _prefix(model, name: str):
             stack.extend(node.input)
     q = producer[name]
     nodes = [n for n in g.node if id(n) in keep]
-    nodes.append(helper.make_node("DequantizeLinear", [name, *q.input[1:]], [name + "/observed"], name=name + "/observed"))
+    nodes.append(
+        helper.make_node("DequantizeLinear", [name, *q.input[1:]], [name + "/observed"], name=name + "/observed")
+    )
     graph = helper.make_graph(
         nodes, g.name, [i for i in g.input if i.name in seen],
         [helper.make_empty_tensor_value_info(name + "/observed")], [i for i in g.initializer if i.name in seen],
@@ -339,4 +341,14 @@ def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
     return SideBySide(len(x), levels, isolated_rows, first, agree, sq, top1, ff)
 
 
-__all__ = ["LEVELS", "Observer", "PointDiff", "SideBySide", "diff", "hwvit_codes", "input_codes", "run_codes", "side_by_side"]
+__all__ = [
+    "LEVELS",
+    "Observer",
+    "PointDiff",
+    "SideBySide",
+    "diff",
+    "hwvit_codes",
+    "input_codes",
+    "run_codes",
+    "side_by_side",
+]
