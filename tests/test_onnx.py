@@ -64,7 +64,7 @@ def test_hf_shaped_vit(onnx_zoo):
     head_dim^-1/4 in a quantized Mul of its own, read as tables before Q.K^T. Symmetric int8: every
     GEMM alone within 1 LSB of onnxruntime, the Q and K tables equal the file's nodes on all 256 codes
     and onnxruntime everywhere, and the parting from onnxruntime is hwvit's LayerNorm alone."""
-    imported, side = onnx_zoo.side("hf", "symmetric")
+    imported, side = onnx_zoo.side("hf", "symmetric", on=False)
     m = imported.int_model
     assert m.config.qkv == "separate" and m.config.dim == 32 and m.config.heads == 2
     gemms, per_million, max_lsb = gemm_figures(side, "off")
@@ -93,8 +93,8 @@ def test_zero_points(onnx_zoo, name, config):
     code) pair, whose exact value lies 3e-6 above a half, down, at every occurrence of that code
     (make test-onnx states its figure). The logits close (the end-to-end agreement on the whole split
     is make test-onnx's)."""
-    imported, side = onnx_zoo.side(name, config)
-    for level in ("off", "on") if name == "second" else ("off",):
+    imported, side = onnx_zoo.side(name, config, on=name == "second")
+    for level in side.isolated:
         gemms, per_million, max_lsb = gemm_figures(side, level)
         assert gemms == 2 + 5 * imported.int_model.config.depth
         assert max_lsb <= 1 and per_million <= 5, (level, per_million)
@@ -146,7 +146,7 @@ def test_digits_top1_and_agreement(onnx_zoo):
 def test_softmax_cumulative_differs(onnx_zoo):
     """hwvit's own softmax rounds cumulatively: about a fifth of the probabilities 1 LSB from the
     file's (each rounded alone); round_each: none."""
-    _, side = onnx_zoo.side("digits", "symmetric", images=16, softmax="hwvit")
+    _, side = onnx_zoo.side("digits", "symmetric", images=16, softmax="hwvit", on=False)
     probs = [d for d in side.isolated["off"] if d.point.endswith("attn.probs")]
     assert probs and all(0.05 < d.differ / d.elements < 0.4 and d.max_lsb == 1 for d in probs)
     _, side = onnx_zoo.side("digits", "symmetric")

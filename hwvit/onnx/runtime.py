@@ -301,23 +301,27 @@ def _rows(imported, order: list[str], pairs: dict[str, list]) -> list[PointDiff]
     return rows
 
 
-def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
-    """hwvit's integer model beside onnxruntime on float inputs ``x`` (graph optimizations off and on)."""
+def side_by_side(imported, x, labels=None, batch: int = 64, levels: tuple[str, ...] = LEVELS) -> SideBySide:
+    """hwvit's integer model beside onnxruntime on float inputs ``x`` at graph optimizations ``levels``
+    ("off" always among them: the file's meaning, against which the file-float agreement is counted;
+    "on" builds a session per point, ``Observer``)."""
+    if "off" not in levels or not set(levels) <= set(LEVELS):
+        raise ValueError(f"levels {levels}: 'off' and optionally 'on'")
     x = np.asarray(x, np.float32)
     order = list(imported.points)
-    acc = {level: {} for level in LEVELS}
-    iso = {level: {} for level in LEVELS}
-    logits = {level: [] for level in LEVELS}
+    acc = {level: {} for level in levels}
+    iso = {level: {} for level in levels}
+    logits = {level: [] for level in levels}
     ours_logits, file_float = [], []
     floats = FileFloat(imported)
-    observers = {level: Observer(imported, level == "on") for level in LEVELS}
+    observers = {level: Observer(imported, level == "on") for level in levels}
     for start in range(0, len(x), batch):
         xb = x[start : start + batch]
         xq = input_codes(imported, xb)
         ours, lg = hwvit_codes(imported, xq)
         ours_logits.append(imported.int_model.dequantize_logits(lg))
         file_float.append(floats.logits(xq))
-        for level in LEVELS:
+        for level in levels:
             theirs, lt = observers[level].run(xb)
             logits[level].append(lt)
             for p in order:
@@ -326,11 +330,11 @@ def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
             for p, (o, t) in isolated(imported, xq, theirs).items():
                 iso[level].setdefault(p, []).append((o, t))
     ours_l = np.concatenate(ours_logits)
-    levels, isolated_rows, first, agree, sq, top1 = {}, {}, {}, {}, {}, {}
-    for level in LEVELS:
-        levels[level] = _rows(imported, order, acc[level])
+    rows, isolated_rows, first, agree, sq, top1 = {}, {}, {}, {}, {}, {}
+    for level in levels:
+        rows[level] = _rows(imported, order, acc[level])
         isolated_rows[level] = _rows(imported, order, iso[level])
-        first[level] = next((r.point for r in levels[level] if r.differ), None)
+        first[level] = next((r.point for r in rows[level] if r.differ), None)
         theirs_l = np.concatenate(logits[level])
         agree[level] = float(np.mean(theirs_l.argmax(1) == ours_l.argmax(1)))
         sq[level] = _sqnr(theirs_l, ours_l)
@@ -338,7 +342,7 @@ def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
     top1["hwvit"] = None if labels is None else float(np.mean(ours_l.argmax(1) == np.asarray(labels)))
     off = np.concatenate(logits["off"]).argmax(1)
     ff = float(np.mean(np.concatenate(file_float).argmax(1) == off))
-    return SideBySide(len(x), levels, isolated_rows, first, agree, sq, top1, ff)
+    return SideBySide(len(x), rows, isolated_rows, first, agree, sq, top1, ff)
 
 
 __all__ = [
