@@ -58,15 +58,20 @@ class Zoo:
         _, _, x, y = self.model(name)
         return x[:images], None if y is None else y[:images]
 
-    def side(self, name: str, config: str, images: int | None = FAST_IMAGES, softmax: str = "round_each", **kw):
-        """(Imported, SideBySide) of a file on the first ``images`` evaluation images (None: all)."""
+    def side(
+        self, name: str, config: str, images: int | None = FAST_IMAGES, softmax: str = "round_each", on: bool = True,
+        **kw,
+    ):  # fmt: skip
+        """(Imported, SideBySide) of a file on the first ``images`` evaluation images (None: all), with
+        graph optimizations off and, if ``on``, on (a session per point: the part of the run that costs)."""
         from hwvit.onnx import build, runtime
 
-        key = (name, config, images, softmax, tuple(sorted(kw.items())))
+        levels = runtime.LEVELS if on else ("off",)
+        key = (name, config, images, softmax, levels, tuple(sorted(kw.items())))
         if key not in self._sides:
             imported = build.load(self.file(name, config, **kw), softmax=softmax)
             x, y = self.data(name, images)
-            self._sides[key] = (imported, runtime.side_by_side(imported, x, y))
+            self._sides[key] = (imported, runtime.side_by_side(imported, x, y, levels=levels))
         return self._sides[key]
 
 

@@ -11,28 +11,37 @@ import numpy as np
 import pytest
 from onnx_zoo import gemm_figures
 
-from hwvit.onnx import build
+from hwvit.onnx import build, runtime
 from hwvit.onnx.make import CONFIGS
 
 pytestmark = [pytest.mark.onnx, pytest.mark.xdist_group("onnx")]
 
 
+# GEMMs alone against onnxruntime, per million of their outputs (make test-onnx's whole splits):
+# optimizations off, the file's float path: the digits ViT at most 5; the second and the HF-shaped
+# ViT (random weights) at most 10, 5.4 measured, every one onnxruntime's float32 at a half (the
+# order of its float32 sums, and its float32 dequantization and division: docs/onnx.md). On, the
+# fused integer kernels: at most 5, but the digits uint8 file's 8.8 (one bias-add case of
+# onnxruntime's float32 QLinearAdd, at every occurrence of its code) and the HF-shaped ViT's (its
+# prefixes do not read out the codes its whole graph's projections read: not measured).
+OFF = {"digits": 5, "second": 10, "hf": 10}
+ON = {("digits", "uint8"): 10, ("hf", "symmetric"): None, ("hf", "default"): None, ("hf", "uint8"): None}
+
+
 @pytest.mark.parametrize("config", list(CONFIGS))
 @pytest.mark.parametrize("name", ["digits", "second", "hf"])
 def test_gemms_and_agreement(onnx_zoo, name, config):
-    """The GEMMs alone within 1 LSB of onnxruntime on at most 5 per million of their outputs of the
-    digits ViT (the file's float path, graph optimizations off; at symmetric int8 its fused integer
-    kernels too), 10 per million of the second ViT's (random weights: wider sums, more of onnxruntime's
-    float32 rounding; about 5 measured);
-    the GELU tables equal onnxruntime everywhere; top-1 agreement with onnxruntime at least 99.5%
-    on the digits held-out split, graph optimizations off and on, and 100% with the file's own float
-    LayerNorm and softmax in place of hwvit's."""
+    """The GEMMs alone within 1 LSB of onnxruntime on at most ``OFF`` / ``ON`` per million of their
+    outputs; the GELU tables equal onnxruntime everywhere; top-1 agreement with onnxruntime at least
+    99.5% on the digits held-out split, graph optimizations off and on, and 100% with the file's own
+    float LayerNorm and softmax in place of hwvit's."""
     imported, side = onnx_zoo.side(name, config, images=None)
     separate = imported.int_model.config.qkv == "separate"
-    for level in ("off", "on") if config == "symmetric" else ("off",):
+    limits = {"off": OFF[name], "on": ON.get((name, config), 5)}
+    for level, limit in limits.items():
         gemms, per_million, max_lsb = gemm_figures(side, level)
         assert gemms == 2 + (7 if separate else 5) * imported.int_model.config.depth
-        assert max_lsb <= 1 and per_million <= (5 if name == "digits" else 10), (level, per_million)
+        assert limit is None or (max_lsb <= 1 and per_million <= limit), (level, per_million)
     assert all(d.differ == 0 for d in side.isolated["off"] if d.point.endswith("mlp.gelu"))
     if name == "digits":
         assert side.agreement["off"] >= 0.995 and side.agreement["on"] >= 0.995, side.agreement
@@ -43,15 +52,67 @@ def test_gemms_and_agreement(onnx_zoo, name, config):
         assert side.logits_sqnr_db["off"] > 20
 
 
+def _gemm_requants(imported, x):
+    """(point, accumulators, hwvit's outputs, the file's scales ``(s_in, s_w per channel, s_out)``, the
+    output's zero point) of every GEMM requant of hwvit's forward on ``x`` (a MatMul's, before the Add
+    of its bias)."""
+    import re
+
+    from hwvit.intvit import Trace
+
+    g = imported.graph
+    tr = Trace(records=True)
+    imported.int_model.forward(runtime.input_codes(imported, x), trace=tr, quantized=True)
+    for rec in tr.records:
+        if rec.kind != "gemm" or rec.path.endswith(".qk"):
+            continue
+        acc, y = rec.tensors["acc"].data, rec.tensors["y"].data
+        head = re.match(r"(layers\.\d+\.attn)\.(img\d+\.)?h\d+\.av$", rec.path)
+        point = (
+            head.group(1) + ".context" if head else {"embed.proj": "embed", "head": "logits"}.get(rec.path, rec.path)
+        )
+        step = g.by_out[imported.points[point]]
+        if step.kind == "bias":
+            step = g.by_out[g.source(step.inputs[0])]
+        s_in = g.quant_of(g.source(step.inputs[0])).s
+        s_w = g.quant_of(g.source(step.inputs[1])).scale if head else step.weight_q.scale
+        s_w = np.broadcast_to(np.asarray(s_w, np.float64).reshape(-1), acc.shape[1:])
+        yield point, acc, y, (s_in, s_w, step.out_q.s), rec.params.get("zero_out", 0)
+
+
+def test_second_vit_gemms_round_exactly(onnx_zoo):
+    """Every GEMM requant of the second ViT's files, on its 200 images (each file's 2.8 million GEMM
+    outputs): hwvit's integer is the real ``acc * s_in * s_w / s_out`` rounded half to even exactly
+    (its 31-bit multiplier of the file's float64 ratio), so where onnxruntime's differ it is
+    onnxruntime's float32 that lands on the other side of a half."""
+    from fractions import Fraction
+
+    x, _ = onnx_zoo.data("second", None)
+    for config in CONFIGS:
+        imported = build.load(onnx_zoo.file("second", config), softmax="round_each")
+        outputs = 0
+        for point, acc, y, (s_in, s_w, s_out), zero in _gemm_requants(imported, x):
+            real = acc * (s_in * s_w / s_out)  # within 2^-40 of the exact value: only a near half needs Fractions
+            exact = np.rint(real)
+            for i in zip(*np.nonzero(np.abs(np.abs(real - np.floor(real)) - 0.5) < 1e-6)):
+                ratio = Fraction(s_in) * Fraction(float(s_w[i[-1]])) / Fraction(s_out)
+                exact[i] = round(Fraction(int(acc[i])) * ratio)  # Python's round: half to even
+            assert np.array_equal(y, np.clip(exact.astype(np.int64) + zero, -128, 127)), (config, point)
+            outputs += acc.size
+        assert outputs > 800_000, outputs
+
+
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_power_of_two_scales(onnx_zoo, config):
     """Every configuration with its scales rounded up to powers of two: every GEMM's integers alone
-    equal onnxruntime's exactly on the whole split with graph optimizations off (the file's meaning;
-    with them on, onnxruntime's fused uint8 kernels part from its own unoptimized graph)."""
+    equal onnxruntime's exactly on the whole split with graph optimizations off (the file's meaning),
+    and on at int8 (its fused kernels). At uint8 onnxruntime's fused bias add (QLinearAdd) rounds the
+    exact halves such scales make otherwise than its own unoptimized graph: 0.9% of all GEMM outputs
+    part by 1 LSB, every one at a GEMM followed by an int8 bias."""
     imported, side = onnx_zoo.side("digits", config, images=None, pow2=True)
     gemms, per_million, _ = gemm_figures(side, "off")
     assert gemms == 2 + 5 * imported.int_model.config.depth and per_million == 0, per_million
-    if config == "symmetric":
+    if config != "uint8":
         assert gemm_figures(side, "on")[1] == 0
 
 

@@ -1,13 +1,13 @@
 """The file in onnxruntime beside hwvit's integer model of it: codes at every quantized point.
 
-``run_codes`` runs the file with every quantized tensor an extra output (graph optimizations off:
-the file's meaning; or on: what onnxruntime deploys) and returns the codes at the IntViT's traced
-points. ``side_by_side`` runs both on the same images and counts, per point, the integers that
-differ and by how much: accumulated (hwvit from the image on) and isolated (each hwvit layer given
-onnxruntime's codes at its inputs, so the count is that layer's own). ``FileFloat`` runs hwvit's
-model with the points it computes by its own arithmetic (what the file leaves float: LayerNorm,
-softmax) computed as the file computes them instead: the top-1 agreement left then is the part of
-the parting that is not hwvit's arithmetic.
+``Observer`` runs the file and returns its codes at the IntViT's traced points (graph
+optimizations off: the file's meaning; or on: what onnxruntime deploys, each point observed without
+changing what onnxruntime fuses before it). ``side_by_side`` runs both on the same images and
+counts, per point, the integers that differ and by how much: accumulated (hwvit from the image on)
+and isolated (each hwvit layer given onnxruntime's codes at its inputs, so the count is that layer's
+own). ``FileFloat`` runs hwvit's model with the points it computes by its own arithmetic (what the
+file leaves float: LayerNorm, softmax) computed as the file computes them instead: the top-1
+agreement left then is the part of the parting that is not hwvit's arithmetic.
 """
 
 from __future__ import annotations
@@ -22,28 +22,94 @@ from hwvit.onnx.ort import session
 LEVELS = ("off", "on")
 
 
-def run_codes(imported, x: np.ndarray, optimize: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """(point -> onnxruntime's codes in hwvit's int8 domain (the file's code plus its offset), the
-    logits) for float inputs ``x``. With ``optimize``, only the points onnxruntime still computes
-    after fusing (its fused kernels keep fewer tensors) are returned."""
-    import onnx
+def _prefix(model, name: str):
+    """The file's nodes that compute quantized tensor ``name``, and nothing after it, as a model whose
+    one output, ``name + "/observed"``, is ``name`` dequantized by its own quantizer (an added
+    DequantizeLinear, so the quantizer is followed by one, as in the file)."""
+    from onnx import helper
 
-    m = onnx.ModelProto()
-    m.CopyFrom(imported.graph.model)
-    names = sorted(set(imported.points.values()))
-    outs = {o.name for o in m.graph.output}
-    for name in names:
-        if name not in outs:
-            m.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
-    sess = session(m, optimize)
-    got = sess.run(None, {sess.get_inputs()[0].name: np.asarray(x, np.float32)})
-    by_name = dict(zip([o.name for o in sess.get_outputs()], got))
-    codes = {}
-    for point, name in imported.points.items():
-        if name in by_name:
-            codes[point] = by_name[name].astype(np.int64) + imported.offsets.get(point, 0)
-    logits = by_name[m.graph.output[0].name]
-    return codes, np.asarray(logits, np.float64)
+    g = model.graph
+    producer = {o: n for n in g.node for o in n.output}
+    seen, stack, keep = set(), [name], set()
+    while stack:
+        t = stack.pop()
+        if t in seen or not t:
+            continue
+        seen.add(t)
+        node = producer.get(t)
+        if node is not None and id(node) not in keep:
+            keep.add(id(node))
+            stack.extend(node.input)
+    q = producer[name]
+    nodes = [n for n in g.node if id(n) in keep]
+    nodes.append(
+        helper.make_node("DequantizeLinear", [name, *q.input[1:]], [name + "/observed"], name=name + "/observed")
+    )
+    graph = helper.make_graph(
+        nodes, g.name, [i for i in g.input if i.name in seen],
+        [helper.make_empty_tensor_value_info(name + "/observed")], [i for i in g.initializer if i.name in seen],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+
+
+class Observer:
+    """onnxruntime's codes at every traced point of an imported model and its logits.
+
+    Graph optimizations off (the file's meaning: each node as written, nothing fused): one session of
+    the file with every point's codes an extra output. On (what onnxruntime deploys): an output
+    changes what it fuses. On x86 onnxruntime turns an int8 quantizer and its DequantizeLinear into
+    uint8 ones, and then a QDQ GEMM into its integer kernel, only where the quantizer's codes are read
+    by that one DequantizeLinear: as a graph output (or read by a second node) they keep the GEMM that
+    reads them on the float path, and the node that writes them on its int8 kernel (onnxruntime's
+    fused int8 and uint8 softmax round differently). So each point is observed in its own prefix of the
+    file (``_prefix``: the nodes that compute it, nothing after, then one DequantizeLinear of its
+    codes, whose float output gives them back exactly), where every node up to it fuses as in the
+    whole file; the logits come from the file as it is.
+    """
+
+    def __init__(self, imported, optimize: bool = False):
+        import onnx
+
+        self.imported, self.optimize = imported, optimize
+        model = imported.graph.model
+        self.logits_name = model.graph.output[0].name
+        names = sorted(set(imported.points.values()))
+        if not optimize:
+            m = onnx.ModelProto()
+            m.CopyFrom(model)
+            outs = {o.name for o in m.graph.output}
+            for name in names:
+                if name not in outs:
+                    m.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+            self.sessions = [session(m, False)]
+        else:
+            self.sessions = [session(model, True)]
+            self.sessions += [session(_prefix(model, n), True) for n in names if n != self.logits_name]
+            self.quants = {n: imported.graph.quant_of(n) for n in names}
+
+    def run(self, x: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """(point -> onnxruntime's codes in hwvit's int8 domain (the file's code plus its offset), the
+        logits) for float inputs ``x``."""
+        x = np.asarray(x, np.float32)
+        by_name = {}
+        for sess in self.sessions:
+            feed = {i.name: x for i in sess.get_inputs()}  # a prefix of constants alone reads no input
+            by_name.update(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+        for name, value in list(by_name.items()):
+            if name.endswith("/observed"):  # f32((c - z) * s): c - z within 255, so c again exactly
+                q = self.quants[name[: -len("/observed")]]
+                by_name[name[: -len("/observed")]] = np.rint(value / np.float32(q.s)).astype(np.int64) + q.z
+        codes = {}
+        for point, name in self.imported.points.items():
+            if name in by_name:
+                codes[point] = by_name[name].astype(np.int64) + self.imported.offsets.get(point, 0)
+        return codes, np.asarray(by_name[self.logits_name], np.float64)
+
+
+def run_codes(imported, x: np.ndarray, optimize: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(point -> onnxruntime's codes in hwvit's int8 domain, the logits) for float inputs ``x``,
+    graph optimizations off or on (``Observer``; keep one Observer for many batches)."""
+    return Observer(imported, optimize).run(x)
 
 
 def hwvit_codes(imported, x_codes: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -235,23 +301,28 @@ def _rows(imported, order: list[str], pairs: dict[str, list]) -> list[PointDiff]
     return rows
 
 
-def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
-    """hwvit's integer model beside onnxruntime on float inputs ``x`` (graph optimizations off and on)."""
+def side_by_side(imported, x, labels=None, batch: int = 64, levels: tuple[str, ...] = LEVELS) -> SideBySide:
+    """hwvit's integer model beside onnxruntime on float inputs ``x`` at graph optimizations ``levels``
+    ("off" always among them: the file's meaning, against which the file-float agreement is counted;
+    "on" builds a session per point, ``Observer``)."""
+    if "off" not in levels or not set(levels) <= set(LEVELS):
+        raise ValueError(f"levels {levels}: 'off' and optionally 'on'")
     x = np.asarray(x, np.float32)
     order = list(imported.points)
-    acc = {level: {} for level in LEVELS}
-    iso = {level: {} for level in LEVELS}
-    logits = {level: [] for level in LEVELS}
+    acc = {level: {} for level in levels}
+    iso = {level: {} for level in levels}
+    logits = {level: [] for level in levels}
     ours_logits, file_float = [], []
     floats = FileFloat(imported)
+    observers = {level: Observer(imported, level == "on") for level in levels}
     for start in range(0, len(x), batch):
         xb = x[start : start + batch]
         xq = input_codes(imported, xb)
         ours, lg = hwvit_codes(imported, xq)
         ours_logits.append(imported.int_model.dequantize_logits(lg))
         file_float.append(floats.logits(xq))
-        for level in LEVELS:
-            theirs, lt = run_codes(imported, xb, optimize=level == "on")
+        for level in levels:
+            theirs, lt = observers[level].run(xb)
             logits[level].append(lt)
             for p in order:
                 if p in theirs and p in ours:
@@ -259,11 +330,11 @@ def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
             for p, (o, t) in isolated(imported, xq, theirs).items():
                 iso[level].setdefault(p, []).append((o, t))
     ours_l = np.concatenate(ours_logits)
-    levels, isolated_rows, first, agree, sq, top1 = {}, {}, {}, {}, {}, {}
-    for level in LEVELS:
-        levels[level] = _rows(imported, order, acc[level])
+    rows, isolated_rows, first, agree, sq, top1 = {}, {}, {}, {}, {}, {}
+    for level in levels:
+        rows[level] = _rows(imported, order, acc[level])
         isolated_rows[level] = _rows(imported, order, iso[level])
-        first[level] = next((r.point for r in levels[level] if r.differ), None)
+        first[level] = next((r.point for r in rows[level] if r.differ), None)
         theirs_l = np.concatenate(logits[level])
         agree[level] = float(np.mean(theirs_l.argmax(1) == ours_l.argmax(1)))
         sq[level] = _sqnr(theirs_l, ours_l)
@@ -271,7 +342,17 @@ def side_by_side(imported, x, labels=None, batch: int = 64) -> SideBySide:
     top1["hwvit"] = None if labels is None else float(np.mean(ours_l.argmax(1) == np.asarray(labels)))
     off = np.concatenate(logits["off"]).argmax(1)
     ff = float(np.mean(np.concatenate(file_float).argmax(1) == off))
-    return SideBySide(len(x), levels, isolated_rows, first, agree, sq, top1, ff)
+    return SideBySide(len(x), rows, isolated_rows, first, agree, sq, top1, ff)
 
 
-__all__ = ["LEVELS", "PointDiff", "SideBySide", "diff", "hwvit_codes", "input_codes", "run_codes", "side_by_side"]
+__all__ = [
+    "LEVELS",
+    "Observer",
+    "PointDiff",
+    "SideBySide",
+    "diff",
+    "hwvit_codes",
+    "input_codes",
+    "run_codes",
+    "side_by_side",
+]
