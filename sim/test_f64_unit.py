@@ -1,0 +1,252 @@
+"""Testbench of rtl/f64_unit.v, the binary64 unit of rtl/layernorm_ptf.v, on its own against Python's floats.
+
+cocotb side: ``float_cases`` runs every case of ``cases()`` through the unit, one operation at a time (a
+random pause before each start, start_i also pulsed while busy to check it is ignored), and compares the
+result's bit pattern with what numpy float64 (``*``, ``/``, ``-``), ``math.sqrt`` and ``float(int)`` give:
+0 differing bits on every case.
+
+pytest side: the cases on both simulators; the case list reaches what correct rounding hinges on (ties to
+even, results that round up through a carry into the exponent, exact results, the smallest and largest
+exponents of the domain, zeros of both signs); lint, Icarus and yosys.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+import sys
+from fractions import Fraction
+
+import cocotb
+import numpy as np
+import pytest
+from cocotb.triggers import ReadOnly, RisingEdge
+
+import tbutil
+
+TOPLEVEL = "f64_unit"
+SOURCES = ["rtl/f64_unit.v"]
+MUL, DIV, SQRT, SUB, INT = range(5)
+NAMES = ("mul", "div", "sqrt", "sub", "int")
+TINY, HUGE = 2.0**-1022, math.inf  # the normal range: the unit's domain (rtl/f64_unit.v)
+
+
+def bits(v: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", v))[0]
+
+
+def of_bits(b: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", b & (2**64 - 1)))[0]
+
+
+def expected(op: int, a: int, b: int) -> int:
+    """The oracle: numpy float64 and math.sqrt on the operands' bit patterns (a: an integer for INT)."""
+    if op == INT:
+        return bits(float(a))
+    x, y = np.float64(of_bits(a)), np.float64(of_bits(b))
+    if op == MUL:
+        return bits(float(x * y))
+    if op == DIV:
+        return bits(float(x / y))
+    if op == SUB:
+        return bits(float(x - y))
+    return bits(math.sqrt(float(x)) if float(x) != 0 else float(x))  # sqrt(-0) = -0
+
+
+def in_domain(op: int, a: int, b: int) -> bool:
+    """Operands and result zero or normal (finite; the exact result too, not just the rounded one), a
+    divisor nonzero, a square root's operand >= 0."""
+    if op == INT:
+        return abs(a) < 2**53
+    x, y = of_bits(a), of_bits(b)
+    if (op == DIV and y == 0) or (op == SQRT and x < 0):
+        return False
+    with np.errstate(all="ignore"):
+        r = of_bits(expected(op, a, b))
+    if op != SQRT:  # the exact result below the smallest normal (rounded to it, to a subnormal, to zero)
+        fx, fy = Fraction(x), Fraction(y)
+        if 0 < abs(fx * fy if op == MUL else fx / fy if op == DIV else fx - fy) < TINY:
+            return False
+    return all(v == 0 or TINY <= abs(v) < HUGE for v in (x, y, r))
+
+
+def _rand_float(rand: random.Random, lo: int = -1022, hi: int = 1023) -> float:
+    f = math.ldexp(1.0 + rand.getrandbits(52) / 2.0**52, rand.randint(lo, hi))
+    return -f if rand.random() < 0.5 else f
+
+
+def _near_one(rand: random.Random) -> float:
+    """1 + a few ulps either side, times a power of two: significands all ones or nearly zero."""
+    k = rand.randint(-4, 4)
+    return math.ldexp(1.0 + k * 2.0**-52 if k >= 0 else 1.0 + k * 2.0**-53, rand.randint(-40, 40))
+
+
+def cases(seed: int = 5, count: int = 600) -> list[tuple[int, int, int]]:
+    """(op, a, b): per operation random operands over the whole exponent range and directed ones; only
+    cases in the unit's domain (``in_domain``)."""
+    rand = random.Random(seed)
+    out: list[tuple[int, int, int]] = []
+
+    def add(op: int, x, y=0.0) -> None:
+        a = int(x) if op == INT else bits(x)
+        b = bits(y)
+        if in_domain(op, a, b):
+            out.append((op, a, b))
+
+    for _ in range(count):
+        for op in (MUL, DIV, SUB):
+            add(op, _rand_float(rand, -520, 520), _rand_float(rand, -500, 500))
+        add(SQRT, abs(_rand_float(rand)))
+        add(SUB, _rand_float(rand, -8, 8), _rand_float(rand, -8 - rand.randint(0, 60), 8))  # near exponents
+        add(INT, 0.0 if rand.random() < 0.02 else rand.randint(-(2**53) + 1, 2**53 - 1) >> rand.randint(0, 52))
+    for _ in range(count // 2):
+        # ties: integers of up to 27 bits whose 54-bit odd product lies halfway between two doubles
+        p, q = rand.getrandbits(27) | 1 | 1 << 26, rand.getrandbits(27) | 1 | 1 << 26
+        add(MUL, float(p) * 2.0 ** rand.randint(-300, 300), float(q))
+        # sub ties: a 53-bit integer minus half an ulp, or the ulp's half plus exact bits further down
+        big = float((1 << 52) | rand.getrandbits(52))
+        add(SUB, big, 0.5 if rand.random() < 0.5 else -0.5)
+        add(SUB, big * 2.0 ** rand.randint(1, 3), rand.choice((1.0, 3.0, 0.5, 1.5, 2.5)))
+        # carries: results that round up to a power of two
+        one, two = _near_one(rand), _near_one(rand)
+        add(MUL, one, two)
+        add(DIV, one, two)
+        add(SQRT, abs(one) * (4.0 - 2.0**-50 * rand.randint(1, 4)))
+        add(SUB, math.ldexp(1.0, rand.randint(-60, 60)), math.ldexp(rand.random(), rand.randint(-120, -54)))
+        # exact: integer products and quotients, squares, cancellation to zero and to a few bits
+        m, n = rand.getrandbits(26), rand.getrandbits(26) | 1
+        add(MUL, float(m), float(n))
+        add(DIV, float(m * n), float(n))
+        add(SQRT, float(m * m) * 4.0 ** rand.randint(-200, 200))
+        x = _rand_float(rand)
+        add(SUB, x, x)
+        add(SUB, x, math.nextafter(x, 0.0))
+        add(SUB, x, -x if abs(x) < 2.0**1022 else x / 2)
+    for _ in range(count // 4):  # results at the ends of the normal range
+        x = _rand_float(rand, -520, -500)
+        add(MUL, x, math.ldexp(TINY, 0) / abs(x) * rand.choice((1.0, 1.5, 1.0 + 2.0**-52)))
+        add(MUL, math.ldexp(1.9999, 1000), math.ldexp(1.0 + rand.random() * 0.0001, rand.randint(20, 23)))
+        add(DIV, TINY * rand.choice((1.0, 1.25, 1.75)) * 2.0**40, math.ldexp(1.0 + rand.random(), 40))
+        add(DIV, math.ldexp(1.5 + rand.random() * 0.49, 1023), 1.0 + rand.random() * 0.7)
+        add(SUB, math.ldexp(1.0 + rand.random(), -1020), math.ldexp(1.0 + rand.random(), -1021))
+        add(SQRT, math.ldexp(1.0 + rand.random(), rand.choice((-1022, -1021, 1022, 1023))))
+    for x in (0.0, -0.0, 1.0, -1.0, TINY, -TINY, math.ldexp(2.0 - 2.0**-52, 1023)):  # zeros and the ends
+        for y in (0.0, -0.0, 1.0, -3.0, TINY):
+            for op in (MUL, DIV, SUB):
+                add(op, x, y)
+        add(SQRT, x)
+    for v in (0, 1, -1, 2**53 - 1, -(2**53) + 1, 2**52, -(2**52), 3, 12345678901234):
+        add(INT, float(v))
+    return out
+
+
+# ---------------------------------------------------------------------------- cocotb side
+
+
+@cocotb.test()
+async def float_cases(dut):
+    dut.start_i.value = 0
+    dut.op_i.value = 0
+    dut.a_i.value = 0
+    dut.b_i.value = 0
+    await tbutil.start(dut)
+    rand = random.Random(7)
+    todo = cases()
+    checked, mismatches, first, fault = 0, 0, None, None
+    for index, (op, a, b) in enumerate(todo):
+        for _ in range(rand.choice((0, 0, 0, 1, 3))):
+            await RisingEdge(dut.clk_i)
+        dut.op_i.value = op
+        dut.a_i.value = a & (2**64 - 1)
+        dut.b_i.value = b
+        dut.start_i.value = 1
+        await RisingEdge(dut.clk_i)
+        dut.start_i.value = int(rand.random() < 0.5)  # ignored while busy (every operation takes 2+ clocks)
+        dut.op_i.value = rand.randrange(5)
+        dut.a_i.value = rand.getrandbits(64)
+        await RisingEdge(dut.clk_i)
+        dut.start_i.value = 0
+        clocks = 1
+        while True:
+            await ReadOnly()
+            if dut.done_o.value:
+                break
+            await RisingEdge(dut.clk_i)
+            clocks += 1
+            if clocks > 80:
+                fault = f"no result within 80 clocks for {NAMES[op]} {a:#x} {b:#x}"
+                break
+        if fault:
+            break
+        got = int(dut.y_o.value)
+        await RisingEdge(dut.clk_i)
+        want = expected(op, a, b)
+        checked += 1
+        if got != want:
+            mismatches += 1
+            if first is None:
+                first = {"tensor": NAMES[op], "index": index, "expected": want, "got": got}
+                fault = (
+                    f"{NAMES[op]}({of_bits(a) if op != INT else a!r}, {of_bits(b)!r}): expected {want:#018x} "
+                    f"({of_bits(want)!r}), got {got:#018x} ({of_bits(got)!r})"
+                )
+    message = "" if fault is None else f"f64_unit: {mismatches} wrong of {checked}; {fault}"
+    passed = mismatches == 0 and fault is None
+    tbutil.write_result(passed, elements=checked, mismatches=mismatches, first=first, message=message)
+    assert passed, message
+
+
+# ---------------------------------------------------------------------------- pytest side
+
+pytestmark = pytest.mark.xdist_group("layernorm")
+
+
+def test_f64_unit_against_python_floats(simulator, run_unit):
+    result = run_unit("test_f64_unit", TOPLEVEL, SOURCES, simulator, {}, "float_cases")
+    assert result.passed, result.message
+    assert result.elements == len(cases()) > 5000
+
+
+def test_cases_reach_what_rounding_hinges_on():
+    """Each operation many times; ties (the exact result halfway between two doubles), round-ups that
+    carry into the exponent, exact results, results at the smallest and largest exponents, signed zeros.
+    A quotient or a square root of 53-bit significands is never a tie nor rounds up into the next
+    binade (it would have to lie within 2^-54 of it, while it stays 2^-53 or more away), so those two
+    are counted for mul and sub."""
+    got = cases()
+    ops = [c[0] for c in got]
+    assert all(ops.count(op) >= 500 for op in range(5))
+    ties = {MUL: 0, SUB: 0}
+    carries = {MUL: 0, SUB: 0}
+    exact = {op: 0 for op in (MUL, DIV, SQRT, SUB)}
+    ends, zeros = set(), set()
+    for op, a, b in got:
+        if op == INT:
+            continue
+        x, y, r = Fraction(of_bits(a)), Fraction(of_bits(b)), of_bits(expected(op, a, b))
+        if r == 0:
+            zeros.add((op, math.copysign(1.0, r)))
+            continue
+        ends.add(math.frexp(abs(r))[1] - 1)
+        if op == SQRT:
+            exact[op] += Fraction(r) ** 2 == x
+            continue
+        true = x * y if op == MUL else x / y if op == DIV else x - y
+        exact[op] += true == r
+        if op in ties and true != r and abs(r) < sys.float_info.max:
+            side = math.nextafter(r, math.inf if true > r else -math.inf)
+            ties[op] += 2 * abs(true - Fraction(r)) == abs(Fraction(side) - Fraction(r))
+            carries[op] += abs(r) == 2.0 ** (math.frexp(abs(r))[1] - 1) and abs(true) < abs(Fraction(r))
+    assert min(ties.values()) >= 100, ties
+    assert min(carries.values()) >= 10, carries
+    assert min(exact.values()) >= 100, exact
+    assert {-1022, 1023} <= ends
+    assert {(SUB, 1.0), (SUB, -1.0), (MUL, -1.0), (DIV, -1.0), (SQRT, -1.0), (SQRT, 1.0)} <= zeros
+
+
+def test_lint():
+    from hwvit import synth
+
+    assert synth.lint(SOURCES, {}) == []
+    assert synth.iverilog(SOURCES, TOPLEVEL, {}) == []
