@@ -5,9 +5,9 @@ random pause before each start, start_i also pulsed while busy to check it is ig
 result's bit pattern with what numpy float64 (``*``, ``/``, ``-``), ``math.sqrt`` and ``float(int)`` give:
 0 differing bits on every case.
 
-pytest side: the cases on both simulators; the case list reaches what correct rounding hinges on (ties to
-even, results that round up through a carry into the exponent, exact results, the smallest and largest
-exponents of the domain, zeros of both signs); lint, Icarus and yosys.
+pytest side: the cases on Icarus (and Verilator under the marker ``variants``); the case list reaches what
+correct rounding hinges on (ties to even, results that round up through a carry into the exponent, exact
+results, the smallest and largest exponents of the domain, zeros of both signs); Verilator lint and Icarus -g2005.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _near_one(rand: random.Random) -> float:
     return math.ldexp(1.0 + k * 2.0**-52 if k >= 0 else 1.0 + k * 2.0**-53, rand.randint(-40, 40))
 
 
-def cases(seed: int = 5, count: int = 600) -> list[tuple[int, int, int]]:
+def cases(seed: int = 5, count: int = 320) -> list[tuple[int, int, int]]:
     """(op, a, b): per operation random operands over the whole exponent range and directed ones; only
     cases in the unit's domain (``in_domain``)."""
     rand = random.Random(seed)
@@ -202,10 +202,10 @@ async def float_cases(dut):
 pytestmark = pytest.mark.xdist_group("layernorm")
 
 
-def test_f64_unit_against_python_floats(simulator, run_unit):
-    result = run_unit("test_f64_unit", TOPLEVEL, SOURCES, simulator, {}, "float_cases")
+def test_f64_unit_against_python_floats(variant_simulator, run_unit):
+    result = run_unit("test_f64_unit", TOPLEVEL, SOURCES, variant_simulator, {}, "float_cases")
     assert result.passed, result.message
-    assert result.elements == len(cases()) > 5000
+    assert result.elements == len(cases()) > 4000
 
 
 def test_cases_reach_what_rounding_hinges_on():
@@ -216,7 +216,7 @@ def test_cases_reach_what_rounding_hinges_on():
     are counted for mul and sub."""
     got = cases()
     ops = [c[0] for c in got]
-    assert all(ops.count(op) >= 500 for op in range(5))
+    assert all(ops.count(op) >= 300 for op in range(5))
     ties = {MUL: 0, SUB: 0}
     carries = {MUL: 0, SUB: 0}
     exact = {op: 0 for op in (MUL, DIV, SQRT, SUB)}
@@ -238,8 +238,8 @@ def test_cases_reach_what_rounding_hinges_on():
             side = math.nextafter(r, math.inf if true > r else -math.inf)
             ties[op] += 2 * abs(true - Fraction(r)) == abs(Fraction(side) - Fraction(r))
             carries[op] += abs(r) == 2.0 ** (math.frexp(abs(r))[1] - 1) and abs(true) < abs(Fraction(r))
-    assert min(ties.values()) >= 100, ties
-    assert min(carries.values()) >= 10, carries
+    assert min(ties.values()) >= 50, ties
+    assert min(carries.values()) >= 5, carries
     assert min(exact.values()) >= 100, exact
     assert {-1022, 1023} <= ends
     assert {(SUB, 1.0), (SUB, -1.0), (MUL, -1.0), (DIV, -1.0), (SQRT, -1.0), (SQRT, 1.0)} <= zeros

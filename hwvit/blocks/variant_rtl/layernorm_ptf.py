@@ -10,8 +10,32 @@ output. gamma, beta (binary64 bit patterns) and alpha per channel through the ta
 
 from __future__ import annotations
 
+from typing import Any
+
 from hwvit.blocks.variant_rtl import rtl
 from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
+
+DOMAIN = 400  # s, s_out and each nonzero gamma, beta within 2^-DOMAIN..2^DOMAIN in magnitude (rtl header)
+
+
+def domain_error(params: Any) -> str | None:
+    """Where a set's float constants (a mapping with ``gamma_f64``, ``beta_f64``, ``s_f64``, ``s_out_f64``:
+    binary64 bit patterns) leave the Verilog block's binary64 domain, in words; None inside it. Inside,
+    every float rtl/layernorm_ptf.v forms is zero or normal (its header derives it): rtl/f64_unit.v
+    handles no subnormal, infinity or NaN."""
+    import numpy as np
+
+    for name, zero_ok in (("s_f64", False), ("s_out_f64", False), ("gamma_f64", True), ("beta_f64", True)):
+        v = np.abs(np.ascontiguousarray(np.asarray(params[name], dtype=np.int64)).view(np.float64))
+        bad = ~((v >= 2.0**-DOMAIN) & (v <= 2.0**DOMAIN)) & ~((v == 0) & zero_ok)
+        if bad.any():
+            i = int(np.argmax(bad))
+            return (
+                f"layernorm_ptf: {name}[{i}] = {float(v[i])!r} in magnitude is outside the Verilog block's "
+                f"binary64 domain ({'0 or ' if zero_ok else ''}2^-{DOMAIN}..2^{DOMAIN})"
+            )
+    return None
+
 
 PORTS = Kind(
     "layernorm_ptf",
