@@ -118,7 +118,7 @@ module layernorm_ptf #(
   reg  [3:0]  pc_q;
   reg  [CW-1:0] ch_q;
   reg         req_q, nxt_q;
-  reg  [63:0] t_q [0:4];
+  reg  [63:0] t0_q, t1_q, t2_q, t3_q, t4_q;  // T0..T4
   reg  [63:0] g_q, b_q;
   reg         sgn_q;              // channel ch_q's sign(A), M, N (from A, at pc PC_A)
   reg  [7:0]  m_q;
@@ -149,7 +149,11 @@ module layernorm_ptf #(
   reg  [63:0] fa, fb;
   always @* begin
     case (src_a)
-      T0, T1, T2, T3, T4: fa = t_q[src_a[2:0]];
+      T0:      fa = t0_q;
+      T1:      fa = t1_q;
+      T2:      fa = t2_q;
+      T3:      fa = t3_q;
+      T4:      fa = t4_q;
       S1:      fa = s1;
       BETA:    fa = b_q;
       I_SX:    fa = {{(64-SW){sx[SW-1]}}, sx};
@@ -157,7 +161,11 @@ module layernorm_ptf #(
       default: fa = {{(64-VW){1'b0}}, v};   // I_V
     endcase
     case (src_b)
-      T0, T1, T2, T3, T4: fb = t_q[src_b[2:0]];
+      T0:      fb = t0_q;
+      T1:      fb = t1_q;
+      T2:      fb = t2_q;
+      T3:      fb = t3_q;
+      T4:      fb = t4_q;
       S1:      fb = s1;
       SOUT:    fb = sout_q;
       default: fb = g_q;         // G
@@ -209,7 +217,13 @@ module layernorm_ptf #(
     g_q <= g_mem[ch_q[AW-1:0]];
     b_q <= b_mem[ch_q[AW-1:0]];
     if (fdone) begin
-      t_q[dst[2:0]] <= y;
+      case (dst)
+        T0:      t0_q <= y;
+        T1:      t1_q <= y;
+        T2:      t2_q <= y;
+        T3:      t3_q <= y;
+        default: t4_q <= y;
+      endcase
     end
     if (fdone && pc_q == PC_A) begin
       sgn_q <= y[63];
@@ -282,7 +296,7 @@ module layernorm_ptf #(
   end
 
   wire unused_bits = ^{go_unused, calc_unused, passed_unused, pass_unused, row_len_unused, busy_unused, ld[5],
-                       sh_a[12:6], fl_a[52:8], q_b[63:53], dst[3]};
+                       sh_a[12:6], fl_a[52:8], q_b[63:53]};
 
 endmodule
 

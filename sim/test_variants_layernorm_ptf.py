@@ -1,13 +1,23 @@
-"""Testbench of rtl/f64_unit.v, the binary64 unit of rtl/layernorm_ptf.v, on its own against Python's floats.
+"""layernorm_ptf's Verilog (rtl/layernorm_ptf.v, FQ-ViT's released QIntLayerNorm): its binary64 unit alone, then
+the block at the corners of its arithmetic. Random and traced sets of the kind run in sim/test_variants.py.
 
-cocotb side: ``float_cases`` runs every case of ``cases()`` through the unit, one operation at a time (a
-random pause before each start, start_i also pulsed while busy to check it is ignored), and compares the
-result's bit pattern with what numpy float64 (``*``, ``/``, ``-``), ``math.sqrt`` and ``float(int)`` give:
-0 differing bits on every case.
+rtl/f64_unit.v against Python's floats: ``float_cases`` (cocotb) runs every case of ``cases()`` through the
+unit, one operation at a time (a random pause before each start; start_i pulsed with other operands in the
+clock after, while the unit is busy, to check that it is ignored), and compares the result's bit pattern with
+what numpy float64 (``*``, ``/``, ``-``), ``math.sqrt`` and ``float(int)`` give: 0 differing bits on every
+case. The case list reaches what correct rounding hinges on (ties to even, results that round up through a
+carry into the exponent, exact results, the smallest and largest exponents of the domain, zeros of both
+signs). Icarus (Verilator under the marker ``variants``); Verilator lint and Icarus -g2005.
 
-pytest side: the cases on Icarus (and Verilator under the marker ``variants``); the case list reaches what
-correct rounding hinges on (ties to even, results that round up through a carry into the exponent, exact
-results, the smallest and largest exponents of the domain, zeros of both signs); Verilator lint and Icarus -g2005.
+The block, through the generic stream bench (sim/byotb.py), against the variant's kernel
+(hwvit/variants/fqvit_released.py layernorm_ptf_stages), on Icarus:
+
+- 12-bit inputs at both rails (every element -2048 or 2047, alternating, one outlier), rows of variance 0
+  (z constant: beta alone) beside rows of the least variance, with the power-of-two factors 0..3 mixed and
+  with the smallest factor 1 (2 and 3 under the marker ``variants``): the sums shifted down by it, s1 = s 2^a;
+- B near its bound 2^52 of either sign (gamma tiny: N = 31; beta / s_out near 2^21), a channel of gamma 0
+  (A = 0: N = 31, M = 0) and ones of A above 255 (N = 0, M = 255);
+- every set checked to lie in the block's binary64 domain (hwvit/blocks/variant_rtl/layernorm_ptf.py).
 """
 
 from __future__ import annotations
@@ -23,10 +33,18 @@ import numpy as np
 import pytest
 from cocotb.triggers import ReadOnly, RisingEdge
 
+from hwvit import blocks, toolchain, variants, vectors
+from hwvit.blocks.variant_rtl.layernorm_ptf import domain_error
+from hwvit.variants.fqvit_released import layernorm_ptf_stages, ptf_params
+
 import tbutil
 
-TOPLEVEL = "f64_unit"
-SOURCES = ["rtl/f64_unit.v"]
+pytestmark = pytest.mark.xdist_group("layernorm")
+
+# ---------------------------------------------------------------------------- rtl/f64_unit.v alone
+
+UNIT = "f64_unit"
+UNIT_SOURCES = ["rtl/f64_unit.v"]
 MUL, DIV, SQRT, SUB, INT = range(5)
 NAMES = ("mul", "div", "sqrt", "sub", "int")
 TINY, HUGE = 2.0**-1022, math.inf  # the normal range: the unit's domain (rtl/f64_unit.v)
@@ -199,16 +217,14 @@ async def float_cases(dut):
 
 # ---------------------------------------------------------------------------- pytest side
 
-pytestmark = pytest.mark.xdist_group("layernorm")
-
 
 def test_f64_unit_against_python_floats(variant_simulator, run_unit):
-    result = run_unit("test_f64_unit", TOPLEVEL, SOURCES, variant_simulator, {}, "float_cases")
+    result = run_unit("test_variants_layernorm_ptf", UNIT, UNIT_SOURCES, variant_simulator, {}, "float_cases")
     assert result.passed, result.message
     assert result.elements == len(cases()) > 4000
 
 
-def test_cases_reach_what_rounding_hinges_on():
+def test_f64_cases_reach_what_rounding_hinges_on():
     """Each operation many times; ties (the exact result halfway between two doubles), round-ups that
     carry into the exponent, exact results, results at the smallest and largest exponents, signed zeros.
     A quotient or a square root of 53-bit significands is never a tie nor rounds up into the next
@@ -245,8 +261,97 @@ def test_cases_reach_what_rounding_hinges_on():
     assert {(SUB, 1.0), (SUB, -1.0), (MUL, -1.0), (DIV, -1.0), (SQRT, -1.0), (SQRT, 1.0)} <= zeros
 
 
-def test_lint():
+def test_f64_unit_lint():
     from hwvit import synth
 
-    assert synth.lint(SOURCES, {}) == []
-    assert synth.iverilog(SOURCES, TOPLEVEL, {}) == []
+    assert synth.lint(UNIT_SOURCES, {}) == []
+    assert synth.iverilog(UNIT_SOURCES, UNIT, {}) == []
+
+
+# ---------------------------------------------------------------------------- rtl/layernorm_ptf.v
+
+KIND = "layernorm_ptf"
+
+
+def _set(out, x, alpha, gamma, beta, s: float, s_out: float, in_bits: int, out_bits: int):
+    """The set of rows ``x`` at these constants, y by the variant's kernel; returns (set_dir, stages)."""
+    spec = blocks.get(KIND)
+    x = np.asarray(x, dtype=np.int64)
+    vp = ptf_params(gamma, beta, s, np.asarray(alpha, dtype=np.int64), s_out, in_bits, out_bits)
+    assert domain_error(vp) is None
+    y = variants.get("layernorm", "ptf").kernel(x, vp)
+    rec = spec.traced("ptf.corners", x, y, vp, in_bits, out_bits, {"x": s, "y": s_out})
+    return vectors.write_set(rec, out, seed=0), layernorm_ptf_stages(x, vp)
+
+
+def _rails(c: int, rng, alpha) -> np.ndarray:
+    """Rows at the 12-bit rails, rows of variance 0 (z constant: x_i = k << (3 - (alpha_i - a))), the least
+    variance above 0 and random rows."""
+    lo, hi = -2048, 2047
+    d = np.asarray(alpha) - min(alpha)
+    rows = [np.full(c, hi), np.full(c, lo), np.where(np.arange(c) % 2 == 0, hi, lo)]
+    rows += [np.left_shift(k, 3 - d) for k in (255, -256, 0, 5)]
+    for v, w in ((lo, hi), (hi, lo)):  # one outlier
+        r = np.full(c, v)
+        r[rng.integers(c)] = w
+        rows.append(r)
+    rows.append(np.where(np.arange(c) == 3, 1, 0))  # the least variance above 0 (z = x << (alpha_3 - a))
+    rows += [rng.integers(lo, hi, c, endpoint=True) for _ in range(2)]
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize(
+    "alpha",
+    [
+        [0, 1, 2, 3, 3, 2, 1, 0],
+        [1, 3, 2, 1, 1, 3, 2, 3],
+        pytest.param([2, 3, 3, 2, 3, 2, 2, 3], marks=pytest.mark.variants),
+        pytest.param([3] * 8, marks=pytest.mark.variants),
+    ],
+    ids=["a0", "a1", "a2", "a3"],
+)
+def test_layernorm_ptf_rails_and_constant_rows(alpha, tmp_path, run_set):
+    toolchain.require("icarus")
+    rng = np.random.default_rng(sum(alpha))
+    x = _rails(8, rng, alpha)
+    gamma = rng.normal(1.0, 0.4, 8)
+    gamma[:2] = [2.5, -1.0]
+    beta = rng.normal(0.0, 0.5, 8)
+    set_dir, st = _set(tmp_path / "set", x, alpha, gamma, beta, 0.0123, 0.0417, 12, 8)
+    flat = (st["z"] == st["z"][:, :1]).all(axis=1)
+    assert flat[3:7].all() and (~flat).sum() >= 6  # beta alone on the constant rows
+    assert (st["m"][flat] == 0).all() and (st["n"][flat] == 0).all() and (st["n"][~flat] > 0).any()
+    assert np.abs(st["z"]).max() == 2048 << (3 - min(alpha))
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
+def test_layernorm_ptf_b_near_2_to_the_52_and_m_at_its_ends(tmp_path, run_set):
+    """B within 2^41 of +-2^52 (gamma 1e-9: N = 31; beta = +-(2^21 - 2^-18) s_out), a gamma of 0 (A = 0) and
+    gammas that make A >= 256 (M = 255, N = 0), at 16 output bits (the outputs saturate where B is large)."""
+    toolchain.require("icarus")
+    rng = np.random.default_rng(52)
+    c = 6
+    s_out = 0.75
+    top = (2.0**21 - 2.0**-18) * s_out
+    gamma = np.array([1e-9, -1e-9, 0.0, 3e6, -2e7, 1.0])
+    beta = np.array([top, -top, 0.3, -0.2, 1e-3, 0.0])
+    alpha = [0, 1, 2, 3, 1, 0]
+    x = np.concatenate([_rails(c, rng, alpha), rng.integers(-2048, 2047, (4, c), endpoint=True)])
+    set_dir, st = _set(tmp_path / "set", x, alpha, gamma, beta, 0.004, s_out, 12, 16)
+    live = st["n"][:, 0] != 0  # the rows of variance above 0
+    b = st["b"][live]
+    assert b[:, 0].min() >= 2**52 - 2**41 and b[:, 1].max() <= -(2**52) + 2**41
+    assert (st["m"][live][:, 2] == 0).all() and (st["n"][live][:, 2] == 31).all()
+    assert (st["m"][live][:, 3:5] == 255).all() and (st["n"][live][:, 3:5] == 0).all()
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
+def test_layernorm_ptf_domain_error_names_what_is_outside():
+    vp = ptf_params([1.0, 2.0**-500], [0.0, 1.0], 0.01, np.array([0, 1]), 0.05, 8, 8)
+    assert "gamma_f64" in domain_error(vp)
+    vp = ptf_params([1.0, 1.0], [0.0, 1.0], 2.0**401, np.array([0, 1]), 0.05, 8, 8)
+    assert "s_f64" in domain_error(vp)
+    vp = ptf_params([1.0, 0.0], [-0.0, 2.0**400], 2.0**-400, np.array([0, 1]), 2.0**400, 8, 8)
+    assert domain_error(vp) is None
