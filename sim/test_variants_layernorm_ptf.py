@@ -355,3 +355,23 @@ def test_layernorm_ptf_domain_error_names_what_is_outside():
     assert "s_f64" in domain_error(vp)
     vp = ptf_params([1.0, 0.0], [-0.0, 2.0**400], 2.0**-400, np.array([0, 1]), 2.0**400, 8, 8)
     assert domain_error(vp) is None
+
+
+@pytest.mark.variants
+def test_layernorm_ptf_4096_channels_on_verilator(tmp_path, run_set):
+    """C = 4096 of 12-bit inputs, channel 0 at factor 0 and the rest at 3: z reaches 2^14, Sx 2^26, Sxx 2^40
+    and v = C Sxx - Sx^2 2^52 (the alternating rails), the widths' tops. Verilator (about a million clocks
+    a row: the float program)."""
+    toolchain.require("verilator")
+    rng = np.random.default_rng(4096)
+    c = 4096
+    alpha = np.full(c, 3)
+    alpha[0] = 0
+    x = np.stack([np.where(np.arange(c) % 2 == 0, 2047, -2048), np.full(c, -2048), rng.integers(-2048, 2047, c)])
+    x[1, 7] = 2047
+    gamma, beta = rng.normal(1.0, 0.4, c), rng.normal(0.0, 0.5, c)
+    set_dir, st = _set(tmp_path / "set", x, alpha, gamma, beta, 0.0123, 0.0417, 12, 8)
+    v = c * st["sxx"] - st["sx"] ** 2
+    assert v.max() >= 2**51 and np.abs(st["sx"]).max() >= 2**25 and st["sxx"].max() >= 2**39
+    res = run_set(set_dir, "verilator")
+    assert res.elements == x.size, res.line()
