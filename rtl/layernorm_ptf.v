@@ -146,29 +146,24 @@ module layernorm_ptf #(
     endcase
   end
   wire [63:0] s1 = {s_q[63], s_q[62:52] + {9'd0, amin_q}, s_q[51:0]};   // s 2^a
-  reg  [63:0] fa, fb;
+  wire [319:0] t_all = {t4_q, t3_q, t2_q, t1_q, t0_q};
+  wire [63:0]  ta    = t_all[{src_a[2:0], 6'd0} +: 64];   // T0..T4 (src_a <= T4)
+  wire [63:0]  tb    = t_all[{src_b[2:0], 6'd0} +: 64];
+  reg  [63:0]  fa, fb;
   always @* begin
     case (src_a)
-      T0:      fa = t0_q;
-      T1:      fa = t1_q;
-      T2:      fa = t2_q;
-      T3:      fa = t3_q;
-      T4:      fa = t4_q;
       S1:      fa = s1;
       BETA:    fa = b_q;
       I_SX:    fa = {{(64-SW){sx[SW-1]}}, sx};
       I_C:     fa = {{(64-CW){1'b0}}, len};
-      default: fa = {{(64-VW){1'b0}}, v};   // I_V
+      I_V:     fa = {{(64-VW){1'b0}}, v};
+      default: fa = ta;
     endcase
     case (src_b)
-      T0:      fb = t0_q;
-      T1:      fb = t1_q;
-      T2:      fb = t2_q;
-      T3:      fb = t3_q;
-      T4:      fb = t4_q;
       S1:      fb = s1;
       SOUT:    fb = sout_q;
-      default: fb = g_q;         // G
+      G:       fb = g_q;
+      default: fb = tb;
     endcase
   end
   wire        busy_unused, fdone;
