@@ -78,7 +78,7 @@ FIELDS = {
         },
     },
     "synth": {"MAX_C": 64},
-    # by name prefix, before the rest of its suite (sim/test_variants*.py): the binary64 unit alone on its
-    # thousands of cases, then the block's corner rows (rtl/f64_unit.v, a module no kind owns, runs them too)
-    "mutate_first": ("test_f64_unit_against_python_floats", "test_layernorm_ptf_rails_and_constant_rows"),
+    # by name prefix, before the rest of its suite (sim/test_variants*.py): the block's corner rows, then the
+    # binary64 unit alone on its thousands of cases (rtl/f64_unit.v, a module no kind owns, runs them too)
+    "mutate_first": ("test_layernorm_ptf_rails_and_constant_rows", "test_f64_unit_against_python_floats"),
 }
