@@ -330,15 +330,16 @@ def test_layernorm_ptf_rails_and_constant_rows(alpha, tmp_path, run_set):
 
 
 def test_layernorm_ptf_b_near_2_to_the_52_and_m_at_its_ends(tmp_path, run_set):
-    """B within 2^41 of +-2^52 (gamma 1e-9: N = 31; beta = +-(2^21 - 2^-18) s_out), a gamma of 0 (A = 0) and
-    gammas that make A >= 256 (M = 255, N = 0), at 16 output bits (the outputs saturate where B is large)."""
+    """B within 2^41 of +-2^52 (gamma 1e-9: N = 31; beta = +-(2^21 - 2^-18) s_out), a gamma of 0 (A = 0),
+    gammas that make A >= 256 (M = 255, N = 0) and one N = 1 in a row, ties of rint(beta / s_out) on the
+    constant rows, at 16 output bits (the outputs saturate where B is large)."""
     toolchain.require("icarus")
     rng = np.random.default_rng(52)
     c = 6
     s_out = 0.75
     top = (2.0**21 - 2.0**-18) * s_out
-    gamma = np.array([1e-9, -1e-9, 0.0, 3e6, -2e7, 1.0])
-    beta = np.array([top, -top, 0.3, -0.2, 1e-3, 0.0])
+    gamma = np.array([1e-9, -1e-9, 0.0, 3e6, -2e7, 200.0])
+    beta = np.array([top, -top, 2.5 * s_out, -0.2, -3.5 * s_out, 0.0])  # ties of rint(beta / s_out): 2.5, -3.5
     alpha = [0, 1, 2, 3, 1, 0]
     x = np.concatenate([_rails(c, rng, alpha), rng.integers(-2048, 2047, (4, c), endpoint=True)])
     set_dir, st = _set(tmp_path / "set", x, alpha, gamma, beta, 0.004, s_out, 12, 16)
@@ -347,6 +348,8 @@ def test_layernorm_ptf_b_near_2_to_the_52_and_m_at_its_ends(tmp_path, run_set):
     assert b[:, 0].min() >= 2**52 - 2**41 and b[:, 1].max() <= -(2**52) + 2**41
     assert (st["m"][live][:, 2] == 0).all() and (st["n"][live][:, 2] == 31).all()
     assert (st["m"][live][:, 3:5] == 255).all() and (st["n"][live][:, 3:5] == 0).all()
+    assert (st["b"][~live][:, 2] == 2).all() and (st["b"][~live][:, 4] == -4).all()  # ties to even
+    assert ((st["n"] == 1) & (st["num"] < 0)).any()  # N = 1 on a negative sum (the rounding mask's top bits)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
 
