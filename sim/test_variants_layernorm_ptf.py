@@ -150,6 +150,17 @@ def cases(seed: int = 5, count: int = 320) -> list[tuple[int, int, int]]:
         add(DIV, math.ldexp(1.5 + rand.random() * 0.49, 1023), 1.0 + rand.random() * 0.7)
         add(SUB, math.ldexp(1.0 + rand.random(), -1020), math.ldexp(1.0 + rand.random(), -1021))
         add(SQRT, math.ldexp(1.0 + rand.random(), rand.choice((-1022, -1021, 1022, 1023))))
+    # one sticky bit at a time: y's lowest set bit k places below its guard position (sub, both directions,
+    # an even and an odd significand), a product's only bit below its guard at position j (mul)
+    for k in range(1, 53):
+        for t in range(1, 5):
+            y = math.ldexp(1.0 + 2.0**-k, -52 - t)
+            for x in (1.0, 1.0 + 2.0**-51, 1.0 + 2.0**-52):
+                add(SUB, x, -y)
+                add(SUB, x, y)
+    for j in range(51):
+        add(MUL, 1.0 + 2.0**-52, 1.0 + (2.0**51 + 2.0**j) * 2.0**-52)
+        add(MUL, 1.0 + 3 * 2.0**-52, 1.0 + (2.0**51 + 2.0**j) * 2.0**-52)
     for x in (0.0, -0.0, 1.0, -1.0, TINY, -TINY, math.ldexp(2.0 - 2.0**-52, 1023)):  # zeros and the ends
         for y in (0.0, -0.0, 1.0, -3.0, TINY):
             for op in (MUL, DIV, SUB):
