@@ -161,6 +161,11 @@ def cases(seed: int = 5, count: int = 320) -> list[tuple[int, int, int]]:
     for j in range(51):
         add(MUL, 1.0 + 2.0**-52, 1.0 + (2.0**51 + 2.0**j) * 2.0**-52)
         add(MUL, 1.0 + 3 * 2.0**-52, 1.0 + (2.0**51 + 2.0**j) * 2.0**-52)
+    # products of 2 or more: (2^53 - a)(2^53 - b) with ab = 2^52 + 2^j, the guard set and bit j alone below
+    # (the significand 2^53 - a - b odd for the first, even for the second: a tie both ways if bit j is lost)
+    pairs = [(17, 264917625139441)] + [(2**j, 2 ** (52 - j) + 1) for j in range(1, 52)]
+    for a, b in pairs + [(2, 2**51 + 2 ** (j - 1)) for j in range(2, 52)]:
+        add(MUL, (2.0**53 - a) * 2.0**-52, (2.0**53 - b) * 2.0**-52)
     for x in (0.0, -0.0, 1.0, -1.0, TINY, -TINY, math.ldexp(2.0 - 2.0**-52, 1023)):  # zeros and the ends
         for y in (0.0, -0.0, 1.0, -3.0, TINY):
             for op in (MUL, DIV, SUB):
