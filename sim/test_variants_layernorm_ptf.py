@@ -161,6 +161,13 @@ def cases(seed: int = 5, count: int = 320) -> list[tuple[int, int, int]]:
     for j in range(51):
         add(MUL, 1.0 + 2.0**-52, 1.0 + (2.0**51 + 2.0**j) * 2.0**-52)
         add(MUL, 1.0 + 3 * 2.0**-52, 1.0 + (2.0**51 + 2.0**j) * 2.0**-52)
+    # ties below 2: (1 + 2^i ulp)(1 + 2^(51-i) ulp), the guard alone set below the significand
+    for i in range(52):
+        add(MUL, 1.0 + 2.0 ** (i - 52), 1.0 + 2.0 ** (51 - i - 52))
+    # sums that carry out (x near 2) with y's lowest bit k places below its guard position
+    for k in range(1, 53):
+        for x in (2.0 - 2.0**-52, 2.0 - 2.0**-51, 2.0 - 3 * 2.0**-52):
+            add(SUB, x, -math.ldexp(1.0 + 2.0**-k, -52 - k % 4))
     # products of 2 or more: (2^53 - a)(2^53 - b) with ab = 2^52 + 2^j, the guard set and bit j alone below
     # (the significand 2^53 - a - b odd for the first, even for the second: a tie both ways if bit j is lost)
     pairs = [(17, 264917625139441)] + [(2**j, 2 ** (52 - j) + 1) for j in range(1, 52)]
@@ -205,6 +212,9 @@ async def float_cases(dut):
         clocks = 1
         while True:
             await ReadOnly()
+            if int(dut.busy_o.value) != (not dut.done_o.value):  # busy from the start until the result
+                fault = f"busy_o {dut.busy_o.value} with done_o {dut.done_o.value} for {NAMES[op]}"
+                break
             if dut.done_o.value:
                 break
             await RisingEdge(dut.clk_i)
