@@ -168,6 +168,9 @@ def cases(seed: int = 5, count: int = 320) -> list[tuple[int, int, int]]:
     for k in range(1, 53):
         for x in (2.0 - 2.0**-52, 2.0 - 2.0**-51, 2.0 - 3 * 2.0**-52):
             add(SUB, x, -math.ldexp(1.0 + 2.0**-k, -52 - k % 4))
+    for _ in range(count // 2):  # sums just past 2 (x within 4 ulps of 2): every sticky pattern of the carry
+        y = math.ldexp(1.0 + rand.getrandbits(52) * 2.0**-52, -rand.randint(46, 51))
+        add(SUB, 2.0 - rand.randint(1, 4) * 2.0**-52, -y)
     # products of 2 or more: (2^53 - a)(2^53 - b) with ab = 2^52 + 2^j, the guard set and bit j alone below
     # (the significand 2^53 - a - b odd for the first, even for the second: a tie both ways if bit j is lost)
     pairs = [(17, 264917625139441)] + [(2**j, 2 ** (52 - j) + 1) for j in range(1, 52)]
