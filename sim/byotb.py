@@ -148,7 +148,8 @@ class Bench:
         rows = max(1, len(self.ends))
         row_len = max(1, self.expected.size // rows)
         held = self.hold[1] if self.hold else 0
-        return int((beats * 8 / (1 - p) + rows * (4 * row_len + 400) + 1000 + held) * tbutil.CLK_NS)
+        work = self.spec.row_work(self.params) if self.spec.row_work else 0  # e.g. layernorm_ptf's float program
+        return int((beats * 8 / (1 - p) + rows * (4 * row_len + 400 + work) + 1000 + held) * tbutil.CLK_NS)
 
     async def transfer(self, stall: float, stop_after: int | None = None, eager: bool = False):
         """Stream every beat; return (values, last flags or None, cycles). ``stop_after``: return

@@ -110,6 +110,8 @@ def test_layernorm_variant_least_variance_and_constant_rows(kind, tmp_path, run_
     # layernorm_ptf: both channels at factor 1 (z = x) and no eps, so V = 1 there too (Ve = 2^16, the
     # least root 2^8 and the largest inverse 2^35, its top bit) and equal scores give V = 0
     constants = {"alpha": np.zeros(2, dtype=np.int64), "eps_int": 0} if kind == "layernorm_ptf_exact" else None
+    if kind == "layernorm_ptf":  # FQ-ViT's released form: factor 1 on both channels, so equal x is V = 0
+        constants = {"alpha": np.zeros(2, dtype=np.int64)}
     cycles = {}
     for name, x in (("varied", varied), ("constant", constant)):
         set_dir = _set(kind, tmp_path / name, 12, 41, constants, c=2, x=x)
@@ -120,7 +122,9 @@ def test_layernorm_variant_least_variance_and_constant_rows(kind, tmp_path, run_
         assert cycles["varied"] - cycles["constant"] >= 12 * 40, json.dumps(cycles)
 
 
-@pytest.mark.parametrize("kind", LN_VARIANTS)
+# layernorm_ptf: its float program takes ~233 clocks a channel, ~1M clocks a row of 4096 on Icarus; its
+# widest rows (C = 4096, 12-bit inputs, v near 2^52) run on Verilator in sim/test_variants_layernorm_ptf.py
+@pytest.mark.parametrize("kind", [k for k in LN_VARIANTS if k != "layernorm_ptf"])
 def test_layernorm_variant_variance_near_2_to_the_38(kind, tmp_path, run_set):
     from layernorm_sets import variance_row
 

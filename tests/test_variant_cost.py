@@ -13,7 +13,7 @@ def test_block_of_names_the_block_that_computes_each_variant():
     assert variant_cost.block_of("gelu", "shiftgelu") == ("gelu_shiftgelu", {"MAX_N": 64})  # on rows: its own block
     assert variant_cost.block_of("softmax", "shiftmax")[0] == "softmax_shiftmax"  # I-ViT's released form
     assert variant_cost.block_of("softmax", "log2")[0] == "softmax_log2"  # FQ-ViT's released form
-    assert variant_cost.block_of("layernorm", "ptf") is None  # FQ-ViT's released PTF LayerNorm: Verilog pending
+    assert variant_cost.block_of("layernorm", "ptf")[0] == "layernorm_ptf"  # FQ-ViT's released PTF LayerNorm
     assert variant_cost.block_of("softmax", "shiftmax_exact")[0] == "softmax_shiftmax_exact"
     assert variant_cost.block_of("softmax", "hwvit")[0] == "softmax"
     assert variant_cost.block_of("layernorm", "hwvit")[0] == "layernorm"

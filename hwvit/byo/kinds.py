@@ -73,6 +73,8 @@ class Kind:
     parameters: dict[str, str] = field(default_factory=dict)  # reference RTL parameter -> manifest field
     fixed: dict[str, int] = field(default_factory=dict)  # reference RTL parameters with a fixed value
     doc: str = ""
+    # clocks a row's per-row work may take beyond a few per element (benches' time limits); None: none
+    row_work: Callable[[Params], int] | None = None
 
 
 def __getattr__(name: str):

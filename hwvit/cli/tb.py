@@ -62,8 +62,7 @@ def export_cmd(kind, set_dir, out_dir, rtl_files, top, bind_path, force):
     KIND: requant, residual_add, gelu, softmax, layernorm and the arithmetic variants' blocks such
     as softmax_ibert (streams; `hwvit info` lists the blocks), divu, isqrt (one request at a time)
     or gemm (operand memories served by the bench); layernorm_custom and softmax_custom (a team's
-    own function) and FQ-ViT's released form layernorm_ptf (Verilog pending) have no Verilog of
-    their own and are refused.
+    own function) have no Verilog of their own and are refused.
     The bench (tb_KIND.sv, module hwvit_tb_KIND) loads the configuration and table ports, streams
     the set with random stalls on the input and output handshakes, compares every output element
     and ends with PASS ($finish, exit 0) or FAIL ($fatal, exit 1), the first mismatch named as

@@ -41,6 +41,7 @@ class StreamBench:
         self.config: list[dict] = []  # configuration and tied ports: sig, value, note
         self.table: dict | None = None
         self.in_last: str | None = None
+        self.row_work = 0  # a streaming kind's per-row work (hwvit.byo.kinds.Kind.row_work), in clocks
         if design.bind is None:
             self._unit()
         else:
@@ -86,6 +87,7 @@ class StreamBench:
 
         b, p = self.d.bind, self.p
         spec = kinds.KINDS[self.kind]
+        self.row_work = spec.row_work(p) if spec.row_work else 0
         axis = b.style == "axis"
         self.clk, self.rst = self.port(b.clock, True), self.port(b.reset, True)
         self.active = 1 if b.reset_active_high else 0
@@ -188,7 +190,7 @@ class StreamBench:
             n_in=self.n_in,
             n_out=self.n_out,
             row=self.row,
-            idle_limit=4 * self.row + 2000,
+            idle_limit=4 * self.row + 2000 + self.row_work,
             tensors=sv.tensors(self.vset),
             ports=ports,
             parameters=list(d.parameters.items()),
