@@ -280,7 +280,7 @@ def test_errors_are_one_line(sets, tmp_path):
             ["divu", "--set", str(sets["divu"]), "-o", out, "--rtl", str(RTL / "isqrt.v"), "--top", "isqrt"],
             "yosys cannot elaborate isqrt",
         ),
-        (["gelu_shiftgelu", "--set", str(sets["gelu"]), "-o", out], "a kind without ports to drive"),
+        (["softmax_custom", "--set", str(sets["gelu"]), "-o", out], "a kind without ports to drive"),
         (
             ["gelu", "--set", str(sets["gelu"]), "-o", out, "--bind", str(BYO / "gelu" / "bind.yaml")],
             "--bind needs --rtl",
