@@ -410,3 +410,29 @@ def test_layernorm_ptf_4096_channels_on_verilator(tmp_path, run_set):
     assert v.max() >= 2**51 and np.abs(st["sx"]).max() >= 2**25 and st["sxx"].max() >= 2**39
     res = run_set(set_dir, "verilator")
     assert res.elements == x.size, res.line()
+
+
+def test_layernorm_ptf_output_held_past_the_next_rows_calc(tmp_path, run_set):
+    """A row's next CALC (about 560 + 233 C clocks: its float program rewrites every channel's M, N and
+    B) may start only once stages 1 and 2 hold no element of the row before (GO_AFTER = 2): stage 2's
+    element reads its channel's words on its move to stage 3. Output ready held low for 4000 clocks
+    after the first row's C - 4 outputs: its last four elements then sit in stages 2..5 with stage 1
+    empty while the next row is filled, so a CALC started one stage early would hand the last element
+    the next row's words for its channel (rows whose words differ, so its output would change)."""
+    import json
+
+    toolchain.require("icarus")
+    c = 8
+    alpha = [0, 1, 2, 3, 3, 2, 1, 0]
+    x = np.array([[3, -5, 8, 0, -2, 7, -9, 4], [900, -400, 1200, -37, 52, -1500, 8, 333], [1, 2, 3, 4, 5, 6, 7, 8]])
+    gamma = np.array([1.0, -0.5, 2.0, 0.75, 1.25, -1.5, 0.9, 1.7])
+    beta = np.array([0.1, -0.2, 0.3, 0.0, -0.4, 0.25, -0.1, 0.6])
+    set_dir, st = _set(tmp_path / "held", x, alpha, gamma, beta, 0.0123, 0.0417, 12, 8)
+    # the first row's last element under the second row's words for its channel
+    num = int(np.sign(gamma[c - 1])) * int(st["m"][1, c - 1]) * int(st["z"][0, c - 1]) + int(st["b"][1, c - 1])
+    n = int(st["n"][1, c - 1])
+    late = num if n == 0 else round(Fraction(num, 2**n))  # round half to even, as the kernel
+    assert max(-128, min(127, late)) != st["out"][0, c - 1]
+    env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([c - 4, 4000])}
+    res = run_set(set_dir, "icarus", extra_env=env)
+    assert res.elements == x.size and res.cycles > 4000, res.line()
