@@ -14,7 +14,7 @@ from hwvit import ops
 from hwvit.blocks._common import SIZE, U31, int_option, rails, row_text, spec
 from hwvit.blocks.base import BlockKind
 from hwvit.blocks.variant_rtl import rtl
-from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
+from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param, channel_table
 from hwvit.formats import BETA, GAMMA, INT8, MULT_MAX, OUT_BITS, SHIFT_MAX
 from hwvit.ops.reference import layernorm_ref
 from hwvit.record import BlockRecord, Spec, make_record
@@ -150,14 +150,11 @@ PORTS = Kind(
         "mult": Config(lambda p: int(p["multiplier"]), bits_fixed(31), "requant multiplier M"),
         "shift": Config(lambda p: int(p["shift"]), bits_fixed(6), "requant shift s"),
     },
-    table=Table(
+    table=channel_table(
         {
             "prm_gamma": Field("gamma", bits_fixed(15), True, "gamma G of channel i"),
             "prm_beta": Field("beta", bits_fixed(31), True, "beta B of channel i"),
         },
-        lambda v: int(v.params["c"]),
-        lambda p: max(1, (int(p["c"]) - 1).bit_length()),
-        "channel i at address i",
     ),
     row_len=lambda v: int(v.params["c"]),
     parameters={"OUT_BITS": "out_bits"},

@@ -21,7 +21,7 @@ import numpy as np
 from hwvit import ops
 from hwvit.blocks._common import int_option, rails
 from hwvit.blocks.base import BlockKind
-from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
+from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param, channel_table
 from hwvit.formats import INT8, MULT_MAX, OUT_BITS, SHIFT_MAX
 from hwvit.ops.reference import residual_add_ref
 from hwvit.record import BlockRecord, Spec, make_record
@@ -114,15 +114,12 @@ PORTS = Kind(
     },
     output=("y", Field("y", bits_param("out_bits"), True, "sum at its channel's output scale, out_bits signed")),
     config={"c": Config(lambda p: int(p["c"]), bits_count("c"), "channels per token C")},
-    table=Table(
+    table=channel_table(
         {
             "prm_mult_a": Field("mult_a", bits_fixed(31), False, "multiplier Ma of channel i"),
             "prm_mult_b": Field("mult_b", bits_fixed(31), False, "multiplier Mb of channel i"),
             "prm_shift": Field("shift", bits_fixed(6), False, "shift s of channel i (1..62)"),
         },
-        lambda v: int(v.params["c"]),
-        lambda p: max(1, (int(p["c"]) - 1).bit_length()),
-        "channel i at address i",
     ),
     row_len=lambda v: int(v.params["c"]),
     parameters={"OUT_BITS": "out_bits"},

@@ -62,6 +62,12 @@ class Table:
     doc: str
 
 
+def channel_table(data: dict[str, Field], doc: str = "channel i at address i") -> Table:
+    """The per-channel table of a block with a row of C channels: C entries, channel i at address i, the
+    narrowest address port for C."""
+    return Table(data, lambda v: int(v.params["c"]), lambda p: max(1, (int(p["c"]) - 1).bit_length()), doc)
+
+
 @dataclass(frozen=True)
 class Kind:
     name: str

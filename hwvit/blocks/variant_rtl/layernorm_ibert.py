@@ -11,7 +11,7 @@ row's last output. bias_int, M and E per channel through the table port; the blo
 from __future__ import annotations
 
 from hwvit.blocks.variant_rtl import rtl
-from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
+from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param, channel_table
 
 RTL = rtl("layernorm_ibert", "row_moments", "row_meanvar", "inv_sqrt", "isqrt", "divu")
 
@@ -20,15 +20,12 @@ PORTS = Kind(
     inputs={"x": Field("x", bits_fixed(8), True, "int8 input")},
     output=("y", Field("y", bits_param("out_bits"), True, "normalized value, out_bits signed")),
     config={"c": Config(lambda p: int(p["c"]), bits_count("c"), "row length C")},
-    table=Table(
+    table=channel_table(
         {
             "prm_bias": Field("bias_int", bits_fixed(48), True, "bias_int of channel i (beta / gamma / S_n)"),
             "prm_mult": Field("multiplier", bits_fixed(33), True, "requant mantissa M of channel i, |M| <= 2^31"),
             "prm_shift": Field("shift", bits_fixed(7), False, "requant shift E of channel i, 0..127"),
         },
-        lambda v: int(v.params["c"]),
-        lambda p: max(1, (int(p["c"]) - 1).bit_length()),
-        "channel i at address i",
     ),
     row_len=lambda v: int(v.params["c"]),
     parameters={"OUT_BITS": "out_bits"},

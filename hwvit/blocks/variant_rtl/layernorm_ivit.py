@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from hwvit.blocks.variant_rtl import layernorm_ibert as ibert
 from hwvit.blocks.variant_rtl import rtl
-from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
+from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param, channel_table
 
 PORTS = Kind(
     "layernorm_ivit",
     inputs={"x": Field("x", bits_param("in_bits"), True, "input, in_bits signed")},
     output=("y", Field("y", bits_param("out_bits"), True, "normalized value, out_bits signed")),
     config={"c": Config(lambda p: int(p["c"]), bits_count("c"), "row length C")},
-    table=Table(
+    table=channel_table(
         {
             "prm_bias": Field(
                 "bias", bits_fixed(41), True, "bias of channel i (floor(beta / gamma / s_y)), |bias| < 2^40"
@@ -25,9 +25,6 @@ PORTS = Kind(
             "prm_mult": Field("multiplier", bits_fixed(33), True, "QuantAct mantissa M of channel i, |M| <= 2^31"),
             "prm_shift": Field("shift", bits_fixed(7), False, "QuantAct shift E of channel i"),
         },
-        lambda v: int(v.params["c"]),
-        lambda p: max(1, (int(p["c"]) - 1).bit_length()),
-        "channel i at address i",
     ),
     row_len=lambda v: int(v.params["c"]),
     parameters={"IN_BITS": "in_bits", "OUT_BITS": "out_bits"},

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from hwvit.blocks.variant_rtl import rtl
-from hwvit.byo.kinds import Config, Field, Kind, Table, bits_count, bits_fixed, bits_param
+from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param, channel_table
 
 DOMAIN = 400  # s, s_out and each nonzero gamma, beta within 2^-DOMAIN..2^DOMAIN in magnitude (rtl header)
 
@@ -42,7 +42,7 @@ PORTS = Kind(
     inputs={"x": Field("x", bits_param("in_bits"), True, "input, in_bits signed (2..12)")},
     output=("y", Field("y", bits_param("out_bits"), True, "normalized value, out_bits signed")),
     config={"c": Config(lambda p: int(p["c"]), bits_count("c"), "row length C")},
-    table=Table(
+    table=channel_table(
         {
             "prm_gamma": Field("gamma_f64", bits_fixed(64), True, "gamma of channel i, binary64 bit pattern"),
             "prm_beta": Field("beta_f64", bits_fixed(64), True, "beta of channel i, binary64 bit pattern"),
@@ -50,8 +50,6 @@ PORTS = Kind(
             "prm_s": Field("s_f64", bits_fixed(64), True, "entry 0: the input scale s, binary64 bit pattern"),
             "prm_s_out": Field("s_out_f64", bits_fixed(64), True, "entry 0: the output scale, binary64 bit pattern"),
         },
-        lambda v: int(v.params["c"]),
-        lambda p: max(1, (int(p["c"]) - 1).bit_length()),
         "channel i at address i; s and s_out at address 0",
     ),
     row_len=lambda v: int(v.params["c"]),
