@@ -160,7 +160,7 @@ def test_layernorm_no_eps_hand_made_rows(c, tmp_path, run_set):
 
 
 @pytest.mark.parametrize("eps", ["drawn", "2^61"])
-def test_layernorm_ptf_inv_rounding_rows(eps, tmp_path, run_set):
+def test_layernorm_ptf_exact_inv_rounding_rows(eps, tmp_path, run_set):
     """Rows whose outputs change with inv one lower and, others, one higher (hwvit_path_stages'
     inv_delta; found among 100 000 random rows, about 1 in 1 500 of each): the block's inv must be
     round(2^43 / sig) exactly; at the drawn eps_int and at 2^61, the largest layernorm_ptf takes
@@ -187,7 +187,7 @@ def test_layernorm_ptf_inv_rounding_rows(eps, tmp_path, run_set):
     assert res.elements == 16 * 64, res.line()
 
 
-def test_layernorm_ivit_largest_y_and_beta_past_2_to_the_29(tmp_path, run_set):
+def test_layernorm_ivit_exact_largest_y_and_beta_past_2_to_the_29(tmp_path, run_set):
     """layernorm_ivit at the two values its sign extensions leave unseen in random rows (the campaign
     found both alive): rows [k, k + 2] and [k + 2, k] at eps_int = 0 have mu = k + 1, Var = 2, std = 1,
     factor = 2^62 and y = +-2^16, where y = +2^16 is the one value whose bit 16 differs from its sign
