@@ -16,7 +16,9 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
   shifts) and the rows whose outputs flip with inv one off (its rounding 2^43 + sig/2), at C = 64
   and 4096;
 - layernorm_ptf's rows whose outputs flip with inv one off, at the drawn eps_int and at 2^61 (the
-  square root's top bit).
+  square root's top bit);
+- layernorm_ivit_exact's and layernorm_ibert's rows whose root is 1 or 2, with constants that make the
+  output move with a factor one off (rtl/inv_sqrt.v's quotient at a power-of-two divisor).
 
 Icarus, through the generic stream bench (sim/byotb.py), sets built by the kinds themselves with the
 rows given. All opt-in (marker ``variants``, make test-variants: two minutes of Icarus that make
@@ -211,6 +213,31 @@ def test_layernorm_ivit_exact_largest_y_and_beta_past_2_to_the_29(tmp_path, run_
     set_dir = _set("layernorm_ivit_exact", tmp_path / "beta", 8, 47, {"beta": beta}, c=4, x=x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 32, res.line()
+
+
+# Rows [k, k + 2m] (m = 1, 2) have mean k + m, d = +-m and a variance whose floor root is m: the factor
+# is 2^K / std exactly, a power of two over a power of two, and y = +-2^16 (I-ViT) or h = +-2^30
+# (I-BERT). These constants take the positive one to an output of exactly 0, so a factor one low shows
+# as -1; drawn constants round a one-LSB change of y away, and floor(2^K / std) moves from floor((2^K -
+# 1) / std) only where std is a power of two.
+FACTOR_AT_POW2 = {
+    "layernorm_ivit_exact": {"eps_int": 0, "gamma": [1, 1], "beta": [-(2**16)] * 2, "multiplier": 2**30, "shift": 30},
+    "layernorm_ibert": {"bias_int": [-(2**30)] * 2, "multiplier": [1, 1], "shift": [0, 0]},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FACTOR_AT_POW2))
+def test_layernorm_factor_at_a_power_of_two_root(kind, tmp_path, run_set):
+    """The corrected I-LayerNorm's and I-BERT's factor = floor(2^K / std) where std is 1 or 2."""
+    toolchain.require("icarus")
+    ks = np.array([-128, -50, -1, 0, 7, 100, 123])
+    x = np.concatenate([np.stack([ks, ks + 2 * m], 1)[:, ::o] for m in (1, 2) for o in (1, -1)])
+    constants = {k: np.array(v) if isinstance(v, list) else v for k, v in FACTOR_AT_POW2[kind].items()}
+    set_dir = _set(kind, tmp_path / "pow2", len(x), 50, constants, c=2, x=x)
+    y = vectors.read(set_dir)["y"]
+    assert sorted(np.unique(y, return_counts=True)[1].tolist()) == [len(x), len(x)] and (y == 0).sum() == len(x)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 2 * len(x), res.line()
 
 
 def test_layernorm_ibert_contract_extremes(tmp_path, run_set):
