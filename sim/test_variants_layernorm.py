@@ -18,7 +18,8 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
 - layernorm_ptf's rows whose outputs flip with inv one off, at the drawn eps_int and at 2^61 (the
   square root's top bit);
 - layernorm_ivit_exact's and layernorm_ibert's rows whose root is 1 or 2, with constants that make the
-  output move with a factor one off (rtl/inv_sqrt.v's quotient at a power-of-two divisor).
+  output move with a factor one off (rtl/inv_sqrt.v's quotient at a power-of-two divisor), and their
+  constant rows' period, C + 14 clocks unstalled (rtl/row_meanvar.v's CALC clocks).
 
 Icarus, through the generic stream bench (sim/byotb.py), sets built by the kinds themselves with the
 rows given. All opt-in (marker ``variants``, make test-variants: two minutes of Icarus that make
@@ -238,6 +239,24 @@ def test_layernorm_factor_at_a_power_of_two_root(kind, tmp_path, run_set):
     assert sorted(np.unique(y, return_counts=True)[1].tolist()) == [len(x), len(x)] and (y == 0).sum() == len(x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 2 * len(x), res.line()
+
+
+@pytest.mark.parametrize("kind", ["layernorm_ibert", "layernorm_ivit_exact"])
+def test_layernorm_constant_row_period(kind, tmp_path, run_set):
+    """Unstalled constant rows (variance 0: no root, no division) follow each other every C + 14
+    clocks: the engine's 3 a row (layernorm.v's constant rows take C + 5 with its two multiplier
+    clocks, docs/rtl.md) and CALC's 11 (rtl/row_meanvar.v: the mean's division, 9 clocks, then t and
+    the variance, 2). Two rows more take exactly 2 (C + 14) clocks longer."""
+    toolchain.require("icarus")
+    c = 16
+    x = np.repeat(np.array([[-128], [-3], [0], [57], [127], [9]]), c, axis=1)
+    cycles = []
+    for rows in (4, 6):
+        res = run_set(
+            _set(kind, tmp_path / f"r{rows}", rows, 51, None, c=c, x=x[:rows]), "icarus", extra_env={"HWVIT_STALL": "0"}
+        )
+        cycles.append(res.cycles)
+    assert cycles[1] - cycles[0] == 2 * (c + 14), cycles
 
 
 def test_layernorm_ibert_contract_extremes(tmp_path, run_set):
