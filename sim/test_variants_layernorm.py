@@ -19,7 +19,8 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
   square root's top bit);
 - layernorm_ivit_exact's and layernorm_ibert's rows whose root is 1 or 2, with constants that make the
   output move with a factor one off (rtl/inv_sqrt.v's quotient at a power-of-two divisor), and their
-  constant rows' period, C + 14 clocks unstalled (rtl/row_meanvar.v's CALC clocks).
+  constant rows' period, C + 14 clocks unstalled (rtl/row_meanvar.v's CALC clocks), and rows where
+  their floored factor and one rounded to nearest give different outputs.
 
 Icarus, through the generic stream bench (sim/byotb.py), sets built by the kinds themselves with the
 rows given. All opt-in (marker ``variants``, make test-variants: two minutes of Icarus that make
@@ -239,6 +240,34 @@ def test_layernorm_factor_at_a_power_of_two_root(kind, tmp_path, run_set):
     assert sorted(np.unique(y, return_counts=True)[1].tolist()) == [len(x), len(x)] and (y == 0).sum() == len(x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 2 * len(x), res.line()
+
+
+def _floored_factor_rows(kind: str) -> tuple[np.ndarray, dict]:
+    """Rows where floor(2^K / std) and its rounding to nearest differ and the output shows it: I-BERT,
+    rows [k - 2, k - 1, k + 1, k + 2] (var 10, std 3, y_3 = 2, h_3 = the factor itself: 2^31 / 3 =
+    715827882.67); the corrected I-ViT, rows of 25 k and one k + 5 (mu = k, Var 25, std 5, d = 5, factor
+    (2^62 - 4) / 5 and y = 2^16 - 1, rounded 2^16). The constants put that output at exactly 0."""
+    ks = np.arange(-126, 122, 31)
+    if kind == "layernorm_ibert":
+        x = ks[:, None] + np.array([-2, -1, 1, 2])
+        return x, {"bias_int": np.full(4, -715827882), "multiplier": np.ones(4, dtype=np.int64), "shift": np.zeros(4)}
+    x = np.repeat(ks[:, None], 26, axis=1)
+    x[:, -1] += 5
+    return x, {"eps_int": 0, "gamma": np.ones(26), "beta": np.full(26, -(2**16 - 1)), "multiplier": 2**30, "shift": 30}
+
+
+@pytest.mark.parametrize("kind", ["layernorm_ibert", "layernorm_ivit_exact"])
+def test_layernorm_factor_floored_not_rounded(kind, tmp_path, run_set):
+    """I-BERT's and the corrected I-ViT's factor is floor(2^K / std), not rounded to nearest as
+    rtl/layernorm.v's inverse is (rtl/inv_sqrt.v ROUND = 0): rows where the two differ (_floored_factor_rows)."""
+    toolchain.require("icarus")
+    x, constants = _floored_factor_rows(kind)
+    constants = {k: np.asarray(v, dtype=np.int64) if np.ndim(v) else v for k, v in constants.items()}
+    set_dir = _set(kind, tmp_path / "floor", len(x), 52, constants, c=x.shape[1], x=x)
+    y = vectors.read(set_dir)["y"]
+    assert (y[:, -1] == 0).all() and (y[:, :-1] == -128).all(), y
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
 
 
 @pytest.mark.parametrize("kind", ["layernorm_ibert", "layernorm_ivit_exact"])
