@@ -403,7 +403,6 @@ def test_variance_at_2_to_the_37(tmp_path, run_set):
     assert run_set(vectors.write_set(record, tmp_path / "set"), "icarus").elements == 3 * 4096
 
 
-
 def test_requant_at_the_largest_product(tmp_path, run_set):
     """The requant stage at the contract's corner (M = 2^31 - 1, s = 62, hwvit.formats): channels with
     B = +-(2^30 - 1) make |acc| > 2^30 and |acc M| > 2^61, the output +-1, where rounding in fewer than
@@ -420,6 +419,7 @@ def test_requant_at_the_largest_product(tmp_path, run_set):
     y = record.tensors["y"].data
     assert (y == 1).sum() >= 8 and (y == -1).sum() >= 8, np.unique(y, return_counts=True)
     assert run_set(vectors.write_set(record, tmp_path / "set"), "icarus").elements == y.size
+
 
 # Static checks share no build with the simulations: their own group, so xdist may run them
 # on the other worker.
