@@ -403,6 +403,24 @@ def test_variance_at_2_to_the_37(tmp_path, run_set):
     assert run_set(vectors.write_set(record, tmp_path / "set"), "icarus").elements == 3 * 4096
 
 
+def test_requant_at_the_largest_product(tmp_path, run_set):
+    """The requant stage at the contract's corner (M = 2^31 - 1, s = 62, hwvit.formats): channels with
+    B = +-(2^30 - 1) make |acc| > 2^30 and |acc M| > 2^61, the output +-1, where rounding in fewer than
+    64 bits or a sign copied from bit 61 of acc M shows (drawn sets keep |acc M| near 2^60)."""
+    import dataclasses
+
+    from hwvit import vectors
+
+    from layernorm_sets import special_record
+
+    base = special_record(16, 6, 0, seed=62)
+    base = dataclasses.replace(base, params={**base.params, "multiplier": (1 << 31) - 1, "shift": 62})
+    record = _with_rows(base, base.tensors["x"].data)
+    y = record.tensors["y"].data
+    assert (y == 1).sum() >= 8 and (y == -1).sum() >= 8, np.unique(y, return_counts=True)
+    assert run_set(vectors.write_set(record, tmp_path / "set"), "icarus").elements == y.size
+
+
 # Static checks share no build with the simulations: their own group, so xdist may run them
 # on the other worker.
 static_group = pytest.mark.xdist_group("layernorm_static")

@@ -21,6 +21,10 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
 - layernorm_ivit (16-bit inputs) at its channel table's ends (bias +-(2^40 - 1) and past 2^39, z past
   2^40, M = +-2^31, E = 1 and 93, ties), on rows whose variance is m^2 - 1 (the Newton steps' two-cycle:
   the start shows), and with its output held past the next row's CALC.
+- layernorm_ivit_exact's and layernorm_ibert's rows whose root is 1 or 2, with constants that make the
+  output move with a factor one off (rtl/inv_sqrt.v's quotient at a power-of-two divisor), and their
+  constant rows' period, C + 14 clocks unstalled (rtl/row_meanvar.v's CALC clocks), and rows where
+  their floored factor and one rounded to nearest give different outputs.
 
 Icarus, through the generic stream bench (sim/byotb.py), sets built by the kinds themselves with the
 rows given. All opt-in (marker ``variants``, make test-variants: two minutes of Icarus that make
@@ -169,7 +173,7 @@ def test_layernorm_no_eps_hand_made_rows(c, tmp_path, run_set):
 
 
 @pytest.mark.parametrize("eps", ["drawn", "2^61"])
-def test_layernorm_ptf_inv_rounding_rows(eps, tmp_path, run_set):
+def test_layernorm_ptf_exact_inv_rounding_rows(eps, tmp_path, run_set):
     """Rows whose outputs change with inv one lower and, others, one higher (hwvit_path_stages'
     inv_delta; found among 100 000 random rows, about 1 in 1 500 of each): the block's inv must be
     round(2^43 / sig) exactly; at the drawn eps_int and at 2^61, the largest layernorm_ptf takes
@@ -196,7 +200,7 @@ def test_layernorm_ptf_inv_rounding_rows(eps, tmp_path, run_set):
     assert res.elements == 16 * 64, res.line()
 
 
-def test_layernorm_ivit_largest_y_and_beta_past_2_to_the_29(tmp_path, run_set):
+def test_layernorm_ivit_exact_largest_y_and_beta_past_2_to_the_29(tmp_path, run_set):
     """layernorm_ivit at the two values its sign extensions leave unseen in random rows (the campaign
     found both alive): rows [k, k + 2] and [k + 2, k] at eps_int = 0 have mu = k + 1, Var = 2, std = 1,
     factor = 2^62 and y = +-2^16, where y = +2^16 is the one value whose bit 16 differs from its sign
@@ -220,6 +224,77 @@ def test_layernorm_ivit_largest_y_and_beta_past_2_to_the_29(tmp_path, run_set):
     set_dir = _set("layernorm_ivit_exact", tmp_path / "beta", 8, 47, {"beta": beta}, c=4, x=x)
     res = run_set(set_dir, "icarus")
     assert res.elements == 32, res.line()
+
+
+# Rows [k, k + 2m] (m = 1, 2) have mean k + m, d = +-m and a variance whose floor root is m: the factor
+# is 2^K / std exactly, a power of two over a power of two, and y = +-2^16 (I-ViT) or h = +-2^30
+# (I-BERT). These constants take the positive one to an output of exactly 0, so a factor one low shows
+# as -1; drawn constants round a one-LSB change of y away, and floor(2^K / std) moves from floor((2^K -
+# 1) / std) only where std is a power of two.
+FACTOR_AT_POW2 = {
+    "layernorm_ivit_exact": {"eps_int": 0, "gamma": [1, 1], "beta": [-(2**16)] * 2, "multiplier": 2**30, "shift": 30},
+    "layernorm_ibert": {"bias_int": [-(2**30)] * 2, "multiplier": [1, 1], "shift": [0, 0]},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FACTOR_AT_POW2))
+def test_layernorm_factor_at_a_power_of_two_root(kind, tmp_path, run_set):
+    """The corrected I-LayerNorm's and I-BERT's factor = floor(2^K / std) where std is 1 or 2."""
+    toolchain.require("icarus")
+    ks = np.array([-128, -50, -1, 0, 7, 100, 123])
+    x = np.concatenate([np.stack([ks, ks + 2 * m], 1)[:, ::o] for m in (1, 2) for o in (1, -1)])
+    constants = {k: np.array(v) if isinstance(v, list) else v for k, v in FACTOR_AT_POW2[kind].items()}
+    set_dir = _set(kind, tmp_path / "pow2", len(x), 50, constants, c=2, x=x)
+    y = vectors.read(set_dir)["y"]
+    assert sorted(np.unique(y, return_counts=True)[1].tolist()) == [len(x), len(x)] and (y == 0).sum() == len(x)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 2 * len(x), res.line()
+
+
+def _floored_factor_rows(kind: str) -> tuple[np.ndarray, dict]:
+    """Rows where floor(2^K / std) and its rounding to nearest differ and the output shows it: I-BERT,
+    rows [k - 2, k - 1, k + 1, k + 2] (var 10, std 3, y_3 = 2, h_3 = the factor itself: 2^31 / 3 =
+    715827882.67); the corrected I-ViT, rows of 25 k and one k + 5 (mu = k, Var 25, std 5, d = 5, factor
+    (2^62 - 4) / 5 and y = 2^16 - 1, rounded 2^16). The constants put that output at exactly 0."""
+    ks = np.arange(-126, 122, 31)
+    if kind == "layernorm_ibert":
+        x = ks[:, None] + np.array([-2, -1, 1, 2])
+        return x, {"bias_int": np.full(4, -715827882), "multiplier": np.ones(4, dtype=np.int64), "shift": np.zeros(4)}
+    x = np.repeat(ks[:, None], 26, axis=1)
+    x[:, -1] += 5
+    return x, {"eps_int": 0, "gamma": np.ones(26), "beta": np.full(26, -(2**16 - 1)), "multiplier": 2**30, "shift": 30}
+
+
+@pytest.mark.parametrize("kind", ["layernorm_ibert", "layernorm_ivit_exact"])
+def test_layernorm_factor_floored_not_rounded(kind, tmp_path, run_set):
+    """I-BERT's and the corrected I-ViT's factor is floor(2^K / std), not rounded to nearest as
+    rtl/layernorm.v's inverse is (rtl/inv_sqrt.v ROUND = 0): rows where the two differ (_floored_factor_rows)."""
+    toolchain.require("icarus")
+    x, constants = _floored_factor_rows(kind)
+    constants = {k: np.asarray(v, dtype=np.int64) if np.ndim(v) else v for k, v in constants.items()}
+    set_dir = _set(kind, tmp_path / "floor", len(x), 52, constants, c=x.shape[1], x=x)
+    y = vectors.read(set_dir)["y"]
+    assert (y[:, -1] == 0).all() and (y[:, :-1] == -128).all(), y
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
+@pytest.mark.parametrize("kind", ["layernorm_ibert", "layernorm_ivit_exact"])
+def test_layernorm_constant_row_period(kind, tmp_path, run_set):
+    """Unstalled constant rows (variance 0: no root, no division) follow each other every C + 14
+    clocks: the engine's 3 a row (layernorm.v's constant rows take C + 5 with its two multiplier
+    clocks, docs/rtl.md) and CALC's 11 (rtl/row_meanvar.v: the mean's division, 9 clocks, then t and
+    the variance, 2). Two rows more take exactly 2 (C + 14) clocks longer."""
+    toolchain.require("icarus")
+    c = 16
+    x = np.repeat(np.array([[-128], [-3], [0], [57], [127], [9]]), c, axis=1)
+    cycles = []
+    for rows in (4, 6):
+        res = run_set(
+            _set(kind, tmp_path / f"r{rows}", rows, 51, None, c=c, x=x[:rows]), "icarus", extra_env={"HWVIT_STALL": "0"}
+        )
+        cycles.append(res.cycles)
+    assert cycles[1] - cycles[0] == 2 * (c + 14), cycles
 
 
 def test_layernorm_ibert_contract_extremes(tmp_path, run_set):
