@@ -509,3 +509,25 @@ def test_softmax_round_each_sticky_bit(tmp_path, run_set):
     set_dir = vectors.write_set(rec, tmp_path / "sticky", seed=47)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
+
+
+def test_softmax_ita_sigma_dividing_the_dividend_plus_one(tmp_path, run_set):
+    """rtl/softmax_ita.v divides (2^OUT_BITS - 1) 2^8 by sigma; a dividend one above it changes the
+    quotient only where sigma divides that odd number, which random rows miss (the campaign found the
+    dividend's low byte 8'd1 alive). At K = 2^16 (sh(d) = d) the row [0, 0, -1, -3, -8] has sigma =
+    256 + 256 + 128 + 32 + 1 = 673, and 255 * 2^8 + 1 = 97 * 673: inv is 96, one off would be 97.
+    The row at several offsets, reversed too."""
+    from hwvit import variants
+    from hwvit.variants.hwsoftmax import ITA_SCALE
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_ita")
+    p = {"mult": 1 << 16, "in_bits": 8, "out_bits": 8}
+    base = np.array([0, 0, -1, -3, -8])
+    x = np.stack([base + k for k in (0, 120, -120, 7)] + [base[::-1] + k for k in (0, 127, -120)])
+    y = variants.get("softmax", "ita").kernel(x, p)
+    assert (255 * 256 + 1) % 673 == 0 and (y.max(axis=1) == 255 * 256 // 673).all()
+    rec = spec.traced("sigma673", x, y, p, 8, 8, {"x": ITA_SCALE, "y": 1.0 / 255})
+    set_dir = vectors.write_set(rec, tmp_path / "s673", seed=33)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
