@@ -531,3 +531,27 @@ def test_softmax_ita_sigma_dividing_the_dividend_plus_one(tmp_path, run_set):
     set_dir = vectors.write_set(rec, tmp_path / "s673", seed=33)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
+
+
+def test_softmax_softermax_output_held_past_the_next_rows_pass(tmp_path, run_set):
+    """rtl/softmax_softermax.v's header: a row's pass waits until the row before has left stage 3, since
+    rec and ex follow d on every clock and stage 3's element reads them on its move to the output
+    register. Output ready held low for 120 clocks after the first row's N - 2 outputs: its last element
+    then sits in stage 3 with stages 1 and 2 empty while the next row fills and passes, so a pass
+    started a stage early (GO_AFTER = 2) would round it with the next row's rec and ex. At K = 2^16 an
+    element at its row's max has e = C[0] = 2^15 in every row, so that element would come out as the
+    next row's max does (255, a lone dominant score), not as its own (rows whose outputs differ there)."""
+    import json
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_softermax")
+    x = np.array([[0, -1, -2, -3, -1, 0, -2, 0], [100, -128, -128, -128, -128, -128, -128, -128], [5, 9, -3, 0, 9, 2, 1, 7]])
+    opts = {**spec.defaults, "row_len": 8, "in_bits": 8, "out_bits": 8, "scale_in": float(np.log(2.0)), "x": x}
+    rec = spec.random(np.random.default_rng([35, spec.seed]), 3, opts)
+    assert int(rec.params["mult"]) == 1 << 16
+    y = rec.tensors["y"].data
+    assert y[0, 7] == y[0].max() and y[1, 0] == 255 and y[0, 7] != y[1, 0]
+    set_dir = vectors.write_set(rec, tmp_path / "held", seed=35)
+    env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 2, 120])}
+    res = run_set(set_dir, "icarus", extra_env=env)
+    assert res.elements == 24 and res.cycles > 120, res.line()
