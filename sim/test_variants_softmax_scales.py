@@ -534,13 +534,13 @@ def test_softmax_ita_sigma_dividing_the_dividend_plus_one(tmp_path, run_set):
 
 
 def test_softmax_softermax_output_held_past_the_next_rows_pass(tmp_path, run_set):
-    """rtl/softmax_softermax.v's header: a row's pass waits until the row before has left stage 3, since
-    rec and ex follow d on every clock and stage 3's element reads them on its move to the output
-    register. Output ready held low for 120 clocks after the first row's N - 2 outputs: its last element
-    then sits in stage 3 with stages 1 and 2 empty while the next row fills and passes, so a pass
-    started a stage early (GO_AFTER = 2) would round it with the next row's rec and ex. At K = 2^16 an
-    element at its row's max has e = C[0] = 2^15 in every row, so that element would come out as the
-    next row's max does (255, a lone dominant score), not as its own (rows whose outputs differ there)."""
+    """rtl/softmax_softermax.v's rec and ex follow d on every clock, and stage 3's element reads them on
+    its move to the output register, so the next row's recurrence must not step before that move.
+    Output ready held low for 120 clocks after the first row's N - 2 outputs: its last element sits in
+    stage 3 while the next row fills, and the next row's pass waits (for stage 3 to empty; a pass let
+    in at stage 2's emptying, GO_AFTER = 2, still steps only as stage 3 moves on). At K = 2^16 an element at its row's max has e = C[0] = 2^15
+    in every row, so that element would come out as the next row's max does (255, a lone dominant
+    score), not as its own, if it took the next row's rec and ex."""
     import json
 
     toolchain.require("icarus")
