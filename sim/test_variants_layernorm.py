@@ -378,3 +378,31 @@ def test_layernorm_ivit_exact_output_held_past_the_next_rows_calc(tmp_path, run_
     env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 5, 300])}
     res = run_set(set_dir, "icarus", extra_env=env)
     assert res.elements == 24 and res.cycles > 300, res.line()
+
+
+def test_layernorm_ibert_output_held_past_the_next_rows_calc(tmp_path, run_set):
+    """layernorm_ibert's header: a row's CALC (mean, var, then std and factor: about 60 clocks) waits
+    until the row before has left stage 2, whose element reads factor on its move to stage 3. The
+    hold of layernorm_ivit's test above: ready low for 300 clocks after the first row's C - 5 outputs,
+    its last five elements in stages 2..6, stage 1 empty, the next row filled; a CALC started a stage
+    early (GO_AFTER = 1) would hand the last element the next row's factor, which differs, and its
+    output would change."""
+    import json
+    import math
+
+    from hwvit.variants.ibert import _rhe_div, ibert_requant_ref
+
+    toolchain.require("icarus")
+    x = np.array([[3, -5, 8, 0, -2, 7, -9, 4], [120, -128, 90, -100, 127, -77, 60, -90], [1, 2, 3, 4, -4, -3, -2, -1]])
+    set_dir = _set("layernorm_ibert", tmp_path / "held", 3, 55, None, c=8, x=x)
+    rec = vectors.read(set_dir)
+    p = _constants(rec)
+    assert int(p["ln_shift"]) == 0
+    means = [_rhe_div(int(r.sum()), 8) for r in x]
+    factors = [(1 << 31) // max(math.isqrt(int(((r - m) ** 2).sum())), 1) for r, m in zip(x, means)]
+    z = ((int(x[0, 7] - means[0]) * factors[1]) >> 1) + int(p["bias_int"][7])
+    late = ibert_requant_ref(z, int(p["multiplier"][7]), int(p["shift"][7]), int(p["out_bits"]))
+    assert late != rec.tensors["y"].data[0, 7]
+    env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 5, 300])}
+    res = run_set(set_dir, "icarus", extra_env=env)
+    assert res.elements == 24 and res.cycles > 300, res.line()
