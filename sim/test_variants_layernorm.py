@@ -21,7 +21,7 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
 - layernorm_ivit (16-bit inputs) at its channel table's ends (bias +-(2^40 - 1) and past 2^39, z past
   2^40, M = +-2^31, E = 1 and 93, ties), on rows whose variance is m^2 - 1 (the Newton steps' two-cycle:
   the start shows), and with its output held past the next row's CALC;
-- layernorm_ivit_exact at eps_int = 2^40 (its eps port's top bit), and held likewise.
+- layernorm_ivit_exact at eps_int = 2^40 (its eps port's top bit), and it and layernorm_ibert held likewise.
 
 Icarus, through the generic stream bench (sim/byotb.py), sets built by the kinds themselves with the
 rows given. All opt-in (marker ``variants``, make test-variants: two minutes of Icarus that make
