@@ -20,7 +20,8 @@ sim/test_layernorm.py holds rtl/layernorm.v to them:
   square root's top bit);
 - layernorm_ivit (16-bit inputs) at its channel table's ends (bias +-(2^40 - 1) and past 2^39, z past
   2^40, M = +-2^31, E = 1 and 93, ties), on rows whose variance is m^2 - 1 (the Newton steps' two-cycle:
-  the start shows), and with its output held past the next row's CALC.
+  the start shows), and with its output held past the next row's CALC;
+- layernorm_ivit_exact at eps_int = 2^40 (its eps port's top bit), and it and layernorm_ibert held likewise;
 - layernorm_ivit_exact's and layernorm_ibert's rows whose root is 1 or 2, with constants that make the
   output move with a factor one off (rtl/inv_sqrt.v's quotient at a power-of-two divisor), and their
   constant rows' period, C + 14 clocks unstalled (rtl/row_meanvar.v's CALC clocks), and rows where
@@ -412,3 +413,75 @@ def test_layernorm_ivit_output_held_past_the_next_rows_calc(tmp_path, run_set):
     env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 5, 600])}
     res = run_set(set_dir, "icarus", extra_env=env)
     assert res.elements == 24 and res.cycles > 600, res.line()
+
+
+def test_layernorm_ivit_exact_eps_at_2_to_the_40(tmp_path, run_set):
+    """layernorm_ivit_exact at eps_int = 2^40, the top of its contract (Var < 2^41, a 41-bit eps port):
+    drawn eps stay far below, so an eps cut to 40 bits (which reads 2^40 as 0) went unseen (the
+    campaign found row_meanvar's EPS_W = 40 alive). There std is about 2^20 and y = d / 16 or so; with
+    eps read as 0 every row's outputs would change."""
+    from hwvit.variants.ivit import layernorm_stages
+
+    toolchain.require("icarus")
+    spec = blocks.get("layernorm_ivit_exact")
+    x = np.random.default_rng(53).integers(-128, 127, (4, 8), endpoint=True)
+    p = _constants(spec.random(np.random.default_rng([53, spec.seed]), 1, {**spec.defaults, "c": 8}))
+    top = layernorm_stages(x, {**p, "eps_int": 1 << 40})
+    assert (top["var"] >= 1 << 40).all() and (top["var"] < 1 << 41).all()
+    assert (top["out"] != layernorm_stages(x, {**p, "eps_int": 0})["out"]).any(axis=1).all()
+    set_dir = _set("layernorm_ivit_exact", tmp_path / "eps", 4, 53, {"eps_int": 1 << 40}, c=8, x=x)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == 32, res.line()
+
+
+def test_layernorm_ivit_exact_output_held_past_the_next_rows_calc(tmp_path, run_set):
+    """layernorm_ivit_exact's header: a row's CALC (mu, Var, then std and factor: about 100 clocks)
+    waits until the row before has left stage 2, whose element reads factor on its move to stage 3.
+    The same hold as layernorm_ivit's above: ready low for 300 clocks after the first row's C - 5
+    outputs, its last five elements in stages 2..6, stage 1 empty, the next row filled; a CALC started
+    one stage early (GO_AFTER = 1, which the campaign found alive) hands the last element the next
+    row's factor, which differs, and its output would change."""
+    import json
+
+    from hwvit.variants.ivit import _requant_ref, layernorm_stages
+
+    toolchain.require("icarus")
+    x = np.array([[3, -5, 8, 0, -2, 7, -9, 4], [120, -128, 90, -100, 127, -77, 60, -90], [1, 2, 3, 4, -4, -3, -2, -1]])
+    set_dir = _set("layernorm_ivit_exact", tmp_path / "held", 3, 54, None, c=8, x=x)
+    rec = vectors.read(set_dir)
+    p = _constants(rec)
+    st = layernorm_stages(x, p)
+    y = (int(st["d"][0, 7]) * int(st["factor"][1, 0])) >> 46  # the first row's last element, the next factor
+    late = _requant_ref(y * int(p["gamma"][7]) + int(p["beta"][7]), int(p["multiplier"]), int(p["shift"]), int(p["out_bits"]))
+    assert late != st["out"][0, 7]
+    env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 5, 300])}
+    res = run_set(set_dir, "icarus", extra_env=env)
+    assert res.elements == 24 and res.cycles > 300, res.line()
+
+
+def test_layernorm_ibert_output_held_past_the_next_rows_calc(tmp_path, run_set):
+    """layernorm_ibert's header: a row's CALC (mean, var, then std and factor: about 60 clocks) waits
+    until the row before has left stage 2, whose element reads factor on its move to stage 3. The
+    hold of layernorm_ivit's test above: ready low for 300 clocks after the first row's C - 5 outputs,
+    its last five elements in stages 2..6, stage 1 empty, the next row filled; a CALC started a stage
+    early (GO_AFTER = 1) would hand the last element the next row's factor, which differs, and its
+    output would change."""
+    import json
+    import math
+
+    from hwvit.variants.ibert import _rhe_div, ibert_requant_ref
+
+    toolchain.require("icarus")
+    x = np.array([[3, -5, 8, 0, -2, 7, -9, 4], [120, -128, 90, -100, 127, -77, 60, -90], [1, 2, 3, 4, -4, -3, -2, -1]])
+    set_dir = _set("layernorm_ibert", tmp_path / "held", 3, 55, None, c=8, x=x)
+    rec = vectors.read(set_dir)
+    p = _constants(rec)
+    assert int(p["ln_shift"]) == 0
+    means = [_rhe_div(int(r.sum()), 8) for r in x]
+    factors = [(1 << 31) // max(math.isqrt(int(((r - m) ** 2).sum())), 1) for r, m in zip(x, means)]
+    z = ((int(x[0, 7] - means[0]) * factors[1]) >> 1) + int(p["bias_int"][7])
+    late = ibert_requant_ref(z, int(p["multiplier"][7]), int(p["shift"][7]), int(p["out_bits"]))
+    assert late != rec.tensors["y"].data[0, 7]
+    env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 5, 300])}
+    res = run_set(set_dir, "icarus", extra_env=env)
+    assert res.elements == 24 and res.cycles > 300, res.line()

@@ -509,3 +509,49 @@ def test_softmax_round_each_sticky_bit(tmp_path, run_set):
     set_dir = vectors.write_set(rec, tmp_path / "sticky", seed=47)
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
+
+
+def test_softmax_ita_sigma_dividing_the_dividend_plus_one(tmp_path, run_set):
+    """rtl/softmax_ita.v divides (2^OUT_BITS - 1) 2^8 by sigma; a dividend one above it changes the
+    quotient only where sigma divides that odd number, which random rows miss (the campaign found the
+    dividend's low byte 8'd1 alive). At K = 2^16 (sh(d) = d) the row [0, 0, -1, -3, -8] has sigma =
+    256 + 256 + 128 + 32 + 1 = 673, and 255 * 2^8 + 1 = 97 * 673: inv is 96, one off would be 97.
+    The row at several offsets, reversed too."""
+    from hwvit import variants
+    from hwvit.variants.hwsoftmax import ITA_SCALE
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_ita")
+    p = {"mult": 1 << 16, "in_bits": 8, "out_bits": 8}
+    base = np.array([0, 0, -1, -3, -8])
+    x = np.stack([base + k for k in (0, 120, -120, 7)] + [base[::-1] + k for k in (0, 127, -120)])
+    y = variants.get("softmax", "ita").kernel(x, p)
+    assert (255 * 256 + 1) % 673 == 0 and (y.max(axis=1) == 255 * 256 // 673).all()
+    rec = spec.traced("sigma673", x, y, p, 8, 8, {"x": ITA_SCALE, "y": 1.0 / 255})
+    set_dir = vectors.write_set(rec, tmp_path / "s673", seed=33)
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
+def test_softmax_softermax_output_held_past_the_next_rows_pass(tmp_path, run_set):
+    """rtl/softmax_softermax.v's rec and ex follow d on every clock, and stage 3's element reads them on
+    its move to the output register, so the next row's recurrence must not step before that move.
+    Output ready held low for 120 clocks after the first row's N - 2 outputs: its last element sits in
+    stage 3 while the next row fills, and the next row's pass waits (for stage 3 to empty; a pass let
+    in at stage 2's emptying, GO_AFTER = 2, still steps only as stage 3 moves on). At K = 2^16 an element at its row's max has e = C[0] = 2^15
+    in every row, so that element would come out as the next row's max does (255, a lone dominant
+    score), not as its own, if it took the next row's rec and ex."""
+    import json
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_softermax")
+    x = np.array([[0, -1, -2, -3, -1, 0, -2, 0], [100, -128, -128, -128, -128, -128, -128, -128], [5, 9, -3, 0, 9, 2, 1, 7]])
+    opts = {**spec.defaults, "row_len": 8, "in_bits": 8, "out_bits": 8, "scale_in": float(np.log(2.0)), "x": x}
+    rec = spec.random(np.random.default_rng([35, spec.seed]), 3, opts)
+    assert int(rec.params["mult"]) == 1 << 16
+    y = rec.tensors["y"].data
+    assert y[0, 7] == y[0].max() and y[1, 0] == 255 and y[0, 7] != y[1, 0]
+    set_dir = vectors.write_set(rec, tmp_path / "held", seed=35)
+    env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 2, 120])}
+    res = run_set(set_dir, "icarus", extra_env=env)
+    assert res.elements == 24 and res.cycles > 120, res.line()
