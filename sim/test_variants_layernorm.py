@@ -452,7 +452,9 @@ def test_layernorm_ivit_exact_output_held_past_the_next_rows_calc(tmp_path, run_
     p = _constants(rec)
     st = layernorm_stages(x, p)
     y = (int(st["d"][0, 7]) * int(st["factor"][1, 0])) >> 46  # the first row's last element, the next factor
-    late = _requant_ref(y * int(p["gamma"][7]) + int(p["beta"][7]), int(p["multiplier"]), int(p["shift"]), int(p["out_bits"]))
+    late = _requant_ref(
+        y * int(p["gamma"][7]) + int(p["beta"][7]), int(p["multiplier"]), int(p["shift"]), int(p["out_bits"])
+    )
     assert late != st["out"][0, 7]
     env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 5, 300])}
     res = run_set(set_dir, "icarus", extra_env=env)

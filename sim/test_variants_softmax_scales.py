@@ -538,14 +538,17 @@ def test_softmax_softermax_output_held_past_the_next_rows_pass(tmp_path, run_set
     its move to the output register, so the next row's recurrence must not step before that move.
     Output ready held low for 120 clocks after the first row's N - 2 outputs: its last element sits in
     stage 3 while the next row fills, and the next row's pass waits (for stage 3 to empty; a pass let
-    in at stage 2's emptying, GO_AFTER = 2, still steps only as stage 3 moves on). At K = 2^16 an element at its row's max has e = C[0] = 2^15
-    in every row, so that element would come out as the next row's max does (255, a lone dominant
-    score), not as its own, if it took the next row's rec and ex."""
+    in at stage 2's emptying, GO_AFTER = 2, still steps only as stage 3 moves on). At K = 2^16 an
+    element at its row's max has e = C[0] = 2^15 in every row, so that element would come out as the
+    next row's max does (255, a lone dominant score), not as its own, if it took the next row's rec
+    and ex."""
     import json
 
     toolchain.require("icarus")
     spec = blocks.get("softmax_softermax")
-    x = np.array([[0, -1, -2, -3, -1, 0, -2, 0], [100, -128, -128, -128, -128, -128, -128, -128], [5, 9, -3, 0, 9, 2, 1, 7]])
+    x = np.array(
+        [[0, -1, -2, -3, -1, 0, -2, 0], [100, -128, -128, -128, -128, -128, -128, -128], [5, 9, -3, 0, 9, 2, 1, 7]]
+    )
     opts = {**spec.defaults, "row_len": 8, "in_bits": 8, "out_bits": 8, "scale_in": float(np.log(2.0)), "x": x}
     rec = spec.random(np.random.default_rng([35, spec.seed]), 3, opts)
     assert int(rec.params["mult"]) == 1 << 16
