@@ -38,9 +38,10 @@ def narrowed(codes: np.ndarray, scale: np.ndarray, axis: int | None, bits: int) 
         peak = np.abs(c).max(axis=tuple(d for d in range(c.ndim) if d != axis % c.ndim))
     else:
         peak = np.abs(c).max(initial=0)
+    along = shape if s.size > 1 else ()  # a scale per channel broadcasts along axis
     new = np.where(peak > 0, s.astype(np.float64) * peak / top, s).astype(np.float32).reshape(s.shape)
-    real = c * s.astype(np.float64).reshape(shape if s.size > 1 else ())
-    fresh = np.clip(np.rint(real / new.astype(np.float64).reshape(shape if s.size > 1 else ())), -top, top)
+    real = c * s.astype(np.float64).reshape(along)
+    fresh = np.clip(np.rint(real / new.astype(np.float64).reshape(along)), -top, top)
     return fresh.astype(np.int8), new
 
 

@@ -62,6 +62,23 @@ def stream_ports(kind: Any) -> dict[str, Any]:
     }
 
 
+def channel_ports(kind: Any) -> dict[str, Any]:
+    """The reference ports of a LayerNorm-style block with a per-channel table: x on ``in_data_i``, y on
+    ``out_data_o`` (``out_last_o`` with a row's last), each configuration value ``name`` of ``kind`` on
+    ``cfg_<name>_i`` and its table on ``prm_we_i``, ``prm_addr_i`` and ``<data>_i``."""
+    return {
+        "fields": {"x": "in_data_i"},
+        "out": "out_data_o",
+        "last": "out_last_o",
+        "ports": {
+            **{name: f"cfg_{name}_i" for name in kind.config},
+            "tbl_we": "prm_we_i",
+            "tbl_addr": "prm_addr_i",
+            **{name: f"{name}_i" for name in kind.table.data},
+        },
+    }
+
+
 # Variant kinds whose Verilog twin is planned but not written: the kind, and what its block will be.
 # `hwvit sim` refuses their sets with this line; their sets are golden vectors meanwhile.
 PENDING: dict[str, str] = {}

@@ -10,7 +10,7 @@ row's last output. bias_int, M and E per channel through the table port; the blo
 
 from __future__ import annotations
 
-from hwvit.blocks.variant_rtl import rtl
+from hwvit.blocks.variant_rtl import channel_ports, rtl
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param, channel_table
 
 RTL = rtl("layernorm_ibert", "row_moments", "row_meanvar", "inv_sqrt", "isqrt", "divu")
@@ -36,18 +36,6 @@ PORTS = Kind(
 FIELDS = {
     "rtl": RTL,
     "ports": PORTS,
-    "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {
-            "c": "cfg_c_i",
-            "tbl_we": "prm_we_i",
-            "tbl_addr": "prm_addr_i",
-            "prm_bias": "prm_bias_i",
-            "prm_mult": "prm_mult_i",
-            "prm_shift": "prm_shift_i",
-        },
-    },
+    "reference_ports": channel_ports(PORTS),
     "synth": {"MAX_C": 64},
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hwvit.blocks.variant_rtl import rtl
+from hwvit.blocks.variant_rtl import channel_ports, rtl
 from hwvit.byo.kinds import Config, Field, Kind, bits_count, bits_fixed, bits_param, channel_table
 
 DOMAIN = 400  # s, s_out and each nonzero gamma, beta within 2^-DOMAIN..2^DOMAIN in magnitude (rtl header)
@@ -64,17 +64,7 @@ PORTS = Kind(
 FIELDS = {
     "rtl": rtl("layernorm_ptf", "row_moments", "f64_unit"),
     "ports": PORTS,
-    "reference_ports": {
-        "fields": {"x": "in_data_i"},
-        "out": "out_data_o",
-        "last": "out_last_o",
-        "ports": {
-            "c": "cfg_c_i",
-            "tbl_we": "prm_we_i",
-            "tbl_addr": "prm_addr_i",
-            **{name: f"{name}_i" for name in PORTS.table.data},
-        },
-    },
+    "reference_ports": channel_ports(PORTS),
     "synth": {"MAX_C": 64},
     # by name prefix, before the rest of its suite (sim/test_variants*.py): the block's corner rows, then the
     # binary64 unit alone on its thousands of cases (rtl/f64_unit.v, a module no kind owns, runs them too)
