@@ -502,3 +502,46 @@ def test_the_table_names_the_machine_and_simulator_of_its_outcomes(tmp_path, mon
         "| CPU X (family 6 model 1), 2 cores, flags avx2; icarus |"
     )
     assert c_row.startswith("| c | rtl/c.v |") and c_row.endswith("| n/a | 0.0 min |  |")
+
+
+def test_wall_limit_kills_a_simulator_spinning_at_one_instant():
+    """A mutant's simulator that never returns (a combinational loop spins Icarus at one simulated
+    time, where no testbench time limit fires) is killed at the wall-clock limit hwvit mutate sets,
+    and only then: a process that ends in time runs to its end."""
+    import subprocess
+    import time
+
+    from hwvit.simulate.launch import wall_limit
+
+    t0 = time.monotonic()
+    with wall_limit(1.0) as fired:
+        rc = subprocess.run(["sleep", "60"], check=False).returncode
+    assert fired.is_set() and rc == -9 and time.monotonic() - t0 < 30
+    with wall_limit(30.0) as fired:
+        rc = subprocess.run(["sleep", "0.1"], check=False).returncode
+    assert rc == 0 and not fired.is_set()
+    with wall_limit(0) as fired:  # no limit
+        rc = subprocess.run(["sleep", "1.5"], check=False).returncode
+    assert rc == 0 and not fired.is_set()
+
+
+def test_mutant_suites_run_under_the_wall_limit(monkeypatch, tmp_path):
+    """run_one hands its suite the wall-clock limit (not the core's: its digits image is one long
+    simulation, bounded by the suite's timeout alone)."""
+    import subprocess
+
+    from hwvit.mutate import runner
+    from hwvit.simulate.launch import WALL_LIMIT_ENV
+
+    seen = {}
+
+    def fake_run(cmd, timeout, cwd, env):
+        seen["env"] = env
+        return subprocess.CompletedProcess(cmd, 0, stdout="1 passed\n", stderr="")
+
+    monkeypatch.setattr(runner, "_compiles", lambda *a: None)
+    monkeypatch.setattr(runner.toolchain, "run_tool", fake_run)
+    runner.run_one(None, "softmax", "icarus", ROOT, 100)
+    assert seen["env"][WALL_LIMIT_ENV] == str(runner.SIM_WALL_LIMIT)
+    runner.run_one(None, "vit_core", "icarus", ROOT, 100)
+    assert WALL_LIMIT_ENV not in seen["env"]

@@ -19,12 +19,19 @@ from hwvit import toolchain
 from hwvit.mutate.generate import Mutant, dead_sink, key_of, load_equivalent, mutants
 from hwvit.mutate.order import ORDER_ENV
 from hwvit.mutate.suites import CORE, first_tests, has_suite, markers_of, own_file, source_of, suite_of
+from hwvit.simulate.launch import WALL_LIMIT_ENV
 
 # The tests of a block's suite a mutant run skips: the other simulator's copies and the static
 # checks (they read rtl/ but test no behaviour: a width warning is not a wrong block). On Icarus
 # also the Verilator-only timing tests.
 SUITE_SKIP = "lint or synth"
 ICARUS_SKIP = "back_to_back"
+# Wall-clock seconds one simulation of a block's suite may take on a mutant (the core's digits image
+# excepted: its suite's timeout alone bounds it). A mutant that closes a combinational loop (`en[k]`
+# read back into itself) spins Icarus at one simulated instant, where the benches' simulated-time
+# limits never fire: this fails it in minutes instead of at the suite's timeout, 4x the baseline.
+# Unmutated, no single simulation of a block suite comes near it here (the baseline would fail).
+SIM_WALL_LIMIT = 300
 
 
 @dataclass
@@ -155,6 +162,8 @@ def run_one(
         # the backend probe would run in every mutant, and its cache key imports torch (a quarter
         # of a gemm mutant's time). Exact either way; the sets are small.
         env["HWVIT_GEMM"] = "int64"
+        if block != CORE:
+            env[WALL_LIMIT_ENV] = str(SIM_WALL_LIMIT)
         order = list(dict.fromkeys([*first, *first_tests().get(block, [])]))
         env = toolchain.sim_env({**env, ORDER_ENV: ",".join(order)})
         # Own session: on a timeout the whole group goes, the simulator pytest started included

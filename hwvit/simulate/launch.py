@@ -7,10 +7,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,53 @@ def sim_pythonpath() -> str:
     """PYTHONPATH of a simulation: the testbenches, the hwvit package, then the caller's path."""
     parts = [str(toolchain.repo().sim), str(toolchain.package_root()), os.environ.get("PYTHONPATH", "")]
     return os.pathsep.join(p for p in parts if p)
+
+
+# Seconds of wall time one simulation may run, where this variable is set (hwvit mutate sets it): a
+# mutant that closes a combinational loop spins Icarus at one simulated instant, where no testbench's
+# simulated-time limit (with_timeout) can fire.
+WALL_LIMIT_ENV = "HWVIT_SIM_WALL_S"
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid``, from /proc (empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended while we read
+            continue
+        fields = text.rsplit(")", 1)[-1].split()
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+@contextlib.contextmanager
+def wall_limit(seconds: float) -> Iterator[threading.Event]:
+    """Kill every process this one started (the simulator) once ``seconds`` of wall time have passed
+    inside the block; the event says whether it fired. ``seconds`` <= 0: no limit."""
+    fired = threading.Event()
+
+    def kill() -> None:
+        fired.set()
+        for pid in _descendants(os.getpid()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    timer = threading.Timer(seconds, kill) if seconds > 0 else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        yield fired
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def assertion_rewriting_env() -> dict[str, str]:
@@ -204,26 +255,32 @@ def run_test(
     for attr in ("_sources", "_vhdl_sources", "_verilog_sources"):
         if not hasattr(runner, attr):
             setattr(runner, attr, [])
+    limit = float(os.environ.get(WALL_LIMIT_ENV) or 0)
     try:
-        runner.test(
-            test_module=test_module,
-            hdl_toplevel=toplevel,
-            hdl_toplevel_lang="verilog",  # this runner object did not build, so it cannot infer it
-            testcase=testcase,
-            seed=seed,
-            build_dir=build_dir,
-            test_dir=run_dir,
-            extra_env=env,
-            waves=waves,
-            parameters=params if flags.parameters_at_test else None,
-            log_file=run_dir / "sim.log",
-            plusargs=[flags.wave_plusarg.format(run_dir=run_dir, toplevel=toplevel)]
-            if waves and flags.wave_plusarg
-            else [],
-        )
-    except SystemExit as exc:  # the runner exits when the simulator fails to start
-        # Under pytest the runner also exits when the cocotb test failed (a mismatch): the
-        # testbench's result file then says what failed.
+        with wall_limit(limit) as fired:
+            runner.test(
+                test_module=test_module,
+                hdl_toplevel=toplevel,
+                hdl_toplevel_lang="verilog",  # this runner object did not build, so it cannot infer it
+                testcase=testcase,
+                seed=seed,
+                build_dir=build_dir,
+                test_dir=run_dir,
+                extra_env=env,
+                waves=waves,
+                parameters=params if flags.parameters_at_test else None,
+                log_file=run_dir / "sim.log",
+                plusargs=[flags.wave_plusarg.format(run_dir=run_dir, toplevel=toplevel)]
+                if waves and flags.wave_plusarg
+                else [],
+            )
+    except (SystemExit, RuntimeError) as exc:
+        if fired.is_set():
+            raise RuntimeError(f"{simulator} killed after {limit:g} s of wall time (${WALL_LIMIT_ENV})") from exc
+        if isinstance(exc, RuntimeError):
+            raise
+        # The runner exits when the simulator fails to start; under pytest also when the cocotb
+        # test failed (a mismatch): the testbench's result file then says what failed.
         if not result_file.exists():
             return no_simulator(kind, set_dir, simulator, exc)
     return read_result(run_dir, kind, set_dir, simulator)
