@@ -213,6 +213,31 @@ def test_sim_says_a_kind_has_no_verilog_yet(tmp_path, monkeypatch):
     assert res.exit_code != 0 and "layernorm_ptf has no Verilog block yet" in res.output, res.output
 
 
+def test_sim_refuses_a_ptf_set_outside_the_binary64_domain(tmp_path):
+    """layernorm_ptf's Verilog computes on a binary64 unit without subnormals, exact for scales and
+    constants within 2^-400..2^400 (rtl/layernorm_ptf.v's header): `hwvit sim` refuses a set outside
+    that in one line naming the constant, where it would otherwise report a mismatch; inside, the
+    same rows at a scale of 2^-400 run."""
+    from hwvit import blocks, vectors
+    from hwvit.variants.fqvit_released import ptf_params
+
+    spec = blocks.get("layernorm_ptf")
+    x = np.array([[3, -5, 8, 0], [100, -40, 12, -37]], dtype=np.int64)
+    alpha = np.array([0, 1, 2, 3])
+    for name, s in (("out", 2.0**-401), ("in", 2.0**-400)):
+        vp = ptf_params([1.0, -0.5, 2.0, 0.75], [0.1, -0.2, 0.3, 0.0], s, alpha, 0.0417, 8, 8)
+        y = variants.get("layernorm", "ptf").kernel(x, vp)
+        rec = spec.traced("ptf.domain", x, y, vp, 8, 8, {"x": s, "y": 0.0417})
+        vectors.write_set(rec, tmp_path / name, seed=0)
+    res = CliRunner().invoke(main, ["sim", str(tmp_path / "out"), "--simulator", "icarus"])
+    assert res.exit_code != 0, res.output
+    line = [ln for ln in res.output.splitlines() if "domain" in ln]
+    assert len(line) == 1 and "s_f64[0]" in line[0] and "2^-400..2^400" in line[0], res.output
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(main, ["sim", str(tmp_path / "in"), "--simulator", "icarus"])
+    assert res.exit_code == 0 and "PASS" in res.output, res.output
+
+
 def test_ptf_quantizes_the_residual_stream_per_channel(tmp_path):
     """FQ-ViT's power-of-two factor in the model: every residual add that feeds a PTF LayerNorm
     writes channel c at s * 2^alpha_c (alpha from the calibration's channel ranges, not all 0), the

@@ -15,7 +15,8 @@ declares ``KIND = BlockKind(...)`` with everything the rest of hwvit needs to kn
   reset test resets in) and ``seen_bins`` (other bins only the testbench can count);
 - RTL: ``rtl`` (Verilog files, the block's own first, relative to the repository root or
   absolute), ``toplevel``, ``hdl_parameters`` (the toplevel's parameters for a set) and ``synth``
-  (the parameters `hwvit synth` uses; None: not synthesized on its own);
+  (the parameters `hwvit synth` uses; None: not synthesized on its own); ``rtl_domain`` (where a
+  set leaves what the Verilog computes exactly, in words: `hwvit sim` refuses such a set);
 - the testbench: ``testbench``, a cocotb module (a path; the built-in kinds' are
   ``sim/test_<kind>.py``), or None for a streaming block, which the generic stream bench
   (``sim/byotb.py``) drives through ``ports`` and ``reference_ports``;
@@ -73,6 +74,7 @@ class BlockKind:
     family: str = ""  # the block family whose arithmetic variants (hwvit.variants) it takes, if any
     variant: str = ""  # for a kind made for one variant: that variant's name
     verify: Callable[[Any], str | None] | None = None  # (VectorSet) -> a fault in words, or None: `hwvit check`
+    rtl_domain: Callable[[Any], str | None] | None = None  # (VectorSet) -> where it leaves the Verilog's domain
     source: str = ""  # the file that declared it (set by the registry)
 
     @property

@@ -102,6 +102,18 @@ def _generic(spec) -> SimpleNamespace:
     )
 
 
+def refuse_outside_domain(kind: str, vset) -> None:
+    """ValueError naming where ``vset`` leaves the inputs its kind's Verilog computes exactly (the
+    kind's ``rtl_domain``: layernorm_ptf's binary64 unit has no subnormals), so that `hwvit sim`
+    refuses the set in one line instead of reporting a mismatch the block was never built for."""
+    from hwvit import blocks
+
+    spec = blocks.kinds().get(kind)
+    fault = spec.rtl_domain(vset) if spec is not None and spec.rtl_domain is not None else None
+    if fault:
+        raise ValueError(f"{vset.directory}: {fault}")
+
+
 def tb_module(kind: str) -> ModuleType | SimpleNamespace:
     """The testbench module of a block kind: its ``testbench`` (a cocotb module, loaded by path), the
     generic stream bench where it declares none, or ``sim/test_<kind>.py`` for a design that is not

@@ -20,7 +20,7 @@ from typing import Any
 
 from hwvit import toolchain
 from hwvit.simresult import SimResult
-from hwvit.simulate.build import SIM_FLAGS, build, tb_module
+from hwvit.simulate.build import SIM_FLAGS, build, refuse_outside_domain, tb_module
 from hwvit.simulate.results import no_simulator, read_result
 
 
@@ -119,6 +119,7 @@ def run(
     vset = vectors.read(set_dir)
     kind = kind or vset.kind
     tb = tb_module(kind)
+    refuse_outside_domain(kind, vset)
     if getattr(tb, "GENERIC", False):  # a streaming kind without a testbench module: the stream bench
         return _run_generic(
             tb, kind, vset, set_dir, simulator, build_root, waves, seed, testcase, extra_env, test_dir, hdl_overrides

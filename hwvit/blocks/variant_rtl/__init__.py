@@ -38,6 +38,7 @@ ALLOWED = frozenset(
         "mutate_parts",
         "reset_states",
         "seen_bins",
+        "rtl_domain",
     }
 )
 
