@@ -20,9 +20,9 @@ DOMAIN = 400  # s, s_out and each nonzero gamma, beta within 2^-DOMAIN..2^DOMAIN
 
 def domain_error(params: Any) -> str | None:
     """Where a set's float constants (a vector set or a mapping with ``gamma_f64``, ``beta_f64``,
-    ``s_f64``, ``s_out_f64``: binary64 bit patterns) leave the Verilog block's binary64 domain, in words; None inside it. Inside,
-    every float rtl/layernorm_ptf.v forms is zero or normal (its header derives it): rtl/f64_unit.v
-    handles no subnormal, infinity or NaN."""
+    ``s_f64``, ``s_out_f64``: binary64 bit patterns) leave the Verilog block's binary64 domain, in
+    words; None inside it. Inside, every float rtl/layernorm_ptf.v forms is zero or normal (its
+    header derives it): rtl/f64_unit.v handles no subnormal, infinity or NaN."""
     import numpy as np
 
     for name, zero_ok in (("s_f64", False), ("s_out_f64", False), ("gamma_f64", True), ("beta_f64", True)):
