@@ -153,7 +153,7 @@ def _log2_threshold_rows(p: dict, n: int) -> tuple[np.ndarray, list[str]]:
     return np.array(out, dtype=np.int64), list(rows)
 
 
-def test_softmax_log2_threshold_rows(tmp_path, run_set):
+def test_softmax_log2_exact_threshold_rows(tmp_path, run_set):
     """log2's codes right at their thresholds (in_bits 16, s_in 2^-10, 16-bit outputs): the row sum
     exactly at the max's first threshold and one below it, and an element whose E^2 equals
     floor(S^2 / 2^31) (see _log2_threshold_rows). The campaign found three mutants of

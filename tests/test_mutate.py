@@ -545,3 +545,63 @@ def test_mutant_suites_run_under_the_wall_limit(monkeypatch, tmp_path):
     assert seen["env"][WALL_LIMIT_ENV] == str(runner.SIM_WALL_LIMIT)
     runner.run_one(None, "vit_core", "icarus", ROOT, 100)
     assert WALL_LIMIT_ENV not in seen["env"]
+
+
+# Tests of sim/test_variants*.py that build a kind's sets but stay out of its campaign on purpose.
+OUTSIDE_CAMPAIGN = {
+    # the authors' data lives in tests/authors/, which a mutant's copy of the tree leaves out
+    "test_released_intgelu_outputs_bit_exact": "gelu_shiftgelu",
+}
+
+
+def test_every_variant_test_runs_in_its_kinds_campaign():
+    """A variant kind's mutants run the tests of sim/test_variants*.py whose name or parameters name
+    the kind (``-k <kind>``): a test that builds a kind's sets (names the kind in its body) under a
+    name without it never runs in that kind's campaign, nor in the row engine's, and the mutants
+    only it kills survive (softmax_log2_exact's threshold rows did)."""
+    import ast
+    import subprocess
+    import sys
+
+    from hwvit import blocks
+
+    root = toolchain.repo().root
+    kinds = {k for k, s in blocks.kinds().items() if s.variant and s.rtl}
+    files = sorted(str(p.relative_to(root)) for p in (root / "sim").glob("test_variants*.py"))
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "", *files],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    items: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        if "::" in line:
+            name = line.split("::", 1)[1]
+            items.setdefault(name.split("[")[0], []).append(name)
+    checked = 0
+    for f in files:
+        tree = ast.parse((root / f).read_text())
+        consts = {
+            t.id: node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
+        for node in tree.body:
+            if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")):
+                continue
+            named = {
+                value
+                for stmt in node.body  # not its decorators (a parametrize leaving a kind out names it)
+                for n in ast.walk(stmt)
+                for value in [n.value if isinstance(n, ast.Constant) else consts.get(getattr(n, "id", ""))]
+                if isinstance(value, str) and value in kinds
+            }
+            for kind in named - {OUTSIDE_CAMPAIGN.get(node.name)}:
+                ids = items.get(node.name, [])
+                assert ids and any(kind in i for i in ids), (f, node.name, kind, ids[:3])
+                checked += 1
+    assert checked >= 10
