@@ -398,7 +398,7 @@ def test_campaign_resumes_and_skips_what_was_reviewed_meanwhile(tmp_path, monkey
     late = every[-1]
     calls: list[str] = []
 
-    def fake_run_one(mutant, block, simulator, root_, timeout, first=()):
+    def fake_run_one(mutant, block, simulator, root_, timeout, first=(), sim_limit=300):
         if mutant is None:
             return mutate.Outcome(None, "survived", "baseline", 1.0)
         calls.append(mutant.key)
@@ -433,7 +433,7 @@ def test_an_edited_suite_is_checked_on_the_unmutated_rtl_again(tmp_path, monkeyp
     baselines: list[int] = []
     broken = {"now": False}
 
-    def fake_run_one(mutant, block, simulator, root_, timeout, first=()):
+    def fake_run_one(mutant, block, simulator, root_, timeout, first=(), sim_limit=300):
         if mutant is None:
             baselines.append(1)
             status = "killed" if broken["now"] else "survived"
@@ -458,7 +458,7 @@ def test_a_killed_mutant_listed_equivalent_is_named(tmp_path, monkeypatch):
     root = _campaign_tree(tmp_path, monkeypatch)
     every = mutate.mutants((root / "rtl" / "b.v").read_text(), "rtl/b.v")
 
-    def fake_run_one(mutant, block, simulator, root_, timeout, first=()):
+    def fake_run_one(mutant, block, simulator, root_, timeout, first=(), sim_limit=300):
         return mutate.Outcome(mutant, "survived" if mutant is None else "killed", "FAILED sim/test_b.py::test_b", 1.0)
 
     monkeypatch.setattr(mutate.campaigns, "run_one", fake_run_one)
@@ -486,7 +486,7 @@ def test_the_table_names_the_machine_and_simulator_of_its_outcomes(tmp_path, mon
         "module c (input wire a_i, output wire y_o);\n  assign y_o = !a_i;\nendmodule\n"
     )
 
-    def fake_run_one(mutant, block, simulator, root_, timeout, first=()):
+    def fake_run_one(mutant, block, simulator, root_, timeout, first=(), sim_limit=300):
         return mutate.Outcome(mutant, "survived" if mutant is None else "killed", "FAILED sim/test_b.py::test_b", 1.0)
 
     monkeypatch.setattr(mutate.campaigns, "run_one", fake_run_one)
@@ -526,25 +526,46 @@ def test_wall_limit_kills_a_simulator_spinning_at_one_instant():
 
 
 def test_mutant_suites_run_under_the_wall_limit(monkeypatch, tmp_path):
-    """run_one hands its suite the wall-clock limit (not the core's: its digits image is one long
-    simulation, bounded by the suite's timeout alone)."""
+    """run_one hands a mutant's suite the wall-clock limit it is given (not the core's: its digits
+    image is one long simulation, bounded by the suite's timeout alone), and the unmutated baseline
+    none but pytest's --durations, whose longest test sets the limit: 4x it, at least a minute, 300 s
+    where no baseline measured it."""
     import subprocess
 
     from hwvit.mutate import runner
     from hwvit.simulate.launch import WALL_LIMIT_ENV
 
     seen = {}
+    durations = "..\n===== slowest 1 durations =====\n41.50s call     sim/test_softmax.py::test_x[icarus]\n2 passed\n"
 
     def fake_run(cmd, timeout, cwd, env):
-        seen["env"] = env
-        return subprocess.CompletedProcess(cmd, 0, stdout="1 passed\n", stderr="")
+        seen["env"], seen["cmd"] = env, cmd
+        return subprocess.CompletedProcess(cmd, 0, stdout=durations, stderr="")
 
     monkeypatch.setattr(runner, "_compiles", lambda *a: None)
     monkeypatch.setattr(runner.toolchain, "run_tool", fake_run)
-    runner.run_one(None, "softmax", "icarus", ROOT, 100)
-    assert seen["env"][WALL_LIMIT_ENV] == str(runner.SIM_WALL_LIMIT)
-    runner.run_one(None, "vit_core", "icarus", ROOT, 100)
+    base = runner.run_one(None, "softmax", "icarus", ROOT, 100)
+    assert WALL_LIMIT_ENV not in seen["env"] and "--durations=1" in seen["cmd"] and base.longest == 41.5
+    assert runner.sim_wall_limit(base.longest) == 166
+    assert runner.sim_wall_limit(3.0) == runner.SIM_WALL_MIN and runner.sim_wall_limit(None) == 300
+    mu = mutate.mutants((ROOT / "rtl/softmax.v").read_text(), "rtl/softmax.v")[0]
+    monkeypatch.setattr(runner, "dead_sink", lambda *a: None)
+    runner.run_one(mu, "softmax", "icarus", ROOT, 100, (), 166)
+    assert seen["env"][WALL_LIMIT_ENV] == "166" and "--durations=1" not in seen["cmd"]
+    runner.run_one(mu, "vit_core", "icarus", ROOT, 100, (), 166)
     assert WALL_LIMIT_ENV not in seen["env"]
+
+
+def test_the_journal_keeps_the_baselines_longest_test(tmp_path):
+    """A campaign resumed from its journal limits each simulation by the baseline it recorded."""
+    from hwvit.mutate.journal import Journal
+
+    j = Journal(tmp_path / "j.jsonl")
+    j.record_baseline("softmax", "fp", 320.0, "suite", 41.5)
+    j.record_baseline("gelu", "fp", 20.0, "suite")
+    again = Journal(tmp_path / "j.jsonl")
+    assert again.longest == {("softmax", "fp", "suite"): 41.5}
+    assert again.baselines[("gelu", "fp", "suite")] == 20.0
 
 
 # Tests of sim/test_variants*.py that build a kind's sets but stay out of its campaign on purpose.

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from hwvit import toolchain
 from hwvit.mutate.generate import EQUIVALENT_FILE, Mutant, dead_sink, key_of, load_equivalent, mutants
 from hwvit.mutate.journal import Journal, Row, fingerprint, suite_fingerprint
-from hwvit.mutate.runner import Outcome, killer, run_one
+from hwvit.mutate.runner import Outcome, killer, run_one, sim_wall_limit
 from hwvit.mutate.suites import suite_of
 
 KILLERS_FIRST = 2  # a campaign runs the tests that killed a file's last mutants first, this many
@@ -66,9 +66,11 @@ def campaign(
                 if outcome.status != "survived":
                     suite = " ".join(suite_of(key[0])[0])
                     raise RuntimeError(f"{suite} fails for {key[0]} on the unmutated RTL: {outcome.detail}")
-                journal.record_baseline(key[0], key[1], outcome.seconds, suites[key[0]])
+                journal.record_baseline(key[0], key[1], outcome.seconds, suites[key[0]], outcome.longest)
+        sim_limits: dict[tuple[str, str], int] = {}
         for key in keys:
             limits[key] = timeout or max(120, int(4 * journal.baselines[(*key, suites[key[0]])]))
+            sim_limits[key] = sim_wall_limit(journal.longest.get((*key, suites[key[0]])))
 
         # The tests that killed the file's latest mutants run first: mutants come in line order, and
         # neighbours tend to die by the same test (requant's rounding datapath by its gemmlowp test,
@@ -95,7 +97,8 @@ def campaign(
             block, fp, mu = item
             if reviewed(mu):
                 return block, fp, None
-            outcome = run_one(mu, block, simulator, root, limits[(block, fp)], recent.get((block, fp), []))
+            first = recent.get((block, fp), [])
+            outcome = run_one(mu, block, simulator, root, limits[(block, fp)], first, sim_limits[(block, fp)])
             name = killer(outcome)
             if name is not None:
                 recent[(block, fp)] = list(dict.fromkeys([name, *recent.get((block, fp), [])]))[:KILLERS_FIRST]

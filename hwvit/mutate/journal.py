@@ -64,6 +64,7 @@ class Journal:
         # (block, file fingerprint, suite fingerprint) -> seconds of the unmutated suite: a suite
         # edited since (a new test) is checked on the unmutated RTL again, and sets the time limit
         self.baselines: dict[tuple[str, str, str], float] = {}
+        self.longest: dict[tuple[str, str, str], float] = {}  # ... and its longest test (older journals: none)
         if self.path.exists():
             for line in self.path.read_text().splitlines():
                 try:
@@ -71,7 +72,10 @@ class Journal:
                 except ValueError:  # a line cut short by an interrupt
                     continue
                 if row.get("baseline"):
-                    self.baselines[(row["block"], row["fp"], row.get("suite", ""))] = float(row["seconds"])
+                    key = (row["block"], row["fp"], row.get("suite", ""))
+                    self.baselines[key] = float(row["seconds"])
+                    if row.get("longest"):
+                        self.longest[key] = float(row["longest"])
                 else:
                     self.done[(row["block"], row["fp"], row["key"])] = row
 
@@ -104,9 +108,15 @@ class Journal:
         self.done[(block, fp, m.key)] = row
         self._append(row)
 
-    def record_baseline(self, block: str, fp: str, seconds: float, suite: str = "") -> None:
+    def record_baseline(
+        self, block: str, fp: str, seconds: float, suite: str = "", longest: float | None = None
+    ) -> None:
         self.baselines[(block, fp, suite)] = seconds
-        self._append({"baseline": True, "block": block, "fp": fp, "suite": suite, "seconds": round(seconds, 1)})
+        row = {"baseline": True, "block": block, "fp": fp, "suite": suite, "seconds": round(seconds, 1)}
+        if longest:
+            self.longest[(block, fp, suite)] = longest
+            row["longest"] = round(longest, 2)
+        self._append(row)
 
 
 @dataclass

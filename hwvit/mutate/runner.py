@@ -29,9 +29,22 @@ ICARUS_SKIP = "back_to_back"
 # Wall-clock seconds one simulation of a block's suite may take on a mutant (the core's digits image
 # excepted: its suite's timeout alone bounds it). A mutant that closes a combinational loop (`en[k]`
 # read back into itself) spins Icarus at one simulated instant, where the benches' simulated-time
-# limits never fire: this fails it in minutes instead of at the suite's timeout, 4x the baseline.
-# Unmutated, no single simulation of a block suite comes near it here (the baseline would fail).
+# limits never fire: the limit fails it in a minute or two instead of at the suite's timeout (4x the
+# baseline). It is 4x the unmutated suite's longest test (its build included), at least
+# SIM_WALL_MIN; SIM_WALL_LIMIT where no baseline measured it.
 SIM_WALL_LIMIT = 300
+SIM_WALL_MIN = 60
+
+
+def sim_wall_limit(longest: float | None) -> int:
+    """The wall-clock limit of one simulation, from the unmutated suite's longest test (seconds)."""
+    return SIM_WALL_LIMIT if not longest else max(SIM_WALL_MIN, int(4 * longest))
+
+
+def _longest_test(stdout: str) -> float | None:
+    """The longest test's seconds from pytest's ``--durations=1`` section (its first entry)."""
+    m = re.search(r"slowest 1 durations =+\n([0-9.]+)s ", stdout)
+    return float(m.group(1)) if m else None
 
 
 @dataclass
@@ -40,6 +53,7 @@ class Outcome:
     status: str  # killed | survived | equivalent | did-not-compile
     detail: str = ""
     seconds: float = 0.0
+    longest: float | None = None  # the baseline's longest test, seconds (pytest --durations)
 
 
 @dataclass
@@ -126,10 +140,17 @@ def killer(outcome: Outcome) -> str | None:
 
 
 def run_one(
-    mutant: Mutant | None, block: str, simulator: str, root: Path, timeout: int, first: Sequence[str] = ()
+    mutant: Mutant | None,
+    block: str,
+    simulator: str,
+    root: Path,
+    timeout: int,
+    first: Sequence[str] = (),
+    sim_limit: int = SIM_WALL_LIMIT,
 ) -> Outcome:
-    """One mutant through the compile check and the suite (``None``: the unmutated baseline);
-    ``first``: tests to run before the block's own first tests (names as ``killer`` gives them)."""
+    """One mutant through the compile check and the suite (``None``: the unmutated baseline, which
+    also measures its longest test); ``first``: tests to run before the block's own first tests
+    (names as ``killer`` gives them); ``sim_limit``: wall-clock seconds one simulation may take."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"hwvit-mutant-{block}-") as tmp:
         tree = Path(tmp)
@@ -147,6 +168,8 @@ def run_one(
         if simulator == toolchain.Simulator.ICARUS:
             skip += f" or {ICARUS_SKIP}"
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]  # no -n: one process
+        if mutant is None:
+            cmd += ["--durations=1", "--durations-min=0"]
         cmd += ["-m", markers_of(block)]
         suite, within = suite_of(block)
         select = f"not ({skip})" if within is None else f"({within}) and not ({skip})"
@@ -162,8 +185,8 @@ def run_one(
         # the backend probe would run in every mutant, and its cache key imports torch (a quarter
         # of a gemm mutant's time). Exact either way; the sets are small.
         env["HWVIT_GEMM"] = "int64"
-        if block != CORE:
-            env[WALL_LIMIT_ENV] = str(SIM_WALL_LIMIT)
+        if block != CORE and mutant is not None:
+            env[WALL_LIMIT_ENV] = str(sim_limit)
         order = list(dict.fromkeys([*first, *first_tests().get(block, [])]))
         env = toolchain.sim_env({**env, ORDER_ENV: ",".join(order)})
         # Own session: on a timeout the whole group goes, the simulator pytest started included
@@ -174,7 +197,7 @@ def run_one(
             return Outcome(mutant, "killed", f"suite timed out after {timeout} s", time.monotonic() - t0)
         tail = (out.stdout.strip().splitlines() or [""])[-1]
         if out.returncode == 0:
-            return Outcome(mutant, "survived", tail, time.monotonic() - t0)
+            return Outcome(mutant, "survived", tail, time.monotonic() - t0, _longest_test(out.stdout))
         if out.returncode == 5:  # no tests collected: the suite itself is wrong, not the mutant
             raise RuntimeError(f"{' '.join(suite)}: no tests selected for {block}")
         failed = [ln for ln in out.stdout.splitlines() if ln.startswith("FAILED")]
@@ -224,8 +247,9 @@ def run(
                 on_outcome(outcome)
         else:
             todo.append(mutant)
+    limit = sim_wall_limit(base.longest)
     with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(run_one, mu, block, simulator, root, timeout) for mu in todo]
+        futures = [pool.submit(run_one, mu, block, simulator, root, timeout, (), limit) for mu in todo]
         for fut in cf.as_completed(futures):
             outcome = fut.result()
             report.outcomes.append(outcome)
