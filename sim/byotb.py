@@ -9,6 +9,10 @@ mismatch line's rerun command:
   and where the output has a row end (tlast / last) its position too; HWVIT_SINK_HOLD (JSON
   [words, clocks], valid_ready blocks) holds the output's ready low that long once, after that many
   outputs;
+- ``reconfig_jobs``: the sets of HWVIT_SET then HWVIT_BYO_JOBS in one simulation, no reset between
+  them: once a set's last output is out, the configuration ports and the table take the next set's
+  values and it streams, every set compared (an accelerator changes a block's constants between
+  layers);
 - ``reset_midstream``: reset while beats are in flight, check no output is X and nothing comes out
   afterwards; reset again and stream the whole set from the first clock after that reset (valid_ready
   blocks), checking everything.
@@ -36,6 +40,8 @@ from cocotb.triggers import ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 from hwvit.byo import kinds
 
 import tbutil
+
+JOBS_ENV = "HWVIT_BYO_JOBS"  # os.pathsep-separated set directories reconfig_jobs streams after HWVIT_SET
 
 
 class Fault(AssertionError):
@@ -80,6 +86,13 @@ class Bench:
         self.hold = None if hold is None else (int(hold[0]), int(hold[1]))
         if self.hold is not None and self.axis:
             raise ValueError("HWVIT_SINK_HOLD: valid_ready blocks only")
+
+    def use(self, vset) -> None:
+        """Stream ``vset`` next (reconfig_jobs): its parameters, input words, outputs and row ends."""
+        self.vset, self.params = vset, vset.params
+        self.words = kinds.input_words(self.spec, vset)
+        self.expected = kinds.expected(self.spec, vset)
+        self.ends = kinds.row_ends(self.spec, vset)
 
     # ------------------------------------------------------------------ setup
     def idle_inputs(self) -> None:
@@ -366,6 +379,39 @@ async def run_vectors(dut):
     except AssertionError as exc:  # Fault, or an X on an output beat
         tb.fail(str(exc))
     tb.finish(tb.output_checks(values, lasts), cycles)
+
+
+@cocotb.test()
+async def reconfig_jobs(dut):
+    """HWVIT_SET, then each set of HWVIT_BYO_JOBS (sets of one build), with no reset between: after
+    a set's last output the block is idle, its configuration ports and table take the next set's
+    values, and that set streams with random stalls. Every output of every set is compared. A block
+    that uses a constant sampled before its row's first input (a division started while idle) gets
+    the previous set's value."""
+    from hwvit import vectors
+
+    tb = Bench(dut)
+    await tb.start()
+    more = [vectors.read(Path(d)) for d in os.environ.get(JOBS_ENV, "").split(os.pathsep) if d]
+    checks: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    cycles = 0
+    for i, vset in enumerate([tb.vset, *more]):
+        try:
+            if i:
+                tb.use(vset)
+                tb.idle_inputs()  # the next set's configuration, valid low
+                await tb.load_table()
+            values, lasts, n, _ = await tb.transfer(tbutil.stall_probability())
+        except AssertionError as exc:  # Fault, or an X on an output beat
+            tb.fail(str(exc))
+        if len(values) != tb.expected.size:
+            tb.fail(f"gave {len(values)} outputs of {tb.expected.size}")
+        job = tb.output_checks(values, lasts, prefix=f"job{i}_")
+        cycles += n
+        if any(tbutil.first_mismatch(exp, got)[0] for exp, got in job.values()):
+            tb.finish(job, cycles, extra={"jobs": i + 1})  # fails, its mismatch line naming this set
+        checks.update(job)
+    tb.finish(checks, cycles, extra={"jobs": 1 + len(more)})
 
 
 @cocotb.test()

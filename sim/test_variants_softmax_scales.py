@@ -558,3 +558,32 @@ def test_softmax_softermax_output_held_past_the_next_rows_pass(tmp_path, run_set
     env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 2, 120])}
     res = run_set(set_dir, "icarus", extra_env=env)
     assert res.elements == 24 and res.cycles > 120, res.line()
+
+
+# Input scales of the sets reconfig_jobs streams one after another: the default's (16 / 2^8) and two
+# others, so that each constant port and table entry the scale sets changes between sets, by factors
+# of 3 and 10 (softmax_ibert's reciprocal R of the scale's constants by 10 and 100).
+RECONFIG_SCALES = (16 / 256, 0.2, 0.02)
+
+
+@pytest.mark.parametrize("kind", sorted([*SCALES, "softmax_ita", "softmax_softermax"]))
+def test_softmax_variant_reconfigured_between_sets(kind, tmp_path, run_set):
+    """Three sets of one build at three input scales in one simulation, no reset between them: the
+    block idle after each set's last output, its constants (and table) set to the next set's, every
+    output compared (sim/byotb.py reconfig_jobs). An accelerator changes them between layers; a set
+    holds one scale, so this alone shows a block that takes a constant before its row's first input
+    (the campaign found softmax_ibert's reciprocal division started while idle, in_valid = fill or
+    first, alive)."""
+    import os
+
+    toolchain.require("icarus")
+    spec = blocks.get(kind)
+    dirs = []
+    for i, s in enumerate(RECONFIG_SCALES):
+        # scores within 31 of 127: at every scale most exponentials stay well above 0
+        x = np.random.default_rng([39 + i, spec.seed]).integers(96, 127, (4, 8), endpoint=True)
+        rec = spec.random(np.random.default_rng(39 + i), 4, {**spec.defaults, "row_len": 8, "scale_in": s, "x": x})
+        dirs.append(vectors.write_set(rec, tmp_path / f"s{i}", seed=39 + i))
+    env = {"HWVIT_BYO_JOBS": os.pathsep.join(str(d) for d in dirs[1:])}
+    res = run_set(dirs[0], "icarus", testcase="reconfig_jobs", extra_env=env)
+    assert res.elements == 3 * 4 * 8 and res.extra.get("jobs") == 3, res.line()
