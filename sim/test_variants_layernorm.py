@@ -487,3 +487,22 @@ def test_layernorm_ibert_output_held_past_the_next_rows_calc(tmp_path, run_set):
     env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([8 - 5, 300])}
     res = run_set(set_dir, "icarus", extra_env=env)
     assert res.elements == 24 and res.cycles > 300, res.line()
+
+
+@pytest.mark.parametrize("kind", LN_VARIANTS)
+def test_layernorm_variant_reconfigured_between_sets(kind, tmp_path, run_set):
+    """Three sets of one build in one simulation, no reset between them (sim/byotb.py reconfig_jobs):
+    other scales, eps, gamma and beta, and rows of 8, 5 and 8 channels; the block idle after each
+    set's last output while its configuration ports and channel table take the next set's values
+    (as between two layers of a model), every output compared."""
+    import os
+
+    toolchain.require("icarus")
+    runs = [(8, 0.05, 0.05, 1e-6), (5, 0.013, 0.11, 1e-3), (8, 0.2, 0.02, 1e-5)]
+    dirs = [
+        _set(kind, tmp_path / f"s{i}", 3, 41 + i, c=c, scale_in=s_in, scale_out=s_out, eps=eps)
+        for i, (c, s_in, s_out, eps) in enumerate(runs)
+    ]
+    env = {"HWVIT_BYO_JOBS": os.pathsep.join(str(d) for d in dirs[1:])}
+    res = run_set(dirs[0], "icarus", testcase="reconfig_jobs", extra_env=env)
+    assert res.elements == 3 * (8 + 5 + 8) and res.extra.get("jobs") == 3, res.line()
