@@ -533,6 +533,24 @@ def test_softmax_ita_sigma_dividing_the_dividend_plus_one(tmp_path, run_set):
     assert res.elements == x.size, res.line()
 
 
+def test_softmax_ibert_reciprocal_ready_at_the_rows_calc(tmp_path, run_set):
+    """Output ready held low for 300 clocks after the first row's 4th output: the next row fills
+    meanwhile and its R (125 clocks from its first input) is ready when its first CALC begins, which
+    then lasts one clock, and its pass of 8 elements ends 14 clocks later, before a 34-clock division
+    started in that CALC could finish. The division of f = floor(2^32 / S) must start only after the
+    pass (the campaign found in_valid = enter or passed alive: a division of S = 0 started in the
+    first CALC, still running when the pass ended, handed the row all ones for f)."""
+    import json
+
+    toolchain.require("icarus")
+    spec = blocks.get("softmax_ibert")
+    rec = spec.random(np.random.default_rng([43, spec.seed]), 3, {**spec.defaults, "row_len": 8})
+    set_dir = vectors.write_set(rec, tmp_path / "held", seed=43)
+    env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([4, 300])}
+    res = run_set(set_dir, "icarus", extra_env=env)
+    assert res.elements == 24 and res.cycles > 300, res.line()
+
+
 def test_softmax_softermax_output_held_past_the_next_rows_pass(tmp_path, run_set):
     """rtl/softmax_softermax.v's rec and ex follow d on every clock, and stage 3's element reads them on
     its move to the output register, so the next row's recurrence must not step before that move.
