@@ -383,6 +383,28 @@ def test_layernorm_ptf_b_near_2_to_the_52_and_m_at_its_ends(tmp_path, run_set):
     assert res.elements == x.size, res.line()
 
 
+def test_layernorm_ptf_the_significand_of_s1_reaches_an_output(tmp_path, run_set):
+    """s1 = s 2^min(alpha) cancels from r = s1 / std and q = mean / std only up to rounding: with its
+    significand changed (s1 1.5 here, or an exponent field that spills into it) q moves by an ulp,
+    and this channel's beta puts ((beta - q gamma) / s_out) 2^N that close to a half, so B_0 moves by
+    one, and M z_0 + B_0 sits at a rounding point of / 2^N: out_0 is 2, and 1 with the other s1 (the
+    campaign found s1's significand taken one bit lower, s_q[50:0], alive; found by search)."""
+    from hwvit.variants.fqvit_released import ptf_row_constants
+
+    toolchain.require("icarus")
+    alpha = np.array([0, 1, 2, 3, 3, 2, 1, 0])
+    x = np.array([[589, 203, -1697, -1936, 1497, 1038, 1383, 156]])
+    gamma = np.ones(8)
+    beta = np.random.default_rng(7).normal(0.0, 0.5, 8)
+    beta[0] = -0.0524153537119477
+    s, s_out = 0.0123, 0.0417
+    set_dir, st = _set(tmp_path / "s1", x, alpha, gamma, beta, s, s_out, 12, 8)
+    other = ptf_row_constants(st["sx"], st["sxx"], 8, s * 1.5, gamma, beta, s_out)[3]
+    assert st["b"][0, 0] == -24208 and other[0, 0] == -24209 and st["out"][0, 0] == 2
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
 def test_layernorm_ptf_domain_error_names_what_is_outside():
     vp = ptf_params([1.0, 2.0**-500], [0.0, 1.0], 0.01, np.array([0, 1]), 0.05, 8, 8)
     assert "gamma_f64" in domain_error(vp)
