@@ -405,6 +405,24 @@ def test_layernorm_ptf_the_significand_of_s1_reaches_an_output(tmp_path, run_set
     assert res.elements == x.size, res.line()
 
 
+def test_layernorm_ptf_scale_2_at_a_least_factor_of_1(tmp_path, run_set):
+    """s = 2 with the least alpha 0: s1 = s 2^0 = 2, exponent field 1024 = 2^10, significand 0. The
+    binary64 unit carries exponents modulo 2^11, so an exponent field of s1 off by a whole power of two
+    cancels from r = s1 / std and q = mean / std, except where it packs as 0, which the unit reads as
+    zero: here an exponent sum that drops the field's top bit (s_q[61:52]) or takes the significand's
+    top bit in below it (s_q[62:51]) does, and every row would divide zero by zero (the campaign found
+    both alive at s = 2.75, a least factor of 2)."""
+    toolchain.require("icarus")
+    rng = np.random.default_rng(2)
+    alpha = [0, 1, 2, 3, 3, 2, 1, 0]
+    x = _rails(8, rng, alpha)
+    gamma, beta = rng.normal(1.0, 0.4, 8), rng.normal(0.0, 0.5, 8)
+    set_dir, st = _set(tmp_path / "s2", x, alpha, gamma, beta, 2.0, 0.25, 12, 8)
+    assert (st["n"] > 0).any()  # rows of variance above 0: their constants come from s1
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
 def test_layernorm_ptf_domain_error_names_what_is_outside():
     vp = ptf_params([1.0, 2.0**-500], [0.0, 1.0], 0.01, np.array([0, 1]), 0.05, 8, 8)
     assert "gamma_f64" in domain_error(vp)
