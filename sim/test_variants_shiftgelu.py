@@ -208,3 +208,24 @@ def test_gelu_shiftgelu_quantact_ties_bit_exact(tmp_path, run_set):
     q = t // 128  # half away from zero and half to even part at ties where q >= 0 is even or q < 0 is odd
     ties = (t % 128 == 64) & ((q >= 0) == (q % 2 == 0))
     assert ties.sum() >= 3, int(ties.sum())
+
+
+def test_gelu_shiftgelu_next_row_issued_under_a_hold(tmp_path, run_set):
+    """Output ready held low for 200 clocks after a 16-element row's 9th output, no other stalls: the
+    row's last 7 elements fill stages 2..8 of the row engine's pipeline with stage 1 empty, and the
+    next row (filled meanwhile) may start (GO_AFTER = 1): its first element enters stage 1 at once
+    (a stage takes the element before it whenever it is empty), so once ready returns the outputs
+    come one a clock, across the row boundary. The campaign found the engine's read issued only when
+    stage 2 could move (en[2] for en[1]) alive: that element waited for the release, a one-clock gap
+    between the rows that no value showed."""
+    import json
+
+    toolchain.require("icarus")
+    spec = blocks.get(KIND)
+    rec = spec.random(np.random.default_rng([45, spec.seed]), 3, {**spec.defaults, "n": 16})
+    set_dir = vectors.write_set(rec, tmp_path / "held", seed=45)
+    env = {"HWVIT_STALL": "0", "HWVIT_SINK_HOLD": json.dumps([9, 200])}
+    res = run_set(set_dir, "icarus", extra_env=env)
+    t = res.extra["out_cycles"]
+    assert len(t) == 48 and t[9] - t[8] > 200, t[:12]
+    assert [b - a for a, b in zip(t[9:25], t[10:25])] == [1] * 15, t[9:26]
