@@ -425,6 +425,32 @@ def test_campaign_resumes_and_skips_what_was_reviewed_meanwhile(tmp_path, monkey
     assert sorted(calls) == sorted(m.key for m in every[1:-1])  # survivors again, not the killed one
 
 
+def test_a_campaign_narrowed_to_lines_runs_only_those(tmp_path, monkeypatch):
+    """--all --line: only the mutants of those lines run (two campaigns can share a long file), the
+    table still counts every mutant, the rest pending."""
+    root = _campaign_tree(tmp_path, monkeypatch)
+    (root / "rtl" / "b.v").write_text(
+        "module b (input wire [3:0] a_i, output wire [3:0] y_o, output wire [3:0] z_o);\n"
+        "  assign y_o = a_i + 4'd1;\n  assign z_o = a_i - 4'd2;\nendmodule\n"
+    )
+    every = mutate.mutants((root / "rtl" / "b.v").read_text(), "rtl/b.v")
+    lines = {m.line for m in every}
+    assert len(lines) >= 2
+    first = min(lines)
+    calls = []
+
+    def fake_run_one(mutant, block, simulator, root_, timeout, first_=(), sim_limit=300):
+        calls.append(mutant)
+        return mutate.Outcome(mutant, "survived" if mutant is None else "killed", "1 passed", 1.0)
+
+    monkeypatch.setattr(mutate.campaigns, "run_one", fake_run_one)
+    book = mutate.Journal(tmp_path / "journal.jsonl")
+    rows = mutate.campaign([("b", "rtl/b.v")], book, simulator="icarus", lines={first})
+    ran = [m for m in calls if m is not None]
+    assert ran and {m.line for m in ran} == {first}
+    assert rows[0].total == len(every) and rows[0].pending == len(every) - len(ran)
+
+
 def test_an_edited_suite_is_checked_on_the_unmutated_rtl_again(tmp_path, monkeypatch):
     """The unmutated suite runs once per (block, RTL, suite): after a test is added or edited it runs
     again before any mutant, so a suite that fails on the unmutated RTL stops the campaign instead of

@@ -40,7 +40,11 @@ JOURNAL_DEFAULT = "build/mutate/journal.jsonl"
     "[default: 4x the unmutated suite's time, at least 120].",
 )
 @click.option(
-    "--line", "lines", type=click.IntRange(1), multiple=True, help="Only mutants of this source line (repeatable)."
+    "--line",
+    "lines",
+    type=click.IntRange(1),
+    multiple=True,
+    help="Only mutants of this source line (repeatable); with --all, the table still counts every mutant.",
 )
 @click.option(
     "--source",
@@ -112,7 +116,7 @@ def mutate(
     except toolchain.ToolMissing as exc:
         fail(str(exc))
     if every or table_only:  # the table is the whole campaign's: --table alone means --all --table
-        _campaign(mut, blocks, simulator, jobs, timeout, journal, fresh, table_only, no_core, out_path, force)
+        _campaign(mut, blocks, simulator, jobs, timeout, journal, fresh, table_only, no_core, out_path, force, lines)
         return
     if journal or fresh or no_core:
         fail("--journal, --fresh and --no-core go with --all")
@@ -177,7 +181,7 @@ def mutate(
     sys.exit(1 if survivors else 0)
 
 
-def _campaign(mut, blocks, simulator, jobs, timeout, journal, fresh, table_only, no_core, out_path, force):
+def _campaign(mut, blocks, simulator, jobs, timeout, journal, fresh, table_only, no_core, out_path, force, lines=()):
     """`--all`: every mutant, resumed from the journal; the table at the end (and with --out, as markdown)."""
     import time
 
@@ -207,7 +211,14 @@ def _campaign(mut, blocks, simulator, jobs, timeout, journal, fresh, table_only,
     t0 = time.monotonic()
     try:
         rows = mut.campaign(
-            chosen, book, simulator=simulator, jobs=jobs, timeout=timeout, on_outcome=show, run=not table_only
+            chosen,
+            book,
+            simulator=simulator,
+            jobs=jobs,
+            timeout=timeout,
+            on_outcome=show,
+            run=not table_only,
+            lines=set(lines) or None,
         )
     except (RuntimeError, toolchain.ToolMissing) as exc:
         fail(str(exc))

@@ -24,10 +24,13 @@ def campaign(
     timeout: int | None = None,
     on_outcome: Callable[[str, Outcome], None] | None = None,
     run: bool = True,
+    lines: set[int] | None = None,
 ) -> list[Row]:
     """Every mutant of each (block, file) of ``chosen``: those in the journal with the current
     fingerprint are not run again; the rest run ``jobs`` at a time across all blocks, each outcome
-    journaled as it finishes. ``run=False``: only the table of what the journal holds."""
+    journaled as it finishes. ``run=False``: only the table of what the journal holds. ``lines``:
+    run only the mutants of those source lines (two campaigns on one journal's copy share a long
+    file); the table still counts every mutant."""
     root = toolchain.repo().root
     equivalent = load_equivalent(root)
     plan: list[tuple[str, str, str, list[Mutant]]] = []
@@ -46,7 +49,7 @@ def campaign(
 
     for block, _file, fp, every in plan:
         for mu in every:
-            if current(block, fp, mu) is not None:
+            if current(block, fp, mu) is not None or (lines and mu.line not in lines):
                 continue
             if key_of(mu) not in equivalent:  # a reviewed equivalent never runs
                 work.append((block, fp, mu))
