@@ -441,6 +441,24 @@ def test_layernorm_ptf_gamma_0_rounds_beta_at_n_31(tmp_path, run_set):
     assert res.elements == x.size, res.line()
 
 
+def test_layernorm_ptf_a_below_2_to_the_minus_42(tmp_path, run_set):
+    """A channel whose |A| is in [2^-43, 2^-42) (gamma 3.87e-10 on this row): N = 31 and |A| 2^31 in
+    [2^-12, 2^-11), so M = floor(|A| 2^31) = 0 by a shift of A's significand by 64 places, the first
+    past the 63 the block clamps to; and beta puts B at 2 2^31 + 2^30 - 1, one below a half, so any
+    nonzero M z_0 (z_0 = 900) would carry the output from 2 to 3 (the campaign found the clamp taken
+    only above 64 alive: a shift by 64 cut to 6 bits is 0, M the significand's low byte)."""
+    toolchain.require("icarus")
+    alpha = [0, 1, 2, 3, 3, 2, 1, 0]
+    gamma = np.array([3.8694665616591085e-10, 1.0, -0.5, 2.0, 0.75, 1.25, -1.5, 0.9])
+    beta = np.array([2.499999999523269, -0.2, 0.3, 0.0, -0.4, 0.25, -0.1, 0.6])
+    x = np.array([[900, -400, 1200, -37, 52, -1500, 8, 333]])
+    set_dir, st = _set(tmp_path / "tiny", x, alpha, gamma, beta, 0.0123, 1.0, 12, 8)
+    assert st["n"][0, 0] == 31 and st["m"][0, 0] == 0 and st["z"][0, 0] == 900
+    assert st["b"][0, 0] == (2 << 31) + (1 << 30) - 1 and st["out"][0, 0] == 2
+    res = run_set(set_dir, "icarus")
+    assert res.elements == x.size, res.line()
+
+
 def test_layernorm_ptf_domain_error_names_what_is_outside():
     vp = ptf_params([1.0, 2.0**-500], [0.0, 1.0], 0.01, np.array([0, 1]), 0.05, 8, 8)
     assert "gamma_f64" in domain_error(vp)
