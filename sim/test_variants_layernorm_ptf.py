@@ -424,18 +424,19 @@ def test_layernorm_ptf_scale_2_at_a_least_factor_of_1(tmp_path, run_set):
 
 
 def test_layernorm_ptf_gamma_0_rounds_beta_at_n_31(tmp_path, run_set):
-    """A channel of gamma 0: A = 0, so N = 31 (FQ-ViT's N at A = 0), M = 0 and the output is
-    round(rint(beta / s_out 2^31) / 2^31). beta = 2.5 + 0.7 2^-31 at s_out = 1 is a half plus less
-    than one unit of 2^-31 and more than half of one: B = 2.5 2^31 + 1 and the output 3, where N = 30
-    would round B to the tie 2.5 2^30 and the output to 2 (the campaign found N = 30 at A = 0
-    alive: random gammas are never 0)."""
+    """A channel of gamma 0 (A = 0: N = 31, FQ-ViT's N at A = 0) and one of gamma 1e-13 (|A| below
+    2^-24: N clamped to 31); M = 0 on both and the output round(rint(beta / s_out 2^31) / 2^31).
+    beta = 2.5 + 0.7 2^-31 at s_out = 1 is a half plus less than one unit of 2^-31 and more than half
+    of one: B = 2.5 2^31 + 1 and the output 3, where N = 30 would round B to the tie 2.5 2^30 and the
+    output to 2 (the campaign found N = 30 at A = 0 and the clamp at 30 alive: random gammas are
+    never that small)."""
     toolchain.require("icarus")
     alpha = [0, 1, 2, 3, 3, 2, 1, 0]
-    gamma = np.array([0.0, 1.0, -0.5, 2.0, 0.75, 1.25, -1.5, 0.9])
-    beta = np.array([2.5 + 0.7 * 2.0**-31, -0.2, 0.3, 0.0, -0.4, 0.25, -0.1, 0.6])
+    gamma = np.array([0.0, 1e-13, -0.5, 2.0, 0.75, 1.25, -1.5, 0.9])
+    beta = np.array([2.5 + 0.7 * 2.0**-31, 2.5 + 0.7 * 2.0**-31, 0.3, 0.0, -0.4, 0.25, -0.1, 0.6])
     x = np.array([[3, -5, 8, 0, -2, 7, -9, 4], [900, -400, 1200, -37, 52, -1500, 8, 333]])
     set_dir, st = _set(tmp_path / "g0", x, alpha, gamma, beta, 0.0123, 1.0, 12, 8)
-    assert (st["n"][:, 0] == 31).all() and (st["m"][:, 0] == 0).all() and (st["out"][:, 0] == 3).all()
+    assert (st["n"][:, :2] == 31).all() and (st["m"][:, :2] == 0).all() and (st["out"][:, :2] == 3).all()
     assert np.rint(np.ldexp(beta[0], 30)) == 5 << 29  # at N = 30: the tie 2.5 2^30, rounded to 2
     res = run_set(set_dir, "icarus")
     assert res.elements == x.size, res.line()
