@@ -67,16 +67,12 @@ class Bench:
     def __init__(self, dut):
         self.dut = dut
         self.plan: dict[str, Any] = json.loads(os.environ["HWVIT_BIND"])
-        self.vset = tbutil.load_set()
         self.spec = kinds.KINDS[self.plan["kind"]]
-        self.params = self.vset.params
+        self.use(tbutil.load_set())
         self.sig = lambda name: getattr(dut, name)
         self.clk = self.sig(self.plan["clock"])
         self.rst = self.sig(self.plan["reset"])
         self.active = 1 if self.plan["reset_active_high"] else 0
-        self.words = kinds.input_words(self.spec, self.vset)
-        self.expected = kinds.expected(self.spec, self.vset)
-        self.ends = kinds.row_ends(self.spec, self.vset)
         self.out_name, self.out_field = self.spec.output
         self.out_bits = self.out_field.bits(self.params)
         seed = int(os.environ.get("HWVIT_TB_SEED", "1"))
@@ -88,7 +84,8 @@ class Bench:
             raise ValueError("HWVIT_SINK_HOLD: valid_ready blocks only")
 
     def use(self, vset) -> None:
-        """Stream ``vset`` next (reconfig_jobs): its parameters, input words, outputs and row ends."""
+        """Stream ``vset`` (the set of HWVIT_SET, then each of reconfig_jobs'): its parameters, input
+        words, outputs and row ends."""
         self.vset, self.params = vset, vset.params
         self.words = kinds.input_words(self.spec, vset)
         self.expected = kinds.expected(self.spec, vset)
