@@ -4,11 +4,15 @@ quiet: graph optimizations off (the file's meaning) or on (what onnxruntime depl
 from __future__ import annotations
 
 
-def session(model, optimize: bool):
+def session(model, optimize: bool, save_to: str | None = None):
+    """``save_to``: onnxruntime writes the graph it runs there (optimizations on: the graph it deploys on
+    this machine, its fused kernels as nodes)."""
     import onnx
     import onnxruntime as ort
 
     so = ort.SessionOptions()
+    if save_to is not None:
+        so.optimized_model_filepath = save_to
     so.graph_optimization_level = (
         ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     )

@@ -1,8 +1,8 @@
 """The file in onnxruntime beside hwvit's integer model of it: codes at every quantized point.
 
 ``Observer`` runs the file and returns its codes at the IntViT's traced points (graph
-optimizations off: the file's meaning; or on: what onnxruntime deploys, each point observed without
-changing what onnxruntime fuses before it). ``side_by_side`` runs both on the same images and
+optimizations off: the file's meaning; or on: what onnxruntime deploys, each point read in the graph
+onnxruntime deploys for the whole file). ``side_by_side`` runs both on the same images and
 counts, per point, the integers that differ and by how much: accumulated (hwvit from the image on)
 and isolated (each hwvit layer given onnxruntime's codes at its inputs, so the count is that layer's
 own). ``FileFloat`` runs hwvit's model with the points it computes by its own arithmetic (what the
@@ -22,34 +22,59 @@ from hwvit.onnx.ort import session
 LEVELS = ("off", "on")
 
 
-def _prefix(model, name: str):
-    """The file's nodes that compute quantized tensor ``name``, and nothing after it, as a model whose
-    one output, ``name + "/observed"``, is ``name`` dequantized by its own quantizer (an added
-    DequantizeLinear, so the quantizer is followed by one, as in the file)."""
-    from onnx import helper
+# The zero point's input of each node that writes a quantized tensor in onnxruntime's deployed graph
+# (onnxruntime's QuantizeLinear and its fused integer kernels; com.microsoft's operator schemas).
+_OUT_ZERO = {"QuantizeLinear": 2, "QLinearMatMul": 7, "QLinearConv": 7, "QLinearAdd": 7, "QLinearMul": 7,
+             "QLinearSoftmax": 4, "QLinearConcat": 1, "QGemm": 8, "QLinearSigmoid": 4, "QLinearLeakyRelu": 4,
+             "QLinearAveragePool": 4, "QLinearGlobalAveragePool": 4, "QLinearReduceMean": 4}  # fmt: skip
 
-    g = model.graph
-    producer = {o: n for n in g.node for o in n.output}
-    seen, stack, keep = set(), [name], set()
-    while stack:
-        t = stack.pop()
-        if t in seen or not t:
+
+def deployed(model):
+    """The graph onnxruntime deploys for ``model`` on this machine (graph optimizations on, as
+    onnxruntime writes it out): its fused integer kernels as nodes, named after the node each replaces."""
+    import tempfile
+    from pathlib import Path
+
+    import onnx
+
+    with tempfile.TemporaryDirectory() as d:
+        path = str(Path(d) / "deployed.onnx")
+        session(model, True, save_to=path)
+        return onnx.load(path)
+
+
+def _deployed_tensors(model, dep, names) -> dict[str, tuple[str, int, bool]]:
+    """Quantized tensor of the file -> (the tensor of ``dep``, onnxruntime's deployed graph, that holds
+    its codes, that tensor's zero point, whether its channels are last): the file's quantizer where
+    onnxruntime keeps it, else the output of the integer kernel it fused from the node the quantizer
+    reads (onnxruntime names a fused kernel after that node). Tensors a fused kernel keeps inside are
+    left out."""
+    import re
+
+    from onnx import numpy_helper
+
+    producer = {o: n for n in model.graph.node for o in n.output}
+    by_name = {}
+    for n in dep.graph.node:
+        by_name.setdefault(re.sub(r"_token_\d+$", "", n.name), n)
+    consts = {i.name: numpy_helper.to_array(i) for i in dep.graph.initializer}
+    out = {}
+    for name in names:
+        q = producer.get(name)
+        if q is None or q.op_type != "QuantizeLinear":
             continue
-        seen.add(t)
-        node = producer.get(t)
-        if node is not None and id(node) not in keep:
-            keep.add(id(node))
-            stack.extend(node.input)
-    q = producer[name]
-    nodes = [n for n in g.node if id(n) in keep]
-    nodes.append(
-        helper.make_node("DequantizeLinear", [name, *q.input[1:]], [name + "/observed"], name=name + "/observed")
-    )
-    graph = helper.make_graph(
-        nodes, g.name, [i for i in g.input if i.name in seen],
-        [helper.make_empty_tensor_value_info(name + "/observed")], [i for i in g.initializer if i.name in seen],
-    )  # fmt: skip
-    return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+        node = by_name.get(q.name)
+        if node is None or node.op_type != "QuantizeLinear":
+            src = producer.get(q.input[0])
+            node = by_name.get(src.name) if src is not None else None
+        if node is None or node.op_type not in _OUT_ZERO:
+            continue
+        at = _OUT_ZERO[node.op_type]
+        zero = consts.get(node.input[at]) if len(node.input) > at else np.zeros((), np.int64)
+        last = any(a.name == "channels_last" and a.i for a in node.attribute)  # its NHWC kernel
+        if zero is not None and zero.size == 1:
+            out[name] = (node.output[0], int(zero.reshape(-1)[0]), last)
+    return out
 
 
 class Observer:
@@ -57,14 +82,14 @@ class Observer:
 
     Graph optimizations off (the file's meaning: each node as written, nothing fused): one session of
     the file with every point's codes an extra output. On (what onnxruntime deploys): an output
-    changes what it fuses. On x86 onnxruntime turns an int8 quantizer and its DequantizeLinear into
-    uint8 ones, and then a QDQ GEMM into its integer kernel, only where the quantizer's codes are read
-    by that one DequantizeLinear: as a graph output (or read by a second node) they keep the GEMM that
-    reads them on the float path, and the node that writes them on its int8 kernel (onnxruntime's
-    fused int8 and uint8 softmax round differently). So each point is observed in its own prefix of the
-    file (``_prefix``: the nodes that compute it, nothing after, then one DequantizeLinear of its
-    codes, whose float output gives them back exactly), where every node up to it fuses as in the
-    whole file; the logits come from the file as it is.
+    changes what it fuses (on x86 onnxruntime turns an int8 quantizer and its DequantizeLinear into
+    uint8 ones, and then a QDQ GEMM into its integer kernel, only where that DequantizeLinear alone
+    reads the codes). So onnxruntime writes out the graph it deploys for the whole file
+    (``deployed``), and that graph runs with optimizations off, each point's tensor in it an extra
+    output (``_deployed_tensors``): the kernels are the ones the whole file runs, and every point is
+    read where the whole file computes it, in onnxruntime's codes turned back to the file's (the
+    deployed tensor's zero point off, the file's on; an NHWC kernel's channels moved back). A point a
+    fused kernel keeps inside is not observed at "on".
     """
 
     def __init__(self, imported, optimize: bool = False):
@@ -73,32 +98,32 @@ class Observer:
         self.imported, self.optimize = imported, optimize
         model = imported.graph.model
         self.logits_name = model.graph.output[0].name
-        names = sorted(set(imported.points.values()))
-        if not optimize:
-            m = onnx.ModelProto()
-            m.CopyFrom(model)
-            outs = {o.name for o in m.graph.output}
-            for name in names:
-                if name not in outs:
-                    m.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
-            self.sessions = [session(m, False)]
+        names = sorted(set(imported.points.values()) - {self.logits_name})
+        self.quants = {n: imported.graph.quant_of(n) for n in names}
+        m = onnx.ModelProto()
+        self.renamed: dict[str, tuple[str, int, bool]] = {}
+        if optimize:
+            m.CopyFrom(deployed(model))
+            self.renamed = _deployed_tensors(model, m, names)
+            wanted = [t for t, _, _ in self.renamed.values()]
         else:
-            self.sessions = [session(model, True)]
-            self.sessions += [session(_prefix(model, n), True) for n in names if n != self.logits_name]
-            self.quants = {n: imported.graph.quant_of(n) for n in names}
+            m.CopyFrom(model)
+            wanted = names
+        outs = {o.name for o in m.graph.output}
+        for name in dict.fromkeys(wanted):
+            if name not in outs:
+                m.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+        self.session = session(m, False)
 
     def run(self, x: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """(point -> onnxruntime's codes in hwvit's int8 domain (the file's code plus its offset), the
         logits) for float inputs ``x``."""
         x = np.asarray(x, np.float32)
-        by_name = {}
-        for sess in self.sessions:
-            feed = {i.name: x for i in sess.get_inputs()}  # a prefix of constants alone reads no input
-            by_name.update(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
-        for name, value in list(by_name.items()):
-            if name.endswith("/observed"):  # f32((c - z) * s): c - z within 255, so c again exactly
-                q = self.quants[name[: -len("/observed")]]
-                by_name[name[: -len("/observed")]] = np.rint(value / np.float32(q.s)).astype(np.int64) + q.z
+        sess = self.session
+        by_name = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {sess.get_inputs()[0].name: x})))
+        for name, (tensor, zero, last) in self.renamed.items():  # onnxruntime's codes, back in the file's
+            codes = by_name[tensor].astype(np.int64) - zero + self.quants[name].z
+            by_name[name] = np.moveaxis(codes, -1, 1) if last else codes
         codes = {}
         for point, name in self.imported.points.items():
             if name in by_name:
@@ -304,7 +329,7 @@ def _rows(imported, order: list[str], pairs: dict[str, list]) -> list[PointDiff]
 def side_by_side(imported, x, labels=None, batch: int = 64, levels: tuple[str, ...] = LEVELS) -> SideBySide:
     """hwvit's integer model beside onnxruntime on float inputs ``x`` at graph optimizations ``levels``
     ("off" always among them: the file's meaning, against which the file-float agreement is counted;
-    "on" builds a session per point, ``Observer``)."""
+    "on": the graph onnxruntime deploys, ``Observer``)."""
     if "off" not in levels or not set(levels) <= set(LEVELS):
         raise ValueError(f"levels {levels}: 'off' and optionally 'on'")
     x = np.asarray(x, np.float32)
