@@ -56,9 +56,15 @@ def lint(sources, params: dict[str, int] | None = None, rtl: Path | None = None)
 
 
 def iverilog(
-    sources, top: str, params: dict[str, int] | None = None, rtl: Path | None = None, timeout: float = 120
+    sources,
+    top: str,
+    params: dict[str, int] | None = None,
+    rtl: Path | None = None,
+    timeout: float = 120,
+    memory: int | None = None,
 ) -> list[str]:
-    """Plain Verilog-2005: ``iverilog -g2005 -Wall``; the lines it printed (timescale notes aside).
+    """Plain Verilog-2005: ``iverilog -g2005 -Wall``; the lines it printed (timescale notes aside);
+    ``memory``: the address space its elaborator may map (``toolchain.run_tool``).
 
     Icarus evaluates the blocks' parameter checks (``initial`` + ``$finish``) only at run time,
     so this also runs the compiled design for zero time and reports a failed check.
@@ -81,6 +87,7 @@ def iverilog(
                 *_paths(sources, rtl),
             ],
             timeout=timeout,
+            memory=memory,
         )
         lines = [
             ln

@@ -78,15 +78,30 @@ class ToolMissing(RuntimeError):
     """A simulator or tool is not installed; the message carries the install command."""
 
 
-def run_tool(cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
+def _address_space(limit: int):
+    """A preexec_fn that caps the child's address space (and so its children's) at ``limit`` bytes."""
+
+    def cap() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return cap
+
+
+def run_tool(cmd: list[str], timeout: float, memory: int | None = None, **kwargs) -> subprocess.CompletedProcess:
     """``subprocess.run(cmd, capture_output=True, text=True, timeout=...)``, but the tool runs in a
-    session of its own and on a timeout (or Ctrl-C) its whole process group is killed.
+    session of its own and on a timeout (or Ctrl-C) its whole process group is killed. ``memory``:
+    the most bytes of address space the tool and each process it starts may map (an allocation past
+    it fails in the tool, which then exits).
 
     ``iverilog`` is a driver: it starts ``sh -c "ivlpp | ivl"``, and killing the driver alone (what
     ``subprocess.run`` does on a timeout) left ``ivl`` elaborating an endless generate loop, orphaned,
     taking a core and growing by gigabytes, which slowed every test beside it many times over.
     Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``.
     """
+    if memory is not None:
+        kwargs["preexec_fn"] = _address_space(memory)
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs
     )

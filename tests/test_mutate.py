@@ -194,6 +194,31 @@ def test_endless_generate_loop_is_a_compile_failure(tmp_path, monkeypatch):
     assert not _elaborating(tmp_path), "ivl left running after the timeout"
 
 
+def test_endless_generate_loop_runs_out_of_memory_first(tmp_path, monkeypatch):
+    """A generate loop that never advances (`gi = gi + 0`) grows Icarus's elaborator by hundreds of MB
+    a second: the compile check caps its address space (COMPILE_MEMORY), so it fails there, long
+    before the timeout or the kernel's OOM killer, and counts as a build failure."""
+    rtl = tmp_path / "rtl"
+    rtl.mkdir()
+    (rtl / "stuck.v").write_text(
+        "module stuck (input wire [3:0] a_i, output wire [3:0] y_o);\n"
+        "  genvar gi;\n"
+        "  generate\n"
+        "    for (gi = 0; gi < 4; gi = gi + 0) begin : g_bit\n"
+        "      assign y_o[gi] = ~a_i[gi];\n"
+        "    end\n"
+        "  endgenerate\n"
+        "endmodule\n"
+    )
+    monkeypatch.setattr(mutate.runner, "COMPILE_MEMORY", 256 << 20)
+    monkeypatch.setattr(mutate.runner, "COMPILE_TIMEOUT", 600)
+    error = mutate.runner._compiles(tmp_path, "stuck", "icarus")
+    assert error == "iverilog ran out of 256 MiB elaborating (an endless generate loop?)", error
+    assert not _elaborating(tmp_path), "ivl left running"
+    (rtl / "stuck.v").write_text((rtl / "stuck.v").read_text().replace("gi + 0", "gi + 1"))
+    assert mutate.runner._compiles(tmp_path, "stuck", "icarus") is None  # the cap leaves a real build room
+
+
 def _elaborating(tree) -> list[int]:
     """Pids of Icarus's ivl still elaborating something under ``tree`` (its -C file names the -y dir)."""
     pids = []

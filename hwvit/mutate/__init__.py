@@ -27,6 +27,7 @@ from hwvit.mutate.generate import (
 from hwvit.mutate.journal import JOURNAL, Journal, Row, fingerprint, suite_fingerprint, table
 from hwvit.mutate.order import ORDER_ENV
 from hwvit.mutate.runner import (
+    COMPILE_MEMORY,
     COMPILE_TIMEOUT,
     ICARUS_SKIP,
     SUITE_SKIP,
@@ -54,6 +55,7 @@ from hwvit.mutate.suites import (
 )
 
 __all__ = [
+    "COMPILE_MEMORY",
     "COMPILE_TIMEOUT",
     "CORE",
     "CORE_FIRST",

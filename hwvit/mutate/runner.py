@@ -110,6 +110,10 @@ def _tree_copy(root: Path, dest: Path, core: bool = False) -> None:
 # Seconds the compile check of one mutant may take: an unmutated block elaborates in about a
 # second, but a loaded machine stretches that many times over, so the margin is wide.
 COMPILE_TIMEOUT = 120
+# Address space the compile check's tools may map: Icarus elaborates the whole core in under 20 MB,
+# but an endless generate loop (`gi = gi + 0`) grows its elaborator by about 200 MB a second, to the
+# kernel's OOM killer (20 GB on a 24 GB machine, two at a time under -j 2) long before the timeout.
+COMPILE_MEMORY = 4 << 30
 
 
 def _compiles(tree: Path, block: str, simulator: str) -> str | None:
@@ -119,12 +123,16 @@ def _compiles(tree: Path, block: str, simulator: str) -> str | None:
 
     name, top = own_file(block)
     try:
-        lines = synth.iverilog([tree / "rtl" / name], top, rtl=tree / "rtl", timeout=COMPILE_TIMEOUT)
+        lines = synth.iverilog(
+            [tree / "rtl" / name], top, rtl=tree / "rtl", timeout=COMPILE_TIMEOUT, memory=COMPILE_MEMORY
+        )
+        if any("bad_alloc" in ln for ln in lines):
+            return f"iverilog ran out of {COMPILE_MEMORY >> 20} MiB elaborating (an endless generate loop?)"
         errors = [ln for ln in lines if "error" in ln.lower() or "ERROR" in ln]
         if not errors and simulator == toolchain.Simulator.VERILATOR:
             cmd = [toolchain.require("verilator"), "--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style"]
             cmd += [f"-I{tree / 'rtl'}", "--top-module", top, str(tree / "rtl" / name)]
-            out = toolchain.run_tool(cmd, env=toolchain.sim_env(), timeout=COMPILE_TIMEOUT)
+            out = toolchain.run_tool(cmd, env=toolchain.sim_env(), timeout=COMPILE_TIMEOUT, memory=COMPILE_MEMORY)
             errors = [ln for ln in out.stderr.splitlines() if ln.startswith("%Error")]
     except subprocess.TimeoutExpired as exc:
         # An endless generate loop (`gi = gi - 1`) hangs elaboration instead of failing it.
