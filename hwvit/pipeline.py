@@ -109,14 +109,18 @@ def input_shape(cfg) -> tuple[int, ...]:
 
 
 def _qonnx_calibration(path, seed: int, n: int = 256) -> np.ndarray | None:
-    """A QONNX file's calibration inputs for the points it leaves float (None for a QDQ file), as
-    ``calibration_inputs`` chooses them: the digits training images for a model of the digits
-    shape, else seeded standard-normal inputs."""
+    """The calibration inputs for the points a file leaves float (a QONNX file, or a QDQ file quantized
+    at its GEMMs' inputs alone; None where it leaves none), as ``calibration_inputs`` chooses them:
+    the digits training images for a model of the digits shape, else seeded standard-normal inputs."""
     from hwvit.onnx import qonnx, read
+    from hwvit.onnx.graph import GraphError
 
     model = read.load(path)
-    if not qonnx.is_qonnx(model):
-        return None
+    try:
+        if not qonnx.needs_calibration(model):
+            return None
+    except GraphError as exc:
+        raise ValueError(f"{path}: {exc}") from None
     dims = model.graph.input[0].type.tensor_type.shape.dim
     shape = tuple(d.dim_value for d in dims[1:])
     if shape == (1, 8, 8):

@@ -50,9 +50,17 @@ class Zoo:
         """The digits ViT quantized by Brevitas (QuantConv2d / QuantLinear: int8 per-tensor weights,
         narrow range; int8 per-tensor inputs; calibrated on 256 training images) and exported as QONNX
         twice: with a dynamic batch (what hwvit reads) and with batch 1 (what qonnx executes)."""
-        if "qonnx" not in self._files:
-            self._files["qonnx"] = _brevitas_digits(self.root)
-        return self._files["qonnx"]
+        return self._brevitas()[:2]
+
+    def qcdq_file(self) -> Path:
+        """The same Brevitas model exported as QCDQ (``export_onnx_qcdq``: QuantizeLinear, Clip,
+        DequantizeLinear at its GEMMs' inputs and weights), dynamic batch."""
+        return self._brevitas()[2]
+
+    def _brevitas(self) -> tuple[Path, Path, Path]:
+        if "brevitas" not in self._files:
+            self._files["brevitas"] = _brevitas_digits(self.root)
+        return self._files["brevitas"]
 
     def data(self, name: str, images: int | None = FAST_IMAGES):
         _, _, x, y = self.model(name)
@@ -124,7 +132,7 @@ def _hf():
 _MODELS = {"digits": _digits, "second": _second, "hf": _hf}
 
 
-def _brevitas_digits(root: Path) -> tuple[Path, Path]:
+def _brevitas_digits(root: Path) -> tuple[Path, Path, Path]:
     import warnings
 
     import torch
@@ -132,7 +140,7 @@ def _brevitas_digits(root: Path) -> tuple[Path, Path]:
     with warnings.catch_warnings():  # brevitas' notes on optional packages and the exporter's
         warnings.simplefilter("ignore")
         import brevitas.nn as qnn
-        from brevitas.export import export_qonnx
+        from brevitas.export import export_onnx_qcdq, export_qonnx
         from brevitas.graph.calibrate import calibration_mode
         from brevitas.quant import Int8ActPerTensorFloat, Int8WeightPerTensorFloat
 
@@ -165,11 +173,12 @@ def _brevitas_digits(root: Path) -> tuple[Path, Path]:
             for i in range(0, 256, 64):
                 model(x[i : i + 64])
         model.eval()
-        paths = root / "digits-qonnx.onnx", root / "digits-qonnx-b1.onnx"
+        paths = root / "digits-qonnx.onnx", root / "digits-qonnx-b1.onnx", root / "digits-qcdq.onnx"
         names = {"opset_version": 17, "dynamo": False, "input_names": ["input"], "output_names": ["logits"]}
-        export_qonnx(model, input_t=x[:1], export_path=str(paths[0]), **names,
-                     dynamic_axes={"input": {0: "b"}, "logits": {0: "b"}})  # fmt: skip
+        dynamic = {"input": {0: "b"}, "logits": {0: "b"}}
+        export_qonnx(model, input_t=x[:1], export_path=str(paths[0]), **names, dynamic_axes=dynamic)
         export_qonnx(model, input_t=x[:1], export_path=str(paths[1]), **names)
+        export_onnx_qcdq(model, args=x[:1], export_path=str(paths[2]), **names, dynamic_axes=dynamic)
     return paths
 
 

@@ -216,6 +216,112 @@ def test_residual_add_zp_equals_reference():
     assert np.array_equal(residual_add_zp(a, b, 1 << 30, 3 << 29, 33), residual_add(a, b, 1 << 30, 3 << 29, 33))
 
 
+def _with_node(model, node, before: str, rewire: str, to: str):
+    """``model`` with ``node`` placed before the node named ``before``, whose input ``rewire`` it reads
+    as ``to`` instead."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    nodes = list(m.graph.node)
+    at = next(k for k, n in enumerate(nodes) if n.name == before)
+    nodes[at].input[list(nodes[at].input).index(rewire)] = to
+    nodes.insert(at, node)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    return m
+
+
+def test_qcdq_clips_of_codes(onnx_zoo, tmp_path):
+    """QCDQ, as Brevitas exports a narrow or sub-8-bit quantizer: a Clip of a weight's codes is folded
+    into them (the model equals the file with its codes clipped); a Clip of an activation's codes is
+    nothing over the whole 8-bit range and refused in one line, naming the node, when narrower."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    path = onnx_zoo.file("digits", "symmetric")
+    model = onnx.load(str(path))
+    inits = {i.name: i for i in model.graph.initializer}
+    matmul = next(n for n in model.graph.node if n.name == "/layers.0/mlp/fc1/MatMul")
+    dq = next(n for n in model.graph.node if n.output[0] == matmul.input[1])  # the weight's
+    codes = numpy_helper.to_array(inits[dq.input[0]])
+    lo, hi = np.int8(-20), np.int8(20)
+    assert np.abs(codes).max() > 20
+    bounds = [numpy_helper.from_array(lo, "clip_lo"), numpy_helper.from_array(hi, "clip_hi")]
+    clip = helper.make_node("Clip", [dq.input[0], "clip_lo", "clip_hi"], ["clipped"], name="weight_clip")
+    clipped = _with_node(model, clip, dq.name, dq.input[0], "clipped")
+    clipped.graph.initializer.extend(bounds)
+    onnx.save(clipped, str(tmp_path / "qcdq.onnx"))
+    by_hand = onnx.ModelProto()
+    by_hand.CopyFrom(model)
+    for init in by_hand.graph.initializer:
+        if init.name == dq.input[0]:
+            init.CopyFrom(numpy_helper.from_array(np.clip(codes, lo, hi), init.name))
+    onnx.save(by_hand, str(tmp_path / "by_hand.onnx"))
+    x = onnx_zoo.data("digits", 8)[0]
+    got, want, plain = (build.load(f) for f in (tmp_path / "qcdq.onnx", tmp_path / "by_hand.onnx", path))
+    got_logits = got.int_model.forward(runtime.input_codes(got, x), quantized=True)
+    assert np.array_equal(got_logits, want.int_model.forward(runtime.input_codes(want, x), quantized=True))
+    assert not np.array_equal(got_logits, plain.int_model.forward(runtime.input_codes(plain, x), quantized=True))
+    q = next(n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "input")
+    reader = next(n for n in model.graph.node if q.output[0] in n.input)
+    for (a, b), ok in (((-128, 127), True), ((-127, 127), False)):
+        ins = [numpy_helper.from_array(np.int8(a), "act_lo"), numpy_helper.from_array(np.int8(b), "act_hi")]
+        node = helper.make_node("Clip", [q.output[0], "act_lo", "act_hi"], ["act_clipped"], name="act_clip")
+        m = _with_node(model, node, reader.name, q.output[0], "act_clipped")
+        m.graph.initializer.extend(ins)
+        onnx.save(m, str(tmp_path / "act.onnx"))
+        if ok:
+            same = build.load(tmp_path / "act.onnx").int_model.forward(x)
+            assert np.array_equal(same, build.load(path).int_model.forward(x))
+            continue
+        with pytest.raises(ValueError, match=r"act_clip.*clipped to \[-127, 127\].*narrow_range=False") as err:
+            build.load(tmp_path / "act.onnx")
+        assert "\n" not in str(err.value)
+
+
+def test_a_file_quantized_at_its_gemm_inputs(onnx_zoo, tmp_path):
+    """A QDQ file that leaves a GEMM's output float (the quantizers after fc1's MatMul and after its
+    bias add taken out, as a file quantized at its GEMMs' inputs alone leaves them): without
+    calibration inputs, one line; with them, that point is quantized at hwvit's calibration and every
+    other keeps the file's quantizer. With the bias add's quantizer alone taken out, the MatMul's
+    codes reach the GELU's quantizer through a per-channel add: no table of one code, one line."""
+    import onnx
+
+    path = onnx_zoo.file("digits", "symmetric")
+    imported = build.load(path)
+
+    def without(names: list[str], to: str):
+        model = onnx.load(str(path))
+        for point in names:
+            q = next(n for n in model.graph.node if n.output[0] == point)
+            dq = [n for n in model.graph.node if point in n.input]
+            for n in model.graph.node:
+                for k, i in enumerate(n.input):
+                    if any(i == d.output[0] for d in dq):
+                        n.input[k] = q.input[0]
+            kept = [n for n in model.graph.node if n is not q and n not in dq]
+            del model.graph.node[:]
+            model.graph.node.extend(kept)
+        onnx.save(model, str(tmp_path / to))
+        return tmp_path / to
+
+    matmul = "/layers.0/mlp/fc1/MatMul_output_0_QuantizeLinear_Output"
+    with pytest.raises(ValueError, match=r"fc1\.bias_DequantizeLinear .*: reads .* a table of one code") as err:
+        build.load(without([imported.points["layers.0.mlp.fc1"]], "add.onnx"))
+    assert "\n" not in str(err.value)
+    partial = without([matmul, imported.points["layers.0.mlp.fc1"]], "partial.onnx")
+    with pytest.raises(ValueError, match="give calibration inputs") as err:
+        build.load(partial)
+    assert "\n" not in str(err.value)
+    x_calib = onnx_zoo.model("digits")[1][:256]
+    partial = build.load(partial, calib=x_calib)
+    assert partial.origin["layers.0.mlp.fc1"] == "hwvit calibration"
+    assert {p for p, o in partial.origin.items() if o == "hwvit calibration"} == {"layers.0.mlp.fc1"}
+    for p in ("layers.0.mlp.gelu", "layers.0.attn.qkv", "logits"):
+        assert partial.graph.quant_of(partial.points[p]).same(imported.graph.quant_of(imported.points[p])), p
+
+
 def test_vectors_of_an_imported_model(onnx_zoo, tmp_path):
     """The imported model traces and writes vector sets that `hwvit check` accepts."""
     from hwvit import vectors

@@ -240,6 +240,39 @@ def test_qonnx_from_brevitas(onnx_zoo):
     assert checked == {"weights": 3 * 14, "inputs": 3 * 14, "gemms": 3 * 14}, checked
 
 
+def test_brevitas_qcdq_is_its_qonnx(onnx_zoo, tmp_path):
+    """The Brevitas model of the QONNX tests exported as QCDQ (QuantizeLinear, Clip, DequantizeLinear
+    at its GEMMs' inputs and weights; the residual stream, LayerNorm, softmax and GELU float): hwvit
+    folds its Clips, calibrates its float points as the QONNX file's, and its integer model is the
+    QONNX file's at every point (whose integers test_qonnx_integers_are_qonnxs checks against
+    qonnx's execution); the file's own quantized points equal onnxruntime's (softmax round_each, as
+    onnxruntime rounds the probabilities the context reads). Without calibration
+    inputs, one line; `hwvit compare` calibrates them itself."""
+    import json
+
+    from click.testing import CliRunner
+
+    from hwvit.cli import main
+
+    qcdq, (dynamic, _) = onnx_zoo.qcdq_file(), onnx_zoo.qonnx_files()
+    _, x_calib, x_test, _ = onnx_zoo.model("digits")
+    with pytest.raises(ValueError, match="give calibration inputs") as err:
+        build.load(qcdq)
+    assert "\n" not in str(err.value)
+    a, b = (build.load(f, calib=x_calib[:256], softmax="round_each") for f in (qcdq, dynamic))
+    codes_a, logits_a = runtime.hwvit_codes(a, runtime.input_codes(a, x_test))
+    codes_b, logits_b = runtime.hwvit_codes(b, runtime.input_codes(b, x_test))
+    assert codes_a.keys() == codes_b.keys() and len(codes_a) > 50
+    assert all(np.array_equal(codes_a[p], codes_b[p]) for p in codes_a) and np.array_equal(logits_a, logits_b)
+    assert set(a.origin.values()) == {"file", "hwvit calibration", "hwvit arithmetic"}
+    side = runtime.side_by_side(a, x_test[:64], levels=("off",))
+    own = [d for d in side.isolated["off"] if d.origin == "file"]
+    assert len(own) >= 7 and all(d.differ == 0 for d in own), [(d.point, d.differ) for d in own]
+    res = CliRunner().invoke(main, ["compare", "--checkpoint", str(qcdq), "--limit", "32", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["top1_int"] >= 0.9
+
+
 def test_qonnx_through_the_cli(onnx_zoo, tmp_path):
     """`hwvit compare` and `hwvit vectors` of the QONNX file (its float points calibrated on the digits
     training images): onnxruntime runs the file's QDQ form beside it; the sets pass check."""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwvit.onnx.graph import GraphError, QGraph, Quant, Step, dequantize_f32, quantize_f32, sub_model
+from hwvit.onnx.graph import GraphError, QGraph, Quant, Step, dequantize_f32, node_label, quantize_f32, sub_model
 
 ROUNDING = "half_even"  # ONNX QuantizeLinear rounds half to even
 
@@ -556,7 +556,15 @@ def table_of(g: QGraph, src: str, out: str) -> np.ndarray:
     from hwvit.onnx.ort import session
 
     q_in = g.quant_of(src)
-    sess = session(sub_model(g, src, out), False)
+    model = sub_model(g, src, out)
+    for init in model.graph.initializer:  # a constant of many values: not a function of one code
+        if int(np.prod(init.dims)) > 1:
+            node = next(n for n in model.graph.node if init.name in n.input)
+            raise GraphError(
+                f"node {node_label(node)}: reads {init.name!r} ({int(np.prod(init.dims))} values) between two "
+                "quantized tensors; hwvit reads such a chain as a table of one code, which takes scalar constants"
+            )
+    sess = session(model, False)
     lo, hi = q_in.range
     codes = np.arange(lo, hi + 1).astype(q_in.dtype)
     return sess.run([out], {src: codes})[0].astype(np.int64).reshape(-1)
@@ -564,17 +572,20 @@ def table_of(g: QGraph, src: str, out: str) -> np.ndarray:
 
 def load(path, softmax: str = "hwvit", layernorm: str = "hwvit", calib=None) -> Imported:
     """Read ``path`` (hwvit.onnx.read) and build its models; ValueError (one line) if hwvit cannot.
-    A QONNX file (hwvit.onnx.qonnx) leaves points float that hwvit calibrates: ``calib``, float
-    inputs of the model's input shape, is then required."""
+    A QONNX file, or a QDQ file quantized at its GEMMs' inputs alone (hwvit.onnx.qonnx), leaves points
+    float that hwvit calibrates: ``calib``, float inputs of the model's input shape, is then required."""
     from hwvit.onnx import qonnx, read
 
     path = Path(path)
     model = read.load(path)
     try:
-        if qonnx.is_qonnx(model):
+        if qonnx.needs_calibration(model):
             if calib is None:
-                raise GraphError("a QONNX file leaves points float that hwvit calibrates: give calibration inputs")
-            model = qonnx.to_qdq(model, np.asarray(calib, np.float32))
+                raise GraphError("the file leaves points float that hwvit calibrates: give calibration inputs")
+            calib = np.asarray(calib, np.float32)
+            model = qonnx.to_qdq(model, calib) if qonnx.is_qonnx(model) else qonnx.complete(model, calib)
+        else:
+            model = qonnx.plain_qdq(model)
     except GraphError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return build(model, path, softmax, layernorm)

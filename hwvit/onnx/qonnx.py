@@ -19,6 +19,11 @@ The result is a QDQ graph of the same model, so the rest is hwvit.onnx.build's: 
 quantizes keeps the file's scale, zero point and codes; the float points get hwvit's calibration
 and arithmetic. The file's own execution is qonnx's (``qonnx.core.onnx_exec``; the tests compare
 against it); nothing of qonnx is needed to read the file.
+
+A QDQ file quantized as Brevitas quantizes (its ``export_onnx_qcdq``: the GEMMs' inputs and weights
+alone, a narrow weight quantizer as a Clip of its codes) takes the same road: ``plain_qdq`` folds
+the Clips, ``complete`` quantizes its float points at hwvit's calibration. A file onnxruntime's
+quantizer writes leaves no float point and no Clip, and is read as it is.
 """
 
 from __future__ import annotations
@@ -130,10 +135,8 @@ def to_qdq(model, calib: np.ndarray, batch: int = 64):
     """The QDQ model of QONNX ``model`` (module docstring), calibrated on float inputs ``calib``; its
     metadata ``CALIBRATED`` names the quantized tensors of hwvit's calibration."""
     conv = _Converter(model)
-    helper = conv.onnx.helper
-    g = conv.model.graph
     nodes = []
-    for node in g.node:
+    for node in conv.model.graph.node:
         if node.op_type in QUANT_OPS and node.domain in DOMAINS:
             nodes += conv.quant(node)
         elif node.domain not in ("", "ai.onnx"):
@@ -142,6 +145,112 @@ def to_qdq(model, calib: np.ndarray, batch: int = 64):
             )
         else:
             nodes.append(node)
+    return _complete(conv, nodes, calib, batch)
+
+
+def _plain(model) -> tuple[_Converter, list]:
+    """A QDQ model's converter and its nodes with every quantized constant's codes an initializer of
+    its own and a Clip of codes folded: QCDQ (Brevitas' ``export_onnx_qcdq``: QuantizeLinear, Clip,
+    DequantizeLinear) writes a narrow or sub-8-bit quantizer as a Clip of its codes. A Clip of
+    constant codes (weights) clips them; of an activation's codes it must keep the whole 8-bit range
+    (hwvit's activations), else one line names it."""
+    conv = _Converter(model)
+    producer = {o: n for n in conv.model.graph.node for o in n.output}
+    renamed: dict[str, str] = {}
+    nodes = []
+    for node in conv.model.graph.node:
+        for k, i in enumerate(node.input):
+            node.input[k] = renamed.get(i, i)
+        src = node.input[0] if node.input else ""
+        if node.op_type == "Clip" and src in conv.consts and conv.consts[src].dtype.kind in "iu":
+            info = np.iinfo(conv.consts[src].dtype)
+            lo, hi = (conv.const(i, node) if i else d for i, d in zip([*node.input[1:3], "", ""], (info.min, info.max)))
+            codes = np.clip(conv.consts[src], lo, hi).astype(conv.consts[src].dtype)
+            renamed[node.output[0]] = conv.init(codes, f"{src}_codes")
+        elif node.op_type == "Clip" and src in producer and producer[src].op_type == "QuantizeLinear":
+            q = producer[src]
+            dtype = np.asarray(conv.const(q.input[2], q)).dtype if len(q.input) > 2 and q.input[2] else np.uint8
+            info = np.iinfo(dtype)
+            bounds = [int(np.asarray(conv.const(i, node)).reshape(-1)[0]) for i in node.input[1:3] if i]
+            if bounds != [info.min, info.max][: len(bounds)]:
+                raise GraphError(
+                    f"node {node_label(node)}: an activation quantizer clipped to {bounds} of its {info.bits}-bit "
+                    "codes; hwvit reads 8-bit activations over the whole range (narrow_range=False, bit_width=8)"
+                )
+            renamed[node.output[0]] = src
+        elif node.op_type == "DequantizeLinear" and src in conv.consts and src not in {i.name for i in conv.new_inits}:
+            node.input[0] = conv.init(conv.consts[src], f"{src}_codes")
+            nodes.append(node)
+        else:
+            nodes.append(node)
+    for out in conv.model.graph.output:
+        if out.name in renamed:
+            raise GraphError(f"graph output {out.name!r} is a Clip of codes; hwvit reads a dequantized output")
+    return conv, nodes
+
+
+def _clips_codes(model) -> bool:
+    """Whether a Clip reads a quantizer's codes or constant integer codes (the QCDQ form)."""
+    from onnx import TensorProto
+
+    kinds = (TensorProto.INT8, TensorProto.UINT8)
+    ints = {i.name for i in model.graph.initializer if i.data_type in kinds}
+    ints |= {o for n in model.graph.node if n.op_type == "QuantizeLinear" for o in n.output}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].t.data_type in kinds:
+            ints.update(n.output)
+    return any(n.op_type == "Clip" and n.input and n.input[0] in ints for n in model.graph.node)
+
+
+def plain_qdq(model):
+    """A QCDQ model (``_plain``) as plain QDQ, the Clips of its codes folded; any other model as it is."""
+    if not _clips_codes(model):
+        return model
+    conv, nodes = _plain(model)
+    g = conv.model.graph
+    del g.node[:]
+    g.node.extend(nodes)
+    g.initializer.extend(conv.new_inits)
+    conv.onnx.checker.check_model(conv.model)
+    return conv.model
+
+
+def has_float_points(model) -> bool:
+    """Whether a QDQ model leaves a GEMM's output float (its bias add's, where one follows), as a file
+    quantized at its GEMMs' inputs alone does (Brevitas' QCDQ export, TensorRT's explicit
+    quantization); hwvit then calibrates every point it leaves float. A file whose GEMM outputs are
+    all quantized is read as it is, and a node hwvit cannot map is named as such."""
+    conv, nodes = _plain(model)
+    del conv.model.graph.node[:]
+    conv.model.graph.node.extend(nodes)
+    producer = {o: n for n in nodes for o in n.output}
+
+    def of_gemm(t: str) -> bool:
+        node = producer.get(t)
+        if node is not None and node.op_type == "Add":
+            node = next((producer[i] for i in node.input if i in producer and producer[i].op_type in LINEAR), node)
+        return node is not None and node.op_type in LINEAR
+
+    return any(of_gemm(t) for t, _ in _float_points(conv)[0])
+
+
+def complete(model, calib: np.ndarray, batch: int = 64):
+    """A QDQ model that leaves points float (``has_float_points``) with hwvit's calibrated quantizers
+    at them (module docstring), on float inputs ``calib``; its metadata ``CALIBRATED`` names them."""
+    conv, nodes = _plain(model)
+    return _complete(conv, nodes, calib, batch)
+
+
+def needs_calibration(model) -> bool:
+    """A QONNX file, or a QDQ file that leaves points float: hwvit calibrates those points."""
+    return is_qonnx(model) or has_float_points(model)
+
+
+def _complete(conv: _Converter, nodes: list, calib: np.ndarray, batch: int):
+    """The QDQ model of ``conv`` with ``nodes`` (quantized constants as initializers of their own),
+    each float point quantized at hwvit's calibration on ``calib``."""
+    helper = conv.onnx.helper
+    g = conv.model.graph
     del g.node[:]
     g.node.extend(_transposed_weights(conv, nodes))
     g.initializer.extend(conv.new_inits)
@@ -173,7 +282,7 @@ def _transposed_weights(conv: _Converter, nodes: list) -> list:
         if id(node) in dropped:
             continue
         nxt = readers.get(node.output[0], []) if node.op_type == "DequantizeLinear" else []
-        if node.input[0] in inits and len(nxt) == 1 and nxt[0].op_type == "Transpose":
+        if node.input and node.input[0] in inits and len(nxt) == 1 and nxt[0].op_type == "Transpose":
             perm = list(_attrs(nxt[0]).get("perm", []))
             codes = numpy_helper.to_array(inits[node.input[0]])
             perm = perm or list(range(codes.ndim))[::-1]
@@ -349,4 +458,4 @@ def _stream_constants(conv: _Converter, node, zero: str, data: set, producer_of:
     return made
 
 
-__all__ = ["DOMAINS", "is_qonnx", "to_qdq"]
+__all__ = ["DOMAINS", "complete", "has_float_points", "is_qonnx", "needs_calibration", "plain_qdq", "to_qdq"]
