@@ -57,6 +57,14 @@ class Zoo:
         DequantizeLinear at its GEMMs' inputs and weights), dynamic batch."""
         return self._brevitas()[2]
 
+    def pt2e_file(self) -> Path:
+        """The digits ViT quantized by PyTorch's PT2E flow (torchao's X86InductorQuantizer: int8
+        per-channel weights, uint8 inputs of every linear and convolution, calibrated on 256 training
+        images) and exported by torch.onnx's dynamo exporter, dynamic batch."""
+        if "pt2e" not in self._files:
+            self._files["pt2e"] = _pt2e_digits(self.root)
+        return self._files["pt2e"]
+
     def _brevitas(self) -> tuple[Path, Path, Path]:
         if "brevitas" not in self._files:
             self._files["brevitas"] = _brevitas_digits(self.root)
@@ -180,6 +188,33 @@ def _brevitas_digits(root: Path) -> tuple[Path, Path, Path]:
         export_qonnx(model, input_t=x[:1], export_path=str(paths[1]), **names)
         export_onnx_qcdq(model, args=x[:1], export_path=str(paths[2]), **names, dynamic_axes=dynamic)
     return paths
+
+
+def _pt2e_digits(root: Path) -> Path:
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # torch.export's and torchao's notes on APIs in flux
+        warnings.simplefilter("ignore")
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+        from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+            X86InductorQuantizer,
+            get_default_x86_inductor_quantization_config,
+        )
+
+        model, x_calib, _, _ = _digits()
+        x = torch.as_tensor(x_calib)
+        batch = torch.export.Dim("batch", min=1, max=4096)
+        captured = torch.export.export(model.eval(), (x[:2],), dynamic_shapes=({0: batch},)).module()
+        quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())
+        prepared = prepare_pt2e(captured, quantizer)
+        with torch.no_grad():
+            prepared(x[:256])
+        path = root / "digits-pt2e.onnx"
+        torch.onnx.export(convert_pt2e(prepared), (x[:2],), str(path), dynamo=True, input_names=["input"],
+                          output_names=["logits"], dynamic_shapes=({0: batch},), verbose=False)  # fmt: skip
+    return path
 
 
 GEMMS = ("embed", "attn.qkv", "attn.q", "attn.k", "attn.v", "attn.context", "attn.proj", "mlp.fc1", "mlp.fc2", "logits")

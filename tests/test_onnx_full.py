@@ -273,6 +273,25 @@ def test_brevitas_qcdq_is_its_qonnx(onnx_zoo, tmp_path):
     assert json.loads(res.output)["top1_int"] >= 0.9
 
 
+def test_pt2e_file(onnx_zoo):
+    """A PT2E file (torchao's X86InductorQuantizer: int8 per-channel weights and uint8 inputs of every
+    linear and convolution, the rest float; torch.onnx's dynamo exporter, its GELU one Gelu node):
+    hwvit calibrates what it leaves float; the file's quantized points (the input and each GEMM's
+    input that is one: the context, GELU's output) equal onnxruntime's alone; agreement with
+    onnxruntime on the whole held-out split at least 99.5%, top-1 as the file's."""
+    path = onnx_zoo.pt2e_file()
+    _, x_calib, x_test, y_test = onnx_zoo.model("digits")
+    with pytest.raises(ValueError, match="give calibration inputs"):
+        build.load(path)
+    imported = build.load(path, calib=x_calib[:256], softmax="round_each")
+    assert set(imported.origin.values()) == {"file", "hwvit calibration", "hwvit arithmetic"}
+    assert imported.graph.quant_of(imported.points["input"]).dtype == np.uint8
+    side = runtime.side_by_side(imported, x_test, y_test, levels=("off",))
+    own = [d for d in side.isolated["off"] if d.origin == "file"]
+    assert len(own) >= 7 and all(d.differ == 0 for d in own), [(d.point, d.differ) for d in own]
+    assert side.agreement["off"] >= 0.995 and abs(side.top1["hwvit"] - side.top1["off"]) <= 0.01, side.top1
+
+
 def test_qonnx_through_the_cli(onnx_zoo, tmp_path):
     """`hwvit compare` and `hwvit vectors` of the QONNX file (its float points calibrated on the digits
     training images): onnxruntime runs the file's QDQ form beside it; the sets pass check."""
