@@ -303,11 +303,11 @@ def bench_forward(
         quantized = torch_dynamic_int8(model)
         runners["torch_int8"] = lambda: float_forward(quantized)
     if source.imported is not None:
-        from hwvit.onnx.ort import session
+        from hwvit.onnx.ort import run_batched, session
 
         ort = session(source.imported.graph.model, optimize=True)
-        feed = {ort.get_inputs()[0].name: xn.astype("float32")}
-        runners["onnxruntime"] = lambda: ort.run(None, feed)
+        feed = xn.astype("float32")
+        runners["onnxruntime"] = lambda: run_batched(ort, feed)
     in_use = gemm_backends.backend() if on_cpu else None
     for fn in runners.values():  # warm up every path once (packed weights, threads, the GEMM probe)
         fn()

@@ -322,6 +322,40 @@ def test_a_file_quantized_at_its_gemm_inputs(onnx_zoo, tmp_path):
         assert partial.graph.quant_of(partial.points[p]).same(imported.graph.quant_of(imported.points[p])), p
 
 
+def test_a_file_of_a_fixed_batch(onnx_zoo, tmp_path):
+    """A file exported with a static batch of 2 (its Reshapes fix it too): onnxruntime runs it in
+    slices of 2, the last one padded, so `hwvit compare` of 5 images works, and onnxruntime's codes
+    at every point, optimizations off and on, are those of the same model exported with a dynamic
+    batch."""
+    import warnings
+
+    import torch
+    from click.testing import CliRunner
+
+    from hwvit.cli import main
+    from hwvit.onnx import make
+
+    model, x_calib, x, _ = onnx_zoo.model("digits")
+    src = tmp_path / "fixed-float.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, torch.as_tensor(x_calib[:2]), str(src), dynamo=False, opset_version=17,
+                          input_names=["input"], output_names=["logits"])  # fmt: skip
+    fixed = tmp_path / "fixed.onnx"
+    make.quantize(src, fixed, x_calib[:64], "symmetric", batch=2)
+    dynamic = tmp_path / "dynamic.onnx"
+    onnx_zoo.file("digits", "symmetric")  # the digits ViT's float export, dynamic batch
+    make.quantize(onnx_zoo.root / "digits.onnx", dynamic, x_calib[:64], "symmetric")
+    a, b = build.load(fixed), build.load(dynamic)
+    for level in (False, True):
+        got, logits = runtime.Observer(a, level).run(x[:5])
+        want, want_logits = runtime.Observer(b, level).run(x[:5])
+        assert got.keys() == want.keys() and len(got) > 40 and logits.shape == (5, 10)
+        assert all(np.array_equal(got[p], want[p]) for p in got) and np.array_equal(logits, want_logits)
+    res = CliRunner().invoke(main, ["compare", "--checkpoint", str(fixed), "--limit", "5", "-q"])
+    assert res.exit_code == 0 and "5 images" in res.output, res.output
+
+
 def test_vectors_of_an_imported_model(onnx_zoo, tmp_path):
     """The imported model traces and writes vector sets that `hwvit check` accepts."""
     from hwvit import vectors

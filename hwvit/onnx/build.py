@@ -537,6 +537,8 @@ def probe_shapes(model, names: list[str], input_shape) -> list[list[int]]:
     import onnx
     import onnxruntime as ort
 
+    from hwvit.onnx.ort import run_batched
+
     m = onnx.ModelProto()
     m.CopyFrom(model)
     for name in names:
@@ -546,7 +548,7 @@ def probe_shapes(model, names: list[str], input_shape) -> list[list[int]]:
     so.log_severity_level = 3
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     x = np.zeros([1] + [int(d) for d in input_shape[1:]], np.float32)
-    got = sess.run(names, {sess.get_inputs()[0].name: x})
+    got = run_batched(sess, x, names)
     return [list(a.shape) for a in got]
 
 

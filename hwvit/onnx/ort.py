@@ -22,4 +22,37 @@ def session(model, optimize: bool, save_to: str | None = None):
                                 providers=["CPUExecutionProvider"])  # fmt: skip
 
 
-__all__ = ["session"]
+def fixed_batch(sess) -> int | None:
+    """The batch a session's first input fixes (a file exported with a static batch), else None."""
+    dim = sess.get_inputs()[0].shape[0] if sess.get_inputs()[0].shape else None
+    return dim if isinstance(dim, int) and dim > 0 else None
+
+
+def run_batched(sess, x, names=None) -> list:
+    """``sess.run(names, {input: x})`` for any number of rows of ``x``: a file whose batch is fixed
+    runs in slices of that batch (the rows a last slice lacks padded with its last row, then cut),
+    its per-row outputs joined again; an output without the batch dimension (a constant) is the
+    first slice's."""
+    import numpy as np
+
+    feed = sess.get_inputs()[0].name
+    batch = fixed_batch(sess)
+    if batch is None or len(x) == batch:
+        return sess.run(names, {feed: x})
+    parts = []
+    for start in range(0, len(x), batch):
+        rows = x[start : start + batch]
+        pad = batch - len(rows)
+        if pad:
+            rows = np.concatenate([rows, np.repeat(rows[-1:], pad, axis=0)])
+        parts.append((sess.run(names, {feed: rows}), batch - pad))
+    out = []
+    for k, first in enumerate(parts[0][0]):
+        if np.ndim(first) and np.shape(first)[0] == batch:
+            out.append(np.concatenate([got[k][:n] for got, n in parts]))
+        else:
+            out.append(first)
+    return out
+
+
+__all__ = ["fixed_batch", "run_batched", "session"]

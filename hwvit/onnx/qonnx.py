@@ -367,7 +367,7 @@ def _calibrate(model, names: list[str], calib: np.ndarray, batch: int) -> dict[s
     """max |x| of each tensor over the calibration inputs (the float graph in onnxruntime)."""
     import onnx
 
-    from hwvit.onnx.ort import session
+    from hwvit.onnx.ort import run_batched, session
 
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -375,10 +375,9 @@ def _calibrate(model, names: list[str], calib: np.ndarray, batch: int) -> dict[s
     m.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names if n not in have)
     sess = session(m, False)
     absmax = dict.fromkeys(names, 0.0)
-    feed_name = sess.get_inputs()[0].name
     out_names = [o.name for o in sess.get_outputs()]
     for start in range(0, len(calib), batch):
-        got = dict(zip(out_names, sess.run(None, {feed_name: np.asarray(calib[start : start + batch], np.float32)})))
+        got = dict(zip(out_names, run_batched(sess, np.asarray(calib[start : start + batch], np.float32))))
         for n in names:
             absmax[n] = max(absmax[n], float(np.abs(got[n]).max()))
     return absmax

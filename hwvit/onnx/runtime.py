@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hwvit.onnx.ort import session
+from hwvit.onnx.ort import run_batched, session
 
 LEVELS = ("off", "on")
 
@@ -120,7 +120,7 @@ class Observer:
         logits) for float inputs ``x``."""
         x = np.asarray(x, np.float32)
         sess = self.session
-        by_name = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {sess.get_inputs()[0].name: x})))
+        by_name = dict(zip([o.name for o in sess.get_outputs()], run_batched(sess, x)))
         for name, (tensor, zero, last) in self.renamed.items():  # onnxruntime's codes, back in the file's
             codes = by_name[tensor].astype(np.int64) - zero + self.quants[name].z
             by_name[name] = np.moveaxis(codes, -1, 1) if last else codes
