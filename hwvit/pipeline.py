@@ -82,9 +82,7 @@ def load_source(
     if is_onnx(checkpoint):
         if family is not None or config is not None or heads is not None or preset is not None:
             raise ValueError("an ONNX file says its own shape: --family, --config, --heads and --model do not apply")
-        from hwvit.onnx.build import load as load_onnx
-
-        imported = load_onnx(checkpoint, calib=_qonnx_calibration(checkpoint, seed))
+        imported = load_quantized(checkpoint, seed)
         cfg = imported.model.cfg
         # a model of the digits shape is scored on the digits split, as the demo model is
         digits_shape = tuple(cfg.input_shape) == (1, 8, 8) and cfg.num_classes == 10
@@ -106,6 +104,14 @@ def load_source(
 
 def input_shape(cfg) -> tuple[int, ...]:
     return tuple(cfg.input_shape)
+
+
+def load_quantized(path, seed: int = 0, softmax: str = "hwvit", layernorm: str = "hwvit"):
+    """A quantized ONNX file's Imported (hwvit.onnx.build.load) with ``softmax`` and ``layernorm``
+    where it computes in float, its float points calibrated on ``_qonnx_calibration``'s inputs."""
+    from hwvit.onnx.build import load
+
+    return load(path, softmax=softmax, layernorm=layernorm, calib=_qonnx_calibration(path, seed))
 
 
 def _qonnx_calibration(path, seed: int, n: int = 256) -> np.ndarray | None:

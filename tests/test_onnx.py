@@ -320,6 +320,14 @@ def test_a_file_quantized_at_its_gemm_inputs(onnx_zoo, tmp_path):
     assert {p for p, o in partial.origin.items() if o == "hwvit calibration"} == {"layers.0.mlp.fc1"}
     for p in ("layers.0.mlp.gelu", "layers.0.attn.qkv", "logits"):
         assert partial.graph.quant_of(partial.points[p]).same(imported.graph.quant_of(imported.points[p])), p
+    from click.testing import CliRunner
+
+    from hwvit.cli import main
+
+    args = ["vectors", "--checkpoint", str(tmp_path / "partial.onnx"), "--variant", "softmax=round_each", "--limit",
+            "1", "--blocks", "layers.0.mlp.fc1*", "--out", str(tmp_path / "vec"), "-q"]  # fmt: skip
+    res = CliRunner().invoke(main, args)  # the CLI calibrates it, with another arithmetic too
+    assert res.exit_code == 0 and "sets" in res.output, res.output
 
 
 def test_a_file_of_a_fixed_batch(onnx_zoo, tmp_path):

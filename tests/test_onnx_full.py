@@ -130,17 +130,21 @@ def test_parting_images_are_hwvits_layernorm(onnx_zoo):
     assert sum(d.differ for d in probs) / sum(d.elements for d in probs) < 1e-4
 
 
-@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("config", [*CONFIGS, "qcdq", "pt2e"])
 def test_vectors_pass_the_verilog(onnx_zoo, config, tmp_path):
-    """`hwvit vectors` of each digits file (softmax=round_each, as the file rounds), then `hwvit sim
-    --simulator both`: every set passes bit for bit, softmax_round_each's on rtl/softmax_round_each.v."""
+    """`hwvit vectors` of each digits file (onnxruntime's configurations, Brevitas' QCDQ and PT2E's,
+    whose float points `hwvit vectors` calibrates; softmax=round_each, as onnxruntime rounds), then
+    `hwvit sim --simulator both`: every set passes bit for bit, softmax_round_each's on
+    rtl/softmax_round_each.v."""
     from click.testing import CliRunner
 
     from hwvit import blocks, vectors
     from hwvit.cli import main
 
     out = tmp_path / "vec"
-    args = ["vectors", "--checkpoint", str(onnx_zoo.file("digits", config)), "--limit", "1"]
+    made = {"qcdq": onnx_zoo.qcdq_file, "pt2e": onnx_zoo.pt2e_file}
+    path = made[config]() if config in made else onnx_zoo.file("digits", config)
+    args = ["vectors", "--checkpoint", str(path), "--limit", "1"]
     res = CliRunner().invoke(main, [*args, "--variant", "softmax=round_each", "--out", str(out), "-q"])
     assert res.exit_code == 0, res.output
     kinds = {vectors.read(d).kind for d in vectors.find_sets(out)}

@@ -307,10 +307,10 @@ def point_row(
 
     t0 = time.perf_counter()
     if onnx_path is not None:
-        from hwvit.onnx.build import load
+        from hwvit.pipeline import load_quantized
 
         qc = point.qconfig
-        int_model = load(onnx_path, softmax=qc.softmax, layernorm=qc.layernorm).int_model
+        int_model = load_quantized(onnx_path, softmax=qc.softmax, layernorm=qc.layernorm).int_model
     else:
         int_model = quantize_model(model, calib, recipe=replace(base_recipe, base=point.qconfig))
     res = compare(

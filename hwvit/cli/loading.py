@@ -130,10 +130,10 @@ def build_models(kwargs: dict, qconfig, calib_images: int, seed: int = 0, recipe
         softmax = getattr(qc, "softmax", "hwvit")
         layernorm = getattr(qc, "layernorm", "hwvit")
         if (softmax, layernorm) != ("hwvit", "hwvit"):
-            from hwvit.onnx.build import load as load_onnx
+            from hwvit.pipeline import load_quantized
 
             try:
-                source.imported = load_onnx(source.name, softmax=softmax, layernorm=layernorm)
+                source.imported = load_quantized(source.name, seed, softmax=softmax, layernorm=layernorm)
             except (ValueError, OSError) as exc:
                 fail(first_line(exc))
         return source, data, source.imported.int_model
