@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwvit.onnx.graph import GraphError, QGraph, Quant, Step, dequantize_f32, node_label, quantize_f32, sub_model
+from hwvit.onnx.graph import GraphError, QGraph, Quant, Step, dequantize_f32, quantize_f32, table_of
 
 ROUNDING = "half_even"  # ONNX QuantizeLinear rounds half to even
 
@@ -550,26 +550,6 @@ def probe_shapes(model, names: list[str], input_shape) -> list[list[int]]:
     x = np.zeros([1] + [int(d) for d in input_shape[1:]], np.float32)
     got = run_batched(sess, x, names)
     return [list(a.shape) for a in got]
-
-
-def table_of(g: QGraph, src: str, out: str) -> np.ndarray:
-    """The codes of ``out`` for every code of ``src`` (in the dtype's order), by running the file's
-    own nodes between them in onnxruntime (graph optimizations off: the file's meaning)."""
-    from hwvit.onnx.ort import session
-
-    q_in = g.quant_of(src)
-    model = sub_model(g, src, out)
-    for init in model.graph.initializer:  # a constant of many values: not a function of one code
-        if int(np.prod(init.dims)) > 1:
-            node = next(n for n in model.graph.node if init.name in n.input)
-            raise GraphError(
-                f"node {node_label(node)}: reads {init.name!r} ({int(np.prod(init.dims))} values) between two "
-                "quantized tensors; hwvit reads such a chain as a table of one code, which takes scalar constants"
-            )
-    sess = session(model, False)
-    lo, hi = q_in.range
-    codes = np.arange(lo, hi + 1).astype(q_in.dtype)
-    return sess.run([out], {src: codes})[0].astype(np.int64).reshape(-1)
 
 
 def load(path, softmax: str = "hwvit", layernorm: str = "hwvit", calib=None) -> Imported:

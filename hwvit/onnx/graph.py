@@ -372,4 +372,35 @@ def sub_model(g: QGraph, src: str, out: str):
     return helper.make_model(graph, opset_imports=list(g.model.opset_import), ir_version=g.model.ir_version)
 
 
-__all__ = ["ELEMENTWISE", "LINEAR", "MOVES", "GraphError", "QGraph", "Quant", "Step", "node_label", "sub_model"]
+def table_of(g: QGraph, src: str, out: str) -> np.ndarray:
+    """The codes of ``out`` for every code of ``src`` (in the dtype's order), by running the file's
+    own nodes between them in onnxruntime (graph optimizations off: the file's meaning)."""
+    from hwvit.onnx.ort import session
+
+    q_in = g.quant_of(src)
+    model = sub_model(g, src, out)
+    for init in model.graph.initializer:  # a constant of many values: not a function of one code
+        if int(np.prod(init.dims)) > 1:
+            node = next(n for n in model.graph.node if init.name in n.input)
+            raise GraphError(
+                f"node {node_label(node)}: reads {init.name!r} ({int(np.prod(init.dims))} values) between two "
+                "quantized tensors; hwvit reads such a chain as a table of one code, which takes scalar constants"
+            )
+    sess = session(model, False)
+    lo, hi = q_in.range
+    codes = np.arange(lo, hi + 1).astype(q_in.dtype)
+    return sess.run([out], {src: codes})[0].astype(np.int64).reshape(-1)
+
+
+__all__ = [
+    "ELEMENTWISE",
+    "LINEAR",
+    "MOVES",
+    "GraphError",
+    "QGraph",
+    "Quant",
+    "Step",
+    "node_label",
+    "sub_model",
+    "table_of",
+]
