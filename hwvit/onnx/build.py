@@ -561,13 +561,7 @@ def load(path, softmax: str = "hwvit", layernorm: str = "hwvit", calib=None) -> 
     path = Path(path)
     model = read.load(path)
     try:
-        if qonnx.needs_calibration(model):
-            if calib is None:
-                raise GraphError("the file leaves points float that hwvit calibrates: give calibration inputs")
-            calib = np.asarray(calib, np.float32)
-            model = qonnx.to_qdq(model, calib) if qonnx.is_qonnx(model) else qonnx.complete(model, calib)
-        else:
-            model = qonnx.plain_qdq(model)
+        model = qonnx.as_qdq(model, calib)
     except GraphError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return build(model, path, softmax, layernorm)

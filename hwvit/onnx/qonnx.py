@@ -21,9 +21,9 @@ and arithmetic. The file's own execution is qonnx's (``qonnx.core.onnx_exec``; t
 against it); nothing of qonnx is needed to read the file.
 
 A QDQ file quantized as Brevitas quantizes (its ``export_onnx_qcdq``: the GEMMs' inputs and weights
-alone, a narrow weight quantizer as a Clip of its codes) takes the same road: ``plain_qdq`` folds
-the Clips, ``complete`` quantizes its float points at hwvit's calibration. A file onnxruntime's
-quantizer writes leaves no float point and no Clip, and is read as it is.
+alone, a narrow weight quantizer as a Clip of its codes) takes the same road: ``as_qdq`` folds the
+Clips and quantizes its float points at hwvit's calibration. A file onnxruntime's quantizer writes
+leaves no float point and no Clip, and is read as it is.
 """
 
 from __future__ import annotations
@@ -145,12 +145,14 @@ def to_qdq(model, calib: np.ndarray, batch: int = 64):
             )
         else:
             nodes.append(node)
-    return _complete(conv, nodes, calib, batch)
+    del conv.model.graph.node[:]
+    conv.model.graph.node.extend(nodes)
+    return _complete(conv, calib, batch)
 
 
-def _plain(model) -> tuple[_Converter, list]:
-    """A QDQ model's converter and its nodes with every quantized constant's codes an initializer of
-    its own and a Clip of codes folded: QCDQ (Brevitas' ``export_onnx_qcdq``: QuantizeLinear, Clip,
+def _plain(model) -> _Converter:
+    """A QDQ model's converter, its graph's every quantized constant's codes an initializer of its own
+    and each Clip of codes folded: QCDQ (Brevitas' ``export_onnx_qcdq``: QuantizeLinear, Clip,
     DequantizeLinear) writes a narrow or sub-8-bit quantizer as a Clip of its codes. A Clip of
     constant codes (weights) clips them; of an activation's codes it must keep the whole 8-bit range
     (hwvit's activations), else one line names it."""
@@ -178,7 +180,7 @@ def _plain(model) -> tuple[_Converter, list]:
                     "codes; hwvit reads 8-bit activations over the whole range (narrow_range=False, bit_width=8)"
                 )
             renamed[node.output[0]] = src
-        elif node.op_type == "DequantizeLinear" and src in conv.consts and src not in {i.name for i in conv.new_inits}:
+        elif node.op_type == "DequantizeLinear" and src in conv.consts:  # a folded Clip's codes are not in consts
             node.input[0] = conv.init(conv.consts[src], f"{src}_codes")
             nodes.append(node)
         else:
@@ -186,7 +188,9 @@ def _plain(model) -> tuple[_Converter, list]:
     for out in conv.model.graph.output:
         if out.name in renamed:
             raise GraphError(f"graph output {out.name!r} is a Clip of codes; hwvit reads a dequantized output")
-    return conv, nodes
+    del conv.model.graph.node[:]
+    conv.model.graph.node.extend(nodes)
+    return conv
 
 
 def _clips_codes(model) -> bool:
@@ -202,28 +206,12 @@ def _clips_codes(model) -> bool:
     return any(n.op_type == "Clip" and n.input and n.input[0] in ints for n in model.graph.node)
 
 
-def plain_qdq(model):
-    """A QCDQ model (``_plain``) as plain QDQ, the Clips of its codes folded; any other model as it is."""
-    if not _clips_codes(model):
-        return model
-    conv, nodes = _plain(model)
-    g = conv.model.graph
-    del g.node[:]
-    g.node.extend(nodes)
-    g.initializer.extend(conv.new_inits)
-    conv.onnx.checker.check_model(conv.model)
-    return conv.model
-
-
-def has_float_points(model) -> bool:
-    """Whether a QDQ model leaves a GEMM's output float (its bias add's, where one follows), as a file
-    quantized at its GEMMs' inputs alone does (Brevitas' QCDQ export, TensorRT's explicit
-    quantization); hwvit then calibrates every point it leaves float. A file whose GEMM outputs are
-    all quantized is read as it is, and a node hwvit cannot map is named as such."""
-    conv, nodes = _plain(model)
-    del conv.model.graph.node[:]
-    conv.model.graph.node.extend(nodes)
-    producer = {o: n for n in nodes for o in n.output}
+def _leaves_gemm_float(conv: _Converter) -> bool:
+    """Whether ``_plain``'s graph leaves a GEMM's output float (its bias add's, where one follows), as
+    a file quantized at its GEMMs' inputs alone does (Brevitas' QCDQ export, TensorRT's explicit
+    quantization). A file whose GEMM outputs are all quantized is read as it is, so a node hwvit
+    cannot map is named as such."""
+    producer = {o: n for n in conv.model.graph.node for o in n.output}
 
     def of_gemm(t: str) -> bool:
         node = producer.get(t)
@@ -234,25 +222,41 @@ def has_float_points(model) -> bool:
     return any(of_gemm(t) for t, _ in _float_points(conv)[0])
 
 
-def complete(model, calib: np.ndarray, batch: int = 64):
-    """A QDQ model that leaves points float (``has_float_points``) with hwvit's calibrated quantizers
-    at them (module docstring), on float inputs ``calib``; its metadata ``CALIBRATED`` names them."""
-    conv, nodes = _plain(model)
-    return _complete(conv, nodes, calib, batch)
-
-
 def needs_calibration(model) -> bool:
-    """A QONNX file, or a QDQ file that leaves points float: hwvit calibrates those points."""
-    return is_qonnx(model) or has_float_points(model)
+    """A QONNX file, or a QDQ file that leaves a GEMM's output float: hwvit calibrates its float points."""
+    return is_qonnx(model) or _leaves_gemm_float(_plain(model))
 
 
-def _complete(conv: _Converter, nodes: list, calib: np.ndarray, batch: int):
-    """The QDQ model of ``conv`` with ``nodes`` (quantized constants as initializers of their own),
-    each float point quantized at hwvit's calibration on ``calib``."""
+def as_qdq(model, calib: np.ndarray | None, batch: int = 64):
+    """The QDQ model hwvit.onnx.build reads: a QONNX file's (``to_qdq``); a QDQ file that leaves a
+    GEMM's output float with hwvit's quantizers at its float points, calibrated on float inputs
+    ``calib``; a QCDQ file with the Clips of its codes folded; any other file as it is."""
+
+    def inputs() -> np.ndarray:
+        if calib is None:
+            raise GraphError("the file leaves points float that hwvit calibrates: give calibration inputs")
+        return np.asarray(calib, np.float32)
+
+    if is_qonnx(model):
+        return to_qdq(model, inputs(), batch)
+    conv = _plain(model)
+    if _leaves_gemm_float(conv):
+        return _complete(conv, inputs(), batch)
+    if not _clips_codes(model):
+        return model
+    conv.model.graph.initializer.extend(conv.new_inits)
+    conv.onnx.checker.check_model(conv.model)
+    return conv.model
+
+
+def _complete(conv: _Converter, calib: np.ndarray, batch: int):
+    """The QDQ model of ``conv`` (its quantized constants initializers of their own), each float point
+    quantized at hwvit's calibration on ``calib``."""
     helper = conv.onnx.helper
     g = conv.model.graph
+    nodes = _transposed_weights(conv, list(g.node))
     del g.node[:]
-    g.node.extend(_transposed_weights(conv, nodes))
+    g.node.extend(nodes)
     g.initializer.extend(conv.new_inits)
     conv.new_inits = []
     keep = [(o.domain, o.version) for o in conv.model.opset_import if o.domain in ("", "ai.onnx")]
@@ -457,4 +461,4 @@ def _stream_constants(conv: _Converter, node, zero: str, data: set, producer_of:
     return made
 
 
-__all__ = ["DOMAINS", "complete", "has_float_points", "is_qonnx", "needs_calibration", "plain_qdq", "to_qdq"]
+__all__ = ["DOMAINS", "as_qdq", "is_qonnx", "needs_calibration", "to_qdq"]
