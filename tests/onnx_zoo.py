@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 CALIB = 256  # calibration images of every file
 FAST_IMAGES = 32  # evaluation images of make test's side-by-side runs
 
@@ -35,10 +37,8 @@ class Zoo:
 
         key = (name, config, calib, pow2)
         if key not in self._files:
-            model, x_calib, _, _ = self.model(name)
-            src = self.root / f"{name}.onnx"
-            if not src.exists():
-                make.export(model, x_calib[:1], src)
+            _, x_calib, _, _ = self.model(name)
+            src = self.file_of_float(name)
             dst = self.root / f"{name}-{config}-{calib}{'-pow2' if pow2 else ''}.onnx"
             make.quantize(src, dst, x_calib[:calib], config)
             if pow2:
@@ -64,6 +64,26 @@ class Zoo:
         if "pt2e" not in self._files:
             self._files["pt2e"] = _pt2e_digits(self.root)
         return self._files["pt2e"]
+
+    def modelopt_file(self) -> Path:
+        """The digits ViT quantized by TensorRT Model Optimizer's ONNX PTQ (int8, max calibration on
+        256 training images, the rest float32; tests/producers/modelopt_ptq.py in `make modelopt`'s
+        venv): weights stored float and quantized in the graph, the fused qkv quantized after its split
+        into q, k and v, the residual stream quantized into each LayerNorm and float along the skip,
+        biases, the classifier and the scores float."""
+        if "modelopt" not in self._files:
+            self._files["modelopt"] = _modelopt_digits(self.root, self.file_of_float("digits"))
+        return self._files["modelopt"]
+
+    def file_of_float(self, name: str) -> Path:
+        """The float model ``name`` exported to ONNX (what each quantizer starts from)."""
+        from hwvit.onnx import make
+
+        src = self.root / f"{name}.onnx"
+        if not src.exists():
+            model, x_calib, _, _ = self.model(name)
+            make.export(model, x_calib[:1], src)
+        return src
 
     def _brevitas(self) -> tuple[Path, Path, Path]:
         if "brevitas" not in self._files:
@@ -214,6 +234,27 @@ def _pt2e_digits(root: Path) -> Path:
         path = root / "digits-pt2e.onnx"
         torch.onnx.export(convert_pt2e(prepared), (x[:2],), str(path), dynamo=True, input_names=["input"],
                           output_names=["logits"], dynamic_shapes=({0: batch},), verbose=False)  # fmt: skip
+    return path
+
+
+def _modelopt_digits(root: Path, src: Path) -> Path:
+    import subprocess
+    import sys
+
+    import pytest
+
+    repo = Path(__file__).resolve().parents[1]
+    python = repo / ".venv-modelopt" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"TensorRT Model Optimizer's venv {python.parent.parent} is missing; run: make modelopt")
+    _, x_calib, _, _ = _digits()
+    calib, path = root / "digits-calib.npy", root / "digits-modelopt.onnx"
+    np.save(calib, np.asarray(x_calib[:CALIB], np.float32))
+    script = repo / "tests" / "producers" / "modelopt_ptq.py"
+    done = subprocess.run([str(python), str(script), str(src), str(calib), str(path)], capture_output=True, text=True)
+    if done.returncode or not path.exists():
+        sys.stderr.write(done.stderr[-4000:])
+        pytest.fail(f"{script.name} exited {done.returncode}")
     return path
 
 

@@ -130,9 +130,10 @@ def test_parting_images_are_hwvits_layernorm(onnx_zoo):
     assert sum(d.differ for d in probs) / sum(d.elements for d in probs) < 1e-4
 
 
-@pytest.mark.parametrize("config", [*CONFIGS, "qcdq", "pt2e"])
+@pytest.mark.parametrize("config", [*CONFIGS, "qcdq", "pt2e", "modelopt"])
 def test_vectors_pass_the_verilog(onnx_zoo, config, tmp_path):
-    """`hwvit vectors` of each digits file (onnxruntime's configurations, Brevitas' QCDQ and PT2E's,
+    """`hwvit vectors` of each digits file (onnxruntime's configurations; Brevitas' QCDQ, PT2E's and TensorRT
+    Model Optimizer's,
     whose float points `hwvit vectors` calibrates; softmax=round_each, as onnxruntime rounds), then
     `hwvit sim --simulator both`: every set passes bit for bit, softmax_round_each's on
     rtl/softmax_round_each.v."""
@@ -142,7 +143,7 @@ def test_vectors_pass_the_verilog(onnx_zoo, config, tmp_path):
     from hwvit.cli import main
 
     out = tmp_path / "vec"
-    made = {"qcdq": onnx_zoo.qcdq_file, "pt2e": onnx_zoo.pt2e_file}
+    made = {"qcdq": onnx_zoo.qcdq_file, "pt2e": onnx_zoo.pt2e_file, "modelopt": onnx_zoo.modelopt_file}
     path = made[config]() if config in made else onnx_zoo.file("digits", config)
     args = ["vectors", "--checkpoint", str(path), "--limit", "1"]
     res = CliRunner().invoke(main, [*args, "--variant", "softmax=round_each", "--out", str(out), "-q"])
@@ -294,6 +295,88 @@ def test_pt2e_file(onnx_zoo):
     own = [d for d in side.isolated["off"] if d.origin == "file"]
     assert len(own) >= 7 and all(d.differ == 0 for d in own), [(d.point, d.differ) for d in own]
     assert side.agreement["off"] >= 0.995 and abs(side.top1["hwvit"] - side.top1["off"]) <= 0.01, side.top1
+
+
+def _biases_on_the_grid(src, dst) -> int:
+    """``src`` with each float bias a GEMM's output adds moved onto the GEMM's accumulator grid as
+    hwvit.onnx.build puts it: ``round(b / (s_in * s_w)) * (s_in * s_w)`` (float32 scales, their product
+    per output channel). Returns how many biases moved."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(src))
+    inits = {i.name: i for i in model.graph.initializer}
+    producer = {o: n for n in model.graph.node for o in n.output}
+
+    def scale_of(t: str) -> np.ndarray:
+        dq = producer[t]
+        assert dq.op_type == "DequantizeLinear", dq.op_type
+        return numpy_helper.to_array(inits[dq.input[1]]).astype(np.float32)
+
+    moved = 0
+    for node in model.graph.node:
+        gemm = next((producer[i] for i in node.input if i in producer and producer[i].op_type == "MatMul"), None)
+        bias = next((i for i in node.input if i in inits and numpy_helper.to_array(inits[i]).size > 1), None)
+        if node.op_type != "Add" or gemm is None or bias is None:
+            continue
+        acc = (scale_of(gemm.input[0]) * scale_of(gemm.input[1])).astype(np.float64)
+        b = numpy_helper.to_array(inits[bias]).astype(np.float64)
+        on_grid = (np.rint(b / acc) * acc).astype(np.float32)
+        inits[bias].CopyFrom(numpy_helper.from_array(on_grid, bias))
+        moved += 1
+    onnx.save(model, str(dst))
+    return moved
+
+
+def test_modelopt_file(onnx_zoo, tmp_path):
+    """A TensorRT Model Optimizer file (ONNX PTQ, int8, max calibration; tests/producers/modelopt_ptq.py):
+    weights stored float and quantized in the graph, the fused qkv quantized in q, k, v parts after its
+    split, the residual stream quantized into each LayerNorm and float along the skip; biases, scores,
+    the last residual add and the classifier float. hwvit folds the weights' quantizers into the
+    codes onnxruntime computes, slices the qkv into its parts, carries the stream quantized and
+    calibrates what the file leaves float. On the whole held-out split, the file's quantized points
+    without a float constant equal onnxruntime's alone; each GEMM with a float bias differs by at most
+    1 LSB (hwvit rounds the bias onto the int32 accumulator grid), and with the file's biases moved
+    onto that grid by at most 5 per million; agreement at least 99.5%."""
+    import onnx
+
+    from hwvit.onnx.ort import session
+
+    path = onnx_zoo.modelopt_file()
+    _, x_calib, x_test, y_test = onnx_zoo.model("digits")
+    with pytest.raises(ValueError, match="give calibration inputs"):
+        build.load(path)
+    imported = build.load(path, calib=x_calib[:256], softmax="round_each")
+    assert set(imported.origin.values()) == {"file", "hwvit calibration", "hwvit arithmetic"}
+    # the qkv weight's codes as onnxruntime quantizes them, and hwvit's q, k, v parts of them
+    model = onnx.load(str(path))
+    name = imported.weights["layers.0.attn.q"]
+    q_node = next(n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.output[0] in {
+        d.input[0] for d in model.graph.node if d.op_type == "DequantizeLinear" and d.output[0] == name})  # fmt: skip
+    model.graph.output.append(onnx.helper.make_empty_tensor_value_info(q_node.output[0]))
+    sess = session(model, False)
+    codes = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"input": x_test[:1]})))[q_node.output[0]]
+    attn = imported.int_model.blocks[0].attn
+    assert attn.qkv is None and codes.shape == (64, 192)
+    assert np.array_equal(np.concatenate([attn.q.w, attn.k.w, attn.v.w]), codes.T)
+
+    bias_gemms = (".attn.q", ".attn.k", ".attn.v", ".attn.proj", ".mlp.fc2")
+    side = runtime.side_by_side(imported, x_test, y_test, levels=("off",))
+    own = [d for d in side.isolated["off"] if d.origin == "file"]
+    exact = [d for d in own if not d.point.endswith(bias_gemms)]
+    assert {d.point.split(".")[-1] for d in exact} == {"input", "context", "gelu", "add1", "add2"}
+    assert all(d.differ == 0 for d in exact), [(d.point, d.differ) for d in exact]
+    assert all(d.max_lsb <= 1 for d in own), [(d.point, d.max_lsb) for d in own]
+    assert side.agreement["off"] >= 0.995 and abs(side.top1["hwvit"] - side.top1["off"]) <= 0.01, side.top1
+
+    edited = tmp_path / "on-grid.onnx"
+    assert _biases_on_the_grid(path, edited) == 3 * 4  # each block's qkv (one bias of q, k, v), proj, fc1, fc2
+    imported = build.load(edited, calib=x_calib[:256], softmax="round_each")
+    side = runtime.side_by_side(imported, x_test, y_test, levels=("off",))
+    gemms = [d for d in side.isolated["off"] if d.origin == "file" and d.point.endswith(bias_gemms)]
+    assert len(gemms) >= 3 * 4, [d.point for d in gemms]
+    per_million = 1e6 * sum(d.differ for d in gemms) / sum(d.elements for d in gemms)
+    assert per_million <= 5, [(d.point, d.differ) for d in gemms]
 
 
 def test_qonnx_through_the_cli(onnx_zoo, tmp_path):

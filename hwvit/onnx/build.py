@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from hwvit.onnx.graph import GraphError, QGraph, Quant, Step, dequantize_f32, quantize_f32, table_of
+from hwvit.onnx.parts import split_shared
 
 ROUNDING = "half_even"  # ONNX QuantizeLinear rounds half to even
 
@@ -77,6 +78,7 @@ class _Builder:
         self.offsets: dict[str, int] = {}
         self.origin: dict[str, str] = {}
         self.shapes = _shapes(g.model)
+        split_shared(g, self.shapes.get(g.inputs[0]) if g.inputs else None)
         self.float_weights: dict[str, np.ndarray] = {}
         self.weights: dict[str, str] = {}
         # a QONNX file's points that hwvit calibrated (hwvit.onnx.qonnx): their quantizers are hwvit's

@@ -22,8 +22,10 @@ against it); nothing of qonnx is needed to read the file.
 
 A QDQ file quantized as Brevitas quantizes (its ``export_onnx_qcdq``: the GEMMs' inputs and weights
 alone, a narrow weight quantizer as a Clip of its codes) takes the same road: ``as_qdq`` folds the
-Clips and quantizes its float points at hwvit's calibration. A file onnxruntime's quantizer writes
-leaves no float point and no Clip, and is read as it is.
+Clips and quantizes its float points at hwvit's calibration. A file that stores its weights float
+and quantizes them in the graph (TensorRT Model Optimizer's ONNX PTQ) has each such QuantizeLinear
+folded into the codes onnxruntime computes. A file onnxruntime's quantizer writes leaves no float
+point, no Clip and no quantizer of a constant, and is read as it is.
 """
 
 from __future__ import annotations
@@ -151,8 +153,9 @@ def to_qdq(model, calib: np.ndarray, batch: int = 64):
 
 
 def _plain(model) -> _Converter:
-    """A QDQ model's converter, its graph's every quantized constant's codes an initializer of its own
-    and each Clip of codes folded: QCDQ (Brevitas' ``export_onnx_qcdq``: QuantizeLinear, Clip,
+    """A QDQ model's converter, its graph's every quantized constant's codes an initializer of its own,
+    a QuantizeLinear of a float constant folded into its codes (``_quantized_constant``) and each
+    Clip of codes folded: QCDQ (Brevitas' ``export_onnx_qcdq``: QuantizeLinear, Clip,
     DequantizeLinear) writes a narrow or sub-8-bit quantizer as a Clip of its codes. A Clip of
     constant codes (weights) clips them; of an activation's codes it must keep the whole 8-bit range
     (hwvit's activations), else one line names it."""
@@ -164,7 +167,11 @@ def _plain(model) -> _Converter:
         for k, i in enumerate(node.input):
             node.input[k] = renamed.get(i, i)
         src = node.input[0] if node.input else ""
-        if node.op_type == "Clip" and src in conv.consts and conv.consts[src].dtype.kind in "iu":
+        if node.op_type == "QuantizeLinear" and src in conv.consts and conv.consts[src].dtype.kind == "f":
+            codes = _quantized_constant(conv, node)
+            renamed[node.output[0]] = own = conv.init(codes, f"{src}_codes")
+            conv.consts[own] = codes
+        elif node.op_type == "Clip" and src in conv.consts and conv.consts[src].dtype.kind in "iu":
             info = np.iinfo(conv.consts[src].dtype)
             lo, hi = (conv.const(i, node) if i else d for i, d in zip([*node.input[1:3], "", ""], (info.min, info.max)))
             codes = np.clip(conv.consts[src], lo, hi).astype(conv.consts[src].dtype)
@@ -180,30 +187,79 @@ def _plain(model) -> _Converter:
                     "codes; hwvit reads 8-bit activations over the whole range (narrow_range=False, bit_width=8)"
                 )
             renamed[node.output[0]] = src
-        elif node.op_type == "DequantizeLinear" and src in conv.consts:  # a folded Clip's codes are not in consts
+        elif node.op_type == "DequantizeLinear" and src in conv.consts and src not in renamed.values():
             node.input[0] = conv.init(conv.consts[src], f"{src}_codes")
             nodes.append(node)
         else:
             nodes.append(node)
     for out in conv.model.graph.output:
         if out.name in renamed:
-            raise GraphError(f"graph output {out.name!r} is a Clip of codes; hwvit reads a dequantized output")
+            raise GraphError(f"graph output {out.name!r} is codes; hwvit reads a dequantized output")
+    nodes, shared = _share_quantizers(conv, nodes)
     del conv.model.graph.node[:]
     conv.model.graph.node.extend(nodes)
+    conv.folded = bool(renamed or shared)
     return conv
 
 
-def _clips_codes(model) -> bool:
-    """Whether a Clip reads a quantizer's codes or constant integer codes (the QCDQ form)."""
-    from onnx import TensorProto
+def _share_quantizers(conv: _Converter, nodes: list) -> tuple[list, list[str]]:
+    """A float tensor that the file quantizes for some of its readers and passes float to others (the
+    residual stream of TensorRT Model Optimizer's files: quantized into each LayerNorm, float along
+    the skip) read quantized by all: the others read the file's DequantizeLinear, moved to just after
+    the tensor's producer. hwvit's datapath carries the stream as codes; the difference from the
+    file's float skip is hwvit's arithmetic, and ``hwvit compare`` measures it. Returns the nodes
+    and the tensors so shared."""
+    consumers: dict[str, list] = {}
+    for node in nodes:
+        for i in node.input:
+            consumers.setdefault(i, []).append(node)
+    outputs = {o.name for o in conv.model.graph.output}
+    moved: dict[str, list] = {}  # tensor -> its QuantizeLinear and DequantizeLinear
+    for t, readers in consumers.items():
+        if t in conv.consts or t in outputs:
+            continue
+        qs = [r for r in readers if r.op_type == "QuantizeLinear"]
+        others = [r for r in readers if r.op_type != "QuantizeLinear" and r.op_type not in SHAPE_OPS]
+        if not qs or not others:
+            continue
+        q = qs[0]
+        dq = next((d for d in consumers.get(q.output[0], []) if d.op_type == "DequantizeLinear"
+                   and list(d.input[1:]) == list(q.input[1:])), None)  # fmt: skip
+        if dq is None:
+            continue
+        for r in others:
+            r.input[:] = [dq.output[0] if i == t else i for i in r.input]
+        moved[t] = [q, dq]
+    if not moved:
+        return nodes, []
+    placed = {id(n) for pair in moved.values() for n in pair}
+    out = [n for t, pair in moved.items() if t not in {o for n in nodes for o in n.output} for n in pair]
+    for node in nodes:
+        if id(node) in placed:
+            continue
+        out.append(node)
+        for t in node.output:
+            out.extend(moved.get(t, []))
+    return out, list(moved)
 
-    kinds = (TensorProto.INT8, TensorProto.UINT8)
-    ints = {i.name for i in model.graph.initializer if i.data_type in kinds}
-    ints |= {o for n in model.graph.node if n.op_type == "QuantizeLinear" for o in n.output}
-    for n in model.graph.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].t.data_type in kinds:
-            ints.update(n.output)
-    return any(n.op_type == "Clip" and n.input and n.input[0] in ints for n in model.graph.node)
+
+def _quantized_constant(conv: _Converter, node) -> np.ndarray:
+    """The codes of a QuantizeLinear of a float constant (TensorRT Model Optimizer stores weights
+    float and quantizes them in the graph), as onnxruntime computes them: float32 ``x / scale``,
+    round half to even, plus the zero point, saturated; per tensor or along ``axis``."""
+    x = np.asarray(conv.consts[node.input[0]], np.float32)
+    scale = np.asarray(conv.const(node.input[1], node), np.float32)
+    zero = conv.const(node.input[2], node) if len(node.input) > 2 and node.input[2] else np.zeros((), np.uint8)
+    zero = np.asarray(zero)
+    if zero.dtype not in (np.int8, np.uint8):
+        raise GraphError(f"node {node_label(node)}: {zero.dtype} codes; hwvit reads int8 and uint8")
+    shape = [1] * x.ndim
+    if scale.size > 1:
+        axis = int(_attrs(node).get("axis", 1)) % x.ndim
+        shape[axis] = -1
+    info = np.iinfo(zero.dtype)
+    v = np.rint(x / scale.reshape(shape)).astype(np.int64) + zero.astype(np.int64).reshape(shape)
+    return np.clip(v, info.min, info.max).astype(zero.dtype)
 
 
 def _leaves_gemm_float(conv: _Converter) -> bool:
@@ -242,7 +298,7 @@ def as_qdq(model, calib: np.ndarray | None, batch: int = 64):
     conv = _plain(model)
     if _leaves_gemm_float(conv):
         return _complete(conv, inputs(), batch)
-    if not _clips_codes(model):
+    if not conv.folded:
         return model
     conv.model.graph.initializer.extend(conv.new_inits)
     conv.onnx.checker.check_model(conv.model)
@@ -254,7 +310,7 @@ def _complete(conv: _Converter, calib: np.ndarray, batch: int):
     quantized at hwvit's calibration on ``calib``."""
     helper = conv.onnx.helper
     g = conv.model.graph
-    nodes = _transposed_weights(conv, list(g.node))
+    nodes = _float_weights(conv, _transposed_weights(conv, list(g.node)))
     del g.node[:]
     g.node.extend(nodes)
     g.initializer.extend(conv.new_inits)
@@ -297,6 +353,24 @@ def _transposed_weights(conv: _Converter, nodes: list) -> list:
                                                   name=node.name, **attrs))  # fmt: skip
             dropped.add(id(nxt[0]))
             continue
+        out.append(node)
+    return out
+
+
+def _float_weights(conv: _Converter, nodes: list) -> list:
+    """A GEMM the file leaves float (a weight that is a float constant, such as the classifier head
+    TensorRT Model Optimizer does not quantize) given hwvit's weight quantizer: symmetric int8, one
+    scale ``max |w| / 127``, its codes and a DequantizeLinear before the GEMM."""
+    helper, out = conv.onnx.helper, []
+    for node in nodes:
+        w = node.input[1] if node.op_type in LINEAR and len(node.input) > 1 else ""
+        value = conv.consts.get(w)
+        if value is not None and value.dtype.kind == "f" and value.size > 1:
+            scale = np.float32(max(float(np.abs(value).max()), 1e-12) / 127)
+            codes = conv.init(np.clip(np.rint(value / scale), -127, 127).astype(np.int8), f"{w}_codes")
+            sc, zero = conv.init(scale, f"{w}_scale"), conv.init(np.int8(0), f"{w}_zero")
+            node.input[1] = deq = conv.name(f"{w}_dq")
+            out.append(helper.make_node("DequantizeLinear", [codes, sc, zero], [deq], name=conv.name("dq")))
         out.append(node)
     return out
 
@@ -442,6 +516,9 @@ def _stream_constants(conv: _Converter, node, zero: str, data: set, producer_of:
     the nodes to place before ``node``, whose input now reads them."""
     if node.op_type not in ("Add", "Concat") or not any(i in data for i in node.input):
         return []
+    src = producer_of.get(next(i for i in node.input if i in data))
+    if node.op_type == "Add" and src is not None and src.op_type in LINEAR:
+        return []  # a GEMM's float bias: hwvit.onnx.build puts it on the accumulator's int32 grid
     helper, made = conv.onnx.helper, []
     for k, name in enumerate(node.input):
         value = None if name in data else _constant_origin(conv, name, producer_of)

@@ -165,8 +165,8 @@ def _to_ours(point: str, theirs: np.ndarray, like: np.ndarray) -> np.ndarray:
     if point.endswith((".attn.q", ".attn.k", ".attn.v")) and like.ndim == 4 and theirs.ndim == 3:
         b, h, n, hd = like.shape  # (B, N, H*hd) -> (B, H, N, hd)
         return theirs.reshape(b, n, h, hd).transpose(0, 2, 1, 3)
-    if point.endswith(".attn.k_scaled") and theirs.shape == like.shape[:2] + like.shape[:1:-1]:
-        return theirs.transpose(0, 1, 3, 2)  # K^T scaled: (B, H, hd, N)
+    if point.endswith((".attn.k", ".attn.k_scaled")) and theirs.shape == like.shape[:2] + like.shape[:1:-1]:
+        return theirs.transpose(0, 1, 3, 2)  # K^T (scaled): (B, H, hd, N)
     if point == "embed" and theirs.ndim == 4:
         return theirs.reshape(theirs.shape[0], theirs.shape[1], -1).transpose(0, 2, 1)
     return theirs.reshape(like.shape)
@@ -202,7 +202,7 @@ def _layout(point: str, ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
             return ours.transpose(0, 2, 1).reshape(theirs.shape)
         if point.endswith((".attn.q", ".attn.k", ".attn.v")) and ours.ndim == 4 and theirs.ndim == 3:
             return ours.transpose(0, 2, 1, 3).reshape(theirs.shape)  # (B, H, N, hd) vs (B, N, H*hd)
-        if point.endswith(".attn.k_scaled") and theirs.shape == ours.shape[:2] + ours.shape[:1:-1]:
+        if point.endswith((".attn.k", ".attn.k_scaled")) and theirs.shape == ours.shape[:2] + ours.shape[:1:-1]:
             return ours.transpose(0, 1, 3, 2)
         return ours.reshape(theirs.shape)
     return ours
