@@ -81,7 +81,7 @@ class _Builder:
         split_shared(g, self.shapes.get(g.inputs[0]) if g.inputs else None)
         self.float_weights: dict[str, np.ndarray] = {}
         self.weights: dict[str, str] = {}
-        # a QONNX file's points that hwvit calibrated (hwvit.onnx.qonnx): their quantizers are hwvit's
+        # the points and weights of a file whose quantizers hwvit chose (hwvit.onnx.qonnx)
         meta = {p.key: p.value for p in g.model.metadata_props}
         self.calibrated = set(meta.get("hwvit.calibrated", "").split())
 
@@ -154,6 +154,7 @@ class _Builder:
         rq = requant_of(ratio(s_in, s_w, q_out.s), 8, q_out.s, ROUNDING)
         rq = replace(rq, zero=_z(q_out))
         node = next(n for n in step.nodes if n.op_type == step.op)
+        origin = "hwvit calibration" if node.input[1] in self.calibrated else "file"  # its weights' quantizer
         self.weights["embed.proj" if name == "patch_embed.proj" else name] = node.input[1]
         w8 = np.array(w, np.int8)
         w8.flags.writeable = False
@@ -164,9 +165,9 @@ class _Builder:
         bstep = self.next(step.out, "bias", step.name, optional=True)
         if bstep is not None and step.op == "MatMul":
             lin = self.bias_add(lin, bstep, name)
-            self.mark(point, bstep)
+            self.mark(point, bstep, origin)
         else:
-            self.mark(point, step)
+            self.mark(point, step, origin)
         return lin, (bstep if bstep is not None and step.op == "MatMul" else step)
 
     def bias_add(self, lin, bstep: Step, name: str):

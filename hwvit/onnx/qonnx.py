@@ -67,6 +67,7 @@ class _Converter:
                 self.consts[node.output[0]] = numpy_helper.to_array(_attrs(node)["value"])
         self.new_inits: list = []
         self.count = 0
+        self.hwvit_weights: list[str] = []  # dequantized weights whose quantizer is hwvit's (_float_weights)
 
     def name(self, base: str) -> str:
         self.count += 1
@@ -195,10 +196,10 @@ def _plain(model) -> _Converter:
     for out in conv.model.graph.output:
         if out.name in renamed:
             raise GraphError(f"graph output {out.name!r} is codes; hwvit reads a dequantized output")
-    nodes, shared = _share_quantizers(conv, nodes)
+    nodes, shared = _share_quantizers(conv, _float_weights(conv, nodes))
     del conv.model.graph.node[:]
     conv.model.graph.node.extend(nodes)
-    conv.folded = bool(renamed or shared)
+    conv.folded = bool(renamed or shared or conv.hwvit_weights)
     return conv
 
 
@@ -301,6 +302,7 @@ def as_qdq(model, calib: np.ndarray | None, batch: int = 64):
     if not conv.folded:
         return model
     conv.model.graph.initializer.extend(conv.new_inits)
+    conv.model.metadata_props.add(key=CALIBRATED, value=" ".join(conv.hwvit_weights))
     conv.onnx.checker.check_model(conv.model)
     return conv.model
 
@@ -322,7 +324,7 @@ def _complete(conv: _Converter, calib: np.ndarray, batch: int):
     absmax = _calibrate(conv.model, [t for t, _ in points], calib, batch)
     calibrated = _insert(conv, points, absmax, data)
     g.initializer.extend(conv.new_inits)
-    conv.model.metadata_props.add(key=CALIBRATED, value=" ".join(calibrated))
+    conv.model.metadata_props.add(key=CALIBRATED, value=" ".join(calibrated + conv.hwvit_weights))
     conv.onnx.checker.check_model(conv.model)
     return conv.model
 
@@ -360,7 +362,8 @@ def _transposed_weights(conv: _Converter, nodes: list) -> list:
 def _float_weights(conv: _Converter, nodes: list) -> list:
     """A GEMM the file leaves float (a weight that is a float constant, such as the classifier head
     TensorRT Model Optimizer does not quantize) given hwvit's weight quantizer: symmetric int8, one
-    scale ``max |w| / 127``, its codes and a DequantizeLinear before the GEMM."""
+    scale ``max |w| / 127``, its codes and a DequantizeLinear before the GEMM (named in metadata
+    ``CALIBRATED``, so the layer's origin says hwvit's)."""
     helper, out = conv.onnx.helper, []
     for node in nodes:
         w = node.input[1] if node.op_type in LINEAR and len(node.input) > 1 else ""
@@ -370,6 +373,7 @@ def _float_weights(conv: _Converter, nodes: list) -> list:
             codes = conv.init(np.clip(np.rint(value / scale), -127, 127).astype(np.int8), f"{w}_codes")
             sc, zero = conv.init(scale, f"{w}_scale"), conv.init(np.int8(0), f"{w}_zero")
             node.input[1] = deq = conv.name(f"{w}_dq")
+            conv.hwvit_weights.append(deq)
             out.append(helper.make_node("DequantizeLinear", [codes, sc, zero], [deq], name=conv.name("dq")))
         out.append(node)
     return out
