@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from hwvit.onnx.graph import GraphError, QGraph, Quant, Step, dequantize_f32, quantize_f32, table_of
+from hwvit.onnx.ort import probe_shapes
 from hwvit.onnx.parts import split_shared
 
 ROUNDING = "half_even"  # ONNX QuantizeLinear rounds half to even
@@ -533,26 +534,6 @@ def _shapes(model) -> dict[str, list]:
         dims = vi.type.tensor_type.shape.dim
         out[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
     return out
-
-
-def probe_shapes(model, names: list[str], input_shape) -> list[list[int]]:
-    """The shapes of tensors ``names`` in one run of the file on a zero input of batch 1."""
-    import onnx
-    import onnxruntime as ort
-
-    from hwvit.onnx.ort import run_batched
-
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    for name in names:
-        m.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    x = np.zeros([1] + [int(d) for d in input_shape[1:]], np.float32)
-    got = run_batched(sess, x, names)
-    return [list(a.shape) for a in got]
 
 
 def load(path, softmax: str = "hwvit", layernorm: str = "hwvit", calib=None) -> Imported:

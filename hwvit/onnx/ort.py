@@ -55,4 +55,18 @@ def run_batched(sess, x, names=None) -> list:
     return out
 
 
-__all__ = ["fixed_batch", "run_batched", "session"]
+def probe_shapes(model, names: list[str], input_shape) -> list[list[int]]:
+    """The shapes of tensors ``names`` in one run of ``model`` (optimizations off) on a zero input of
+    batch 1 and the rest of ``input_shape``."""
+    import numpy as np
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for name in names:
+        m.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    x = np.zeros([1] + [int(d) for d in input_shape[1:]], np.float32)
+    return [list(a.shape) for a in run_batched(session(m, False), x, names)]
+
+
+__all__ = ["fixed_batch", "probe_shapes", "run_batched", "session"]

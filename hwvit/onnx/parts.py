@@ -43,8 +43,7 @@ def _probe(g: QGraph, src: str, ends: list[str], input_shape) -> tuple[list, lis
     ``src`` replaced by probes (the rest of the graph, its shape arithmetic, runs as the file does)."""
     import onnx
 
-    from hwvit.onnx.build import probe_shapes
-    from hwvit.onnx.ort import session
+    from hwvit.onnx.ort import probe_shapes, session
 
     shape = probe_shapes(g.model, [src], input_shape)[0]
     if len(shape) != 3:
