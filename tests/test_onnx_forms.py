@@ -98,6 +98,9 @@ def test_quantized_constants_are_onnxruntimes():
         got = qonnx._quantized_constant(conv, model.graph.node[0])
         assert got.dtype == want.dtype and np.array_equal(got, want), (dtype, axis)
         assert np.any(grid % 1 == 0.5) and (want.min() == np.iinfo(dtype).min or want.max() == np.iinfo(dtype).max)
+    blocked = helper.make_node("QuantizeLinear", ["w", "s", "z"], ["c"], name="wq_blocks", axis=1, block_size=2)
+    with pytest.raises(qonnx.GraphError, match="wq_blocks.*blocked quantization"):
+        qonnx._quantized_constant(conv, blocked)
 
 
 def test_weights_quantized_in_the_graph(onnx_zoo, tmp_path):

@@ -215,6 +215,7 @@ def _share_quantizers(conv: _Converter, nodes: list) -> tuple[list, list[str]]:
         for i in node.input:
             consumers.setdefault(i, []).append(node)
     outputs = {o.name for o in conv.model.graph.output}
+    produced = {o for n in nodes for o in n.output}
     moved: dict[str, list] = {}  # tensor -> its QuantizeLinear and DequantizeLinear
     for t, readers in consumers.items():
         if t in conv.consts or t in outputs:
@@ -234,7 +235,7 @@ def _share_quantizers(conv: _Converter, nodes: list) -> tuple[list, list[str]]:
     if not moved:
         return nodes, []
     placed = {id(n) for pair in moved.values() for n in pair}
-    out = [n for t, pair in moved.items() if t not in {o for n in nodes for o in n.output} for n in pair]
+    out = [n for t, pair in moved.items() if t not in produced for n in pair]  # a graph input's: first
     for node in nodes:
         if id(node) in placed:
             continue
@@ -250,6 +251,8 @@ def _quantized_constant(conv: _Converter, node) -> np.ndarray:
     round half to even, plus the zero point, saturated; per tensor or along ``axis``."""
     x = np.asarray(conv.consts[node.input[0]], np.float32)
     scale = np.asarray(conv.const(node.input[1], node), np.float32)
+    if _attrs(node).get("block_size", 0) or (scale.ndim > 1 and scale.size > 1):
+        raise GraphError(f"node {node_label(node)}: blocked quantization; hwvit reads one scale per tensor or channel")
     zero = conv.const(node.input[2], node) if len(node.input) > 2 and node.input[2] else np.zeros((), np.uint8)
     zero = np.asarray(zero)
     if zero.dtype not in (np.int8, np.uint8):
