@@ -65,15 +65,16 @@ class Zoo:
             self._files["pt2e"] = _pt2e_digits(self.root)
         return self._files["pt2e"]
 
-    def modelopt_file(self) -> Path:
-        """The digits ViT quantized by TensorRT Model Optimizer's ONNX PTQ (int8, max calibration on
-        256 training images, the rest float32; tests/producers/modelopt_ptq.py in `make modelopt`'s
-        venv): weights stored float and quantized in the graph, the fused qkv quantized after its split
+    def modelopt_file(self, name: str = "digits") -> Path:
+        """Model ``name`` quantized by TensorRT Model Optimizer's ONNX PTQ (int8, max calibration on its
+        256 calibration images, the rest float32; tests/producers/modelopt_ptq.py in `make modelopt`'s
+        venv): weights stored float and quantized in the graph, a fused qkv quantized after its split
         into q, k and v, the residual stream quantized into each LayerNorm and float along the skip,
         biases, the classifier and the scores float."""
-        if "modelopt" not in self._files:
-            self._files["modelopt"] = _modelopt_digits(self.root, self.file_of_float("digits"))
-        return self._files["modelopt"]
+        if ("modelopt", name) not in self._files:
+            _, x_calib, _, _ = self.model(name)
+            self._files[("modelopt", name)] = _modelopt(self.root, name, self.file_of_float(name), x_calib)
+        return self._files[("modelopt", name)]
 
     def file_of_float(self, name: str) -> Path:
         """The float model ``name`` exported to ONNX (what each quantizer starts from)."""
@@ -237,7 +238,7 @@ def _pt2e_digits(root: Path) -> Path:
     return path
 
 
-def _modelopt_digits(root: Path, src: Path) -> Path:
+def _modelopt(root: Path, name: str, src: Path, x_calib) -> Path:
     import subprocess
     import sys
 
@@ -247,8 +248,7 @@ def _modelopt_digits(root: Path, src: Path) -> Path:
     python = repo / ".venv-modelopt" / "bin" / "python"
     if not python.exists():
         pytest.fail(f"TensorRT Model Optimizer's venv {python.parent.parent} is missing; run: make modelopt")
-    _, x_calib, _, _ = _digits()
-    calib, path = root / "digits-calib.npy", root / "digits-modelopt.onnx"
+    calib, path = root / f"{name}-calib.npy", root / f"{name}-modelopt.onnx"
     np.save(calib, np.asarray(x_calib[:CALIB], np.float32))
     script = repo / "tests" / "producers" / "modelopt_ptq.py"
     done = subprocess.run([str(python), str(script), str(src), str(calib), str(path)], capture_output=True, text=True)

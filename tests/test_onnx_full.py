@@ -379,6 +379,25 @@ def test_modelopt_file(onnx_zoo, tmp_path):
     assert per_million <= 5, [(d.point, d.differ) for d in gemms]
 
 
+@pytest.mark.parametrize("name", ["second", "hf"])
+def test_modelopt_files_of_other_shapes(onnx_zoo, name):
+    """TensorRT Model Optimizer's files of the second ViT (its qkv quantized in parts, as the digits
+    file's) and of the HF-shaped one (separate q, k, v; SDPA's scaling Muls after a Reshape whose sizes
+    come from the graph's shapes, read as tables): each is read, and on the whole evaluation split
+    the file's points with no float constant equal onnxruntime's alone, the rest within 1 LSB."""
+    path = onnx_zoo.modelopt_file(name)
+    _, x_calib, x_test, y_test = onnx_zoo.model(name)
+    imported = build.load(path, calib=x_calib[:256], softmax="round_each")
+    attn = imported.int_model.blocks[0].attn
+    assert attn.qkv is None and attn.q.w.shape == attn.k.w.shape == attn.v.w.shape
+    side = runtime.side_by_side(imported, x_test, y_test, levels=("off",))
+    own = [d for d in side.isolated["off"] if d.origin == "file"]
+    bias_gemms = (".attn.q", ".attn.k", ".attn.v", ".attn.proj", ".mlp.fc1", ".mlp.fc2")
+    exact = [d for d in own if not d.point.endswith(bias_gemms)]
+    assert len(exact) >= 2 * 3 and all(d.differ == 0 for d in exact), [(d.point, d.differ) for d in exact]
+    assert all(d.max_lsb <= 1 for d in side.isolated["off"]), [(d.point, d.max_lsb) for d in side.isolated["off"]]
+
+
 def test_qonnx_through_the_cli(onnx_zoo, tmp_path):
     """`hwvit compare` and `hwvit vectors` of the QONNX file (its float points calibrated on the digits
     training images): onnxruntime runs the file's QDQ form beside it; the sets pass check."""

@@ -340,13 +340,16 @@ class QGraph:
         return codes
 
 
-def sub_model(g: QGraph, src: str, out: str):
+def sub_model(g: QGraph, src: str, out: str, moves: bool = True):
     """The file's own nodes from quantized tensor ``src`` to quantized tensor ``out`` as a model of its
-    own (input ``src``, any shape; output ``out``), with the constants they read."""
+    own (input ``src``, any shape; output ``out``), with the constants they read. ``moves=False``
+    leaves the moves on the way out (each reads as its data input), for a chain that maps codes
+    element by element (a table of one code), whose Reshape may take its sizes from elsewhere in the
+    graph."""
     import onnx
     from onnx import helper
 
-    nodes, seen, stack, inits = [], set(), [out], set()
+    nodes, seen, stack, inits, alias = [], set(), [out], set(), {}
     while stack:
         name = stack.pop()
         if name in seen or name == src or not name:
@@ -358,15 +361,32 @@ def sub_model(g: QGraph, src: str, out: str):
         node = g.producer.get(name)
         if node is None:
             raise GraphError(f"tensor {name!r}: the nodes to {out!r} read something besides {src!r}")
+        if node.op_type in MOVES and not moves:
+            alias.update((o, node.input[0]) for o in node.output)
+            stack.append(node.input[0])
+            continue
         nodes.append(node)
         stack.extend(node.input)
+
+    def through(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
     order = {id(n): i for i, n in enumerate(g.model.graph.node)}
-    nodes = sorted({id(n): n for n in nodes}.values(), key=lambda n: order[id(n)])
+    kept = []
+    for node in sorted({id(n): n for n in nodes}.values(), key=lambda n: order[id(n)]):
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        copy.input[:] = [through(i) for i in node.input]
+        kept.append(copy)
+    if out in alias:  # the chain ends in a move
+        kept.append(helper.make_node("Identity", [through(out)], [out]))
     elem = onnx.helper.np_dtype_to_tensor_dtype(g.quant_of(src).dtype)
     out_elem = onnx.helper.np_dtype_to_tensor_dtype(g.quant_of(out).dtype)
     initializers = [i for i in g.model.graph.initializer if i.name in inits]
     graph = helper.make_graph(
-        nodes, "sub", [helper.make_tensor_value_info(src, elem, None)],
+        kept, "sub", [helper.make_tensor_value_info(src, elem, None)],
         [helper.make_tensor_value_info(out, out_elem, None)], initializers,
     )  # fmt: skip
     return helper.make_model(graph, opset_imports=list(g.model.opset_import), ir_version=g.model.ir_version)
@@ -378,7 +398,7 @@ def table_of(g: QGraph, src: str, out: str) -> np.ndarray:
     from hwvit.onnx.ort import session
 
     q_in = g.quant_of(src)
-    model = sub_model(g, src, out)
+    model = sub_model(g, src, out, moves=False)
     for init in model.graph.initializer:  # a constant of many values: not a function of one code
         if int(np.prod(init.dims)) > 1:
             node = next(n for n in model.graph.node if init.name in n.input)

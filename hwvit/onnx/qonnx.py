@@ -427,7 +427,7 @@ def _float_points(conv: _Converter) -> tuple[list[tuple[str, str | None]], set[s
             if t not in data or to_quantizers_only(t):
                 continue
             readers = consumers.get(t, [])
-            if node.op_type in LINEAR and len(readers) == 1 and _bias_add(readers[0], t, data, conv):
+            if node.op_type in LINEAR and len(readers) == 1 and _bias_add(readers[0], t, data, conv, producer):
                 continue  # its bias add follows: the quantizer goes after it
             if elementwise_of_one(node) and readers and all(elementwise_of_one(r) for r in readers):
                 continue  # inside a chain of one code: a table up to its end
@@ -440,12 +440,13 @@ def _float_points(conv: _Converter) -> tuple[list[tuple[str, str | None]], set[s
     return points, data
 
 
-def _bias_add(node, t: str, data: set, conv: _Converter) -> bool:
-    """Whether ``node`` adds a constant vector to ``t`` (a linear layer's float bias)."""
+def _bias_add(node, t: str, data: set, conv: _Converter, producer: dict) -> bool:
+    """Whether ``node`` adds a constant vector to ``t`` (a linear layer's float bias; through the
+    Identity torch's exporter writes for biases of equal values)."""
     if node.op_type != "Add":
         return False
     other = [i for i in node.input if i != t]
-    return len(other) == 1 and other[0] not in data and np.size(conv.consts.get(other[0], 0)) > 1
+    return len(other) == 1 and other[0] not in data and np.size(_constant_origin(conv, other[0], producer)) > 1
 
 
 def _calibrate(model, names: list[str], calib: np.ndarray, batch: int) -> dict[str, float]:
