@@ -407,12 +407,12 @@ def _float_points(conv: _Converter) -> tuple[list[tuple[str, str | None]], set[s
         others = [i for i in node.input if i and i not in data]
         return sum(i in data for i in node.input) == 1 and all(np.size(conv.consts.get(i, 0)) == 1 for i in others)
 
-    def to_quantizers_only(t: str) -> bool:  # every path through moves ends at a QuantizeLinear
+    def to_quantizers_only(t: str) -> bool:  # every value path through moves ends at a QuantizeLinear
         readers = consumers.get(t, [])
         if not readers or t in outputs:
             return False
         for r in readers:
-            if r.op_type == "QuantizeLinear":
+            if r.op_type == "QuantizeLinear" or r.op_type in SHAPE_OPS:  # a Shape reads no value
                 continue
             if r.op_type in MOVES and r.input[0] == t and all(to_quantizers_only(o) for o in r.output):
                 continue
