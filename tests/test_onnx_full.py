@@ -278,6 +278,18 @@ def test_brevitas_qcdq_is_its_qonnx(onnx_zoo, tmp_path):
     assert json.loads(res.output)["top1_int"] >= 0.9
 
 
+def _calibrated(onnx_zoo, path):
+    """(imported, held-out images, labels) of a digits file that leaves points float: refused without
+    calibration inputs, then read with hwvit's calibration on 256 training images (softmax
+    round_each), its points' origins the file's, hwvit's calibration and hwvit's arithmetic."""
+    _, x_calib, x_test, y_test = onnx_zoo.model("digits")
+    with pytest.raises(ValueError, match="give calibration inputs"):
+        build.load(path)
+    imported = build.load(path, calib=x_calib[:256], softmax="round_each")
+    assert set(imported.origin.values()) == {"file", "hwvit calibration", "hwvit arithmetic"}
+    return imported, x_test, y_test
+
+
 def test_pt2e_file(onnx_zoo):
     """A PT2E file (torchao's X86InductorQuantizer: int8 per-channel weights and uint8 inputs of every
     linear and convolution, the rest float; torch.onnx's dynamo exporter, its GELU one Gelu node):
@@ -285,11 +297,7 @@ def test_pt2e_file(onnx_zoo):
     input that is one: the context, GELU's output) equal onnxruntime's alone; agreement with
     onnxruntime on the whole held-out split at least 99.5%, top-1 as the file's."""
     path = onnx_zoo.pt2e_file()
-    _, x_calib, x_test, y_test = onnx_zoo.model("digits")
-    with pytest.raises(ValueError, match="give calibration inputs"):
-        build.load(path)
-    imported = build.load(path, calib=x_calib[:256], softmax="round_each")
-    assert set(imported.origin.values()) == {"file", "hwvit calibration", "hwvit arithmetic"}
+    imported, x_test, y_test = _calibrated(onnx_zoo, path)
     assert imported.graph.quant_of(imported.points["input"]).dtype == np.uint8
     side = runtime.side_by_side(imported, x_test, y_test, levels=("off",))
     own = [d for d in side.isolated["off"] if d.origin == "file"]
@@ -343,11 +351,7 @@ def test_modelopt_file(onnx_zoo, tmp_path):
     from hwvit.onnx.ort import session
 
     path = onnx_zoo.modelopt_file()
-    _, x_calib, x_test, y_test = onnx_zoo.model("digits")
-    with pytest.raises(ValueError, match="give calibration inputs"):
-        build.load(path)
-    imported = build.load(path, calib=x_calib[:256], softmax="round_each")
-    assert set(imported.origin.values()) == {"file", "hwvit calibration", "hwvit arithmetic"}
+    imported, x_test, y_test = _calibrated(onnx_zoo, path)
     # the qkv weight's codes as onnxruntime quantizes them, and hwvit's q, k, v parts of them
     model = onnx.load(str(path))
     name = imported.weights["layers.0.attn.q"]
@@ -371,7 +375,7 @@ def test_modelopt_file(onnx_zoo, tmp_path):
 
     edited = tmp_path / "on-grid.onnx"
     assert _biases_on_the_grid(path, edited) == 3 * 4  # each block's qkv (one bias of q, k, v), proj, fc1, fc2
-    imported = build.load(edited, calib=x_calib[:256], softmax="round_each")
+    imported = build.load(edited, calib=onnx_zoo.model("digits")[1][:256], softmax="round_each")
     side = runtime.side_by_side(imported, x_test, y_test, levels=("off",))
     gemms = [d for d in side.isolated["off"] if d.origin == "file" and d.point.endswith(bias_gemms)]
     assert len(gemms) >= 3 * 4, [d.point for d in gemms]
