@@ -101,6 +101,10 @@ def test_quantized_constants_are_onnxruntimes():
     blocked = helper.make_node("QuantizeLinear", ["w", "s", "z"], ["c"], name="wq_blocks", axis=1, block_size=2)
     with pytest.raises(qonnx.GraphError, match="wq_blocks.*blocked quantization"):
         qonnx._quantized_constant(conv, blocked)
+    conv.consts["z16"] = np.zeros(5, np.int16)
+    wide = helper.make_node("QuantizeLinear", ["w", "s", "z16"], ["c"], name="wq_int16", axis=1)
+    with pytest.raises(qonnx.GraphError, match="wq_int16.*int16 codes; hwvit reads int8 and uint8"):
+        qonnx._quantized_constant(conv, wide)
 
 
 def test_weights_quantized_in_the_graph(onnx_zoo, tmp_path):
