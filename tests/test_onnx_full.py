@@ -383,6 +383,30 @@ def test_modelopt_file(onnx_zoo, tmp_path):
     assert per_million <= 5, [(d.point, d.differ) for d in gemms]
 
 
+def test_modelopt_file_on_the_core_verilator(onnx_zoo, tmp_path):
+    """Model Optimizer's digits file compiled (`hwvit compile`, its float points calibrated as the CLI
+    does) and run on the RTL core (Verilator, 8 x 8): q, k and v three GEMMs of their own, every
+    logit of four held-out images equal to the file's integer model's."""
+    from click.testing import CliRunner
+
+    from hwvit import pipeline, toolchain
+    from hwvit.cli import main
+    from hwvit.core import run as crun
+    from hwvit.core.coredir import read_core_dir
+
+    toolchain.require("verilator")
+    path = onnx_zoo.modelopt_file()
+    res = CliRunner().invoke(main, ["compile", "--checkpoint", str(path), "--out", str(tmp_path / "core")])
+    assert res.exit_code == 0, res.output
+    core = read_core_dir(tmp_path / "core")
+    names = [ins.name for ins in core.program]
+    assert {"layers.0.attn.q", "layers.0.attn.k", "layers.0.attn.v"} <= set(names), names
+    model = pipeline.load_quantized(path).int_model
+    x, _ = onnx_zoo.data("digits", 4)
+    run = crun.run_images(core, model, model.quantize_input(x), "verilator", 8, 8)
+    np.testing.assert_array_equal(run.got, run.expected)
+
+
 @pytest.mark.parametrize("name", ["second", "hf"])
 def test_modelopt_files_of_other_shapes(onnx_zoo, name):
     """TensorRT Model Optimizer's files of the second ViT (its qkv quantized in parts, as the digits
