@@ -53,7 +53,10 @@ def _deployed_tensors(model, dep, names) -> dict[str, tuple[str, int, bool]]:
 
     from onnx import numpy_helper
 
+    from hwvit.onnx.graph import MOVES
+
     producer = {o: n for n in model.graph.node for o in n.output}
+    dep_producer = {o: n for n in dep.graph.node for o in n.output}
     by_name = {}
     for n in dep.graph.node:
         by_name.setdefault(re.sub(r"_token_\d+$", "", n.name), n)
@@ -63,17 +66,22 @@ def _deployed_tensors(model, dep, names) -> dict[str, tuple[str, int, bool]]:
         q = producer.get(name)
         if q is None or q.op_type != "QuantizeLinear":
             continue
-        node = by_name.get(q.name)
+        node, tensor = by_name.get(q.name), None
         if node is None or node.op_type != "QuantizeLinear":
             src = producer.get(q.input[0])
             node = by_name.get(src.name) if src is not None else None
+            if node is not None and node.op_type in MOVES and node.op_type == src.op_type:
+                # onnxruntime moved the quantizer up, before the moves: they move its codes
+                tensor = node.output[list(src.output).index(q.input[0])]
+                while node is not None and node.op_type in MOVES:
+                    node = dep_producer.get(node.input[0])
         if node is None or node.op_type not in _OUT_ZERO:
             continue
         at = _OUT_ZERO[node.op_type]
         zero = consts.get(node.input[at]) if len(node.input) > at else np.zeros((), np.int64)
         last = any(a.name == "channels_last" and a.i for a in node.attribute)  # its NHWC kernel
         if zero is not None and zero.size == 1:
-            out[name] = (node.output[0], int(zero.reshape(-1)[0]), last)
+            out[name] = (tensor or node.output[0], int(zero.reshape(-1)[0]), last)
     return out
 
 
