@@ -108,25 +108,16 @@ def input_shape(cfg) -> tuple[int, ...]:
 
 def load_quantized(path, seed: int = 0, softmax: str = "hwvit", layernorm: str = "hwvit"):
     """A quantized ONNX file's Imported (hwvit.onnx.build.load) with ``softmax`` and ``layernorm``
-    where it computes in float, its float points calibrated on ``_qonnx_calibration``'s inputs."""
+    where it computes in float, its float points calibrated on ``_calibration_inputs``."""
     from hwvit.onnx.build import load
 
-    return load(path, softmax=softmax, layernorm=layernorm, calib=_qonnx_calibration(path, seed))
+    return load(path, softmax=softmax, layernorm=layernorm, calib=lambda m: _calibration_inputs(m, path, seed))
 
 
-def _qonnx_calibration(path, seed: int, n: int = 256) -> np.ndarray | None:
-    """The calibration inputs for the points a file leaves float (a QONNX file, or a QDQ file quantized
-    at its GEMMs' inputs alone; None where it leaves none), as ``calibration_inputs`` chooses them:
-    the digits training images for a model of the digits shape, else seeded standard-normal inputs."""
-    from hwvit.onnx import qonnx, read
-    from hwvit.onnx.graph import GraphError
-
-    model = read.load(path)
-    try:
-        if not qonnx.needs_calibration(model):
-            return None
-    except GraphError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+def _calibration_inputs(model, path, seed: int, n: int = 256) -> np.ndarray:
+    """The calibration inputs for the points a file ``model`` leaves float (a QONNX file, or a QDQ file
+    quantized at its GEMMs' inputs alone), as ``calibration_inputs`` chooses them: the digits
+    training images for a model of the digits shape, else seeded standard-normal inputs."""
     dims = model.graph.input[0].type.tensor_type.shape.dim
     shape = tuple(d.dim_value for d in dims[1:])
     if shape == (1, 8, 8):

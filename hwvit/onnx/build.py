@@ -539,7 +539,8 @@ def _shapes(model) -> dict[str, list]:
 def load(path, softmax: str = "hwvit", layernorm: str = "hwvit", calib=None) -> Imported:
     """Read ``path`` (hwvit.onnx.read) and build its models; ValueError (one line) if hwvit cannot.
     A QONNX file, or a QDQ file quantized at its GEMMs' inputs alone (hwvit.onnx.qonnx), leaves points
-    float that hwvit calibrates: ``calib``, float inputs of the model's input shape, is then required."""
+    float that hwvit calibrates: ``calib``, float inputs of the model's input shape (or a function of
+    the read model that makes them, called only then), is then required."""
     from hwvit.onnx import qonnx, read
 
     path = Path(path)

@@ -15,6 +15,8 @@ part is accepted when it holds a contiguous range of features in hwvit's head or
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from hwvit.onnx.graph import LINEAR, GraphError, QGraph, Step, node_label
@@ -99,25 +101,23 @@ def _part(step: Step, f: np.ndarray, t: np.ndarray) -> tuple[int, int]:
 
 def _slice(step: Step, lo: int, n: int) -> None:
     """``step``'s weight, weight scales and bias cut to output features ``lo .. lo + n``."""
-    sel = slice(lo, lo + n)
-    gemm = next(x for x in step.nodes if x.op_type in LINEAR)
-    trans_b = step.op == "Gemm" and step.attrs.get("transB", 0)
-    axis = 0 if step.op == "Conv" or trans_b else 1
     if step.op == "Conv":
-        raise GraphError(f"node {node_label(gemm)}: a convolution quantized in parts")
+        raise GraphError(f"node {node_label(next(x for x in step.nodes if x.op_type in LINEAR))}: a convolution "
+                         "quantized in parts")  # fmt: skip
+    sel = slice(lo, lo + n)
+    axis = 0 if step.op == "Gemm" and step.attrs.get("transB", 0) else 1  # the output features'
     step.weight = np.take(step.weight, np.arange(lo, lo + n), axis=axis)
     wq = step.weight_q
     if not wq.per_tensor:
         zero = np.broadcast_to(wq.zero.reshape(-1), wq.scale.reshape(-1).shape)
-        step.weight_q = type(wq)(wq.scale.reshape(-1)[sel], zero[sel], wq.axis, wq.dtype)
+        step.weight_q = replace(wq, scale=wq.scale.reshape(-1)[sel], zero=zero[sel])
     if step.bias is not None:
         step.bias = np.asarray(step.bias).reshape(-1)[sel]
         if step.bias_codes is not None:
             step.bias_codes = np.asarray(step.bias_codes).reshape(-1)[sel]
             bq = step.bias_q
             if bq is not None and not bq.per_tensor:
-                step.bias_q = type(bq)(bq.scale.reshape(-1)[sel], bq.zero.reshape(-1)[sel], bq.axis, bq.dtype)
-    step.attrs = dict(step.attrs, part=(lo, n))
+                step.bias_q = replace(bq, scale=bq.scale.reshape(-1)[sel], zero=bq.zero.reshape(-1)[sel])
 
 
 __all__ = ["split_shared"]

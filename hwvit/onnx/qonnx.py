@@ -149,7 +149,7 @@ def to_qdq(model, calib: np.ndarray, batch: int = 64):
         else:
             nodes.append(node)
     del conv.model.graph.node[:]
-    conv.model.graph.node.extend(nodes)
+    conv.model.graph.node.extend(_float_weights(conv, nodes))
     return _complete(conv, calib, batch)
 
 
@@ -282,20 +282,18 @@ def _leaves_gemm_float(conv: _Converter) -> bool:
     return any(of_gemm(t) for t, _ in _float_points(conv)[0])
 
 
-def needs_calibration(model) -> bool:
-    """A QONNX file, or a QDQ file that leaves a GEMM's output float: hwvit calibrates its float points."""
-    return is_qonnx(model) or _leaves_gemm_float(_plain(model))
-
-
-def as_qdq(model, calib: np.ndarray | None, batch: int = 64):
+def as_qdq(model, calib, batch: int = 64):
     """The QDQ model hwvit.onnx.build reads: a QONNX file's (``to_qdq``); a QDQ file that leaves a
     GEMM's output float with hwvit's quantizers at its float points, calibrated on float inputs
-    ``calib``; a QCDQ file with the Clips of its codes folded; any other file as it is."""
+    ``calib``; a QCDQ file with the Clips of its codes folded; any other file as it is. ``calib``: the
+    inputs, a function of ``model`` that makes them (called only for a file that needs them), or
+    None."""
 
     def inputs() -> np.ndarray:
-        if calib is None:
+        got = calib(model) if callable(calib) else calib
+        if got is None:
             raise GraphError("the file leaves points float that hwvit calibrates: give calibration inputs")
-        return np.asarray(calib, np.float32)
+        return np.asarray(got, np.float32)
 
     if is_qonnx(model):
         return to_qdq(model, inputs(), batch)
@@ -315,7 +313,7 @@ def _complete(conv: _Converter, calib: np.ndarray, batch: int):
     quantized at hwvit's calibration on ``calib``."""
     helper = conv.onnx.helper
     g = conv.model.graph
-    nodes = _float_weights(conv, _transposed_weights(conv, list(g.node)))
+    nodes = _transposed_weights(conv, list(g.node))
     del g.node[:]
     g.node.extend(nodes)
     g.initializer.extend(conv.new_inits)
@@ -546,4 +544,4 @@ def _stream_constants(conv: _Converter, node, zero: str, data: set, producer_of:
     return made
 
 
-__all__ = ["DOMAINS", "as_qdq", "is_qonnx", "needs_calibration", "to_qdq"]
+__all__ = ["DOMAINS", "as_qdq", "is_qonnx", "to_qdq"]
