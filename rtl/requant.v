@@ -23,6 +23,13 @@
 //            |x M| <= 2^31 (2^31 - 1) gives h in [-2^31 + 1, 2^31 - 1], 32 bits.
 //            RoundingDivideByPOT (remainder > (mask >> 1) + [h < 0]) is round half away from zero,
 //            round_sat's ROUNDING 1.
+//   ROUNDING 5 onnxruntime: its fused integer kernels' requant (MlasRequantizeOutput), the binary32
+//            product of f32(acc) and the multiplier m = M * 2^-s (M < 2^24, its significand), then
+//            the conversion's round half to even: y = ovf(round_half_even(f32(f32(acc) * M) / 2^s)).
+//            Scaling by 2^-s moves no significand bit (every value is a normal binary32), so both
+//            binary32 roundings are sig24 below: acc to its 24 leading bits (exact below 2^24; 2^31 - 1
+//            becomes 2^31, hence the product's 33-bit operand), then the product (< 2^55) likewise;
+//            round_sat's ROUNDING 2 does the last rounding (docs/variants/requant.md).
 //   WRAP     0 saturate (default), 1 wrap into OUT_BITS (the *_wrap variants).
 //   I-BERT's FixedPointMul (requant=ibert: clamp(round_half_even(acc * M / 2^E))) is ROUNDING 2,
 //   WRAP 0 for every M and E the ports carry (M <= 2^31 - 1, E in 0..63); batch_frexp's M = 2^31
@@ -35,7 +42,7 @@ module requant #(
   parameter integer ACC_BITS = 32,
   // Output width (signed), 2..16 in the contract.
   parameter integer OUT_BITS = 8,
-  // Rounding: 0 half_up, 1 half_away, 2 half_even, 3 floor, 4 gemmlowp (header).
+  // Rounding: 0 half_up, 1 half_away, 2 half_even, 3 floor, 4 gemmlowp, 5 onnxruntime (header).
   parameter integer ROUNDING = 0,
   // Overflow: 0 saturate, 1 wrap (keep the low OUT_BITS bits).
   parameter integer WRAP     = 0
@@ -70,8 +77,8 @@ module requant #(
       $display("ERROR: requant: ACC_BITS = %0d must be >= OUT_BITS = %0d", ACC_BITS, OUT_BITS);
       $finish;
     end
-    if (ROUNDING < 0 || ROUNDING > 4) begin
-      $display("ERROR: requant: ROUNDING = %0d must be 0..4 (half_up, half_away, half_even, floor, gemmlowp)",
+    if (ROUNDING < 0 || ROUNDING > 5) begin
+      $display("ERROR: requant: ROUNDING = %0d must be 0..5 (half_up, half_away, half_even, floor, gemmlowp, onnxruntime)",
                ROUNDING);
       $finish;
     end
@@ -92,8 +99,33 @@ module requant #(
   // ACC_BITS = 32, |acc * M| < 2^62 and the sum stays below 2^63.
   localparam integer SUM_BITS  = (PROD_BITS + 1 > 64) ? PROD_BITS + 1 : 64;
   localparam         GEMMLOWP  = (ROUNDING == 4);
-  // round_sat's rounding: gemmlowp's RoundingDivideByPOT is round half away (1).
-  localparam integer RS_ROUND  = GEMMLOWP ? 1 : ROUNDING;
+  localparam         F32       = (ROUNDING == 5);
+  // round_sat's rounding: gemmlowp's RoundingDivideByPOT is round half away (1), onnxruntime's
+  // conversion round half to even (2).
+  localparam integer RS_ROUND  = GEMMLOWP ? 1 : (F32 ? 2 : ROUNDING);
+
+  // v (signed, |v| < 2^61) rounded half to even to its 24 leading significant bits, the bits below
+  // them zero: the binary32 value of the integer v. The highest set bit k >= 24 of |v| drops
+  // d = k - 23 bits; up when the dropped part r is above half of 2^d, or equal to it with the kept
+  // part odd; a carry into bit k + 1 is the next binade's value, still exact.
+  function [PROD_BITS-1:0] sig24;
+    input [PROD_BITS-1:0] v;
+    reg   [PROD_BITS-1:0] mag, kept, rest, half;
+    integer k, d;
+    begin
+      mag = v[PROD_BITS-1] ? (~v + 1'b1) : v;
+      d = 0;
+      for (k = 24; k < PROD_BITS; k = k + 1)
+        if (mag[k]) d = k - 23;
+      kept = mag >> d;
+      rest = mag & ~({PROD_BITS{1'b1}} << d);
+      half = (d == 0) ? {PROD_BITS{1'b0}} : ({{(PROD_BITS - 1){1'b0}}, 1'b1} << (d - 1));
+      if (d != 0 && (rest > half || (rest == half && kept[0])))
+        kept = kept + 1'b1;
+      mag = kept << d;
+      sig24 = v[PROD_BITS-1] ? (~mag + 1'b1) : mag;
+    end
+  endfunction
 
   // ---------------------------------------------------------------- handshake
   reg  s1_valid_q, s1_valid_d;              // stage 1 (product) holds a beat
@@ -117,13 +149,17 @@ module requant #(
   // (zero-extended copies, dr_next32 plus one: live bits toggle in their source, the rest are 0)
   wire signed [PROD_BITS-1:0] mult_ext = {{ACC_BITS{1'b0}}, in_mult_i};
   // verilator coverage_on
-  wire signed [PROD_BITS-1:0] prod     = acc_ext * mult_ext;
+  // onnxruntime: f32(acc) first (|acc| <= 2^31 after rounding; times M < 2^24 stays below 2^55).
+  wire signed [PROD_BITS-1:0] acc_mul  = F32 ? sig24(acc_ext) : acc_ext;
+  wire signed [PROD_BITS-1:0] prod     = acc_mul * mult_ext;
 
   reg signed [PROD_BITS-1:0] prod_q, prod_d;
   reg        [5:0]           shift_q, shift_d;
 
   // ---------------------------------------------------------------- stage 2: round, shift, saturate
-  wire signed [SUM_BITS-1:0] prod_ext = {{(SUM_BITS - PROD_BITS){prod_q[PROD_BITS-1]}}, prod_q};
+  // onnxruntime: the binary32 product, f32(f32(acc) * M).
+  wire signed [PROD_BITS-1:0] prod_r   = F32 ? sig24(prod_q) : prod_q;
+  wire signed [SUM_BITS-1:0] prod_ext = {{(SUM_BITS - PROD_BITS){prod_r[PROD_BITS-1]}}, prod_r};
   // gemmlowp's SRDHM: h = (x M + 2^30) >>> 31. With ACC_BITS = 32 (PROD_BITS = 63),
   // -2^62 + 2^31 <= x M <= (2^31 - 1)^2 = 2^62 - 2^32 + 1, so x M + 2^30 stays inside 63 signed bits;
   // h fits 32 bits (header) and reaches round_sat sign-extended.

@@ -499,6 +499,7 @@ def test_gemm_small_shapes(tmp_path, simulator, run_set):
 ROUNDINGS = [
     *(f"{name}{wrap}" for name in ("half_up", "half_away", "half_even", "floor", "gemmlowp") for wrap in ("", "_wrap")),
     "ibert",
+    "onnxruntime",
 ]
 
 

@@ -116,6 +116,7 @@ def test_mismatch_is_reported(tmp_path, simulator, mismatch_reported):
 ROUNDINGS = [
     *(f"{name}{wrap}" for name in ("half_up", "half_away", "half_even", "floor", "gemmlowp") for wrap in ("", "_wrap")),
     "ibert",
+    "onnxruntime",
 ]
 
 

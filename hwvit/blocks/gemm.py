@@ -187,6 +187,8 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     fault = check_params(params)
     if fault:
         raise ValueError(fault)
+    if rounding == "onnxruntime":  # M a binary32 significand: the same multipliers, 7 bits fewer
+        mult, shift = mult >> 7, np.maximum(shift - 7, 0)
     if zy:  # an output zero point: y from the rounding's kernel, then the zero point
         y = ops.requant_zero(acc, mult, shift, out_bits, rounding, zy)
         if rounding != "half_up":
@@ -206,6 +208,8 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
             w[6], bias[6] = np.minimum(-w[5], 127), -bias[5]  # -(-128) is not int8: 127 there
             acc = ops.gemm_zero(a, w, bias, a_signed, za, zw)
             mult[5:7], shift[5:7] = M_LO, 1 if gemmlowp else 31
+            if rounding == "onnxruntime":
+                mult[5:7], shift[5:7] = M_LO >> 7, 24
         y = variants.get("requant", rounding).kernel(acc, {"multiplier": mult, "shift": shift, "out_bits": out_bits})
         params["rounding"] = rounding
     return make_record("gemm", "random", params, a=a, w=w, bias=bias, multiplier=mult, shift=shift, acc=acc, y=y)

@@ -13,6 +13,7 @@ gemmlowp set declares its shift tensor signed 6-bit; every other set keeps unsig
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ PARAMS = {"out_bits": (int, OUT_BITS)}
 
 HALF_UP = "half_up"
 # rtl/requant.v's ROUNDING of each rounding (its header); a "_wrap" suffix sets WRAP = 1.
-RTL_ROUNDING = {"half_up": 0, "half_away": 1, "half_even": 2, "floor": 3, "gemmlowp": 4}
+RTL_ROUNDING = {"half_up": 0, "half_away": 1, "half_even": 2, "floor": 3, "gemmlowp": 4, "onnxruntime": 5}
 # Variants that are one of those: I-BERT's FixedPointMul rounds half to even and clamps.
 RTL_ALIAS = {"ibert": "half_even"}
 GEMMLOWP_SHIFT = (-30, 31)  # hwvit.variants.rounding: a right shift, negative = left shift
@@ -115,15 +116,48 @@ def _tie_edges(shifts: range) -> list[tuple[int, int, int]]:
     return out
 
 
+F32_M = (1 << 23, (1 << 24) - 1)  # onnxruntime: M is a binary32 significand
+
+
+def _near_halves(rng: np.random.Generator, accs) -> list[tuple[int, int, int]]:
+    """onnxruntime (acc, M, s): for each acc, the M in F32_M and s whose ``acc * M / 2^s`` lies nearest
+    a half k + 1/2 (k in 0..3, both signs): within about 2^-24 of it, where the binary32 roundings of
+    ``f32(acc)`` (above 2^24) and of the product decide which side the result lands on."""
+    out = []
+    for acc in accs:
+        k = int(rng.integers(0, 4))
+        target = Fraction(2 * k + 1, 2)
+        for s in range(SHIFT_MAX + 1):
+            m = round(target * 2**s / abs(acc))
+            if F32_M[0] <= m <= F32_M[1]:
+                out.append((int(acc), int(m), s))
+                break
+    return out
+
+
+def _f32_edges(rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    """onnxruntime's edge cases: binary32 ties of f32(acc) (acc = 2^24 + 1 rounds to even below, 2^24 + 3
+    above, 2^31 - 1 to 2^31) and accumulators of every bit length, each near a half of the result; a
+    product that is a binary32 tie: 3 * 9786709 = 7 * 2^22 - 1 has 25 bits, its last one half of the
+    kept part's, which is odd, so binary32 rounds it up to 7 * 2^22, at s = 23 the half 3.5, even 4
+    (the exact value rounds to 3)."""
+    ties = [2**24 + 1, 2**24 + 3, 2**25 + 2, 2**25 + 6, 2**25 + 1, 2**25 + 3, 2**31 - 1, 2**30 + 2**6]
+    lengths = [int(rng.integers(1 << (b - 1), 1 << b)) for b in range(2, 32)]
+    accs = [a * sign for a in ties + lengths for sign in (1, -1)] + [ACC.lo]
+    product_ties = [(3, 9786709, 23), (-3, 9786709, 23)]  # 3 M = 29360127, 25 bits, last bit a tie
+    return _near_halves(rng, accs) + product_ties
+
+
 def _variant_set(rng: np.random.Generator, cases: int, out_bits: int, rounding: str) -> BlockRecord:
     """A random set of requant variant ``rounding``: ties at every shift, both rails, the int32
     extremes, then random cases; y from the variant's kernel (hwvit.variants)."""
     from hwvit import variants
 
     v = variants.get("requant", rounding)  # KeyError names the known ones
-    gemmlowp = rounding.startswith("gemmlowp")
+    gemmlowp, f32 = rounding.startswith("gemmlowp"), rounding == "onnxruntime"
     lo_s, hi_s = GEMMLOWP_SHIFT if gemmlowp else (0, SHIFT_MAX + (rounding == "ibert"))  # ibert: E up to 63
-    accs, mults = [ACC.lo, ACC.hi, 0, 1, -1, 3, -3], [MULT_MAX, M_LO, M_LO + 1, 0]
+    m_lo, m_hi = F32_M if f32 else (M_LO, MULT_MAX)
+    accs, mults = [ACC.lo, ACC.hi, 0, 1, -1, 3, -3], [m_hi, m_lo, m_lo + 1, 0]
     shifts = [lo_s, -1, 0, 1, 30, 31] if gemmlowp else [0, 1, 2, 31, 32, SHIFT_MAX, hi_s]
     grid = [(a, m, s) for a in accs for m in mults for s in dict.fromkeys(shifts)]
     if gemmlowp:
@@ -134,13 +168,16 @@ def _variant_set(rng: np.random.Generator, cases: int, out_bits: int, rounding: 
         ties_ += [(odd, M_LO, -left) for left in (1, 29, 30) for odd in (1, -1, 3, -3)]  # left shifts: exact
     else:
         ties_ = _tie_edges(range(1, hi_s + 1))
+        if f32:  # M = 2^j exceeds a binary32 significand below 2^23: 2^23 takes the tie's power of two
+            moved = [(a * m // F32_M[0], F32_M[0], s) for a, m, s in ties_ if a * m % F32_M[0] == 0]
+            ties_ = [t for t in moved if ACC.lo <= t[0] <= ACC.hi] + _f32_edges(rng)
     edges = np.array(grid + ties_, dtype=np.int64)
 
     def draw(k: int) -> np.ndarray:
         acc = rng.integers(ACC.lo, ACC.hi + 1, k)
         small = rng.random(k) < 0.3
         acc[small] = rng.integers(-(1 << 16), 1 << 16, int(small.sum()))
-        mult = rng.integers(M_LO, MULT_MAX, k, endpoint=True)
+        mult = rng.integers(m_lo, m_hi, k, endpoint=True)
         jitter = rng.integers(-2, 3, k)
         if gemmlowp:  # y ~ acc * M / 2^(31 + shift)
             prod = np.maximum(np.abs(acc).astype(np.float64) * mult, 1.0)
@@ -150,6 +187,11 @@ def _variant_set(rng: np.random.Generator, cases: int, out_bits: int, rounding: 
         shift = np.clip(shift, lo_s, hi_s)
         wild = rng.random(k) < 0.2
         shift[wild] = rng.integers(lo_s, hi_s, int(wild.sum()), endpoint=True)
+        if f32:  # half of them near a half of the result, where binary32 decides
+            near = np.array(_near_halves(rng, acc[: k // 2][acc[: k // 2] != 0]), dtype=np.int64).reshape(-1, 3)
+            acc, mult, shift = (
+                np.concatenate([near[:, i], col[len(near) :]]) for i, col in enumerate((acc, mult, shift))
+            )
         return np.stack([acc, mult, shift], axis=1)
 
     cols = fill(edges, cases, draw)

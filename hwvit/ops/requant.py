@@ -77,15 +77,18 @@ def requant_zero(
     acc: Any, multiplier: Any, shift: Any, out_bits: int = 8, rounding: str = "half_up", zero: int = 0
 ) -> np.ndarray:
     """``sat_out_bits(round(acc * M / 2^s) + zero)`` with one of the shift roundings of
-    ``round_sat.SHIFT_MODES`` (half to even for ONNX): an imported model's requant (rtl/gemm.v with
-    ZERO_POINTS = 1; without a zero point, the saturating requant variant of that name). The rounded
-    value is saturated to ``out_bits + 1`` bits first, as the RTL does: clipped there it lies
-    2^(out_bits-1) past the output range, beyond a zero point's reach, so the one saturation after
-    the add gives the same integers. acc int32, M unsigned 31 bits: ``|acc * M| < 2^62``. int64 out."""
-    from hwvit.ops.round_sat import SHIFT_MODES
+        ``round_sat.SHIFT_MODES`` (half to even for ONNX), or onnxruntime's (``round_half_even`` of the
+    binary32 product ``round_sat.f32_product``, M < 2^24): an imported model's requant (rtl/gemm.v with
+        ZERO_POINTS = 1; without a zero point, the saturating requant variant of that name). The rounded
+        value is saturated to ``out_bits + 1`` bits first, as the RTL does: clipped there it lies
+        2^(out_bits-1) past the output range, beyond a zero point's reach, so the one saturation after
+        the add gives the same integers. acc int32, M unsigned 31 bits: ``|acc * M| < 2^62``. int64 out."""
+    from hwvit.ops.round_sat import F32_SIGNIFICAND, SHIFT_MODES, f32_product
 
-    if rounding not in SHIFT_MODES:
-        raise ValueError(f"requant: rounding {rounding!r} with a zero point; choose from {', '.join(SHIFT_MODES)}")
+    if rounding not in (*SHIFT_MODES, "onnxruntime"):
+        raise ValueError(
+            f"requant: rounding {rounding!r} with a zero point; choose from {', '.join(SHIFT_MODES)}, onnxruntime"
+        )
     out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
     lo, hi = signed(out_bits).range
     if zero and out_bits > OUT_BITS[1] - 1:
@@ -93,8 +96,11 @@ def requant_zero(
     if not lo <= int(zero) <= hi:
         raise ValueError(f"requant: zero point {zero} outside [{lo}, {hi}]")
     acc = as_int_array(acc, "acc", *ACC.range)
-    m = np.asarray(as_int_array(multiplier, "multiplier", 0, MULT_MAX), np.int64)
+    f32 = rounding == "onnxruntime"  # the binary32 product, then round half to even (its conversion)
+    m_max = (1 << F32_SIGNIFICAND) - 1 if f32 else MULT_MAX
+    m = np.asarray(as_int_array(multiplier, "multiplier", 0, m_max), np.int64)
     s = np.asarray(as_int_array(shift, "shift", 0, SHIFT_MAX), np.int64)
     wide = signed(out_bits + 1).range if zero else (lo, hi)
-    y = np.clip(SHIFT_MODES[rounding](acc * m, s), *wide)
+    v = f32_product(acc, m) if f32 else acc * m
+    y = np.clip(SHIFT_MODES["half_even" if f32 else rounding](v, s), *wide)
     return np.clip(y + int(zero), lo, hi).astype(np.int64)

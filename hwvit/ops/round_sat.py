@@ -70,3 +70,39 @@ def _round_floor(v: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 SHIFT_MODES = {"half_up": _round_half_up, "half_away": _round_half_away, "half_even": _round_half_even,
                "floor": _round_floor}  # fmt: skip
+
+F32_SIGNIFICAND = 24  # binary32's significand bits, the hidden one included
+F32_ACC_MAX = 1 << 55  # |f32_product| bound: |acc| <= 2^31 rounded, times M < 2^24
+
+
+def round_significant(v: Any, bits: int = F32_SIGNIFICAND) -> np.ndarray:
+    """``v`` rounded half to even to its ``bits`` leading significant bits, low bits zero: the value an
+    IEEE-754 float with a ``bits``-bit significand holds for the integer ``v`` (binary32: 24), exactly
+    on int64. ``|v| < 2^62``: ``d = bitlength(|v|) - bits`` bits drop (none when ``d <= 0``), ``q =
+    |v| >> d``, ``r = |v| - (q << d)``; up when ``2r > 2^d`` or ``2r == 2^d`` and ``q`` is odd; the
+    result ``(q + up) << d <= 2^bitlength(|v|)`` (a carry into one more bit is binary32's next binade),
+    then ``v``'s sign again (round half to even is symmetric)."""
+    v = as_int_array(v, "v", -(1 << 62) + 1, (1 << 62) - 1)
+    mag = np.abs(v)
+    length = np.zeros(mag.shape, np.int64)
+    for k in range(62):  # bit length: how many of 2^0 .. 2^61 are <= |v|
+        length += mag >= (np.int64(1) << k)
+    d = np.maximum(length - bits, 0)
+    q = np.right_shift(mag, d)
+    two_r = np.left_shift(mag - np.left_shift(q, d), 1)
+    p = np.left_shift(np.int64(1), d)
+    up = (two_r > p) | ((two_r == p) & ((q & 1) == 1))
+    out = np.left_shift(q + up.astype(np.int64), d)
+    return np.where(v < 0, -out, out)
+
+
+def f32_product(acc: Any, m: Any) -> np.ndarray:
+    """``f32(f32(acc) * M)`` scaled by ``2^s`` out of ``f32(f32(acc) * (M * 2^-s))``: onnxruntime's
+    requant product (MlasRequantizeOutput: the int32 accumulator converted to binary32, times a
+    binary32 multiplier ``M * 2^-s``, ``M < 2^24`` its significand), exactly on int64. The power of two
+    changes no significand bit (every value stays a normal binary32: ``s <= 62``, ``|value| >= 2^-62``),
+    so the two roundings are ``round_significant`` of ``acc`` (exact for ``|acc| < 2^24``), then of its
+    product with ``M`` (``|.| <= 2^31 * (2^24 - 1) < 2^55``). int64, ``|result| < 2^55``."""
+    acc = as_int_array(acc, "acc", -(1 << 31), (1 << 31) - 1)
+    m = as_int_array(m, "multiplier", 0, (1 << F32_SIGNIFICAND) - 1)
+    return round_significant(round_significant(acc) * m)

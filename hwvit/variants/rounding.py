@@ -9,6 +9,9 @@ adds, as exact integer kernels with slow Python-int twins:
 - ``gemmlowp``: gemmlowp / TFLite fixed point: a Q31 multiplier and an exponent from TFLite's
   ``QuantizeMultiplier``, then ``MultiplyByQuantizedMultiplier`` (optional left shift,
   ``SaturatingRoundingDoublingHighMul``, ``RoundingDivideByPOT``), clamped to ``out_bits``;
+- ``onnxruntime``: onnxruntime's requant of its fused integer kernels (QLinearMatMul, QGemm,
+  QLinearConv: MlasRequantizeOutput): the int32 accumulator and a binary32 multiplier multiplied in
+  binary32, rounded half to even, clamped; ``round_half_even(f32(f32(acc) * f32(m)))``;
 - ``half_up_wrap``, ``half_away_wrap``, ``half_even_wrap``, ``floor_wrap``, ``gemmlowp_wrap``: the
   same rounding, then a two's-complement wrap into ``out_bits`` (keep the low ``out_bits`` bits)
   instead of saturating.
@@ -25,6 +28,9 @@ of TFLite (TFLite's ``shift`` is a left exponent). ``shift > 0`` divides by ``2^
 ``RoundingDivideByPOT``; ``shift < 0`` multiplies the accumulator by ``2^-shift`` before the high
 multiply. A left shift is capped at 30 (``prepare`` raises for a real multiplier >= 2^30).
 
+The onnxruntime mode takes a binary32 multiplier ``m = M * 2^-s``: ``multiplier`` M in ``[0, 2^24 -
+1]`` (its significand; ``prepare`` gives ``[2^23, 2^24 - 1]`` or 0), ``shift`` s in ``[0, 62]``.
+
 ``acc`` is always int32 (``[-2^31, 2^31 - 1]``); ``out_bits`` in ``[2, 16]``. docs/variants/requant.md
 gives each formula, its source and the width of every intermediate.
 """
@@ -39,7 +45,7 @@ import numpy as np
 
 from hwvit.formats import ACC, MULT_MAX, OUT_BITS, SHIFT_MAX
 from hwvit.ops.checks import as_int_array, channel_param, check_bits
-from hwvit.ops.round_sat import SHIFT_MODES
+from hwvit.ops.round_sat import F32_SIGNIFICAND, SHIFT_MODES, f32_product
 from hwvit.variants.base import Params, RequantContext, Variant
 
 INT32_MIN = -(1 << 31)
@@ -99,6 +105,37 @@ def _prepare_gemmlowp(ctx: RequantContext) -> Params:
     return {"multiplier": m, "shift": s, "out_bits": int(ctx.out_bits)}
 
 
+def f32_multiplier(real: float) -> tuple[int, int]:
+    """``(M, s)`` with ``M * 2^-s`` the binary32 value of ``real`` (round to nearest even): ``M`` its
+    24-bit significand in ``[2^23, 2^24 - 1]``, ``s = 24 - e`` for ``f32(real) = M / 2^24 * 2^e``.
+    ``(0, 0)`` for 0 and for a multiplier below ``2^-38`` (``s > 62``: ``|acc| * m < 2^-7``, every
+    result 0). ValueError for a negative or non-finite ``real`` and for ``f32(real) >= 2^24``."""
+    real = float(real)
+    if not math.isfinite(real) or real < 0:
+        raise ValueError(f"onnxruntime multiplier must be finite and >= 0, got {real!r}")
+    m32 = np.float32(min(real, 2.0**24))  # at or above 2^24 it is refused below, without an overflow
+    if m32 == 0:
+        return 0, 0
+    f, e = math.frexp(float(m32))  # f in [0.5, 1) with 24 significant bits: f * 2^24 is an integer
+    shift = 24 - e
+    if shift > SHIFT_MAX:
+        return 0, 0
+    if shift < 0:
+        raise ValueError(f"onnxruntime multiplier {real!r} is too large: a binary32 of 2^24 or more needs a left shift")
+    return int(f * (1 << 24)), shift
+
+
+def _prepare_f32(ctx: RequantContext) -> Params:
+    if np.ndim(ctx.scale) == 0:
+        m, s = f32_multiplier(float(ctx.scale))
+        return {"multiplier": m, "shift": s, "out_bits": int(ctx.out_bits)}
+    reals = np.asarray(ctx.scale, dtype=np.float64)
+    pairs = [f32_multiplier(float(r)) for r in reals.reshape(-1)]
+    m = np.array([p[0] for p in pairs], dtype=np.int64).reshape(reals.shape)
+    s = np.array([p[1] for p in pairs], dtype=np.int64).reshape(reals.shape)
+    return {"multiplier": m, "shift": s, "out_bits": int(ctx.out_bits)}
+
+
 # ---------------------------------------------------------------- kernels (numpy int64)
 
 
@@ -137,6 +174,15 @@ def _shift_kernel(rounding, overflow):
         return overflow(rounding(acc * m, s), out_bits).astype(np.int64)
 
     return kernel
+
+
+def _f32_kernel(x: Any, p: Params) -> np.ndarray:
+    """``sat(round_half_even(f32_product(acc, M) / 2^s))``: the binary32 product of ``f32(acc)`` and
+    ``M`` exactly (``hwvit.ops.round_sat.f32_product``, ``|.| < 2^55``), then the binary32-to-int32
+    conversion's round half to even of its value ``/ 2^s``; onnxruntime clamps the float to the range
+    before converting, the same integers as clamping after. int64 out, acc's shape."""
+    acc, m, s, out_bits = _inputs(x, p, 0, (1 << F32_SIGNIFICAND) - 1, 0, SHIFT_MAX)
+    return _saturate(_round_half_even(f32_product(acc, m), s), out_bits).astype(np.int64)
 
 
 def saturating_rounding_doubling_high_mul(a: Any, b: Any) -> np.ndarray:
@@ -247,6 +293,17 @@ def _ref_gemmlowp_value(acc: int, m: int, shift: int) -> int:
     return _ref_half_away(Fraction(high, 2 ** max(shift, 0)))
 
 
+def _ref_f32(x: int) -> int:
+    """The binary32 value of the integer ``x`` (``|x| < 2^128``), from the definition: its leading 24
+    bits, the rest rounded half to even."""
+    drop = max(abs(x).bit_length() - F32_SIGNIFICAND, 0)
+    return _ref_half_even(Fraction(x, 2**drop)) * 2**drop
+
+
+def _f32_one(acc: int, m: int, s: int, bits: int) -> int:
+    return _ref_sat(_ref_half_even(Fraction(_ref_f32(_ref_f32(acc) * m), 2**s)), bits)
+
+
 def _gemmlowp_one(overflow):
     def one(acc: int, m: int, s: int, bits: int) -> int:
         return overflow(_ref_gemmlowp_value(acc, m, s), bits)
@@ -335,4 +392,19 @@ for _wrapped in (False, True):
             _nan_scale,
         )
     )
+VARIANTS.append(
+    Variant(
+        "requant",
+        "onnxruntime",
+        "onnxruntime's fused integer kernels: round_half_even(f32(f32(acc) * f32(m))), m = M * 2^-s a binary32 "
+        "multiplier, then clamp to out_bits",
+        "onnxruntime core/mlas/lib/quantize.cpp MlasRequantizeOutput (cvtepi32_ps, mul_ps, min/max, cvtps_epi32), "
+        "the output scale a_scale * b_scale / y_scale in binary32 (QLinearMatMul, QGemm, QLinearConv); "
+        "docs/variants/requant.md",
+        _prepare_f32,
+        _f32_kernel,
+        _reference(_f32_one),
+        _nan_scale,
+    )
+)
 del _name, _kround, _rround, _words, _wrapped
