@@ -106,12 +106,14 @@ def input_shape(cfg) -> tuple[int, ...]:
     return tuple(cfg.input_shape)
 
 
-def load_quantized(path, seed: int = 0, softmax: str = "hwvit", layernorm: str = "hwvit"):
+def load_quantized(path, seed: int = 0, softmax: str = "hwvit", layernorm: str = "hwvit", requant: str | None = None):
     """A quantized ONNX file's Imported (hwvit.onnx.build.load) with ``softmax`` and ``layernorm``
-    where it computes in float, its float points calibrated on ``_calibration_inputs``."""
-    from hwvit.onnx.build import load
+    where it computes in float, its GEMMs rounding as ``requant`` (None: the file's meaning), its
+    float points calibrated on ``_calibration_inputs``."""
+    from hwvit.onnx.build import ROUNDING, load
 
-    return load(path, softmax=softmax, layernorm=layernorm, calib=lambda m: _calibration_inputs(m, path, seed))
+    calib = lambda m: _calibration_inputs(m, path, seed)  # noqa: E731
+    return load(path, softmax=softmax, layernorm=layernorm, calib=calib, requant=requant or ROUNDING)
 
 
 def _calibration_inputs(model, path, seed: int, n: int = 256) -> np.ndarray:

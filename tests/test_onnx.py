@@ -580,3 +580,36 @@ def test_graph_steps_of_digits(onnx_zoo):
     g = graph.QGraph(read.load(onnx_zoo.file("digits", "symmetric")))
     kinds = [s.kind for s in g.steps if s.kind not in ("move", "const")]
     assert kinds.count("linear") == 1 + 4 * 3 + 1 and kinds.count("softmax") == 3 and kinds.count("layernorm") == 7
+
+
+def test_requant_onnxruntime(onnx_zoo, tmp_path, runner):
+    """`--variant requant=onnxruntime`: every GEMM requantizes as onnxruntime's fused kernels do (their
+    binary32 multiplier f32(f32(s_a * s_w) / s_y) and product); its GEMMs alone equal onnxruntime's
+    deployed integers on the default file's images; its vector sets (zero points, ROUNDING 5) pass
+    rtl/gemm.v on Icarus; any other requant variant of a file is refused in one line."""
+    from onnx_zoo import gemm_figures
+
+    from hwvit import vectors
+    from hwvit.cli import main
+
+    path = onnx_zoo.file("digits", "default")
+    imported = build.load(path, softmax="round_each", requant="onnxruntime")
+    assert imported.int_model.meta["quant"]["rounding"] == "onnxruntime"
+    linears = [b.fc1.requant for b in imported.int_model.blocks]
+    assert all(r.rounding == "onnxruntime" and 2**23 <= np.min(r.mult) <= np.max(r.mult) < 2**24 for r in linears)
+    x, y = onnx_zoo.data("digits")
+    side = runtime.side_by_side(imported, x, y)
+    gemms, per_million, _ = gemm_figures(side, "on")
+    assert gemms == 2 + 5 * imported.int_model.config.depth and per_million == 0
+    out = tmp_path / "vec"
+    args = ["vectors", "--checkpoint", str(onnx_zoo.file("digits", "uint8")), "--variant", "requant=onnxruntime"]
+    res = runner.invoke(main, [*args, "--limit", "1", "--blocks", "layers.0.attn.h0.qk,layers.0.attn.proj",
+                               "--out", str(out), "-q"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    sets = [vectors.read(d) for d in vectors.find_sets(out)]
+    assert len(sets) == 2 and all(s.kind == "gemm" and s.params["rounding"] == "onnxruntime" for s in sets)
+    assert any(s.params.get("zero_a") for s in sets)
+    res = runner.invoke(main, ["sim", str(out), "--simulator", "icarus", "-q"])
+    assert res.exit_code == 0 and "2 passed, 0 failed" in res.output, res.output
+    message = _refused(runner, ["compare", "--checkpoint", str(path), "--variant", "requant=floor"], tmp_path)
+    assert "requant=onnxruntime" in message

@@ -103,10 +103,10 @@ def check_params(params: dict[str, Any]) -> str | None:
             return f"gemm param {key}={params[key]} outside [{a}, {b}]"
     if params.get("zero_out", 0) and int(params["out_bits"]) > OUT_BITS[1] - 1:
         return f"gemm param zero_out needs out_bits <= {OUT_BITS[1] - 1}"
-    from hwvit.ops.round_sat import SHIFT_MODES
+    from hwvit.ops.round_sat import ZERO_POINT_ROUNDINGS
 
-    if params.get("zero_out", 0) and params.get("rounding", "half_up") not in SHIFT_MODES:
-        return f"gemm param zero_out goes with a saturating rounding: {', '.join(SHIFT_MODES)}"
+    if params.get("zero_out", 0) and params.get("rounding", "half_up") not in ZERO_POINT_ROUNDINGS:
+        return f"gemm param zero_out goes with a saturating rounding: {', '.join(ZERO_POINT_ROUNDINGS)}"
     return None
 
 

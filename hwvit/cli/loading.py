@@ -129,11 +129,20 @@ def build_models(kwargs: dict, qconfig, calib_images: int, seed: int = 0, recipe
         qc = qconfig or None
         softmax = getattr(qc, "softmax", "hwvit")
         layernorm = getattr(qc, "layernorm", "hwvit")
-        if (softmax, layernorm) != ("hwvit", "hwvit"):
+        named = getattr(qc, "requant", "half_up")  # hwvit's default: the file's own rounding
+        requant = None if named in ("half_up", "half_even") else named
+        if requant not in (None, "onnxruntime"):
+            refuse(
+                f"--variant requant={requant}: a quantized ONNX file's GEMMs round as its QuantizeLinear "
+                "(half to even), or as onnxruntime's fused kernels: requant=onnxruntime"
+            )
+        if getattr(qc, "gelu", "lut") != "lut":
+            refuse(f"--variant gelu={qc.gelu}: a quantized ONNX file's GELU is its own table")
+        if (softmax, layernorm, requant) != ("hwvit", "hwvit", None):
             from hwvit.pipeline import load_quantized
 
             try:
-                source.imported = load_quantized(source.name, seed, softmax=softmax, layernorm=layernorm)
+                source.imported = load_quantized(source.name, seed, softmax, layernorm, requant)
             except (ValueError, OSError) as exc:
                 fail(first_line(exc))
         return source, data, source.imported.int_model

@@ -27,6 +27,9 @@ from hwvit.onnx.ort import probe_shapes
 from hwvit.onnx.parts import split_shared
 
 ROUNDING = "half_even"  # ONNX QuantizeLinear rounds half to even
+# The GEMMs' requant: the file's meaning (its real multiplier ``s_a * s_w / s_out``, ROUNDING), or
+# onnxruntime's fused kernels (requant=onnxruntime: their binary32 multiplier and product).
+REQUANTS = (ROUNDING, "onnxruntime")
 
 
 @dataclass
@@ -55,8 +58,13 @@ def _off(q: Quant) -> int:
     return 0
 
 
-def ratio(s_a, s_b, s_out) -> np.ndarray:
-    """The real requant multiplier ``s_a * s_b / s_out`` of the file's float32 scales, exactly (float64)."""
+def ratio(s_a, s_b, s_out, requant: str = ROUNDING) -> np.ndarray:
+    """The requant multiplier of the file's float32 scales: the real ``s_a * s_b / s_out`` (float64),
+    or for requant=onnxruntime the binary32 one its QLinearMatMul, QGemm and QLinearConv compute,
+    ``f32(f32(s_a * s_b) / s_out)``."""
+    if requant == "onnxruntime":
+        product = np.float32(s_a) * np.asarray(s_b, np.float32)
+        return (product / np.float32(s_out)).astype(np.float32).astype(np.float64)
     return np.float64(s_a) * np.asarray(s_b, np.float64) / np.float64(s_out)
 
 
@@ -66,8 +74,10 @@ def _z(q: Quant) -> int:
 
 
 class _Builder:
-    def __init__(self, g: QGraph, path: Path, softmax: str, layernorm: str):
-        self.g, self.path = g, path
+    def __init__(self, g: QGraph, path: Path, softmax: str, layernorm: str, requant: str = ROUNDING):
+        if requant not in REQUANTS:
+            raise GraphError(f"requant {requant!r}: a quantized file's GEMMs round as {' or '.join(REQUANTS)}")
+        self.g, self.path, self.requant = g, path, requant
         self.softmax_variant, self.layernorm_variant = softmax, layernorm
         self.consumers: dict[str, list[Step]] = {}
         for step in g.steps:
@@ -152,7 +162,7 @@ class _Builder:
         if np.abs(bias).max(initial=0) >= 1 << 31:
             raise GraphError(f"node {step.name}: its bias with the input's zero point folded in leaves int32")
         q_out = step.out_q
-        rq = requant_of(ratio(s_in, s_w, q_out.s), 8, q_out.s, ROUNDING)
+        rq = requant_of(ratio(s_in, s_w, q_out.s, self.requant), 8, q_out.s, self.requant)
         rq = replace(rq, zero=_z(q_out))
         node = next(n for n in step.nodes if n.op_type == step.op)
         origin = "hwvit calibration" if node.input[1] in self.calibrated else "file"  # its weights' quantizer
@@ -320,7 +330,8 @@ class _Builder:
             projections, mm1 = self._projections(ln1, p, i)
             heads, n_tok, hd = self._heads(mm1)
             qq = self.q(mm1.inputs[0])
-            scores = requant_of(ratio(qq.s, self.q(mm1.inputs[1]).s, mm1.out_q.s), 8, mm1.out_q.s, ROUNDING, False)
+            s_k = self.q(mm1.inputs[1]).s
+            scores = requant_of(ratio(qq.s, s_k, mm1.out_q.s, self.requant), 8, mm1.out_q.s, self.requant, False)
             scores = replace(scores, zero=_z(mm1.out_q))
             after = mm1
             tab = self.next(mm1.out, "table", f"{p}.attn scale", optional=True)
@@ -338,7 +349,7 @@ class _Builder:
             # hwvit's softmax and round_each write the file's codes (their scale within 2^-24 of the
             # file's): the file's scale then; another variant writes at its own
             s_p = qp.s if abs(sm.s_out / qp.s - 1) < 1e-6 else sm.s_out
-            context = requant_of(ratio(s_p, qv.s, qc.s), 8, qc.s, ROUNDING, False)
+            context = requant_of(ratio(s_p, qv.s, qc.s, self.requant), 8, qc.s, self.requant, False)
             context = replace(context, zero=_z(qc))
             self.mark(f"{p}.attn.context", mm2)
             pj = self.next(mm2.out, "linear", f"{p}.attn.proj")
@@ -404,7 +415,7 @@ class _Builder:
             config=cfg, act_bits=8, s_input=q_x.s, embed=embed, layer_pos_adds=[None] * len(blocks),
             point_zero=self._point_zeros(blocks),
             blocks=blocks, readout=readout, point_bits=points_bits,
-            meta={"quant": {"source": str(self.path), "rounding": ROUNDING, "softmax": softmax,
+            meta={"quant": {"source": str(self.path), "rounding": self.requant, "softmax": softmax,
                             "layernorm": self.layernorm_variant}},
             input_zero=_z(q_x),
         )  # fmt: skip
@@ -536,11 +547,12 @@ def _shapes(model) -> dict[str, list]:
     return out
 
 
-def load(path, softmax: str = "hwvit", layernorm: str = "hwvit", calib=None) -> Imported:
+def load(path, softmax: str = "hwvit", layernorm: str = "hwvit", calib=None, requant: str = ROUNDING) -> Imported:
     """Read ``path`` (hwvit.onnx.read) and build its models; ValueError (one line) if hwvit cannot.
     A QONNX file, or a QDQ file quantized at its GEMMs' inputs alone (hwvit.onnx.qonnx), leaves points
     float that hwvit calibrates: ``calib``, float inputs of the model's input shape (or a function of
-    the read model that makes them, called only then), is then required."""
+    the read model that makes them, called only then), is then required. ``requant``: how the GEMMs
+    round (``REQUANTS``): the file's meaning, or onnxruntime's fused kernels."""
     from hwvit.onnx import qonnx, read
 
     path = Path(path)
@@ -549,18 +561,18 @@ def load(path, softmax: str = "hwvit", layernorm: str = "hwvit", calib=None) -> 
         model = qonnx.as_qdq(model, calib)
     except GraphError as exc:
         raise ValueError(f"{path}: {exc}") from None
-    return build(model, path, softmax, layernorm)
+    return build(model, path, softmax, layernorm, requant)
 
 
-def build(model, path, softmax: str = "hwvit", layernorm: str = "hwvit") -> Imported:
+def build(model, path, softmax: str = "hwvit", layernorm: str = "hwvit", requant: str = ROUNDING) -> Imported:
     """The models of a QDQ ``model`` already read (``Imported.graph.model``, a QONNX file's with
     hwvit's calibrated quantizers in it, or one edited by hwvit.onnx.requantize); ``path`` names it
     in messages. ValueError (one line) if hwvit cannot."""
     path = Path(path)
     try:
-        return _Builder(QGraph(model), path, softmax, layernorm).build(softmax)
+        return _Builder(QGraph(model), path, softmax, layernorm, requant).build(softmax)
     except GraphError as exc:
         raise ValueError(f"{path}: {exc}") from None
 
 
-__all__ = ["ROUNDING", "Imported", "build", "load", "table_of"]
+__all__ = ["REQUANTS", "ROUNDING", "Imported", "build", "load", "table_of"]

@@ -83,11 +83,11 @@ def requant_zero(
         value is saturated to ``out_bits + 1`` bits first, as the RTL does: clipped there it lies
         2^(out_bits-1) past the output range, beyond a zero point's reach, so the one saturation after
         the add gives the same integers. acc int32, M unsigned 31 bits: ``|acc * M| < 2^62``. int64 out."""
-    from hwvit.ops.round_sat import F32_SIGNIFICAND, SHIFT_MODES, f32_product
+    from hwvit.ops.round_sat import F32_SIGNIFICAND, SHIFT_MODES, ZERO_POINT_ROUNDINGS, f32_product
 
-    if rounding not in (*SHIFT_MODES, "onnxruntime"):
+    if rounding not in ZERO_POINT_ROUNDINGS:
         raise ValueError(
-            f"requant: rounding {rounding!r} with a zero point; choose from {', '.join(SHIFT_MODES)}, onnxruntime"
+            f"requant: rounding {rounding!r} with a zero point; choose from {', '.join(ZERO_POINT_ROUNDINGS)}"
         )
     out_bits = check_bits(out_bits, "out_bits", *OUT_BITS)
     lo, hi = signed(out_bits).range

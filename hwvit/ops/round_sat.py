@@ -71,6 +71,9 @@ def _round_floor(v: np.ndarray, s: np.ndarray) -> np.ndarray:
 SHIFT_MODES = {"half_up": _round_half_up, "half_away": _round_half_away, "half_even": _round_half_even,
                "floor": _round_floor}  # fmt: skip
 
+# The roundings a requant with an output zero point takes (ops.requant_zero, rtl/gemm.v ZERO_POINTS):
+# the saturating shift modes and onnxruntime's binary32 product (hwvit.variants.rounding).
+ZERO_POINT_ROUNDINGS = (*SHIFT_MODES, "onnxruntime")
 F32_SIGNIFICAND = 24  # binary32's significand bits, the hidden one included
 F32_ACC_MAX = 1 << 55  # |f32_product| bound: |acc| <= 2^31 rounded, times M < 2^24
 
