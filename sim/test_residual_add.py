@@ -16,7 +16,7 @@ from __future__ import annotations
 import cocotb
 import pytest
 
-from hwvit import blocks
+from hwvit import blocks, ops
 from hwvit.blocks.residual_add import ROUNDINGS, ZEROS
 
 import streamtb
@@ -127,6 +127,10 @@ def test_config_extremes(tmp_path, simulator, mult_a, mult_b, shift, run_set):
         pytest.param("half_even", (5, -3, 0), marks=pytest.mark.variants),
         pytest.param("half_up", (0, 0, 127), marks=pytest.mark.variants),
         pytest.param("floor", (-1, 0, 3), marks=pytest.mark.variants),
+        ("onnxruntime_u8", (-128, 127, -100)),  # onnxruntime's QLinearAdd, a uint8 file's codes
+        ("onnxruntime_u8", (0, -40, 90)),
+        ("onnxruntime", (5, -3, 0)),
+        ("onnxruntime", (0, 0, 0)),
     ],
 )
 def test_zero_points(tmp_path, variant_simulator, rounding, zeros, run_set):
@@ -141,6 +145,11 @@ def test_zero_points(tmp_path, variant_simulator, rounding, zeros, run_set):
     )
     set_dir = vectors.write_set(record, tmp_path / "zp")
     assert blocks.get(KIND).verify(vectors.read(set_dir)) is None
+    if rounding.startswith("onnxruntime"):  # its first rows: where binary32 gives another integer
+        vset = vectors.read(set_dir)
+        p = vset.params
+        exact = ops.residual_add_zp(vset["a"], vset["b"], p["mult_a"], p["mult_b"], p["shift"], 8, "half_even", *zeros)
+        assert (exact != vset["y"]).any()
     assert run_set(set_dir, variant_simulator).elements == 300
 
 
@@ -167,6 +176,8 @@ RTL_PARAMS = [
     {"IN_BITS": 16, "OUT_BITS": 16},
     {"OUT_BITS": 8, "ROUNDING": 2, "ZERO_POINTS": 1},
     {"OUT_BITS": 16, "ZERO_POINTS": 1},
+    {"OUT_BITS": 8, "ROUNDING": 5},
+    {"OUT_BITS": 8, "ROUNDING": 6, "ZERO_POINTS": 1},
 ]
 
 

@@ -5,6 +5,8 @@ product (requant=half_even of the real multiplier) does not."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,90 @@ def test_onnxruntime_computes_it(op):
             (he.kernel(acc, he.prepare(RequantContext(float(sa) * float(sb) / float(sy), 8))) != y).sum()
         )
     assert exact_differs > 1000
+
+
+# ------------------------------------------------------------------ onnxruntime's QLinearAdd
+
+
+def _f32(x: Fraction) -> Fraction:
+    """The binary32 value of the rational ``x`` (normal range), from the definition: its 24 leading
+    significant bits, the rest rounded half to even."""
+    if x == 0:
+        return x
+    mag = abs(x)
+    e = mag.numerator.bit_length() - mag.denominator.bit_length()
+    e -= Fraction(2) ** e > mag  # 2^e <= |x| < 2^(e+1)
+    unit = Fraction(2) ** (e - 23)
+    q, r = divmod(mag, unit)
+    q += r > unit / 2 or (r == unit / 2 and q % 2 == 1)
+    return (q * unit) * (1 if x > 0 else -1)
+
+
+def _qlinear_add_ref(a, b, ma, mb, s, offset, za, zb, zc) -> int:
+    """onnxruntime's QLinearAdd in words, on rationals: F = f32(Z_c) - fma(r_a, Z_a, f32(r_b Z_b)),
+    c = sat(round_half_even(fma(A, r_a, fma(B, r_b, F)))), each fma one rounding."""
+    r_a, r_b = Fraction(ma, 2**s), Fraction(mb, 2**s)
+    za, zb, zc = za + offset, zb + offset, zc + offset
+    fixed = _f32(Fraction(zc) - _f32(r_a * za + _f32(r_b * zb)))
+    u = _f32((a + offset) * r_a + _f32((b + offset) * r_b + fixed))
+    y = round(u) - offset  # Python's round of a Fraction: half to even
+    return max(-128, min(127, y))
+
+
+def test_qlinear_add_equals_its_reference():
+    """hwvit.ops.residual_add.qlinear_add against the rationals, on random pairs of codes at random
+    binary32 ratios and zero points, both code offsets (int8 and uint8 files)."""
+    from hwvit.blocks.residual_add import f32_ratios
+
+    rng = np.random.default_rng(17)
+    for _ in range(12):
+        ma, mb, s = f32_ratios(*rng.uniform(0.01, 0.2, 3))
+        zeros = [int(z) for z in rng.integers(-128, 128, 3)]
+        for rounding, offset in ops.QLINEAR_ADD.items():
+            a, b = rng.integers(-128, 128, 400), rng.integers(-128, 128, 400)
+            got = ops.residual_add_zp(a, b, ma, mb, s, 8, rounding, *zeros)
+            want = [_qlinear_add_ref(int(x), int(y), ma, mb, s, offset, *zeros) for x, y in zip(a, b)]
+            assert got.tolist() == want
+    with pytest.raises(ValueError, match="binary32"):
+        ops.residual_add_zp(1, 1, 2**24 + 1, 2**23, 30, 8, "onnxruntime")
+    with pytest.raises(ValueError, match="shift"):
+        ops.residual_add_zp(1, 1, 2**23, 2**23, 41, 8, "onnxruntime")
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_onnxruntime_qlinear_add_computes_it(dtype):
+    """onnxruntime's QLinearAdd (com.microsoft) on this CPU, every pair of codes at 6 random scale
+    and zero-point draws: rounding onnxruntime (int8) / onnxruntime_u8 (uint8 codes, hwvit's + 128)
+    with f32_ratios gives every integer; the exact sum (half_even of the same ratios) does not."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from hwvit.blocks.residual_add import f32_ratios
+
+    unsigned = dtype == "uint8"
+    offset, rounding = (128, "onnxruntime_u8") if unsigned else (0, "onnxruntime")
+    codes = np.arange(-128, 128)
+    a, b = np.repeat(codes, 256), np.tile(codes, 256)  # hwvit's codes; the file's are + offset
+    rng = np.random.default_rng(23 + unsigned)
+    exact_differs = 0
+    for _ in range(6):
+        sa, sb, sc = (np.float32(x) for x in rng.uniform(0.01, 0.2, 3))
+        zeros = [int(z) for z in rng.integers(-128, 128, 3)]  # hwvit's; the file's are + offset
+        consts = {"sa": np.array(sa), "sb": np.array(sb), "sc": np.array(sc)}
+        consts.update({k: np.array(z + offset, dtype) for k, z in zip(("za", "zb", "zc"), zeros)})
+        node = helper.make_node(
+            "QLinearAdd", ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["c"], domain="com.microsoft"
+        )
+        kind = TensorProto.UINT8 if unsigned else TensorProto.INT8
+        sess = _session(
+            [node],
+            [helper.make_tensor_value_info(n, kind, [a.size]) for n in "ab"],
+            [helper.make_tensor_value_info("c", kind, [a.size])],
+            [numpy_helper.from_array(v, k) for k, v in consts.items()],
+            ("com.microsoft",),
+        )
+        feed = {"a": (a + offset).astype(dtype), "b": (b + offset).astype(dtype)}
+        c = sess.run(None, feed)[0].astype(np.int64) - offset
+        ma, mb, s = f32_ratios(sa, sb, sc)
+        assert np.array_equal(ops.residual_add_zp(a, b, ma, mb, s, 8, rounding, *zeros), c)
+        exact_differs += int((ops.residual_add_zp(a, b, ma, mb, s, 8, "half_even", *zeros) != c).sum())
+    assert exact_differs > 0

@@ -38,7 +38,7 @@ CONTRACT = {
 
 ZEROS = ("zero_a", "zero_b", "zero_out")
 # the roundings rtl/residual_add.v takes (its ROUNDING parameter, rtl/round_sat.v's)
-ROUNDINGS = {"half_up": 0, "half_away": 1, "half_even": 2, "floor": 3}
+ROUNDINGS = {"half_up": 0, "half_away": 1, "half_even": 2, "floor": 3, "onnxruntime": 5, "onnxruntime_u8": 6}
 
 
 def check_params(params: dict[str, Any]) -> str | None:
@@ -107,10 +107,13 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     s = s if opts["shift"] is None else int_option(opts, "shift", 1, SHIFT_MAX)
     values = [-128, -127, -1, 0, 1, 126, 127]
     edges = np.array(list(itertools.product(values, values)), dtype=np.int64)
-    ab = fill(edges, cases, lambda c: rng.integers(-128, 127, (c, 2), endpoint=True))
-    params = {"out_bits": out_bits, "mult_a": int(ma), "mult_b": int(mb), "shift": int(s)}
     rounding = opts.get("rounding") or "half_up"
     zeros = [int_option(opts, key, -(1 << 15), 1 << 15) for key in ZEROS]
+    if rounding in ops.QLINEAR_ADD:  # binary32 ratios, and first the pairs where binary32 decides
+        (s_a, s_b), (ma, mb, s, decided) = (1.0, 1.0), _qlinear_case(rng, opts, zeros, rounding)
+        edges = np.concatenate([decided, edges])
+    ab = fill(edges, cases, lambda c: rng.integers(-128, 127, (c, 2), endpoint=True))
+    params = {"out_bits": out_bits, "mult_a": int(ma), "mult_b": int(mb), "shift": int(s)}
     if rounding != "half_up" or any(zeros):
         params.update({"rounding": rounding} if rounding != "half_up" else {})
         params.update({k: v for k, v in zip(ZEROS, zeros) if v})
@@ -121,6 +124,46 @@ def random_set(rng: np.random.Generator, cases: int, opts: dict[str, Any]) -> Bl
     else:
         y = ops.residual_add(ab[:, 0], ab[:, 1], ma, mb, s, out_bits)
     return make_record("residual_add", "random", params, {"a": s_a, "b": s_b, "y": s_out}, a=ab[:, 0], b=ab[:, 1], y=y)
+
+
+def f32_ratios(s_a: float, s_b: float, s_out: float) -> tuple[int, int, int]:
+    """onnxruntime's QLinearAdd ratios ``f32(s_a / s_out)``, ``f32(s_b / s_out)`` (binary32 divisions)
+    as ``(Ma, Mb, s)`` over one shift: each significand moved up by the other's larger exponent.
+    ValueError when the two lie more than 2^7 apart (the 31-bit ports) or s exceeds 40."""
+    from hwvit.ops.residual_add import QLINEAR_ADD_SHIFT_MAX
+    from hwvit.variants.rounding import f32_multiplier
+
+    (m_a, e_a), (m_b, e_b) = (f32_multiplier(np.float32(x) / np.float32(s_out)) for x in (s_a, s_b))
+    s = max(e_a, e_b)
+    m_a, m_b = m_a << (s - e_a) if m_a else 0, m_b << (s - e_b) if m_b else 0
+    if max(m_a, m_b) > MULT_MAX or not 1 <= s <= QLINEAR_ADD_SHIFT_MAX:
+        raise ValueError(
+            f"onnxruntime's add ratios {s_a / s_out:.4g} and {s_b / s_out:.4g}: hwvit takes them within 2^7 of "
+            f"each other and at least 2^-{QLINEAR_ADD_SHIFT_MAX - 24}"
+        )
+    return m_a, m_b, s
+
+
+def _qlinear_case(rng: np.random.Generator, opts, zeros, rounding):
+    """(Ma, Mb, s, pairs) of an onnxruntime QLinearAdd set: of up to 40 scale draws (or the given
+    multipliers), the first on whose 65,536 code pairs binary32 gives another integer than the exact
+    sum (half_even) at 16 or more (else the one with most), and up to 64 of those pairs."""
+    pairs = np.array(list(itertools.product(range(-128, 128), repeat=2)), dtype=np.int64)
+    best = None
+    for _ in range(40):
+        ma, mb, s = f32_ratios(*(float(v) for v in rng.uniform(0.3, 1.6, 2)), 1.0)
+        ma = ma if opts["mult_a"] is None else int_option(opts, "mult_a", 0, MULT_MAX)
+        mb = mb if opts["mult_b"] is None else int_option(opts, "mult_b", 0, MULT_MAX)
+        s = s if opts["shift"] is None else int_option(opts, "shift", 1, SHIFT_MAX)
+        f32 = ops.residual_add_zp(pairs[:, 0], pairs[:, 1], ma, mb, s, 8, rounding, *zeros)
+        exact = ops.residual_add_zp(pairs[:, 0], pairs[:, 1], ma, mb, s, 8, "half_even", *zeros)
+        decided = pairs[f32 != exact]
+        if best is None or len(decided) > len(best[3]):
+            best = (ma, mb, s, decided)
+        if len(decided) >= 16 or not (opts["mult_a"] is None and opts["mult_b"] is None and opts["shift"] is None):
+            break
+    ma, mb, s, decided = best
+    return ma, mb, s, decided[rng.permutation(len(decided))[:64]]
 
 
 def count_bins(params, inputs, outputs, limits) -> dict[str, int]:

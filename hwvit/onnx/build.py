@@ -78,6 +78,11 @@ class _Builder:
         if requant not in REQUANTS:
             raise GraphError(f"requant {requant!r}: a quantized file's GEMMs round as {' or '.join(REQUANTS)}")
         self.g, self.path, self.requant = g, path, requant
+        # requant=onnxruntime: the adds onnxruntime fuses into its QLinearAdd, with their codes' offset
+        # (128: it runs that one on uint8 codes); it computes the others in float32, as the file says
+        from hwvit.onnx.runtime import qlinear_adds
+
+        self.qlinear_adds = qlinear_adds(g.model) if requant == "onnxruntime" else {}
         self.softmax_variant, self.layernorm_variant = softmax, layernorm
         self.consumers: dict[str, list[Step]] = {}
         for step in g.steps:
@@ -183,7 +188,6 @@ class _Builder:
 
     def bias_add(self, lin, bstep: Step, name: str):
         from hwvit.intvit.layers import IntResidual
-        from hwvit.quant.params import residual_params
 
         q_a, q_out = lin.requant, bstep.out_q
         bq = bstep.bias_q
@@ -195,25 +199,40 @@ class _Builder:
         if bq.dtype not in (np.int8, np.uint8):
             raise GraphError(f"node {bstep.name}: a {bq.dtype} bias; hwvit takes an 8-bit bias after a MatMul")
         codes = bstep.bias_codes.astype(np.int64).reshape(-1) + _off(bq)
-        ma, mb, s = residual_params(q_a.s_out, bq.s, q_out.s)
+        ma, mb, s, rounding = self.add_params(bstep, q_a.s_out, bq.s, q_out)
         add = IntResidual(
             mult_a=int(ma), mult_b=int(mb), shift=int(s), s_a=q_a.s_out, s_b=bq.s, s_out=q_out.s, out_bits=8,
-            rounding=ROUNDING, zero_a=q_a.zero, zero_b=_z(bq), zero_out=_z(q_out),
+            rounding=rounding, zero_a=q_a.zero, zero_b=_z(bq), zero_out=_z(q_out),
         )  # fmt: skip
         self.float_weights[f"{name}.bias"] = dequantize_f32(bstep.bias_codes, bq)
         return replace(lin, post_bias=codes, bias_add=add)
 
     def residual(self, step: Step, a_codes: str, b_codes: str):
         from hwvit.intvit.layers import IntResidual
-        from hwvit.quant.params import residual_params
 
         qa, qo = self.q(a_codes), step.out_q
         qb = b_codes if isinstance(b_codes, Quant) else self.q(b_codes)  # a constant's quantizer
-        ma, mb, s = residual_params(qa.s, qb.s, qo.s)
+        ma, mb, s, rounding = self.add_params(step, qa.s, qb.s, qo)
         return IntResidual(
             mult_a=int(ma), mult_b=int(mb), shift=int(s), s_a=qa.s, s_b=qb.s, s_out=qo.s, out_bits=8,
-            rounding=ROUNDING, zero_a=_z(qa), zero_b=_z(qb), zero_out=_z(qo),
+            rounding=rounding, zero_a=_z(qa), zero_b=_z(qb), zero_out=_z(qo),
         )  # fmt: skip
+
+    def add_params(self, step: Step, s_a, s_b, q_out: Quant) -> tuple[int, int, int, str]:
+        """(Ma, Mb, s, rounding) of an add of two quantized tensors: the file's meaning (the real ratios,
+        ROUNDING), or with requant=onnxruntime what its QLinearAdd computes (binary32 ratios and
+        arithmetic on the file's int8 or uint8 codes: hwvit.ops.residual_add.qlinear_add)."""
+        from hwvit.quant.params import residual_params
+
+        if step.name not in self.qlinear_adds:
+            return (*residual_params(s_a, s_b, q_out.s), ROUNDING)
+        from hwvit.blocks.residual_add import f32_ratios
+
+        try:
+            ma, mb, s = f32_ratios(s_a, s_b, q_out.s)
+        except ValueError as exc:
+            raise GraphError(f"node {step.name}: {exc}") from None
+        return ma, mb, s, "onnxruntime_u8" if self.qlinear_adds[step.name] else "onnxruntime"
 
     def layernorm(self, step: Step, name: str):
         import torch

@@ -43,6 +43,20 @@ def deployed(model):
         return onnx.load(path)
 
 
+def qlinear_adds(model) -> dict[str, int]:
+    """Node name -> code offset (128 on uint8 codes, else 0) of every Add of ``model`` that onnxruntime
+    deploys as its QLinearAdd on this machine (hwvit.onnx.runtime.deployed names it after the node)."""
+    from onnx import numpy_helper
+
+    dep = deployed(model)
+    consts = {i.name: i for i in dep.graph.initializer}
+    out = {}
+    for node in dep.graph.node:
+        if node.op_type == "QLinearAdd" and node.input[7] in consts:
+            out[node.name] = 128 if numpy_helper.to_array(consts[node.input[7]]).dtype == np.uint8 else 0
+    return out
+
+
 def _deployed_tensors(model, dep, names) -> dict[str, tuple[str, int, bool]]:
     """Quantized tensor of the file -> (the tensor of ``dep``, onnxruntime's deployed graph, that holds
     its codes, that tensor's zero point, whether its channels are last): the file's quantizer where
@@ -380,6 +394,7 @@ def side_by_side(imported, x, labels=None, batch: int = 64, levels: tuple[str, .
 
 __all__ = [
     "LEVELS",
+    "qlinear_adds",
     "Observer",
     "PointDiff",
     "SideBySide",

@@ -21,7 +21,7 @@ from hwvit.ops.isqrt import isqrt
 from hwvit.ops.layernorm import LN_F, LN_K, LN_T, layernorm
 from hwvit.ops.pool import mean_pool
 from hwvit.ops.requant import quantize, requant, requant_zero
-from hwvit.ops.residual_add import residual_add, residual_add_zp
+from hwvit.ops.residual_add import QLINEAR_ADD, residual_add, residual_add_zp
 from hwvit.ops.round_sat import round_sat, rshift_round, saturate
 from hwvit.ops.softmax import softmax
 
@@ -43,6 +43,7 @@ __all__ = [
     "requant_zero",
     "residual_add",
     "residual_add_zp",
+    "QLINEAR_ADD",
     "round_sat",
     "rshift_round",
     "saturate",

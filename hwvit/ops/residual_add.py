@@ -96,8 +96,50 @@ def residual_add_zp(
     ma, mb, s = add_params(mult_a, mult_b, shift, shape)
     from hwvit.ops.round_sat import SHIFT_MODES as modes
 
+    if rounding in QLINEAR_ADD:
+        return qlinear_add(a, b, ma, mb, s, out_bits, QLINEAR_ADD[rounding], zero_a, zero_b, zero_out)
     if rounding not in modes:
-        raise ValueError(f"residual_add: rounding {rounding!r}; choose from {', '.join(modes)}")
+        raise ValueError(f"residual_add: rounding {rounding!r}; choose from {', '.join([*modes, *QLINEAR_ADD])}")
     v = (a - int(zero_a)) * ma + (b - int(zero_b)) * mb  # |v| <= 2 * 255 * (2^31 - 1) < 2^40
     y = modes[rounding](v, s) + int(zero_out)
     return np.clip(y, *signed(out_bits).range).astype(np.int64)
+
+
+# onnxruntime's QLinearAdd (hwvit.variants-style names of residual_add_zp's rounding): the codes it
+# computes on are the file's, an int8 file's as hwvit holds them, a uint8 file's 128 above them.
+QLINEAR_ADD = {"onnxruntime": 0, "onnxruntime_u8": 128}
+QLINEAR_ADD_SHIFT_MAX = 40  # z_c * 2^s < 2^48: every intermediate below stays inside int64
+
+
+def qlinear_add(a, b, ma, mb, s, out_bits: int, offset: int, zero_a: int, zero_b: int, zero_out: int) -> np.ndarray:
+    """onnxruntime's QLinearAdd on x86 with AVX2 (MLAS ``qladd_avx2.cpp``), exactly on int64.
+
+    On the file's codes ``A = a + offset`` (likewise ``B``, ``Z_a``, ``Z_b``, ``Z_c``) and the
+    binary32 ratios ``r_a = f32(s_a / s_c) = Ma * 2^-s``, ``r_b = Mb * 2^-s`` (one shift for both:
+    each M a binary32 significand times a power of two, below 2^31), onnxruntime computes in
+    binary32, each step rounded half to even to 24 significant bits (``round_significant``):
+
+        F = f32(Z_c) - fma(r_a, Z_a, f32(r_b * Z_b))      (its compiler's contraction)
+        c = sat(round_half_even(fma(A, r_a, fma(B, r_b, F))))
+
+    saturated to the file's 8-bit range, then ``- offset`` back to hwvit's codes. Every value is a
+    multiple of ``2^-s`` (the ratios are, the codes are integers, and rounding to 24 bits keeps a
+    multiple of ``2^-s`` one), so all of it is integers ``* 2^s``: ``|A Ma| < 2^39``,
+    ``|Z_c 2^s| < 2^48`` (s <= 40), their sums below 2^50. int64 out."""
+    from hwvit.ops.round_sat import SHIFT_MODES, round_significant
+
+    if out_bits != 8:
+        raise ValueError(f"residual_add: onnxruntime's QLinearAdd is 8-bit, got out_bits {out_bits}")
+    for name, m in (("mult_a", ma), ("mult_b", mb)):
+        if np.any(round_significant(m) != m):
+            raise ValueError(f"residual_add: {name} {m.tolist()} is not a binary32 ratio (24 significant bits)")
+    if np.any(s > QLINEAR_ADD_SHIFT_MAX):
+        raise ValueError(
+            f"residual_add: onnxruntime's QLinearAdd takes shift <= {QLINEAR_ADD_SHIFT_MAX}, got {s.max()}"
+        )
+    za, zb, zc = (np.int64(int(z) + offset) for z in (zero_a, zero_b, zero_out))
+    fixed = round_significant(np.left_shift(zc, s) - round_significant(za * ma + round_significant(zb * mb)))
+    t = round_significant((b + offset) * mb + fixed)
+    u = round_significant((a + offset) * ma + t)
+    y = SHIFT_MODES["half_even"](u, s) - offset
+    return np.clip(y, *signed(8).range).astype(np.int64)

@@ -68,7 +68,9 @@ def check_params(kind: str, params: Any) -> None:
             raise VectorSetError(f"manifest: param {key}={value!r} is not {typ.__name__}")
         if bounds and not bounds[0] <= value <= bounds[1]:
             raise VectorSetError(f"manifest: param {key}={value} outside [{bounds[0]}, {bounds[1]}]")
-    _check_variant("rounding", "requant", params.get("rounding"))
+    rounding = params.get("rounding")
+    if not (kind == "residual_add" and rounding == "onnxruntime_u8"):  # onnxruntime's QLinearAdd on uint8 codes
+        _check_variant("rounding", "requant", rounding)
     if "variant" in params:
         _check_variant("variant", spec.family or kind, params["variant"])
     for key, value in params.items():
