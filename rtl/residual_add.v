@@ -19,15 +19,16 @@
 //
 // ROUNDING 5 and 6 are onnxruntime's QLinearAdd (MLAS qladd_avx2.cpp, hwvit.ops.residual_add.qlinear_add):
 // binary32 arithmetic on the file's codes, an int8 file's as they are (5), a uint8 file's 128 above
-// hwvit's (6). With r_a = Ma * 2^-s and r_b = Mb * 2^-s its binary32 ratios and A = a + OFF, ...:
+// hwvit's (6). With r_a = Ma' * 2^-s and r_b = Mb' * 2^-s its binary32 ratios (each port M = k * 2^24
+// + m carries M' = m * 2^k, the significand m moved up k <= 23 bits) and A = a + OFF, ...:
 //
 //   F = f32(Z_c) - fma(r_a, Z_a, f32(r_b * Z_b)),  y = sat(round_half_even(fma(A, r_a, fma(B, r_b, F)))) - OFF
 //
 // Every value is a multiple of 2^-s, so the datapath carries each times 2^s, an integer, and each
 // binary32 rounding is sig24 (its 24 leading significant bits, half to even). Stage 1 computes F and
-// t = fma(B, r_b, F) beside A * Ma; stage 2 adds them, rounds (sig24), then round_sat's half to even
-// by s; the zero point is inside F. Domain (the driver's): IN_BITS = OUT_BITS = 8, Ma and Mb each a
-// binary32 significand times a power of two, s <= 40 (|Z_c * 2^s| < 2^48; every sum below 2^51).
+// t = fma(B, r_b, F) beside A * Ma'; stage 2 adds them, rounds (sig24), then round_sat's half to even
+// by s; the zero point is inside F. Domain (the driver's): IN_BITS = OUT_BITS = 8, k <= 23, s <= 40
+// (|A * M'| < 2^55, |Z_c * 2^s| < 2^48: every value below 2^57).
 //
 // Pipeline: 2 register stages (two products; sum + round + shift + saturate), one beat per cycle,
 // latency 2 cycles, bubbles collapse. in_ready_o depends combinationally on out_ready_i.
@@ -99,8 +100,8 @@ module residual_add #(
   // a (or a - za, one bit wider: -255..255 for 8-bit inputs; onnxruntime: a + OFF, -128..255) in D_BITS.
   localparam integer D_BITS    = F32 ? IN_BITS + 2 : IN_BITS + ZERO_POINTS;
   // a * Ma: signed D_BITS x unsigned 31 bits fits D_BITS + 31 signed bits (39 for 8-bit inputs);
-  // onnxruntime's t reaches 2^51 (header): 56 bits.
-  localparam integer PROD_BITS = F32 ? 56 : D_BITS + 31;
+  // onnxruntime's values stay below 2^57 (header): 60 bits.
+  localparam integer PROD_BITS = F32 ? 60 : D_BITS + 31;
   // a * Ma + b * Mb + 2^(s-1): the sum of products needs one more bit (|sum| <= 2^39 for 8-bit
   // inputs, 2^40 with zero points) and the rounding term reaches 2^62 (s = 63): 64 bits hold both.
   localparam integer SUM_BITS  = (PROD_BITS + 2 > 64) ? PROD_BITS + 2 : 64;
@@ -121,15 +122,17 @@ module residual_add #(
   wire signed [PROD_BITS-1:0] b_ext  = {{(PROD_BITS - D_BITS){b_d[D_BITS-1]}}, b_d};
   // verilator coverage_off
   // (zero-extended copies, dr_next32 plus one: live bits toggle in their source, the rest are 0)
-  wire signed [PROD_BITS-1:0] ma_ext = {{(PROD_BITS - 31){1'b0}}, cfg_mult_a_i};
-  wire signed [PROD_BITS-1:0] mb_ext = {{(PROD_BITS - 31){1'b0}}, cfg_mult_b_i};
+  wire signed [PROD_BITS-1:0] ma_ext = F32 ? ({{(PROD_BITS - 24){1'b0}}, cfg_mult_a_i[23:0]} << cfg_mult_a_i[30:24])
+                                           : {{(PROD_BITS - 31){1'b0}}, cfg_mult_a_i};
+  wire signed [PROD_BITS-1:0] mb_ext = F32 ? ({{(PROD_BITS - 24){1'b0}}, cfg_mult_b_i[23:0]} << cfg_mult_b_i[30:24])
+                                           : {{(PROD_BITS - 31){1'b0}}, cfg_mult_b_i};
   // verilator coverage_on
   wire signed [PROD_BITS-1:0] prod_a = a_ext * ma_ext;
   wire signed [PROD_BITS-1:0] prod_b = b_ext * mb_ext;
   wire signed [PROD_BITS-1:0] t_f32;            // onnxruntime: fma(B, r_b, F) * 2^s (g_f32)
   wire signed [PROD_BITS-1:0] into_b = F32 ? t_f32 : prod_b;
 
-  // v (signed, |v| < 2^54) rounded half to even to its 24 leading significant bits, the bits below
+  // v (signed, |v| < 2^58) rounded half to even to its 24 leading significant bits, the bits below
   // them zero: the binary32 value of v (times 2^s). The highest set bit k >= 24 of |v| drops
   // d = k - 23 bits; up when the dropped part is above half of 2^d, or equal to it with the kept
   // part odd; a carry into bit k + 1 is the next binade's value, still exact.
@@ -160,7 +163,7 @@ module residual_add #(
   wire signed [SUM_BITS-1:0] pa_ext  = {{EXT_BITS{prod_a_q[PROD_BITS-1]}}, prod_a_q};
   wire signed [SUM_BITS-1:0] pb_ext  = {{EXT_BITS{prod_b_q[PROD_BITS-1]}}, prod_b_q};
   wire signed [SUM_BITS-1:0] sum     = pa_ext + pb_ext;
-  // onnxruntime: the binary32 sum (|sum| < 2^52 fits PROD_BITS), sign-extended back
+  // onnxruntime: the binary32 sum (|sum| < 2^57 fits PROD_BITS), sign-extended back
   wire signed [PROD_BITS-1:0] sum_r  = sig24(sum[PROD_BITS-1:0]);
   wire signed [SUM_BITS-1:0] sum_sel = F32 ? {{EXT_BITS{sum_r[PROD_BITS-1]}}, sum_r} : sum;
   wire        [OUT_BITS-1:0] rounded;

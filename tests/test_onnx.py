@@ -584,32 +584,38 @@ def test_graph_steps_of_digits(onnx_zoo):
 
 def test_requant_onnxruntime(onnx_zoo, tmp_path, runner):
     """`--variant requant=onnxruntime`: every GEMM requantizes as onnxruntime's fused kernels do (their
-    binary32 multiplier f32(f32(s_a * s_w) / s_y) and product); its GEMMs alone equal onnxruntime's
-    deployed integers on the default file's images; its vector sets (zero points, ROUNDING 5) pass
-    rtl/gemm.v on Icarus; any other requant variant of a file is refused in one line."""
+    binary32 multiplier f32(f32(s_a * s_w) / s_y) and product), every add it fuses into QLinearAdd as
+    that computes (binary32 on the uint8 codes it runs on); on the uint8 file's images its GEMMs and
+    adds alone equal onnxruntime's deployed integers, where the file's meaning parts from them (the
+    first fc1's bias add: onnxruntime's QLinearAdd rounds one of its codes down); its vector sets
+    (zero points, ROUNDING 5 and 6) pass rtl/gemm.v and rtl/residual_add.v on Icarus; any other
+    requant variant of a file is refused in one line."""
     from onnx_zoo import gemm_figures
 
     from hwvit import vectors
     from hwvit.cli import main
 
-    path = onnx_zoo.file("digits", "default")
+    path = onnx_zoo.file("digits", "uint8")
     imported = build.load(path, softmax="round_each", requant="onnxruntime")
     assert imported.int_model.meta["quant"]["rounding"] == "onnxruntime"
     linears = [b.fc1.requant for b in imported.int_model.blocks]
     assert all(r.rounding == "onnxruntime" and 2**23 <= np.min(r.mult) <= np.max(r.mult) < 2**24 for r in linears)
+    assert {b.add1.rounding for b in imported.int_model.blocks} == {"onnxruntime_u8"}
     x, y = onnx_zoo.data("digits")
     side = runtime.side_by_side(imported, x, y)
     gemms, per_million, _ = gemm_figures(side, "on")
     assert gemms == 2 + 5 * imported.int_model.config.depth and per_million == 0
+    assert all(d.differ == 0 for d in side.isolated["on"] if ".add" in d.point)
+    _, meaning = onnx_zoo.side("digits", "uint8")
+    assert gemm_figures(meaning, "on")[1] > 0
     out = tmp_path / "vec"
-    args = ["vectors", "--checkpoint", str(onnx_zoo.file("digits", "uint8")), "--variant", "requant=onnxruntime"]
-    res = runner.invoke(main, [*args, "--limit", "1", "--blocks", "layers.0.attn.h0.qk,layers.0.attn.proj",
+    args = ["vectors", "--checkpoint", str(path), "--variant", "requant=onnxruntime", "--limit", "1"]
+    res = runner.invoke(main, [*args, "--blocks", "layers.0.attn.h0.qk,layers.0.attn.proj,layers.0.add1",
                                "--out", str(out), "-q"])  # fmt: skip
     assert res.exit_code == 0, res.output
-    sets = [vectors.read(d) for d in vectors.find_sets(out)]
-    assert len(sets) == 2 and all(s.kind == "gemm" and s.params["rounding"] == "onnxruntime" for s in sets)
-    assert any(s.params.get("zero_a") for s in sets)
+    rounding = {vectors.read(d).kind: vectors.read(d).params["rounding"] for d in vectors.find_sets(out)}
+    assert rounding == {"gemm": "onnxruntime", "residual_add": "onnxruntime_u8"}, rounding
     res = runner.invoke(main, ["sim", str(out), "--simulator", "icarus", "-q"])
-    assert res.exit_code == 0 and "2 passed, 0 failed" in res.output, res.output
+    assert res.exit_code == 0 and "3 passed, 0 failed" in res.output, res.output
     message = _refused(runner, ["compare", "--checkpoint", str(path), "--variant", "requant=floor"], tmp_path)
     assert "requant=onnxruntime" in message

@@ -115,24 +115,23 @@ def qlinear_add(a, b, ma, mb, s, out_bits: int, offset: int, zero_a: int, zero_b
     """onnxruntime's QLinearAdd on x86 with AVX2 (MLAS ``qladd_avx2.cpp``), exactly on int64.
 
     On the file's codes ``A = a + offset`` (likewise ``B``, ``Z_a``, ``Z_b``, ``Z_c``) and the
-    binary32 ratios ``r_a = f32(s_a / s_c) = Ma * 2^-s``, ``r_b = Mb * 2^-s`` (one shift for both:
-    each M a binary32 significand times a power of two, below 2^31), onnxruntime computes in
-    binary32, each step rounded half to even to 24 significant bits (``round_significant``):
+    binary32 ratios ``r_a = f32(s_a / s_c) = Ma' * 2^-s``, ``r_b = Mb' * 2^-s`` over one shift, each
+    ``M' = m * 2^k`` a binary32 significand ``m < 2^24`` moved up by ``k <= 23`` bits, carried in its
+    31-bit multiplier as ``M = k * 2^24 + m`` (``decode_ratio``), onnxruntime computes in binary32,
+    each step rounded half to even to 24 significant bits (``round_significant``):
 
         F = f32(Z_c) - fma(r_a, Z_a, f32(r_b * Z_b))      (its compiler's contraction)
         c = sat(round_half_even(fma(A, r_a, fma(B, r_b, F))))
 
     saturated to the file's 8-bit range, then ``- offset`` back to hwvit's codes. Every value is a
     multiple of ``2^-s`` (the ratios are, the codes are integers, and rounding to 24 bits keeps a
-    multiple of ``2^-s`` one), so all of it is integers ``* 2^s``: ``|A Ma| < 2^39``,
-    ``|Z_c 2^s| < 2^48`` (s <= 40), their sums below 2^50. int64 out."""
+    multiple of ``2^-s`` one), so all of it is integers ``* 2^s``: ``|A Ma'| < 2^9 * 2^47``,
+    ``|Z_c 2^s| < 2^48`` (s <= 40), their sums below 2^57. int64 out."""
     from hwvit.ops.round_sat import SHIFT_MODES, round_significant
 
     if out_bits != 8:
         raise ValueError(f"residual_add: onnxruntime's QLinearAdd is 8-bit, got out_bits {out_bits}")
-    for name, m in (("mult_a", ma), ("mult_b", mb)):
-        if np.any(round_significant(m) != m):
-            raise ValueError(f"residual_add: {name} {m.tolist()} is not a binary32 ratio (24 significant bits)")
+    ma, mb = decode_ratio(ma, "mult_a"), decode_ratio(mb, "mult_b")
     if np.any(s > QLINEAR_ADD_SHIFT_MAX):
         raise ValueError(
             f"residual_add: onnxruntime's QLinearAdd takes shift <= {QLINEAR_ADD_SHIFT_MAX}, got {s.max()}"
@@ -143,3 +142,26 @@ def qlinear_add(a, b, ma, mb, s, out_bits: int, offset: int, zero_a: int, zero_b
     u = round_significant((a + offset) * ma + t)
     y = SHIFT_MODES["half_even"](u, s) - offset
     return np.clip(y, *signed(8).range).astype(np.int64)
+
+
+QLINEAR_ADD_K_MAX = 23  # a ratio's significand moved up at most 23 bits: M' < 2^47
+
+
+def encode_ratio(m: int, k: int) -> int:
+    """``M = k * 2^24 + m``: a binary32 significand ``m < 2^24`` moved up by ``k`` bits, in 31 bits."""
+    if not (0 <= m < 1 << 24 and 0 <= k <= QLINEAR_ADD_K_MAX):
+        raise ValueError(
+            f"residual_add: ratio significand {m} up {k} bits; hwvit takes m < 2^24, k <= {QLINEAR_ADD_K_MAX}"
+        )
+    return (k << 24) | m
+
+
+def decode_ratio(mult: Any, name: str = "multiplier") -> np.ndarray:
+    """``m * 2^k`` of ``M = k * 2^24 + m`` (``encode_ratio``); ValueError for ``k > 23``."""
+    mult = np.asarray(mult, np.int64)
+    k = np.right_shift(mult, 24)
+    if np.any(k > QLINEAR_ADD_K_MAX):
+        raise ValueError(
+            f"residual_add: {name} {mult.tolist()} moves its significand up more than {QLINEAR_ADD_K_MAX} bits"
+        )
+    return np.left_shift(mult & ((1 << 24) - 1), k)
