@@ -90,3 +90,49 @@ def test_file_on_the_core_verilator(onnx_zoo, tmp_path, name, config):
         assert (run.got.argmax(axis=1) == labels).sum() >= 9
     want = cycles.program_cycles(core.program, 8, 8, softmax_bits=sizes.get("SOFTMAX_BITS", 8))
     assert all(c["total"] == want["total"] for c in run.cycles)
+
+
+def test_requant_onnxruntime_compiles(onnx_zoo, tmp_path):
+    """`--variant requant=onnxruntime`: the uint8 file's model (onnxruntime's requant at every GEMM,
+    its uint8 QLinearAdd at every residual and bias add) names GEMM_ROUNDING 5 and ADD_ROUNDING 6; a
+    model whose adds are rounded two ways (a bias add the file's way, the rest onnxruntime's) is
+    refused in one line naming it."""
+    from dataclasses import replace
+
+    from hwvit.core.compile import CoreCompileError, core_roundings
+    from hwvit.onnx import build
+
+    path = onnx_zoo.file("digits", "uint8")
+    out = tmp_path / "core"
+    res = CliRunner().invoke(main, ["compile", "--checkpoint", str(path), "--variant", "requant=onnxruntime",
+                                    "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    sizes = yaml.safe_load((out / "manifest.yaml").read_text())["sizes"]
+    assert {k: sizes[k] for k in KEYS if k in sizes} == {"GEMM_ROUNDING": 5, "ADD_ROUNDING": 6, "ZERO_POINTS": 1}
+    m = build.load(path, requant="onnxruntime").int_model
+    blk = m.blocks[1]
+    fc1 = replace(blk.fc1, bias_add=replace(blk.fc1.bias_add, rounding="half_even"))
+    mixed = replace(m, blocks=[*m.blocks[:1], replace(blk, fc1=fc1), *m.blocks[2:]])
+    with pytest.raises(CoreCompileError, match=r"layers\.1\.mlp\.fc1\.bias rounds requant=half_even"):
+        core_roundings(mixed)
+
+
+@pytest.mark.onnx
+def test_requant_onnxruntime_on_the_core_verilator(onnx_zoo, tmp_path):
+    """The uint8 file's requant=onnxruntime model through the core (Verilator, 8 x 8, four held-out
+    images): every logit equal to the model's, which equals onnxruntime's deployed GEMMs and adds."""
+    from hwvit import toolchain
+    from hwvit.core import run as crun
+    from hwvit.onnx import build
+
+    toolchain.require("verilator")
+    path = onnx_zoo.file("digits", "uint8")
+    res = CliRunner().invoke(main, ["compile", "--checkpoint", str(path), "--variant", "requant=onnxruntime",
+                                    "--out", str(tmp_path / "core")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    from hwvit.core.coredir import read_core_dir
+
+    model = build.load(path, requant="onnxruntime").int_model
+    x, _ = onnx_zoo.data("digits", 4)
+    run = crun.run_images(read_core_dir(tmp_path / "core"), model, model.quantize_input(x), "verilator", 8, 8)
+    np.testing.assert_array_equal(run.got, run.expected)

@@ -21,12 +21,13 @@ from hwvit.formats import ExpMode
 SUPPORTED = (
     "conv patch embedding (2-D images), cls or mean pooling, no pre-head layers, 8-bit activations, "
     "hwvit's softmax (probabilities of one width, 1-8 bits) and LayerNorm, every GEMM's requant rounded "
-    "one way and every residual add one way (half_up or half_even), an imported model's zero points, "
+    "one way and every residual and bias add one way (half_up or half_even, or onnxruntime's: requant=onnxruntime), "
+    "an imported model's zero points, "
     "int8 bias adds and table after Q.K^T (any elementwise GELU variant: a table)"
 )
 # The roundings the core's GEMM engine and residual_add unit take (rtl/vit_core.v GEMM_ROUNDING,
 # ADD_ROUNDING: rtl/requant.v's and rtl/residual_add.v's ROUNDING values)
-ROUNDINGS = {"half_up": 0, "half_even": 2}
+ROUNDINGS = {"half_up": 0, "half_even": 2, "onnxruntime": 5, "onnxruntime_u8": 6}
 SOFTMAX_POINTS = (".attn.softmax", ".attn.probs")  # the traced points of the softmax's probabilities
 
 
@@ -260,6 +261,8 @@ def core_roundings(m) -> dict[str, int]:
     adds = {f"layers.{i}.{n}": getattr(blk, n) for i, blk in enumerate(m.blocks) for n in ("add1", "add2")}
     if m.embed.pos_add is not None:
         adds["pos_add"] = m.embed.pos_add
+    # an imported 3-D linear's int8 bias add runs on the same residual_add unit
+    adds.update({f"{p}.bias": lin.bias_add for p, lin in _linears(m).items() if getattr(lin, "bias_add", None)})
     out = {}
     for key, layers in (("GEMM_ROUNDING", gemms), ("ADD_ROUNDING", adds)):
         ways = {}
