@@ -456,7 +456,8 @@ def test_qonnx_through_the_cli(onnx_zoo, tmp_path):
 
 # requant=onnxruntime against the deployed files (optimizations on), per million of all GEMM outputs,
 # measured: digits 0.08 / 0 / 0, second 0.36 / 0.36 / 0, HF-shaped 1.6 / 0 / 0 (symmetric, defaults,
-# uint8); what is left is one patch-embedding output (onnxruntime's NHWC QLinearConv) and two of HF's v.
+# uint8); what is left is in the GEMMs onnxruntime leaves in float32 optimized (the patch embedding's
+# Conv, HF's q, k and v MatMuls): one patch-embedding output and two of HF's v.
 DEPLOYED = {("digits", "symmetric"): 0.5, ("second", "symmetric"): 1, ("second", "default"): 1, ("hf", "symmetric"): 2}
 
 
