@@ -108,12 +108,18 @@ def test_power_of_two_scales(onnx_zoo, config):
     equal onnxruntime's exactly on the whole split with graph optimizations off (the file's meaning),
     and on at int8 (its fused kernels). At uint8 onnxruntime's fused bias add (QLinearAdd) rounds the
     exact halves such scales make otherwise than its own unoptimized graph: 0.9% of all GEMM outputs
-    part by 1 LSB, every one at a GEMM followed by an int8 bias."""
+    part by 1 LSB, every one at a GEMM followed by an int8 bias; requant=onnxruntime, which computes
+    that add as QLinearAdd does, equals the deployed file at every GEMM and add."""
     imported, side = onnx_zoo.side("digits", config, images=None, pow2=True)
     gemms, per_million, _ = gemm_figures(side, "off")
     assert gemms == 2 + 5 * imported.int_model.config.depth and per_million == 0, per_million
     if config != "uint8":
         assert gemm_figures(side, "on")[1] == 0
+    else:  # requant=onnxruntime is what it deploys: its QLinearAdd too, every GEMM and add equal
+        deployed = build.load(onnx_zoo.file("digits", config, pow2=True), softmax="round_each", requant="onnxruntime")
+        on = runtime.side_by_side(deployed, *onnx_zoo.data("digits", None), levels=("off", "on"))
+        assert gemm_figures(on, "on")[1] == 0
+        assert all(d.differ == 0 for d in on.isolated["on"] if ".add" in f".{d.point}")
 
 
 def test_parting_images_are_hwvits_layernorm(onnx_zoo):
