@@ -151,8 +151,9 @@ def _qlinear_case(rng: np.random.Generator, opts, zeros, rounding):
     sum (half_even) at 16 or more (else the one with most), and up to 64 of those pairs."""
     pairs = np.array(list(itertools.product(range(-128, 128), repeat=2)), dtype=np.int64)
     best = None
-    for _ in range(40):
-        ma, mb, s = f32_ratios(*(float(v) for v in rng.uniform(0.3, 1.6, 2)), 1.0)
+    for _ in range(40):  # b's scale up to 2^11 times a's: its significand moved up 0 to 12 bits
+        s_a, s_b = (float(v) for v in rng.uniform(0.3, 1.6, 2))
+        ma, mb, s = f32_ratios(s_a, s_b * 2.0 ** int(rng.integers(0, 12)), 2.0 ** int(rng.integers(0, 4)))
         ma = ma if opts["mult_a"] is None else int_option(opts, "mult_a", 0, MULT_MAX)
         mb = mb if opts["mult_b"] is None else int_option(opts, "mult_b", 0, MULT_MAX)
         s = s if opts["shift"] is None else int_option(opts, "shift", 1, SHIFT_MAX)
