@@ -94,15 +94,24 @@ def tflite_quantize_multiplier(real: float) -> tuple[int, int]:
     return q, -e
 
 
-def _prepare_gemmlowp(ctx: RequantContext) -> Params:
-    if np.ndim(ctx.scale) == 0:
-        q, s = tflite_quantize_multiplier(float(ctx.scale))
-        return {"multiplier": q, "shift": s, "out_bits": int(ctx.out_bits)}
-    reals = np.asarray(ctx.scale, dtype=np.float64)
-    pairs = [tflite_quantize_multiplier(float(r)) for r in reals.reshape(-1)]
-    m = np.array([p[0] for p in pairs], dtype=np.int64).reshape(reals.shape)
-    s = np.array([p[1] for p in pairs], dtype=np.int64).reshape(reals.shape)
-    return {"multiplier": m, "shift": s, "out_bits": int(ctx.out_bits)}
+def _prepare_by(pair):
+    """A variant's ``prepare`` from ``pair(real) -> (multiplier, shift)``: one pair per tensor, or an
+    int64 array of each per channel."""
+
+    def prepare(ctx: RequantContext) -> Params:
+        if np.ndim(ctx.scale) == 0:
+            m, s = pair(float(ctx.scale))
+            return {"multiplier": m, "shift": s, "out_bits": int(ctx.out_bits)}
+        reals = np.asarray(ctx.scale, dtype=np.float64)
+        pairs = [pair(float(r)) for r in reals.reshape(-1)]
+        m = np.array([p[0] for p in pairs], dtype=np.int64).reshape(reals.shape)
+        s = np.array([p[1] for p in pairs], dtype=np.int64).reshape(reals.shape)
+        return {"multiplier": m, "shift": s, "out_bits": int(ctx.out_bits)}
+
+    return prepare
+
+
+_prepare_gemmlowp = _prepare_by(tflite_quantize_multiplier)
 
 
 def f32_multiplier(real: float) -> tuple[int, int]:
@@ -125,15 +134,7 @@ def f32_multiplier(real: float) -> tuple[int, int]:
     return int(f * (1 << 24)), shift
 
 
-def _prepare_f32(ctx: RequantContext) -> Params:
-    if np.ndim(ctx.scale) == 0:
-        m, s = f32_multiplier(float(ctx.scale))
-        return {"multiplier": m, "shift": s, "out_bits": int(ctx.out_bits)}
-    reals = np.asarray(ctx.scale, dtype=np.float64)
-    pairs = [f32_multiplier(float(r)) for r in reals.reshape(-1)]
-    m = np.array([p[0] for p in pairs], dtype=np.int64).reshape(reals.shape)
-    s = np.array([p[1] for p in pairs], dtype=np.int64).reshape(reals.shape)
-    return {"multiplier": m, "shift": s, "out_bits": int(ctx.out_bits)}
+_prepare_f32 = _prepare_by(f32_multiplier)
 
 
 # ---------------------------------------------------------------- kernels (numpy int64)
