@@ -130,7 +130,7 @@ def test_config_extremes(tmp_path, simulator, mult_a, mult_b, shift, run_set):
         ("onnxruntime_u8", (-128, 127, -100)),  # onnxruntime's QLinearAdd, a uint8 file's codes
         ("onnxruntime_u8", (0, -40, 90)),
         ("onnxruntime", (5, -3, 0)),
-        ("onnxruntime", (0, 0, 0)),
+        ("onnxruntime", (-50, 20, 7)),
     ],
 )
 def test_zero_points(tmp_path, variant_simulator, rounding, zeros, run_set):
@@ -143,6 +143,11 @@ def test_zero_points(tmp_path, variant_simulator, rounding, zeros, run_set):
     [
         ("onnxruntime_u8", (7, (3 << 24) | 5, 6), (-7, -20, 0)),  # ratios 7/64 and 40/64: ties of both signs
         ("onnxruntime", ((1 << 24) | 3, 1, 3), (3, -90, -5)),  # 6/8 and 1/8
+        # r_a = 1 + 2^-23, r_b = 1/2, Z_b = 1: u = A + A 2^-23 + (B - 1)/2 lies just past a half for
+        # every even B; binary32 keeps 15 or 16 bits below the point, so it drops A 2^-23 below
+        # A = 64 or 128 (the half, then even), holds a tie at them and rounds up past them
+        ("onnxruntime", (2**23 + 1, 2**22, 23), (0, 1, 0)),
+        ("onnxruntime_u8", (2**23 + 1, 2**22, 23), (-128, -127, -128)),
     ],
 )
 def test_qlinear_add_small_shifts(tmp_path, variant_simulator, rounding, mults, zeros, run_set):
