@@ -136,13 +136,13 @@ def test_parting_images_are_hwvits_layernorm(onnx_zoo):
     assert sum(d.differ for d in probs) / sum(d.elements for d in probs) < 1e-4
 
 
-@pytest.mark.parametrize("config", [*CONFIGS, "qcdq", "pt2e", "modelopt"])
+@pytest.mark.parametrize("config", [*CONFIGS, "qcdq", "pt2e", "modelopt", "uint8-onnxruntime"])
 def test_vectors_pass_the_verilog(onnx_zoo, config, tmp_path):
     """`hwvit vectors` of each digits file (onnxruntime's configurations; Brevitas' QCDQ, PT2E's and TensorRT
     Model Optimizer's,
-    whose float points `hwvit vectors` calibrates; softmax=round_each, as onnxruntime rounds), then
-    `hwvit sim --simulator both`: every set passes bit for bit, softmax_round_each's on
-    rtl/softmax_round_each.v."""
+    whose float points `hwvit vectors` calibrates; softmax=round_each, as onnxruntime rounds; the uint8
+    file read as onnxruntime deploys it too, requant=onnxruntime), then `hwvit sim --simulator both`:
+    every set passes bit for bit, softmax_round_each's on rtl/softmax_round_each.v."""
     from click.testing import CliRunner
 
     from hwvit import blocks, vectors
@@ -150,12 +150,18 @@ def test_vectors_pass_the_verilog(onnx_zoo, config, tmp_path):
 
     out = tmp_path / "vec"
     made = {"qcdq": onnx_zoo.qcdq_file, "pt2e": onnx_zoo.pt2e_file, "modelopt": onnx_zoo.modelopt_file}
+    config, _, requant = config.partition("-")
     path = made[config]() if config in made else onnx_zoo.file("digits", config)
     args = ["vectors", "--checkpoint", str(path), "--limit", "1"]
+    if requant:
+        args += ["--variant", f"requant={requant}"]
     res = CliRunner().invoke(main, [*args, "--variant", "softmax=round_each", "--out", str(out), "-q"])
     assert res.exit_code == 0, res.output
     kinds = {vectors.read(d).kind for d in vectors.find_sets(out)}
     assert all(blocks.get(k).rtl for k in kinds), kinds
+    if requant:
+        rounding = {vectors.read(d).params.get("rounding") for d in vectors.find_sets(out)}
+        assert {"onnxruntime", "onnxruntime_u8"} <= rounding, rounding
     assert {"gemm", "residual_add", "gelu", "layernorm", "softmax_round_each"} <= kinds
     res = CliRunner().invoke(main, ["sim", str(out), "--simulator", "both", "-j", "2", "-q"])
     sets = len(vectors.find_sets(out))
