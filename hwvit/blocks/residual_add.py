@@ -4,8 +4,10 @@ brought to the output scale (``rtl/residual_add.v``, docs/arithmetic.md).
 An imported model's sets (docs/onnx.md) may carry zero points and another rounding, recorded only
 where they are not hwvit's own: ``zero_a``, ``zero_b`` subtracted from the operands, ``zero_out``
 added after the rounding, ``rounding`` one of ROUNDINGS (hwvit.ops.residual_add_zp;
-sim/test_residual_add.py builds rtl/residual_add.v with its ROUNDING). A random set takes them as
-options (``--set zero_a=-3 --set rounding=half_even``).
+sim/test_residual_add.py builds rtl/residual_add.v with its ROUNDING). ``onnxruntime`` and
+``onnxruntime_u8`` are onnxruntime's QLinearAdd on int8 or uint8 codes (binary32 arithmetic,
+``hwvit.ops.residual_add.qlinear_add``), their multipliers binary32 ratios (``f32_ratios``). A random
+set takes them as options (``--set zero_a=-3 --set rounding=half_even``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Both inputs are rescaled to the output scale by integer multipliers with one shared shift and
 one rounding: ``y = sat(rshift_round(a*Ma + b*Mb, s))``, ``Ma*2^-s = s_a/s_out``,
-``Mb*2^-s = s_b/s_out`` (``hwvit.quant.residual_params``). Also adds position embeddings.
+``Mb*2^-s = s_b/s_out`` (``hwvit.quant.residual_params``). Also adds position embeddings. An
+imported model's add (``residual_add_zp``) has zero points and the file's rounding, or computes as
+onnxruntime's QLinearAdd does (``qlinear_add``).
 """
 
 from __future__ import annotations
