@@ -155,10 +155,10 @@ def test_qlinear_add_small_shifts(tmp_path, variant_simulator, rounding, mults, 
     binary32 holds every value exactly, so its adds round only at the output, on exact halves of both
     signs; bit-exact on the ROUNDING 5 / 6 build."""
     opts = dict(zip(("mult_a", "mult_b", "shift"), mults))
-    _zero_points(tmp_path, variant_simulator, rounding, zeros, run_set, opts)
+    _zero_points(tmp_path, variant_simulator, rounding, zeros, run_set, opts, cases=3000)
 
 
-def _zero_points(tmp_path, variant_simulator, rounding, zeros, run_set, opts):
+def _zero_points(tmp_path, variant_simulator, rounding, zeros, run_set, opts, cases=300):
     """An imported model's add: zero points subtracted from a and b, the output's added after the
     rounding (half to even for ONNX), bit-exact (the sets' edge rows put sums on every tie); Icarus
     and the widest case in make test, the rest and Verilator in make test-variants (and every set of
@@ -166,7 +166,7 @@ def _zero_points(tmp_path, variant_simulator, rounding, zeros, run_set, opts):
     from hwvit import vectors
 
     record = vectors.random_record(
-        KIND, 300, 9, rounding=rounding, **dict(zip(("zero_a", "zero_b", "zero_out"), zeros)), **opts
+        KIND, cases, 9, rounding=rounding, **dict(zip(("zero_a", "zero_b", "zero_out"), zeros)), **opts
     )
     set_dir = vectors.write_set(record, tmp_path / "zp")
     assert blocks.get(KIND).verify(vectors.read(set_dir)) is None
@@ -175,7 +175,7 @@ def _zero_points(tmp_path, variant_simulator, rounding, zeros, run_set, opts):
         p = vset.params
         exact = ops.residual_add_zp(vset["a"], vset["b"], p["mult_a"], p["mult_b"], p["shift"], 8, "half_even", *zeros)
         assert (exact != vset["y"]).any()
-    assert run_set(set_dir, variant_simulator).elements == 300
+    assert run_set(set_dir, variant_simulator).elements == cases
 
 
 @pytest.mark.xdist_group(KIND)

@@ -166,8 +166,10 @@ def _qlinear_case(rng: np.random.Generator, opts, zeros, rounding):
             best = (ma, mb, s, decided)
         if len(decided) >= 16 or not (opts["mult_a"] is None and opts["mult_b"] is None and opts["shift"] is None):
             break
-    ma, mb, s, decided = best
-    return ma, mb, s, decided[rng.permutation(len(decided))[:64]]
+    ma, mb, s, decided = best  # the 32 of smallest |a| + |b| (the narrowest sums: ties at every bit), 32 at random
+    small = np.argsort(np.abs(decided).sum(axis=1), kind="stable")
+    rest = small[32:][rng.permutation(max(len(small) - 32, 0))]
+    return ma, mb, s, decided[np.concatenate([small[:32], rest[:32]])]
 
 
 def count_bins(params, inputs, outputs, limits) -> dict[str, int]:
