@@ -142,7 +142,7 @@ def test_zero_points(tmp_path, variant_simulator, rounding, zeros, run_set):
     "rounding, mults, zeros",
     [
         ("onnxruntime_u8", (7, (3 << 24) | 5, 6), (-7, -20, 0)),  # ratios 7/64 and 40/64: ties of both signs
-        ("onnxruntime", ((1 << 24) | 3, 1, 3), (3, -90, -5)),  # 6/8 and 1/8
+        ("onnxruntime", (3, (1 << 24) | 1, 3), (-3, -90, -5)),  # 3/8 and 2/8, a negative zero point of a
         # r_a = 1 + 2^-23, r_b = 1/2, Z_b = 1: u = A + A 2^-23 + (B - 1)/2 lies just past a half for
         # every even B; binary32 keeps 15 or 16 bits below the point, so it drops A 2^-23 below
         # A = 64 or 128 (the half, then even), holds a tie at them and rounds up past them
