@@ -148,6 +148,8 @@ def test_zero_points(tmp_path, variant_simulator, rounding, zeros, run_set):
         # A = 64 or 128 (the half, then even), holds a tie at them and rounds up past them
         ("onnxruntime", (2**23 + 1, 2**22, 23), (0, 1, 0)),
         ("onnxruntime_u8", (2**23 + 1, 2**22, 23), (-128, -127, -128)),
+        # r_a = 1 - 3 2^-23: binary32 ties whose kept significand ends in 01 or 10 (searched for)
+        ("onnxruntime", (2**23 - 3, 2**22, 23), (2, 4, -4)),
     ],
 )
 def test_qlinear_add_small_shifts(tmp_path, variant_simulator, rounding, mults, zeros, run_set):
