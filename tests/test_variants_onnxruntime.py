@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from hwvit import ops, variants
-from hwvit.ops.round_sat import f32_product, round_significant
+from hwvit.ops.round_sat import f32_multiplier, f32_product, round_significant
 from hwvit.variants.base import RequantContext
-from hwvit.variants.rounding import f32_multiplier
 
 V = variants.get("requant", "onnxruntime")
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -189,7 +188,7 @@ def _qlinear_add_ref(a, b, ma, mb, s, offset, za, zb, zc) -> int:
 def test_qlinear_add_equals_its_reference():
     """hwvit.ops.residual_add.qlinear_add against the rationals, on random pairs of codes at random
     binary32 ratios and zero points, both code offsets (int8 and uint8 files)."""
-    from hwvit.blocks.residual_add import f32_ratios
+    from hwvit.ops.residual_add import f32_ratios
 
     rng = np.random.default_rng(17)
     for i in range(12):
@@ -214,7 +213,7 @@ def test_onnxruntime_qlinear_add_computes_it(dtype):
     with f32_ratios gives every integer; the exact sum (half_even of the same ratios) does not."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from hwvit.blocks.residual_add import f32_ratios
+    from hwvit.ops.residual_add import f32_ratios
 
     unsigned = dtype == "uint8"
     offset, rounding = (128, "onnxruntime_u8") if unsigned else (0, "onnxruntime")

@@ -226,7 +226,7 @@ class _Builder:
 
         if step.name not in self.qlinear_adds:
             return (*residual_params(s_a, s_b, q_out.s), ROUNDING)
-        from hwvit.blocks.residual_add import f32_ratios
+        from hwvit.ops.residual_add import f32_ratios
 
         try:
             ma, mb, s = f32_ratios(s_a, s_b, q_out.s)

@@ -77,12 +77,12 @@ def requant_zero(
     acc: Any, multiplier: Any, shift: Any, out_bits: int = 8, rounding: str = "half_up", zero: int = 0
 ) -> np.ndarray:
     """``sat_out_bits(round(acc * M / 2^s) + zero)`` with one of the shift roundings of
-        ``round_sat.SHIFT_MODES`` (half to even for ONNX), or onnxruntime's (``round_half_even`` of the
+    ``round_sat.SHIFT_MODES`` (half to even for ONNX), or onnxruntime's (``round_half_even`` of the
     binary32 product ``round_sat.f32_product``, M < 2^24): an imported model's requant (rtl/gemm.v with
-        ZERO_POINTS = 1; without a zero point, the saturating requant variant of that name). The rounded
-        value is saturated to ``out_bits + 1`` bits first, as the RTL does: clipped there it lies
-        2^(out_bits-1) past the output range, beyond a zero point's reach, so the one saturation after
-        the add gives the same integers. acc int32, M unsigned 31 bits: ``|acc * M| < 2^62``. int64 out."""
+    ZERO_POINTS = 1; without a zero point, the saturating requant variant of that name). The rounded
+    value is saturated to ``out_bits + 1`` bits first, as the RTL does: clipped there it lies
+    2^(out_bits-1) past the output range, beyond a zero point's reach, so the one saturation after
+    the add gives the same integers. acc int32, M unsigned 31 bits: ``|acc * M| < 2^62``. int64 out."""
     from hwvit.ops.round_sat import F32_SIGNIFICAND, SHIFT_MODES, ZERO_POINT_ROUNDINGS, f32_product
 
     if rounding not in ZERO_POINT_ROUNDINGS:

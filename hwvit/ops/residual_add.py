@@ -167,3 +167,21 @@ def decode_ratio(mult: Any, name: str = "multiplier") -> np.ndarray:
             f"residual_add: {name} {mult.tolist()} moves its significand up more than {QLINEAR_ADD_K_MAX} bits"
         )
     return np.left_shift(mult & ((1 << 24) - 1), k)
+
+
+def f32_ratios(s_a: float, s_b: float, s_out: float) -> tuple[int, int, int]:
+    """onnxruntime's QLinearAdd ratios ``f32(s_a / s_out)``, ``f32(s_b / s_out)`` (binary32 divisions)
+    as ``(Ma, Mb, s)`` over one shift, each M its significand and how far the finer shift moves it up
+    (``hwvit.ops.residual_add.encode_ratio``). ValueError when the two lie more than 2^23 apart or s
+    exceeds 40."""
+    from hwvit.ops.round_sat import f32_multiplier
+
+    (m_a, e_a), (m_b, e_b) = (f32_multiplier(np.float32(x) / np.float32(s_out)) for x in (s_a, s_b))
+    s = max(e_a, e_b)
+    k_a, k_b = (s - e_a) if m_a else 0, (s - e_b) if m_b else 0
+    if max(k_a, k_b) > QLINEAR_ADD_K_MAX or not 1 <= s <= QLINEAR_ADD_SHIFT_MAX:
+        raise ValueError(
+            f"onnxruntime's add ratios {s_a / s_out:.4g} and {s_b / s_out:.4g}: hwvit takes them within "
+            f"2^{QLINEAR_ADD_K_MAX} of each other and at least 2^-{QLINEAR_ADD_SHIFT_MAX - 24}"
+        )
+    return encode_ratio(m_a, k_a), encode_ratio(m_b, k_b), s

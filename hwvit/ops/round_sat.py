@@ -10,6 +10,7 @@ which the requant variants (hwvit.variants.rounding) and an imported model's zer
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -109,3 +110,23 @@ def f32_product(acc: Any, m: Any) -> np.ndarray:
     acc = as_int_array(acc, "acc", -(1 << 31), (1 << 31) - 1)
     m = as_int_array(m, "multiplier", 0, (1 << F32_SIGNIFICAND) - 1)
     return round_significant(round_significant(acc) * m)
+
+
+def f32_multiplier(real: float) -> tuple[int, int]:
+    """``(M, s)`` with ``M * 2^-s`` the binary32 value of ``real`` (round to nearest even): ``M`` its
+    24-bit significand in ``[2^23, 2^24 - 1]``, ``s = 24 - e`` for ``f32(real) = M / 2^24 * 2^e``.
+    ``(0, 0)`` for 0 and for a multiplier below ``2^-38`` (``s > 62``: ``|acc| * m < 2^-7``, every
+    result 0). ValueError for a negative or non-finite ``real`` and for ``f32(real) >= 2^24``."""
+    real = float(real)
+    if not math.isfinite(real) or real < 0:
+        raise ValueError(f"onnxruntime multiplier must be finite and >= 0, got {real!r}")
+    m32 = np.float32(min(real, 2.0**24))  # at or above 2^24 it is refused below, without an overflow
+    if m32 == 0:
+        return 0, 0
+    f, e = math.frexp(float(m32))  # f in [0.5, 1) with 24 significant bits: f * 2^24 is an integer
+    shift = 24 - e
+    if shift > SHIFT_MAX:
+        return 0, 0
+    if shift < 0:
+        raise ValueError(f"onnxruntime multiplier {real!r} is too large: a binary32 of 2^24 or more needs a left shift")
+    return int(f * (1 << 24)), shift

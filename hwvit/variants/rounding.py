@@ -45,7 +45,7 @@ import numpy as np
 
 from hwvit.formats import ACC, MULT_MAX, OUT_BITS, SHIFT_MAX
 from hwvit.ops.checks import as_int_array, channel_param, check_bits
-from hwvit.ops.round_sat import F32_SIGNIFICAND, SHIFT_MODES, f32_product
+from hwvit.ops.round_sat import F32_SIGNIFICAND, SHIFT_MODES, f32_multiplier, f32_product
 from hwvit.variants.base import Params, RequantContext, Variant
 
 INT32_MIN = -(1 << 31)
@@ -112,26 +112,6 @@ def _prepare_by(pair):
 
 
 _prepare_gemmlowp = _prepare_by(tflite_quantize_multiplier)
-
-
-def f32_multiplier(real: float) -> tuple[int, int]:
-    """``(M, s)`` with ``M * 2^-s`` the binary32 value of ``real`` (round to nearest even): ``M`` its
-    24-bit significand in ``[2^23, 2^24 - 1]``, ``s = 24 - e`` for ``f32(real) = M / 2^24 * 2^e``.
-    ``(0, 0)`` for 0 and for a multiplier below ``2^-38`` (``s > 62``: ``|acc| * m < 2^-7``, every
-    result 0). ValueError for a negative or non-finite ``real`` and for ``f32(real) >= 2^24``."""
-    real = float(real)
-    if not math.isfinite(real) or real < 0:
-        raise ValueError(f"onnxruntime multiplier must be finite and >= 0, got {real!r}")
-    m32 = np.float32(min(real, 2.0**24))  # at or above 2^24 it is refused below, without an overflow
-    if m32 == 0:
-        return 0, 0
-    f, e = math.frexp(float(m32))  # f in [0.5, 1) with 24 significant bits: f * 2^24 is an integer
-    shift = 24 - e
-    if shift > SHIFT_MAX:
-        return 0, 0
-    if shift < 0:
-        raise ValueError(f"onnxruntime multiplier {real!r} is too large: a binary32 of 2^24 or more needs a left shift")
-    return int(f * (1 << 24)), shift
 
 
 _prepare_f32 = _prepare_by(f32_multiplier)
